@@ -1,0 +1,77 @@
+"""Autoload hook of disastir-mteb, run from ``disastir_mteb.pth`` at every interpreter start.
+
+It must stay tiny: it imports nothing beyond ``os`` and ``sys`` (both already loaded), and it
+never imports mteb or torch itself. It puts a one-shot finder on ``sys.meta_path`` that waits
+for someone to import ``mteb``; right after mteb's ``__init__`` has run, it registers the
+DisastIR tasks (``disastir_mteb.register``). Any failure there becomes a warning: mteb keeps
+working without the DisastIR tasks. ``DISASTIR_MTEB_AUTOLOAD=0`` turns the hook off.
+"""
+
+import os
+import sys
+
+_OFF = ("0", "false", "no", "off")
+
+
+class _AfterMtebImport:
+    """Meta-path finder that wraps the loader of the top-level ``mteb`` package once."""
+
+    def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001, ANN201 - import protocol
+        if fullname != "mteb":
+            return None
+        _remove()
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            if find_spec is None:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        exec_module = getattr(loader, "exec_module", None)
+        if exec_module is None:
+            return spec
+
+        def exec_then_register(module):  # noqa: ANN001, ANN202
+            exec_module(module)
+            _register()
+
+        try:
+            loader.exec_module = exec_then_register
+        except (AttributeError, TypeError):
+            return spec
+        return spec
+
+
+def _remove():
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterMtebImport)]
+
+
+def _register():
+    try:
+        import disastir_mteb  # noqa: F401 - importing registers
+    except Exception as error:  # noqa: BLE001 - never break mteb because of the plugin
+        import warnings
+
+        warnings.warn(
+            f"disastir-mteb could not register the DisastIR tasks with mteb ({type(error).__name__}: {error}); "
+            "mteb works without them. Set DISASTIR_MTEB_AUTOLOAD=0 to silence this.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
+def install():
+    """Put the finder in place, unless turned off or mteb is already imported."""
+    if os.environ.get("DISASTIR_MTEB_AUTOLOAD", "1").strip().lower() in _OFF:
+        return
+    if "mteb" in sys.modules:
+        _register()
+        return
+    if not any(isinstance(f, _AfterMtebImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterMtebImport())
+
+
+install()

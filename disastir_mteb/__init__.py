@@ -1,0 +1,26 @@
+"""disastir-mteb: the DisastIR disaster-management retrieval benchmark as 48 mteb tasks.
+
+Importing the package registers the tasks and benchmarks with mteb (the same call the
+autoload hook makes when mteb is imported). The names below are the public API.
+"""
+
+from __future__ import annotations
+
+from disastir_mteb.registry import register
+from disastir_mteb.taxonomy import CATEGORIES, INTENTS, TASK_NAMES, Category, Intent
+
+register()
+
+from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION, get_tasks  # noqa: E402
+
+__all__ = [
+    "CATEGORIES",
+    "DATASET_REPO",
+    "DATASET_REVISION",
+    "INTENTS",
+    "TASK_NAMES",
+    "Category",
+    "Intent",
+    "get_tasks",
+    "register",
+]

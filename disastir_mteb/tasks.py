@@ -1,0 +1,302 @@
+"""The 48 DisastIR tasks as real mteb ``AbsTaskRetrieval`` classes, built by one factory.
+
+Every fact about the tasks lives as data in ``task_metadata/`` (written once: per intent, per
+category, shared); :func:`make_task_class` combines them into a validated ``TaskMetadata`` and a
+class named after the task, bound into this module so ``repr``, pickling and ``grep`` behave as
+for hand-written classes. No class has its own ``load_data``: the base class hands its spec to
+:mod:`disastir_mteb.data`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytrec_eval
+from mteb.abstasks.retrieval import AbsTaskRetrieval
+from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
+from mteb.abstasks.task_metadata import TaskMetadata
+from mteb.timing import TimingStack
+
+from disastir_mteb.data import (
+    GAINS,
+    Gain,
+    LoadReport,
+    TaskFiles,
+    default_gain,
+    find_task_files,
+    grade_to_gain,
+    load_task,
+    resolve_data_dir,
+)
+from disastir_mteb.taxonomy import (
+    CATEGORY_FULL_NAMES,
+    TASK_SPECS,
+    Category,
+    Intent,
+    TaskSpec,
+    parse_category,
+    parse_intent,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from mteb import AbsTask, Benchmark
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DATASET_REPO",
+    "DATASET_REVISION",
+    "TASK_CLASSES",
+    "AbsTaskDisastIR",
+    "DisastIRTaskMetadata",
+    "benchmarks",
+    "get_tasks",
+    "make_task_class",
+    "metadata_dir",
+]
+
+
+def metadata_dir() -> Path:
+    """The ``task_metadata`` folder: inside the installed wheel, or beside the package in a checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "task_metadata", here.parent / "task_metadata"):
+        if (candidate / "dataset.json").is_file():
+            return candidate
+    raise FileNotFoundError(f"task_metadata/ not found beside {here}; the installation is incomplete.")
+
+
+def _read(name: str) -> dict[str, Any]:
+    with (metadata_dir() / name).open(encoding="utf-8") as handle:
+        data: dict[str, Any] = json.load(handle)
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+_DATASET = _read("dataset.json")
+_INTENTS = _read("intents.json")
+_CATEGORIES = _read("categories.json")
+_CITATION = (metadata_dir() / "citation.bib").read_text(encoding="utf-8").strip()
+
+#: The Hugging Face dataset every task reads, and the one pinned revision (change it here only).
+DATASET_REPO: str = _DATASET["repo"]
+DATASET_REVISION: str = _DATASET["revision"]
+K_VALUES: tuple[int, ...] = tuple(_DATASET["k_values"])
+
+
+class DisastIRTaskMetadata(TaskMetadata):
+    """mteb's ``TaskMetadata`` with descriptive statistics read from this package, not mteb's folder."""
+
+    @property
+    def descriptive_stat_path(self) -> Path:
+        """``task_metadata/descriptive_stats/<task>.json`` (paper figures until recomputed on real data)."""
+        return metadata_dir() / "descriptive_stats" / f"{self.name}.json"
+
+
+def _description(spec: TaskSpec) -> str:
+    intent, category = _INTENTS[spec.intent.value], _CATEGORIES[spec.category.value]
+    return (
+        f"DisastIR {intent['title']}, {category['full_name']} disasters ({category['examples']}). "
+        f"{intent['description']} {intent['relevance']} One of 48 DisastIR tasks (6 search intents x 8 "
+        f"disaster categories) searching one shared corpus of {_DATASET['corpus_size']:,} disaster-management "
+        "passages; NDCG@10 uses the authors' exponential gain 2^grade - 1."
+    )
+
+
+def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
+    """The complete, validated ``TaskMetadata`` of one task."""
+    intent = _INTENTS[spec.intent.value]
+    metadata = DisastIRTaskMetadata(
+        name=spec.name,
+        description=_description(spec),
+        reference=_DATASET["reference"],
+        dataset={"path": DATASET_REPO, "revision": DATASET_REVISION},
+        type="Retrieval",
+        category="t2t",
+        modalities=["text"],
+        eval_splits=list(_DATASET["eval_splits"]),
+        eval_langs=list(_DATASET["eval_langs"]),
+        main_score=_DATASET["main_score"],
+        date=tuple(_DATASET["date"]),
+        domains=list(intent["domains"]),
+        task_subtypes=list(intent["task_subtypes"]),
+        license=_DATASET["license"],
+        annotations_creators=_DATASET["annotations_creators"],
+        dialect=list(_DATASET["dialect"]),
+        sample_creation=_DATASET["sample_creation"],
+        bibtex_citation=_CITATION,
+        prompt={"query": intent["instruction"]},
+    )
+    metadata._validate_metadata()
+    return metadata
+
+
+@cache
+def _task_files(repo: str, revision: str, data_dir: str | None) -> TaskFiles:
+    """Find and place the data files once per (source, revision) and process."""
+    del data_dir  # part of the cache key only: resolve_data_dir reads the environment itself
+    return find_task_files(resolve_data_dir(repo, revision))
+
+
+def _ndcg_at_10(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> float:
+    """Mean trec_eval ``ndcg_cut_10`` over the judged queries (0 for a query with no results)."""
+    if not qrels:
+        return 0.0
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"})
+    per_query = evaluator.evaluate({q: run.get(q, {}) for q in qrels})
+    return sum(per_query.get(q, {}).get("ndcg_cut_10", 0.0) for q in qrels) / len(qrels)
+
+
+class AbsTaskDisastIR(AbsTaskRetrieval):
+    """Base of the 48 DisastIR tasks: loads the published layout, scores like the authors.
+
+    Args:
+        gain: ``"exponential"`` (default, also ``DISASTIR_GAIN``): qrels values are 2^grade - 1,
+            so ``ndcg_at_10`` is the authors' NDCG@10. ``"linear"``: the raw grades. Both
+            variants are always reported too, as ``ndcg_at_10_exponential_gain`` and
+            ``ndcg_at_10_linear_gain``, so a result file says which is which.
+        **kwargs: passed to ``AbsTaskRetrieval`` (``seed``).
+    """
+
+    spec: TaskSpec
+    k_values = K_VALUES
+    load_report: LoadReport | None = None
+
+    def __init__(self, gain: Gain | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gain: Gain = gain if gain is not None else default_gain()
+        if self.gain not in GAINS:
+            raise ValueError(f"Unknown gain {self.gain!r}; expected one of {list(GAINS)}.")
+        self._grades: dict[str, dict[str, dict[str, int]]] = {}
+
+    def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
+        """Load this task's queries and judgements and the shared corpus (read once per process)."""
+        if self.data_loaded:
+            return
+        import os
+
+        timer = timer or TimingStack()
+        with timer("Data loading", log_message=f"Loading dataset {self.metadata.name}..."):
+            files = _task_files(DATASET_REPO, DATASET_REVISION, os.environ.get("DISASTIR_DATA_DIR"))
+            data = load_task(self.spec, files, gain=self.gain)
+        split = self.metadata.eval_splits[0]
+        self.dataset = {"default": {split: RetrievalSplitData(
+            corpus=data.corpus, queries=data.queries, relevant_docs=data.relevant_docs, top_ranked=None,
+        )}}
+        self._grades = {split: data.grades}
+        self.load_report = data.report
+        self.data_loaded = True
+
+    def task_specific_scores(
+        self,
+        scores: dict[str, dict[str, float]],
+        qrels: dict[str, dict[str, int]],
+        results: dict[str, dict[str, float]],
+        hf_split: str,
+        hf_subset: str,
+    ) -> dict[str, float]:
+        """Both NDCG@10 variants by name, and the share of unjudged passages in the top 10.
+
+        ``unjudged_at_10``: fraction of top-10 hits without a judgement (the authors log it
+        beside their zero-fill NDCG; high values mean the pool misses this model's hits).
+        """
+        grades = {q: g for q, g in self._grades.get(hf_split, {}).items() if q in qrels}
+        extra = {
+            f"ndcg_at_10_{name}_gain": _ndcg_at_10(
+                {q: {d: grade_to_gain(g, name) for d, g in judged.items()} for q, judged in grades.items()}, results)
+            for name in GAINS
+        }
+        hits = unjudged = 0
+        for query_id in qrels:
+            ranked = sorted(results.get(query_id, {}).items(), key=lambda item: (item[1], item[0]), reverse=True)[:10]
+            hits += len(ranked)
+            unjudged += sum(1 for doc_id, _ in ranked if doc_id not in qrels[query_id])
+        extra["unjudged_at_10"] = unjudged / hits if hits else 0.0
+        return extra
+
+
+def make_task_class(spec: TaskSpec) -> type[AbsTaskDisastIR]:
+    """One task class from its spec: the only way task classes are made."""
+    cls = type(spec.class_name, (AbsTaskDisastIR,), {
+        "metadata": build_metadata(spec),
+        "spec": spec,
+        "__module__": __name__,
+        "__qualname__": spec.class_name,
+        "__doc__": f"DisastIR task {spec.name}.",
+    })
+    return cls
+
+
+TASK_CLASSES: dict[str, type[AbsTaskDisastIR]] = {spec.name: make_task_class(spec) for spec in TASK_SPECS}
+globals().update({cls.__name__: cls for cls in TASK_CLASSES.values()})
+
+
+def get_tasks(
+    intents: Iterable[str | Intent] | None = None,
+    categories: Iterable[str | Category] | None = None,
+    *,
+    gain: Gain | None = None,
+) -> list[AbsTaskDisastIR]:
+    """Instances of the chosen tasks, in the paper's order (intent-major).
+
+    Args:
+        intents: any accepted spellings ('QA', 'FactCheck', 'TW', ...); all six when None.
+        categories: abbreviations or full names; all eight when None.
+        gain: see :class:`AbsTaskDisastIR`.
+
+    Examples:
+        >>> [t.metadata.name for t in get_tasks(["FC"], ["Bio", "chemical"])]
+        ['DisastIR-FC-Bio', 'DisastIR-FC-Chem']
+    """
+    wanted_intents = {parse_intent(str(i.value if isinstance(i, Intent) else i)) for i in intents} if intents else None
+    wanted_categories = ({parse_category(str(c.value if isinstance(c, Category) else c)) for c in categories}
+                         if categories else None)
+    return [
+        TASK_CLASSES[spec.name](gain=gain)
+        for spec in TASK_SPECS
+        if (wanted_intents is None or spec.intent in wanted_intents)
+        and (wanted_categories is None or spec.category in wanted_categories)
+    ]
+
+
+@cache
+def benchmarks() -> tuple[Benchmark, ...]:
+    """``DisastIR`` (all 48, grouped by intent and by category) and one benchmark per intent."""
+    from mteb import Benchmark
+    from mteb.benchmarks.benchmark import BenchmarkAggregation, CustomGroup, CustomGrouping
+
+    by_intent = CustomGrouping(name="Intent", groups=tuple(
+        CustomGroup(label=i.value, tasks=tuple(get_tasks(intents=[i]))) for i in Intent))
+    by_category = CustomGrouping(name="Category", groups=tuple(
+        CustomGroup(label=CATEGORY_FULL_NAMES[c], tasks=tuple(get_tasks(categories=[c]))) for c in Category))
+    description = ("DisastIR: 48 disaster-management retrieval tasks (6 search intents x 8 UNDRR disaster "
+                   f"categories) over one shared corpus of {_DATASET['corpus_size']:,} passages, scored with the "
+                   "authors' exponential-gain NDCG@10; the overall score is the mean of the 6 intent means.")
+    full = Benchmark(
+        name="DisastIR",
+        display_name="DisastIR (disaster management)",
+        tasks=tuple(get_tasks()),
+        description=description,
+        reference=_DATASET["reference"],
+        citation=_CITATION,
+        aggregations=(
+            BenchmarkAggregation.MEAN_TASK,
+            by_intent,
+            by_category,
+        ),
+    )
+    per_intent = tuple(
+        Benchmark(
+            name=f"DisastIR-{intent.value}",
+            tasks=tuple(get_tasks([intent])),
+            description=f"The 8 DisastIR {_INTENTS[intent.value]['title']} tasks, one per disaster category.",
+            reference=_DATASET["reference"],
+            citation=_CITATION,
+        )
+        for intent in Intent
+    )
+    return (full, *per_intent)

@@ -1,0 +1,211 @@
+"""The DisastIR vocabulary: intents, categories, task names and the file-name alias table.
+
+Pure data and parsing. This module imports nothing from mteb, torch or the rest of the
+package, so the autoload hook, the sample generator and the loader can all share it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = [
+    "CATEGORIES",
+    "INTENTS",
+    "TASK_NAMES",
+    "TASK_SPECS",
+    "Category",
+    "Intent",
+    "TaskSpec",
+    "get_spec",
+    "parse_category",
+    "parse_intent",
+    "parse_task_file",
+    "task_name",
+]
+
+
+class Intent(str, Enum):
+    """The six search intents, in the paper's table order."""
+
+    QA = "QA"
+    QAdoc = "QAdoc"
+    Twitter = "Twitter"
+    FC = "FC"
+    NLI = "NLI"
+    STS = "STS"
+
+
+class Category(str, Enum):
+    """The eight UNDRR disaster categories, in the paper's table order."""
+
+    Bio = "Bio"
+    Chem = "Chem"
+    Env = "Env"
+    Extra = "Extra"
+    Geo = "Geo"
+    MH = "MH"
+    Soc = "Soc"
+    Tech = "Tech"
+
+
+INTENTS: tuple[Intent, ...] = tuple(Intent)
+CATEGORIES: tuple[Category, ...] = tuple(Category)
+
+#: Full category names as the paper writes them (Table 19 onwards).
+CATEGORY_FULL_NAMES: dict[Category, str] = {
+    Category.Bio: "Biological",
+    Category.Chem: "Chemical",
+    Category.Env: "Environmental",
+    Category.Extra: "Extraterrestrial",
+    Category.Geo: "Geohazard",
+    Category.MH: "Meteorological & Hydrological",
+    Category.Soc: "Societal",
+    Category.Tech: "Technological",
+}
+
+#: Intent keys as the authors' evaluation code spells them in file names.
+INTENT_FILE_KEYS: dict[Intent, str] = {
+    Intent.QA: "QA",
+    Intent.QAdoc: "QAdoc",
+    Intent.Twitter: "Twitter",
+    Intent.FC: "FactCheck",
+    Intent.NLI: "NLI",
+    Intent.STS: "STS",
+}
+
+#: Highest relevance grade per intent (STS is graded 0..5, the others 0..3).
+MAX_GRADE: dict[Intent, int] = {intent: (5 if intent is Intent.STS else 3) for intent in Intent}
+
+
+def _norm(text: str) -> str:
+    """Case-fold and drop every separator, so 'Meteorological & hydrological' == 'meteorologicalhydrological'."""
+    return re.sub(r"[\s_\-&]+", "", text.casefold())
+
+
+# One alias table, built from the facts above: abbreviation, full name, and the intent keys
+# the authors' code and Table 3 use ("FactCheck", "TW").
+_INTENT_ALIASES: dict[str, Intent] = {}
+for _intent in Intent:
+    _INTENT_ALIASES[_norm(_intent.value)] = _intent
+    _INTENT_ALIASES[_norm(INTENT_FILE_KEYS[_intent])] = _intent
+_INTENT_ALIASES[_norm("TW")] = Intent.Twitter
+_INTENT_ALIASES[_norm("Fact-Check")] = Intent.FC
+
+_CATEGORY_ALIASES: dict[str, Category] = {}
+for _category in Category:
+    _CATEGORY_ALIASES[_norm(_category.value)] = _category
+    _CATEGORY_ALIASES[_norm(CATEGORY_FULL_NAMES[_category])] = _category
+_CATEGORY_ALIASES[_norm("Meteorological and Hydrological")] = Category.MH
+_CATEGORY_ALIASES[_norm("Hydrometeorological")] = Category.MH
+_CATEGORY_ALIASES[_norm("Geological")] = Category.Geo
+
+
+def parse_intent(text: str) -> Intent:
+    """Map any accepted spelling of an intent ('QA', 'FactCheck', 'fc', 'TW', ...) to an Intent.
+
+    Raises:
+        ValueError: the text names no intent; the message lists the accepted values.
+    """
+    try:
+        return _INTENT_ALIASES[_norm(text)]
+    except KeyError:
+        raise ValueError(
+            f"Unknown DisastIR intent {text!r}; expected one of "
+            f"{sorted({*(i.value for i in Intent), *INTENT_FILE_KEYS.values(), 'TW'})}."
+        ) from None
+
+
+def parse_category(text: str) -> Category:
+    """Map any accepted spelling of a category ('Bio', 'biological', 'Meteorological_Hydrological', ...).
+
+    Raises:
+        ValueError: the text names no category; the message lists the accepted values.
+    """
+    try:
+        return _CATEGORY_ALIASES[_norm(text)]
+    except KeyError:
+        raise ValueError(
+            f"Unknown DisastIR category {text!r}; expected an abbreviation "
+            f"{[c.value for c in Category]} or a full name {list(CATEGORY_FULL_NAMES.values())}."
+        ) from None
+
+
+def task_name(intent: Intent, category: Category) -> str:
+    """The fixed mteb task name, e.g. ``DisastIR-QA-Bio``."""
+    return f"DisastIR-{intent.value}-{category.value}"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One of the 48 tasks: an (intent, category) pair and the names derived from it."""
+
+    intent: Intent
+    category: Category
+
+    @property
+    def name(self) -> str:
+        """The mteb task name, e.g. ``DisastIR-QA-Bio``."""
+        return task_name(self.intent, self.category)
+
+    @property
+    def class_name(self) -> str:
+        """The Python class name of the generated task, e.g. ``DisastIRQABio``."""
+        return f"DisastIR{self.intent.value}{self.category.value}"
+
+
+TASK_SPECS: tuple[TaskSpec, ...] = tuple(TaskSpec(i, c) for i in INTENTS for c in CATEGORIES)
+TASK_NAMES: tuple[str, ...] = tuple(spec.name for spec in TASK_SPECS)
+_SPECS_BY_NAME = {spec.name: spec for spec in TASK_SPECS}
+
+if len(TASK_SPECS) != 48 or len(_SPECS_BY_NAME) != 48:  # pragma: no cover - table invariant
+    raise RuntimeError("The DisastIR task table must hold 48 unique tasks.")
+
+
+def get_spec(name: str) -> TaskSpec:
+    """The TaskSpec of a task name such as ``DisastIR-NLI-Soc``.
+
+    Raises:
+        KeyError: unknown name, with the closest valid names as suggestions.
+    """
+    try:
+        return _SPECS_BY_NAME[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, TASK_NAMES, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"Unknown DisastIR task {name!r}.{hint} Valid names: DisastIR-{{Intent}}-{{Category}}.") from None
+
+
+_FILE_SUFFIXES = ("_qrels", "-qrels", " qrels", "qrels")
+
+
+def parse_task_file(stem: str) -> TaskSpec:
+    """Place a file stem such as ``FactCheck_Biological_qrels`` or ``QA_bio`` on one of the 48 tasks.
+
+    The stem is ``{intent}{sep}{category}`` with an optional ``qrels`` suffix; the intent is the
+    part before the first separator, except that an intent key may itself be written with
+    separators ('Fact_Check'); every split point is tried and exactly one must parse.
+
+    Raises:
+        ValueError: the stem names no task, or names several.
+    """
+    base = stem
+    for suffix in _FILE_SUFFIXES:
+        if base.casefold().endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    parts = [p for p in re.split(r"[_\-\s]+", base.strip()) if p]
+    found: set[TaskSpec] = set()
+    for cut in range(1, len(parts)):
+        try:
+            intent = parse_intent("".join(parts[:cut]))
+            category = parse_category(" ".join(parts[cut:]))
+        except ValueError:
+            continue
+        found.add(TaskSpec(intent, category))
+    if len(found) != 1:
+        why = "names no task" if not found else f"is ambiguous ({sorted(s.name for s in found)})"
+        raise ValueError(f"File name {stem!r} {why}: expected '{{intent}}_{{category}}', e.g. 'QA_Bio' or 'FactCheck_biological'.")
+    return found.pop()
