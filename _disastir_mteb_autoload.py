@@ -14,13 +14,18 @@ _OFF = ("0", "false", "no", "off")
 
 
 class _AfterMtebImport:
-    """Meta-path finder that wraps the loader of the top-level ``mteb`` package once."""
+    """Meta-path finder that wraps the loader of the top-level ``mteb`` package.
+
+    It stays in place until mteb has actually been executed: ``python -m mteb`` asks for the
+    spec once (runpy) and then imports the package through a second lookup.
+    """
 
     def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001, ANN201 - import protocol
         if fullname != "mteb":
             return None
-        _remove()
         for finder in sys.meta_path:
+            if isinstance(finder, _AfterMtebImport):
+                continue
             find_spec = getattr(finder, "find_spec", None)
             if find_spec is None:
                 continue
@@ -36,6 +41,7 @@ class _AfterMtebImport:
 
         def exec_then_register(module):  # noqa: ANN001, ANN202
             exec_module(module)
+            _remove()
             _register()
 
         try:

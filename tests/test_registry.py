@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import mteb
+import pytest
+
+from disastir_mteb import registry
+from disastir_mteb.taxonomy import TASK_NAMES
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env}, cwd="/")
+
+
+def test_canary_mteb_internals_still_exist() -> None:
+    assert registry.check_internals() == [], (
+        "mteb renamed internals disastir-mteb registers through: " + ", ".join(registry.check_internals()))
+
+
+def test_register_is_idempotent() -> None:
+    get_tasks_module = sys.modules["mteb.get_tasks"]
+    before = len(get_tasks_module.TASK_LIST)
+    registry.register()
+    registry.register()
+    assert len(get_tasks_module.TASK_LIST) == before
+    assert sum(1 for cls in get_tasks_module.TASK_LIST if cls.metadata.name.startswith("DisastIR-")) == 48
+
+
+def test_mteb_public_lookups_see_the_tasks() -> None:
+    assert mteb.get_task("DisastIR-NLI-Soc").metadata.name == "DisastIR-NLI-Soc"
+    assert [t.metadata.name for t in mteb.get_tasks(tasks=["DisastIR-QA-Bio", "DisastIR-STS-Tech"])] == [
+        "DisastIR-QA-Bio", "DisastIR-STS-Tech"]
+    assert {t.metadata.name for t in mteb.get_tasks(task_types=["Retrieval"])} >= set(TASK_NAMES)
+    assert len(mteb.get_benchmark("DisastIR").tasks) == 48
+    with pytest.raises(KeyError, match="DisastIR-QA-Bio"):
+        mteb.get_task("DisastIR-QA-Bioo")
+
+
+def test_autoload_registers_without_importing_the_plugin() -> None:
+    proc = _python("""
+        import sys, mteb
+        print(len(mteb.get_benchmark('DisastIR').tasks), mteb.get_task('DisastIR-QA-Bio').metadata.name)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["48", "DisastIR-QA-Bio"]
+
+
+def test_autoload_hook_imports_nothing_heavy_at_start() -> None:
+    proc = _python("import sys; print(sorted(m for m in ('mteb', 'torch', 'disastir_mteb', 'numpy') if m in sys.modules))")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    assert "_disastir_mteb_autoload" in _python("import sys; print(list(sys.modules))").stdout
+
+
+def test_autoload_can_be_turned_off() -> None:
+    proc = _python("""
+        import mteb
+        try:
+            mteb.get_task('DisastIR-QA-Bio')
+        except KeyError:
+            print('absent')
+    """, DISASTIR_MTEB_AUTOLOAD="0")
+    assert proc.stdout.strip() == "absent", proc.stderr
+
+
+def test_a_broken_plugin_warns_and_mteb_still_works(tmp_path: Path) -> None:
+    shadow = tmp_path / "disastir_mteb"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise RuntimeError('simulated breakage')\n")
+    proc = _python("""
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            import mteb
+        print(len(mteb.get_tasks(tasks=['SciFact'])), any('simulated breakage' in str(w.message) for w in caught))
+    """, PYTHONPATH=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "True"]
+
+
+def test_mteb_cli_lists_and_runs_benchmark_names() -> None:
+    proc = subprocess.run([sys.executable, "-m", "mteb", "available-tasks", "--tasks", "DisastIR-QA-Bio",
+                           "DisastIR-NLI-Soc"], capture_output=True, text=True, timeout=300, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert "DisastIR-QA-Bio" in proc.stdout and "DisastIR-NLI-Soc" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "mteb", "available-benchmarks"], capture_output=True, text=True,
+                          timeout=300, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert "DisastIR-STS" in proc.stdout
