@@ -20,7 +20,7 @@ class _AfterMtebImport:
     spec once (runpy) and then imports the package through a second lookup.
     """
 
-    def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001, ANN201 - import protocol
+    def find_spec(self, fullname, path=None, target=None):
         if fullname != "mteb":
             return None
         for finder in sys.meta_path:
@@ -39,7 +39,7 @@ class _AfterMtebImport:
         if exec_module is None:
             return spec
 
-        def exec_then_register(module):  # noqa: ANN001, ANN202
+        def exec_then_register(module):
             exec_module(module)
             _remove()
             _register()
@@ -58,7 +58,7 @@ def _remove():
 def _register():
     try:
         import disastir_mteb  # noqa: F401 - importing registers
-    except Exception as error:  # noqa: BLE001 - never break mteb because of the plugin
+    except Exception as error:
         import warnings
 
         warnings.warn(

@@ -345,7 +345,8 @@ def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential") -
         _require(record, ("query_id", "user_query"), query_path, row)
         query_id, text = str(record["query_id"]), str(record["user_query"])
         if query_id in query_text_by_id:
-            raise ValueError(f"{query_path}: query_id {query_id!r} appears twice in task {spec.name}; ids must be unique.")
+            raise ValueError(f"{query_path}: query_id {query_id!r} appears twice in task {spec.name}; "
+                             "ids must be unique.")
         query_text_by_id[query_id] = text
         query_ids_by_text[text.strip()].append(query_id)
     report.queries = len(query_text_by_id)

@@ -32,13 +32,13 @@ class CorpusMemo:
         passages_encoded: passages sent to the wrapped model so far (one corpus = one encoding).
     """
 
-    def __init__(self, model: Any) -> None:  # noqa: ANN401 - any mteb encoder
+    def __init__(self, model: Any) -> None:
         self.model = model
         self.mteb_model_meta = model.mteb_model_meta
         self._vectors: dict[str, np.ndarray] = {}
         self.passages_encoded = 0
 
-    def __getattr__(self, name: str) -> Any:  # noqa: ANN401 - delegate similarity & co.
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
     def encode(

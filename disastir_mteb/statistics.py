@@ -70,7 +70,7 @@ def paper_statistics(corpus_size: int = 239_704, queries_per_task: int = 200) ->
     return stats
 
 
-def write_json_atomic(path: Path, payload: Any) -> None:  # noqa: ANN401 - any JSON value
+def write_json_atomic(path: Path, payload: Any) -> None:
     """Write JSON through a temporary file and ``os.replace``: readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, suffix=".tmp", delete=False)

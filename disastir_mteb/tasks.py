@@ -45,7 +45,7 @@ from disastir_mteb.taxonomy import (
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from mteb import AbsTask, Benchmark
+    from mteb import Benchmark
 
 logger = logging.getLogger(__name__)
 

@@ -175,7 +175,9 @@ def get_spec(name: str) -> TaskSpec:
     except KeyError:
         close = difflib.get_close_matches(name, TASK_NAMES, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"Unknown DisastIR task {name!r}.{hint} Valid names: DisastIR-{{Intent}}-{{Category}}.") from None
+        raise KeyError(
+            f"Unknown DisastIR task {name!r}.{hint} Valid names: DisastIR-{{Intent}}-{{Category}}."
+        ) from None
 
 
 _FILE_SUFFIXES = ("_qrels", "-qrels", " qrels", "qrels")
@@ -207,5 +209,7 @@ def parse_task_file(stem: str) -> TaskSpec:
         found.add(TaskSpec(intent, category))
     if len(found) != 1:
         why = "names no task" if not found else f"is ambiguous ({sorted(s.name for s in found)})"
-        raise ValueError(f"File name {stem!r} {why}: expected '{{intent}}_{{category}}', e.g. 'QA_Bio' or 'FactCheck_biological'.")
+        raise ValueError(
+            f"File name {stem!r} {why}: expected '{{intent}}_{{category}}', e.g. 'QA_Bio' or 'FactCheck_biological'."
+        )
     return found.pop()

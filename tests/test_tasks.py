@@ -6,7 +6,7 @@ import mteb
 import pytest
 
 import disastir_mteb
-from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION, TASK_CLASSES, K_VALUES, AbsTaskDisastIR
+from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION, K_VALUES, TASK_CLASSES, AbsTaskDisastIR
 from disastir_mteb.taxonomy import TASK_NAMES, get_spec
 
 DISASTIR_INSTRUCTIONS = {

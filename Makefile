@@ -1,0 +1,32 @@
+# The README's two commands: `make demo` and `make test`. Both build .venv from scratch when it is
+# missing: torch 2.13.0 (CPU build) first, so pip never resolves torch to a multi-GB CUDA build.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH ?= torch==2.13.0
+
+.PHONY: setup demo test lint wheel-check clean
+
+$(BIN)/disastir-mteb: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	@touch $@
+
+setup: $(BIN)/disastir-mteb  ## create .venv with the project (editable) and its test extras
+
+demo: setup  ## the bundled small model on the bundled sample data, offline; prints the 6 x 8 grid
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/disastir-mteb demo
+
+test: setup  ## the offline test suite (real mteb, datasets, USearch and MiniLM)
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check disastir_mteb tests _disastir_mteb_autoload.py hatch_build.py
+
+wheel-check:  ## a non-editable install in a fresh venv finds the tasks without importing the plugin
+	bash .ci/wheel_check
+
+clean:
+	rm -rf $(VENV) .venv-wheel dist build results

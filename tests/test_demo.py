@@ -1,0 +1,36 @@
+"""The demo: bundled model on the bundled sample, all 48 tasks, one corpus encoding, a full grid."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from disastir_mteb.taxonomy import TASK_NAMES
+
+
+def test_demo_evaluates_all_48_tasks_with_one_corpus_encoding(
+        cache_dir: Path, sample_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from disastir_mteb import tasks
+    from disastir_mteb.demo import run_demo
+
+    monkeypatch.setenv("DISASTIR_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("DISASTIR_DATA_DIR", "")  # the demo points it at the sample itself
+    tasks._task_files.cache_clear()
+    grid = run_demo(output_folder=tmp_path / "results", show_progress=False)
+    tasks._task_files.cache_clear()
+    assert os.environ["DISASTIR_DATA_DIR"] == str(sample_data)
+
+    assert set(grid.scores) == set(TASK_NAMES)
+    assert all(0.0 < s < 1.0 for s in grid.scores.values())
+    assert grid.overall() is not None and 0.05 < grid.overall() < 0.99
+    corpus_size = sum(1 for _ in (sample_data / "corpus.jsonl").open())
+    out = capsys.readouterr().out
+    assert f"{corpus_size} passage encodings for 48 tasks" in out
+    assert "QAdoc" in out and "Mean" in out and f"{100 * grid.overall():.2f}" in out
+    written = list((tmp_path / "results").rglob("DisastIR-*.json"))
+    assert len(written) == 48
+    assert json.loads(written[0].read_text())["scores"]["test"][0]["main_score"] > 0
