@@ -37,11 +37,16 @@ def bundled_model_path() -> Path:
 
 def load_bundled_model(device: str | None = None) -> SentenceTransformerEncoderWrapper:
     """The bundled weights as an mteb encoder carrying the registry's ``ModelMeta`` (name, revision)."""
+    import warnings
+
     import mteb
     from mteb.models import SentenceTransformerEncoderWrapper
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformerEncoderWrapper(SentenceTransformer(str(bundled_model_path()), device=device))
+    with warnings.catch_warnings():
+        # mteb 2.26 calls a sentence-transformers method renamed in 6.x; harmless, and not the user's to fix
+        warnings.filterwarnings("ignore", message=".*get_sentence_embedding_dimension", category=FutureWarning)
+        model = SentenceTransformerEncoderWrapper(SentenceTransformer(str(bundled_model_path()), device=device))
     model.mteb_model_meta = mteb.get_model_meta(BUNDLED_MODEL)
     return model
 

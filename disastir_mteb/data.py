@@ -258,22 +258,26 @@ def load_corpus(path: str | Path) -> Corpus:
     if missing:
         raise ValueError(f"{path}: corpus rows lack {missing} (columns: {table.column_names}); "
                          "expected one {'corpus_id': ..., 'text': ...} object per line.")
-    ids = [str(i) for i in table.column("corpus_id").to_pylist()]
-    texts = table.column("text").to_pylist()
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"{path}: {len(ids) - len(set(ids))} duplicate corpus_id value(s); ids must be unique.")
+    import pyarrow.compute as pc
+
+    table = table.select(["corpus_id", "text"]).rename_columns(["id", "text"])
+    table = table.set_column(0, "id", pc.cast(table.column("id"), pa.string()))
+    unique_ids = pc.count_distinct(table.column("id")).as_py()
+    if unique_ids != table.num_rows:
+        raise ValueError(f"{path}: {table.num_rows - unique_ids} duplicate corpus_id value(s); ids must be unique.")
     ids_by_text: dict[bytes, list[str]] = defaultdict(list)
-    for doc_id, text in zip(ids, texts, strict=True):
-        ids_by_text[_digest(text or "")].append(doc_id)
-    duplicates = sum(len(v) - 1 for v in ids_by_text.values())
-    dataset = Dataset.from_dict({"id": ids, "text": texts})
+    for batch in table.to_batches(max_chunksize=65_536):  # bounded: never all 240k texts as Python strings
+        for doc_id, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            ids_by_text[_digest(text or "")].append(doc_id)
+    duplicates = table.num_rows - len(ids_by_text)
+    dataset = Dataset(table)  # the Arrow table itself, no copy through Python lists
     corpus = Corpus(path=path, dataset=dataset, ids_by_text=dict(ids_by_text), duplicate_texts=duplicates)
     if duplicates:
         logger.info("%s: %d passage(s) repeat the text of another; a judged text counts for every copy.",
                        path, duplicates)
     _CORPUS_CACHE.clear()  # one corpus in memory at a time: never hold two copies
     _CORPUS_CACHE[key] = corpus
-    logger.info("Loaded DisastIR corpus %s: %d passages.", path, len(ids))
+    logger.info("Loaded DisastIR corpus %s: %d passages.", path, table.num_rows)
     return corpus
 
 
