@@ -11,16 +11,21 @@ from disastir_mteb.taxonomy import CATEGORIES, INTENTS, TASK_NAMES, Category, In
 
 register()
 
+from disastir_mteb.adapter import with_instructions  # noqa: E402
+from disastir_mteb.instructions import INSTRUCTION_SETS, TEMPLATES  # noqa: E402
 from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION, get_tasks  # noqa: E402
 
 __all__ = [
     "CATEGORIES",
     "DATASET_REPO",
     "DATASET_REVISION",
+    "INSTRUCTION_SETS",
     "INTENTS",
     "TASK_NAMES",
+    "TEMPLATES",
     "Category",
     "Intent",
     "get_tasks",
     "register",
+    "with_instructions",
 ]

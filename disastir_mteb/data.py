@@ -9,7 +9,7 @@ into gains, and loads the one shared corpus once per process for all tasks.
 Evaluation policies (the authors' evaluation code is the reference):
 
 - Texts are matched after ``str.strip()`` and otherwise exactly (the authors strip corpus and
-  query texts, and look qrels up by exact text).
+  query texts, and look qrels up by exact text); models also receive the stripped texts.
 - A qrels text that matches several ids (duplicate texts) gives its grade to every one of them:
   the authors retrieve by text, so every copy of a judged text earns its gain.
 - Qrels rows whose query or passage text is not found are dropped and counted; the counts are
@@ -262,13 +262,15 @@ def load_corpus(path: str | Path) -> Corpus:
 
     table = table.select(["corpus_id", "text"]).rename_columns(["id", "text"])
     table = table.set_column(0, "id", pc.cast(table.column("id"), pa.string()))
+    # models see stripped passages, as in the authors' pipeline (their ordered corpus strips every text)
+    table = table.set_column(1, "text", pc.utf8_trim_whitespace(pc.fill_null(table.column("text"), "")))
     unique_ids = pc.count_distinct(table.column("id")).as_py()
     if unique_ids != table.num_rows:
         raise ValueError(f"{path}: {table.num_rows - unique_ids} duplicate corpus_id value(s); ids must be unique.")
     ids_by_text: dict[bytes, list[str]] = defaultdict(list)
     for batch in table.to_batches(max_chunksize=65_536):  # bounded: never all 240k texts as Python strings
         for doc_id, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-            ids_by_text[_digest(text or "")].append(doc_id)
+            ids_by_text[_digest(text)].append(doc_id)
     duplicates = table.num_rows - len(ids_by_text)
     dataset = Dataset(table)  # the Arrow table itself, no copy through Python lists
     corpus = Corpus(path=path, dataset=dataset, ids_by_text=dict(ids_by_text), duplicate_texts=duplicates)
@@ -409,7 +411,8 @@ def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential") -
         logger.warning("%s%s", report.summary(),
                        f" (e.g. {'; '.join(report.unmatched_examples)})" if report.unmatched_examples else "")
 
-    queries = Dataset.from_dict({"id": kept, "text": [query_text_by_id[q] for q in kept]})
+    # models see stripped queries, as in the authors' pipeline (they strip every user_query)
+    queries = Dataset.from_dict({"id": kept, "text": [query_text_by_id[q].strip() for q in kept]})
     relevant = {qid: {doc: grade_to_gain(g, gain) for doc, g in grades[qid].items()} for qid in kept}
     return TaskData(queries=queries, corpus=corpus.dataset, relevant_docs=relevant,
                     grades={qid: dict(grades[qid]) for qid in kept}, report=report)

@@ -1,4 +1,4 @@
-"""Registration of the 48 tasks and the DisastIR benchmarks into mteb.
+"""Registration of the 48 tasks, the DisastIR benchmarks and the DMRetriever models into mteb.
 
 mteb (2.26) has no plugin mechanism: ``mteb.get_task``/``get_tasks`` read a registry dict and a
 task tuple built when ``mteb.get_tasks`` is imported, and ``mteb.get_benchmark`` reads an
@@ -27,6 +27,7 @@ MTEB_INTERNALS: tuple[tuple[str, str], ...] = (
     ("mteb.get_tasks", "_TASKS_REGISTRY"),
     ("mteb.get_tasks", "TASK_LIST"),
     ("mteb.benchmarks.get_benchmark", "_build_registry"),
+    ("mteb.models.model_implementations", "MODEL_REGISTRY"),
 )
 
 _lock = threading.RLock()
@@ -105,5 +106,10 @@ def register() -> None:
             *(cls for cls in TASK_CLASSES.values() if cls not in known and registry.get(cls.metadata.name) is cls),
         )
         _wrap_benchmark_registry(importlib.import_module("mteb.benchmarks.get_benchmark"))
+        from disastir_mteb.dmretriever import DMRETRIEVER_MODELS
+
+        models: dict[str, Any] = importlib.import_module("mteb.models.model_implementations").MODEL_REGISTRY
+        for name, meta in DMRETRIEVER_MODELS.items():
+            models.setdefault(name, meta)  # mteb's own entry wins once it ships one
         _registered = True
         logger.debug("Registered %d DisastIR tasks with mteb.", len(TASK_CLASSES))

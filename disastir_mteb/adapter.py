@@ -1,0 +1,224 @@
+"""``with_instructions``: put the right per-intent instruction in front of any embedder's DisastIR queries.
+
+The adapter is an mteb encoder wrapping another one. For a DisastIR task it rewrites the query
+texts to ``InstructionConfig.format(intent, query)`` before the wrapped model sees them; for any
+other task it is transparent. It accepts a ``sentence_transformers.SentenceTransformer``, any mteb
+encoder (what ``mteb.get_model`` returns) or a plain callable ``list[str] -> array``.
+
+Models that apply ``TaskMetadata.prompt`` themselves (mteb wrappers of instruction-tuned models:
+``ModelMeta.use_instructions`` or an ``instruction_template``) would otherwise receive two
+instructions. ``model_prompt="take-over"`` (default) switches the model's own task instruction
+off for DisastIR tasks and sends ours; ``"leave"`` sends raw queries and lets the model add its
+own (the ``disastir`` instruction in the model's template). The choice is logged and recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from mteb.models.abs_encoder import AbsEncoder
+from mteb.models.model_meta import ModelMeta, ScoringFunction
+from mteb.types import PromptType
+
+from disastir_mteb.instructions import InstructionConfig, resolve_instructions
+from disastir_mteb.taxonomy import TASK_NAMES, TaskSpec, get_spec
+
+if TYPE_CHECKING:
+    from mteb.abstasks.task_metadata import TaskMetadata
+    from mteb.types import Array, BatchedInput
+    from torch.utils.data import DataLoader
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["InstructedEncoder", "with_instructions"]
+
+ModelPrompt = Literal["take-over", "leave"]
+_DISASTIR = frozenset(TASK_NAMES)
+
+
+def _spec(task_metadata: TaskMetadata) -> TaskSpec | None:
+    return get_spec(task_metadata.name) if task_metadata.name in _DISASTIR else None
+
+
+class _CallableEncoder(AbsEncoder):
+    """A plain ``list[str] -> array`` function as an mteb encoder (cosine similarity)."""
+
+    def __init__(self, function: Callable[[list[str]], Any], name: str | None = None) -> None:
+        self.model = function
+        label = name or getattr(function, "__name__", type(function).__name__)
+        self.mteb_model_meta = ModelMeta.create_empty(overwrites={
+            "name": label if "/" in label else f"callable/{label}",
+            "similarity_fn_name": ScoringFunction.COSINE,
+            "loader": None,
+        })
+
+    def encode(self, inputs: DataLoader[BatchedInput], *, task_metadata: TaskMetadata, hf_split: str,
+               hf_subset: str, prompt_type: PromptType | None = None, **kwargs: Any) -> Array:
+        """Call the function on the texts and check it returned one row per text."""
+        texts = [text for batch in inputs for text in batch["text"]]
+        output = self.model(texts)
+        if hasattr(output, "detach"):
+            output = output.detach().cpu().numpy()
+        array = np.asarray(output, dtype=np.float32)
+        if array.ndim != 2 or array.shape[0] != len(texts):
+            raise ValueError(f"{self.mteb_model_meta.name} returned shape {array.shape} for {len(texts)} texts; "
+                             "expected (n_texts, dim).")
+        return array
+
+
+def _as_mteb_encoder(model: Any) -> Any:
+    if hasattr(model, "encode") and hasattr(model, "mteb_model_meta"):
+        return model
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:  # pragma: no cover - a hard dependency
+        SentenceTransformer = ()  # type: ignore[assignment,misc]
+    if isinstance(model, SentenceTransformer):
+        from mteb.models import SentenceTransformerEncoderWrapper
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*get_sentence_embedding_dimension", category=FutureWarning)
+            return SentenceTransformerEncoderWrapper(model)
+    if callable(model):
+        return _CallableEncoder(model)
+    raise TypeError(f"with_instructions() takes a SentenceTransformer, an mteb encoder or a callable "
+                    f"list[str] -> array, not {type(model).__name__}.")
+
+
+def _applies_task_prompt(model: Any) -> bool:
+    """True when the wrapped model adds ``TaskMetadata.prompt`` (as an instruction) by itself."""
+    meta = getattr(model, "mteb_model_meta", None)
+    return bool(getattr(meta, "use_instructions", False)) or getattr(model, "instruction_template", None) is not None
+
+
+@contextlib.contextmanager
+def _task_prompt_switched_off(model: Any) -> Iterator[None]:
+    """Make an mteb ``AbsEncoder`` produce no task instruction for the duration of one encode call."""
+    originals = {}
+    for name in ("get_task_instruction", "get_instruction"):
+        if hasattr(model, name):
+            originals[name] = model.__dict__.get(name)
+            setattr(model, name, lambda *args, **kwargs: "")
+    format_instruction = getattr(model, "format_instruction", None)
+    if format_instruction is not None:
+        originals["format_instruction"] = model.__dict__.get("format_instruction")
+
+        def format_nothing_empty(instruction: str, *args: Any, **kwargs: Any) -> str:
+            return format_instruction(instruction, *args, **kwargs) if instruction else ""
+
+        model.format_instruction = format_nothing_empty
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            if original is None:
+                with contextlib.suppress(AttributeError):
+                    delattr(model, name)
+            else:
+                setattr(model, name, original)
+
+
+def _rewrite(inputs: DataLoader[BatchedInput], transform: Callable[[str], str]) -> DataLoader[BatchedInput]:
+    """The same loader (batch size, collate function, other columns) with every text transformed."""
+    from datasets import Dataset
+    from torch.utils.data import DataLoader
+
+    dataset = inputs.dataset
+    if isinstance(dataset, Dataset) and "text" in dataset.column_names:
+        texts = [transform(t) for t in dataset["text"]]
+        rewritten = dataset.remove_columns("text").add_column("text", texts)
+    else:
+        rewritten = Dataset.from_dict({"text": [transform(t) for batch in inputs for t in batch["text"]]})
+    return DataLoader(rewritten, batch_size=inputs.batch_size, collate_fn=inputs.collate_fn, shuffle=False)
+
+
+class InstructedEncoder:
+    """An mteb encoder that sends DisastIR queries with the configured instruction, and nothing doubled.
+
+    Args:
+        model: a SentenceTransformer, an mteb encoder or a callable ``list[str] -> array``.
+        config: the instruction set, template and whether passages are instructed.
+        model_prompt: for models that apply ``TaskMetadata.prompt`` themselves: ``"take-over"``
+            (switch theirs off on DisastIR tasks, send ours) or ``"leave"`` (send raw queries).
+
+    Attributes:
+        mteb_model_meta: the wrapped model's metadata with ``experiment_kwargs`` naming the
+            instruction set and template, so mteb files each setting under its own experiment.
+    """
+
+    def __init__(self, model: object, config: InstructionConfig, *, model_prompt: ModelPrompt = "take-over") -> None:
+        if model_prompt not in ("take-over", "leave"):
+            raise ValueError(f"model_prompt must be 'take-over' or 'leave', not {model_prompt!r}.")
+        self.model = _as_mteb_encoder(model)
+        self.config = config
+        self.applies_task_prompt = _applies_task_prompt(self.model)
+        self.model_prompt: ModelPrompt | None = model_prompt if self.applies_task_prompt else None
+        meta = self.model.mteb_model_meta
+        experiment = dict(meta.experiment_kwargs or {}) if meta is not None else {}
+        experiment.update(config.experiment_kwargs())
+        if self.model_prompt == "leave":
+            experiment.update({"disastir_instructions": "model", "disastir_template": "model"})
+        self.mteb_model_meta = meta.model_copy(update={"experiment_kwargs": experiment}) if meta is not None else None
+        name = getattr(meta, "name", None) or type(self.model).__name__
+        if self.model_prompt == "take-over":
+            logger.info("%s applies TaskMetadata.prompt itself; on DisastIR tasks its own instruction is switched "
+                        "off and %s is sent instead.", name, config.describe())
+        elif self.model_prompt == "leave":
+            logger.info("%s applies TaskMetadata.prompt itself; DisastIR queries are left to it (its template, "
+                        "the disastir instruction set).", name)
+        else:
+            logger.info("%s: %s.", name, config.describe())
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "model":
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    def encode(self, inputs: DataLoader[BatchedInput], *, task_metadata: TaskMetadata, hf_split: str,
+               hf_subset: str, prompt_type: PromptType | None = None, **kwargs: Any) -> Array:
+        """Encode with the DisastIR instruction applied to queries (and passages if configured)."""
+        spec = _spec(task_metadata)
+        call: Mapping[str, Any] = {"task_metadata": task_metadata, "hf_split": hf_split, "hf_subset": hf_subset,
+                                   "prompt_type": prompt_type, **kwargs}
+        if spec is None or self.model_prompt == "leave":
+            return self.model.encode(inputs, **call)
+        wanted = prompt_type == PromptType.query or (self.config.passages and prompt_type == PromptType.document)
+        if wanted and self.config.instructions is not None:
+            inputs = _rewrite(inputs, lambda text: self.config.format(spec.intent, text))
+        if self.model_prompt == "take-over":
+            with _task_prompt_switched_off(self.model):
+                return self.model.encode(inputs, **call)
+        return self.model.encode(inputs, **call)
+
+
+def with_instructions(
+    model: Any,
+    instructions: str | Mapping[str, str] | InstructionConfig | None = "disastir",
+    template: str | None = None,
+    *,
+    passages: bool = False,
+    model_prompt: ModelPrompt = "take-over",
+) -> InstructedEncoder:
+    """Wrap a model so every DisastIR query carries its intent's instruction, exactly.
+
+    Args:
+        model: a ``SentenceTransformer``, an mteb encoder (e.g. ``mteb.get_model(...)``) or a
+            callable ``list[str] -> array``.
+        instructions: ``"disastir"`` (default), ``"dmretriever"``, ``"none"``, or a mapping
+            {intent: instruction} for all six intents.
+        template: ``"instruct-query"``, ``"colon"`` or a format string with ``{instruction}`` and
+            ``{query}``; default: the template the chosen set was published with.
+        passages: also instruct passages (the authors never do).
+        model_prompt: see :class:`InstructedEncoder`.
+
+    Examples:
+        >>> model = with_instructions(SentenceTransformer("intfloat/e5-small-v2"), "disastir")
+        >>> mteb.evaluate(model, mteb.get_benchmark("DisastIR"))
+    """
+    return InstructedEncoder(model, resolve_instructions(instructions, template, passages=passages),
+                             model_prompt=model_prompt)

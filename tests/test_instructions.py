@@ -1,0 +1,168 @@
+"""The exact strings that reach a model: per-intent instructions, both templates, nothing doubled."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import mteb
+import numpy as np
+import pytest
+from mteb.mocks.mock_tasks.retrieval import MockRetrievalTask
+from mteb.models.model_meta import ModelMeta, ScoringFunction
+
+from conftest import write_layout
+from disastir_mteb.adapter import with_instructions
+from disastir_mteb.instructions import INSTRUCTION_SETS, TEMPLATES, resolve_instructions
+from disastir_mteb.taxonomy import INTENT_FILE_KEYS, INTENTS, Intent
+
+PASSAGES = {"d1": "Evacuate low-lying areas before the storm surge.", "d2": "Boil water for one minute.",
+            "d3": "Aftershocks can last for weeks."}
+QUERIES = {intent: [f"{intent.value} query one?", f"{intent.value} query two?"] for intent in INTENTS}
+
+
+class Spy:
+    """A callable embedder that records every text it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.__name__ = "spy"
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.seen.extend(texts)
+        seeds = [int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest()) for t in texts]
+        rows = [np.random.default_rng(seed).normal(size=8) for seed in seeds]
+        return np.stack(rows)
+
+
+@pytest.fixture
+def six_intents(tmp_path: Path, use_data: object) -> Path:
+    tasks = {}
+    for intent in INTENTS:
+        queries = [{"query_id": f"q{i}", "user_query": q} for i, q in enumerate(QUERIES[intent])]
+        qrels = [{"user_query": q, "passage": PASSAGES["d1"], "score": 1} for q in QUERIES[intent]]
+        tasks[f"{INTENT_FILE_KEYS[intent]}_Biological"] = (queries, qrels)
+    root = write_layout(tmp_path / "data", PASSAGES, tasks)
+    use_data(root)
+    return root
+
+
+def _run(model: object, names: list[str]) -> None:
+    mteb.evaluate(model, mteb.get_tasks(tasks=names), cache=None, show_progress_bar=False)
+
+
+@pytest.mark.parametrize(("name", "template"), [("disastir", "instruct-query"), ("dmretriever", "colon"),
+                                                ("disastir", "colon"), ("dmretriever", "instruct-query")])
+def test_exact_strings_for_all_six_intents(six_intents: Path, name: str, template: str) -> None:
+    spy = Spy()
+    _run(with_instructions(spy, name, template), [f"DisastIR-{i.value}-Bio" for i in INTENTS])
+    expected_queries = {TEMPLATES[template].format(instruction=INSTRUCTION_SETS[name][intent], query=q)
+                        for intent in INTENTS for q in QUERIES[intent]}
+    seen = set(spy.seen)
+    assert expected_queries <= seen
+    assert seen - expected_queries == set(PASSAGES.values())  # passages untouched, nothing else sent
+    if template == "instruct-query":
+        assert "Instruct: Given the sentence," in next(s for s in seen if "STS query one?" in s)
+
+
+def test_published_strings_verbatim() -> None:
+    disastir = resolve_instructions("disastir")
+    assert disastir.format(Intent.FC, "Floods are rising.") == (
+        "Instruct: Given the claim, retrieve the most relevant document that supports or refutes it\n"
+        "Query: Floods are rising.")
+    dmr = resolve_instructions("dmretriever")
+    assert dmr.format(Intent.Twitter, "power outage Dhaka") == (
+        "Given the user query, retrieve the most relevant Twitter text that meets the request: power outage Dhaka")
+    assert resolve_instructions("none").format(Intent.QA, "raw?") == "raw?"
+
+
+def test_none_sends_raw_queries(six_intents: Path) -> None:
+    spy = Spy()
+    _run(with_instructions(spy, "none"), ["DisastIR-QA-Bio"])
+    assert set(spy.seen) == set(QUERIES[Intent.QA]) | set(PASSAGES.values())
+
+
+def test_custom_mapping_template_and_passages(six_intents: Path) -> None:
+    mapping = {i.value: f"Do {i.value}" for i in INTENTS}
+    spy = Spy()
+    _run(with_instructions(spy, mapping, "<{instruction}> {query}", passages=True), ["DisastIR-NLI-Bio"])
+    assert set(spy.seen) == {f"<Do NLI> {q}" for q in QUERIES[Intent.NLI]} | {f"<Do NLI> {p}" for p in
+                                                                              PASSAGES.values()}
+
+
+def test_non_disastir_tasks_pass_through() -> None:
+    spy = Spy()
+    task = MockRetrievalTask()
+    mteb.evaluate(with_instructions(spy, "disastir"), task, cache=None, show_progress_bar=False)
+    task.load_data()
+    split = task.dataset["default"][task.metadata.eval_splits[0]]
+    originals = set(split["queries"]["text"]) | {t for t in split["corpus"]["text"]}
+    assert spy.seen and set(spy.seen) <= originals | {f"{c['title']} {c['text']}".strip() for c in split["corpus"]}
+    assert not any("Instruct:" in s for s in spy.seen)
+
+
+def test_bad_choices_fail_clearly() -> None:
+    with pytest.raises(ValueError, match="Unknown instruction set 'disaster'"):
+        resolve_instructions("disaster")
+    with pytest.raises(ValueError, match=r"lack intent\(s\)"):
+        resolve_instructions({"QA": "x"})
+    with pytest.raises(ValueError, match="must contain"):
+        resolve_instructions("disastir", "{query} only")
+    with pytest.raises(TypeError, match="SentenceTransformer, an mteb encoder or a callable"):
+        with_instructions(42)
+
+
+@pytest.fixture(scope="module")
+def instruct_model() -> object:
+    """mteb's own instruction-aware wrapper around the bundled MiniLM, with a spy on the final strings."""
+    from mteb.models.instruct_wrapper import InstructSentenceTransformerModel
+
+    from disastir_mteb.bundled import bundled_model_path
+
+    model = InstructSentenceTransformerModel(str(bundled_model_path()), revision=None, device="cpu",
+                                             instruction_template="Instruct: {instruction}\nQuery: ",
+                                             apply_instruction_to_passages=False)
+    model.mteb_model_meta = ModelMeta.create_empty(overwrites={
+        "name": "test/instruct-minilm", "use_instructions": True, "similarity_fn_name": ScoringFunction.COSINE})
+    model.final_texts = []
+    encode = model.model.encode
+
+    def spy_encode(sentences: list[str], prompt: str | None = None, **kwargs: object) -> np.ndarray:
+        model.final_texts.extend((prompt or "") + s for s in sentences)
+        return encode(sentences, prompt=prompt, **kwargs)
+
+    model.model.encode = spy_encode
+    return model
+
+
+def test_instruction_aware_model_gets_exactly_one_instruction(six_intents: Path, instruct_model: object) -> None:
+    instruct_model.final_texts.clear()
+    wrapped = with_instructions(instruct_model, "dmretriever")
+    assert wrapped.model_prompt == "take-over"
+    _run(wrapped, ["DisastIR-QA-Bio"])
+    expected = {f"{INSTRUCTION_SETS['dmretriever'][Intent.QA]}: {q}" for q in QUERIES[Intent.QA]}
+    assert expected <= set(instruct_model.final_texts)
+    assert not any(t.startswith("Instruct:") for t in instruct_model.final_texts)
+    assert instruct_model.get_task_instruction(mteb.get_task("DisastIR-QA-Bio").metadata, None)  # restored after
+
+
+def test_instruction_aware_model_left_alone(six_intents: Path, instruct_model: object) -> None:
+    instruct_model.final_texts.clear()
+    wrapped = with_instructions(instruct_model, "dmretriever", model_prompt="leave")
+    _run(wrapped, ["DisastIR-QA-Bio"])
+    own = f"Instruct: {INSTRUCTION_SETS['disastir'][Intent.QA]}\nQuery: "
+    assert {own + q for q in QUERIES[Intent.QA]} <= set(instruct_model.final_texts)
+    assert wrapped.mteb_model_meta.experiment_kwargs["disastir_instructions"] == "model"
+
+
+def test_runs_with_different_instructions_are_separate_records(six_intents: Path, tmp_path: Path) -> None:
+    cache = mteb.ResultCache(tmp_path / "results")
+    for name in ("disastir", "dmretriever", "none"):
+        mteb.evaluate(with_instructions(Spy(), name), mteb.get_task("DisastIR-QA-Bio"), cache=cache,
+                      show_progress_bar=False)
+    files = sorted((tmp_path / "results").rglob("DisastIR-QA-Bio.json"))
+    assert len(files) == 3
+    folders = {f.parent.name for f in files}
+    assert len(folders) == 3
+    assert any("dmretriever" in f and "colon" in f for f in folders)
+    assert any("disastir_instructions_none" in f for f in folders)
