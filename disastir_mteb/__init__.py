@@ -13,6 +13,7 @@ register()
 
 from disastir_mteb.adapter import with_instructions  # noqa: E402
 from disastir_mteb.instructions import INSTRUCTION_SETS, TEMPLATES  # noqa: E402
+from disastir_mteb.runner import evaluate  # noqa: E402
 from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION, get_tasks  # noqa: E402
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "TEMPLATES",
     "Category",
     "Intent",
+    "evaluate",
     "get_tasks",
     "register",
     "with_instructions",

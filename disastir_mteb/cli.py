@@ -16,6 +16,29 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    import os
+
+    from disastir_mteb.report import grid_from_results
+    from disastir_mteb.runner import evaluate, resolve_tasks
+
+    if args.data:
+        if args.data == "sample":
+            from disastir_mteb.sample import sample_dir
+
+            os.environ["DISASTIR_DATA_DIR"] = str(sample_dir("small"))
+        else:
+            os.environ["DISASTIR_DATA_DIR"] = str(Path(args.data).expanduser().resolve())
+    tasks = resolve_tasks(args.tasks, args.benchmarks)
+    result = evaluate(args.model, tasks, search=args.search, ann_preset=args.ann_preset,
+                      instructions=args.instructions, template=args.template,
+                      instruct_passages=args.instruct_passages, output_folder=args.output_folder,
+                      overwrite=args.overwrite, show_progress=not args.quiet)
+    print(grid_from_results(result.task_results).to_text("NDCG@10 x100"))
+    print(f"{len(result.task_results)} task result(s) in {Path(args.output_folder).resolve()}")
+    return 0
+
+
 def _sample(args: argparse.Namespace) -> int:
     import time
 
@@ -71,6 +94,27 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(func=_demo)
 
+    run = sub.add_parser("run", help="Evaluate a model on DisastIR tasks (corpus encoded once), optionally with "
+                                     "per-intent instructions.")
+    run.add_argument("-m", "--model", required=True,
+                     help="a model name for mteb.get_model (HF cache or Hub), or 'bundled' for the packaged MiniLM")
+    run.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48)")
+    run.add_argument("-b", "--benchmarks", nargs="*", help="benchmark names, e.g. DisastIR or DisastIR-QA")
+    run.add_argument("--instructions", default=None,
+                     help="disastir | dmretriever | none (default: the model as it is, like `mteb run`)")
+    run.add_argument("--template", default=None,
+                     help="instruct-query | colon | a format string with {instruction} and {query} "
+                          "(default: the set's published template)")
+    run.add_argument("--instruct-passages", action="store_true", help="also instruct passages (the authors never do)")
+    run.add_argument("--search", default="exact", choices=["exact", "ann"])
+    run.add_argument("--ann-preset", default="paper")
+    run.add_argument("--data", help="a folder in the published layout, or 'sample' for the bundled sample "
+                                    "(default: DISASTIR_DATA_DIR or the Hub)")
+    run.add_argument("--output-folder", default="results", help="mteb results folder (default: ./results)")
+    run.add_argument("--overwrite", action="store_true", help="rerun tasks that already have results")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.set_defaults(func=_run)
+
     sample = sub.add_parser("sample", help="Write a synthetic dataset in the published DisastIR layout.")
     sample.add_argument("--out", required=True, help="target folder (must be absent or empty)")
     sample.add_argument("--scale", default="small", choices=["small", "full"])
@@ -101,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (FileNotFoundError, ValueError, KeyError, FileExistsError, ImportError) as error:
+    except (FileNotFoundError, ValueError, KeyError, FileExistsError, ImportError, NotImplementedError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"disastir-mteb {args.command}: {message}", file=sys.stderr)
         return 2

@@ -39,6 +39,8 @@ class CorpusMemo:
         self.passages_encoded = 0
 
     def __getattr__(self, name: str) -> Any:
+        if name == "model":  # not set yet (e.g. while unpickling): no recursion through self.model
+            raise AttributeError(name)
         return getattr(self.model, name)
 
     def encode(

@@ -1,0 +1,74 @@
+"""`disastir-mteb run` with the bundled model: three instruction settings, three labelled records.
+
+The data here is a tiny hand-made folder in the published layout, so that the three runs (three
+corpus encodings) stay fast; the same command on the bundled sample is in the README.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import write_layout
+from disastir_mteb import cli
+
+PASSAGES = {f"d{i}": text for i, text in enumerate([
+    "Evacuate low-lying coastal areas before the storm surge arrives.",
+    "Boil tap water for one minute after flooding.",
+    "Aftershocks can continue for weeks after a major earthquake.",
+    "Keep a battery radio for official warnings during hurricanes.",
+    "Wildfire smoke harms people with asthma; stay indoors.",
+])}
+QUERIES = ["What should coastal residents do before a storm surge?", "Is tap water safe after a flood?",
+           "How long do aftershocks last?"]
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, use_data: object) -> Path:
+    qrels = [{"user_query": q, "passage": PASSAGES[f"d{i}"], "score": 3} for i, q in enumerate(QUERIES)]
+    qrels += [{"user_query": q, "passage": PASSAGES["d4"], "score": 1} for q in QUERIES]
+    queries = [{"query_id": f"q{i}", "user_query": q} for i, q in enumerate(QUERIES)]
+    root = write_layout(tmp_path / "data", PASSAGES, {"QA_Bio": (queries, qrels)})
+    use_data(root)
+    return root
+
+
+def test_three_instruction_sets_give_three_labelled_result_sets(data_dir: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    for name in ("disastir", "dmretriever", "none"):
+        code = cli.main(["run", "-m", "bundled", "--data", str(data_dir), "-t", "DisastIR-QA-Bio",
+                         "--instructions", name, "--output-folder", str(out), "--quiet"])
+        assert code == 0
+    assert "QA" in capsys.readouterr().out
+
+    metas = {}
+    scores = {}
+    for result in out.rglob("DisastIR-QA-Bio.json"):
+        meta = json.loads((result.parent / "model_meta.json").read_text())
+        label = meta["experiment_kwargs"]["disastir_instructions"]
+        metas[label] = meta["experiment_kwargs"]
+        scores[label] = json.loads(result.read_text())["scores"]["test"][0]["ndcg_at_10"]
+        assert result.parent.parent.name == "experiments"
+    assert metas == {
+        "disastir": {"disastir_instructions": "disastir", "disastir_template": "instruct-query"},
+        "dmretriever": {"disastir_instructions": "dmretriever", "disastir_template": "colon"},
+        "none": {"disastir_instructions": "none", "disastir_template": "raw"},
+    }
+    assert all(0 < s <= 1 for s in scores.values()), scores
+
+
+def test_run_errors_are_one_sentence(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bioo", "--output-folder", str(tmp_path)])
+    assert code == 2
+    assert "Unknown DisastIR task 'DisastIR-QA-Bioo'. Did you mean DisastIR-QA-Bio" in capsys.readouterr().err
+    code = cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--instructions", "disaster",
+                     "--output-folder", str(tmp_path)])
+    assert code == 2
+    assert "Unknown instruction set 'disaster'" in capsys.readouterr().err
+    code = cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--search", "ann", "--output-folder",
+                     str(tmp_path)])
+    assert code == 2
+    assert "not available yet" in capsys.readouterr().err
