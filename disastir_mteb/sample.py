@@ -543,9 +543,9 @@ def write_sample(
 def sample_dir(scale: str = "small", *, cache_dir: str | Path | None = None, seed: int = 0) -> Path:
     """A cached synthetic dataset folder, generated on first use; concurrent callers share one copy."""
     if cache_dir is None:
-        env = os.environ.get("DISASTIR_CACHE_DIR")
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        cache_dir = env or (Path(xdg) / "disastir_mteb" if xdg else Path.home() / ".cache" / "disastir_mteb")
+        from disastir_mteb.store import cache_root
+
+        cache_dir = cache_root()
     target = Path(cache_dir).expanduser() / f"sample-{scale}-seed{seed}-v{GENERATOR_VERSION}"
     if (target / "corpus.jsonl").is_file():
         return target

@@ -1,0 +1,382 @@
+"""A persistent, memory-mapped store of corpus and query embeddings.
+
+All 48 DisastIR tasks search one corpus of 239,704 passages, which takes about two hours to
+encode on a laptop CPU. The store encodes it once per (model, revision, passage-side prompt,
+corpus texts) and keeps the vectors under ``DISASTIR_CACHE_DIR`` as plain ``.npy`` files read
+through ``np.load(mmap_mode="r")``: never pickles, so a cache folder cannot run code.
+
+Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
+
+- ``chunk_<start>_<stop>.npy``: rows ``start:stop``, one file per finished chunk while encoding.
+  A run killed at any point (exception, Ctrl-C, SIGKILL, out of memory) resumes from the last
+  finished chunk, because every file is written under a temporary name, fsynced and renamed.
+- ``embeddings.npy`` and ``manifest.json``: the consolidated array and what it was built from.
+  The manifest is written last, so an entry without one is unfinished and never served.
+
+Concurrency: two processes filling the same entry do not lock each other out. Temporary names
+carry the process id and every file appears through an atomic ``os.replace``, so the last rename
+wins and both writers produce identical bytes; the cost is encoding twice, not corruption.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import IO
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EmbeddingStore", "StoreKey", "cache_root", "fingerprint_texts"]
+
+CACHE_DIR_ENV = "DISASTIR_CACHE_DIR"
+_FORMAT = 1  # bump when the layout or the manifest changes: old entries are then rebuilt
+_VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
+
+
+def cache_root() -> Path:
+    """``DISASTIR_CACHE_DIR``, else ``$XDG_CACHE_HOME/disastir_mteb``, else ``~/.cache/disastir_mteb``.
+
+    The one root for everything the package caches: generated samples
+    (:func:`disastir_mteb.sample.sample_dir`), embeddings and indexes.
+    """
+    env = os.environ.get(CACHE_DIR_ENV)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    root = env or (Path(xdg) / "disastir_mteb" if xdg else Path.home() / ".cache" / "disastir_mteb")
+    return Path(root).expanduser()
+
+
+def fingerprint_texts(texts: Iterable[str]) -> str:
+    """A 32-hex-character blake2b digest of ``texts`` in order (row ``i`` is text ``i``).
+
+    Each text is length-prefixed, so ``["ab", "c"]`` and ``["a", "bc"]`` differ.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for text in texts:
+        data = text.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class StoreKey:
+    """Everything the vectors of one store entry depend on.
+
+    Attributes:
+        model_name: the model's name, e.g. ``sentence-transformers/all-MiniLM-L6-v2``.
+        model_revision: the model's revision (commit), ``None`` when unknown.
+        side: ``corpus`` for passages, ``queries`` for queries.
+        prompt: the passage-side prompt or instruction prepended for the corpus, ``""`` if none.
+        instructions: instruction-set name and template for queries, ``""`` for the corpus.
+        texts_fingerprint: :func:`fingerprint_texts` of the encoded texts.
+        dtype: storage precision; ``float16`` halves the disk and page-cache footprint.
+
+    Examples:
+        >>> key = StoreKey("org/model", "abc123", "corpus", "", "", fingerprint_texts(["a", "b"]))
+        >>> len(key.digest)
+        32
+    """
+
+    model_name: str
+    model_revision: str | None
+    side: Literal["corpus", "queries"]
+    prompt: str
+    instructions: str
+    texts_fingerprint: str
+    dtype: Literal["float32", "float16"] = "float32"
+
+    def __post_init__(self) -> None:
+        if self.side not in ("corpus", "queries"):
+            raise ValueError(f"StoreKey.side={self.side!r} is not a side; expected 'corpus' or 'queries'.")
+        if self.dtype not in ("float32", "float16"):
+            raise ValueError(f"StoreKey.dtype={self.dtype!r} is not supported; expected 'float32' or 'float16'.")
+        if not self.model_name or not self.texts_fingerprint:
+            raise ValueError(f"StoreKey needs a model_name and a texts_fingerprint; got {self.describe()!r}.")
+
+    @property
+    def digest(self) -> str:
+        """A stable 32-hex-character hash of every field (and of the store format)."""
+        payload = json.dumps({"format": _FORMAT, **asdict(self)}, sort_keys=True, ensure_ascii=False)
+        return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
+
+    @property
+    def folder_name(self) -> str:
+        """``<side>/<sanitised model name>/<digest[:16]>``, relative to the store root."""
+        model = re.sub(r"[^A-Za-z0-9._-]+", "__", self.model_name).strip(".") or "model"
+        return f"{self.side}/{model}/{self.digest[:16]}"
+
+    def describe(self) -> str:
+        """One line for logs, e.g. ``corpus of org/model@abc123 (float32, no prompt, texts 1a2b3c4d5e6f)``."""
+        prompt = f"prompt {self.prompt!r}" if self.prompt else "no prompt"
+        instructions = f", instructions {self.instructions!r}" if self.instructions else ""
+        return (f"{self.side} of {self.model_name}@{self.model_revision or 'unknown revision'} "
+                f"({self.dtype}, {prompt}{instructions}, texts {self.texts_fingerprint[:12]})")
+
+
+class EmbeddingStore:
+    """Encode a text set once per :class:`StoreKey` and serve it memory-mapped ever after.
+
+    Args:
+        root: the store folder; ``None`` means :func:`cache_root`.
+
+    Attributes:
+        last_encoded_rows: texts actually sent to the encoder by the last :meth:`get_or_encode`
+            (0 on a cache hit).
+
+    Examples:
+        >>> vectors = EmbeddingStore().get_or_encode(key, passages, model_encode)  # doctest: +SKIP
+    """
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root).expanduser() if root is not None else cache_root()
+        self.last_encoded_rows = 0
+
+    def folder(self, key: StoreKey) -> Path:
+        """The folder holding ``key``'s entry (which may not exist yet)."""
+        return self.root / key.folder_name
+
+    def get_or_encode(
+        self,
+        key: StoreKey,
+        texts: Sequence[str],
+        encode: Callable[[list[str]], Any],
+        *,
+        chunk_size: int = 8192,
+        progress: bool = True,
+    ) -> np.memmap:
+        """The embeddings of ``texts`` under ``key``, encoding only what is not stored yet.
+
+        Args:
+            key: the entry; its ``texts_fingerprint`` must be ``fingerprint_texts(texts)``.
+            texts: the texts, row ``i`` of the result is text ``i``.
+            encode: maps a list of texts to an (n, dim) float array (NumPy or torch).
+            chunk_size: texts per encoder call and per resumable chunk file.
+            progress: show a tqdm bar over the texts (rate and ETA); ``False`` for quiet runs.
+
+        Returns:
+            A read-only memory map of shape (len(texts), dim) and dtype ``key.dtype``; float16
+            entries stay float16 (upcast per block when computing).
+
+        Raises:
+            ValueError: ``texts`` do not match the key's fingerprint, ``chunk_size`` < 1, or the
+                encoder returned the wrong row count, non-2-D, non-float or non-finite values.
+        """
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size={chunk_size!r} must be at least 1.")
+        if len(texts) == 0:
+            raise ValueError(f"No texts to encode for {key.describe()}.")
+        if fingerprint_texts(texts) != key.texts_fingerprint:
+            raise ValueError(f"The {len(texts)} texts do not match the key's fingerprint "
+                             f"{key.texts_fingerprint!r}; build the key with fingerprint_texts(texts).")
+        folder = self.folder(key)
+        self.last_encoded_rows = 0
+        if (folder / "manifest.json").is_file():
+            cached, problem = self._load_verified(key, len(texts), folder)
+            if cached is not None:
+                logger.info("Embedding cache hit for %s: %s.", key.describe(), folder)
+                for leftover in folder.glob("chunk_*.npy"):  # a run killed after writing the manifest
+                    leftover.unlink(missing_ok=True)
+                return cached
+            logger.warning("Embedding cache %s %s: rebuilding.", folder, problem)
+            (folder / "manifest.json").unlink(missing_ok=True)
+            (folder / "embeddings.npy").unlink(missing_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        _remove_orphan_temporaries(folder)
+        ranges = [(start, min(start + chunk_size, len(texts))) for start in range(0, len(texts), chunk_size)]
+        dims = self._encode_missing(key, texts, encode, folder, ranges, progress)
+        return self._consolidate(key, len(texts), folder, ranges, dims, chunk_size)
+
+    # ------------------------------------------------------------------ encoding chunk files
+
+    def _encode_missing(self, key: StoreKey, texts: Sequence[str], encode: Callable[[list[str]], Any],
+                        folder: Path, ranges: list[tuple[int, int]], progress: bool) -> int:
+        """Encode every chunk without a valid file and return the common dimension.
+
+        Chunk files of another dimension than the encoder's current output (or, when nothing
+        needed encoding, than most chunks) are stale: they are deleted and encoded again.
+        """
+        from tqdm.auto import tqdm
+
+        found = {r: _chunk_dim(folder / _chunk_name(r), r[1] - r[0], key.dtype) for r in ranges}
+        done = {r: dim for r, dim in found.items() if isinstance(dim, int)}
+        bad = [f"rows {a}-{b}: {why}" for (a, b), why in found.items() if isinstance(why, str) and why != "missing"]
+        if bad:
+            logger.warning("Embedding cache %s holds %d unusable chunk file(s) (%s): re-encoding them.",
+                           folder, len(bad), "; ".join(bad[:3]))
+        fresh: int | None = None
+        unit = "passages" if key.side == "corpus" else "queries"
+        with tqdm(total=len(texts), initial=sum(b - a for a, b in done), unit=f" {unit}", disable=not progress,
+                  desc=f"Encoding {key.side}", dynamic_ncols=True) as bar:
+            while True:
+                for start, stop in [r for r in ranges if r not in done]:
+                    vectors = _check_output(encode([texts[i] for i in range(start, stop)]), start, stop, key.dtype)
+                    self.last_encoded_rows += stop - start
+                    if fresh is not None and vectors.shape[1] != fresh:
+                        raise ValueError(f"The encoder returned dimension {vectors.shape[1]} for rows {start}-{stop} "
+                                         f"but {fresh} for earlier rows; it must return one dimension.")
+                    fresh = done[(start, stop)] = vectors.shape[1]
+                    _replace_atomic(folder / _chunk_name((start, stop)),
+                                    lambda handle, v=vectors: np.save(handle, v, allow_pickle=False))
+                    bar.update(stop - start)
+                dims = list(done.values())
+                reference = fresh if fresh is not None else max(sorted(set(dims)), key=dims.count)
+                stale = [r for r, dim in done.items() if dim != reference]
+                if not stale:
+                    return reference
+                logger.warning("Embedding cache %s holds %d chunk file(s) of dimension %s, not %d: re-encoding them.",
+                               folder, len(stale), "/".join(sorted({str(done[r]) for r in stale})), reference)
+                for r in stale:
+                    (folder / _chunk_name(r)).unlink(missing_ok=True)
+                    del done[r]
+                    bar.update(r[0] - r[1])
+
+    # ------------------------------------------------------------------ consolidation and reuse
+
+    def _consolidate(self, key: StoreKey, n_rows: int, folder: Path, ranges: list[tuple[int, int]], dim: int,
+                     chunk_size: int) -> np.memmap:
+        """Join the chunk files into ``embeddings.npy``, write the manifest, drop the chunks."""
+        final = folder / "embeddings.npy"
+        temporary = folder / f".embeddings.npy.{os.getpid()}.tmp"
+        try:
+            out = np.lib.format.open_memmap(temporary, mode="w+", dtype=key.dtype, shape=(n_rows, dim))
+            for start, stop in ranges:
+                out[start:stop] = np.load(folder / _chunk_name((start, stop)), mmap_mode="r")
+            out.flush()
+            del out
+            with open(temporary, "rb+") as handle:
+                os.fsync(handle.fileno())
+            os.replace(temporary, final)
+        except FileNotFoundError:  # another process consolidated and removed the chunks first
+            temporary.unlink(missing_ok=True)
+            cached, problem = self._load_verified(key, n_rows, folder)
+            if cached is None:
+                raise FileNotFoundError(f"Embedding cache {folder}: chunk files vanished while consolidating "
+                                        f"and no finished entry replaced them ({problem}); run again.") from None
+            return cached
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        manifest = {**asdict(key), "format": _FORMAT, "n_rows": n_rows, "dim": dim, "chunk_size": chunk_size,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": _library_versions()}
+        _replace_atomic(folder / "manifest.json", lambda handle: handle.write(json.dumps(manifest, indent=2).encode()))
+        for path in folder.glob("chunk_*.npy"):
+            path.unlink(missing_ok=True)
+        cached, problem = self._load_verified(key, n_rows, folder)
+        if cached is None:
+            raise OSError(f"Embedding cache {folder} {problem} right after writing it; is the disk full?")
+        return cached
+
+    @staticmethod
+    def _load_verified(key: StoreKey, n_rows: int, folder: Path) -> tuple[np.memmap | None, str]:
+        """The entry's memory map if its manifest, shape, dtype and size all check out, else why not."""
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None, "has an unreadable manifest"
+        for name, value in {**asdict(key), "format": _FORMAT}.items():
+            if manifest.get(name) != value:
+                return None, f"was built for {name}={manifest.get(name)!r}, not {value!r}"
+        if manifest.get("n_rows") != n_rows:
+            unit = "passages" if key.side == "corpus" else "queries"
+            return None, f"was built for {manifest.get('n_rows')} {unit}, not {n_rows}"
+        path = folder / "embeddings.npy"
+        try:
+            array = np.load(path, mmap_mode="r")
+        except (OSError, ValueError) as error:
+            return None, f"has an unreadable or truncated embeddings.npy ({error})"
+        expected = (n_rows, manifest.get("dim"))
+        if array.shape != expected or array.dtype != np.dtype(key.dtype):
+            return None, f"holds a {array.dtype} array of shape {array.shape}, not {key.dtype} {expected}"
+        if path.stat().st_size != array.offset + array.nbytes:
+            return None, f"has an embeddings.npy of {path.stat().st_size} bytes, not {array.offset + array.nbytes}"
+        return array, ""
+
+
+# ---------------------------------------------------------------------- file helpers
+
+
+def _chunk_name(rows: tuple[int, int]) -> str:
+    return f"chunk_{rows[0]:010d}_{rows[1]:010d}.npy"
+
+
+def _chunk_dim(path: Path, n_rows: int, dtype: str) -> int | str:
+    """The dimension of a finished chunk file, or why it cannot be used."""
+    if not path.is_file():
+        return "missing"
+    try:
+        array = np.load(path, mmap_mode="r")
+    except (OSError, ValueError):
+        return "unreadable or truncated"
+    if array.ndim != 2 or array.shape[0] != n_rows or array.dtype != np.dtype(dtype):
+        return f"shape {array.shape} {array.dtype}, expected ({n_rows}, dim) {dtype}"
+    return int(array.shape[1])
+
+
+def _check_output(output: Any, start: int, stop: int, dtype: str) -> np.ndarray:
+    """The encoder's output for rows ``start:stop`` as a finite 2-D array of ``dtype``."""
+    if hasattr(output, "detach"):  # torch tensor, possibly bfloat16 or on a GPU
+        output = output.detach().float().cpu().numpy()
+    array = np.asarray(output)
+    where = f"rows {start}-{stop}"
+    if array.ndim != 2 or array.shape[0] != stop - start:
+        raise ValueError(f"The encoder returned shape {array.shape} for {where}; expected ({stop - start}, dim).")
+    if not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(f"The encoder returned dtype {array.dtype} for {where}; expected a float array.")
+    with np.errstate(over="ignore"):  # float16 overflow becomes inf, refused just below
+        array = array.astype(dtype, copy=False)
+    if not np.isfinite(array).all():
+        bad = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0]) + start
+        raise ValueError(f"The encoder returned NaN or infinite values (as {dtype}) for {where}, first in row {bad}.")
+    return array
+
+
+def _replace_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write through a pid-named temporary file, fsync, then ``os.replace``: readers never see half a file."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _remove_orphan_temporaries(folder: Path) -> None:
+    """Delete temporary files left by processes that died mid-write (a killed run's 1 GB leftovers)."""
+    for path in folder.glob(".*.tmp"):
+        pid = path.name.rsplit(".", 2)[-2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+        except PermissionError:  # alive, owned by someone else
+            continue
+
+
+def _library_versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def _version(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {name: _version(name) for name in _VERSIONED}
