@@ -1,17 +1,18 @@
-"""``disastir_mteb.evaluate``: a model x DisastIR tasks -> mteb results, through mteb's own evaluation.
+"""``disastir_mteb.evaluate``: a model x DisastIR tasks -> mteb results, one corpus encoding for all.
 
 The runner resolves the model (a name for ``mteb.get_model``, ``"bundled"`` for the packaged
 MiniLM, or any model object), optionally wraps it with :func:`~disastir_mteb.adapter.with_instructions`,
-and evaluates the chosen tasks with ``mteb.evaluate``, so results are the same files mteb writes.
-Passage embeddings are shared across tasks in memory (:class:`~disastir_mteb.memo.CorpusMemo`): one
-corpus encoding per run. A persistent, resumable embedding store and a shared exact index are the
-next step (issue 4); ANN search is issue 5.
+and evaluates each task with ``mteb.evaluate``, so scores and result files are mteb's own. The
+search goes through :class:`~disastir_mteb.search.SharedCorpusSearch`: the shared corpus is encoded
+once (and persisted under ``DISASTIR_CACHE_DIR``, so a killed run resumes and a second run encodes
+nothing), indexed once, and searched exactly by every task. ANN search is issue 5.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,7 +20,7 @@ from disastir_mteb.taxonomy import TASK_NAMES, get_spec
 
 if TYPE_CHECKING:
     from mteb import AbsTask
-    from mteb.results import ModelResult
+    from mteb.results import ModelResult, TaskResult
 
     from disastir_mteb.instructions import InstructionConfig
 
@@ -79,30 +80,36 @@ def evaluate(
     instructions: str | Mapping[str, str] | InstructionConfig | None = None,
     template: str | None = None,
     instruct_passages: bool = False,
-    cache_dir: str | Path | None = None,
+    cache_dir: str | Path | Literal[False] | None = None,
     output_folder: str | Path | None = None,
     overwrite: bool = False,
     show_progress: bool = True,
+    on_task_done: Callable[[TaskResult, float], None] | None = None,
 ) -> ModelResult:
     """Evaluate a model on DisastIR tasks (all 48 by default) with one corpus encoding.
 
     Args:
         model: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, a model
-            name for ``mteb.get_model``, or ``"bundled"``.
-        tasks: task names or mteb task objects (any mteb task works; DisastIR ones share the corpus).
+            name for ``mteb.get_model``, ``"bundled"``, or a ready
+            :class:`~disastir_mteb.search.SharedCorpusSearch` (whose counters then tell what was
+            encoded).
+        tasks: task names or mteb task objects (any mteb retrieval task works; tasks sharing a
+            corpus share its encoding and index).
         search: ``"exact"``; ``"ann"`` is not available yet.
         ann_preset: reserved for ANN search.
         instructions: None (the model as it is), ``"disastir"``, ``"dmretriever"``, ``"none"`` or a
             mapping {intent: instruction}; see :func:`~disastir_mteb.adapter.with_instructions`.
         template: the instruction template (default: the set's published one).
         instruct_passages: also put the instruction before passages.
-        cache_dir: reserved for the persistent embedding store (``DISASTIR_CACHE_DIR``).
+        cache_dir: where embeddings persist (default ``DISASTIR_CACHE_DIR``); ``False`` keeps them
+            in memory for this call only.
         output_folder: mteb results folder; default mteb's own cache (``MTEB_CACHE``).
         overwrite: rerun tasks that already have results there.
-        show_progress: progress bars.
+        show_progress: progress bars (corpus encoding with rate and ETA, query encoding).
+        on_task_done: called with each task's result and its wall time, as tasks finish.
 
     Returns:
-        mteb's ``ModelResult`` for the evaluated tasks.
+        mteb's ``ModelResult`` holding every evaluated task.
 
     Raises:
         NotImplementedError: ``search="ann"``.
@@ -111,20 +118,39 @@ def evaluate(
     import mteb
 
     from disastir_mteb.adapter import with_instructions
-    from disastir_mteb.memo import CorpusMemo
+    from disastir_mteb.search import SharedCorpusSearch
+    from disastir_mteb.store import EmbeddingStore
 
     if search == "ann":
         raise NotImplementedError(f"search='ann' (preset {ann_preset!r}) is not available yet: USearch ANN search "
                                   "is planned (issue 5); use search='exact'.")
     if search != "exact":
         raise ValueError(f"Unknown search {search!r}; expected 'exact' or 'ann'.")
-    del cache_dir  # the in-memory memo needs no cache folder yet
     task_list = resolve_tasks(tasks)
-    encoder = load_model(model)
-    if instructions is not None:
-        encoder = with_instructions(encoder, instructions, template, passages=instruct_passages)
-    if not instruct_passages:
-        encoder = CorpusMemo(encoder)  # passages are task-independent: encode the shared corpus once
+    if isinstance(model, SharedCorpusSearch):
+        if instructions is not None:
+            raise ValueError("Pass instructions to the model inside SharedCorpusSearch (with_instructions), "
+                             "not to evaluate() together with a ready search model.")
+        searcher = model
+    else:
+        encoder = load_model(model)
+        if instructions is not None:
+            encoder = with_instructions(encoder, instructions, template, passages=instruct_passages)
+        store = None if cache_dir is False else EmbeddingStore(cache_dir)
+        searcher = SharedCorpusSearch(encoder, store=store, progress=show_progress)
     cache = mteb.ResultCache(Path(output_folder)) if output_folder is not None else mteb.ResultCache()
-    return mteb.evaluate(encoder, task_list, cache=cache, overwrite_strategy="always" if overwrite else "only-missing",
-                         show_progress_bar=show_progress)
+    task_results: list[TaskResult] = []
+    result: ModelResult | None = None
+    for task in task_list:
+        started = time.perf_counter()
+        result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=show_progress,
+                               overwrite_strategy="always" if overwrite else "only-missing")
+        task_results.extend(result.task_results)
+        if on_task_done is not None:
+            for task_result in result.task_results:
+                on_task_done(task_result, time.perf_counter() - started)
+    logger.info("%d task(s): %d corpus indexing(s), %d passages and %d queries encoded.", len(task_list),
+                searcher.corpus_indexings, searcher.passages_encoded, searcher.queries_encoded)
+    if result is None:
+        raise ValueError("No tasks to evaluate.")
+    return result.model_copy(update={"task_results": task_results})

@@ -29,7 +29,7 @@ def test_demo_evaluates_all_48_tasks_with_one_corpus_encoding(
     assert grid.overall() is not None and 0.05 < grid.overall() < 0.99
     corpus_size = sum(1 for _ in (sample_data / "corpus.jsonl").open())
     out = capsys.readouterr().out
-    assert f"{corpus_size} passage encodings for 48 tasks" in out
+    assert f"Corpus of {corpus_size} passages: " in out and "1 index for 48 tasks" in out
     assert "QAdoc" in out and "Mean" in out and f"{100 * grid.overall():.2f}" in out
     written = list((tmp_path / "results").rglob("DisastIR-*.json"))
     assert len(written) == 48

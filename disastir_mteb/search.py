@@ -1,0 +1,180 @@
+"""One corpus encoding and one exact index for every task that searches the same corpus.
+
+mteb's ``SearchEncoderWrapper`` encodes the corpus again for each task and clears its index after
+each one: 48 x 239,704 passage encodings for DisastIR. :class:`SharedCorpusSearch` implements
+mteb's ``SearchProtocol`` (``index`` + ``search``) instead. ``index`` recognises a corpus it already
+holds (same ``datasets`` fingerprint and the same passage-side prompt) and returns at once;
+otherwise it takes the embeddings from the persistent :class:`~disastir_mteb.store.EmbeddingStore`
+(encoding only what is missing, resumable) and loads them into one
+:class:`~disastir_mteb.exact_search.ExactIndex`. ``search`` encodes a task's queries (also
+through the store) and runs a blocked exact top-k. Results are those of mteb's own search.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from mteb._create_dataloaders import _retrieval_texts, create_dataloader
+from mteb.types import PromptType
+
+from disastir_mteb.exact_search import ExactIndex
+from disastir_mteb.instructions import InstructionConfig
+from disastir_mteb.store import EmbeddingStore, StoreKey, fingerprint_texts
+from disastir_mteb.taxonomy import TASK_NAMES, get_spec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mteb.abstasks.task_metadata import TaskMetadata
+    from mteb.types import (
+        CorpusDatasetType,
+        EncodeKwargs,
+        QueryDatasetType,
+        RetrievalOutputType,
+        TopRankedDocumentsType,
+    )
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SharedCorpusSearch"]
+
+_DISASTIR = frozenset(TASK_NAMES)
+
+
+class SharedCorpusSearch:
+    """An mteb search model: encode a shared corpus once, index it once, search it for every task.
+
+    Args:
+        model: an mteb encoder (possibly wrapped by ``with_instructions``).
+        store: where embeddings persist; None keeps them in memory for this process only.
+        progress: progress bar (rate, ETA) while encoding the corpus.
+        dtype: storage precision of persisted embeddings (``float32`` or ``float16``).
+        chunk_size: passages per persisted chunk: a killed run loses at most one chunk of work.
+
+    Attributes:
+        corpus_indexings: how many times a corpus had to be (re)loaded into the index.
+        passages_encoded: passages actually sent to the model (0 on a warm cache).
+        queries_encoded: queries actually sent to the model.
+    """
+
+    def __init__(self, model: Any, *, store: EmbeddingStore | None = None, progress: bool = True,
+                 dtype: str = "float32", chunk_size: int = 8192) -> None:
+        self.model = model
+        self.mteb_model_meta = model.mteb_model_meta
+        self.store = store
+        self.progress = progress
+        self.dtype = dtype
+        self.chunk_size = chunk_size
+        self.index_backend = ExactIndex(keep_on_clear=True)
+        self._held: tuple[str, str] | None = None
+        self._doc_ids: list[str] = []
+        self._text_fingerprints: dict[str, str] = {}
+        self.corpus_indexings = 0
+        self.passages_encoded = 0
+        self.queries_encoded = 0
+
+    @property
+    def indexed_passages(self) -> int:
+        """Passages in the index now (the size of the shared corpus once a task has run)."""
+        return len(self._doc_ids)
+
+    # ------------------------------------------------------------------ identity of an embedding
+    def _passage_prompt(self, task_metadata: TaskMetadata) -> str:
+        """Everything besides the text that decides a passage embedding; part of the cache key."""
+        parts = []
+        experiment = getattr(self.mteb_model_meta, "experiment_kwargs", None)
+        if experiment:
+            parts.append(json.dumps(dict(experiment), sort_keys=True, default=str))
+        config = getattr(self.model, "config", None)
+        if isinstance(config, InstructionConfig) and config.passages and task_metadata.name in _DISASTIR:
+            parts.append(config.format(get_spec(task_metadata.name).intent, "{passage}"))
+        get_prompt = getattr(self.model, "get_prompt", None)
+        if callable(get_prompt):
+            try:
+                prompt = get_prompt(task_metadata, PromptType.document)
+            except Exception:
+                prompt = None
+            if prompt:
+                parts.append(f"prompt={prompt}")
+        if getattr(self.model, "apply_instruction_to_passages", False) and getattr(self.model, "instruction_template",
+                                                                                     None):
+            parts.append(f"task={task_metadata.name}")  # the model instructs passages per task
+        return " | ".join(parts)
+
+    def _model_key(self) -> tuple[str, str | None]:
+        meta = self.mteb_model_meta
+        return (getattr(meta, "name", None) or type(self.model).__name__, getattr(meta, "revision", None))
+
+    def _embed(self, side: str, texts: list[str], prompt: str, encode: Callable[[list[str]], Any]) -> np.ndarray:
+        name, revision = self._model_key()
+        if self.store is None:
+            return np.asarray(encode(texts), dtype=np.float32)
+        key = StoreKey(model_name=name, model_revision=revision, side=side, prompt=prompt,  # type: ignore[arg-type]
+                       instructions="", texts_fingerprint=fingerprint_texts(texts), dtype=self.dtype)  # type: ignore[arg-type]
+        return self.store.get_or_encode(key, texts, encode, chunk_size=self.chunk_size,
+                                        progress=self.progress and side == "corpus")
+
+    def _encoder(self, task_metadata: TaskMetadata, prompt_type: PromptType, hf_split: str, hf_subset: str,
+                 encode_kwargs: EncodeKwargs, num_proc: int | None) -> Callable[[list[str]], Any]:
+        from datasets import Dataset
+
+        def encode(texts: list[str]) -> Any:
+            loader = create_dataloader(Dataset.from_dict({"id": [str(i) for i in range(len(texts))], "text": texts}),
+                                       task_metadata=task_metadata, prompt_type=prompt_type, num_proc=num_proc,
+                                       **encode_kwargs)
+            output = self.model.encode(loader, task_metadata=task_metadata, hf_split=hf_split, hf_subset=hf_subset,
+                                       prompt_type=prompt_type, **encode_kwargs)
+            if prompt_type == PromptType.document:
+                self.passages_encoded += len(texts)
+            else:
+                self.queries_encoded += len(texts)
+            return output
+
+        return encode
+
+    # ------------------------------------------------------------------ mteb SearchProtocol
+    def index(self, corpus: CorpusDatasetType, *, task_metadata: TaskMetadata, hf_split: str, hf_subset: str,
+              encode_kwargs: EncodeKwargs, num_proc: int | None = None, **kwargs: Any) -> None:
+        """Make ``corpus`` searchable; a no-op when the same corpus and passage prompt are already held."""
+        prompt = self._passage_prompt(task_metadata)
+        identity = getattr(corpus, "_fingerprint", None) or str(id(corpus))
+        if self._held is not None and self._held[1] == prompt and self._held[0] in (
+                identity, self._text_fingerprints.get(identity)):
+            logger.debug("%s: corpus already indexed, reused.", task_metadata.name)
+            return
+        texts = _retrieval_texts(corpus, PromptType.document)
+        text_fingerprint = fingerprint_texts(texts)
+        self._text_fingerprints[identity] = text_fingerprint
+        if self._held == (text_fingerprint, prompt):  # same texts under another datasets fingerprint
+            return
+        encode = self._encoder(task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
+        embeddings = self._embed("corpus", texts, prompt, encode)
+        self._doc_ids = [str(i) for i in corpus["id"]]
+        self.index_backend.add_documents(embeddings, self._doc_ids)
+        self._held = (text_fingerprint, prompt)
+        self.corpus_indexings += 1
+        logger.info("Indexed %d passages for %s (reused by every task on this corpus).", len(texts),
+                    task_metadata.name)
+
+    def search(self, queries: QueryDatasetType, *, task_metadata: TaskMetadata, hf_split: str, hf_subset: str,
+               top_k: int, encode_kwargs: EncodeKwargs, top_ranked: TopRankedDocumentsType | None = None,
+               num_proc: int | None = None, **kwargs: Any) -> RetrievalOutputType:
+        """Top-k passages per query, exact, as ``{query_id: {doc_id: similarity}}``."""
+        if self._held is None:
+            raise ValueError("Corpus must be indexed before searching.")
+        texts = _retrieval_texts(queries, PromptType.query)
+        encode = self._encoder(task_metadata, PromptType.query, hf_split, hf_subset, encode_kwargs, num_proc)
+        prompt = f"task={task_metadata.name} | {self._passage_prompt(task_metadata)}"
+        query_embeddings = self._embed("queries", texts, prompt, encode) if texts else np.zeros((0, 1), np.float32)
+        query_ids = [str(i) for i in queries["id"]]
+        query_idx_to_id = dict(enumerate(query_ids))
+        values, indices = self.index_backend.search(query_embeddings, top_k, similarity_fn=self.model.similarity,
+                                                    top_ranked=top_ranked, query_idx_to_id=query_idx_to_id)
+        results: RetrievalOutputType = {}
+        for row, query_id in enumerate(query_ids):
+            candidates = self._doc_ids if top_ranked is None else list(top_ranked.get(query_id, []))
+            results[query_id] = {candidates[int(i)]: float(v) for v, i in zip(values[row], indices[row], strict=True)}
+        return results

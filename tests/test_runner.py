@@ -1,0 +1,100 @@
+"""The runner: one corpus encoding for many tasks, resumable, and mteb's own scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mteb
+import numpy as np
+import pytest
+
+from disastir_mteb.hashing_encoder import HashingEncoder
+from disastir_mteb.runner import evaluate
+from disastir_mteb.search import SharedCorpusSearch
+from disastir_mteb.store import EmbeddingStore
+from disastir_mteb.taxonomy import TASK_NAMES
+
+SIX = ["DisastIR-QA-Bio", "DisastIR-QAdoc-Chem", "DisastIR-Twitter-Env", "DisastIR-FC-Geo", "DisastIR-NLI-Soc",
+       "DisastIR-STS-Tech"]
+
+
+@pytest.fixture
+def on_sample(sample_data: Path, use_data: object) -> Path:
+    use_data(sample_data)
+    return sample_data
+
+
+def _corpus_size(data: Path) -> int:
+    return sum(1 for _ in (data / "corpus.jsonl").open())
+
+
+def _scores(result: object) -> dict[str, dict[str, float]]:
+    return {r.task_name: r.scores["test"][0] for r in result.task_results}
+
+
+def test_corpus_encoded_once_for_many_tasks_and_never_again(on_sample: Path, tmp_path: Path) -> None:
+    encoder = HashingEncoder()
+    store = EmbeddingStore(tmp_path / "cache")
+    searcher = SharedCorpusSearch(encoder, store=store, progress=False)
+    result = evaluate(searcher, SIX, cache_dir=tmp_path / "cache", output_folder=tmp_path / "r1", show_progress=False)
+    n = _corpus_size(on_sample)
+    assert len(result.task_results) == 6
+    assert searcher.passages_encoded == n and searcher.corpus_indexings == 1
+    assert encoder.texts_encoded == n + searcher.queries_encoded
+
+    again = SharedCorpusSearch(HashingEncoder(), store=store, progress=False)
+    evaluate(again, SIX, output_folder=tmp_path / "r2", show_progress=False)
+    assert again.passages_encoded == 0 and again.queries_encoded == 0  # everything from the persistent store
+
+
+def test_runner_results_equal_plain_mteb(on_sample: Path, tmp_path: Path) -> None:
+    tasks = [mteb.get_task(name) for name in TASK_NAMES]  # all 48: the corpus encoding is shared
+    ours = _scores(evaluate(HashingEncoder(), tasks, cache_dir=False, output_folder=tmp_path / "ours",
+                            show_progress=False))
+    plain = _scores(mteb.evaluate(HashingEncoder(), [mteb.get_task(n) for n in TASK_NAMES], cache=None,
+                                  show_progress_bar=False))
+    assert set(ours) == set(plain) == set(TASK_NAMES)
+    for name in TASK_NAMES:
+        for metric in ("ndcg_at_10", "ndcg_at_10_exponential_gain", "map_at_10", "recall_at_100", "mrr_at_10"):
+            assert ours[name][metric] == pytest.approx(plain[name][metric], abs=1e-6), (name, metric)
+
+
+class _Flaky(HashingEncoder):
+    """Dies after ``fail_after`` passages, like a run killed part-way through the corpus."""
+
+    def __init__(self, fail_after: int) -> None:
+        super().__init__()
+        self.fail_after = fail_after
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if self.texts_encoded + len(texts) > self.fail_after and len(texts) > 10:
+            raise KeyboardInterrupt("simulated kill")
+        return super().embed(texts)
+
+
+def test_killed_corpus_encoding_resumes_from_the_last_chunk(on_sample: Path, tmp_path: Path) -> None:
+    store = EmbeddingStore(tmp_path / "cache")
+    n = _corpus_size(on_sample)
+    first = SharedCorpusSearch(_Flaky(fail_after=700), store=store, progress=False, chunk_size=256)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(first, ["DisastIR-QA-Bio"], output_folder=tmp_path / "r", show_progress=False)
+    done = first.passages_encoded
+    assert 0 < done < n and done % 256 == 0
+    second = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, chunk_size=256)
+    evaluate(second, ["DisastIR-QA-Bio"], output_folder=tmp_path / "r", show_progress=False)
+    assert second.passages_encoded == n - done
+
+    fresh = _scores(evaluate(HashingEncoder(), ["DisastIR-QA-Bio"], cache_dir=False,
+                             output_folder=tmp_path / "fresh", show_progress=False))
+    resumed = _scores(evaluate(SharedCorpusSearch(HashingEncoder(), store=store, progress=False),
+                               ["DisastIR-QA-Bio"], output_folder=tmp_path / "again", show_progress=False))
+    assert resumed["DisastIR-QA-Bio"]["ndcg_at_10"] == fresh["DisastIR-QA-Bio"]["ndcg_at_10"]
+
+
+def test_another_model_never_reuses_the_cache(on_sample: Path, tmp_path: Path) -> None:
+    store = EmbeddingStore(tmp_path / "cache")
+    first = SharedCorpusSearch(HashingEncoder(name="test/model-a"), store=store, progress=False)
+    evaluate(first, ["DisastIR-QA-Bio"], output_folder=tmp_path / "r", show_progress=False)
+    other = SharedCorpusSearch(HashingEncoder(dim=64, name="test/model-b"), store=store, progress=False)
+    evaluate(other, ["DisastIR-QA-Bio"], output_folder=tmp_path / "r", show_progress=False)
+    assert other.passages_encoded == first.passages_encoded == _corpus_size(on_sample)
