@@ -29,13 +29,31 @@ def _run(args: argparse.Namespace) -> int:
             os.environ["DISASTIR_DATA_DIR"] = str(sample_dir("small"))
         else:
             os.environ["DISASTIR_DATA_DIR"] = str(Path(args.data).expanduser().resolve())
+    from disastir_mteb.adapter import with_instructions
+    from disastir_mteb.runner import load_model
+    from disastir_mteb.search import SharedCorpusSearch
+    from disastir_mteb.store import EmbeddingStore
+
     tasks = resolve_tasks(args.tasks, args.benchmarks)
-    result = evaluate(args.model, tasks, search=args.search, ann_preset=args.ann_preset,
-                      instructions=args.instructions, template=args.template,
-                      instruct_passages=args.instruct_passages, output_folder=args.output_folder,
-                      overwrite=args.overwrite, show_progress=not args.quiet)
+    if args.search != "exact":  # fail before loading a model
+        return evaluate(args.model, tasks, search=args.search, ann_preset=args.ann_preset)  # raises
+    model = load_model(args.model)
+    if args.instructions is not None:
+        model = with_instructions(model, args.instructions, args.template, passages=args.instruct_passages)
+    store = None if args.no_cache else EmbeddingStore(args.cache_dir)
+    searcher = SharedCorpusSearch(model, store=store, progress=not args.quiet,
+                                  devices=args.devices if args.devices else "auto")
+
+    def summary(task_result: object, seconds: float) -> None:
+        score = task_result.get_score()  # type: ignore[attr-defined]
+        print(f"{task_result.task_name:<24} ndcg@10 {100 * score:6.2f}  ({seconds:.1f} s)", flush=True)  # type: ignore[attr-defined]
+
+    result = evaluate(searcher, tasks, output_folder=args.output_folder, overwrite=args.overwrite,
+                      show_progress=not args.quiet, on_task_done=summary)
     print(grid_from_results(result.task_results).to_text("NDCG@10 x100"))
-    print(f"{len(result.task_results)} task result(s) in {Path(args.output_folder).resolve()}")
+    print(f"{len(result.task_results)} task result(s) in {Path(args.output_folder).resolve()}; "
+          f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded, "
+          f"{searcher.corpus_indexings} corpus index(es) built.")
     return 0
 
 
@@ -111,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data", help="a folder in the published layout, or 'sample' for the bundled sample "
                                     "(default: DISASTIR_DATA_DIR or the Hub)")
     run.add_argument("--output-folder", default="results", help="mteb results folder (default: ./results)")
+    run.add_argument("--cache-dir", default=None,
+                     help="where embeddings persist (default: DISASTIR_CACHE_DIR or ~/.cache/disastir_mteb)")
+    run.add_argument("--no-cache", action="store_true", help="keep embeddings in memory only (nothing persisted)")
+    run.add_argument("--devices", nargs="*", default=None,
+                     help="spread corpus encoding over devices, e.g. cuda:0 cuda:1 (default: every visible GPU "
+                          "when there are two or more; one process otherwise)")
     run.add_argument("--overwrite", action="store_true", help="rerun tasks that already have results")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(func=_run)

@@ -26,7 +26,7 @@ from disastir_mteb.store import EmbeddingStore, StoreKey, fingerprint_texts
 from disastir_mteb.taxonomy import TASK_NAMES, get_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from mteb.abstasks.task_metadata import TaskMetadata
     from mteb.types import (
@@ -44,6 +44,32 @@ __all__ = ["SharedCorpusSearch"]
 _DISASTIR = frozenset(TASK_NAMES)
 
 
+def _document_prompt(model: Any, task_metadata: TaskMetadata) -> str:
+    """The prompt TEXT a wrapper puts before passages ('' when none; mteb returns prompt names)."""
+    get_prompt = getattr(model, "get_prompt", None)
+    if not callable(get_prompt):
+        return ""
+    try:
+        name = get_prompt(task_metadata, PromptType.document)
+    except Exception:
+        return ""
+    if not name:
+        return ""
+    prompts = getattr(model, "model_prompts", None) or {}
+    return str(prompts.get(name, name))
+
+
+def _resolve_devices(devices: Sequence[str] | str | None) -> tuple[str, ...]:
+    if devices is None:
+        return ()
+    if devices == "auto":
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return tuple(f"cuda:{i}" for i in range(count)) if count > 1 else ()
+    return (devices,) if isinstance(devices, str) else tuple(devices)
+
+
 class SharedCorpusSearch:
     """An mteb search model: encode a shared corpus once, index it once, search it for every task.
 
@@ -53,6 +79,11 @@ class SharedCorpusSearch:
         progress: progress bar (rate, ETA) while encoding the corpus.
         dtype: storage precision of persisted embeddings (``float32`` or ``float16``).
         chunk_size: passages per persisted chunk: a killed run loses at most one chunk of work.
+        devices: spread corpus encoding over several devices with sentence-transformers'
+            multi-process pool (e.g. ``["cuda:0", "cuda:1"]``); ``"auto"`` = every visible CUDA
+            device when there are two or more, else one process (which on CPU uses all cores).
+            Only for SentenceTransformer-based models whose passages carry no prompt; others
+            encode in one process.
 
     Attributes:
         corpus_indexings: how many times a corpus had to be (re)loaded into the index.
@@ -61,13 +92,14 @@ class SharedCorpusSearch:
     """
 
     def __init__(self, model: Any, *, store: EmbeddingStore | None = None, progress: bool = True,
-                 dtype: str = "float32", chunk_size: int = 8192) -> None:
+                 dtype: str = "float32", chunk_size: int = 8192, devices: Sequence[str] | str | None = "auto") -> None:
         self.model = model
         self.mteb_model_meta = model.mteb_model_meta
         self.store = store
         self.progress = progress
         self.dtype = dtype
         self.chunk_size = chunk_size
+        self.devices = _resolve_devices(devices)
         self.index_backend = ExactIndex(keep_on_clear=True)
         self._held: tuple[str, str] | None = None
         self._doc_ids: list[str] = []
@@ -91,14 +123,9 @@ class SharedCorpusSearch:
         config = getattr(self.model, "config", None)
         if isinstance(config, InstructionConfig) and config.passages and task_metadata.name in _DISASTIR:
             parts.append(config.format(get_spec(task_metadata.name).intent, "{passage}"))
-        get_prompt = getattr(self.model, "get_prompt", None)
-        if callable(get_prompt):
-            try:
-                prompt = get_prompt(task_metadata, PromptType.document)
-            except Exception:
-                prompt = None
-            if prompt:
-                parts.append(f"prompt={prompt}")
+        prompt = _document_prompt(self.model, task_metadata)
+        if prompt:
+            parts.append(f"prompt={prompt}")
         if getattr(self.model, "apply_instruction_to_passages", False) and getattr(self.model, "instruction_template",
                                                                                      None):
             parts.append(f"task={task_metadata.name}")  # the model instructs passages per task
@@ -117,9 +144,39 @@ class SharedCorpusSearch:
         return self.store.get_or_encode(key, texts, encode, chunk_size=self.chunk_size,
                                         progress=self.progress and side == "corpus")
 
+    def _plain_sentence_transformer(self, task_metadata: TaskMetadata) -> Any:
+        """The SentenceTransformer under the wrappers, if passages reach it raw (no prompt), else None."""
+        from sentence_transformers import SentenceTransformer
+
+        model = self.model
+        for _ in range(4):
+            if isinstance(model, SentenceTransformer):
+                return model
+            config = getattr(model, "config", None)
+            if isinstance(config, InstructionConfig) and config.passages:
+                return None
+            if _document_prompt(model, task_metadata):
+                return None
+            model = getattr(model, "model", None)
+        return None
+
     def _encoder(self, task_metadata: TaskMetadata, prompt_type: PromptType, hf_split: str, hf_subset: str,
                  encode_kwargs: EncodeKwargs, num_proc: int | None) -> Callable[[list[str]], Any]:
         from datasets import Dataset
+
+        pool_model = (self._plain_sentence_transformer(task_metadata)
+                      if prompt_type == PromptType.document and len(self.devices) > 1 else None)
+        if pool_model is not None:
+            logger.info("Encoding passages on %s with sentence-transformers' multi-process pool.", self.devices)
+
+            def encode_on_devices(texts: list[str]) -> Any:
+                output = pool_model.encode(texts, device=list(self.devices), convert_to_numpy=True,
+                                           batch_size=int(encode_kwargs.get("batch_size", 32)),
+                                           show_progress_bar=False)
+                self.passages_encoded += len(texts)
+                return output
+
+            return encode_on_devices
 
         def encode(texts: list[str]) -> Any:
             loader = create_dataloader(Dataset.from_dict({"id": [str(i) for i in range(len(texts))], "text": texts}),

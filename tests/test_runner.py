@@ -98,3 +98,31 @@ def test_another_model_never_reuses_the_cache(on_sample: Path, tmp_path: Path) -
     other = SharedCorpusSearch(HashingEncoder(dim=64, name="test/model-b"), store=store, progress=False)
     evaluate(other, ["DisastIR-QA-Bio"], output_folder=tmp_path / "r", show_progress=False)
     assert other.passages_encoded == first.passages_encoded == _corpus_size(on_sample)
+
+
+def test_corpus_encoding_spreads_over_devices_with_identical_vectors(tmp_path: Path, use_data: object,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """Two CPU 'devices' exercise sentence-transformers' multi-process pool (CUDA devices work the same way)."""
+    from conftest import write_layout
+    from disastir_mteb.bundled import load_bundled_model
+
+    passages = {f"d{i}": f"Flood bulletin {i}: river levels at gauge {i * 7} rising near district {i % 5}."
+                for i in range(24)}
+    qrels = [{"user_query": "river levels rising at the gauge", "passage": passages["d3"], "score": 2}]
+    root = write_layout(tmp_path / "data", passages,
+                        {"QA_Bio": ([{"query_id": "q1", "user_query": "river levels rising at the gauge"}], qrels)})
+    use_data(root)
+    model = load_bundled_model(device="cpu")
+    pooled = SharedCorpusSearch(model, store=None, progress=False, devices=["cpu", "cpu"])
+    single = SharedCorpusSearch(model, store=None, progress=False, devices=None)
+    assert pooled.devices == ("cpu", "cpu") and single.devices == ()
+    task = mteb.get_task("DisastIR-QA-Bio")
+    task.load_data()
+    corpus = task.dataset["default"]["test"]["corpus"]
+    with caplog.at_level("INFO", logger="disastir_mteb.search"):
+        for searcher in (pooled, single):
+            searcher.index(corpus, task_metadata=task.metadata, hf_split="test", hf_subset="default",
+                           encode_kwargs={"batch_size": 8})
+    assert sum("multi-process pool" in r.getMessage() for r in caplog.records) == 1  # only the pooled searcher
+    np.testing.assert_allclose(pooled.index_backend._documents, single.index_backend._documents, atol=1e-5)
+    assert pooled.passages_encoded == single.passages_encoded == 24
