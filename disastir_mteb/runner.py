@@ -139,6 +139,8 @@ def evaluate(
         store = None if cache_dir is False else EmbeddingStore(cache_dir)
         searcher = SharedCorpusSearch(encoder, store=store, progress=show_progress)
     cache = mteb.ResultCache(Path(output_folder)) if output_folder is not None else mteb.ResultCache()
+    if search == "exact" and len(task_list) > 1:
+        searcher.prefetch(task_list)  # one pass over the corpus for every DisastIR task's queries
     task_results: list[TaskResult] = []
     result: ModelResult | None = None
     for task in task_list:

@@ -40,6 +40,7 @@ def test_corpus_encoded_once_for_many_tasks_and_never_again(on_sample: Path, tmp
     n = _corpus_size(on_sample)
     assert len(result.task_results) == 6
     assert searcher.passages_encoded == n and searcher.corpus_indexings == 1
+    assert searcher.corpus_passes == 1  # all six tasks' queries searched in one pass (prefetch)
     assert encoder.texts_encoded == n + searcher.queries_encoded
 
     again = SharedCorpusSearch(HashingEncoder(), store=store, progress=False)
