@@ -130,8 +130,8 @@ def part_b() -> None:
         subprocess.run([sys.executable, __file__, "--child-b", str(dim)], check=True)
 
 
-def part_c(passages: int, work: Path) -> None:
-    """A real model (bundled MiniLM) on all 48 tasks: plain mteb vs runner."""
+def part_c(passages: int, work: Path, benchmark: str) -> None:
+    """A real model (bundled MiniLM) on a benchmark's tasks (default all 48): plain mteb vs runner."""
     import mteb
 
     from disastir_mteb.bundled import load_bundled_model
@@ -141,9 +141,7 @@ def part_c(passages: int, work: Path) -> None:
 
     data = _data(passages, work)
     os.environ["DISASTIR_DATA_DIR"] = str(data)
-    from disastir_mteb.taxonomy import TASK_NAMES
-
-    tasks = list(TASK_NAMES)
+    tasks = [t.metadata.name for t in mteb.get_benchmark(benchmark).tasks]
     started = time.perf_counter()
     mteb.evaluate(load_bundled_model(device="cpu"), [mteb.get_task(n) for n in tasks], cache=None,
                   show_progress_bar=False)
@@ -153,7 +151,8 @@ def part_c(passages: int, work: Path) -> None:
     started = time.perf_counter()
     evaluate(searcher, tasks, output_folder=work / "results-c", show_progress=False, overwrite=True)
     runner_seconds = time.perf_counter() - started
-    print(f"C  all-MiniLM-L6-v2, 48 tasks, {passages:,} passages: plain mteb {len(tasks) * passages:,} passage "
+    print(f"C  all-MiniLM-L6-v2, {benchmark} ({len(tasks)} tasks), {passages:,} passages: "
+          f"plain mteb {len(tasks) * passages:,} passage "
           f"encodings {plain_seconds:.1f} s; runner {searcher.passages_encoded:,} passage encodings "
           f"{runner_seconds:.1f} s; ratio {plain_seconds / runner_seconds:.1f}x")
 
@@ -164,6 +163,7 @@ def main() -> None:
     parser.add_argument("--part", nargs="*", default=["A", "B", "C"], choices=["A", "B", "C"])
     parser.add_argument("--passages", type=int, default=20_000, help="corpus size for part A")
     parser.add_argument("--minilm-passages", type=int, default=1_000, help="corpus size for part C")
+    parser.add_argument("--minilm-benchmark", default="DisastIR", help="benchmark for part C (e.g. DisastIR-QA)")
     parser.add_argument("--child-b", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_b:
@@ -176,7 +176,7 @@ def main() -> None:
         if "B" in args.part:
             part_b()
         if "C" in args.part:
-            part_c(args.minilm_passages, work)
+            part_c(args.minilm_passages, work, args.minilm_benchmark)
 
 
 if __name__ == "__main__":
