@@ -1,0 +1,174 @@
+"""USearch presets at DisastIR scale: build and search time, recall@10 against exact search, index memory.
+
+Run: python benchmarks/ann_search.py [--n 239704 --q 9600 --dims 384 1024 --presets paper exact f16 i8 b1]
+The vectors are synthetic but clustered like sentence embeddings: ``--clusters`` unit Gaussian
+centres plus noise of norm ~0.6, L2-normalised; each query is a random corpus point plus noise of
+norm ~0.5, normalised. Everything runs once, in this process, with cosine similarity.
+
+- Reference and baselines, per dimension: exact top-10 through ``top_k_inner_product`` (the
+  recall reference) and a plain NumPy ``q @ c.T`` in 1,024-query blocks + ``argpartition``.
+- Presets: the ``threads=1`` row is the preset as defined (deterministic, the paper's setting);
+  the ``threads=0`` row builds and searches on all cores. Single-threaded builds run for the
+  presets named by ``--single-thread`` only (the paper preset by default: they take minutes).
+- ``exact`` (USearch brute force) searches the first ``--exact-queries`` queries (all by default)
+  and its time is scaled to all queries when fewer.
+- Sweep (``--sweep-dims``): connectivity x expansion_search, built on all cores; the
+  expansion_search values reuse one graph per connectivity, as ef is a search-time setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+from mteb.similarity_functions import cos_sim
+
+from disastir_mteb.exact_search import top_k_inner_product
+from disastir_mteb.usearch_index import PRESETS, UsearchIndex, resolve_params
+
+TOP_K = 10
+
+
+def clustered(n: int, centres: np.ndarray, noise: float, rng: np.random.Generator,
+              around: np.ndarray | None = None) -> np.ndarray:
+    """``n`` unit vectors: random rows of ``around`` (default: the centres) plus Gaussian noise of norm ~``noise``."""
+    base = centres if around is None else around
+    out = np.empty((n, base.shape[1]), np.float32)
+    scale = np.float32(noise / np.sqrt(base.shape[1]))
+    for start in range(0, n, 65536):
+        rows = min(65536, n - start)
+        block = base[rng.integers(0, len(base), rows)] + rng.standard_normal((rows, base.shape[1]), np.float32) * scale
+        out[start:start + rows] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return out
+
+
+def numpy_baseline(queries: np.ndarray, corpus: np.ndarray) -> np.ndarray:
+    """Plain NumPy exact search: ``q @ c.T`` per 1,024 queries, argpartition, sort the top-10."""
+    indices = np.empty((len(queries), TOP_K), np.int64)
+    for start in range(0, len(queries), 1024):
+        scores = queries[start:start + 1024] @ corpus.T
+        top = np.argpartition(-scores, TOP_K - 1, axis=1)[:, :TOP_K]
+        order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
+        indices[start:start + 1024] = np.take_along_axis(top, order, axis=1)
+    return indices
+
+
+def recall(found: list[list[int]], reference: np.ndarray) -> float:
+    """Mean over queries of |found top-10 ∩ exact top-10| / 10."""
+    return float(np.mean([len(set(row) & set(ref)) / TOP_K for row, ref in zip(found, reference.tolist(),
+                                                                                 strict=False)]))
+
+
+def timed(call: object) -> tuple[float, object]:
+    """(seconds, result) of ``call()``."""
+    started = time.perf_counter()
+    result = call()  # type: ignore[operator]
+    return time.perf_counter() - started, result
+
+
+def row(dim: int, label: str, threads: str, build: float | None, search: float | None, rec: float | None,
+        memory: int | None, note: str = "") -> None:
+    """Print one table row ("-" for what does not apply)."""
+    def cell(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+    print(f"{dim:>5} | {label:<42} | {threads:>7} | {cell(build, '8.1f'):>8} | {cell(search, '8.2f')} | "
+          f"{cell(rec, '.4f'):>9} | {cell(None if memory is None else memory / 2**20, '8.0f'):>8} | {note}", flush=True)
+
+
+def run_dim(dim: int, args: argparse.Namespace) -> None:
+    """Every measurement at one dimension: baselines, presets, then the sweep."""
+    rng = np.random.default_rng(args.seed + dim)
+    centres = rng.standard_normal((args.clusters, dim), np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    corpus = clustered(args.n, centres, 0.6, rng)
+    queries = clustered(args.q, centres, 0.5, rng, around=corpus)
+    ids = [str(i) for i in range(args.n)]
+    exact_time, (_, reference) = timed(lambda: top_k_inner_product(queries, corpus, TOP_K))
+    row(dim, "exact: top_k_inner_product (torch)", "torch", None, exact_time, 1.0, None)
+    numpy_time, found = timed(lambda: numpy_baseline(queries, corpus))
+    row(dim, "exact: NumPy q @ c.T, 1,024 blocks", "BLAS", None, numpy_time, recall(found.tolist(), reference), None)
+    print(f"      top_k_inner_product / NumPy baseline = {exact_time / numpy_time:.2f} (target <= 1.5)", flush=True)
+
+    def measure(label: str, params: object, subset: int | None = None) -> UsearchIndex:
+        backend = UsearchIndex(params)  # type: ignore[arg-type]
+        backend.add_documents(corpus, ids)
+        build, _ = timed(lambda: backend.build("cosine"))
+        count = min(subset or args.q, args.q)
+        search, (_, found) = timed(lambda: backend.search(queries[:count], TOP_K, cos_sim))
+        note = ""
+        if count < args.q:
+            note = f"search timed on {count:,} queries, scaled x{args.q / count:.2f}"
+            search *= args.q / count
+        row(dim, label, str(backend.params.threads), build, search, recall(found, reference[:count]),
+            backend.memory_bytes, note)
+        if label.startswith("exact"):
+            print(f"      USearch exact / NumPy baseline = {search / numpy_time:.2f} (target <= 1.5)", flush=True)
+        if label.startswith("paper"):
+            print(f"      paper preset recall@10 {recall(found, reference[:count]):.4f} (target >= 0.99)", flush=True)
+        return backend
+
+    kept = None
+    for preset in args.presets:
+        if preset == "exact":
+            measure("exact (USearch brute force)", PRESETS["exact"], args.exact_queries)
+            continue
+        variants = [1, 0] if preset in args.single_thread else [0]
+        for threads in variants:
+            backend = measure(f"{preset}: {PRESETS[preset].describe().replace(' threads=1', '')}",
+                              resolve_params(preset, threads=threads))
+            if preset == "paper" and threads == 0 and dim in args.sweep_dims:
+                kept = backend
+            else:
+                del backend
+    if dim not in args.sweep_dims:
+        return
+    for connectivity in args.sweep_connectivity:
+        if connectivity == 16 and kept is not None:
+            backend, build = kept, None
+        else:
+            backend = UsearchIndex(resolve_params("paper", connectivity=connectivity, threads=0))
+            backend.add_documents(corpus, ids)
+            build, _ = timed(lambda b=backend: b.build("cosine"))
+        for ef in args.sweep_ef:
+            backend.params = resolve_params(backend.params, expansion_search=ef)  # ef applies at search time
+            search, (_, found) = timed(lambda b=backend: b.search(queries, TOP_K, cos_sim))
+            note = "" if build is not None else ("graph of the paper threads=0 row" if backend is kept
+                                                 else "same graph, ef set at search time")
+            row(dim, f"sweep: M={connectivity} ef={ef}", "0", build, search, recall(found, reference),
+                backend.memory_bytes, note)
+            build = None
+        del backend
+
+
+def main() -> None:
+    """Parse flags, then print one table over all dimensions."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=239_704, help="corpus size")
+    parser.add_argument("--q", type=int, default=9_600, help="number of queries")
+    parser.add_argument("--dims", type=int, nargs="+", default=[384, 1024])
+    parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
+    parser.add_argument("--single-thread", nargs="*", default=["paper"], choices=list(PRESETS),
+                        help="presets that also get a threads=1 build (slow)")
+    parser.add_argument("--exact-queries", type=int, default=None, help="queries for USearch brute force")
+    parser.add_argument("--sweep-dims", type=int, nargs="*", default=[384])
+    parser.add_argument("--sweep-connectivity", type=int, nargs="+", default=[8, 16, 32])
+    parser.add_argument("--sweep-ef", type=int, nargs="+", default=[32, 64, 128])
+    parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    import usearch
+
+    print(f"corpus {args.n:,}, queries {args.q:,}, top-{TOP_K}, {args.clusters} clusters, cosine; "
+          f"{os.cpu_count()} CPUs, usearch {usearch.__version__}, numpy {np.__version__}; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"  dim | {'configuration':<42} | threads |  build s | search s | recall@10 |   mem MB | note")
+    started = time.perf_counter()
+    for dim in args.dims:
+        run_dim(dim, args)
+    print(f"total {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
