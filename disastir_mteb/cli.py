@@ -20,7 +20,7 @@ def _run(args: argparse.Namespace) -> int:
     import os
 
     from disastir_mteb.report import grid_from_results
-    from disastir_mteb.runner import evaluate, resolve_tasks
+    from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks
 
     if args.data:
         if args.data == "sample":
@@ -29,20 +29,12 @@ def _run(args: argparse.Namespace) -> int:
             os.environ["DISASTIR_DATA_DIR"] = str(sample_dir("small"))
         else:
             os.environ["DISASTIR_DATA_DIR"] = str(Path(args.data).expanduser().resolve())
-    from disastir_mteb.adapter import with_instructions
-    from disastir_mteb.runner import load_model
-    from disastir_mteb.search import SharedCorpusSearch
-    from disastir_mteb.store import EmbeddingStore
-
     tasks = resolve_tasks(args.tasks, args.benchmarks)
-    if args.search != "exact":  # fail before loading a model
-        return evaluate(args.model, tasks, search=args.search, ann_preset=args.ann_preset)  # raises
-    model = load_model(args.model)
-    if args.instructions is not None:
-        model = with_instructions(model, args.instructions, args.template, passages=args.instruct_passages)
-    store = None if args.no_cache else EmbeddingStore(args.cache_dir)
-    searcher = SharedCorpusSearch(model, store=store, progress=not args.quiet,
-                                  devices=args.devices if args.devices else "auto")
+    check_search(args.search, args.ann_preset)  # before loading a model
+    searcher = build_search(args.model, instructions=args.instructions, template=args.template,
+                            instruct_passages=args.instruct_passages,
+                            cache_dir=False if args.no_cache else args.cache_dir,
+                            devices=args.devices or "auto", progress=not args.quiet)
 
     def summary(task_result: object, seconds: float) -> None:
         score = task_result.get_score()  # type: ignore[attr-defined]

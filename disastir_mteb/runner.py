@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,10 +23,11 @@ if TYPE_CHECKING:
     from mteb.results import ModelResult, TaskResult
 
     from disastir_mteb.instructions import InstructionConfig
+    from disastir_mteb.search import SharedCorpusSearch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["evaluate", "load_model", "resolve_tasks"]
+__all__ = ["build_search", "check_search", "evaluate", "load_model", "resolve_tasks"]
 
 Search = Literal["exact", "ann"]
 
@@ -69,6 +70,45 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
     for task in chosen:
         unique.setdefault(task.metadata.name, task)
     return list(unique.values())
+
+
+def check_search(search: str, ann_preset: str = "paper") -> None:
+    """Fail early, before any model is loaded, for a search mode that cannot run.
+
+    Raises:
+        NotImplementedError: ``search="ann"``.
+        ValueError: an unknown ``search`` value.
+    """
+    if search == "ann":
+        raise NotImplementedError(f"search='ann' (preset {ann_preset!r}) is not available yet: USearch ANN search "
+                                  "is planned (issue 5); use search='exact'.")
+    if search != "exact":
+        raise ValueError(f"Unknown search {search!r}; expected 'exact' or 'ann'.")
+
+
+def build_search(
+    model: Any,
+    *,
+    instructions: str | Mapping[str, str] | InstructionConfig | None = None,
+    template: str | None = None,
+    instruct_passages: bool = False,
+    cache_dir: str | Path | Literal[False] | None = None,
+    devices: Sequence[str] | str | None = "auto",
+    progress: bool = True,
+) -> SharedCorpusSearch:
+    """The search model the runner evaluates: model -> instructions -> store -> ``SharedCorpusSearch``.
+
+    Arguments as in :func:`evaluate`; ``devices`` as in :class:`~disastir_mteb.search.SharedCorpusSearch`.
+    """
+    from disastir_mteb.adapter import with_instructions
+    from disastir_mteb.search import SharedCorpusSearch
+    from disastir_mteb.store import EmbeddingStore
+
+    encoder = load_model(model)
+    if instructions is not None:
+        encoder = with_instructions(encoder, instructions, template, passages=instruct_passages)
+    store = None if cache_dir is False else EmbeddingStore(cache_dir)
+    return SharedCorpusSearch(encoder, store=store, progress=progress, devices=devices)
 
 
 def evaluate(
@@ -117,15 +157,9 @@ def evaluate(
     """
     import mteb
 
-    from disastir_mteb.adapter import with_instructions
     from disastir_mteb.search import SharedCorpusSearch
-    from disastir_mteb.store import EmbeddingStore
 
-    if search == "ann":
-        raise NotImplementedError(f"search='ann' (preset {ann_preset!r}) is not available yet: USearch ANN search "
-                                  "is planned (issue 5); use search='exact'.")
-    if search != "exact":
-        raise ValueError(f"Unknown search {search!r}; expected 'exact' or 'ann'.")
+    check_search(search, ann_preset)
     task_list = resolve_tasks(tasks)
     if isinstance(model, SharedCorpusSearch):
         if instructions is not None:
@@ -133,11 +167,8 @@ def evaluate(
                              "not to evaluate() together with a ready search model.")
         searcher = model
     else:
-        encoder = load_model(model)
-        if instructions is not None:
-            encoder = with_instructions(encoder, instructions, template, passages=instruct_passages)
-        store = None if cache_dir is False else EmbeddingStore(cache_dir)
-        searcher = SharedCorpusSearch(encoder, store=store, progress=show_progress)
+        searcher = build_search(model, instructions=instructions, template=template,
+                                instruct_passages=instruct_passages, cache_dir=cache_dir, progress=show_progress)
     cache = mteb.ResultCache(Path(output_folder)) if output_folder is not None else mteb.ResultCache()
     if search == "exact" and len(task_list) > 1:
         searcher.prefetch(task_list)  # one pass over the corpus for every DisastIR task's queries
