@@ -8,6 +8,18 @@ from pathlib import Path
 
 __all__ = ["main"]
 
+_ANN_FLAGS: list[tuple[str, type, str]] = [
+    ("--connectivity", int, "HNSW edges per node (M); overrides the preset"),
+    ("--expansion-add", int, "HNSW candidate list while building (efConstruction)"),
+    ("--expansion-search", int, "HNSW candidate list while searching (ef)"),
+    ("--ann-k", int, "results taken from the index per query (paper: 10)"),
+    ("--ann-threads", int, "threads for building and searching; 0 = all cores, 1 = deterministic"),
+    ("--rescore", int, "search rescore x k candidates and re-rank them exactly"),
+    ("--ann-dtype", str, "f32 | f16 | i8 | b1"),
+]
+_ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add",
+                "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
+
 
 def _demo(args: argparse.Namespace) -> int:
     from disastir_mteb.demo import run_demo
@@ -30,9 +42,12 @@ def _run(args: argparse.Namespace) -> int:
         else:
             os.environ["DISASTIR_DATA_DIR"] = str(Path(args.data).expanduser().resolve())
     tasks = resolve_tasks(args.tasks, args.benchmarks)
-    check_search(args.search, args.ann_preset)  # before loading a model
+    ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items() if getattr(args, name) is not None}
+    if args.ann_dtype is not None:
+        ann_params["dtype"] = args.ann_dtype
+    ann = check_search(args.search, args.ann_preset, ann_params)  # before loading a model
     searcher = build_search(args.model, instructions=args.instructions, template=args.template,
-                            instruct_passages=args.instruct_passages,
+                            instruct_passages=args.instruct_passages, ann=ann,
                             cache_dir=False if args.no_cache else args.cache_dir,
                             devices=args.devices or "auto", progress=not args.quiet)
 
@@ -40,12 +55,35 @@ def _run(args: argparse.Namespace) -> int:
         score = task_result.get_score()  # type: ignore[attr-defined]
         print(f"{task_result.task_name:<24} ndcg@10 {100 * score:6.2f}  ({seconds:.1f} s)", flush=True)  # type: ignore[attr-defined]
 
-    result = evaluate(searcher, tasks, output_folder=args.output_folder, overwrite=args.overwrite,
-                      show_progress=not args.quiet, on_task_done=summary)
+    result = evaluate(searcher, tasks, search=args.search, ann_preset=args.ann_preset, ann_params=ann_params,
+                      output_folder=args.output_folder, overwrite=args.overwrite, show_progress=not args.quiet,
+                      on_task_done=summary)
     print(grid_from_results(result.task_results).to_text("NDCG@10 x100"))
+    loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
     print(f"{len(result.task_results)} task result(s) in {Path(args.output_folder).resolve()}; "
-          f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded, "
-          f"{searcher.corpus_indexings} corpus index(es) built.")
+          f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
+          f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}.")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from disastir_mteb.compare import compare_sets
+    from disastir_mteb.results import find_result_sets, load_result_set, resolve_result_set
+
+    if len(args.results) == 2:
+        first, second = (resolve_result_set(path) for path in args.results)
+    elif len(args.results) == 1:
+        found = [load_result_set(folder) for folder in find_result_sets(args.results[0])]
+        exact, ann = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
+        if len(found) != 2 or len(exact) != 1 or len(ann) != 1:
+            listed = "; ".join(f"{s.folder} [{s.search}]" for s in found) or "none"
+            raise ValueError(f"With one folder, compare needs exactly one exact and one ANN result set in it; "
+                             f"{args.results[0]} holds {len(found)}: {listed}. Pass two folders instead.")
+        first, second = exact[0], ann[0]
+    else:
+        raise ValueError(f"compare takes one folder (an exact and an ANN run inside) or two result folders, "
+                         f"not {len(args.results)}.")
+    print(compare_sets(first, second).to_text())
     return 0
 
 
@@ -116,8 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="instruct-query | colon | a format string with {instruction} and {query} "
                           "(default: the set's published template)")
     run.add_argument("--instruct-passages", action="store_true", help="also instruct passages (the authors never do)")
-    run.add_argument("--search", default="exact", choices=["exact", "ann"])
-    run.add_argument("--ann-preset", default="paper")
+    run.add_argument("--search", default="exact", choices=["exact", "ann"],
+                     help="exact (default) or ann: USearch HNSW, one index for all tasks, results filed apart")
+    run.add_argument("--ann-preset", default="paper",
+                     help="paper (the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10, 1 thread) | exact | "
+                          "f16 | i8 | b1 (quantised, exact rescoring)")
+    for flag, kind, text in _ANN_FLAGS:
+        run.add_argument(flag, type=kind, default=None, help=text)
     run.add_argument("--data", help="a folder in the published layout, or 'sample' for the bundled sample "
                                     "(default: DISASTIR_DATA_DIR or the Hub)")
     run.add_argument("--output-folder", default="results", help="mteb results folder (default: ./results)")
@@ -130,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--overwrite", action="store_true", help="rerun tasks that already have results")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(func=_run)
+
+    compare = sub.add_parser("compare", help="Exact vs ANN (the paper's Table 3 columns), or any two result sets: "
+                                              "per-intent NDCG@10, drop %% and recall@10.")
+    compare.add_argument("results", nargs="+",
+                         help="EXACT_RESULTS ANN_RESULTS (result folders), or one folder holding both runs")
+    compare.set_defaults(func=_compare)
 
     sample = sub.add_parser("sample", help="Write a synthetic dataset in the published DisastIR layout.")
     sample.add_argument("--out", required=True, help="target folder (must be absent or empty)")

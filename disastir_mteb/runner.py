@@ -5,7 +5,9 @@ MiniLM, or any model object), optionally wraps it with :func:`~disastir_mteb.ada
 and evaluates each task with ``mteb.evaluate``, so scores and result files are mteb's own. The
 search goes through :class:`~disastir_mteb.search.SharedCorpusSearch`: the shared corpus is encoded
 once (and persisted under ``DISASTIR_CACHE_DIR``, so a killed run resumes and a second run encodes
-nothing), indexed once, and searched exactly by every task. ANN search is issue 5.
+nothing), indexed once (exactly, or as one USearch HNSW graph with ``search="ann"``), and searched by
+every task. Beside each mteb result file the runner writes the task's per-query NDCG@10 and top-10
+rankings (:mod:`disastir_mteb.per_query`), which ``disastir-mteb compare`` reads.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
     from disastir_mteb.instructions import InstructionConfig
     from disastir_mteb.search import SharedCorpusSearch
+    from disastir_mteb.usearch_index import AnnParams
 
 logger = logging.getLogger(__name__)
 
@@ -72,18 +75,27 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
     return list(unique.values())
 
 
-def check_search(search: str, ann_preset: str = "paper") -> None:
-    """Fail early, before any model is loaded, for a search mode that cannot run.
+def check_search(search: str, ann_preset: str = "paper",
+                 ann_params: Mapping[str, Any] | None = None) -> AnnParams | None:
+    """The ANN parameters a search mode asks for (None for exact), checked before any model is loaded.
+
+    Args:
+        search: ``"exact"`` or ``"ann"``.
+        ann_preset: a preset of :data:`~disastir_mteb.usearch_index.PRESETS` (``paper`` = the DisastIR setting).
+        ann_params: overrides of single parameters, e.g. ``{"expansion_search": 128}``.
 
     Raises:
-        NotImplementedError: ``search="ann"``.
-        ValueError: an unknown ``search`` value.
+        ValueError: an unknown ``search`` value, preset or parameter, or ANN parameters given for exact search.
     """
     if search == "ann":
-        raise NotImplementedError(f"search='ann' (preset {ann_preset!r}) is not available yet: USearch ANN search "
-                                  "is planned (issue 5); use search='exact'.")
+        from disastir_mteb.usearch_index import resolve_params
+
+        return resolve_params(ann_preset, **dict(ann_params or {}))
     if search != "exact":
         raise ValueError(f"Unknown search {search!r}; expected 'exact' or 'ann'.")
+    if ann_params:
+        raise ValueError(f"ANN parameters {sorted(ann_params)} were given for search='exact'; add search='ann'.")
+    return None
 
 
 def build_search(
@@ -95,10 +107,11 @@ def build_search(
     cache_dir: str | Path | Literal[False] | None = None,
     devices: Sequence[str] | str | None = "auto",
     progress: bool = True,
+    ann: AnnParams | None = None,
 ) -> SharedCorpusSearch:
     """The search model the runner evaluates: model -> instructions -> store -> ``SharedCorpusSearch``.
 
-    Arguments as in :func:`evaluate`; ``devices`` as in :class:`~disastir_mteb.search.SharedCorpusSearch`.
+    Arguments as in :func:`evaluate`; ``devices`` and ``ann`` as in :class:`~disastir_mteb.search.SharedCorpusSearch`.
     """
     from disastir_mteb.adapter import with_instructions
     from disastir_mteb.search import SharedCorpusSearch
@@ -108,7 +121,7 @@ def build_search(
     if instructions is not None:
         encoder = with_instructions(encoder, instructions, template, passages=instruct_passages)
     store = None if cache_dir is False else EmbeddingStore(cache_dir)
-    return SharedCorpusSearch(encoder, store=store, progress=progress, devices=devices)
+    return SharedCorpusSearch(encoder, store=store, progress=progress, devices=devices, ann=ann)
 
 
 def evaluate(
@@ -117,6 +130,7 @@ def evaluate(
     *,
     search: Search = "exact",
     ann_preset: str = "paper",
+    ann_params: Mapping[str, Any] | None = None,
     instructions: str | Mapping[str, str] | InstructionConfig | None = None,
     template: str | None = None,
     instruct_passages: bool = False,
@@ -135,8 +149,11 @@ def evaluate(
             encoded).
         tasks: task names or mteb task objects (any mteb retrieval task works; tasks sharing a
             corpus share its encoding and index).
-        search: ``"exact"``; ``"ann"`` is not available yet.
-        ann_preset: reserved for ANN search.
+        search: ``"exact"`` (blocked exact inner product) or ``"ann"`` (USearch HNSW, built once for
+            all tasks and persisted with the embeddings; results go to their own mteb experiment
+            folder, labelled with every parameter).
+        ann_preset: the ANN preset: ``paper`` (the DisastIR setting), ``exact``, ``f16``, ``i8``, ``b1``.
+        ann_params: overrides of single ANN parameters, e.g. ``{"expansion_search": 128}``.
         instructions: None (the model as it is), ``"disastir"``, ``"dmretriever"``, ``"none"`` or a
             mapping {intent: instruction}; see :func:`~disastir_mteb.adapter.with_instructions`.
         template: the instruction template (default: the set's published one).
@@ -152,38 +169,66 @@ def evaluate(
         mteb's ``ModelResult`` holding every evaluated task.
 
     Raises:
-        NotImplementedError: ``search="ann"``.
-        ValueError: an unknown ``search`` value.
+        ValueError: an unknown ``search`` value, ANN preset or parameter, or a ready search model
+            whose search setting differs from ``search``.
     """
     import mteb
 
     from disastir_mteb.search import SharedCorpusSearch
 
-    check_search(search, ann_preset)
+    ann = check_search(search, ann_preset, ann_params)
     task_list = resolve_tasks(tasks)
     if isinstance(model, SharedCorpusSearch):
         if instructions is not None:
             raise ValueError("Pass instructions to the model inside SharedCorpusSearch (with_instructions), "
                              "not to evaluate() together with a ready search model.")
+        if (model.ann is None) != (ann is None) or (ann is not None and model.ann != ann):
+            raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked for "
+                             f"search={search!r}; build it with the same setting or leave search at its default.")
         searcher = model
     else:
-        searcher = build_search(model, instructions=instructions, template=template,
+        searcher = build_search(model, instructions=instructions, template=template, ann=ann,
                                 instruct_passages=instruct_passages, cache_dir=cache_dir, progress=show_progress)
     cache = mteb.ResultCache(Path(output_folder)) if output_folder is not None else mteb.ResultCache()
-    if search == "exact" and len(task_list) > 1:
-        searcher.prefetch(task_list)  # one pass over the corpus for every DisastIR task's queries
+    preloaded = {task.metadata.name for task in task_list if task.data_loaded}
+    if len(task_list) > 1:
+        searcher.prefetch(task_list)  # one pass over the corpus (one ANN search) for every DisastIR task's queries
     task_results: list[TaskResult] = []
     result: ModelResult | None = None
     for task in task_list:
         started = time.perf_counter()
+        if not task.data_loaded:
+            task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
         result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=show_progress,
                                overwrite_strategy="always" if overwrite else "only-missing")
         task_results.extend(result.task_results)
+        _write_per_query(searcher, task, cache)
+        if task.metadata.name not in preloaded:
+            task.unload_data()  # frees the task's queries and qrels; the shared corpus stays with the loader
         if on_task_done is not None:
             for task_result in result.task_results:
                 on_task_done(task_result, time.perf_counter() - started)
-    logger.info("%d task(s): %d corpus indexing(s), %d passages and %d queries encoded.", len(task_list),
-                searcher.corpus_indexings, searcher.passages_encoded, searcher.queries_encoded)
+    logger.info("%d task(s), %s: %d index build(s), %d loaded from cache, %d passages and %d queries encoded.",
+                len(task_list), searcher.describe_search(), searcher.index_builds, searcher.index_loads,
+                searcher.passages_encoded, searcher.queries_encoded)
     if result is None:
         raise ValueError("No tasks to evaluate.")
     return result.model_copy(update={"task_results": task_results})
+
+
+def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> None:
+    """Score the task's last search per query and write it beside mteb's result file (if it was searched)."""
+    from disastir_mteb.per_query import per_query_path, score_queries, write_per_query
+
+    splits, subsets = list(task.metadata.eval_splits), list(task.hf_subsets)
+    found = [searcher.rankings.pop((task.metadata.name, split, subset), None) for split in splits for subset in subsets]
+    dataset = getattr(task, "dataset", None) or {}
+    if len(found) != 1 or found[0] is None or _split_missing(dataset, subsets[0], splits[0]):
+        return  # results came from mteb's cache, the data was unloaded, or several splits (one file per task)
+    record = score_queries(task.metadata.name, found[0], dataset[subsets[0]][splits[0]]["relevant_docs"])
+    write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)), record)
+
+
+def _split_missing(dataset: Any, subset: str, split: str) -> bool:
+    """Whether a task's loaded ``dataset`` lacks ``subset``/``split``."""
+    return subset not in dataset or split not in dataset[subset]

@@ -1,13 +1,17 @@
-"""One corpus encoding and one exact index for every task that searches the same corpus.
+"""One corpus encoding and one index (exact or USearch ANN) for every task that searches the same corpus.
 
 mteb's ``SearchEncoderWrapper`` encodes the corpus again for each task and clears its index after
 each one: 48 x 239,704 passage encodings for DisastIR. :class:`SharedCorpusSearch` implements
 mteb's ``SearchProtocol`` (``index`` + ``search``) instead. ``index`` recognises a corpus it already
 holds (same ``datasets`` fingerprint and the same passage-side prompt) and returns at once;
 otherwise it takes the embeddings from the persistent :class:`~disastir_mteb.store.EmbeddingStore`
-(encoding only what is missing, resumable) and loads them into one
-:class:`~disastir_mteb.exact_search.ExactIndex`. ``search`` encodes a task's queries (also
-through the store) and runs a blocked exact top-k. Results are those of mteb's own search.
+(encoding only what is missing, resumable) and loads them into one index: an
+:class:`~disastir_mteb.exact_search.ExactIndex` (blocked exact top-k; results are those of mteb's
+own search) or, with ``ann=``, a :class:`~disastir_mteb.usearch_index.UsearchIndex` built once per
+(model, revision, corpus, passage prompt, parameters) and persisted beside the embeddings.
+``search`` encodes a task's queries (also through the store) and searches the index. The search
+setting joins the model's mteb experiment settings, so ANN results are filed apart from exact ones;
+the embeddings, which do not depend on it, are shared by both.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from disastir_mteb.exact_search import ExactIndex
 from disastir_mteb.instructions import InstructionConfig
 from disastir_mteb.store import EmbeddingStore, StoreKey, fingerprint_texts
 from disastir_mteb.taxonomy import TASK_NAMES, get_spec
+from disastir_mteb.usearch_index import AnnParams, UsearchIndex, resolve_params
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -87,25 +92,41 @@ class SharedCorpusSearch:
             device when there are two or more, else one process (which on CPU uses all cores).
             Only for SentenceTransformer-based models whose passages carry no prompt; others
             encode in one process.
+        ann: search with USearch (an :class:`~disastir_mteb.usearch_index.AnnParams` or a preset
+            name such as ``"paper"``) instead of exactly; the index persists under the store's root.
 
     Attributes:
         corpus_indexings: how many times a corpus had to be (re)loaded into the index.
         passages_encoded: passages actually sent to the model (0 on a warm cache).
         queries_encoded: queries actually sent to the model.
-        corpus_passes: exact searches run over the index (one for all tasks when prefetched).
+        corpus_passes: searches run over the index (one for all tasks when prefetched).
+        index_builds: search structures built (HNSW graphs; for exact search, corpus loads into the
+            index); ``index_loads``: ANN indexes memory-mapped from the cache instead.
+        rankings: the last search's results by (task, split, subset), for per-query scores; the
+            runner takes each task's out once it is scored.
+        mteb_model_meta: the model's metadata; with ``ann`` its ``experiment_kwargs`` also hold
+            ``disastir_search`` = the parameters' :meth:`~disastir_mteb.usearch_index.AnnParams.label`.
     """
 
     def __init__(self, model: Any, *, store: EmbeddingStore | None = None, progress: bool = True,
-                 dtype: str = "float32", chunk_size: int = 8192, devices: Sequence[str] | str | None = "auto") -> None:
+                 dtype: str = "float32", chunk_size: int = 8192, devices: Sequence[str] | str | None = "auto",
+                 ann: AnnParams | str | None = None) -> None:
         self.model = model
-        self.mteb_model_meta = model.mteb_model_meta
+        self.ann = resolve_params(ann) if isinstance(ann, str) else ann
+        meta = model.mteb_model_meta
+        if self.ann is not None and meta is not None:
+            experiment = {**(meta.experiment_kwargs or {}), "disastir_search": f"ann-{self.ann.label()}"}
+            meta = meta.model_copy(update={"experiment_kwargs": experiment})
+        self.mteb_model_meta = meta
         self.store = store
         self.progress = progress
         self.dtype = dtype
         self.chunk_size = chunk_size
         self.devices = _resolve_devices(devices)
         self._prefetched: dict[_PrefetchKey, tuple[int, dict[str, dict[str, float]]]] = {}
-        self.index_backend = ExactIndex(keep_on_clear=True)
+        self.index_backend: ExactIndex | UsearchIndex = (
+            ExactIndex(keep_on_clear=True) if self.ann is None else UsearchIndex(self.ann, keep_on_clear=True))
+        self.rankings: dict[tuple[str, str, str], RetrievalOutputType] = {}
         self._held: tuple[str, str] | None = None
         self._doc_ids: list[str] = []
         self._text_fingerprints: dict[str, str] = {}
@@ -119,11 +140,27 @@ class SharedCorpusSearch:
         """Passages in the index now (the size of the shared corpus once a task has run)."""
         return len(self._doc_ids)
 
+    @property
+    def index_builds(self) -> int:
+        """Search structures built: HNSW graphs (ANN), or corpus loads into the exact index."""
+        backend = self.index_backend
+        return backend.builds if isinstance(backend, UsearchIndex) else self.corpus_indexings
+
+    @property
+    def index_loads(self) -> int:
+        """ANN indexes memory-mapped from the cache instead of built (0 for exact search)."""
+        backend = self.index_backend
+        return backend.loads if isinstance(backend, UsearchIndex) else 0
+
+    def describe_search(self) -> str:
+        """One line: exact, or the ANN parameters."""
+        return "exact (blocked inner product)" if self.ann is None else f"ANN {self.ann.describe()}"
+
     # ------------------------------------------------------------------ identity of an embedding
     def _passage_prompt(self, task_metadata: TaskMetadata) -> str:
         """Everything besides the text that decides a passage embedding; part of the cache key."""
         parts = []
-        experiment = getattr(self.mteb_model_meta, "experiment_kwargs", None)
+        experiment = getattr(getattr(self.model, "mteb_model_meta", None), "experiment_kwargs", None)
         if experiment:
             parts.append(json.dumps(dict(experiment), sort_keys=True, default=str))
         config = getattr(self.model, "config", None)
@@ -266,6 +303,10 @@ class SharedCorpusSearch:
         encode = self._encoder(task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
         embeddings = self._embed("corpus", texts, prompt, encode)
         self._doc_ids = [str(i) for i in corpus["id"]]
+        if isinstance(self.index_backend, UsearchIndex) and self.store is not None:
+            name, revision = self._model_key()
+            self.index_backend.cache_dir = self.store.root
+            self.index_backend.cache_key = f"{name}@{revision}|{text_fingerprint}|{self.dtype}|{prompt}"
         self.index_backend.add_documents(embeddings, self._doc_ids)
         self._held = (text_fingerprint, prompt)
         self.corpus_indexings += 1
@@ -281,7 +322,8 @@ class SharedCorpusSearch:
         query_ids = [str(i) for i in queries["id"]]
         ready = self._prefetched.pop((task_metadata.name, hf_split, hf_subset, self._held), None)
         if ready is not None and top_ranked is None and ready[0] >= top_k and set(query_ids) <= ready[1].keys():
-            return {qid: dict(list(ready[1][qid].items())[:top_k]) for qid in query_ids}
+            return self._keep_ranking(task_metadata.name, hf_split, hf_subset,
+                                      {qid: dict(list(ready[1][qid].items())[:top_k]) for qid in query_ids})
         query_embeddings = self._query_embeddings(queries, task_metadata, hf_split, hf_subset, encode_kwargs,
                                                   num_proc)
         query_idx_to_id = dict(enumerate(query_ids))
@@ -292,4 +334,9 @@ class SharedCorpusSearch:
         for row, query_id in enumerate(query_ids):
             candidates = self._doc_ids if top_ranked is None else list(top_ranked.get(query_id, []))
             results[query_id] = {candidates[int(i)]: float(v) for v, i in zip(values[row], indices[row], strict=True)}
+        return self._keep_ranking(task_metadata.name, hf_split, hf_subset, results)
+
+    def _keep_ranking(self, task: str, split: str, subset: str, results: RetrievalOutputType) -> RetrievalOutputType:
+        """Remember the last search of each task for per-query scores; return ``results`` unchanged."""
+        self.rankings[(task, split, subset)] = results
         return results

@@ -67,6 +67,10 @@ class AnnParams:
             the original vectors; ``None`` ranks by the index's own distances (f32/f16 only: i8 and
             b1 distances are not similarities, so their ``top_k`` candidates are always re-scored).
         exact: brute force through ``usearch.index.search(exact=True)``; no graph is built.
+        k: results per query taken from the index, whatever depth mteb asks for (the paper searched
+            top-10, so its breadth was ``max(64, 10) = 64``; asking mteb's 100 would widen it to 100
+            and hide part of the drop). Metrics beyond ``@k`` are then computed on ``k`` results.
+            ``None`` returns as many as mteb asks (``min(top_k, n_docs)``).
     """
 
     metric: Literal["ip", "hamming"] = "ip"
@@ -77,6 +81,7 @@ class AnnParams:
     threads: int = 1
     rescore: int | None = None
     exact: bool = False
+    k: int | None = 10
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -85,12 +90,13 @@ class AnnParams:
         if self.metric != expected:
             raise ValueError(f"AnnParams.metric={self.metric!r} does not fit dtype={self.dtype!r}: use metric="
                              f"{expected!r} ('hamming' on sign bits for b1, 'ip' for f32, f16 and i8).")
-        for name in ("connectivity", "expansion_add", "expansion_search", "threads", "rescore"):
+        for name in ("connectivity", "expansion_add", "expansion_search", "threads", "rescore", "k"):
             value = getattr(self, name)
             lowest = 0 if name == "threads" else 1
-            if (value is not None or name != "rescore") and (type(value) is not int or value < lowest):
+            optional = name in ("rescore", "k")
+            if (value is not None or not optional) and (type(value) is not int or value < lowest):
                 raise ValueError(f"AnnParams.{name}={value!r} must be an integer >= {lowest}"
-                                 f"{' or None' if name == 'rescore' else ''}.")
+                                 f"{' or None' if optional else ''}.")
         if self.exact and (self.dtype != "f32" or self.rescore is not None):
             raise ValueError(f"AnnParams(exact=True) searches float32 vectors without rescoring; got "
                              f"dtype={self.dtype!r}, rescore={self.rescore!r}.")
@@ -100,12 +106,25 @@ class AnnParams:
         return dataclasses.asdict(self)
 
     def describe(self) -> str:
-        """One line, e.g. ``HNSW ip f32 M=16 efC=128 ef=64 threads=1``."""
+        """One line, e.g. ``HNSW ip f32 M=16 efC=128 ef=64 k=10 threads=1``."""
+        k = f" k={self.k}" if self.k is not None else ""
         if self.exact:
-            return f"USearch exact {self.metric} {self.dtype} threads={self.threads}"
+            return f"USearch exact {self.metric} {self.dtype}{k} threads={self.threads}"
         rescore = f" rescore x{self.rescore}" if self.rescore else ""
         return (f"HNSW {self.metric} {self.dtype} M={self.connectivity} efC={self.expansion_add} "
-                f"ef={self.expansion_search} threads={self.threads}{rescore}")
+                f"ef={self.expansion_search}{k} threads={self.threads}{rescore}")
+
+    def label(self) -> str:
+        """Every parameter in a short, file-name-safe form, e.g. ``hnsw-ip-f32-M16-efC128-ef64-k10-t1``.
+
+        Used as the mteb experiment setting of ANN runs, so each configuration has its own results folder.
+        """
+        k = f"-k{self.k}" if self.k is not None else "-kall"
+        if self.exact:
+            return f"exact-{self.metric}-{self.dtype}{k}-t{self.threads}"
+        rescore = f"-x{self.rescore}" if self.rescore else ""
+        return (f"hnsw-{self.metric}-{self.dtype}-M{self.connectivity}-efC{self.expansion_add}-"
+                f"ef{self.expansion_search}{k}-t{self.threads}{rescore}")
 
     @property
     def digest(self) -> str:
@@ -118,7 +137,7 @@ PRESETS: MappingProxyType[str, AnnParams] = MappingProxyType({
     # its effective breadth was max(64, 10) = 64; the runner's top_k plays that role here.
     "paper": AnnParams(),
     # Brute force, no graph: the parity reference for the ANN presets.
-    "exact": AnnParams(exact=True, threads=0),
+    "exact": AnnParams(exact=True, threads=0, k=None),
     # Memory-bound variants (f32 graph 562 MB at d=384): f16 halves, i8 quarters the vectors, b1 keeps
     # one sign bit per dimension. Recall@10 measured on 50k clustered unit vectors (d=64 / d=384), by
     # rescore factor: f16 x1 0.999/0.996, x2 1.000/0.998 (f16 orders like f32); i8 x1 0.92/0.83, x2
@@ -146,7 +165,7 @@ def resolve_params(preset: str | AnnParams = "paper", **overrides: Any) -> AnnPa
 
     Examples:
         >>> resolve_params("paper", expansion_search=128).describe()
-        'HNSW ip f32 M=16 efC=128 ef=128 threads=1'
+        'HNSW ip f32 M=16 efC=128 ef=128 k=10 threads=1'
     """
     if not isinstance(preset, AnnParams) and preset not in PRESETS:
         raise ValueError(_unknown("preset", preset, list(PRESETS)))
@@ -319,7 +338,7 @@ class UsearchIndex:
                 self._reranker.add_documents(self._documents, self.idxs)
             return self._reranker.search(queries, top_k, similarity_fn, top_ranked, query_idx_to_id)
         kind = similarity_kind(similarity_fn, queries.shape[1])
-        top_k = min(top_k, len(self.idxs))
+        top_k = min(top_k, len(self.idxs), self.params.k or top_k)
         if len(queries) == 0 or top_k < 1:
             return [[] for _ in queries], [[] for _ in queries]
         self.build(kind)

@@ -89,7 +89,8 @@ def test_paper_parameters_reach_usearch(data: Any) -> None:
     assert (built.ndim, len(built)) == (DIM, N_DOCS)
     assert indices == [[0], [1], [2]] and np.ravel(similarities) == pytest.approx([1.0] * 3, abs=1e-6)  # self-match
     assert index.memory_bytes > 0 and index.builds == 1
-    assert PRESETS["paper"].describe() == "HNSW ip f32 M=16 efC=128 ef=64 threads=1"
+    assert PRESETS["paper"].describe() == "HNSW ip f32 M=16 efC=128 ef=64 k=10 threads=1"
+    assert PRESETS["paper"].label() == "hnsw-ip-f32-M16-efC128-ef64-k10-t1"
     dot = UsearchIndex("paper", similarity="dot")
     dot.add_documents(docs, ids)  # built at once
     assert dot.builds == 1

@@ -1,0 +1,95 @@
+"""Per-query NDCG@10 and top-10 rankings, kept beside mteb's result files.
+
+mteb writes a task's mean scores only. A paired test between two models and the overlap of an
+ANN run with an exact one both need each query's score and ranking, so the runner writes one
+small file per task next to mteb's ``<Task>.json``:
+``<revision folder>[/experiments/<name>]/disastir_per_query/<Task>.json``. mteb's result loaders
+read ``*/*/*.json`` and ``*/*/experiments/*/*.json`` only, so these files never pass for results.
+
+Scores come from ``pytrec_eval`` on the same run and qrels mteb scores (the task's gains, i.e.
+exponential by default), so their mean is the task's ``ndcg_at_10``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from disastir_mteb.statistics import write_json_atomic
+
+__all__ = ["FOLDER", "PerQuery", "per_query_path", "read_per_query", "score_queries", "write_per_query"]
+
+FOLDER = "disastir_per_query"
+_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class PerQuery:
+    """One task's per-query record.
+
+    Attributes:
+        task_name: the mteb task name.
+        ndcg_at_10: query id -> NDCG@10 (fraction), for every scored query.
+        top10: query id -> the ids of the 10 best passages, best first.
+    """
+
+    task_name: str
+    ndcg_at_10: Mapping[str, float]
+    top10: Mapping[str, list[str]]
+
+    @property
+    def mean(self) -> float:
+        """Mean NDCG@10 over the queries (the task's ``ndcg_at_10``)."""
+        return sum(self.ndcg_at_10.values()) / len(self.ndcg_at_10) if self.ndcg_at_10 else float("nan")
+
+
+def score_queries(task_name: str, results: Mapping[str, Mapping[str, float]],
+                  qrels: Mapping[str, Mapping[str, int]]) -> PerQuery:
+    """NDCG@10 of each query of ``results`` ({qid: {doc: score}}) against ``qrels``, as mteb computes it.
+
+    Queries without judgements are left out, as mteb leaves them out.
+    """
+    import pytrec_eval
+
+    judged = {qid: dict(docs) for qid, docs in qrels.items() if docs}
+    run = {qid: {doc: float(score) for doc, score in docs.items()} for qid, docs in results.items() if qid in judged}
+    scores = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut.10"}).evaluate(run)
+    top10 = {qid: [doc for doc, _ in sorted(docs.items(), key=lambda item: -item[1])[:10]] for qid, docs in run.items()}
+    return PerQuery(task_name, {qid: float(values["ndcg_cut_10"]) for qid, values in scores.items()}, top10)
+
+
+def per_query_path(task_result_path: str | Path) -> Path:
+    """Where the per-query file of the mteb result file ``task_result_path`` lives."""
+    path = Path(task_result_path)
+    return path.parent / FOLDER / path.name
+
+
+def write_per_query(path: str | Path, record: PerQuery) -> Path:
+    """Write ``record`` atomically (a killed run never leaves half a file)."""
+    write_json_atomic(Path(path), {
+        "format": _FORMAT, "task_name": record.task_name, "metric": "ndcg_at_10",
+        "queries": {qid: {"ndcg_at_10": score, "top10": record.top10.get(qid, [])}
+                    for qid, score in record.ndcg_at_10.items()}})
+    return Path(path)
+
+
+def read_per_query(path: str | Path) -> PerQuery:
+    """Read a file written by :func:`write_per_query`.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: the file is not a per-query record of this format.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No per-query scores at {path}: rerun the task with disastir-mteb run "
+                                "(plain `mteb run` does not write them).")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        queries = data["queries"]
+        return PerQuery(str(data["task_name"]), {q: float(v["ndcg_at_10"]) for q, v in queries.items()},
+                        {q: [str(d) for d in v["top10"]] for q, v in queries.items()})
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"{path} is not a per-query score file ({type(error).__name__}: {error}).") from None
