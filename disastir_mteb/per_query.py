@@ -3,8 +3,9 @@
 mteb writes a task's mean scores only. A paired test between two models and the overlap of an
 ANN run with an exact one both need each query's score and ranking, so the runner writes one
 small file per task next to mteb's ``<Task>.json``:
-``<revision folder>[/experiments/<name>]/disastir_per_query/<Task>.json``. mteb's result loaders
-read ``*/*/*.json`` and ``*/*/experiments/*/*.json`` only, so these files never pass for results.
+``<revision folder>[/experiments/<name>]/disastir_per_query/<Task>_per_query.json`` (named like
+mteb's ``<Task>_predictions.json``). mteb's result loaders read ``*/*/*.json`` and
+``*/*/experiments/*/*.json`` only, and the stem is not a task name, so they never pass for results.
 
 Scores come from ``pytrec_eval`` on the same run and qrels mteb scores (the task's gains, i.e.
 exponential by default), so their mean is the task's ``ndcg_at_10``.
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from disastir_mteb.statistics import write_json_atomic
 
-__all__ = ["FOLDER", "PerQuery", "per_query_path", "read_per_query", "score_queries", "write_per_query"]
+__all__ = ["FOLDER", "PerQuery", "per_query_file", "per_query_path", "read_per_query", "score_queries",
+           "write_per_query"]
 
 FOLDER = "disastir_per_query"
 _FORMAT = 1
@@ -60,10 +62,15 @@ def score_queries(task_name: str, results: Mapping[str, Mapping[str, float]],
     return PerQuery(task_name, {qid: float(values["ndcg_cut_10"]) for qid, values in scores.items()}, top10)
 
 
+def per_query_file(result_set_folder: str | Path, task_name: str) -> Path:
+    """Where a result set's per-query file of ``task_name`` lives."""
+    return Path(result_set_folder) / FOLDER / f"{task_name}_per_query.json"
+
+
 def per_query_path(task_result_path: str | Path) -> Path:
     """Where the per-query file of the mteb result file ``task_result_path`` lives."""
     path = Path(task_result_path)
-    return path.parent / FOLDER / path.name
+    return per_query_file(path.parent, path.stem)
 
 
 def write_per_query(path: str | Path, record: PerQuery) -> Path:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from disastir_mteb.per_query import FOLDER, PerQuery, read_per_query
+from disastir_mteb.per_query import FOLDER, PerQuery, per_query_file, read_per_query
 from disastir_mteb.report import ScoreGrid
 
 __all__ = ["ResultSet", "find_result_sets", "load_result_set", "resolve_result_set"]
@@ -63,7 +63,7 @@ class ResultSet:
 
     def has_per_query(self, task: str) -> bool:
         """Whether per-query scores were saved for ``task``."""
-        return task in self._per_query or (self.folder / FOLDER / f"{task}.json").is_file()
+        return task in self._per_query or per_query_file(self.folder, task).is_file()
 
     def per_query(self, task: str) -> PerQuery:
         """The task's per-query scores and rankings (read once).
@@ -72,7 +72,7 @@ class ResultSet:
             FileNotFoundError: the set has none for ``task`` (e.g. written by plain ``mteb run``).
         """
         if task not in self._per_query:
-            self._per_query[task] = read_per_query(self.folder / FOLDER / f"{task}.json")
+            self._per_query[task] = read_per_query(per_query_file(self.folder, task))
         return self._per_query[task]
 
 

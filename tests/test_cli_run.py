@@ -68,7 +68,7 @@ def test_run_errors_are_one_sentence(data_dir: Path, tmp_path: Path, capsys: pyt
                      "--output-folder", str(tmp_path)])
     assert code == 2
     assert "Unknown instruction set 'disaster'" in capsys.readouterr().err
-    code = cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--search", "ann", "--output-folder",
-                     str(tmp_path)])
+    code = cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--search", "ann", "--connectivity", "0",
+                     "--output-folder", str(tmp_path)])
     assert code == 2
-    assert "not available yet" in capsys.readouterr().err
+    assert "AnnParams.connectivity=0 must be an integer >= 1" in capsys.readouterr().err

@@ -140,6 +140,19 @@ def test_k_above_size_empty_and_one_document(data: Any, preset: str) -> None:
         UsearchIndex(preset).search(queries, 10, cos_sim)
 
 
+def test_k_caps_results_as_the_paper_and_none_follows_mteb(data: Any) -> None:
+    docs, queries, ids = data
+    paper = UsearchIndex("paper")  # k=10: the paper's top-10, whatever depth mteb asks for
+    paper.add_documents(docs, ids)
+    assert {len(row) for row in paper.search(queries, 100, cos_sim)[1]} == {10}
+    deep = UsearchIndex(resolve_params("paper", k=None))
+    deep.add_documents(docs, ids)
+    assert {len(row) for row in deep.search(queries, 100, cos_sim)[1]} == {100}
+    assert PRESETS["exact"].k is None and PRESETS["exact"].label() == "exact-ip-f32-kall-t0"
+    with pytest.raises(ValueError, match=r"AnnParams\.k=0 must be an integer >= 1 or None"):
+        resolve_params("paper", k=0)
+
+
 def test_rerank_mode_points_into_candidates(data: Any) -> None:
     docs, queries, ids = data
     index, exact = UsearchIndex("paper"), ExactIndex()

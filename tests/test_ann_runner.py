@@ -1,0 +1,116 @@
+"""ANN search through the runner: one USearch index for all 48 tasks, persisted, filed apart, compared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from disastir_mteb import cli
+from disastir_mteb.compare import compare_sets
+from disastir_mteb.hashing_encoder import HashingEncoder
+from disastir_mteb.results import find_result_sets, load_result_set, resolve_result_set
+from disastir_mteb.runner import evaluate
+from disastir_mteb.search import SharedCorpusSearch
+from disastir_mteb.store import EmbeddingStore
+from disastir_mteb.taxonomy import TASK_NAMES
+from disastir_mteb.usearch_index import PRESETS, resolve_params
+
+PAPER_FOLDER = "disastir_search_ann-hnsw-ip-f32-M16-efC128-ef64-k10-t1"
+
+
+@pytest.fixture
+def on_sample(sample_data: Path, use_data: object) -> Path:
+    use_data(sample_data)
+    return sample_data
+
+
+def test_one_index_for_48_tasks_persisted_and_filed_apart(on_sample: Path, tmp_path: Path) -> None:
+    store = EmbeddingStore(tmp_path / "cache")
+    exact = SharedCorpusSearch(HashingEncoder(), store=store, progress=False)
+    evaluate(exact, TASK_NAMES, output_folder=tmp_path / "out", show_progress=False)
+    ann = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, ann="paper")
+    result = evaluate(ann, TASK_NAMES, search="ann", output_folder=tmp_path / "out", show_progress=False)
+
+    assert len(result.task_results) == 48
+    assert (ann.index_builds, ann.index_loads, ann.corpus_passes) == (1, 0, 1)  # one graph, one search pass
+    assert ann.passages_encoded == 0  # the exact run's embeddings are reused: they do not depend on the search
+    assert len(list((tmp_path / "cache" / "usearch").rglob("*.usearch"))) == 1
+
+    sets = {load_result_set(folder).search: folder for folder in find_result_sets(tmp_path / "out")}
+    assert set(sets) == {"exact", "ann-" + PRESETS["paper"].label()}
+    ann_folder = sets["ann-" + PRESETS["paper"].label()]
+    assert ann_folder.name == PAPER_FOLDER and ann_folder.parent.name == "experiments"
+    assert len(list(ann_folder.glob("DisastIR-*.json"))) == 48
+    meta = json.loads((ann_folder / "model_meta.json").read_text())
+    assert meta["experiment_kwargs"] == {"disastir_search": "ann-hnsw-ip-f32-M16-efC128-ef64-k10-t1"}
+    scores = json.loads((ann_folder / "DisastIR-QA-Bio.json").read_text())["scores"]["test"][0]
+    assert scores["recall_at_100"] == scores["recall_at_10"]  # k=10 as the paper: ten results per query
+
+    again = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, ann="paper")
+    evaluate(again, TASK_NAMES[:3], search="ann", output_folder=tmp_path / "again", show_progress=False)
+    assert (again.index_builds, again.index_loads) == (0, 1)  # memory-mapped from the cache
+    for name in TASK_NAMES[:3]:
+        first = json.loads((ann_folder / f"{name}.json").read_text())["scores"]["test"][0]["ndcg_at_10"]
+        second = load_result_set(find_result_sets(tmp_path / "again")[0]).scores[name]
+        assert second == first
+
+    comparison = compare_sets(load_result_set(sets["exact"]), load_result_set(ann_folder))
+    assert comparison.names == ("Exact", "ANN") and comparison.common_tasks == 48
+    assert comparison.recall_grid.overall() > 0.9
+    drop = comparison.drop(comparison.a_grid.overall(), comparison.b_grid.overall())
+    assert drop is not None and abs(drop) < 5
+    text = comparison.to_text()
+    assert "Ex. Avg" in text and "ANN Avg" in text and "Recall@10" in text
+
+
+def test_exact_run_per_query_scores_average_to_mteb_scores(on_sample: Path, tmp_path: Path) -> None:
+    evaluate(HashingEncoder(), TASK_NAMES[:6], cache_dir=False, output_folder=tmp_path, show_progress=False)
+    results = resolve_result_set(tmp_path)
+    for name in TASK_NAMES[:6]:
+        record = results.per_query(name)
+        assert record.mean == pytest.approx(results.scores[name], abs=1e-5)
+        assert all(len(top) == 10 for top in record.top10.values())
+    single = tmp_path / "single"  # one task: no prefetch, the data is loaded and unloaded by the runner
+    evaluate(HashingEncoder(), ["DisastIR-NLI-Geo"], cache_dir=False, output_folder=single, show_progress=False)
+    assert resolve_result_set(single).has_per_query("DisastIR-NLI-Geo")
+
+
+def test_search_settings_are_checked_before_work(tmp_path: Path) -> None:
+    exact = SharedCorpusSearch(HashingEncoder(), progress=False)
+    with pytest.raises(ValueError, match=r"searches exact .* search='ann'"):
+        evaluate(exact, TASK_NAMES[:1], search="ann", output_folder=tmp_path)
+    with pytest.raises(ValueError, match=r"Unknown preset 'papr'; .* Did you mean 'paper'"):
+        evaluate(HashingEncoder(), TASK_NAMES[:1], search="ann", ann_preset="papr", output_folder=tmp_path)
+    with pytest.raises(ValueError, match="Unknown AnnParams field 'ef'"):
+        evaluate(HashingEncoder(), TASK_NAMES[:1], search="ann", ann_params={"ef": 12}, output_folder=tmp_path)
+    with pytest.raises(ValueError, match="were given for search='exact'"):
+        evaluate(HashingEncoder(), TASK_NAMES[:1], ann_params={"expansion_search": 12}, output_folder=tmp_path)
+    assert resolve_params("paper", expansion_search=128).label() == "hnsw-ip-f32-M16-efC128-ef128-k10-t1"
+
+
+def test_cli_exact_and_ann_runs_then_compare(on_sample: Path, cache_dir: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    common = ["run", "-m", "bundled", "--data", str(on_sample), "-b", "DisastIR-QA", "--output-folder", str(out),
+              "--cache-dir", str(cache_dir), "--quiet"]
+    assert cli.main(common) == 0
+    assert cli.main([*common, "--search", "ann", "--expansion-search", "128"]) == 0
+    printed = capsys.readouterr().out
+    assert "ANN HNSW ip f32 M=16 efC=128 ef=128 k=10 threads=1, 1 index build(s)" in printed
+
+    assert cli.main(["compare", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "Ex. Avg" in table and "8 of 48 tasks in both sets" in table
+    qa = next(line for line in table.splitlines() if line.startswith("QA "))
+    assert len(qa.split()) == 5 and float(qa.split()[-1]) > 0.9  # exact, ANN, drop %, recall@10
+
+    assert cli.main([*common, "--instructions", "none"]) == 0  # a third set: one folder is now ambiguous
+    capsys.readouterr()
+    assert cli.main(["compare", str(out)]) == 2
+    assert "holds 3" in capsys.readouterr().err
+    assert cli.main(["compare", str(tmp_path / "nowhere"), str(out)]) == 2
+    assert "No results at" in capsys.readouterr().err
+    assert cli.main([*common, "--search", "ann", "--ann-preset", "hnsw"]) == 2
+    assert "Unknown preset 'hnsw'" in capsys.readouterr().err
