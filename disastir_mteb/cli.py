@@ -67,23 +67,28 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from disastir_mteb.compare import compare_sets
-    from disastir_mteb.results import find_result_sets, load_result_set, resolve_result_set
+    from disastir_mteb.compare import compare_sets, pair_sets, rankings_text
+    from disastir_mteb.results import find_result_sets, load_result_set
+
+    def sets(path: str) -> list:
+        found = [load_result_set(folder) for folder in find_result_sets(path)]
+        if not found:
+            raise FileNotFoundError(f"{path} holds no DisastIR result files (DisastIR-*.json).")
+        return found
 
     if len(args.results) == 2:
-        first, second = (resolve_result_set(path) for path in args.results)
+        first, second = sets(args.results[0]), sets(args.results[1])
     elif len(args.results) == 1:
-        found = [load_result_set(folder) for folder in find_result_sets(args.results[0])]
-        exact, ann = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
-        if len(found) != 2 or len(exact) != 1 or len(ann) != 1:
-            listed = "; ".join(f"{s.folder} [{s.search}]" for s in found) or "none"
-            raise ValueError(f"With one folder, compare needs exactly one exact and one ANN result set in it; "
-                             f"{args.results[0]} holds {len(found)}: {listed}. Pass two folders instead.")
-        first, second = exact[0], ann[0]
+        found = sets(args.results[0])
+        first, second = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
+        if not first or not second:
+            raise ValueError(f"With one folder, compare needs exact and ANN result sets in it; {args.results[0]} "
+                             f"holds {len(first)} exact and {len(second)} ANN set(s). Pass two folders instead.")
     else:
-        raise ValueError(f"compare takes one folder (an exact and an ANN run inside) or two result folders, "
+        raise ValueError(f"compare takes one folder (exact and ANN runs inside) or two result folders, "
                          f"not {len(args.results)}.")
-    print(compare_sets(first, second).to_text())
+    comparisons = [compare_sets(a, b) for a, b in pair_sets(first, second)]
+    print(comparisons[0].to_text() if len(comparisons) == 1 else rankings_text(comparisons))
     return 0
 
 
@@ -174,10 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(func=_run)
 
-    compare = sub.add_parser("compare", help="Exact vs ANN (the paper's Table 3 columns), or any two result sets: "
-                                              "per-intent NDCG@10, drop %% and recall@10.")
+    compare = sub.add_parser("compare", help="Exact vs ANN (the paper's Table 3 columns) or any two result sets: "
+                                              "per-intent NDCG@10, drop %%, recall@10, paired tests; with several "
+                                              "models, one row each and Kendall's tau between the rankings.")
     compare.add_argument("results", nargs="+",
-                         help="EXACT_RESULTS ANN_RESULTS (result folders), or one folder holding both runs")
+                         help="A B (result folders; A is the reference, e.g. exact), or one folder holding exact "
+                              "and ANN runs")
     compare.set_defaults(func=_compare)
 
     sample = sub.add_parser("sample", help="Write a synthetic dataset in the published DisastIR layout.")

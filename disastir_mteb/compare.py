@@ -5,18 +5,25 @@ score the mean of the 6 intents, as in the paper, computed only where BOTH sets 
 (a missing task is shown as missing, never averaged over). Drop % = (A - B) / A x 100, the
 paper's definition with A = exact and B = ANN. Recall@10 of B against A is, per query, the
 share of A's top-10 passages that B also returns in its top-10 (averaged over queries, then
-like the scores); it needs the per-query files ``disastir-mteb run`` writes.
+like the scores). Per intent, B - A is tested on the paired per-query NDCG@10 of its 8 tasks
+(:func:`~disastir_mteb.significance.paired_test`). Recall and tests need the per-query files
+``disastir-mteb run`` writes.
+
+Several models on each side (e.g. 30 models run exact and ANN) give one Table 3 row per model
+and Kendall's tau between the two model rankings.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from disastir_mteb.report import ScoreGrid
 from disastir_mteb.results import ResultSet
-from disastir_mteb.taxonomy import INTENTS, Intent
+from disastir_mteb.significance import PairedTest, kendall_tau, paired_test
+from disastir_mteb.taxonomy import CATEGORIES, INTENTS, Intent, task_name
 
-__all__ = ["Comparison", "compare_sets", "top10_recall"]
+__all__ = ["Comparison", "compare_sets", "pair_sets", "rankings_text", "top10_recall"]
 
 _SHORT = {Intent.Twitter: "TW"}  # the paper's Table 3 headings
 
@@ -30,6 +37,14 @@ def top10_recall(a: ResultSet, b: ResultSet, task: str) -> float | None:
     return sum(shares) / len(shares) if shares else None
 
 
+def _pct(value: float | None, width: int = 8) -> str:
+    return f"{100 * value:{width}.2f}" if value is not None else f"{'-':>{width}}"
+
+
+def _num(value: float | None, width: int = 8, digits: int = 2) -> str:
+    return f"{value:{width}.{digits}f}" if value is not None and value == value else f"{'-':>{width}}"
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Scores of two result sets on the tasks both hold, and the top-10 recall of B against A."""
@@ -39,6 +54,7 @@ class Comparison:
     a_grid: ScoreGrid
     b_grid: ScoreGrid
     recall_grid: ScoreGrid
+    _tests: dict[Intent | None, PairedTest | None] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def names(self) -> tuple[str, str]:
@@ -50,46 +66,73 @@ class Comparison:
         """Tasks held by both sets."""
         return len(self.a_grid.scores)
 
-    def drop(self, a: float | None, b: float | None) -> float | None:
+    @staticmethod
+    def drop(a: float | None, b: float | None) -> float | None:
         """(A - B) / A x 100, or None when either is missing or A is 0."""
         return None if a is None or b is None or a == 0 else (a - b) / a * 100
 
-    def to_text(self) -> str:
-        """The paper's Table 3 row, then per intent: A, B, drop % and recall@10 of B against A."""
-        first, second = self.names
+    def paired(self, intent: Intent | None = None) -> PairedTest | None:
+        """B against A on the paired per-query scores of one intent's 8 tasks (all 48 for None).
 
-        def pct(value: float | None, width: int = 8) -> str:
-            return f"{100 * value:{width}.2f}" if value is not None else f"{'-':>{width}}"
+        None when a task is missing from either set or lacks per-query files.
+        """
+        if intent not in self._tests:
+            intents = INTENTS if intent is None else (intent,)
+            names = [task_name(i, c) for i in intents for c in CATEGORIES]
+            a_scores: list[float] = []
+            b_scores: list[float] = []
+            for name in names:
+                if name not in self.a_grid.scores or not (self.a.has_per_query(name) and self.b.has_per_query(name)):
+                    self._tests[intent] = None
+                    return None
+                first, second = self.a.per_query(name).ndcg_at_10, self.b.per_query(name).ndcg_at_10
+                for qid in sorted(first.keys() & second.keys()):
+                    a_scores.append(first[qid])
+                    b_scores.append(second[qid])
+            self._tests[intent] = paired_test(a_scores, b_scores) if a_scores else None
+        return self._tests[intent]
 
-        def plain(value: float | None, width: int = 8) -> str:
-            return f"{value:{width}.2f}" if value is not None else f"{'-':>{width}}"
-
-        def recall(value: float | None) -> str:
-            return f"{value:11.3f}" if value is not None else f"{'-':>11}"
-
+    def table3_row(self) -> str:
+        """One row in the paper's Table 3 columns: per-intent scores of A, both averages, drop %."""
         a_all, b_all = self.a_grid.overall(), self.b_grid.overall()
-        averages = ("Ex. Avg", "ANN Avg") if (first, second) == ("Exact", "ANN") else ("A Avg", "B Avg")
-        lines = [f"{first}: {self.a.label}  [{self.a.folder}]", f"{second}: {self.b.label}  [{self.b.folder}]",
-                 f"{self.common_tasks} of 48 tasks in both sets; NDCG@10 x100.", ""]
-        heads = [_SHORT.get(intent, intent.value) for intent in INTENTS]
-        lines.append("Table 3 format (intents of " + first + "):")
-        lines.append(f"{'model':<28}" + "".join(f"{h:>8}" for h in heads)
-                     + f"{averages[0]:>10}{averages[1]:>10}{'Drop %':>9}")
         name = self.a.model.split("/")[-1][:27]
-        lines.append(f"{name:<28}" + "".join(pct(self.a_grid.intent_mean(i)) for i in INTENTS)
-                     + pct(a_all, 10) + pct(b_all, 10) + plain(self.drop(a_all, b_all), 9))
-        lines += ["", f"{'intent':<10}{first:>9}{second:>9}{'Drop %':>9}{'Recall@10':>11}"]
-        for intent in INTENTS:
-            a, b = self.a_grid.intent_mean(intent), self.b_grid.intent_mean(intent)
-            lines.append(f"{intent.value:<10}{pct(a, 9)}{pct(b, 9)}{plain(self.drop(a, b), 9)}"
-                         f"{recall(self.recall_grid.intent_mean(intent))}")
-        lines.append(f"{'Avg':<10}{pct(a_all, 9)}{pct(b_all, 9)}{plain(self.drop(a_all, b_all), 9)}"
-                     f"{recall(self.recall_grid.overall())}")
+        return (f"{name:<28}" + "".join(_pct(self.a_grid.intent_mean(i)) for i in INTENTS)
+                + _pct(a_all, 10) + _pct(b_all, 10) + _num(self.drop(a_all, b_all), 9)
+                + _num(self.recall_grid.overall(), 11, 3))
+
+    def table3_header(self) -> str:
+        """The heading line of :meth:`table3_row`."""
+        first, second = self.names
+        averages = ("Ex. Avg", "ANN Avg") if (first, second) == ("Exact", "ANN") else ("A Avg", "B Avg")
+        heads = [_SHORT.get(intent, intent.value) for intent in INTENTS]
+        return (f"{'model':<28}" + "".join(f"{h:>8}" for h in heads)
+                + f"{averages[0]:>10}{averages[1]:>10}{'Drop %':>9}{'Recall@10':>11}")
+
+    def to_text(self) -> str:
+        """The Table 3 row, then per intent: A, B, drop %, recall@10, B - A with its 95% CI and p-value."""
+        first, second = self.names
+        lines = [f"{first}: {self.a.label}  [{self.a.folder}]", f"{second}: {self.b.label}  [{self.b.folder}]",
+                 f"{self.common_tasks} of 48 tasks in both sets; NDCG@10 x100.", "",
+                 f"Table 3 format (intents of {first}):", self.table3_header(), self.table3_row(), "",
+                 f"{'intent':<10}{first:>9}{second:>9}{'Drop %':>9}{'Recall@10':>11}{'B - A':>9}"
+                 f"{'95% CI':>18}{'p (1-sided)':>13}"]
+        for intent in [*INTENTS, None]:
+            a = self.a_grid.intent_mean(intent) if intent else self.a_grid.overall()
+            b = self.b_grid.intent_mean(intent) if intent else self.b_grid.overall()
+            recall = self.recall_grid.intent_mean(intent) if intent else self.recall_grid.overall()
+            test = self.paired(intent) if a is not None and b is not None else None
+            interval = (f"[{100 * test.ci_low:+.2f}, {100 * test.ci_high:+.2f}]" if test else "-")
+            p_value = f"{test.p_value:.2g}{'*' if test.significant() else ' '}" if test else "-"
+            lines.append(f"{intent.value if intent else 'Avg':<10}{_pct(a, 9)}{_pct(b, 9)}{_num(self.drop(a, b), 9)}"
+                         f"{_num(recall, 11, 3)}{_num(100 * test.difference if test else None, 9)}{interval:>18}"
+                         f"{p_value:>13}")
+        lines.append("B - A: mean per-query NDCG@10 difference x100 with a paired bootstrap 95% CI; p: one-sided "
+                     "Wilcoxon signed-rank in the observed direction (* below 0.05).")
         if self.common_tasks < 48:
             lines.append(f"{48 - self.common_tasks} task(s) missing from one or both sets: "
                          "'-' marks means not computed.")
         if len(self.recall_grid.scores) < self.common_tasks:
-            lines.append(f"Recall@10 needs per-query files (written by disastir-mteb run); "
+            lines.append(f"Recall@10 and the tests need per-query files (written by disastir-mteb run); "
                          f"{self.common_tasks - len(self.recall_grid.scores)} task(s) lack them.")
         return "\n".join(lines)
 
@@ -106,3 +149,48 @@ def compare_sets(a: ResultSet, b: ResultSet) -> Comparison:
     recalls = {task: recall for task in common if (recall := top10_recall(a, b, task)) is not None}
     return Comparison(a, b, ScoreGrid({t: a.scores[t] for t in common}), ScoreGrid({t: b.scores[t] for t in common}),
                       ScoreGrid(recalls))
+
+
+def _key(result: ResultSet) -> tuple[str, str]:
+    """What pairs two sets: the model and its settings other than the search."""
+    settings = {k: v for k, v in result.experiment.items() if k != "disastir_search"}
+    return result.model, repr(sorted(settings.items()))
+
+
+def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> list[tuple[ResultSet, ResultSet]]:
+    """Pairs (A, B) of the same model and settings (the search aside); one set each side pairs directly.
+
+    Raises:
+        ValueError: no pair could be formed, or a side holds two sets with the same model and settings.
+    """
+    if len(first) == 1 and len(second) == 1:
+        return [(first[0], second[0])]
+    by_key: dict[tuple[str, str], ResultSet] = {}
+    for result in second:
+        if _key(result) in by_key:
+            raise ValueError(f"Two result sets of {result.label} ({by_key[_key(result)].folder} and {result.folder}) "
+                             "on one side: pass folders that hold one run per model.")
+        by_key[_key(result)] = result
+    pairs = [(result, by_key[_key(result)]) for result in first if _key(result) in by_key]
+    if not pairs:
+        raise ValueError("No model appears on both sides with the same settings; nothing to compare.")
+    return pairs
+
+
+def rankings_text(comparisons: Sequence[Comparison]) -> str:
+    """Table 3 rows for several models, then Kendall's tau between the A and B model rankings."""
+    ordered = sorted(comparisons, key=lambda c: -(c.a_grid.overall() or -1.0))
+    lines = [ordered[0].table3_header(), *(c.table3_row() for c in ordered)]
+    for intent in [None, *INTENTS]:
+        a_scores = {c.a.label: v for c in comparisons if (v := (c.a_grid.intent_mean(intent) if intent
+                                                                 else c.a_grid.overall())) is not None}
+        b_scores = {c.a.label: v for c in comparisons if (v := (c.b_grid.intent_mean(intent) if intent
+                                                                 else c.b_grid.overall())) is not None}
+        try:
+            tau, n = kendall_tau(a_scores, b_scores)
+        except ValueError as error:
+            lines.append(f"Kendall's tau ({intent.value if intent else 'overall'}): {error}")
+            continue
+        lines.append(f"Kendall's tau between the model rankings ({intent.value if intent else 'overall'}, "
+                     f"{n} models): {_num(tau, 0, 3).strip()}")
+    return "\n".join(lines)
