@@ -31,7 +31,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    from disastir_mteb.report import grid_from_results
+    from disastir_mteb.grid import grid_from_results
     from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks
 
     if args.data:
@@ -92,6 +92,25 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from disastir_mteb.report import report_text, write_report
+    from disastir_mteb.results import find_result_sets, load_result_set
+
+    sets = [load_result_set(folder) for path in args.results for folder in find_result_sets(path)]
+    if args.model:
+        sets = [s for s in sets if any(m.lower() in s.model.lower() for m in args.model)]
+    if not sets:
+        wanted = f" for model(s) {', '.join(args.model)}" if args.model else ""
+        raise FileNotFoundError(f"No DisastIR result sets{wanted} under {', '.join(args.results)}.")
+    print(report_text(sets), end="")
+    if args.out:
+        written = write_report(sets, args.out, formats=args.format or ["md", "csv"])
+        print(f"Wrote {len(written)} file(s) to {Path(args.out).resolve()}: "
+              f"{', '.join(sorted({p.name for p in written if not p.name.startswith('heatmap-')}))} "
+              f"and {sum(p.name.startswith('heatmap-') for p in written)} heatmap(s).")
+    return 0
+
+
 def _sample(args: argparse.Namespace) -> int:
     import time
 
@@ -105,7 +124,8 @@ def _sample(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from disastir_mteb.statistics import compute_statistics, paper_statistics, write_json_atomic
+    from disastir_mteb.atomic import write_json_atomic
+    from disastir_mteb.statistics import compute_statistics, paper_statistics
     from disastir_mteb.taxonomy import TASK_NAMES
 
     out = Path(args.out)
@@ -186,6 +206,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="A B (result folders; A is the reference, e.g. exact), or one folder holding exact "
                               "and ANN runs")
     compare.set_defaults(func=_compare)
+
+    report = sub.add_parser("report", help="Tables, published numbers beside ours, heatmaps and bar charts for "
+                                            "result folders (one or several models, exact and ANN).")
+    report.add_argument("results", nargs="+", help="mteb result folders (any level: output, model, revision)")
+    report.add_argument("--out", help="folder for report.md / report.html / scores.csv and the PNG figures")
+    report.add_argument("--model", nargs="*", help="keep result sets whose model name contains one of these")
+    report.add_argument("--format", nargs="*", choices=["md", "csv", "html"],
+                        help="files to write into --out (default: md csv)")
+    report.set_defaults(func=_report)
 
     sample = sub.add_parser("sample", help="Write a synthetic dataset in the published DisastIR layout.")
     sample.add_argument("--out", required=True, help="target folder (must be absent or empty)")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from disastir_mteb.report import ScoreGrid
+from disastir_mteb.grid import ScoreGrid
 from disastir_mteb.results import ResultSet
 from disastir_mteb.significance import PairedTest, kendall_tau, paired_test
 from disastir_mteb.taxonomy import CATEGORIES, INTENTS, Intent, task_name

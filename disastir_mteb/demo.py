@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from disastir_mteb.report import ScoreGrid, grid_from_results
+from disastir_mteb.grid import ScoreGrid, grid_from_results
 
 __all__ = ["run_demo"]
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from disastir_mteb.statistics import write_json_atomic
+from disastir_mteb.atomic import write_json_atomic
 
 __all__ = ["FOLDER", "PerQuery", "per_query_file", "per_query_path", "read_per_query", "score_queries",
            "write_per_query"]

@@ -1,73 +1,257 @@
-"""The 6 x 8 DisastIR score grid: per task, per intent, per category and overall, as the paper.
+"""Reports on DisastIR result sets: tables, published numbers beside ours, figures, Markdown/CSV/HTML.
 
-Aggregation follows the paper: intent score = mean of its 8 categories, category score = mean of
-its 6 intents, overall = mean of the 6 intent means (= the mean of the 48 tasks when all are
-present). A missing task is shown as missing and leaves its row and column means undefined,
-never averaged over silently. Scores are kept as fractions; they are scaled x100 and rounded
-only when rendered.
+A report takes any number of result sets (models, exact and ANN, instruction settings; see
+:mod:`disastir_mteb.results`) and gives, for each, the 6 x 8 NDCG@10 table (x100, two decimals,
+the paper's row and column order) with per-intent, per-category and overall means (means of
+means, as the paper), and, where the model is in the published tables (:mod:`disastir_mteb.published`),
+the published numbers beside ours with the difference. Figures: a heatmap per set and per-intent
+bars across sets (:mod:`disastir_mteb.plots`). Missing tasks are shown as missing; a mean over
+them is never computed.
+
+The content is built once as a list of blocks (headings, paragraphs, tables, images) and rendered
+to Markdown, HTML or plain text, so the formats cannot drift apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import csv
+import html
+import io
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from disastir_mteb.taxonomy import CATEGORIES, INTENTS, Category, Intent, task_name
+from disastir_mteb.atomic import write_text_atomic
+from disastir_mteb.grid import ScoreGrid
+from disastir_mteb.published import SOURCES, PublishedScores, published_for
+from disastir_mteb.results import ResultSet
+from disastir_mteb.taxonomy import CATEGORIES, INTENTS, Intent, get_spec
 
-__all__ = ["ScoreGrid", "grid_from_results"]
+__all__ = ["FORMATS", "build_report", "report_text", "write_report"]
 
-
-def _mean(values: list[float | None]) -> float | None:
-    return None if not values or any(v is None for v in values) else sum(values) / len(values)  # type: ignore[arg-type]
+FORMATS = ("md", "csv", "html")
 
 
 @dataclass(frozen=True)
-class ScoreGrid:
-    """Main scores (fractions, e.g. NDCG@10 = 0.6229) keyed by task name."""
+class Heading:
+    """A section title (level 1-3)."""
 
-    scores: Mapping[str, float]
+    text: str
+    level: int = 2
 
-    def cell(self, intent: Intent, category: Category) -> float | None:
-        """The score of one task, or None when it was not evaluated."""
-        return self.scores.get(task_name(intent, category))
 
-    def intent_mean(self, intent: Intent) -> float | None:
-        """Mean over the 8 categories of one intent (None if any is missing)."""
-        return _mean([self.cell(intent, c) for c in CATEGORIES])
+@dataclass(frozen=True)
+class Paragraph:
+    """A line of text."""
 
-    def category_mean(self, category: Category) -> float | None:
-        """Mean over the 6 intents of one category (None if any is missing)."""
-        return _mean([self.cell(i, category) for i in INTENTS])
+    text: str
 
-    def overall(self) -> float | None:
-        """Mean of the 6 intent means, as the paper's 'Avg' column."""
-        return _mean([self.intent_mean(i) for i in INTENTS])
 
-    def to_text(self, title: str = "NDCG@10 (x100)") -> str:
-        """A fixed-width table: intents as rows (paper order), categories as columns, with means."""
-        def fmt(value: float | None) -> str:
-            return f"{100 * value:7.2f}" if value is not None else "      -"
+@dataclass(frozen=True)
+class Table:
+    """A table of already formatted cells; the first column is left-aligned, the others right."""
 
-        width = max(len(title), 10)
-        header = f"{title:<{width}}" + "".join(f"{c.value:>8}" for c in CATEGORIES) + f"{'Mean':>9}"
-        rows = [header, "-" * len(header)]
-        for intent in INTENTS:
-            rows.append(f"{intent.value:<{width}}" + "".join(f" {fmt(self.cell(intent, c))}" for c in CATEGORIES)
-                        + f"  {fmt(self.intent_mean(intent))}")
-        rows.append("-" * len(header))
-        rows.append(f"{'Mean':<{width}}" + "".join(f" {fmt(self.category_mean(c))}" for c in CATEGORIES)
-                    + f"  {fmt(self.overall())}")
-        missing = sum(1 for i in INTENTS for c in CATEGORIES if self.cell(i, c) is None)
+    headers: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Image:
+    """A figure file (relative to the report) with its caption."""
+
+    path: str
+    caption: str
+
+
+Block = Heading | Paragraph | Table | Image
+
+
+def _x100(value: float | None) -> str:
+    return f"{100 * value:.2f}" if value is not None else "–"
+
+
+def _signed(value: float | None) -> str:
+    return f"{100 * value:+.2f}" if value is not None else "–"
+
+
+def _slug(result: ResultSet) -> str:
+    text = f"{result.model}-{result.revision[:8]}" + "".join(f"-{v}" for _, v in sorted(result.experiment.items()))
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:120]
+
+
+def _setting(result: ResultSet) -> str:
+    return ", ".join(f"{k.removeprefix('disastir_')}={v}" for k, v in sorted(result.experiment.items())) or "plain"
+
+
+def grid_table(grid: ScoreGrid) -> Table:
+    """The 6 x 8 table: intents as rows, categories as columns, means in the last row and column."""
+    rows = [[intent.value, *(_x100(grid.cell(intent, c)) for c in CATEGORIES), _x100(grid.intent_mean(intent))]
+            for intent in INTENTS]
+    rows.append(["Mean", *(_x100(grid.category_mean(c)) for c in CATEGORIES), _x100(grid.overall())])
+    return Table(["NDCG@10 x100", *(c.value for c in CATEGORIES), "Mean"], rows)
+
+
+def _published_blocks(result: ResultSet, records: list[PublishedScores]) -> list[Block]:
+    grid = result.grid
+    ours = {**{i: grid.intent_mean(i) for i in INTENTS}, None: grid.overall()}
+    groups: list[Intent | None] = [*INTENTS, None]
+    rows = [["this run", *(_x100(ours[g]) for g in groups), "–"]]
+    for record in records:
+        theirs = {**record.intents, None: record.overall}
+        rows.append([SOURCES[record.source], *(_x100(theirs.get(g)) for g in groups), _x100(record.ann_overall)])
+        rows.append([f"this run − {record.source}",
+                     *(_signed(ours[g] - theirs[g]) if ours[g] is not None and theirs.get(g) is not None else "–"
+                       for g in groups), "–"])
+    blocks: list[Block] = [
+        Heading("Published numbers", 3),
+        Paragraph("The authors' numbers for this model (x100) and this run minus them. Differences are expected "
+                  "when the instruction setting, the query set (DMRetriever's Table 2 uses DisastIR-Test) or the "
+                  "data (the bundled sample is synthetic) differ."),
+        Table(["source", *(i.value for i in INTENTS), "Avg", "ANN Avg"], rows)]
+    appendix = next((r for r in records if r.tasks), None)
+    if appendix is not None and appendix.tasks is not None:
+        difference = {name: grid.scores[name] - appendix.tasks[name] for name in grid.scores if name in appendix.tasks}
+        table = grid_table(ScoreGrid(difference))
+        table.rows[:] = [[row[0], *(cell if cell == "–" else f"{float(cell):+.2f}" for cell in row[1:])]
+                         for row in table.rows]
+        blocks += [Paragraph(f"Per task, this run minus {SOURCES[appendix.source]}:"), table]
+    return blocks
+
+
+def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str = "DisastIR report") -> list[Block]:
+    """The report's blocks for ``sets``; figure blocks name the files :func:`write_report` draws."""
+    if not sets:
+        raise ValueError("No result sets to report on.")
+    blocks: list[Block] = [
+        Heading(title, 1),
+        Paragraph(f"{len(sets)} result set(s). NDCG@10 x100; intent = mean of its 8 categories, category = mean of "
+                  "its 6 intents, overall = mean of the 6 intents (the paper's aggregation). '–' marks a task "
+                  "that was not evaluated and every mean that would need it."),
+        Heading("Overview"),
+        Table(["model", "setting", *(i.value for i in INTENTS), "Avg", "tasks"],
+              [[r.model, _setting(r), *(_x100(r.grid.intent_mean(i)) for i in INTENTS), _x100(r.grid.overall()),
+                f"{len(r.scores)}/48"] for r in sets])]
+    if figures:
+        blocks.append(Image("intents.png", "Per-intent NDCG@10 of every result set (black ticks: published)."))
+    for result in sets:
+        blocks += [Heading(f"{result.model} ({_setting(result)})"),
+                   Paragraph(f"Revision {result.revision}; {len(result.scores)} of 48 tasks; results in "
+                             f"`{result.folder}`.")]
+        if figures:
+            blocks.append(Image(f"heatmap-{_slug(result)}.png", f"NDCG@10 of {result.label}."))
+        blocks.append(grid_table(result.grid))
+        missing = [name for name in (f"DisastIR-{i.value}-{c.value}" for i in INTENTS for c in CATEGORIES)
+                   if name not in result.scores]
         if missing:
-            rows.append(f"{missing} of 48 tasks missing ('-'): their means are not computed.")
-        return "\n".join(rows)
+            blocks.append(Paragraph(f"Missing ({len(missing)}): {', '.join(missing)}."))
+        records = published_for(result.model)
+        if records:
+            blocks += _published_blocks(result, records)
+    return blocks
 
 
-def grid_from_results(task_results: Iterable[object]) -> ScoreGrid:
-    """A grid from mteb ``TaskResult`` objects (their main score on the test split)."""
-    scores = {}
-    for result in task_results:
-        name = getattr(result, "task_name", "")
-        if name.startswith("DisastIR-"):
-            scores[name] = float(result.get_score())  # type: ignore[attr-defined]
-    return ScoreGrid(scores)
+def _markdown(blocks: Sequence[Block]) -> str:
+    out: list[str] = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            out.append(f"{'#' * block.level} {block.text}\n")
+        elif isinstance(block, Paragraph):
+            out.append(f"{block.text}\n")
+        elif isinstance(block, Image):
+            out.append(f"![{block.caption}]({block.path})\n")
+        else:
+            out.append("| " + " | ".join(block.headers) + " |")
+            out.append("|" + "|".join([":---"] + ["---:"] * (len(block.headers) - 1)) + "|")
+            out += ["| " + " | ".join(row) + " |" for row in block.rows]
+            out.append("")
+    return "\n".join(out)
+
+
+def _html(blocks: Sequence[Block]) -> str:
+    body: list[str] = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            body.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
+        elif isinstance(block, Paragraph):
+            text = re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(block.text))
+            body.append(f"<p>{text}</p>")
+        elif isinstance(block, Image):
+            body.append(f'<figure><img src="{html.escape(block.path)}" alt="{html.escape(block.caption)}">'
+                        f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
+        else:
+            head = "".join(f"<th>{html.escape(h)}</th>" for h in block.headers)
+            rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in block.rows)
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+    style = ("body{font-family:system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#1a1a1a}"
+             "table{border-collapse:collapse;margin:0.5rem 0 1.5rem}th,td{padding:0.25rem 0.6rem;"
+             "border-bottom:1px solid #ddd;text-align:right}th:first-child,td:first-child{text-align:left}"
+             "img{max-width:100%}figcaption{color:#555;font-size:0.9rem}")
+    return (f"<!doctype html>\n<html><head><meta charset='utf-8'><title>DisastIR report</title><style>{style}"
+            f"</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def report_text(sets: Sequence[ResultSet]) -> str:
+    """What ``disastir-mteb report`` prints: the tables of :func:`build_report`, fixed width."""
+    out: list[str] = []
+    for block in build_report(sets, figures=False):
+        if isinstance(block, Heading):
+            out += ["", block.text, "=" * len(block.text) if block.level == 1 else "-" * len(block.text)]
+        elif isinstance(block, Paragraph):
+            out.append(block.text)
+        elif isinstance(block, Table):
+            widths = [max(len(str(x)) for x in column) for column in zip(block.headers, *block.rows, strict=True)]
+            for row in [block.headers, *block.rows]:
+                out.append("  ".join(cell.ljust(w) if n == 0 else cell.rjust(w)
+                                     for n, (cell, w) in enumerate(zip(row, widths, strict=True))))
+    return "\n".join(out).strip() + "\n"
+
+
+def _csv(sets: Sequence[ResultSet]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["model", "revision", "setting", "search", "task", "intent", "category", "ndcg_at_10"])
+    for result in sets:
+        for name, score in sorted(result.scores.items()):
+            spec = get_spec(name)
+            writer.writerow([result.model, result.revision, _setting(result), result.search, name,
+                             spec.intent.value, spec.category.value, f"{score:.5f}"])
+    return buffer.getvalue()
+
+
+def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequence[str] = ("md",)) -> list[Path]:
+    """Write the report files and figures into ``out``; returns what was written.
+
+    ``md`` writes ``report.md``, ``html`` ``report.html`` (both embed the figures), ``csv``
+    ``scores.csv`` (one row per set and task). Figures are drawn for ``md`` and ``html``.
+
+    Raises:
+        ValueError: an unknown format, or no result sets.
+    """
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ValueError(f"Unknown report format(s) {unknown}; valid: {', '.join(FORMATS)}.")
+    out = Path(out)
+    written: list[Path] = []
+    figures = any(f in ("md", "html") for f in formats)
+    blocks = build_report(sets, figures=figures)
+    if figures:
+        from disastir_mteb.plots import heatmap, intent_bars
+
+        for result in sets:
+            written.append(heatmap(result.grid, out / f"heatmap-{_slug(result)}.png",
+                                   title=f"{result.model} ({_setting(result)}): NDCG@10"))
+        labels = {f"{r.model.split('/')[-1]} ({_setting(r)})": r for r in sets}
+        published = {}
+        for label, result in labels.items():
+            record = next(iter(published_for(result.model)), None)
+            if record is not None:
+                published[label] = {**record.intents, None: record.overall}
+        written.append(intent_bars({label: r.grid for label, r in labels.items()}, out / "intents.png",
+                                   published=published))
+    renderers = {"md": ("report.md", lambda: _markdown(blocks)), "html": ("report.html", lambda: _html(blocks)),
+                 "csv": ("scores.csv", lambda: _csv(sets))}
+    for name in formats:
+        file, render = renderers[name]
+        written.append(write_text_atomic(out / file, render()))
+    return written

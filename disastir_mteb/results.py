@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.grid import ScoreGrid
 from disastir_mteb.per_query import FOLDER, PerQuery, per_query_file, read_per_query
-from disastir_mteb.report import ScoreGrid
 
 __all__ = ["ResultSet", "find_result_sets", "load_result_set", "resolve_result_set"]
 

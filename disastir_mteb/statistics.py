@@ -11,16 +11,15 @@ figures measured on the synthetic sample can never pass for DisastIR's.
 from __future__ import annotations
 
 import csv
-import json
 import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.atomic import write_json_atomic
 from disastir_mteb.taxonomy import TASK_SPECS, parse_category, parse_intent, task_name
 
-__all__ = ["compute_statistics", "paper_statistics", "write_json_atomic"]
+__all__ = ["compute_statistics", "paper_statistics"]
 
 _PAPER_SOURCE = ("DisastIR paper (Yin et al., EMNLP 2025 Findings): Section 3 / Table 2 (200 queries per task, "
                  "239,704 passages), Table 1 (judged pairs), Table 14 (pairs per grade). Text statistics need "
@@ -68,20 +67,6 @@ def paper_statistics(corpus_size: int = 239_704, queries_per_task: int = 200) ->
             "source": _PAPER_SOURCE,
         }}
     return stats
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON through a temporary file and ``os.replace``: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, suffix=".tmp", delete=False)
-    try:
-        with handle:
-            json.dump(payload, handle, indent=2, ensure_ascii=False)
-            handle.write("\n")
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
 
 
 def compute_statistics(task_names: list[str], out_dir: str | Path) -> list[Path]:

@@ -1,0 +1,31 @@
+"""Writes that never leave half a file: a temporary file in the same folder, then ``os.replace``."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_json_atomic", "write_text_atomic"]
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; readers see the old file or the new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, suffix=".tmp", delete=False)
+    try:
+        with handle:
+            handle.write(text)
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> Path:
+    """Write ``payload`` as indented JSON to ``path`` atomically."""
+    return write_text_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,73 @@
+"""The 6 x 8 DisastIR score grid: per task, per intent, per category and overall, as the paper.
+
+Aggregation follows the paper: intent score = mean of its 8 categories, category score = mean of
+its 6 intents, overall = mean of the 6 intent means (= the mean of the 48 tasks when all are
+present). A missing task is shown as missing and leaves its row and column means undefined,
+never averaged over silently. Scores are kept as fractions; they are scaled x100 and rounded
+only when rendered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from disastir_mteb.taxonomy import CATEGORIES, INTENTS, Category, Intent, task_name
+
+__all__ = ["ScoreGrid", "grid_from_results"]
+
+
+def _mean(values: list[float | None]) -> float | None:
+    return None if not values or any(v is None for v in values) else sum(values) / len(values)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ScoreGrid:
+    """Main scores (fractions, e.g. NDCG@10 = 0.6229) keyed by task name."""
+
+    scores: Mapping[str, float]
+
+    def cell(self, intent: Intent, category: Category) -> float | None:
+        """The score of one task, or None when it was not evaluated."""
+        return self.scores.get(task_name(intent, category))
+
+    def intent_mean(self, intent: Intent) -> float | None:
+        """Mean over the 8 categories of one intent (None if any is missing)."""
+        return _mean([self.cell(intent, c) for c in CATEGORIES])
+
+    def category_mean(self, category: Category) -> float | None:
+        """Mean over the 6 intents of one category (None if any is missing)."""
+        return _mean([self.cell(i, category) for i in INTENTS])
+
+    def overall(self) -> float | None:
+        """Mean of the 6 intent means, as the paper's 'Avg' column."""
+        return _mean([self.intent_mean(i) for i in INTENTS])
+
+    def to_text(self, title: str = "NDCG@10 (x100)") -> str:
+        """A fixed-width table: intents as rows (paper order), categories as columns, with means."""
+        def fmt(value: float | None) -> str:
+            return f"{100 * value:7.2f}" if value is not None else "      -"
+
+        width = max(len(title), 10)
+        header = f"{title:<{width}}" + "".join(f"{c.value:>8}" for c in CATEGORIES) + f"{'Mean':>9}"
+        rows = [header, "-" * len(header)]
+        for intent in INTENTS:
+            rows.append(f"{intent.value:<{width}}" + "".join(f" {fmt(self.cell(intent, c))}" for c in CATEGORIES)
+                        + f"  {fmt(self.intent_mean(intent))}")
+        rows.append("-" * len(header))
+        rows.append(f"{'Mean':<{width}}" + "".join(f" {fmt(self.category_mean(c))}" for c in CATEGORIES)
+                    + f"  {fmt(self.overall())}")
+        missing = sum(1 for i in INTENTS for c in CATEGORIES if self.cell(i, c) is None)
+        if missing:
+            rows.append(f"{missing} of 48 tasks missing ('-'): their means are not computed.")
+        return "\n".join(rows)
+
+
+def grid_from_results(task_results: Iterable[object]) -> ScoreGrid:
+    """A grid from mteb ``TaskResult`` objects (their main score on the test split)."""
+    scores = {}
+    for result in task_results:
+        name = getattr(result, "task_name", "")
+        if name.startswith("DisastIR-"):
+            scores[name] = float(result.get_score())  # type: ignore[attr-defined]
+    return ScoreGrid(scores)
