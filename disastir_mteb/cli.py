@@ -29,18 +29,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import os
-
     from disastir_mteb.grid import grid_from_results
     from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks
 
-    if args.data:
-        if args.data == "sample":
-            from disastir_mteb.sample import sample_dir
-
-            os.environ["DISASTIR_DATA_DIR"] = str(sample_dir("small"))
-        else:
-            os.environ["DISASTIR_DATA_DIR"] = str(Path(args.data).expanduser().resolve())
+    _use_data(args.data)
     tasks = resolve_tasks(args.tasks, args.benchmarks)
     ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items() if getattr(args, name) is not None}
     if args.ann_dtype is not None:
@@ -108,6 +100,41 @@ def _report(args: argparse.Namespace) -> int:
         print(f"Wrote {len(written)} file(s) to {Path(args.out).resolve()}: "
               f"{', '.join(sorted({p.name for p in written if not p.name.startswith('heatmap-')}))} "
               f"and {sum(p.name.startswith('heatmap-') for p in written)} heatmap(s).")
+    return 0
+
+
+def _use_data(data: str | None) -> None:
+    """Point DISASTIR_DATA_DIR at ``data`` (a folder, or 'sample' for the bundled sample) for this process."""
+    import os
+
+    if not data:
+        return
+    if data == "sample":
+        from disastir_mteb.sample import sample_dir
+
+        os.environ["DISASTIR_DATA_DIR"] = str(sample_dir("small"))
+    else:
+        os.environ["DISASTIR_DATA_DIR"] = str(Path(data).expanduser().resolve())
+
+
+def _export(args: argparse.Namespace) -> int:
+    import time
+
+    from disastir_mteb.export import export_beir, export_mteb
+
+    _use_data(args.data)
+    say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    started = time.perf_counter()
+    if args.format == "beir":
+        folders = export_beir(args.out, args.tasks, gain=args.gain, overwrite=args.overwrite, progress=say)
+        what = f"{len(folders)} BEIR task folder(s)"
+    else:
+        if args.gain is not None:
+            raise ValueError("--gain applies to --format beir; the mteb export stores the exponential gain "
+                             "in 'score' and the raw grade in 'grade'.")
+        export_mteb(args.out, args.tasks, overwrite=args.overwrite, progress=say)
+        what = "an mteb-native Hugging Face dataset"
+    print(f"Wrote {what} to {Path(args.out).resolve()} in {time.perf_counter() - started:.1f} s.")
     return 0
 
 
@@ -216,6 +243,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="files to write into --out (default: md csv)")
     report.set_defaults(func=_report)
 
+    export = sub.add_parser("export", help="Write the tasks as BEIR folders or as an mteb-native Hugging Face "
+                                            "dataset (for upstreaming).")
+    export.add_argument("--format", required=True, choices=["beir", "mteb"])
+    export.add_argument("--out", required=True, help="target folder (absent or empty; --overwrite replaces an "
+                                                     "earlier export as a whole)")
+    export.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48)")
+    export.add_argument("--data", help="a folder in the published layout, or 'sample' (default: DISASTIR_DATA_DIR "
+                                       "or the Hub)")
+    export.add_argument("--gain", choices=["exponential", "linear"],
+                        help="BEIR qrels scores: exponential 2^g-1 (default, the authors' NDCG with pytrec_eval) "
+                             "or linear (the raw grade)")
+    export.add_argument("--overwrite", action="store_true")
+    export.add_argument("--quiet", action="store_true")
+    export.set_defaults(func=_export)
+
     sample = sub.add_parser("sample", help="Write a synthetic dataset in the published DisastIR layout.")
     sample.add_argument("--out", required=True, help="target folder (must be absent or empty)")
     sample.add_argument("--scale", default="small", choices=["small", "full"])
@@ -246,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (FileNotFoundError, ValueError, KeyError, FileExistsError, ImportError, NotImplementedError) as error:
+    except (FileNotFoundError, NotADirectoryError, FileExistsError, ValueError, KeyError, ImportError,
+            NotImplementedError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"disastir-mteb {args.command}: {message}", file=sys.stderr)
         return 2

@@ -58,8 +58,7 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str = "") -> Path:
     values[-1, -1] = np.nan if overall is None else 100 * overall
 
     figure, axes = plt.subplots(figsize=(10.5, 5.2))
-    colours = plt.get_cmap("YlGnBu").copy()
-    colours.set_bad("#f2f2f2")
+    colours = plt.get_cmap("YlGnBu").with_extremes(bad="#f2f2f2")
     image = axes.imshow(np.ma.masked_invalid(values), cmap=colours, vmin=0, vmax=100, aspect="auto")
     for row in range(values.shape[0]):
         for column in range(values.shape[1]):
@@ -77,9 +76,9 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str = "") -> Path:
                       fontweight="bold" if is_mean else "normal", color="white" if value > 60 else "#1a1a1a")
     axes.axhline(len(INTENTS) - 0.5, color="white", linewidth=3)
     axes.axvline(len(CATEGORIES) - 0.5, color="white", linewidth=3)
-    axes.set_xticks(range(len(CATEGORIES) + 1),
-                    [f"{c.value}\n{textwrap.fill(CATEGORY_FULL_NAMES[c], 14, break_long_words=False)}" for c in CATEGORIES] + ["Mean"],
-                    fontsize=8)
+    names = [textwrap.fill(CATEGORY_FULL_NAMES[c], 14, break_long_words=False) for c in CATEGORIES]
+    axes.set_xticks(range(len(CATEGORIES) + 1), [f"{c.value}\n{n}" for c, n in zip(CATEGORIES, names, strict=True)]
+                    + ["Mean"], fontsize=8)
     axes.set_yticks(range(len(INTENTS) + 1), [i.value for i in INTENTS] + ["Mean"], fontsize=9)
     axes.tick_params(length=0)
     for spine in axes.spines.values():
