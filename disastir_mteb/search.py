@@ -129,6 +129,7 @@ class SharedCorpusSearch:
         self.rankings: dict[tuple[str, str, str], RetrievalOutputType] = {}
         self._held: tuple[str, str] | None = None
         self._doc_ids: list[str] = []
+        self._embeddings: np.ndarray | None = None
         self._text_fingerprints: dict[str, str] = {}
         self.corpus_indexings = 0
         self.corpus_passes = 0
@@ -139,6 +140,16 @@ class SharedCorpusSearch:
     def indexed_passages(self) -> int:
         """Passages in the index now (the size of the shared corpus once a task has run)."""
         return len(self._doc_ids)
+
+    @property
+    def corpus_embeddings(self) -> np.ndarray | None:
+        """The held corpus vectors (row ``i`` = ``corpus_ids[i]``), e.g. to study ANN settings; None before a task."""
+        return self._embeddings
+
+    @property
+    def corpus_ids(self) -> list[str]:
+        """The ids of the held corpus, in row order."""
+        return list(self._doc_ids)
 
     @property
     def index_builds(self) -> int:
@@ -303,6 +314,7 @@ class SharedCorpusSearch:
         encode = self._encoder(task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
         embeddings = self._embed("corpus", texts, prompt, encode)
         self._doc_ids = [str(i) for i in corpus["id"]]
+        self._embeddings = embeddings
         if isinstance(self.index_backend, UsearchIndex) and self.store is not None:
             name, revision = self._model_key()
             self.index_backend.cache_dir = self.store.root
