@@ -103,6 +103,23 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _submit(args: argparse.Namespace) -> int:
+    from disastir_mteb.submit import submit, validate_submission
+
+    if args.check:
+        problems = validate_submission(args.out)
+        for problem in problems:
+            print(problem)
+        errors = sum(problem.severity == "error" for problem in problems)
+        print(f"{args.out}: {errors} error(s), {len(problems) - errors} warning(s).")
+        return 1 if errors else 0
+    if not args.results:
+        raise ValueError("submit needs a results folder (or --check to validate OUT only).")
+    report = submit(args.results, args.out, model=args.model, overwrite=args.overwrite)
+    print(report.to_text())
+    return 0 if report.ok else 1
+
+
 def _use_data(data: str | None) -> None:
     """Point DISASTIR_DATA_DIR at ``data`` (a folder, or 'sample' for the bundled sample) for this process."""
     import os
@@ -242,6 +259,15 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--format", nargs="*", choices=["md", "csv", "html"],
                         help="files to write into --out (default: md csv)")
     report.set_defaults(func=_report)
+
+    submit = sub.add_parser("submit", help="Copy plain runs into the embeddings-benchmark/results layout and validate "
+                                            "it like that repository's tests (exit 1 on errors).")
+    submit.add_argument("results", nargs="?", help="mteb results folder (output, model or revision level)")
+    submit.add_argument("--out", required=True, help="target: a clone of embeddings-benchmark/results or a new folder")
+    submit.add_argument("--model", help="the model to submit when the folder holds several (org/name)")
+    submit.add_argument("--overwrite", action="store_true", help="replace differing task files already in --out")
+    submit.add_argument("--check", action="store_true", help="only validate --out (no copying)")
+    submit.set_defaults(func=_submit)
 
     export = sub.add_parser("export", help="Write the tasks as BEIR folders or as an mteb-native Hugging Face "
                                             "dataset (for upstreaming).")

@@ -334,3 +334,17 @@ def test_each_check_catches_a_broken_copy(case: str, clean: Path, hashing_result
 
     errors = _errors(validate_submission(clean))
     assert any(p.path == path and re.search(expected, p.message) for p in errors), "\n".join(map(str, errors))
+
+
+def test_submit_command_line(minilm_results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from disastir_mteb import cli
+
+    out = tmp_path / "results-repo"
+    assert cli.main(["submit", str(minilm_results), "--out", str(out)]) == 0
+    assert "No errors: ready for a pull request" in capsys.readouterr().out
+    assert cli.main(["submit", "--check", "--out", str(out)]) == 0
+    meta = next(out.rglob("model_meta.json"))
+    meta.unlink()
+    assert cli.main(["submit", "--check", "--out", str(out)]) == 1
+    assert "model_meta.json" in capsys.readouterr().out
+    assert cli.main(["submit", str(tmp_path / "none"), "--out", str(out)]) == 2
