@@ -19,11 +19,18 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     try:
         with handle:
             handle.write(text)
+        os.chmod(handle.name, 0o666 & ~_umask())  # temporary files are private (0600); results are not
         os.replace(handle.name, path)
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: str | Path, payload: Any) -> Path:
