@@ -2,6 +2,7 @@
 
 Run: python benchmarks/ann_search.py [--n 239704 --q 9600 --dims 384 1024 --presets paper exact f16 i8 b1]
      python benchmarks/ann_search.py --runner [--runner-scale full]   (the 48-task runner part only)
+     python benchmarks/ann_search.py --runner --runner-model bundled --runner-passages 10000
 The vectors are synthetic but clustered like sentence embeddings: ``--clusters`` unit Gaussian
 centres plus noise of norm ~0.6, L2-normalised; each query is a random corpus point plus noise of
 norm ~0.5, normalised. Everything runs once, in this process, with cosine similarity.
@@ -21,7 +22,9 @@ norm ~0.5, normalised. Everything runs once, in this process, with cosine simila
   ANN with the paper preset, both in this process on one embedding store: index builds counted,
   run times, and the exact-vs-ANN table (Table 3 format, recall@10 of ANN against exact) from the
   per-query files; then the runner's exact backend (``ExactIndex``) against the NumPy baseline on
-  the same stored vectors.
+  the same stored vectors. ``--runner-model bundled --runner-passages N`` runs the same part with the
+  bundled all-MiniLM-L6-v2 (real sentence-embedding vectors) on a scaled synthetic corpus of N
+  passages, since encoding the full corpus with it takes about two hours here.
 """
 
 from __future__ import annotations
@@ -166,22 +169,38 @@ def run_runner(args: argparse.Namespace) -> None:
     from disastir_mteb.store import EmbeddingStore
     from disastir_mteb.taxonomy import TASK_NAMES
 
-    os.environ["DISASTIR_DATA_DIR"] = str(sample_dir(args.runner_scale))
     work = Path(tempfile.mkdtemp(prefix="ann-runner-"))
+    if args.runner_passages:
+        from disastir_mteb.sample import SampleScale, write_sample
+
+        n = args.runner_passages
+        scale = SampleScale(f"ann{n}", n_passages=n, queries_per_task=min(200, n // 96), judged_per_query=30,
+                            passage_words=120)
+        data = write_sample(work / "data", scale=scale)
+        described = f"{n:,}-passage synthetic corpus"
+    else:
+        data, described = sample_dir(args.runner_scale), f"{args.runner_scale} synthetic sample"
+    os.environ["DISASTIR_DATA_DIR"] = str(data)
     store = EmbeddingStore(work / "store")
-    print(f"runner: {args.runner_scale} synthetic sample, 48 tasks, HashingEncoder d=384, store {work}", flush=True)
-    exact = SharedCorpusSearch(HashingEncoder(), store=store, progress=False)
+    if args.runner_model == "bundled":
+        from disastir_mteb.bundled import load_bundled_model
+
+        model, label = load_bundled_model(), "bundled all-MiniLM-L6-v2"
+    else:
+        model, label = HashingEncoder(), "HashingEncoder d=384"
+    print(f"runner: {described}, 48 tasks, {label}, store {work}", flush=True)
+    exact = SharedCorpusSearch(model, store=store, progress=False)
     seconds, _ = timed(lambda: evaluate(exact, TASK_NAMES, output_folder=work / "results", show_progress=False))
     print(f"  exact run: {seconds:.1f} s incl. encoding {exact.passages_encoded:,} passages and "
           f"{exact.queries_encoded:,} queries; {exact.index_builds} index load(s), {exact.corpus_passes} "
           "search pass(es)", flush=True)
-    ann = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, ann="paper")
+    ann = SharedCorpusSearch(model, store=store, progress=False, ann="paper")
     seconds, _ = timed(lambda: evaluate(ann, TASK_NAMES, search="ann", output_folder=work / "results",
                                         show_progress=False))
     print(f"  ANN run ({ann.describe_search()}): {seconds:.1f} s; index builds {ann.index_builds} (target 1), "
           f"loads {ann.index_loads}, {ann.passages_encoded} passages encoded, {ann.corpus_passes} search pass(es), "
           f"index {ann.index_backend.memory_bytes / 2**20:.0f} MB", flush=True)
-    again = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, ann="paper")
+    again = SharedCorpusSearch(model, store=store, progress=False, ann="paper")
     seconds, _ = timed(lambda: evaluate(again, TASK_NAMES, search="ann", output_folder=work / "again",
                                         show_progress=False))
     print(f"  ANN rerun, new process state: {seconds:.1f} s; index builds {again.index_builds}, "
@@ -190,11 +209,10 @@ def run_runner(args: argparse.Namespace) -> None:
     exact_set = sets.pop("exact")
     print(compare_sets(exact_set, next(iter(sets.values()))).to_text(), flush=True)
 
-    corpus = np.asarray(exact.index_backend._documents, np.float32)  # the stored vectors the runner searched
-    data = Path(os.environ["DISASTIR_DATA_DIR"])
-    texts = [row["user_query"].strip() for path in sorted((data / "query").glob("*.json"))
+    corpus = np.asarray(exact.corpus_embeddings, np.float32)  # the stored vectors the runner searched
+    texts = [row["user_query"].strip() for path in sorted((Path(data) / "query").glob("*.json"))
              for row in json.loads(path.read_text(encoding="utf-8"))]
-    queries = HashingEncoder().embed(texts)
+    queries = model.model.encode(texts, batch_size=64) if args.runner_model == "bundled" else model.embed(texts)
     backend = ExactIndex()
     backend.add_documents(corpus, [str(i) for i in range(len(corpus))])
     exact_time, _ = timed(lambda: backend.search(queries, TOP_K, cos_sim))
@@ -221,6 +239,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runner", action="store_true", help="only the 48-task runner part")
     parser.add_argument("--runner-scale", default="full", choices=["small", "full"])
+    parser.add_argument("--runner-model", default="hashing", choices=["hashing", "bundled"])
+    parser.add_argument("--runner-passages", type=int, default=None, help="a scaled corpus instead of --runner-scale")
     args = parser.parse_args()
     if args.runner:
         started = time.perf_counter()

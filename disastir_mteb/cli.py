@@ -24,7 +24,8 @@ _ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add"
 def _demo(args: argparse.Namespace) -> int:
     from disastir_mteb.demo import run_demo
 
-    run_demo(output_folder=args.output_folder, scale=args.scale, show_progress=not args.quiet)
+    run_demo(output_folder=args.output_folder, scale=args.scale, show_progress=not args.quiet,
+             report=None if args.no_report else args.report)
     return 0
 
 
@@ -205,9 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="disastir-mteb", description="DisastIR benchmark tools for mteb.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="Evaluate the bundled small model on the sample data (offline), print the grid.")
+    demo = sub.add_parser("demo", help="Evaluate the bundled small model on the sample data (offline), print "
+                                       "the grid, write a report with its heatmap.")
     demo.add_argument("--output-folder", default="results", help="mteb results folder (default: ./results)")
     demo.add_argument("--scale", default="small", choices=["small", "full"], help="sample size (default: small)")
+    demo.add_argument("--report", default="report", help="folder for the report and heatmap (default: ./report)")
+    demo.add_argument("--no-report", action="store_true", help="print the grid only")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(func=_demo)
 

@@ -18,11 +18,11 @@ __all__ = ["run_demo"]
 
 
 def run_demo(*, output_folder: str | Path = "results", scale: str = "small", show_progress: bool = True,
-             echo: bool = True) -> ScoreGrid:
+             echo: bool = True, report: str | Path | None = "report") -> ScoreGrid:
     """Evaluate the bundled model on the sample data; results go to ``output_folder`` (mteb layout).
 
     ``DISASTIR_DATA_DIR`` is pointed at the generated sample for this process, so the tasks
-    read it instead of the Hub.
+    read it instead of the Hub. ``report``: a folder for the Markdown report and its heatmap (None: none).
     """
     from disastir_mteb.bundled import load_bundled_model
     from disastir_mteb.runner import evaluate
@@ -52,4 +52,14 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
     say(f"Corpus of {corpus_size} passages: {searcher.passages_encoded} encoded now, "
         f"{corpus_size - searcher.passages_encoded} from the cache; {searcher.corpus_indexings} index for "
         f"{len(tasks)} tasks; {time.perf_counter() - started:.0f} s; results in {Path(output_folder).resolve()}")
+    if report is not None:
+        import mteb
+
+        from disastir_mteb.report import write_report
+        from disastir_mteb.results import load_result_set
+
+        folder = mteb.ResultCache(Path(output_folder)).get_task_result_path(tasks[0].metadata.name,
+                                                                              searcher.mteb_model_meta).parent
+        written = write_report([load_result_set(folder)], report, formats=["md"])
+        say(f"Report with heatmap: {next(p for p in written if p.suffix == '.md').resolve()}")
     return grid

@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from disastir_mteb.grid import ScoreGrid
-from disastir_mteb.per_query import FOLDER, PerQuery, per_query_file, read_per_query
+from disastir_mteb.per_query import PerQuery, per_query_file, read_per_query
+from disastir_mteb.taxonomy import TASK_NAMES
 
 __all__ = ["ResultSet", "find_result_sets", "load_result_set", "resolve_result_set"]
+
+_TASKS = frozenset(TASK_NAMES)
+
+
+def _task_files(paths: object) -> list[Path]:
+    """Only files named exactly after a DisastIR task (not ``<Task>_predictions.json`` and the like)."""
+    return sorted(path for path in paths if path.stem in _TASKS)  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -93,7 +101,7 @@ def load_result_set(folder: str | Path) -> ResultSet:
         ValueError: a task file is not an mteb result.
     """
     folder = Path(folder)
-    files = sorted(folder.glob("DisastIR-*.json"))
+    files = _task_files(folder.glob("DisastIR-*.json"))
     if not files:
         raise FileNotFoundError(f"{folder} holds no DisastIR result files (DisastIR-*.json).")
     meta_path = folder / "model_meta.json"
@@ -116,7 +124,7 @@ def find_result_sets(path: str | Path) -> list[Path]:
         raise FileNotFoundError(f"No results at {path}: the folder does not exist.")
     if path.is_file():
         path = path.parent
-    folders = {file.parent for file in path.rglob("DisastIR-*.json") if file.parent.name != FOLDER}
+    folders = {file.parent for file in _task_files(path.rglob("DisastIR-*.json"))}
     return sorted(folders)
 
 

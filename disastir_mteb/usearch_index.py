@@ -107,7 +107,7 @@ class AnnParams:
 
     def describe(self) -> str:
         """One line, e.g. ``HNSW ip f32 M=16 efC=128 ef=64 k=10 threads=1``."""
-        k = f" k={self.k}" if self.k is not None else ""
+        k = f" k={self.k if self.k is not None else 'all'}"
         if self.exact:
             return f"USearch exact {self.metric} {self.dtype}{k} threads={self.threads}"
         rescore = f" rescore x{self.rescore}" if self.rescore else ""
@@ -115,16 +115,12 @@ class AnnParams:
                 f"ef={self.expansion_search}{k} threads={self.threads}{rescore}")
 
     def label(self) -> str:
-        """Every parameter in a short, file-name-safe form, e.g. ``hnsw-ip-f32-M16-efC128-ef64-k10-t1``.
+        """:meth:`describe` in a short, file-name-safe form, e.g. ``hnsw-ip-f32-M16-efC128-ef64-k10-t1``.
 
         Used as the mteb experiment setting of ANN runs, so each configuration has its own results folder.
         """
-        k = f"-k{self.k}" if self.k is not None else "-kall"
-        if self.exact:
-            return f"exact-{self.metric}-{self.dtype}{k}-t{self.threads}"
-        rescore = f"-x{self.rescore}" if self.rescore else ""
-        return (f"hnsw-{self.metric}-{self.dtype}-M{self.connectivity}-efC{self.expansion_add}-"
-                f"ef{self.expansion_search}{k}-t{self.threads}{rescore}")
+        text = self.describe().replace("USearch exact", "exact").replace("HNSW", "hnsw")
+        return text.replace("threads=", "t").replace("rescore x", "x").replace("=", "").replace(" ", "-")
 
     @property
     def digest(self) -> str:

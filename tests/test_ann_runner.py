@@ -104,12 +104,17 @@ def test_cli_exact_and_ann_runs_then_compare(on_sample: Path, cache_dir: Path, t
     table = capsys.readouterr().out
     assert "Ex. Avg" in table and "8 of 48 tasks in both sets" in table
     qa = next(line for line in table.splitlines() if line.startswith("QA "))
-    assert len(qa.split()) == 5 and float(qa.split()[-1]) > 0.9  # exact, ANN, drop %, recall@10
+    assert float(qa.split()[4]) > 0.9  # intent, exact, ANN, drop %, recall@10, B - A, 95% CI, p
 
-    assert cli.main([*common, "--instructions", "none"]) == 0  # a third set: one folder is now ambiguous
+    assert cli.main([*common, "--instructions", "none"]) == 0  # a third set: pairs form by model and settings
+    capsys.readouterr()
+    assert cli.main(["compare", str(out)]) == 0
+    exact_line = capsys.readouterr().out.splitlines()[0]
+    assert exact_line.startswith("Exact: sentence-transformers/all-MiniLM-L6-v2  [") and "experiments" not in exact_line
+    assert cli.main([*common, "--search", "ann"]) == 0  # a second ANN set of the same model: ambiguous
     capsys.readouterr()
     assert cli.main(["compare", str(out)]) == 2
-    assert "holds 3" in capsys.readouterr().err
+    assert "Two result sets of sentence-transformers/all-MiniLM-L6-v2" in capsys.readouterr().err
     assert cli.main(["compare", str(tmp_path / "nowhere"), str(out)]) == 2
     assert "No results at" in capsys.readouterr().err
     assert cli.main([*common, "--search", "ann", "--ann-preset", "hnsw"]) == 2

@@ -20,7 +20,7 @@ def test_demo_evaluates_all_48_tasks_with_one_corpus_encoding(
     monkeypatch.setenv("DISASTIR_CACHE_DIR", str(cache_dir))
     monkeypatch.setenv("DISASTIR_DATA_DIR", "")  # the demo points it at the sample itself
     tasks._task_files.cache_clear()
-    grid = run_demo(output_folder=tmp_path / "results", show_progress=False)
+    grid = run_demo(output_folder=tmp_path / "results", show_progress=False, report=tmp_path / "report")
     tasks._task_files.cache_clear()
     assert os.environ["DISASTIR_DATA_DIR"] == str(sample_data)
 
@@ -31,6 +31,10 @@ def test_demo_evaluates_all_48_tasks_with_one_corpus_encoding(
     out = capsys.readouterr().out
     assert f"Corpus of {corpus_size} passages: " in out and "1 index for 48 tasks" in out
     assert "QAdoc" in out and "Mean" in out and f"{100 * grid.overall():.2f}" in out
-    written = list((tmp_path / "results").rglob("DisastIR-*.json"))
+    written = [path for path in (tmp_path / "results").rglob("DisastIR-*.json") if path.stem in TASK_NAMES]
     assert len(written) == 48
+    assert len(list((tmp_path / "results").rglob("*_per_query.json"))) == 48
+    report = (tmp_path / "report" / "report.md").read_text()
+    heatmap = next((tmp_path / "report").glob("heatmap-*.png"))
+    assert heatmap.name in report and heatmap.read_bytes()[:4] == b"\x89PNG" and "Report with heatmap" in out
     assert json.loads(written[0].read_text())["scores"]["test"][0]["main_score"] > 0
