@@ -15,6 +15,7 @@ from disastir_mteb.adapter import with_instructions  # noqa: E402
 from disastir_mteb.instructions import INSTRUCTION_SETS, TEMPLATES  # noqa: E402
 from disastir_mteb.runner import evaluate  # noqa: E402
 from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION, get_tasks  # noqa: E402
+from disastir_mteb.usearch_index import PRESETS, AnnParams, UsearchIndex  # noqa: E402
 
 __all__ = [
     "CATEGORIES",
@@ -22,10 +23,13 @@ __all__ = [
     "DATASET_REVISION",
     "INSTRUCTION_SETS",
     "INTENTS",
+    "PRESETS",
     "TASK_NAMES",
     "TEMPLATES",
+    "AnnParams",
     "Category",
     "Intent",
+    "UsearchIndex",
     "evaluate",
     "get_tasks",
     "register",

@@ -78,6 +78,9 @@ def test_equal_to_exact_top_k(data: Any, params: AnnParams, similarity: str) -> 
 
 
 def test_paper_parameters_reach_usearch(data: Any) -> None:
+    import disastir_mteb
+
+    assert disastir_mteb.UsearchIndex is UsearchIndex and disastir_mteb.PRESETS["paper"] == AnnParams()
     docs, _, ids = data
     index = UsearchIndex("paper")
     assert index.usearch_index is None  # built at the first search, which knows the similarity
