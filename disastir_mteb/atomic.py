@@ -8,17 +8,22 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_json_atomic", "write_text_atomic"]
+__all__ = ["write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically; readers see the old file or the new one."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; readers see the old file or the new one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, suffix=".tmp", delete=False)
+    handle = tempfile.NamedTemporaryFile("wb", dir=path.parent, suffix=".tmp", delete=False)
     try:
         with handle:
-            handle.write(text)
+            handle.write(data)
         os.chmod(handle.name, 0o666 & ~_umask())  # temporary files are private (0600); results are not
         os.replace(handle.name, path)
     except BaseException:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
+from disastir_mteb.atomic import write_bytes_atomic
 from disastir_mteb.results import ResultSet, find_result_sets, load_result_set
 from disastir_mteb.taxonomy import TASK_NAMES
 
@@ -164,7 +163,7 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
                               "pass overwrite=True (--overwrite) to replace them.")
     for path, data in writes.items():
         if path not in unchanged:
-            _write_atomic(path, data)
+            write_bytes_atomic(path, data)
     model_dirs = sorted({path.parent.parent for path in writes})
     return SubmissionReport(folder=root, sources=tuple(s.folder for s in sources),
                             skipped=tuple(s.folder for s in skipped), written=tuple(sorted(set(writes) - unchanged)),
@@ -249,18 +248,6 @@ def _merge_run_settings(source: Path, target: Path, tasks: set[str]) -> bytes | 
     theirs = [line for line in target.read_text(encoding="utf-8").splitlines()
               if line.strip() and _line_task(line) not in tasks] if target.is_file() else []
     return "".join(line + "\n" for line in (*theirs, *ours)).encode("utf-8")
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile("wb", dir=path.parent, suffix=".tmp", delete=False)
-    try:
-        with handle:
-            handle.write(data)
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
 
 
 def _version(value: object) -> Version | None:
