@@ -339,7 +339,7 @@ def export_mteb(
                 pq.write_table(_arrow(shared), tmp / "corpus" / "test.parquet")
             _check_corpus(shared, data["corpus"], name)
             subset = mteb_subset(name)
-            grades = task._grades[task.metadata.eval_splits[0]]  # raw grades kept by the task beside its gains
+            grades = task.grades(task.metadata.eval_splits[0])  # raw grades kept by the task beside its gains
             rows: dict[str, list[Any]] = {"query-id": [], "corpus-id": [], "score": [], "grade": []}
             for query_id, judged in data["relevant_docs"].items():
                 for doc_id, score in judged.items():

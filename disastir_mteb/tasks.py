@@ -173,6 +173,16 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             raise ValueError(f"Unknown gain {self.gain!r}; expected one of {list(GAINS)}.")
         self._grades: dict[str, dict[str, dict[str, int]]] = {}
 
+    def grades(self, split: str = "test") -> dict[str, dict[str, int]]:
+        """The raw judgement grades {query id: {passage id: grade}} of a loaded split (the qrels hold gains).
+
+        Raises:
+            ValueError: the task's data is not loaded.
+        """
+        if split not in self._grades:
+            raise ValueError(f"{self.metadata.name}: no grades for split {split!r}; call load_data() first.")
+        return self._grades[split]
+
     def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
         """Load this task's queries and judgements and the shared corpus (read once per process)."""
         if self.data_loaded:
