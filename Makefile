@@ -29,4 +29,4 @@ wheel-check:  ## a non-editable install in a fresh venv finds the tasks without 
 	bash .ci/wheel_check
 
 clean:
-	rm -rf $(VENV) .venv-wheel dist build results
+	rm -rf $(VENV) .venv-wheel dist build results report
