@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import write_layout
-from disastir_mteb import submit as submit_module
+from disastir_mteb import submission_checks
 from disastir_mteb.hashing_encoder import HashingEncoder
 from disastir_mteb.runner import evaluate
 from disastir_mteb.submit import Problem, submit, validate_submission
@@ -328,7 +328,7 @@ def test_each_check_catches_a_broken_copy(case: str, clean: Path, hashing_result
     source = hashing_results / "results" / "disastir-mteb__hashing-encoder" / "1"
     assert _errors(validate_submission(clean)) == []
     if case == "oversize file":
-        monkeypatch.setattr(submit_module, "MAX_FILE_BYTES", 1_000)
+        monkeypatch.setattr(submission_checks, "MAX_FILE_BYTES", 1_000)
     breaker, expected = BREAKAGES[case]
     path = breaker(rev, source) if case in ("experiments folder", "per-query folder") else breaker(rev)
 
