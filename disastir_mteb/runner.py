@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+_DISASTIR_TASKS = frozenset(TASK_NAMES)
+
 __all__ = ["build_search", "check_search", "evaluate", "load_model", "resolve_tasks"]
 
 Search = Literal["exact", "ann"]
@@ -199,8 +201,9 @@ def evaluate(
         started = time.perf_counter()
         if not task.data_loaded:
             task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
+        rerun = overwrite or _lacks_per_query(searcher, task, cache)
         result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=show_progress,
-                               overwrite_strategy="always" if overwrite else "only-missing")
+                               overwrite_strategy="always" if rerun else "only-missing")
         task_results.extend(result.task_results)
         _write_per_query(searcher, task, cache)
         if task.metadata.name not in preloaded:
@@ -227,6 +230,19 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
         return  # results came from mteb's cache, the data was unloaded, or several splits (one file per task)
     record = score_queries(task.metadata.name, found[0], dataset[subsets[0]][splits[0]]["relevant_docs"])
     write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)), record)
+
+
+def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
+    """Whether mteb holds the task's result but its per-query file is missing (a run killed in between).
+
+    Such a task is evaluated again (from the stored embeddings) so that the file appears.
+    """
+    from disastir_mteb.per_query import per_query_path
+
+    if task.metadata.name not in _DISASTIR_TASKS:
+        return False
+    result_path = cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)
+    return result_path.is_file() and not per_query_path(result_path).is_file()
 
 
 def _split_missing(dataset: Any, subset: str, split: str) -> bool:

@@ -119,3 +119,15 @@ def test_cli_exact_and_ann_runs_then_compare(on_sample: Path, cache_dir: Path, t
     assert "No results at" in capsys.readouterr().err
     assert cli.main([*common, "--search", "ann", "--ann-preset", "hnsw"]) == 2
     assert "Unknown preset 'hnsw'" in capsys.readouterr().err
+
+
+def test_a_result_without_its_per_query_file_is_evaluated_again(on_sample: Path, tmp_path: Path) -> None:
+    """A run killed between mteb's result file and the per-query file: the rerun writes the missing file."""
+    evaluate(HashingEncoder(), TASK_NAMES[:2], cache_dir=False, output_folder=tmp_path, show_progress=False)
+    results = resolve_result_set(tmp_path)
+    lost = results.folder / "disastir_per_query" / f"{TASK_NAMES[0]}_per_query.json"
+    kept = results.folder / "disastir_per_query" / f"{TASK_NAMES[1]}_per_query.json"
+    before = kept.stat().st_mtime_ns
+    lost.unlink()
+    evaluate(HashingEncoder(), TASK_NAMES[:2], cache_dir=False, output_folder=tmp_path, show_progress=False)
+    assert lost.is_file() and kept.stat().st_mtime_ns == before  # only the incomplete task ran again
