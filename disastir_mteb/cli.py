@@ -21,9 +21,23 @@ _ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add"
                 "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
 
 
+def _quiet(quiet: bool) -> None:
+    """With ``--quiet``, also silence the progress bars of datasets, transformers and the Hub client."""
+    if not quiet:
+        return
+    import datasets
+    import huggingface_hub
+    import transformers
+
+    datasets.disable_progress_bars()
+    huggingface_hub.utils.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+
+
 def _demo(args: argparse.Namespace) -> int:
     from disastir_mteb.demo import run_demo
 
+    _quiet(args.quiet)
     run_demo(output_folder=args.output_folder, scale=args.scale, show_progress=not args.quiet,
              report=None if args.no_report else args.report)
     return 0
@@ -34,6 +48,7 @@ def _run(args: argparse.Namespace) -> int:
     from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks
 
     _use_data(args.data)
+    _quiet(args.quiet)
     tasks = resolve_tasks(args.tasks, args.benchmarks)
     ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items() if getattr(args, name) is not None}
     if args.ann_dtype is not None:
@@ -141,6 +156,7 @@ def _export(args: argparse.Namespace) -> int:
     from disastir_mteb.export import export_beir, export_mteb
 
     _use_data(args.data)
+    _quiet(args.quiet)
     say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.perf_counter()
     if args.format == "beir":
