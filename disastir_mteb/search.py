@@ -125,7 +125,8 @@ class SharedCorpusSearch:
         self.devices = _resolve_devices(devices)
         self._prefetched: dict[_PrefetchKey, tuple[int, dict[str, dict[str, float]]]] = {}
         self.index_backend: ExactIndex | UsearchIndex = (
-            ExactIndex(keep_on_clear=True) if self.ann is None else UsearchIndex(self.ann, keep_on_clear=True))
+            ExactIndex(keep_on_clear=True) if self.ann is None
+            else UsearchIndex(self.ann, keep_on_clear=True, progress=progress))
         self.rankings: dict[tuple[str, str, str], RetrievalOutputType] = {}
         self._held: tuple[str, str] | None = None
         self._doc_ids: list[str] = []
