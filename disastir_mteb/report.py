@@ -241,7 +241,10 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
         for result in sets:
             written.append(heatmap(result.grid, out / f"heatmap-{_slug(result)}.png",
                                    title=f"{result.model} ({_setting(result)}): NDCG@10"))
-        labels = {f"{r.model.split('/')[-1]} ({_setting(r)})": r for r in sets}
+        labels: dict[str, ResultSet] = {}
+        for r in sets:  # a second revision of the same model and setting gets its revision in the legend
+            label = f"{r.model.split('/')[-1]} ({_setting(r)})"
+            labels[label if label not in labels else f"{label} @{r.revision[:8]}"] = r
         published = {}
         for label, result in labels.items():
             record = next(iter(published_for(result.model)), None)
