@@ -75,9 +75,19 @@ def _signed(value: float | None) -> str:
     return f"{100 * value:+.2f}" if value is not None else "–"
 
 
-def _slug(result: ResultSet) -> str:
-    text = f"{result.model}-{result.revision[:8]}" + "".join(f"-{v}" for _, v in sorted(result.experiment.items()))
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:120]
+def _heatmap_names(sets: Sequence[ResultSet]) -> list[str]:
+    """One heatmap file name per set, from model, revision and settings; numbered where they repeat."""
+    def slug(result: ResultSet) -> str:
+        text = f"{result.model}-{result.revision[:8]}" + "".join(f"-{v}" for _, v in sorted(result.experiment.items()))
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:120]
+
+    slugs = [slug(result) for result in sets]
+    seen: dict[str, int] = {}
+    names = []
+    for name in slugs:
+        seen[name] = seen.get(name, 0) + 1
+        names.append(f"heatmap-{name}.png" if slugs.count(name) == 1 else f"heatmap-{name}-{seen[name]}.png")
+    return names
 
 
 def _setting(result: ResultSet) -> str:
@@ -134,12 +144,12 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
                 f"{len(r.scores)}/48"] for r in sets])]
     if figures:
         blocks.append(Image("intents.png", "Per-intent NDCG@10 of every result set (black ticks: published)."))
-    for result in sets:
+    for result, heatmap_file in zip(sets, _heatmap_names(sets), strict=True):
         blocks += [Heading(f"{result.model} ({_setting(result)})"),
                    Paragraph(f"Revision {result.revision}; {len(result.scores)} of 48 tasks; results in "
                              f"`{result.folder}`.")]
         if figures:
-            blocks.append(Image(f"heatmap-{_slug(result)}.png", f"NDCG@10 of {result.label}."))
+            blocks.append(Image(heatmap_file, f"NDCG@10 of {result.label}."))
         blocks.append(grid_table(result.grid))
         missing = [name for name in (f"DisastIR-{i.value}-{c.value}" for i in INTENTS for c in CATEGORIES)
                    if name not in result.scores]
@@ -238,8 +248,8 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
     if figures:
         from disastir_mteb.plots import heatmap, intent_bars
 
-        for result in sets:
-            written.append(heatmap(result.grid, out / f"heatmap-{_slug(result)}.png",
+        for result, heatmap_file in zip(sets, _heatmap_names(sets), strict=True):
+            written.append(heatmap(result.grid, out / heatmap_file,
                                    title=f"{result.model} ({_setting(result)}): NDCG@10"))
         labels: dict[str, ResultSet] = {}
         for r in sets:  # a second revision of the same model and setting gets its revision in the legend

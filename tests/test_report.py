@@ -64,7 +64,7 @@ def test_report_puts_published_numbers_beside_ours_and_shows_missing(tmp_path: P
     written = write_report([complete, partial], tmp_path / "report", formats=["md", "csv", "html"])
     names = {path.name for path in written}
     assert {"report.md", "report.html", "scores.csv", "intents.png"} <= names
-    assert len([n for n in names if n.startswith("heatmap-")]) == 1  # same model and settings: one file name
+    assert len([n for n in names if n.startswith("heatmap-")]) == 2  # same model and settings, two folders
     for path in written:
         if path.suffix == ".png":
             assert path.read_bytes()[:8] == PNG and path.stat().st_size > 20_000
