@@ -192,6 +192,7 @@ def evaluate(
         searcher = build_search(model, instructions=instructions, template=template, ann=ann,
                                 instruct_passages=instruct_passages, cache_dir=cache_dir, progress=show_progress)
     cache = mteb.ResultCache(Path(output_folder)) if output_folder is not None else mteb.ResultCache()
+    searcher.keep_rankings = True  # per-query files need each task's search results
     preloaded = {task.metadata.name for task in task_list if task.data_loaded}
     if len(task_list) > 1:
         searcher.prefetch(task_list)  # one pass over the corpus (one ANN search) for every DisastIR task's queries

@@ -102,8 +102,9 @@ class SharedCorpusSearch:
         corpus_passes: searches run over the index (one for all tasks when prefetched).
         index_builds: search structures built (HNSW graphs; for exact search, corpus loads into the
             index); ``index_loads``: ANN indexes memory-mapped from the cache instead.
-        rankings: the last search's results by (task, split, subset), for per-query scores; the
-            runner takes each task's out once it is scored.
+        rankings: with ``keep_rankings`` set (the runner sets it), the last search's results by
+            (task, split, subset), for per-query scores; the runner takes each task's out once it
+            is scored. Off by default, so plain ``mteb.evaluate`` does not accumulate them.
         mteb_model_meta: the model's metadata; with ``ann`` its ``experiment_kwargs`` also hold
             ``disastir_search`` = the parameters' :meth:`~disastir_mteb.usearch_index.AnnParams.label`.
     """
@@ -128,6 +129,7 @@ class SharedCorpusSearch:
             ExactIndex(keep_on_clear=True) if self.ann is None
             else UsearchIndex(self.ann, keep_on_clear=True, progress=progress))
         self.rankings: dict[tuple[str, str, str], RetrievalOutputType] = {}
+        self.keep_rankings = False
         self._held: tuple[str, str] | None = None
         self._doc_ids: list[str] = []
         self._embeddings: np.ndarray | None = None
@@ -351,5 +353,6 @@ class SharedCorpusSearch:
 
     def _keep_ranking(self, task: str, split: str, subset: str, results: RetrievalOutputType) -> RetrievalOutputType:
         """Remember the last search of each task for per-query scores; return ``results`` unchanged."""
-        self.rankings[(task, split, subset)] = results
+        if self.keep_rankings:
+            self.rankings[(task, split, subset)] = results
         return results
