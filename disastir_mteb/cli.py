@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
 
     run = sub.add_parser("run", help="Evaluate a model on DisastIR tasks (corpus encoded once), optionally with "
-                                     "per-intent instructions.")
+                                     "per-intent instructions; exact or USearch ANN search.")
     run.add_argument("-m", "--model", required=True,
                      help="a model name for mteb.get_model (HF cache or Hub), or 'bundled' for the packaged MiniLM")
     run.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48)")
