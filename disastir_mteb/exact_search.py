@@ -55,6 +55,29 @@ def _writable_block(block: np.ndarray) -> np.ndarray:
     return np.array(block, dtype=np.float32, order="C", copy=True)
 
 
+def _as_documents(embeddings: Any, idxs: list[str]) -> tuple[list[str], np.ndarray]:
+    """(ids, vectors) for an index backend's ``add_documents``, one row per id.
+
+    A 2-D NumPy array is kept as it is (float16 memory maps stay float16: searches upcast per
+    block); anything else becomes float32.
+
+    Raises:
+        ValueError: the array is not 2-D or its row count differs from ``len(idxs)``.
+    """
+    ids = list(idxs)
+    plain = not hasattr(embeddings, "detach") and isinstance(embeddings, np.ndarray) and embeddings.ndim == 2
+    documents = embeddings if plain else _as_float32(embeddings, "document embeddings")
+    if documents.ndim != 2 or len(documents) != len(ids):
+        raise ValueError(f"add_documents got {len(ids)} ids but embeddings of shape {documents.shape}; "
+                         "expected one row per id.")
+    return ids, documents
+
+
+def _same_documents(ids: list[str], documents: np.ndarray, held_ids: list[str], held: np.ndarray | None) -> bool:
+    """Whether ``ids``/``documents`` are what a backend already holds (the next task's same corpus)."""
+    return held is not None and ids == held_ids and (documents is held or np.array_equal(documents, held))
+
+
 def _exact_top(scores: np.ndarray, ids: np.ndarray | int, top_k: int, torch: Any) -> tuple[np.ndarray, np.ndarray]:
     """The exact top-``top_k`` set of each row of ``scores``, ties at the boundary going to lower ids.
 
@@ -263,16 +286,8 @@ class ExactIndex:
         Raises:
             ValueError: the row count differs from ``len(idxs)`` or the array is not 2-D.
         """
-        ids = list(idxs)
-        if not hasattr(embeddings, "detach") and isinstance(embeddings, np.ndarray) and embeddings.ndim == 2:
-            documents = embeddings  # keep float16 memory maps as they are: search upcasts per block
-        else:
-            documents = _as_float32(embeddings, "document embeddings")
-        if documents.ndim != 2 or len(documents) != len(ids):
-            raise ValueError(f"add_documents got {len(ids)} ids but embeddings of shape {documents.shape}; "
-                             "expected one row per id.")
-        if self.keep_on_clear and self._documents is not None and ids == self.idxs and (
-                documents is self._documents or np.array_equal(documents, self._documents)):
+        ids, documents = _as_documents(embeddings, idxs)
+        if self.keep_on_clear and _same_documents(ids, documents, self.idxs, self._documents):
             self.adds_skipped += 1
             return
         self.idxs, self._documents, self._unit_documents = ids, documents, None

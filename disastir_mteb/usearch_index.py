@@ -28,7 +28,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from disastir_mteb.exact_search import ExactIndex, Similarity, _as_float32, _normalised, similarity_kind
+from disastir_mteb.exact_search import (
+    ExactIndex,
+    Similarity,
+    _as_documents,
+    _as_float32,
+    _normalised,
+    _same_documents,
+    similarity_kind,
+)
 from disastir_mteb.store import _replace_atomic, fingerprint_texts
 
 if TYPE_CHECKING:
@@ -264,14 +272,8 @@ class UsearchIndex:
 
     def add_documents(self, embeddings: Array, idxs: list[str]) -> None:
         """Hold ``embeddings`` (one row per id), replacing earlier documents unless they are the same."""
-        ids = list(idxs)
-        plain = isinstance(embeddings, np.ndarray) and embeddings.ndim == 2  # float16 memory maps stay as they are
-        documents = embeddings if plain else _as_float32(embeddings, "document embeddings")
-        if len(documents) != len(ids):
-            raise ValueError(f"add_documents got {len(ids)} ids but embeddings of shape {documents.shape}; "
-                             "expected one row per id.")
-        if self._documents is not None and ids == self.idxs and (
-                documents is self._documents or np.array_equal(documents, self._documents)):
+        ids, documents = _as_documents(embeddings, idxs)
+        if _same_documents(ids, documents, self.idxs, self._documents):
             self.builds_skipped += 1
             return
         self._reset()
