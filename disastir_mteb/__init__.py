@@ -15,7 +15,6 @@ from disastir_mteb.adapter import with_instructions  # noqa: E402
 from disastir_mteb.instructions import INSTRUCTION_SETS, TEMPLATES  # noqa: E402
 from disastir_mteb.runner import evaluate  # noqa: E402
 from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION, get_tasks  # noqa: E402
-from disastir_mteb.usearch_index import PRESETS, AnnParams, UsearchIndex  # noqa: E402
 
 __all__ = [
     "CATEGORIES",
@@ -35,3 +34,14 @@ __all__ = [
     "register",
     "with_instructions",
 ]
+
+_LAZY = {"PRESETS", "AnnParams", "UsearchIndex"}  # from usearch_index: kept out of every `import mteb` (~10 ms)
+
+
+def __getattr__(name: str) -> object:
+    """The ANN names, imported on first use (the autoload hook imports this package whenever mteb loads)."""
+    if name in _LAZY:
+        from disastir_mteb import usearch_index
+
+        return getattr(usearch_index, name)
+    raise AttributeError(f"module 'disastir_mteb' has no attribute {name!r}")
