@@ -110,10 +110,14 @@ def build_search(
     devices: Sequence[str] | str | None = "auto",
     progress: bool = True,
     ann: AnnParams | None = None,
+    batch_size: int | None = None,
+    precision: str | None = None,
+    tokenize_threads: int | None = None,
 ) -> SharedCorpusSearch:
     """The search model the runner evaluates: model -> instructions -> store -> ``SharedCorpusSearch``.
 
-    Arguments as in :func:`evaluate`; ``devices`` and ``ann`` as in :class:`~disastir_mteb.search.SharedCorpusSearch`.
+    Arguments as in :func:`evaluate`; ``devices``, ``ann`` and ``tokenize_threads`` as in
+    :class:`~disastir_mteb.search.SharedCorpusSearch`.
     """
     from disastir_mteb.adapter import with_instructions
     from disastir_mteb.search import SharedCorpusSearch
@@ -123,7 +127,8 @@ def build_search(
     if instructions is not None:
         encoder = with_instructions(encoder, instructions, template, passages=instruct_passages)
     store = None if cache_dir is False else EmbeddingStore(cache_dir)
-    return SharedCorpusSearch(encoder, store=store, progress=progress, devices=devices, ann=ann)
+    return SharedCorpusSearch(encoder, store=store, progress=progress, devices=devices, ann=ann,
+                              batch_size=batch_size, precision=precision, tokenize_threads=tokenize_threads)
 
 
 def evaluate(
@@ -141,6 +146,8 @@ def evaluate(
     overwrite: bool = False,
     show_progress: bool = True,
     on_task_done: Callable[[TaskResult, float], None] | None = None,
+    batch_size: int | None = None,
+    precision: str | None = None,
 ) -> ModelResult:
     """Evaluate a model on DisastIR tasks (all 48 by default) with one corpus encoding.
 
@@ -166,6 +173,12 @@ def evaluate(
         overwrite: rerun tasks that already have results there.
         show_progress: progress bars (corpus encoding with rate and ETA, query encoding).
         on_task_done: called with each task's result and its wall time, as tasks finish.
+        batch_size: texts per forward pass (default 32, mteb's). Passages are encoded longest
+            first, in the batches of one ``SentenceTransformer.encode`` call over the corpus.
+        precision: ``fp32``, ``fp16`` or ``bf16``: the model's weights are cast in place before
+            encoding (default: the model's own dtype, float32 for the DisastIR baselines). A
+            precision other than the model's own files its results under their own mteb
+            experiment (``disastir_precision``); the embedding cache keys the dtype and batch size.
 
     Returns:
         mteb's ``ModelResult`` holding every evaluated task.
@@ -179,23 +192,29 @@ def evaluate(
     from disastir_mteb.search import SharedCorpusSearch
 
     ann = check_search(search, ann_preset, ann_params)
+    if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
+        raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1.")
     task_list = resolve_tasks(tasks)
     if isinstance(model, SharedCorpusSearch):
-        if instructions is not None:
-            raise ValueError("Pass instructions to the model inside SharedCorpusSearch (with_instructions), "
-                             "not to evaluate() together with a ready search model.")
+        if instructions is not None or precision is not None or batch_size is not None:
+            raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
+                             "build_search), not to evaluate() together with a ready search model.")
         if (model.ann is None) != (ann is None) or (ann is not None and model.ann != ann):
             raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked for "
                              f"search={search!r}; build it with the same setting or leave search at its default.")
         searcher = model
     else:
         searcher = build_search(model, instructions=instructions, template=template, ann=ann,
-                                instruct_passages=instruct_passages, cache_dir=cache_dir, progress=show_progress)
+                                instruct_passages=instruct_passages, cache_dir=cache_dir, progress=show_progress,
+                                batch_size=batch_size, precision=precision)
+    encode_kwargs: dict[str, Any] = {"batch_size": searcher.batch_size or 32}
+    if not show_progress:
+        encode_kwargs["show_progress_bar"] = False  # what mteb.evaluate sets when it builds encode_kwargs itself
     cache = mteb.ResultCache(Path(output_folder)) if output_folder is not None else mteb.ResultCache()
     searcher.keep_rankings = True  # per-query files need each task's search results
     preloaded = {task.metadata.name for task in task_list if task.data_loaded}
     if len(task_list) > 1:
-        searcher.prefetch(task_list)  # one pass over the corpus (one ANN search) for every DisastIR task's queries
+        searcher.prefetch(task_list, encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
     task_results: list[TaskResult] = []
     result: ModelResult | None = None
     for task in task_list:
@@ -204,6 +223,7 @@ def evaluate(
             task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
         rerun = overwrite or _lacks_per_query(searcher, task, cache)
         result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=show_progress,
+                               encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
                                overwrite_strategy="always" if rerun else "only-missing")
         task_results.extend(result.task_results)
         _write_per_query(searcher, task, cache)

@@ -18,12 +18,25 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mteb._create_dataloaders import _retrieval_texts, create_dataloader
 from mteb.types import PromptType
 
+from disastir_mteb.encoding import (
+    PRECISIONS,
+    EncodingReport,
+    SentenceTransformerPipeline,
+    apply_precision,
+    length_order,
+    module_device,
+    module_dtype,
+    parse_precision,
+    plain_sentence_transformer,
+    torch_module,
+)
 from disastir_mteb.exact_search import ExactIndex
 from disastir_mteb.instructions import InstructionConfig
 from disastir_mteb.store import EmbeddingStore, StoreKey, fingerprint_texts
@@ -94,6 +107,14 @@ class SharedCorpusSearch:
             encode in one process.
         ann: search with USearch (an :class:`~disastir_mteb.usearch_index.AnnParams` or a preset
             name such as ``"paper"``) instead of exactly; the index persists under the store's root.
+        batch_size: texts per forward pass; ``None`` = what mteb passes (``encode_kwargs``, 32 by default).
+        precision: ``fp32``, ``fp16`` or ``bf16``: cast the model's weights in place before encoding
+            (like ``model.half()``); ``None`` keeps the model's own dtype. A precision other than the
+            model's own joins the mteb experiment settings (``disastir_precision``), so its results
+            are filed apart; the dtype is part of the embedding cache key either way.
+        tokenize_threads: threads tokenising passages ahead of the model on the pipelined path
+            (see :class:`~disastir_mteb.encoding.SentenceTransformerPipeline`); ``None`` = 1 on a CPU,
+            all cores but one (at most 8) on a GPU.
 
     Attributes:
         corpus_indexings: how many times a corpus had to be (re)loaded into the index.
@@ -107,18 +128,38 @@ class SharedCorpusSearch:
             is scored. Off by default, so plain ``mteb.evaluate`` does not accumulate them.
         mteb_model_meta: the model's metadata; with ``ann`` its ``experiment_kwargs`` also hold
             ``disastir_search`` = the parameters' :meth:`~disastir_mteb.usearch_index.AnnParams.label`.
+        encoding: how the corpus was encoded (path, batches, precision, device, tokenisation,
+            ``max_seq_length`` and how many passages reached it), for the run summary.
     """
 
     def __init__(self, model: Any, *, store: EmbeddingStore | None = None, progress: bool = True,
                  dtype: str = "float32", chunk_size: int = 8192, devices: Sequence[str] | str | None = "auto",
-                 ann: AnnParams | str | None = None) -> None:
+                 ann: AnnParams | str | None = None, batch_size: int | None = None, precision: str | None = None,
+                 tokenize_threads: int | None = None) -> None:
+        if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
+            raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1 (or None for mteb's 32).")
+        if tokenize_threads is not None and (type(tokenize_threads) is not int or tokenize_threads < 0):
+            raise ValueError(f"tokenize_threads={tokenize_threads!r} must be an integer >= 0 (or None for automatic).")
         self.model = model
         self.ann = resolve_params(ann) if isinstance(ann, str) else ann
+        self.batch_size = batch_size
+        self.tokenize_threads = tokenize_threads
+        requested = parse_precision(precision)
+        module = torch_module(model)
+        own = getattr(module, "_disastir_own_dtype", None) or module_dtype(model)
+        self.model_dtype = apply_precision(model, requested)
+        if module is not None and own is not None:
+            module._disastir_own_dtype = own  # a model cast here keeps its own dtype on record for later searches
+        experiment: dict[str, Any] = {}
+        if self.model_dtype is not None and own is not None and self.model_dtype != own:
+            experiment["disastir_precision"] = next(k for k, v in PRECISIONS.items() if v == self.model_dtype)
+        if self.ann is not None:
+            experiment["disastir_search"] = f"ann-{self.ann.label()}"
         meta = model.mteb_model_meta
-        if self.ann is not None and meta is not None:
-            experiment = {**(meta.experiment_kwargs or {}), "disastir_search": f"ann-{self.ann.label()}"}
-            meta = meta.model_copy(update={"experiment_kwargs": experiment})
+        if experiment and meta is not None:
+            meta = meta.model_copy(update={"experiment_kwargs": {**(meta.experiment_kwargs or {}), **experiment}})
         self.mteb_model_meta = meta
+        self.encoding: EncodingReport | None = None
         self.store = store
         self.progress = progress
         self.dtype = dtype
@@ -166,6 +207,15 @@ class SharedCorpusSearch:
         backend = self.index_backend
         return backend.loads if isinstance(backend, UsearchIndex) else 0
 
+    def describe_encoding(self) -> str:
+        """One line: how the corpus was (or would have been) encoded, or that it came from the cache."""
+        report = self.encoding
+        if report is None:
+            return "not encoded yet"
+        if report.texts == 0:
+            return f"all from the embedding cache (batch size {report.batch_size}, {report.precision or 'model dtype'})"
+        return report.describe()
+
     def describe_search(self) -> str:
         """One line: exact, or the ANN parameters."""
         return "exact (blocked inner product)" if self.ann is None else f"ANN {self.ann.describe()}"
@@ -192,48 +242,76 @@ class SharedCorpusSearch:
         meta = self.mteb_model_meta
         return (getattr(meta, "name", None) or type(self.model).__name__, getattr(meta, "revision", None))
 
-    def _embed(self, side: str, texts: list[str], prompt: str, encode: Callable[[list[str]], Any]) -> np.ndarray:
-        name, revision = self._model_key()
-        if self.store is None:
-            return np.asarray(encode(texts), dtype=np.float32)
-        key = StoreKey(model_name=name, model_revision=revision, side=side, prompt=prompt,  # type: ignore[arg-type]
-                       instructions="", texts_fingerprint=fingerprint_texts(texts), dtype=self.dtype)  # type: ignore[arg-type]
-        return self.store.get_or_encode(key, texts, encode, chunk_size=self.chunk_size,
-                                        progress=self.progress and side == "corpus")
+    def _batch_size(self, encode_kwargs: EncodeKwargs) -> int:
+        """The batch size in force: the constructor's, else what mteb passes, else mteb's default 32."""
+        return int(self.batch_size or encode_kwargs.get("batch_size") or 32)
 
-    def _plain_sentence_transformer(self, task_metadata: TaskMetadata) -> Any:
-        """The SentenceTransformer under the wrappers, if passages reach it raw (no prompt), else None."""
-        from sentence_transformers import SentenceTransformer
+    def _embed(self, side: str, texts: list[str], prompt: str, encode: Callable[[list[str]], Any], *,
+               batch_size: int, order: np.ndarray | None = None) -> np.ndarray:
+        """Vectors of ``texts`` (row ``i`` = text ``i``) from the store, encoding what is missing in ``order``."""
+        chunk_size = -(-self.chunk_size // batch_size) * batch_size  # whole batches: the same batches as one call
+        if self.store is None:
+            return _encode_in_memory(texts, encode, order, chunk_size)
+        name, revision = self._model_key()
+        key = StoreKey(model_name=name, model_revision=revision, side=side, prompt=prompt,  # type: ignore[arg-type]
+                       instructions="", texts_fingerprint=fingerprint_texts(texts), dtype=self.dtype,  # type: ignore[arg-type]
+                       batch_size=batch_size, precision=self.model_dtype)
+        return self.store.get_or_encode(key, texts, encode, chunk_size=chunk_size,
+                                        progress=self.progress and side == "corpus", order=order)
+
+    def _passage_sentence_transformer(self, task_metadata: TaskMetadata) -> tuple[Any, str | None] | None:
+        """(SentenceTransformer, prompt) if passages reach a plain SentenceTransformer unchanged, else None.
+
+        Only wrappers known to pass passages on unchanged are looked through (``with_instructions``
+        without passage instructions, mteb's SentenceTransformer wrapper), so the pipeline's
+        ``encode_document(texts, prompt=prompt)`` is exactly what the model's own ``encode`` would
+        run; anything else goes through that ``encode``.
+        """
+        from mteb.models import SentenceTransformerEncoderWrapper
+
+        from disastir_mteb.adapter import InstructedEncoder
 
         model = self.model
-        for _ in range(4):
-            if isinstance(model, SentenceTransformer):
-                return model
-            config = getattr(model, "config", None)
-            if isinstance(config, InstructionConfig) and config.passages:
+        if isinstance(model, InstructedEncoder):
+            if model.model_prompt is not None or (model.config.passages and model.config.instructions is not None):
                 return None
-            if _document_prompt(model, task_metadata):
+            model = model.model
+        prompt = None
+        if isinstance(model, SentenceTransformerEncoderWrapper):
+            if type(model).encode is not SentenceTransformerEncoderWrapper.encode:
                 return None
-            model = getattr(model, "model", None)
-        return None
+            prompt = _document_prompt(model, task_metadata) or None
+            model = model.model
+        return (model, prompt) if plain_sentence_transformer(model) else None
 
     def _encoder(self, task_metadata: TaskMetadata, prompt_type: PromptType, hf_split: str, hf_subset: str,
                  encode_kwargs: EncodeKwargs, num_proc: int | None) -> Callable[[list[str]], Any]:
         from datasets import Dataset
 
-        pool_model = (self._plain_sentence_transformer(task_metadata)
-                      if prompt_type == PromptType.document and len(self.devices) > 1 else None)
-        if pool_model is not None:
+        batch_size = self._batch_size(encode_kwargs)
+        encode_kwargs = {**encode_kwargs, "batch_size": batch_size}  # type: ignore[typeddict-item]
+        found = self._passage_sentence_transformer(task_metadata) if prompt_type == PromptType.document else None
+        if prompt_type == PromptType.document:
+            self.encoding = EncodingReport("model.encode (mteb)", batch_size, precision=self.model_dtype,
+                                           device=module_device(self.model),
+                                           max_seq_length=getattr(found[0], "max_seq_length", None) if found else None)
+        if found is not None and len(self.devices) > 1:
+            pool_model, prompt = found
             logger.info("Encoding passages on %s with sentence-transformers' multi-process pool.", self.devices)
+            self.encoding.path, self.encoding.device = "multi-process pool", ", ".join(self.devices)  # type: ignore[union-attr]
 
             def encode_on_devices(texts: list[str]) -> Any:
-                output = pool_model.encode(texts, device=list(self.devices), convert_to_numpy=True,
-                                           batch_size=int(encode_kwargs.get("batch_size", 32)),
-                                           show_progress_bar=False)
+                output = pool_model.encode_document(texts, prompt=prompt, device=list(self.devices),
+                                                    convert_to_numpy=True, batch_size=batch_size,
+                                                    show_progress_bar=False)
                 self.passages_encoded += len(texts)
                 return output
 
-            return encode_on_devices
+            return _timed(encode_on_devices, self.encoding)
+        if found is not None:
+            pipeline = SentenceTransformerPipeline(found[0], batch_size=batch_size, prompt=found[1],
+                                                   tokenize_threads=self.tokenize_threads, report=self.encoding)
+            return _Counted(pipeline, self._count_passages)
 
         def encode(texts: list[str]) -> Any:
             loader = create_dataloader(Dataset.from_dict({"id": [str(i) for i in range(len(texts))], "text": texts}),
@@ -247,7 +325,10 @@ class SharedCorpusSearch:
                 self.queries_encoded += len(texts)
             return output
 
-        return encode
+        return _timed(encode, self.encoding) if prompt_type == PromptType.document else encode
+
+    def _count_passages(self, n: int) -> None:
+        self.passages_encoded += n
 
     def _query_embeddings(self, queries: QueryDatasetType, task_metadata: TaskMetadata, hf_split: str,
                           hf_subset: str, encode_kwargs: EncodeKwargs, num_proc: int | None) -> np.ndarray:
@@ -256,7 +337,7 @@ class SharedCorpusSearch:
             return np.zeros((0, 1), np.float32)
         encode = self._encoder(task_metadata, PromptType.query, hf_split, hf_subset, encode_kwargs, num_proc)
         prompt = f"task={task_metadata.name} | {self._passage_prompt(task_metadata)}"
-        return np.asarray(self._embed("queries", texts, prompt, encode))
+        return np.asarray(self._embed("queries", texts, prompt, encode, batch_size=self._batch_size(encode_kwargs)))
 
     def prefetch(self, tasks: Sequence[Any], *, encode_kwargs: EncodeKwargs | None = None) -> int:
         """Search all tasks' queries in ONE pass over the corpus, before mteb asks task by task.
@@ -266,7 +347,7 @@ class SharedCorpusSearch:
         single task's pass does. Only DisastIR tasks are prefetched, and only when they share one
         corpus and passage prompt; the others are searched as usual. Returns how many were.
         """
-        encode_kwargs = dict(encode_kwargs or {"batch_size": 32})
+        encode_kwargs = dict(encode_kwargs or {"batch_size": self.batch_size or 32})
         blocks: list[np.ndarray] = []
         owners: list[tuple[_PrefetchKey, list[str], int]] = []
         for task in tasks:
@@ -315,7 +396,8 @@ class SharedCorpusSearch:
         if self._held == (text_fingerprint, prompt):  # same texts under another datasets fingerprint
             return
         encode = self._encoder(task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
-        embeddings = self._embed("corpus", texts, prompt, encode)
+        embeddings = self._embed("corpus", texts, prompt, encode, batch_size=self._batch_size(encode_kwargs),
+                                 order=length_order(texts))
         self._doc_ids = [str(i) for i in corpus["id"]]
         self._embeddings = embeddings
         if isinstance(self.index_backend, UsearchIndex) and self.store is not None:
@@ -356,3 +438,52 @@ class SharedCorpusSearch:
         if self.keep_rankings:
             self.rankings[(task, split, subset)] = results
         return results
+
+
+class _Counted:
+    """An encoder (plain callable or one with ``encode_stream``) that reports each finished chunk's size."""
+
+    def __init__(self, inner: Any, count: Callable[[int], None]) -> None:
+        self.inner, self.count = inner, count
+
+    def __call__(self, texts: list[str]) -> Any:
+        output = self.inner(texts)
+        self.count(len(texts))
+        return output
+
+    def encode_stream(self, chunks: Sequence[list[str]], on_batch: Callable[[int], None] | None = None) -> Any:
+        """The inner stream, counting each chunk as it comes out."""
+        for chunk, output in zip(chunks, self.inner.encode_stream(chunks, on_batch=on_batch), strict=True):
+            self.count(len(chunk))
+            yield output
+
+
+def _timed(encode: Callable[[list[str]], Any], report: EncodingReport | None) -> Callable[[list[str]], Any]:
+    """``encode`` adding its texts and seconds to ``report``."""
+    if report is None:
+        return encode
+
+    def timed(texts: list[str]) -> Any:
+        started = time.perf_counter()
+        output = encode(texts)
+        report.add(len(texts), time.perf_counter() - started)
+        return output
+
+    return timed
+
+
+def _encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], order: np.ndarray | None,
+                      chunk_size: int) -> np.ndarray:
+    """What the store does, without files: encode ``texts`` chunk by chunk in ``order``, return them in theirs."""
+    positions = np.arange(len(texts)) if order is None else np.asarray(order)
+    ranges = [positions[start:start + chunk_size] for start in range(0, len(texts), chunk_size)]
+    chunks = [[texts[int(i)] for i in rows] for rows in ranges]
+    stream = getattr(encode, "encode_stream", None)
+    outputs = stream(chunks) if callable(stream) else (encode(chunk) for chunk in chunks)
+    out: np.ndarray | None = None
+    for rows, output in zip(ranges, outputs, strict=True):
+        vectors = output.detach().float().cpu().numpy() if hasattr(output, "detach") else np.asarray(output)
+        if out is None:
+            out = np.empty((len(texts), vectors.shape[1]), np.float32)
+        out[rows] = vectors
+    return out if out is not None else np.zeros((0, 1), np.float32)

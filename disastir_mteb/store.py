@@ -7,10 +7,14 @@ through ``np.load(mmap_mode="r")``: never pickles, so a cache folder cannot run 
 
 Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
 
-- ``chunk_<start>_<stop>.npy``: rows ``start:stop``, one file per finished chunk while encoding.
+- ``chunk_<start>_<stop>.npy``: positions ``start:stop`` of the encoding order, one file per
+  finished chunk while encoding. The order is the caller's (the runner passes
+  :func:`~disastir_mteb.encoding.length_order`, longest passage first, so batches carry little
+  padding); ``order.json`` records its digest, and chunks written under another order are discarded.
   A run killed at any point (exception, Ctrl-C, SIGKILL, out of memory) resumes from the last
   finished chunk, because every file is written under a temporary name, fsynced and renamed.
-- ``embeddings.npy`` and ``manifest.json``: the consolidated array and what it was built from.
+- ``embeddings.npy`` and ``manifest.json``: the consolidated array (row ``i`` = text ``i``, whatever
+  the encoding order) and what it was built from.
   The manifest is written last, so an entry without one is unfinished and never served.
 
 Concurrency: two processes filling the same entry do not lock each other out. Temporary names
@@ -41,7 +45,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["EmbeddingStore", "StoreKey", "cache_root", "fingerprint_texts"]
 
 CACHE_DIR_ENV = "DISASTIR_CACHE_DIR"
-_FORMAT = 1  # bump when the layout or the manifest changes: old entries are then rebuilt
+# Bump when the layout, the manifest or the way vectors are computed changes: old entries are then rebuilt.
+# 2: length-ordered chunks (other batches, so other float rounding than format 1), batch size and precision keyed.
+_FORMAT = 2
 _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
 
 
@@ -82,6 +88,10 @@ class StoreKey:
         instructions: instruction-set name and template for queries, ``""`` for the corpus.
         texts_fingerprint: :func:`fingerprint_texts` of the encoded texts.
         dtype: storage precision; ``float16`` halves the disk and page-cache footprint.
+        batch_size: texts per forward pass. It decides each batch's padded length and so the float
+            rounding of the vectors (about 1e-7), which is why it is part of the key.
+        precision: the model's weights while encoding (``float32``, ``float16``, ``bfloat16``;
+            ``None`` for encoders without torch weights).
 
     Examples:
         >>> key = StoreKey("org/model", "abc123", "corpus", "", "", fingerprint_texts(["a", "b"]))
@@ -96,6 +106,8 @@ class StoreKey:
     instructions: str
     texts_fingerprint: str
     dtype: Literal["float32", "float16"] = "float32"
+    batch_size: int | None = None
+    precision: str | None = None
 
     def __post_init__(self) -> None:
         if self.side not in ("corpus", "queries"):
@@ -121,8 +133,10 @@ class StoreKey:
         """One line for logs, e.g. ``corpus of org/model@abc123 (float32, no prompt, texts 1a2b3c4d5e6f)``."""
         prompt = f"prompt {self.prompt!r}" if self.prompt else "no prompt"
         instructions = f", instructions {self.instructions!r}" if self.instructions else ""
+        batch = f", batch {self.batch_size}" if self.batch_size else ""
+        precision = f", model {self.precision}" if self.precision else ""
         return (f"{self.side} of {self.model_name}@{self.model_revision or 'unknown revision'} "
-                f"({self.dtype}, {prompt}{instructions}, texts {self.texts_fingerprint[:12]})")
+                f"({self.dtype}{precision}{batch}, {prompt}{instructions}, texts {self.texts_fingerprint[:12]})")
 
 
 class EmbeddingStore:
@@ -155,15 +169,21 @@ class EmbeddingStore:
         *,
         chunk_size: int = 8192,
         progress: bool = True,
+        order: Sequence[int] | np.ndarray | None = None,
     ) -> np.memmap:
         """The embeddings of ``texts`` under ``key``, encoding only what is not stored yet.
 
         Args:
             key: the entry; its ``texts_fingerprint`` must be ``fingerprint_texts(texts)``.
             texts: the texts, row ``i`` of the result is text ``i``.
-            encode: maps a list of texts to an (n, dim) float array (NumPy or torch).
-            chunk_size: texts per encoder call and per resumable chunk file.
+            encode: maps a list of texts to an (n, dim) float array (NumPy or torch). If it also has
+                ``encode_stream(chunks, on_batch=...)`` (an iterator of one array per chunk, as
+                :class:`~disastir_mteb.encoding.SentenceTransformerPipeline` has), all missing
+                chunks go through one stream, so the encoder keeps working across chunk boundaries.
+            chunk_size: texts per resumable chunk file (and per ``encode`` call).
             progress: show a tqdm bar over the texts (rate and ETA); ``False`` for quiet runs.
+            order: encode the texts in this order (a permutation of ``range(len(texts))``), chunk
+                by chunk; ``None`` = as given. The result is in the texts' order either way.
 
         Returns:
             A read-only memory map of shape (len(texts), dim) and dtype ``key.dtype``; float16
@@ -192,16 +212,19 @@ class EmbeddingStore:
             logger.warning("Embedding cache %s %s: rebuilding.", folder, problem)
             (folder / "manifest.json").unlink(missing_ok=True)
             (folder / "embeddings.npy").unlink(missing_ok=True)
+        positions = _checked_order(order, len(texts))
         folder.mkdir(parents=True, exist_ok=True)
         _remove_orphan_temporaries(folder)
+        _discard_chunks_of_another_order(folder, _order_digest(positions))
         ranges = [(start, min(start + chunk_size, len(texts))) for start in range(0, len(texts), chunk_size)]
-        dims = self._encode_missing(key, texts, encode, folder, ranges, progress)
-        return self._consolidate(key, len(texts), folder, ranges, dims, chunk_size)
+        dims = self._encode_missing(key, texts, encode, folder, ranges, progress, positions)
+        return self._consolidate(key, len(texts), folder, ranges, dims, chunk_size, positions)
 
     # ------------------------------------------------------------------ encoding chunk files
 
     def _encode_missing(self, key: StoreKey, texts: Sequence[str], encode: Callable[[list[str]], Any],
-                        folder: Path, ranges: list[tuple[int, int]], progress: bool) -> int:
+                        folder: Path, ranges: list[tuple[int, int]], progress: bool,
+                        positions: np.ndarray | None) -> int:
         """Encode every chunk without a valid file and return the common dimension.
 
         Chunk files of another dimension than the encoder's current output (or, when nothing
@@ -220,16 +243,25 @@ class EmbeddingStore:
         with tqdm(total=len(texts), initial=sum(b - a for a, b in done), unit=f" {unit}", disable=not progress,
                   desc=f"Encoding {key.side}", dynamic_ncols=True) as bar:
             while True:
-                for start, stop in [r for r in ranges if r not in done]:
-                    vectors = _check_output(encode([texts[i] for i in range(start, stop)]), start, stop, key.dtype)
-                    self.last_encoded_rows += stop - start
-                    if fresh is not None and vectors.shape[1] != fresh:
-                        raise ValueError(f"The encoder returned dimension {vectors.shape[1]} for rows {start}-{stop} "
-                                         f"but {fresh} for earlier rows; it must return one dimension.")
-                    fresh = done[(start, stop)] = vectors.shape[1]
-                    _replace_atomic(folder / _chunk_name((start, stop)),
-                                    lambda handle, v=vectors: np.save(handle, v, allow_pickle=False))
-                    bar.update(stop - start)
+                todo = [r for r in ranges if r not in done]
+                chunks = [_chunk_texts(texts, positions, r) for r in todo]
+                stream = getattr(encode, "encode_stream", None)
+                outputs = stream(chunks, on_batch=bar.update) if callable(stream) else (encode(c) for c in chunks)
+                try:
+                    for (start, stop), output in zip(todo, outputs, strict=True):
+                        vectors = _check_output(output, start, stop, key.dtype)
+                        self.last_encoded_rows += stop - start
+                        if fresh is not None and vectors.shape[1] != fresh:
+                            raise ValueError(f"The encoder returned dimension {vectors.shape[1]} for rows "
+                                             f"{start}-{stop} but {fresh} for earlier rows; it must return one "
+                                             "dimension.")
+                        fresh = done[(start, stop)] = vectors.shape[1]
+                        _replace_atomic(folder / _chunk_name((start, stop)),
+                                        lambda handle, v=vectors: np.save(handle, v, allow_pickle=False))
+                        if not callable(stream):
+                            bar.update(stop - start)
+                finally:
+                    getattr(outputs, "close", lambda: None)()
                 dims = list(done.values())
                 reference = fresh if fresh is not None else max(sorted(set(dims)), key=dims.count)
                 stale = [r for r, dim in done.items() if dim != reference]
@@ -245,14 +277,15 @@ class EmbeddingStore:
     # ------------------------------------------------------------------ consolidation and reuse
 
     def _consolidate(self, key: StoreKey, n_rows: int, folder: Path, ranges: list[tuple[int, int]], dim: int,
-                     chunk_size: int) -> np.memmap:
-        """Join the chunk files into ``embeddings.npy``, write the manifest, drop the chunks."""
+                     chunk_size: int, positions: np.ndarray | None) -> np.memmap:
+        """Join the chunk files into ``embeddings.npy`` (in the texts' order), write the manifest, drop the chunks."""
         final = folder / "embeddings.npy"
         temporary = folder / f".embeddings.npy.{os.getpid()}.tmp"
         try:
             out = np.lib.format.open_memmap(temporary, mode="w+", dtype=key.dtype, shape=(n_rows, dim))
             for start, stop in ranges:
-                out[start:stop] = np.load(folder / _chunk_name((start, stop)), mmap_mode="r")
+                rows = slice(start, stop) if positions is None else positions[start:stop]
+                out[rows] = np.load(folder / _chunk_name((start, stop)), mmap_mode="r")
             out.flush()
             del out
             with open(temporary, "rb+") as handle:
@@ -269,10 +302,12 @@ class EmbeddingStore:
             temporary.unlink(missing_ok=True)
             raise
         manifest = {**asdict(key), "format": _FORMAT, "n_rows": n_rows, "dim": dim, "chunk_size": chunk_size,
+                    "order": _order_digest(positions),
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": _library_versions()}
         _replace_atomic(folder / "manifest.json", lambda handle: handle.write(json.dumps(manifest, indent=2).encode()))
         for path in folder.glob("chunk_*.npy"):
             path.unlink(missing_ok=True)
+        (folder / _ORDER_FILE).unlink(missing_ok=True)
         cached, problem = self._load_verified(key, n_rows, folder)
         if cached is None:
             raise OSError(f"Embedding cache {folder} {problem} right after writing it; is the disk full?")
@@ -309,6 +344,52 @@ class EmbeddingStore:
 
 def _chunk_name(rows: tuple[int, int]) -> str:
     return f"chunk_{rows[0]:010d}_{rows[1]:010d}.npy"
+
+
+_ORDER_FILE = "order.json"
+
+
+def _checked_order(order: Sequence[int] | np.ndarray | None, n: int) -> np.ndarray | None:
+    """``order`` as an int64 array after checking it is a permutation of ``range(n)``; None stays None."""
+    if order is None:
+        return None
+    positions = np.asarray(order, dtype=np.int64)
+    if positions.shape != (n,) or not np.array_equal(np.sort(positions), np.arange(n)):
+        raise ValueError(f"order must be a permutation of range({n}); got shape {positions.shape}.")
+    return positions
+
+
+def _order_digest(positions: np.ndarray | None) -> str:
+    """``as given`` for no order, else a 32-hex digest of the permutation."""
+    if positions is None:
+        return "as given"
+    return hashlib.blake2b(positions.astype("<i8").tobytes(), digest_size=16).hexdigest()
+
+
+def _discard_chunks_of_another_order(folder: Path, digest: str) -> None:
+    """Delete chunk files encoded under another order (they hold other rows), then record ``digest``."""
+    path = folder / _ORDER_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8")).get("order")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if recorded == digest:
+        return
+    chunks = list(folder.glob("chunk_*.npy"))
+    if chunks:
+        logger.warning("Embedding cache %s holds %d chunk file(s) encoded in another order (%s): re-encoding them.",
+                       folder, len(chunks), "no record" if recorded is None else f"order {str(recorded)[:12]}")
+        for chunk in chunks:
+            chunk.unlink(missing_ok=True)
+    _replace_atomic(path, lambda handle: handle.write(json.dumps({"order": digest}).encode()))
+
+
+def _chunk_texts(texts: Sequence[str], positions: np.ndarray | None, rows: tuple[int, int]) -> list[str]:
+    """The texts of one chunk, in encoding order."""
+    start, stop = rows
+    if positions is None:
+        return [texts[i] for i in range(start, stop)]
+    return [texts[int(i)] for i in positions[start:stop]]
 
 
 def _chunk_dim(path: Path, n_rows: int, dtype: str) -> int | str:

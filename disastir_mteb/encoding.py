@@ -1,0 +1,387 @@
+"""Corpus encoding at the speed of one forward pass: length-sorted batches, tokenisation ahead of the model.
+
+``SentenceTransformer.encode`` over the whole corpus is the limit the runner is measured against.
+It sorts all texts by length (longest first) so that batches carry little padding, then, batch by
+batch, tokenises on the calling thread, runs the model and copies the result to the CPU. The store
+cannot hand it the whole corpus in one call (a killed run must lose at most one chunk), so:
+
+- :func:`length_order` is sentence-transformers' own order (``np.argsort`` of negative character
+  lengths, as in ``SentenceTransformer._inference``), computed once over the whole corpus; the
+  store encodes chunk after chunk of that order, each chunk a whole number of batches, so every
+  batch holds exactly the texts it would hold in one ``encode`` call over the corpus;
+- :class:`SentenceTransformerPipeline` runs those batches through a plain ``SentenceTransformer``
+  with the model's own ``preprocess`` and ``forward`` (what ``encode_document`` calls), but
+  tokenises the next batches on worker threads while the model runs (the fast tokenizers release
+  the GIL, and threads never fork, so the tokenizers-after-fork deadlock cannot happen), keeps the
+  vectors on the model's device and copies them to the CPU once per chunk instead of once per batch.
+
+The result is bit-identical to ``model.encode_document(all_texts, batch_size=B)`` (checked on the
+first batch of every run: a model whose ``encode`` differs falls back to calling it per chunk) and
+therefore also to ``mteb``'s own encoding of a corpus that fits one of its chunks. It is NOT
+bit-identical to the store's earlier path (file-order chunks of 8,192 texts, each sorted on its
+own): a batch's padded length decides the shapes the kernels see, and float results depend on them
+at the level of 1e-7, which is why the store's format number changed with this module.
+
+Precision (:data:`PRECISIONS`) casts the model's weights in place, like ``model.half()``; the
+default is the model's own dtype (float32 for the DisastIR baselines).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PRECISIONS", "EncodingReport", "SentenceTransformerPipeline", "apply_precision", "length_order",
+           "parse_precision", "torch_module"]
+
+Precision = Literal["fp32", "fp16", "bf16"]
+#: Accepted precision names -> torch dtype names. ``None`` (the default everywhere) keeps the model's own.
+PRECISIONS: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+_DEPTH_PER_THREAD = 2  # tokenised batches waiting per worker: enough to hide a slow batch, bounded memory
+
+
+def parse_precision(value: str | None) -> Precision | None:
+    """``fp32``, ``fp16`` or ``bf16`` (also ``float16``, ``half``, ``bfloat16``, ``float32``), or ``None``.
+
+    Raises:
+        ValueError: an unknown name (the valid ones are listed).
+    """
+    if value is None:
+        return None
+    name = _ALIASES.get(str(value).lower(), str(value).lower())
+    if name not in PRECISIONS:
+        raise ValueError(f"Unknown precision {value!r}; valid: {', '.join(PRECISIONS)} (or leave it unset for the "
+                         "model's own dtype).")
+    return name  # type: ignore[return-value]
+
+
+def length_order(texts: Sequence[str]) -> np.ndarray:
+    """sentence-transformers' encoding order: longest text (in characters) first.
+
+    This is exactly the permutation ``SentenceTransformer._inference`` computes
+    (``np.argsort([-len(text) ...])``, NumPy's default sort), so batches cut from it hold the same
+    texts as one ``encode`` call over all of ``texts``. The store records a digest of it: a
+    resumed run whose order differs (another NumPy) starts over instead of mixing rows.
+    """
+    return np.argsort(np.fromiter((-len(text) for text in texts), dtype=np.int64, count=len(texts)))
+
+
+def torch_module(model: Any) -> Any:
+    """The first ``torch.nn.Module`` in ``model`` or under its ``.model`` attributes (wrappers), else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    for _ in range(6):
+        if isinstance(model, torch.nn.Module):
+            return model
+        model = getattr(model, "model", None)
+        if model is None:
+            return None
+    return None
+
+
+def module_dtype(model: Any) -> str | None:
+    """The dtype name (``float32``, ``float16``, ``bfloat16``) of the model's first floating parameter, or None."""
+    module = torch_module(model)
+    if module is None:
+        return None
+    for parameter in module.parameters():
+        if parameter.is_floating_point():
+            return str(parameter.dtype).removeprefix("torch.")
+    return None
+
+
+def module_device(model: Any) -> str | None:
+    """The device of the model's first parameter (``cpu``, ``cuda:0``), or None when it has no torch module."""
+    module = torch_module(model)
+    if module is None:
+        return None
+    parameter = next(iter(module.parameters()), None)
+    return None if parameter is None else str(parameter.device)
+
+
+def apply_precision(model: Any, precision: str | None) -> str | None:
+    """Cast the model's weights to ``precision`` in place (like ``model.half()``); return the dtype now in use.
+
+    ``None`` leaves the model as it is. The returned name (``float32``, ``float16``, ``bfloat16``,
+    or None for a model without torch weights) is what the embedding cache key records.
+
+    Raises:
+        ValueError: an unknown precision, or a precision asked of a model without torch weights.
+    """
+    wanted = parse_precision(precision)
+    module = torch_module(model)
+    if wanted is None:
+        return module_dtype(model)
+    if module is None:
+        raise ValueError(f"precision={precision!r} needs a torch model, but {type(model).__name__} holds none; "
+                         "leave precision unset for this model.")
+    import torch
+
+    dtype = getattr(torch, PRECISIONS[wanted])
+    if module_dtype(model) != PRECISIONS[wanted]:
+        logger.info("Casting %s to %s for encoding (in place).", type(module).__name__, PRECISIONS[wanted])
+        module.to(dtype)
+    return PRECISIONS[wanted]
+
+
+@dataclass
+class EncodingReport:
+    """How a text set was encoded, for the run summary.
+
+    Attributes:
+        path: ``pipelined`` (this module), ``model.encode`` (the mteb encoder, chunk by chunk) or
+            ``multi-process pool`` (sentence-transformers over several devices).
+        batch_size: texts per forward pass.
+        precision: the model's dtype while encoding (None for models without torch weights).
+        device: where the model ran.
+        tokenize_threads: threads tokenising ahead of the model (0 = on the encoding thread).
+        max_seq_length: the model's token limit (None when unknown).
+        at_max_length: texts whose tokens reached ``max_seq_length`` (truncated, or exactly that long).
+        texts: texts encoded; ``seconds``: time spent in the encoder.
+        parity: ``bitwise`` / ``allclose`` when the first batch was checked against ``encode_document``.
+    """
+
+    path: str
+    batch_size: int
+    precision: str | None = None
+    device: str | None = None
+    tokenize_threads: int = 0
+    max_seq_length: int | None = None
+    at_max_length: int = 0
+    texts: int = 0
+    seconds: float = 0.0
+    parity: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, texts: int, seconds: float, at_max_length: int = 0) -> None:
+        """Count ``texts`` more texts encoded in ``seconds`` (thread-safe)."""
+        with self._lock:
+            self.texts += texts
+            self.seconds += seconds
+            self.at_max_length += at_max_length
+
+    def describe(self) -> str:
+        """One line: texts, batches, dtype and device, path, tokenisation, token limit, parity, time."""
+        tokenised = (f"tokenised by {self.tokenize_threads} thread(s) ahead of the model" if self.tokenize_threads
+                     else "tokenised on the encoding thread")
+        limit = ""
+        if self.max_seq_length:
+            limit = f"; max_seq_length {self.max_seq_length}, {self.at_max_length:,} at the limit (truncated)"
+            if self.path != "pipelined":
+                limit = f"; max_seq_length {self.max_seq_length}"
+        parity = f"; first batch {self.parity} to encode_document" if self.parity else ""
+        rate = f", {self.texts / self.seconds:,.0f}/s" if self.seconds > 0 else ""
+        where = ", ".join(x for x in (self.precision, self.device) if x)
+        return (f"{self.texts:,} texts in length-sorted batches of {self.batch_size} ({where or 'model as given'}) "
+                f"via {self.path}, {tokenised}{limit}{parity}; {self.seconds:.1f} s{rate}")
+
+
+class SentenceTransformerPipeline:
+    """``model.encode_document`` over pre-ordered chunks, with tokenisation on worker threads.
+
+    Call it with a list of texts (one chunk), or hand :meth:`encode_stream` all chunks so the
+    worker threads keep tokenising across chunk boundaries. Texts are encoded in the order given,
+    ``batch_size`` at a time: give it chunks of :func:`length_order` whose sizes are multiples of
+    ``batch_size`` and the batches are those of one ``encode_document`` call over everything.
+
+    Args:
+        model: a plain ``SentenceTransformer`` (its ``encode_document`` not overridden).
+        batch_size: texts per forward pass.
+        prompt: the prompt text put before every text (``None``: the model's own document prompt,
+            exactly as ``encode_document`` picks it).
+        tokenize_threads: worker threads tokenising ahead; ``None`` = 1 on a CPU (the model
+            already uses every core), all cores but one (at most 8) on a GPU; 0 = tokenise on the
+            encoding thread.
+        report: where texts, seconds and truncation counts are added up.
+
+    Raises:
+        ValueError: ``batch_size`` or ``tokenize_threads`` below their minimum.
+    """
+
+    def __init__(self, model: Any, *, batch_size: int = 32, prompt: str | None = None,
+                 tokenize_threads: int | None = None, report: EncodingReport | None = None) -> None:
+        if type(batch_size) is not int or batch_size < 1:
+            raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1.")
+        if tokenize_threads is not None and (type(tokenize_threads) is not int or tokenize_threads < 0):
+            raise ValueError(f"tokenize_threads={tokenize_threads!r} must be an integer >= 0 or None.")
+        self.model = model
+        self.batch_size = batch_size
+        self.prompt = prompt if prompt is not None else _document_prompt(model)
+        device = str(model.device)
+        if tokenize_threads is None:
+            tokenize_threads = 1 if not device.startswith("cuda") else max(1, min(8, (os.cpu_count() or 2) - 1))
+        self.tokenize_threads = tokenize_threads
+        self.max_seq_length = getattr(model, "max_seq_length", None)
+        self.report = report or EncodingReport("pipelined", batch_size)
+        self.report.path, self.report.batch_size = "pipelined", batch_size
+        self.report.tokenize_threads, self.report.max_seq_length = tokenize_threads, self.max_seq_length
+        self.report.device, self.report.precision = device, module_dtype(model)
+        self._checked = False
+        self._fallback = False
+        self._lock = threading.Lock()
+        self._at_limit_in_chunk = 0
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        """The embeddings of one chunk, float32, shape (len(texts), dim)."""
+        return next(self.encode_stream([texts]))
+
+    def encode_stream(self, chunks: Sequence[list[str]],
+                      on_batch: Callable[[int], None] | None = None) -> Iterator[np.ndarray]:
+        """Yield each chunk's embeddings (float32 NumPy, rows in the chunk's order) as soon as it is done.
+
+        Args:
+            chunks: the texts of each chunk, encoded in this order.
+            on_batch: called with the number of texts after every batch (progress bars).
+        """
+        import torch
+
+        batches = [(number, chunk[start:start + self.batch_size])
+                   for number, chunk in enumerate(chunks) for start in range(0, len(chunk), self.batch_size)]
+        if not batches:
+            return
+        if not self._checked:
+            self._check_parity(batches[0][1])
+        if self._fallback:
+            for chunk in chunks:
+                started = time.perf_counter()
+                output = self.model.encode_document(chunk, prompt=self.prompt, batch_size=self.batch_size,
+                                                    convert_to_numpy=True, show_progress_bar=False)
+                self.report.add(len(chunk), time.perf_counter() - started)
+                if on_batch is not None:
+                    on_batch(len(chunk))
+                yield np.asarray(output, dtype=np.float32)
+            return
+        device = self.model.device
+        pool = ThreadPoolExecutor(max_workers=self.tokenize_threads, thread_name_prefix="disastir-tokenize") \
+            if self.tokenize_threads else None
+        pending: deque[tuple[int, int, Any]] = deque()
+        upcoming = iter(batches)
+
+        def submit() -> None:
+            item = next(upcoming, None)
+            if item is not None:
+                texts = item[1]
+                work = pool.submit(self._preprocess, texts) if pool is not None else texts
+                pending.append((item[0], len(texts), work))
+
+        try:
+            for _ in range(max(1, _DEPTH_PER_THREAD * self.tokenize_threads)):
+                submit()
+            current, outputs, started = 0, [], time.perf_counter()
+            with torch.inference_mode():
+                while pending:
+                    number, size, work = pending.popleft()
+                    features = work.result() if pool is not None else self._preprocess(work)
+                    submit()
+                    if number != current:
+                        yield self._finish(outputs, started)
+                        current, outputs, started = number, [], time.perf_counter()
+                    outputs.append(self._forward(features, device))
+                    if on_batch is not None:
+                        on_batch(size)
+                yield self._finish(outputs, started)
+        finally:
+            if pool is not None:
+                for _, _, work in pending:
+                    work.cancel()
+                pool.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ internals
+
+    def _preprocess(self, texts: list[str]) -> dict[str, Any]:
+        """Tokenise one batch the way ``encode_document`` does; counts texts at the token limit."""
+        try:
+            features = self.model.preprocess(texts, prompt=self.prompt, task="document")
+        except RuntimeError as error:  # a tokenizer whose settings changed under another thread ("Already borrowed")
+            if "borrow" not in str(error).lower():
+                raise
+            with self._lock:
+                features = self.model.preprocess(texts, prompt=self.prompt, task="document")
+        mask = features.get("attention_mask")
+        if self.max_seq_length and mask is not None and hasattr(mask, "sum"):
+            features["_disastir_at_limit"] = int((mask.sum(dim=1) >= self.max_seq_length).sum())
+        return features
+
+    def _forward(self, features: dict[str, Any], device: Any) -> Any:
+        from sentence_transformers.util import batch_to_device
+
+        self._at_limit_in_chunk += features.pop("_disastir_at_limit", 0)
+        output = self.model(batch_to_device(features, device), task="document")["sentence_embedding"]
+        truncate_dim = getattr(self.model, "truncate_dim", None)
+        return output[..., :truncate_dim] if truncate_dim else output
+
+    def _finish(self, outputs: list[Any], started: float) -> np.ndarray:
+        """One chunk's vectors to the CPU as float32 (one device-to-host copy per chunk)."""
+        import torch
+
+        vectors = torch.cat(outputs).float().cpu().numpy()
+        at_limit, self._at_limit_in_chunk = self._at_limit_in_chunk, 0
+        self.report.add(len(vectors), time.perf_counter() - started, at_limit)
+        return vectors
+
+    def _check_parity(self, texts: list[str]) -> None:
+        """Compare the first batch with ``encode_document``; fall back to it per chunk if they disagree."""
+        import torch
+
+        self._checked = True
+        try:
+            with torch.inference_mode():
+                ours = self._forward(self._preprocess(list(texts)), self.model.device).float().cpu()
+            theirs = self.model.encode_document(list(texts), prompt=self.prompt, batch_size=self.batch_size,
+                                                convert_to_tensor=True, show_progress_bar=False).float().cpu()
+        except (TypeError, ValueError, KeyError, AttributeError) as error:  # another sentence-transformers API
+            logger.warning("The pipelined encoder cannot drive %s (%s); encoding through encode_document chunk by "
+                           "chunk instead.", type(self.model).__name__, error)
+            ours = theirs = None
+        finally:
+            self._at_limit_in_chunk = 0
+        if ours is not None and ours.shape == theirs.shape and torch.equal(ours, theirs):
+            self.report.parity = "bitwise"
+        elif ours is not None and ours.shape == theirs.shape and torch.allclose(ours, theirs, rtol=1e-3, atol=1e-5):
+            self.report.parity = "allclose"
+            logger.info("The pipelined encoder matches encode_document to %.1e (not bit for bit) on the first batch.",
+                        float((ours - theirs).abs().max()))
+        else:
+            self._fallback = True
+            self.report.path, self.report.tokenize_threads = "model.encode_document", 0
+            if ours is not None:
+                logger.warning("The pipelined encoder disagrees with %s.encode_document on the first batch; encoding "
+                               "through encode_document chunk by chunk instead.", type(self.model).__name__)
+
+
+def _document_prompt(model: Any) -> str | None:
+    """The prompt ``encode_document`` picks by itself: ``document``, ``passage``, ``corpus``, else the default."""
+    prompts = getattr(model, "prompts", None) or {}
+    for name in ("document", "passage", "corpus"):
+        if name in prompts:
+            return prompts[name]
+    default = getattr(model, "default_prompt_name", None)
+    return prompts.get(default) if default else None
+
+
+def plain_sentence_transformer(model: Any) -> bool:
+    """Whether ``model`` is a ``SentenceTransformer`` whose ``encode``/``encode_document`` are the library's own."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return False
+    return (isinstance(model, SentenceTransformer)
+            and type(model).encode_document is SentenceTransformer.encode_document
+            and type(model).encode is SentenceTransformer.encode
+            and not (hasattr(model, "_can_flatten_inputs") and model._can_flatten_inputs()))

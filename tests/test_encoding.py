@@ -1,0 +1,199 @@
+"""Corpus encoding at the limit: one encode call's batches, bit for bit, resumable, precision and batch size keyed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mteb
+import numpy as np
+import pytest
+import torch
+
+from disastir_mteb.encoding import (
+    SentenceTransformerPipeline,
+    apply_precision,
+    length_order,
+    parse_precision,
+)
+from disastir_mteb.hashing_encoder import HashingEncoder
+from disastir_mteb.runner import evaluate
+from disastir_mteb.search import SharedCorpusSearch
+from disastir_mteb.store import EmbeddingStore
+
+_WORDS = ("flood river gauge levee storm surge evacuation shelter wildfire smoke drought crop earthquake "
+          "aftershock landslide cholera outbreak hurricane wind damage power outage relief convoy").split()
+
+
+def _texts(n: int, seed: int = 0) -> list[str]:
+    """Passages of very different lengths (3 to 300 words), in no particular order, some past 256 tokens."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(_WORDS, size=int(rng.choice([3, 12, 40, 90, 300])))) + f" report {i}."
+            for i in range(n)]
+
+
+def _fresh_model() -> object:
+    """A private copy of the bundled MiniLM (precision tests cast weights in place)."""
+    from disastir_mteb.bundled import load_bundled_model
+
+    return load_bundled_model(device="cpu")
+
+
+def _corpus_task(tmp_path: Path, use_data: object, texts: list[str]) -> object:
+    from conftest import write_layout
+
+    passages = {f"d{i}": text for i, text in enumerate(texts)}
+    qrels = [{"user_query": "river gauge levels", "passage": texts[3], "score": 2}]
+    root = write_layout(tmp_path / "data", passages,
+                        {"QA_Bio": ([{"query_id": "q1", "user_query": "river gauge levels"}], qrels)})
+    use_data(root)
+    task = mteb.get_task("DisastIR-QA-Bio")
+    task.load_data()
+    return task
+
+
+def _index(searcher: SharedCorpusSearch, task: object, batch_size: int = 8) -> None:
+    searcher.index(task.dataset["default"]["test"]["corpus"], task_metadata=task.metadata, hf_split="test",
+                   hf_subset="default", encode_kwargs={"batch_size": batch_size})
+
+
+def test_length_order_is_sentence_transformers_order() -> None:
+    texts = _texts(200)
+    assert np.array_equal(length_order(texts), np.argsort([-len(t) for t in texts]))
+    assert [len(texts[i]) for i in length_order(texts)] == sorted(map(len, texts), reverse=True)
+
+
+@pytest.mark.parametrize("threads", [0, 1, 3])
+def test_pipeline_gives_one_encode_call_bit_for_bit(bundled_model: object, threads: int) -> None:
+    """Chunks of the length order, whole batches each, in any number of calls: the bytes of one encode call."""
+    st = bundled_model.model
+    texts = _texts(120)
+    expected = st.encode_document(texts, batch_size=8)
+    order = length_order(texts)
+    pipeline = SentenceTransformerPipeline(st, batch_size=8, tokenize_threads=threads)
+    chunks = [[texts[i] for i in order[start:start + 32]] for start in range(0, len(texts), 32)]
+    got = np.empty_like(expected)
+    for start, vectors in zip(range(0, len(texts), 32), pipeline.encode_stream(chunks), strict=True):
+        got[order[start:start + 32]] = vectors
+    np.testing.assert_array_equal(got, expected)
+    assert pipeline.report.parity == "bitwise" and pipeline.report.path == "pipelined"
+    assert pipeline.report.texts == len(texts) and pipeline.report.tokenize_threads == threads
+    limit = st.max_seq_length
+    long = sum(len(st.tokenizer(t)["input_ids"]) >= limit for t in texts)
+    assert long > 0 and pipeline.report.at_max_length == long  # truncated passages are counted, not hidden
+
+
+def test_runner_stores_exactly_what_sentence_transformers_encodes(bundled_model: object, tmp_path: Path,
+                                                                  use_data: object) -> None:
+    texts = _texts(90)
+    task = _corpus_task(tmp_path, use_data, texts)
+    searcher = SharedCorpusSearch(bundled_model, store=EmbeddingStore(tmp_path / "cache"), progress=False,
+                                  chunk_size=20, devices=None)  # 20 -> 24: chunks hold whole batches of 8
+    _index(searcher, task)
+    np.testing.assert_array_equal(np.asarray(searcher.corpus_embeddings),
+                                  bundled_model.model.encode_document(texts, batch_size=8))
+    assert searcher.encoding.path == "pipelined" and searcher.encoding.parity == "bitwise"
+    summary = searcher.describe_encoding()
+    assert "90 texts in length-sorted batches of 8" in summary and "max_seq_length 256" in summary
+    assert searcher.passages_encoded == 90
+
+
+
+def test_killed_pipelined_run_resumes_and_gives_the_same_bytes(tmp_path: Path, use_data: object) -> None:
+    model = _fresh_model()
+    st = model.model
+    texts = _texts(90, seed=1)
+    task = _corpus_task(tmp_path, use_data, texts)
+    store = EmbeddingStore(tmp_path / "cache")
+    calls = {"n": 0}
+    forward = st.forward
+
+    def dying_forward(*args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 11:  # the parity check takes two passes, then chunks of 3 batches: dies inside chunk 3
+            raise KeyboardInterrupt("simulated kill")
+        return forward(*args, **kwargs)
+
+    st.forward = dying_forward
+    first = SharedCorpusSearch(model, store=store, progress=False, chunk_size=24, devices=None)
+    with pytest.raises(KeyboardInterrupt):
+        _index(first, task)
+    assert first.passages_encoded == 48  # two whole chunks written, the third lost
+    del st.forward
+    second = SharedCorpusSearch(model, store=store, progress=False, chunk_size=24, devices=None)
+    _index(second, task)
+    assert second.passages_encoded == 90 - 48
+    np.testing.assert_array_equal(np.asarray(second.corpus_embeddings), st.encode_document(texts, batch_size=8))
+
+
+def test_prompted_models_get_their_prompt_on_the_pipelined_path(tmp_path: Path, use_data: object) -> None:
+    from mteb.models import SentenceTransformerEncoderWrapper
+
+    st = _fresh_model().model
+    prompted = SentenceTransformerEncoderWrapper(st, model_prompts={"query": "query: ", "document": "passage: "})
+    prompted.mteb_model_meta = prompted.mteb_model_meta.model_copy(update={"name": "test/prompted-minilm"})
+    texts = _texts(40, seed=2)
+    task = _corpus_task(tmp_path, use_data, texts)
+    searcher = SharedCorpusSearch(prompted, store=None, progress=False, devices=None)
+    _index(searcher, task)
+    assert searcher.encoding.path == "pipelined"
+    np.testing.assert_array_equal(np.asarray(searcher.corpus_embeddings),
+                                  st.encode_document(texts, prompt="passage: ", batch_size=8))
+
+
+def test_batch_size_and_precision_are_part_of_the_cache_key(tmp_path: Path, use_data: object) -> None:
+    model = _fresh_model()
+    texts = _texts(40, seed=3)
+    task = _corpus_task(tmp_path, use_data, texts)
+    store = EmbeddingStore(tmp_path / "cache")
+    by_batch = {}
+    for batch_size in (8, 16, 8):
+        searcher = SharedCorpusSearch(model, store=store, progress=False, devices=None, batch_size=batch_size)
+        _index(searcher, task)
+        by_batch.setdefault(batch_size, []).append((searcher.passages_encoded, np.asarray(searcher.corpus_embeddings)))
+    assert [n for n, _ in by_batch[8]] == [40, 0] and by_batch[16][0][0] == 40  # own entry per batch size
+    np.testing.assert_allclose(by_batch[8][0][1], by_batch[16][0][1], atol=1e-5)  # rounding-level differences
+
+    half = SharedCorpusSearch(model, store=store, progress=False, devices=None, batch_size=8, precision="bf16")
+    assert next(model.model.parameters()).dtype == torch.bfloat16  # cast in place, like model.half()
+    _index(half, task)
+    assert half.passages_encoded == 40 and half.model_dtype == "bfloat16"
+    assert half.mteb_model_meta.experiment_kwargs["disastir_precision"] == "bf16"
+    cosine = np.sum(np.asarray(half.corpus_embeddings) * by_batch[8][0][1], axis=1) / (
+        np.linalg.norm(np.asarray(half.corpus_embeddings), axis=1) * np.linalg.norm(by_batch[8][0][1], axis=1))
+    assert cosine.min() > 0.99 and not np.array_equal(np.asarray(half.corpus_embeddings), by_batch[8][0][1])
+    again = SharedCorpusSearch(model, store=store, progress=False, devices=None, batch_size=8)
+    assert again.mteb_model_meta.experiment_kwargs["disastir_precision"] == "bf16"  # the cast model stays labelled
+
+
+def test_precision_results_are_filed_apart(use_data: object, tmp_path: Path) -> None:
+    _corpus_task(tmp_path, use_data, _texts(40, seed=5))
+    model = _fresh_model()
+    plain = evaluate(model, ["DisastIR-QA-Bio"], cache_dir=tmp_path / "cache", output_folder=tmp_path / "r",
+                     show_progress=False)
+    half = evaluate(model, ["DisastIR-QA-Bio"], cache_dir=tmp_path / "cache", output_folder=tmp_path / "r",
+                    show_progress=False, precision="bf16")
+    files = sorted(p.relative_to(tmp_path / "r").as_posix() for p in (tmp_path / "r").rglob("DisastIR-QA-Bio.json"))
+    assert len(files) == 2 and any("/experiments/disastir_precision_bf16/" in f for f in files)
+    assert plain.task_results[0].get_score() == pytest.approx(half.task_results[0].get_score(), abs=0.05)
+
+
+def test_precision_and_batch_size_errors_are_one_sentence() -> None:
+    assert parse_precision("float16") == "fp16" and parse_precision(None) is None
+    with pytest.raises(ValueError, match=r"Unknown precision 'fp8'; valid: fp32, fp16, bf16"):
+        parse_precision("fp8")
+    with pytest.raises(ValueError, match="needs a torch model, but HashingEncoder holds none"):
+        apply_precision(HashingEncoder(), "fp16")
+    with pytest.raises(ValueError, match="batch_size=0 must be an integer >= 1"):
+        SharedCorpusSearch(HashingEncoder(), batch_size=0)
+    with pytest.raises(ValueError, match="tokenize_threads=-1"):
+        SharedCorpusSearch(HashingEncoder(), tokenize_threads=-1)
+
+
+def test_other_encoders_keep_their_own_encode_in_length_order(tmp_path: Path, use_data: object) -> None:
+    texts = _texts(50, seed=4)
+    task = _corpus_task(tmp_path, use_data, texts)
+    encoder = HashingEncoder()
+    searcher = SharedCorpusSearch(encoder, store=EmbeddingStore(tmp_path / "cache"), progress=False, chunk_size=16)
+    _index(searcher, task)
+    assert searcher.encoding.path == "model.encode (mteb)"
+    np.testing.assert_array_equal(np.asarray(searcher.corpus_embeddings), HashingEncoder().embed(texts))
