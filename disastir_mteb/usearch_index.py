@@ -8,8 +8,15 @@ unless the constructor is told the ``similarity``. USearch's ``ip`` distance is 
 turned into a similarity (higher is better) once, here. Results are ordered by similarity, ties
 by lower corpus row, and never contain USearch's padding (sentinel keys, NaN distances).
 
-Determinism: with ``threads=1`` (every preset) the graph is built and searched on one thread and
-is bit-identical from run to run; multi-threaded HNSW builds insert in a racy order and are not.
+Threads and determinism: every preset builds and searches on all cores (``threads=0``), resolved
+to a concrete count by :meth:`AnnParams.resolved` (``os.cpu_count()``) before anything is built or
+labelled, so a result folder says how its graph was built (``...-k10-t16`` on 16 cores). Search is
+deterministic whatever the thread count: each query walks the fixed graph on one thread. The build
+is not: threads insert concurrently in a racy order, so two multi-threaded builds of the same
+vectors differ in a few edges and so in a few results. ``threads=1`` (``--ann-threads 1``)
+inserts in row order and gives a bit-identical graph from run to run. A built graph is cached per
+thread count (see :attr:`AnnParams.digest`), so a rerun memory-maps the same graph and repeats its
+results exactly, whichever build made it.
 """
 
 from __future__ import annotations
@@ -57,6 +64,15 @@ _ADD_BLOCK = 16384  # rows normalised and inserted per call: a build never copie
 _RESCORE_FLOATS = 1 << 25  # gathered candidate floats per rescoring block (128 MB)
 
 
+def _all_cores() -> int:
+    """The thread count that ``threads=0`` stands for: ``os.cpu_count()``, 1 if unknown.
+
+    The same count usearch's own ``threads=0`` uses (``std::thread::hardware_concurrency``), but
+    resolved here and passed explicitly, so the label and the build cannot disagree.
+    """
+    return os.cpu_count() or 1
+
+
 @dataclass(frozen=True)
 class AnnParams:
     """One USearch configuration. Build parameters are fixed per index; the others are per search.
@@ -70,7 +86,10 @@ class AnnParams:
         expansion_add: candidate list while inserting ("efConstruction").
         expansion_search: candidate list while searching ("ef"); the effective breadth is
             ``max(expansion_search, candidates)``, so a large ``top_k`` makes the search nearly exact.
-        threads: threads for building and searching; 0 = all cores, 1 = deterministic.
+        threads: threads for building and searching; 0 = all cores (the presets' default: a
+            build at DisastIR scale takes minutes on one thread), turned into the machine's count
+            by :meth:`resolved`. A multi-threaded build is not reproducible (see the module
+            docstring); 1 gives a bit-identical graph run to run. Search is deterministic either way.
         rescore: search ``rescore * top_k`` candidates, then re-rank them exactly in float32 from
             the original vectors; ``None`` ranks by the index's own distances (f32/f16 only: i8 and
             b1 distances are not similarities, so their ``top_k`` candidates are always re-scored).
@@ -86,7 +105,7 @@ class AnnParams:
     connectivity: int = 16
     expansion_add: int = 128
     expansion_search: int = 64
-    threads: int = 1
+    threads: int = 0
     rescore: int | None = None
     exact: bool = False
     k: int | None = 10
@@ -110,38 +129,60 @@ class AnnParams:
                              f"dtype={self.dtype!r}, rescore={self.rescore!r}.")
 
     def as_dict(self) -> dict[str, Any]:
-        """Every field by name, for result labels and manifests."""
+        """Every field by name, as given (``threads=0`` stays 0), for result labels and manifests."""
         return dataclasses.asdict(self)
 
+    def resolved(self) -> AnnParams:
+        """These parameters with ``threads=0`` replaced by this machine's core count (:func:`_all_cores`).
+
+        The one place where "all cores" becomes a number. :meth:`describe`, :meth:`label` and
+        :attr:`digest` use it, and :class:`UsearchIndex` keeps the resolved parameters, so the label,
+        the cache entry and the threads given to USearch agree. Equality compares the fields as
+        given: ``threads=0`` and ``threads=16`` are different settings, even on a 16-core machine.
+        """
+        return self if self.threads else dataclasses.replace(self, threads=_all_cores())
+
     def describe(self) -> str:
-        """One line, e.g. ``HNSW ip f32 M=16 efC=128 ef=64 k=10 threads=1``."""
+        """One line with the thread count resolved, e.g. ``HNSW ip f32 M=16 efC=128 ef=64 k=10 threads=16``."""
+        threads = self.resolved().threads
         k = f" k={self.k if self.k is not None else 'all'}"
         if self.exact:
-            return f"USearch exact {self.metric} {self.dtype}{k} threads={self.threads}"
+            return f"USearch exact {self.metric} {self.dtype}{k} threads={threads}"
         rescore = f" rescore x{self.rescore}" if self.rescore else ""
         return (f"HNSW {self.metric} {self.dtype} M={self.connectivity} efC={self.expansion_add} "
-                f"ef={self.expansion_search}{k} threads={self.threads}{rescore}")
+                f"ef={self.expansion_search}{k} threads={threads}{rescore}")
 
     def label(self) -> str:
-        """:meth:`describe` in a short, file-name-safe form, e.g. ``hnsw-ip-f32-M16-efC128-ef64-k10-t1``.
+        """:meth:`describe` in a short, file-name-safe form, e.g. ``hnsw-ip-f32-M16-efC128-ef64-k10-t16``.
 
-        Used as the mteb experiment setting of ANN runs, so each configuration has its own results folder.
+        Used as the mteb experiment setting of ANN runs, so each configuration has its own results
+        folder. The thread count is the resolved one: the default preset files its results under
+        ``-t16`` on 16 cores and ``-t2`` on 2, because their graphs were built differently (and the
+        ``-t1`` folder holds the reproducible build).
         """
         text = self.describe().replace("USearch exact", "exact").replace("HNSW", "hnsw")
         return text.replace("threads=", "t").replace("rescore x", "x").replace("=", "").replace(" ", "-")
 
     @property
     def digest(self) -> str:
-        """A stable 32-hex-character hash of every field, for cache keys."""
-        return _hash(json.dumps({"format": _FORMAT, **self.as_dict()}, sort_keys=True).encode())
+        """A stable 32-hex-character hash of every field, threads resolved, for cache keys.
+
+        Builds with different thread counts never share a cached index. A ``threads=1`` run promises
+        the bit-identical graph a fresh one-thread build gives, which a racy multi-threaded graph is
+        not. Two multi-threaded graphs (say 2 and 16 threads) would serve equally well, but the
+        result folder of a run that loaded one would then name a thread count its graph was not
+        built with. The price is one rebuild when a cache moves to a machine with another core count.
+        """
+        return _hash(json.dumps({"format": _FORMAT, **self.resolved().as_dict()}, sort_keys=True).encode())
 
 
 PRESETS: MappingProxyType[str, AnnParams] = MappingProxyType({
     # DisastIR paper, Section 5.2 and src/retrieval/index_builder.py. The paper searched top-10, so
-    # its effective breadth was max(64, 10) = 64; the runner's top_k plays that role here.
+    # its effective breadth was max(64, 10) = 64; the runner's top_k plays that role here. Built on
+    # all cores (threads=0, labelled with the resolved count); threads=1 for the reproducible build.
     "paper": AnnParams(),
     # Brute force, no graph: the parity reference for the ANN presets.
-    "exact": AnnParams(exact=True, threads=0, k=None),
+    "exact": AnnParams(exact=True, k=None),
     # Memory-bound variants (f32 graph 562 MB at d=384): f16 halves, i8 quarters the vectors, b1 keeps
     # one sign bit per dimension. Recall@10 measured on 50k clustered unit vectors (d=64 / d=384), by
     # rescore factor: f16 x1 0.999/0.996, x2 1.000/0.998 (f16 orders like f32); i8 x1 0.92/0.83, x2
@@ -163,12 +204,14 @@ def resolve_params(preset: str | AnnParams = "paper", **overrides: Any) -> AnnPa
     """The parameters of ``preset`` (a name in :data:`PRESETS` or an :class:`AnnParams`) with ``overrides``.
 
     Overriding ``dtype`` alone also sets the metric it needs (``hamming`` for b1, else ``ip``).
+    ``threads=0`` is returned as given (so the result equals the preset it came from); it becomes a
+    count in :meth:`AnnParams.resolved`, which labels and builds use.
 
     Raises:
         ValueError: an unknown preset or field name (the valid ones are listed), or invalid values.
 
     Examples:
-        >>> resolve_params("paper", expansion_search=128).describe()
+        >>> resolve_params("paper", expansion_search=128, threads=1).describe()
         'HNSW ip f32 M=16 efC=128 ef=128 k=10 threads=1'
     """
     if not isinstance(preset, AnnParams) and preset not in PRESETS:
@@ -221,7 +264,8 @@ class UsearchIndex:
     """USearch search as an mteb index backend (``SearchEncoderWrapper(model, index_backend=...)``).
 
     Args:
-        params: an :class:`AnnParams` or a preset name from :data:`PRESETS` (default ``paper``).
+        params: an :class:`AnnParams` or a preset name from :data:`PRESETS` (default ``paper``);
+            kept :meth:`~AnnParams.resolved`, so ``params.threads`` is the count USearch is given.
         keep_on_clear: keep the built index through mteb's per-task ``clear()``: ``add_documents``
             with the ids and vectors already held is then a no-op (counted in ``builds_skipped``).
         cache_dir: persist built indexes under ``<cache_dir>/usearch/`` (with ``cache_key``).
@@ -247,7 +291,7 @@ class UsearchIndex:
     def __init__(self, params: AnnParams | str = "paper", *, keep_on_clear: bool = False,
                  cache_dir: str | os.PathLike[str] | None = None, cache_key: str | None = None,
                  similarity: Similarity | None = None, progress: bool = False) -> None:
-        self.params = params if isinstance(params, AnnParams) else resolve_params(params)
+        self.params = (params if isinstance(params, AnnParams) else resolve_params(params)).resolved()
         self.progress = progress
         if (cache_dir is None) != (cache_key is None):
             raise ValueError(f"cache_dir={cache_dir!r} and cache_key={cache_key!r}: give both to persist, or neither.")

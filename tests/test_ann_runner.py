@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from disastir_mteb.store import EmbeddingStore
 from disastir_mteb.taxonomy import TASK_NAMES
 from disastir_mteb.usearch_index import PRESETS, resolve_params
 
-PAPER_FOLDER = "disastir_search_ann-hnsw-ip-f32-M16-efC128-ef64-k10-t1"
+CORES = os.cpu_count() or 1  # the paper preset builds on all cores and says how many in its label
+PAPER_FOLDER = f"disastir_search_ann-hnsw-ip-f32-M16-efC128-ef64-k10-t{CORES}"
 
 
 @pytest.fixture
@@ -44,7 +46,7 @@ def test_one_index_for_48_tasks_persisted_and_filed_apart(on_sample: Path, tmp_p
     assert ann_folder.name == PAPER_FOLDER and ann_folder.parent.name == "experiments"
     assert len(list(ann_folder.glob("DisastIR-*.json"))) == 48
     meta = json.loads((ann_folder / "model_meta.json").read_text())
-    assert meta["experiment_kwargs"] == {"disastir_search": "ann-hnsw-ip-f32-M16-efC128-ef64-k10-t1"}
+    assert meta["experiment_kwargs"] == {"disastir_search": f"ann-hnsw-ip-f32-M16-efC128-ef64-k10-t{CORES}"}
     scores = json.loads((ann_folder / "DisastIR-QA-Bio.json").read_text())["scores"]["test"][0]
     assert scores["recall_at_100"] == scores["recall_at_10"]  # k=10 as the paper: ten results per query
 
@@ -87,7 +89,7 @@ def test_search_settings_are_checked_before_work(tmp_path: Path) -> None:
         evaluate(HashingEncoder(), TASK_NAMES[:1], search="ann", ann_params={"ef": 12}, output_folder=tmp_path)
     with pytest.raises(ValueError, match="were given for search='exact'"):
         evaluate(HashingEncoder(), TASK_NAMES[:1], ann_params={"expansion_search": 12}, output_folder=tmp_path)
-    assert resolve_params("paper", expansion_search=128).label() == "hnsw-ip-f32-M16-efC128-ef128-k10-t1"
+    assert resolve_params("paper", expansion_search=128).label() == f"hnsw-ip-f32-M16-efC128-ef128-k10-t{CORES}"
 
 
 def test_cli_exact_and_ann_runs_then_compare(on_sample: Path, cache_dir: Path, tmp_path: Path,
@@ -96,9 +98,9 @@ def test_cli_exact_and_ann_runs_then_compare(on_sample: Path, cache_dir: Path, t
     common = ["run", "-m", "bundled", "--data", str(on_sample), "-b", "DisastIR-QA", "--output-folder", str(out),
               "--cache-dir", str(cache_dir), "--quiet"]
     assert cli.main(common) == 0
-    assert cli.main([*common, "--search", "ann", "--expansion-search", "128"]) == 0
+    assert cli.main([*common, "--search", "ann", "--expansion-search", "128", "--ann-threads", "1"]) == 0
     printed = capsys.readouterr().out
-    assert "ANN HNSW ip f32 M=16 efC=128 ef=128 k=10 threads=1, 1 index build(s)" in printed
+    assert "ANN HNSW ip f32 M=16 efC=128 ef=128 k=10 threads=1, 1 index build(s)" in printed  # the reproducible build
 
     assert cli.main(["compare", str(out)]) == 0
     table = capsys.readouterr().out
@@ -112,7 +114,7 @@ def test_cli_exact_and_ann_runs_then_compare(on_sample: Path, cache_dir: Path, t
     exact_line = capsys.readouterr().out.splitlines()[0]
     assert exact_line.startswith("Exact: sentence-transformers/all-MiniLM-L6-v2  [") and "experiments" not in exact_line
     assert cli.main([*common, "--search", "ann"]) == 0  # a second ANN set of the same model: ambiguous
-    capsys.readouterr()
+    assert f"ef=64 k=10 threads={CORES}, 1 index build(s)" in capsys.readouterr().out  # all cores by default
     assert cli.main(["compare", str(out)]) == 2
     assert "Two result sets of sentence-transformers/all-MiniLM-L6-v2" in capsys.readouterr().err
     assert cli.main(["compare", str(tmp_path / "nowhere"), str(out)]) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +93,7 @@ def test_paper_parameters_reach_usearch(data: Any) -> None:
     assert (built.ndim, len(built)) == (DIM, N_DOCS)
     assert indices == [[0], [1], [2]] and np.ravel(similarities) == pytest.approx([1.0] * 3, abs=1e-6)  # self-match
     assert index.memory_bytes > 0 and index.builds == 1
-    assert PRESETS["paper"].describe() == "HNSW ip f32 M=16 efC=128 ef=64 k=10 threads=1"
-    assert PRESETS["paper"].label() == "hnsw-ip-f32-M16-efC128-ef64-k10-t1"
+    assert PRESETS["paper"].threads == 0 and index.params.threads == (os.cpu_count() or 1)  # all cores, resolved
     dot = UsearchIndex("paper", similarity="dot")
     dot.add_documents(docs, ids)  # built at once
     assert dot.builds == 1
@@ -151,7 +151,7 @@ def test_k_caps_results_as_the_paper_and_none_follows_mteb(data: Any) -> None:
     deep = UsearchIndex(resolve_params("paper", k=None))
     deep.add_documents(docs, ids)
     assert {len(row) for row in deep.search(queries, 100, cos_sim)[1]} == {100}
-    assert PRESETS["exact"].k is None and PRESETS["exact"].label() == "exact-ip-f32-kall-t0"
+    assert PRESETS["exact"].k is None and resolve_params("exact", threads=4).label() == "exact-ip-f32-kall-t4"
     with pytest.raises(ValueError, match=r"AnnParams\.k=0 must be an integer >= 1 or None"):
         resolve_params("paper", k=0)
 
@@ -191,10 +191,55 @@ def test_single_thread_build_is_deterministic(data: Any) -> None:
     docs, _, ids = data
     saved = []
     for _ in range(2):
-        index = UsearchIndex("paper", similarity="cosine")
+        index = UsearchIndex(resolve_params("paper", threads=1), similarity="cosine")
         index.add_documents(docs, ids)
         saved.append(bytes(index.usearch_index.save()))
     assert saved[0] == saved[1]
+
+
+def test_threads_resolve_to_the_cores_in_labels_and_cache_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    paper = PRESETS["paper"]
+    assert paper == AnnParams() == resolve_params("paper") and paper.threads == 0  # "all cores", as given
+    assert paper.resolved() == resolve_params("paper", threads=16) and paper.resolved().resolved() == paper.resolved()
+    assert paper.describe() == "HNSW ip f32 M=16 efC=128 ef=64 k=10 threads=16"
+    assert paper.label() == "hnsw-ip-f32-M16-efC128-ef64-k10-t16"
+    assert resolve_params("paper", threads=1).label() == "hnsw-ip-f32-M16-efC128-ef64-k10-t1"
+    assert resolve_params("paper", threads=4).label() == "hnsw-ip-f32-M16-efC128-ef64-k10-t4"
+    assert [PRESETS[name].label() for name in ("exact", "f16", "b1")] == [
+        "exact-ip-f32-kall-t16", "hnsw-ip-f16-M16-efC128-ef64-k10-t16-x2",
+        "hnsw-hamming-b1-M16-efC128-ef64-k10-t16-x32"]
+    assert paper.digest == resolve_params("paper", threads=16).digest  # the same build, the same cache entry
+    assert len({paper.digest, *(resolve_params("paper", threads=n).digest for n in (1, 2))}) == 3
+    assert UsearchIndex("paper").params.threads == 16  # the count handed to USearch
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert paper.label().endswith("-k10-t2") and paper.digest != resolve_params("paper", threads=16).digest
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one thread
+    assert paper.label().endswith("-k10-t1")
+
+
+def test_multi_thread_build_recall_matches_single_thread_and_search_is_deterministic() -> None:
+    docs, queries, ids = clustered(seed=3, n_docs=20_000)
+    reference = top_k_inner_product(unit(queries), unit(docs), 10)[1]
+    recalls = {}
+    for threads in (1, 4):
+        index = UsearchIndex(resolve_params("paper", threads=threads), similarity="cosine")
+        index.add_documents(docs, ids)
+        found = index.search(queries, 10, cos_sim)
+        recalls[threads] = recall_at_10(found[1], reference)
+        index.params = resolve_params(index.params, threads=1 if threads > 1 else 4)  # same graph, other search threads
+        assert index.search(queries, 10, cos_sim) == found
+    assert recalls[1] >= 0.98 and abs(recalls[4] - recalls[1]) <= 0.01, recalls
+
+
+def test_builds_with_other_thread_counts_do_not_share_a_cached_index(data: Any, tmp_path: Path) -> None:
+    docs, _, ids = data
+    for threads, (builds, loads) in [(1, (1, 0)), (2, (1, 0)), (1, (0, 1)), (2, (0, 1))]:
+        index = UsearchIndex(resolve_params("paper", threads=threads), cache_dir=tmp_path, cache_key="m@r corpus",
+                             similarity="cosine")
+        index.add_documents(docs, ids)
+        assert (index.builds, index.loads) == (builds, loads), threads
+    assert len(list(tmp_path.rglob("*.usearch"))) == 2
 
 
 def test_persisted_index_reloads(data: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -245,7 +290,7 @@ def test_unknown_names_are_refused() -> None:
     assert resolve_params("paper", dtype="b1").metric == "hamming"
     with pytest.raises(ValueError, match="connectivity=0"):
         resolve_params(connectivity=0)
-    assert resolve_params("i8", threads=0).digest != PRESETS["i8"].digest
+    assert resolve_params("i8", threads=1).digest != resolve_params("i8", threads=3).digest
     assert resolve_params("b1").as_dict()["rescore"] == PRESETS["b1"].rescore
 
 
