@@ -107,6 +107,7 @@ class SharedCorpusSearch:
             encode in one process.
         ann: search with USearch (an :class:`~disastir_mteb.usearch_index.AnnParams` or a preset
             name such as ``"paper"``) instead of exactly; the index persists under the store's root.
+            Exact search runs on the model's GPU when it is on one (same rankings as on the CPU).
         batch_size: texts per forward pass; ``None`` = what mteb passes (``encode_kwargs``, 32 by default).
         precision: ``fp32``, ``fp16`` or ``bf16``: cast the model's weights in place before encoding
             (like ``model.half()``); ``None`` keeps the model's own dtype. A precision other than the
@@ -166,9 +167,10 @@ class SharedCorpusSearch:
         self.chunk_size = chunk_size
         self.devices = _resolve_devices(devices)
         self._prefetched: dict[_PrefetchKey, tuple[int, dict[str, dict[str, float]]]] = {}
+        device = module_device(model)
         self.index_backend: ExactIndex | UsearchIndex = (
-            ExactIndex(keep_on_clear=True) if self.ann is None
-            else UsearchIndex(self.ann, keep_on_clear=True, progress=progress))
+            ExactIndex(keep_on_clear=True, device=device if device and device.startswith("cuda") else None)
+            if self.ann is None else UsearchIndex(self.ann, keep_on_clear=True, progress=progress))
         self.rankings: dict[tuple[str, str, str], RetrievalOutputType] = {}
         self.keep_rankings = False
         self._held: tuple[str, str] | None = None
@@ -217,8 +219,11 @@ class SharedCorpusSearch:
         return report.describe()
 
     def describe_search(self) -> str:
-        """One line: exact, or the ANN parameters."""
-        return "exact (blocked inner product)" if self.ann is None else f"ANN {self.ann.describe()}"
+        """One line: exact (and where it runs), or the ANN parameters."""
+        if self.ann is None:
+            device = getattr(self.index_backend, "device", None)
+            return f"exact (blocked inner product{f' on {device}' if device is not None else ''})"
+        return f"ANN {self.ann.describe()}"
 
     # ------------------------------------------------------------------ identity of an embedding
     def _passage_prompt(self, task_metadata: TaskMetadata) -> str:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import mteb
 import numpy as np
 import pytest
+import torch
 from datasets import Dataset
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
@@ -230,3 +232,323 @@ def test_keep_on_clear() -> None:
     assert kept.adds_skipped == 1
     best = 2 * float(np.max(queries[0] @ documents[:10].T))
     assert kept.search(queries, 1, dot_score)[0][0][0] == pytest.approx(best, rel=1e-5)
+
+
+# ---------------------------------------------------------------------- on the model's device
+
+CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+
+
+def planted_ties(rng: np.random.Generator, n_queries: int, n_docs: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Small-integer vectors (exact float32 products) with duplicated corpus rows, so ties straddle the k-th place."""
+    queries, corpus = small_integers(rng, (n_queries, dim)), small_integers(rng, (n_docs, dim))
+    copies = rng.choice(n_docs, n_docs // 3, replace=False)
+    corpus[copies] = corpus[rng.integers(0, n_docs, copies.size)]
+    return queries, corpus
+
+
+def straddles_kth(similarities: np.ndarray, queries: np.ndarray, corpus: np.ndarray, top_k: int) -> int:
+    """How many queries have a tie across the k-th place (so the test really exercises tie breaking)."""
+    scores = queries.astype(np.float64) @ corpus.astype(np.float64).T
+    kth = similarities[:, top_k - 1:top_k]
+    return int(((scores == kth).sum(axis=1) > (similarities == kth).sum(axis=1)).sum())
+
+
+@pytest.fixture
+def tensor_path_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The score blocks the device path ranks, recorded: they must stay torch tensors."""
+    calls: list[Any] = []
+    real = exact_search._exact_top_tensor
+
+    def spy(scores: Any, offset: int, top_k: int, torch_module: Any) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(scores)
+        return real(scores, offset, top_k, torch_module)
+
+    monkeypatch.setattr(exact_search, "_exact_top_tensor", spy)
+    return calls
+
+
+@pytest.mark.parametrize(("seed", "device"), [(0, "cpu"), (1, "cpu"), (2, "cpu"), (3, torch.device("cpu"))])
+def test_device_cpu_equals_default_and_brute_force(device: Any, seed: int, tensor_path_calls: list[Any]) -> None:
+    rng = np.random.default_rng(seed)
+    queries, corpus = planted_ties(rng, 37, 211, 5)
+    straddling = 0
+    for top_k in (1, 7, 211, 300):
+        expected = brute_force(queries, corpus, top_k)
+        straddling += straddles_kth(expected[0], queries, corpus, min(top_k, 211))
+        for query_block, corpus_block in ((None, 65536), (5, 17), (2, 3), (37, 10), (4, 211)):
+            default = top_k_inner_product(queries, corpus, top_k, query_block=query_block, corpus_block=corpus_block)
+            calls = len(tensor_path_calls)
+            on_device = top_k_inner_product(queries, corpus, top_k, query_block=query_block,
+                                            corpus_block=corpus_block, device=device)
+            assert len(tensor_path_calls) > calls
+            assert all(isinstance(scores, torch.Tensor) for scores in tensor_path_calls)
+            assert on_device[0].dtype == np.float32 and on_device[1].dtype == np.int64
+            for result in (default, on_device):
+                np.testing.assert_array_equal(result[1], expected[1])
+                np.testing.assert_array_equal(result[0], expected[0])
+    assert straddling > 0
+
+
+@pytest.mark.parametrize("corpus_block", [64, 100, 300])
+def test_device_cpu_float16_memory_map(tmp_path: Path, corpus_block: int) -> None:
+    rng = np.random.default_rng(5)
+    queries, corpus = planted_ties(rng, 30, 300, 16)
+    path = tmp_path / "corpus.npy"
+    np.save(path, corpus.astype(np.float16))
+    mapped = np.load(path, mmap_mode="r")
+    expected = brute_force(queries, corpus, 10)
+    assert straddles_kth(expected[0], queries, corpus, 10) > 0
+    default = top_k_inner_product(queries, mapped, 10, corpus_block=corpus_block)
+    for result in (default, top_k_inner_product(queries, mapped, 10, corpus_block=corpus_block, device="cpu"),
+                   top_k_inner_product(queries, torch.from_numpy(corpus.astype(np.float16)), 10,
+                                       corpus_block=corpus_block, device="cpu")):
+        np.testing.assert_array_equal(result[1], expected[1])
+        np.testing.assert_array_equal(result[0], expected[0])
+
+
+def test_device_cpu_gaussian_equals_default() -> None:
+    rng = np.random.default_rng(3)
+    queries = rng.standard_normal((40, 32), dtype=np.float32)
+    corpus = rng.standard_normal((1000, 32), dtype=np.float32)
+    default = top_k_inner_product(queries, corpus, 20, query_block=7, corpus_block=130)
+    on_device = top_k_inner_product(queries, corpus, 20, query_block=7, corpus_block=130, device="cpu")
+    from_tensor = top_k_inner_product(queries, torch.from_numpy(corpus), 20, query_block=7, corpus_block=130)
+    for result in (on_device, from_tensor):
+        np.testing.assert_array_equal(result[1], default[1])
+        np.testing.assert_array_equal(result[0], default[0])
+
+
+def test_tie_straddling_kth_goes_to_lowest_ids_on_device() -> None:
+    corpus = np.zeros((50, 2), np.float32)
+    corpus[:, 0] = 1.0
+    corpus[[3, 41], 0] = 2.0  # two clear winners, then 48 rows tied for the remaining places
+    for corpus_block in (1, 6, 50):
+        similarities, indices = top_k_inner_product(np.ones((2, 2), np.float32), corpus, 5,
+                                                    corpus_block=corpus_block, device="cpu")
+        assert indices.tolist() == [[3, 41, 0, 1, 2]] * 2
+        assert similarities.tolist() == [[2.0, 2.0, 1.0, 1.0, 1.0]] * 2
+
+
+@pytest.mark.skipif(CUDA, reason="CUDA is available here")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", torch.device("cuda")], ids=str)
+def test_cuda_without_cuda_is_a_clear_error(device: Any) -> None:
+    corpus = np.eye(3, dtype=np.float32)
+    message = rf"device={device!r} was requested for exact search, but CUDA is not available"
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        top_k_inner_product(corpus, corpus, 1, device=device)
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        ExactIndex(device=device)
+    index = ExactIndex()
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        index.device = device
+    assert index.device is None
+
+
+def test_unsupported_device_is_a_clear_error() -> None:
+    corpus = np.eye(3, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"device='tpu' is not a torch device; use one of 'cpu', 'cuda'"):
+        top_k_inner_product(corpus, corpus, 1, device="tpu")
+    with pytest.raises(ValueError, match=r"device='meta' is not supported by exact search"):
+        top_k_inner_product(corpus, corpus, 1, device="meta")
+
+
+def test_cuda_device_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    """"cuda" means the current GPU; a GPU index that does not exist is refused (CUDA faked present)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert exact_search._resolve_device("cuda", torch) == torch.device("cuda:1")
+    assert exact_search._resolve_device(torch.device("cuda:0"), torch) == torch.device("cuda:0")
+    with pytest.raises(ValueError, match=r"device='cuda:2' names a GPU that does not exist: torch sees 2"):
+        exact_search._resolve_device("cuda:2", torch)
+
+
+def test_numpy_fallback_accepts_device_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(exact_search, "_torch", lambda: None)
+    rng = np.random.default_rng(2)
+    queries, corpus = planted_ties(rng, 9, 40, 4)
+    expected = brute_force(queries, corpus, 6)
+    similarities, indices = top_k_inner_product(queries, corpus, 6, corpus_block=7, device="cpu")
+    np.testing.assert_array_equal(indices, expected[1])
+    np.testing.assert_array_equal(similarities, expected[0])
+    with pytest.raises(ValueError, match="needs torch"):
+        top_k_inner_product(queries, corpus, 6, device="cuda")
+
+
+def _fp32_switches() -> dict[str, Any]:
+    """torch's new-API TF32 switches (``fp32_precision``), parents first."""
+    backends = torch.backends
+    return {"generic": backends, "matmul": backends.cuda.matmul, "cudnn": backends.cudnn,
+            "conv": backends.cudnn.conv, "rnn": backends.cudnn.rnn, "mkldnn": backends.mkldnn,
+            "mkldnn.matmul": backends.mkldnn.matmul, "mkldnn.conv": backends.mkldnn.conv,
+            "mkldnn.rnn": backends.mkldnn.rnn}
+
+
+def _tf32_state() -> dict[str, Any]:
+    """Every TF32 flag, legacy and new API; ``"raises"`` where torch refuses to read one."""
+    state = {name: switch.fp32_precision for name, switch in _fp32_switches().items()}
+    readers: dict[str, Any] = {"matmul.allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
+                               "cudnn.allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
+                               "precision": torch.get_float32_matmul_precision}
+    for name, read in readers.items():
+        try:
+            state[name] = read()
+        except RuntimeError:
+            state[name] = "raises"
+    return state
+
+
+@pytest.fixture
+def restore_tf32() -> Iterator[None]:
+    """Put torch's process-wide TF32 flags back after a test that changes them (legacy first, then new API)."""
+    saved = _tf32_state()
+    yield
+    if saved["precision"] != "raises":
+        torch.set_float32_matmul_precision(saved["precision"])
+    if saved["cudnn.allow_tf32"] != "raises":
+        torch.backends.cudnn.allow_tf32 = saved["cudnn.allow_tf32"]
+    for name, switch in _fp32_switches().items():
+        switch.fp32_precision = saved[name]
+    assert _tf32_state() == saved
+
+
+CALLER_TF32 = {
+    "defaults": lambda: None,
+    "legacy allow_tf32": lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", True),
+    "matmul precision high": lambda: torch.set_float32_matmul_precision("high"),
+    "new API tf32": lambda: setattr(torch.backends, "fp32_precision", "tf32"),
+    "oneDNN matmul bf16": lambda: setattr(torch.backends.mkldnn.matmul, "fp32_precision", "bf16"),
+    "mixed APIs": lambda: (setattr(torch.backends.cuda.matmul, "allow_tf32", True),
+                           setattr(torch.backends.cudnn.conv, "fp32_precision", "ieee")),
+}
+
+
+@pytest.mark.parametrize("caller", CALLER_TF32)
+def test_tf32_is_off_during_a_cuda_search_and_restored_after(caller: str, restore_tf32: None) -> None:
+    CALLER_TF32[caller]()
+    before = _tf32_state()
+    with exact_search._float32_matmul(torch, torch.device("cuda")):
+        inside = _tf32_state()
+    assert _tf32_state() == before
+    assert inside["matmul"] == inside["conv"] == inside["rnn"] == "ieee"
+    assert inside["matmul.allow_tf32"] is False
+    with exact_search._float32_matmul(torch, torch.device("cpu")):
+        assert _tf32_state() == before  # the CPU search touches nothing
+
+
+@pytest.mark.parametrize("similarity", [cos_sim, dot_score], ids=["cos", "dot"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_exact_index_device_cpu_equals_default(similarity: Any, dtype: type) -> None:
+    rng = np.random.default_rng(4)
+    documents = rng.standard_normal((300, 12)).astype(dtype)
+    queries = rng.standard_normal((17, 12), dtype=np.float32)
+    ids = [f"d{i}" for i in range(300)]
+    plain, on_cpu = ExactIndex(corpus_block=64), ExactIndex(corpus_block=64, device="cpu")
+    for index in (plain, on_cpu):
+        index.add_documents(documents, ids)
+    assert on_cpu.device == torch.device("cpu") and plain.device is None
+    assert on_cpu.search(queries, 10, similarity) == plain.search(queries, 10, similarity)
+    assert on_cpu.device_bytes == 0 and on_cpu.device_copies == 0  # the CPU reads the documents in place
+
+
+def test_exact_index_resident_copy_life_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU bookkeeping, run on the CPU: one copy per corpus and kind, dropped when anything changes."""
+    monkeypatch.setattr(exact_search, "_wants_resident_copy", lambda device: device is not None)
+    rng = np.random.default_rng(6)
+    documents = rng.standard_normal((200, 8)).astype(np.float16)
+    queries = rng.standard_normal((5, 8), dtype=np.float32)
+    ids = [f"d{i}" for i in range(200)]
+    plain = ExactIndex(corpus_block=50)
+    plain.add_documents(documents, ids)
+    index = ExactIndex(keep_on_clear=True, corpus_block=50)
+    index.add_documents(documents, ids)
+    assert index.device is None and index.device_bytes == 0
+    index.device = "cpu"  # as the search wrapper sets it from the model's device
+    assert index.search(queries, 10, dot_score) == plain.search(queries, 10, dot_score)
+    assert index.device_copies == 1 and index.device_bytes == 200 * 8 * 2  # float16 stays float16
+    resident = index._resident
+    index.clear()
+    index.add_documents(documents.copy(), ids)  # the next task's same corpus
+    assert index.search(queries, 10, dot_score) == plain.search(queries, 10, dot_score)
+    assert index.device_copies == 1 and index._resident is resident
+    assert index.search(queries, 10, cos_sim) == plain.search(queries, 10, cos_sim)
+    assert index.device_copies == 2 and index.device_bytes == 200 * 8 * 4  # normalised: float32
+    assert index.search(queries, 10, cos_sim) == plain.search(queries, 10, cos_sim)
+    assert index.device_copies == 2
+    index.add_documents(documents[:100], ids[:100])  # other documents: the copy goes
+    assert index.device_bytes == 0
+    index.device = torch.device("cpu")  # the same device: nothing happens
+    index.search(queries, 10, cos_sim)
+    assert index.device_copies == 3 and index.device_bytes == 100 * 8 * 4
+    index.device = None
+    assert index.device_bytes == 0
+    index.search(queries, 10, cos_sim)
+    assert index.device_copies == 3
+
+
+# ---------------------------------------------------------------------- on a GPU (skipped without CUDA)
+
+
+@needs_cuda
+@pytest.mark.parametrize("seed", range(4))
+def test_cuda_equals_cpu_with_planted_ties(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    queries, corpus = planted_ties(rng, 300, 5000, 8)
+    for top_k in (1, 10, 100):
+        cpu = top_k_inner_product(queries, corpus, top_k, device="cpu")
+        assert straddles_kth(cpu[0], queries, corpus, top_k) > 0
+        for query_block, corpus_block in ((None, 65536), (64, 1000), (7, 333)):
+            gpu = top_k_inner_product(queries, corpus, top_k, query_block=query_block, corpus_block=corpus_block,
+                                      device="cuda")
+            np.testing.assert_array_equal(gpu[1], cpu[1])
+            np.testing.assert_array_equal(gpu[0], cpu[0])
+
+
+@needs_cuda
+def test_cuda_float16_memory_map_equals_cpu(tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    queries, corpus = planted_ties(rng, 100, 3000, 16)
+    path = tmp_path / "corpus.npy"
+    np.save(path, corpus.astype(np.float16))
+    mapped = np.load(path, mmap_mode="r")
+    cpu = top_k_inner_product(queries, mapped, 10, corpus_block=700)
+    for corpus_input in (mapped, torch.from_numpy(corpus.astype(np.float16)).cuda()):
+        gpu = top_k_inner_product(queries, corpus_input, 10, corpus_block=700, device="cuda")
+        np.testing.assert_array_equal(gpu[1], cpu[1])
+        np.testing.assert_array_equal(gpu[0], cpu[0])
+
+
+@needs_cuda
+def test_cuda_scores_are_float32_even_with_tf32_enabled(restore_tf32: None) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = True  # what many training scripts set; TF32 errors are ~1e-3
+    rng = np.random.default_rng(9)
+    queries = rng.standard_normal((200, 256), dtype=np.float32)
+    corpus = rng.standard_normal((4000, 256), dtype=np.float32)
+    expected_sim, expected_idx = brute_force(queries, corpus, 10)
+    similarities, indices = top_k_inner_product(queries, corpus, 10, device="cuda")
+    assert torch.backends.cuda.matmul.allow_tf32 is True
+    np.testing.assert_array_equal(indices, expected_idx)
+    np.testing.assert_allclose(similarities, expected_sim, rtol=1e-5, atol=1e-4)
+
+
+@needs_cuda
+@pytest.mark.parametrize("similarity", [cos_sim, dot_score], ids=["cos", "dot"])
+def test_exact_index_on_cuda_equals_cpu(similarity: Any) -> None:
+    rng = np.random.default_rng(10)  # Gaussian: normalising on the CPU and scoring on the GPU may round a last bit
+    queries = rng.standard_normal((50, 32), dtype=np.float32)
+    documents = rng.standard_normal((2000, 32), dtype=np.float32)
+    ids = [f"d{i}" for i in range(2000)]
+    cpu, gpu = ExactIndex(keep_on_clear=True), ExactIndex(keep_on_clear=True)
+    gpu.device = "cuda"
+    for index in (cpu, gpu):
+        index.add_documents(documents, ids)
+    expected = cpu.search(queries, 20, similarity)
+    for _ in range(2):  # the second search reuses the copy on the GPU
+        found = gpu.search(queries, 20, similarity)
+        assert found[1] == expected[1]
+        assert np.allclose(found[0], expected[0], rtol=1e-6, atol=1e-5)
+    assert gpu.device_copies == 1 and gpu.device_bytes == 2000 * 32 * 4
+    gpu.device = None
+    assert gpu.device_bytes == 0 and gpu.search(queries, 20, similarity)[1] == expected[1]

@@ -64,7 +64,7 @@ def data() -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot"])
-@pytest.mark.parametrize("params", [PRESETS["exact"], resolve_params("paper", expansion_search=2000)],
+@pytest.mark.parametrize("params", [PRESETS["exact"], resolve_params("paper", expansion_search=2000, threads=1)],
                          ids=["exact", "hnsw-ef2000"])
 def test_equal_to_exact_top_k(data: Any, params: AnnParams, similarity: str) -> None:
     docs, queries, ids = data
