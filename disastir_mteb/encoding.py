@@ -203,8 +203,9 @@ class SentenceTransformerPipeline:
     Args:
         model: a plain ``SentenceTransformer`` (its ``encode_document`` not overridden).
         batch_size: texts per forward pass.
-        prompt: the prompt text put before every text (``None``: the model's own document prompt,
-            exactly as ``encode_document`` picks it).
+        prompt: the prompt text put before every text (``None``: the model's own prompt for
+            ``side``, exactly as ``encode_document`` / ``encode_query`` picks it).
+        side: ``document`` (``encode_document``'s prompt and ``task``) or ``query`` (``encode_query``'s).
         tokenize_threads: worker threads tokenising ahead; ``None`` = 1 on a CPU (the model
             already uses every core), all cores but one (at most 8) on a GPU; 0 = tokenise on the
             encoding thread.
@@ -215,14 +216,18 @@ class SentenceTransformerPipeline:
     """
 
     def __init__(self, model: Any, *, batch_size: int = 32, prompt: str | None = None,
-                 tokenize_threads: int | None = None, report: EncodingReport | None = None) -> None:
+                 tokenize_threads: int | None = None, report: EncodingReport | None = None,
+                 side: Literal["document", "query"] = "document") -> None:
         if type(batch_size) is not int or batch_size < 1:
             raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1.")
         if tokenize_threads is not None and (type(tokenize_threads) is not int or tokenize_threads < 0):
             raise ValueError(f"tokenize_threads={tokenize_threads!r} must be an integer >= 0 or None.")
+        if side not in ("document", "query"):
+            raise ValueError(f"side={side!r} must be 'document' or 'query'.")
         self.model = model
+        self.side = side
         self.batch_size = batch_size
-        self.prompt = prompt if prompt is not None else _document_prompt(model)
+        self.prompt = prompt if prompt is not None else _own_prompt(model, side)
         device = str(model.device)
         if tokenize_threads is None:
             tokenize_threads = 1 if not device.startswith("cuda") else max(1, min(8, (os.cpu_count() or 2) - 1))
@@ -260,8 +265,7 @@ class SentenceTransformerPipeline:
         if self._fallback:
             for chunk in chunks:
                 started = time.perf_counter()
-                output = self.model.encode_document(chunk, prompt=self.prompt, batch_size=self.batch_size,
-                                                    convert_to_numpy=True, show_progress_bar=False)
+                output = self._library_encode(chunk, convert_to_numpy=True)
                 self.report.add(len(chunk), time.perf_counter() - started)
                 if on_batch is not None:
                     on_batch(len(chunk))
@@ -307,12 +311,12 @@ class SentenceTransformerPipeline:
     def _preprocess(self, texts: list[str]) -> dict[str, Any]:
         """Tokenise one batch the way ``encode_document`` does; counts texts at the token limit."""
         try:
-            features = self.model.preprocess(texts, prompt=self.prompt, task="document")
+            features = self.model.preprocess(texts, prompt=self.prompt, task=self.side)
         except RuntimeError as error:  # a tokenizer whose settings changed under another thread ("Already borrowed")
             if "borrow" not in str(error).lower():
                 raise
             with self._lock:
-                features = self.model.preprocess(texts, prompt=self.prompt, task="document")
+                features = self.model.preprocess(texts, prompt=self.prompt, task=self.side)
         mask = features.get("attention_mask")
         if self.max_seq_length and mask is not None and hasattr(mask, "sum"):
             features["_disastir_at_limit"] = int((mask.sum(dim=1) >= self.max_seq_length).sum())
@@ -322,7 +326,7 @@ class SentenceTransformerPipeline:
         from sentence_transformers.util import batch_to_device
 
         self._at_limit_in_chunk += features.pop("_disastir_at_limit", 0)
-        output = self.model(batch_to_device(features, device), task="document")["sentence_embedding"]
+        output = self.model(batch_to_device(features, device), task=self.side)["sentence_embedding"]
         truncate_dim = getattr(self.model, "truncate_dim", None)
         return output[..., :truncate_dim] if truncate_dim else output
 
@@ -335,6 +339,11 @@ class SentenceTransformerPipeline:
         self.report.add(len(vectors), time.perf_counter() - started, at_limit)
         return vectors
 
+    def _library_encode(self, texts: list[str], **kwargs: Any) -> Any:
+        """The model's own ``encode_document`` / ``encode_query`` of ``texts`` with this pipeline's settings."""
+        encode = self.model.encode_document if self.side == "document" else self.model.encode_query
+        return encode(texts, prompt=self.prompt, batch_size=self.batch_size, show_progress_bar=False, **kwargs)
+
     def _check_parity(self, texts: list[str]) -> None:
         """Compare the first batch with ``encode_document``; fall back to it per chunk if they disagree."""
         import torch
@@ -343,8 +352,7 @@ class SentenceTransformerPipeline:
         try:
             with torch.inference_mode():
                 ours = self._forward(self._preprocess(list(texts)), self.model.device).float().cpu()
-            theirs = self.model.encode_document(list(texts), prompt=self.prompt, batch_size=self.batch_size,
-                                                convert_to_tensor=True, show_progress_bar=False).float().cpu()
+            theirs = self._library_encode(list(texts), convert_to_tensor=True).float().cpu()
         except (TypeError, ValueError, KeyError, AttributeError) as error:  # another sentence-transformers API
             logger.warning("The pipelined encoder cannot drive %s (%s); encoding through encode_document chunk by "
                            "chunk instead.", type(self.model).__name__, error)
@@ -359,16 +367,19 @@ class SentenceTransformerPipeline:
                         float((ours - theirs).abs().max()))
         else:
             self._fallback = True
-            self.report.path, self.report.tokenize_threads = "model.encode_document", 0
+            self.report.path, self.report.tokenize_threads = f"model.encode_{self.side}", 0
             if ours is not None:
-                logger.warning("The pipelined encoder disagrees with %s.encode_document on the first batch; encoding "
-                               "through encode_document chunk by chunk instead.", type(self.model).__name__)
+                logger.warning("The pipelined encoder disagrees with %s.encode_%s on the first batch; encoding "
+                               "through it chunk by chunk instead.", type(self.model).__name__, self.side)
 
 
-def _document_prompt(model: Any) -> str | None:
-    """The prompt ``encode_document`` picks by itself: ``document``, ``passage``, ``corpus``, else the default."""
+def _own_prompt(model: Any, side: str) -> str | None:
+    """The prompt ``encode_document`` / ``encode_query`` pick by themselves, else the model's default prompt.
+
+    ``encode_document`` looks for ``document``, ``passage``, ``corpus``; ``encode_query`` for ``query``.
+    """
     prompts = getattr(model, "prompts", None) or {}
-    for name in ("document", "passage", "corpus"):
+    for name in ("document", "passage", "corpus") if side == "document" else ("query",):
         if name in prompts:
             return prompts[name]
     default = getattr(model, "default_prompt_name", None)
@@ -383,5 +394,6 @@ def plain_sentence_transformer(model: Any) -> bool:
         return False
     return (isinstance(model, SentenceTransformer)
             and type(model).encode_document is SentenceTransformer.encode_document
+            and type(model).encode_query is SentenceTransformer.encode_query
             and type(model).encode is SentenceTransformer.encode
             and not (hasattr(model, "_can_flatten_inputs") and model._can_flatten_inputs()))

@@ -16,6 +16,8 @@ the embeddings, which do not depend on it, are shared by both.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import logging
 import time
@@ -65,13 +67,13 @@ _DISASTIR = frozenset(TASK_NAMES)
 _PrefetchKey = tuple[str, str, str, "tuple[str, str] | None"]  # task, split, subset, held corpus
 
 
-def _document_prompt(model: Any, task_metadata: TaskMetadata) -> str:
-    """The prompt TEXT a wrapper puts before passages ('' when none; mteb returns prompt names)."""
+def _task_prompt(model: Any, task_metadata: TaskMetadata, prompt_type: PromptType = PromptType.document) -> str:
+    """The prompt TEXT a wrapper puts before passages or queries ('' when none; mteb returns prompt names)."""
     get_prompt = getattr(model, "get_prompt", None)
     if not callable(get_prompt):
         return ""
     try:
-        name = get_prompt(task_metadata, PromptType.document)
+        name = get_prompt(task_metadata, prompt_type)
     except Exception:
         return ""
     if not name:
@@ -235,7 +237,7 @@ class SharedCorpusSearch:
         config = getattr(self.model, "config", None)
         if isinstance(config, InstructionConfig) and config.passages and task_metadata.name in _DISASTIR:
             parts.append(config.format(get_spec(task_metadata.name).intent, "{passage}"))
-        prompt = _document_prompt(self.model, task_metadata)
+        prompt = _task_prompt(self.model, task_metadata)
         if prompt:
             parts.append(f"prompt={prompt}")
         if getattr(self.model, "apply_instruction_to_passages", False) and getattr(self.model, "instruction_template",
@@ -257,37 +259,47 @@ class SharedCorpusSearch:
         chunk_size = -(-self.chunk_size // batch_size) * batch_size  # whole batches: the same batches as one call
         if self.store is None:
             return _encode_in_memory(texts, encode, order, chunk_size)
-        name, revision = self._model_key()
-        key = StoreKey(model_name=name, model_revision=revision, side=side, prompt=prompt,  # type: ignore[arg-type]
-                       instructions="", texts_fingerprint=fingerprint_texts(texts), dtype=self.dtype,  # type: ignore[arg-type]
-                       batch_size=batch_size, precision=self.model_dtype)
+        key = self._store_key(side, texts, prompt, batch_size)
         return self.store.get_or_encode(key, texts, encode, chunk_size=chunk_size,
                                         progress=self.progress and side == "corpus", order=order)
 
-    def _passage_sentence_transformer(self, task_metadata: TaskMetadata) -> tuple[Any, str | None] | None:
-        """(SentenceTransformer, prompt) if passages reach a plain SentenceTransformer unchanged, else None.
+    def _store_key(self, side: str, texts: list[str], prompt: str, batch_size: int) -> StoreKey:
+        name, revision = self._model_key()
+        return StoreKey(model_name=name, model_revision=revision, side=side, prompt=prompt,  # type: ignore[arg-type]
+                        instructions="", texts_fingerprint=fingerprint_texts(texts), dtype=self.dtype,  # type: ignore[arg-type]
+                        batch_size=batch_size, precision=self.model_dtype)
 
-        Only wrappers known to pass passages on unchanged are looked through (``with_instructions``
-        without passage instructions, mteb's SentenceTransformer wrapper), so the pipeline's
-        ``encode_document(texts, prompt=prompt)`` is exactly what the model's own ``encode`` would
-        run; anything else goes through that ``encode``.
+    def _sentence_transformer_route(self, task_metadata: TaskMetadata, prompt_type: PromptType) -> _Route | None:
+        """How texts of ``prompt_type`` reach a plain SentenceTransformer, if they do unchanged but for a known step.
+
+        Only wrappers whose effect is known are looked through: ``with_instructions`` (queries get
+        ``config.format(intent, query)``; instructed passages are not routed) and mteb's
+        SentenceTransformer wrapper (its prompt for the task, else the model's own, as
+        ``encode_query`` / ``encode_document`` pick it). The pipeline then runs exactly what the
+        model's own ``encode`` would; anything else (None) goes through that ``encode``.
         """
         from mteb.models import SentenceTransformerEncoderWrapper
 
         from disastir_mteb.adapter import InstructedEncoder
 
-        model = self.model
+        model, transform = self.model, None
         if isinstance(model, InstructedEncoder):
-            if model.model_prompt is not None or (model.config.passages and model.config.instructions is not None):
+            config = model.config
+            if model.model_prompt is not None:
                 return None
+            if prompt_type == PromptType.document and config.passages and config.instructions is not None:
+                return None
+            if prompt_type == PromptType.query and config.instructions is not None and task_metadata.name in _DISASTIR:
+                intent = get_spec(task_metadata.name).intent
+                transform = functools.partial(config.format, intent)
             model = model.model
         prompt = None
         if isinstance(model, SentenceTransformerEncoderWrapper):
             if type(model).encode is not SentenceTransformerEncoderWrapper.encode:
                 return None
-            prompt = _document_prompt(model, task_metadata) or None
+            prompt = _task_prompt(model, task_metadata, prompt_type) or None
             model = model.model
-        return (model, prompt) if plain_sentence_transformer(model) else None
+        return _Route(model, prompt, transform) if plain_sentence_transformer(model) else None
 
     def _encoder(self, task_metadata: TaskMetadata, prompt_type: PromptType, hf_split: str, hf_subset: str,
                  encode_kwargs: EncodeKwargs, num_proc: int | None) -> Callable[[list[str]], Any]:
@@ -295,13 +307,14 @@ class SharedCorpusSearch:
 
         batch_size = self._batch_size(encode_kwargs)
         encode_kwargs = {**encode_kwargs, "batch_size": batch_size}  # type: ignore[typeddict-item]
-        found = self._passage_sentence_transformer(task_metadata) if prompt_type == PromptType.document else None
+        route = (self._sentence_transformer_route(task_metadata, prompt_type)
+                 if prompt_type == PromptType.document else None)
         if prompt_type == PromptType.document:
+            limit = getattr(route.model, "max_seq_length", None) if route else None
             self.encoding = EncodingReport("model.encode (mteb)", batch_size, precision=self.model_dtype,
-                                           device=module_device(self.model),
-                                           max_seq_length=getattr(found[0], "max_seq_length", None) if found else None)
-        if found is not None and len(self.devices) > 1:
-            pool_model, prompt = found
+                                           device=module_device(self.model), max_seq_length=limit)
+        if route is not None and len(self.devices) > 1:
+            pool_model, prompt = route.model, route.prompt
             logger.info("Encoding passages on %s with sentence-transformers' multi-process pool.", self.devices)
             self.encoding.path, self.encoding.device = "multi-process pool", ", ".join(self.devices)  # type: ignore[union-attr]
 
@@ -313,8 +326,8 @@ class SharedCorpusSearch:
                 return output
 
             return _timed(encode_on_devices, self.encoding)
-        if found is not None:
-            pipeline = SentenceTransformerPipeline(found[0], batch_size=batch_size, prompt=found[1],
+        if route is not None:
+            pipeline = SentenceTransformerPipeline(route.model, batch_size=batch_size, prompt=route.prompt,
                                                    tokenize_threads=self.tokenize_threads, report=self.encoding)
             return _Counted(pipeline, self._count_passages)
 
@@ -353,7 +366,7 @@ class SharedCorpusSearch:
         corpus and passage prompt; the others are searched as usual. Returns how many were.
         """
         encode_kwargs = dict(encode_kwargs or {"batch_size": self.batch_size or 32})
-        blocks: list[np.ndarray] = []
+        items: list[tuple[Any, Any]] = []
         owners: list[tuple[_PrefetchKey, list[str], int]] = []
         for task in tasks:
             if task.metadata.name not in _DISASTIR:
@@ -367,12 +380,15 @@ class SharedCorpusSearch:
             if owners and owners[0][0][3] != self._held:  # not one shared corpus after all: do nothing early
                 logger.info("Tasks do not share one corpus; searching task by task.")
                 return 0
-            embeddings = self._query_embeddings(data["queries"], task.metadata, split, subset, encode_kwargs, None)
-            blocks.append(embeddings)
+            items.append((task, data))
             owners.append(((task.metadata.name, split, subset, self._held), [str(i) for i in data["queries"]["id"]],
                            int(getattr(task, "_top_k", 100))))
         if not owners:
             return 0
+        blocks = self._joint_query_embeddings(items, encode_kwargs)
+        if blocks is None:
+            blocks = [self._query_embeddings(data["queries"], task.metadata, task.metadata.eval_splits[0], "default",
+                                             encode_kwargs, None) for task, data in items]
         top_k = max(k for _, _, k in owners)
         values, indices = self.index_backend.search(np.concatenate(blocks), top_k, similarity_fn=self.model.similarity)
         self.corpus_passes += 1
@@ -384,6 +400,52 @@ class SharedCorpusSearch:
             row += len(query_ids)
         logger.info("Searched %d queries of %d task(s) in one pass over the corpus.", row, len(owners))
         return len(owners)
+
+    def _joint_query_embeddings(self, items: list[tuple[Any, Any]],
+                                encode_kwargs: EncodeKwargs) -> list[np.ndarray] | None:
+        """Every task's query vectors from ONE length-sorted pass over all their queries, or None.
+
+        48 encode calls of 200 queries each sort and pad worse and pay the per-call cost 48 times.
+        When every task's queries reach the same plain SentenceTransformer through known steps
+        (:meth:`_sentence_transformer_route`), the queries still missing from the store are encoded
+        together (per distinct prompt), longest first, then filed per task under the same keys as
+        task-by-task encoding; otherwise (None) each task encodes its own.
+        """
+        routes = [self._sentence_transformer_route(task.metadata, PromptType.query) for task, _ in items]
+        if not routes or any(r is None or r.model is not routes[0].model for r in routes):  # type: ignore[union-attr]
+            return None
+        batch_size = self._batch_size(encode_kwargs)
+        planned = []
+        for (task, data), route in zip(items, routes, strict=True):
+            raw = _retrieval_texts(data["queries"], PromptType.query)
+            key_prompt = f"task={task.metadata.name} | {self._passage_prompt(task.metadata)}"
+            cached = None if self.store is None else self.store.cached(
+                self._store_key("queries", raw, key_prompt, batch_size), len(raw))
+            final = raw if route.transform is None else [route.transform(text) for text in raw]  # type: ignore[union-attr]
+            planned.append((raw, key_prompt, final, route.prompt, cached))  # type: ignore[union-attr]
+        vectors: dict[int, np.ndarray] = {}
+        for prompt in dict.fromkeys(p[3] for p in planned if p[4] is None):
+            members = [n for n, p in enumerate(planned) if p[4] is None and p[3] == prompt]
+            texts = [text for n in members for text in planned[n][2]]
+            pipeline = SentenceTransformerPipeline(routes[0].model, batch_size=batch_size, prompt=prompt,  # type: ignore[union-attr]
+                                                   tokenize_threads=self.tokenize_threads, side="query")
+            chunk_size = -(-self.chunk_size // batch_size) * batch_size
+            encoded = _encode_in_memory(texts, pipeline, length_order(texts), chunk_size)
+            self.queries_encoded += len(texts)
+            row = 0
+            for n in members:
+                vectors[n] = encoded[row:row + len(planned[n][2])]
+                row += len(planned[n][2])
+        blocks = []
+        for n, (raw, key_prompt, _, _, cached) in enumerate(planned):
+            if cached is not None:
+                blocks.append(np.asarray(cached))
+            else:
+                blocks.append(np.asarray(self._embed("queries", raw, key_prompt, _Rows(vectors[n]),
+                                                     batch_size=batch_size)))
+        if vectors:
+            logger.info("Encoded the queries of %d task(s) in one length-sorted pass.", len(vectors))
+        return blocks
 
     # ------------------------------------------------------------------ mteb SearchProtocol
     def index(self, corpus: CorpusDatasetType, *, task_metadata: TaskMetadata, hf_split: str, hf_subset: str,
@@ -492,3 +554,24 @@ def _encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], orde
             out = np.empty((len(texts), vectors.shape[1]), np.float32)
         out[rows] = vectors
     return out if out is not None else np.zeros((0, 1), np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Route:
+    """A plain SentenceTransformer behind known wrappers: its prompt and the text transform on the way."""
+
+    model: Any
+    prompt: str | None
+    transform: Callable[[str], str] | None
+
+
+class _Rows:
+    """An "encoder" that hands out rows of vectors already computed, in the order chunks ask for them."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.vectors, self.row = vectors, 0
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        out = self.vectors[self.row:self.row + len(texts)]
+        self.row += len(texts)
+        return out

@@ -161,6 +161,13 @@ class EmbeddingStore:
         """The folder holding ``key``'s entry (which may not exist yet)."""
         return self.root / key.folder_name
 
+    def cached(self, key: StoreKey, n_rows: int) -> np.memmap | None:
+        """The finished, verified entry of ``key`` with ``n_rows`` rows, or None (nothing is encoded or deleted)."""
+        folder = self.folder(key)
+        if not (folder / "manifest.json").is_file():
+            return None
+        return self._load_verified(key, n_rows, folder)[0]
+
     def get_or_encode(
         self,
         key: StoreKey,

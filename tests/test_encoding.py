@@ -197,3 +197,39 @@ def test_other_encoders_keep_their_own_encode_in_length_order(tmp_path: Path, us
     _index(searcher, task)
     assert searcher.encoding.path == "model.encode (mteb)"
     np.testing.assert_array_equal(np.asarray(searcher.corpus_embeddings), HashingEncoder().embed(texts))
+
+
+def test_all_tasks_queries_in_one_pass_equal_task_by_task(sample_data: Path, use_data: object, tmp_path: Path,
+                                                          bundled_model: object,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Queries of many tasks, with the DisastIR instructions, encoded together: the vectors each task's own
+    encode gives (to float rounding: other batches), under the same store keys, so a rerun encodes nothing."""
+    from disastir_mteb.adapter import with_instructions
+    from disastir_mteb.taxonomy import get_spec
+
+    use_data(sample_data)
+    model = with_instructions(bundled_model, "disastir")
+    names = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
+    tasks = [mteb.get_task(name) for name in names]
+    store = EmbeddingStore(tmp_path / "cache")
+    joint = SharedCorpusSearch(model, store=store, progress=False, devices=None)
+    with caplog.at_level("INFO", logger="disastir_mteb.search"):
+        joint.prefetch(tasks, encode_kwargs={"batch_size": 8})
+    assert "Encoded the queries of 3 task(s) in one length-sorted pass" in caplog.text
+    n_queries = sum(len(t.dataset["default"]["test"]["queries"]) for t in tasks)
+    assert joint.queries_encoded == n_queries
+
+    separate = SharedCorpusSearch(model, store=None, progress=False, devices=None)
+    st = bundled_model.model
+    for task in tasks:
+        data = task.dataset["default"]["test"]
+        stored = joint._query_embeddings(data["queries"], task.metadata, "test", "default", {"batch_size": 8}, None)
+        own = separate._query_embeddings(data["queries"], task.metadata, "test", "default", {"batch_size": 8}, None)
+        np.testing.assert_allclose(stored, own, atol=1e-5)
+        instructed = [model.config.format(get_spec(task.metadata.name).intent, q) for q in data["queries"]["text"]]
+        np.testing.assert_allclose(stored, st.encode_query(instructed, batch_size=8), atol=1e-5)
+    assert joint.queries_encoded == n_queries  # the per-task calls above were store hits
+
+    again = SharedCorpusSearch(model, store=store, progress=False, devices=None)
+    again.prefetch(tasks, encode_kwargs={"batch_size": 8})
+    assert again.queries_encoded == 0 and again.passages_encoded == 0
