@@ -73,12 +73,19 @@ def per_query_path(task_result_path: str | Path) -> Path:
     return per_query_file(path.parent, path.stem)
 
 
-def write_per_query(path: str | Path, record: PerQuery) -> Path:
-    """Write ``record`` atomically (a killed run never leaves half a file)."""
-    write_json_atomic(Path(path), {
-        "format": _FORMAT, "task_name": record.task_name, "metric": "ndcg_at_10",
-        "queries": {qid: {"ndcg_at_10": score, "top10": record.top10.get(qid, [])}
-                    for qid, score in record.ndcg_at_10.items()}})
+def write_per_query(path: str | Path, record: PerQuery, *, settings: Mapping[str, object] | None = None) -> Path:
+    """Write ``record`` atomically (a killed run never leaves half a file).
+
+    ``settings`` (how the vectors were computed: batch size, model dtype, device, token limit) is
+    kept beside the scores under ``"encoding"``: mteb's result file has no place for it, and the
+    batch size, unlike the precision, does not get its own results folder.
+    """
+    data: dict[str, object] = {"format": _FORMAT, "task_name": record.task_name, "metric": "ndcg_at_10"}
+    if settings:
+        data["encoding"] = dict(settings)
+    data["queries"] = {qid: {"ndcg_at_10": score, "top10": record.top10.get(qid, [])}
+                       for qid, score in record.ndcg_at_10.items()}
+    write_json_atomic(Path(path), data)
     return Path(path)
 
 

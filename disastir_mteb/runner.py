@@ -235,6 +235,7 @@ def evaluate(
     logger.info("%d task(s), %s: %d index build(s), %d loaded from cache, %d passages and %d queries encoded.",
                 len(task_list), searcher.describe_search(), searcher.index_builds, searcher.index_loads,
                 searcher.passages_encoded, searcher.queries_encoded)
+    logger.info("Passages: %s.", searcher.describe_encoding())
     if result is None:
         raise ValueError("No tasks to evaluate.")
     return result.model_copy(update={"task_results": task_results})
@@ -250,7 +251,8 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
     if len(found) != 1 or found[0] is None or _split_missing(dataset, subsets[0], splits[0]):
         return  # results came from mteb's cache, the data was unloaded, or several splits (one file per task)
     record = score_queries(task.metadata.name, found[0], dataset[subsets[0]][splits[0]]["relevant_docs"])
-    write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)), record)
+    write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)), record,
+                    settings=searcher.encoding_settings())
 
 
 def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:

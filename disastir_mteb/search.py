@@ -211,6 +211,14 @@ class SharedCorpusSearch:
         backend = self.index_backend
         return backend.loads if isinstance(backend, UsearchIndex) else 0
 
+    def encoding_settings(self) -> dict[str, object]:
+        """What the stored vectors depend on besides model and texts, for result records."""
+        report = self.encoding
+        return {"batch_size": report.batch_size if report else self.batch_size, "model_dtype": self.model_dtype,
+                "device": report.device if report else module_device(self.model),
+                "max_seq_length": report.max_seq_length if report else None,
+                "path": report.path if report else None, "order": "length (longest first)"}
+
     def describe_encoding(self) -> str:
         """One line: how the corpus was (or would have been) encoded, or that it came from the cache."""
         report = self.encoding

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import mteb
@@ -174,6 +175,10 @@ def test_precision_results_are_filed_apart(use_data: object, tmp_path: Path) -> 
                     show_progress=False, precision="bf16")
     files = sorted(p.relative_to(tmp_path / "r").as_posix() for p in (tmp_path / "r").rglob("DisastIR-QA-Bio.json"))
     assert len(files) == 2 and any("/experiments/disastir_precision_bf16/" in f for f in files)
+    recorded = {path.parent.parent.name: json.loads(path.read_text())["encoding"]
+                for path in (tmp_path / "r").rglob("DisastIR-QA-Bio_per_query.json")}
+    assert {(s["model_dtype"], s["batch_size"], s["max_seq_length"]) for s in recorded.values()} == {
+        ("float32", 32, 256), ("bfloat16", 32, 256)}  # how the vectors were made, beside each task's scores
     assert plain.task_results[0].get_score() == pytest.approx(half.task_results[0].get_score(), abs=0.05)
 
 
