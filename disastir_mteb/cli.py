@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--search", default="exact", choices=["exact", "ann"],
                      help="exact (default) or ann: USearch HNSW, one index for all tasks, results filed apart")
     run.add_argument("--ann-preset", default="paper",
-                     help="paper (the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10, 1 thread) | exact | "
+                     help="paper (the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10; all cores) | exact | "
                           "f16 | i8 | b1 (quantised, exact rescoring)")
     for flag, kind, text in _ANN_FLAGS:
         run.add_argument(flag, type=kind, default=None, help=text)

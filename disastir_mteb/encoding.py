@@ -34,7 +34,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -44,14 +44,27 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PRECISIONS", "EncodingReport", "SentenceTransformerPipeline", "apply_precision", "length_order",
-           "parse_precision", "torch_module"]
+__all__ = ["PRECISIONS", "EncodingReport", "SentenceTransformerPipeline", "apply_precision", "check_count",
+           "length_order", "parse_precision", "torch_module"]
 
 Precision = Literal["fp32", "fp16", "bf16"]
 #: Accepted precision names -> torch dtype names. ``None`` (the default everywhere) keeps the model's own.
 PRECISIONS: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 _ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 _DEPTH_PER_THREAD = 2  # tokenised batches waiting per worker: enough to hide a slow batch, bounded memory
+
+
+def check_count(name: str, value: int | None, lowest: int, unset: str | None = None) -> None:
+    """Refuse ``value`` unless it is an integer >= ``lowest``, or None where ``unset`` says what None means.
+
+    Raises:
+        ValueError: one sentence naming the parameter, the value and what is accepted.
+    """
+    if value is None and unset is not None:
+        return
+    if type(value) is not int or value < lowest:
+        accepted = f" (or None for {unset})" if unset is not None else ""
+        raise ValueError(f"{name}={value!r} must be an integer >= {lowest}{accepted}.")
 
 
 def parse_precision(value: str | None) -> Precision | None:
@@ -167,24 +180,20 @@ class EncodingReport:
     texts: int = 0
     seconds: float = 0.0
     parity: str | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, texts: int, seconds: float, at_max_length: int = 0) -> None:
-        """Count ``texts`` more texts encoded in ``seconds`` (thread-safe)."""
-        with self._lock:
-            self.texts += texts
-            self.seconds += seconds
-            self.at_max_length += at_max_length
+        """Count ``texts`` more texts encoded in ``seconds`` (called on the encoding thread only)."""
+        self.texts += texts
+        self.seconds += seconds
+        self.at_max_length += at_max_length
 
     def describe(self) -> str:
         """One line: texts, batches, dtype and device, path, tokenisation, token limit, parity, time."""
         tokenised = (f"tokenised by {self.tokenize_threads} thread(s) ahead of the model" if self.tokenize_threads
                      else "tokenised on the encoding thread")
-        limit = ""
-        if self.max_seq_length:
-            limit = f"; max_seq_length {self.max_seq_length}, {self.at_max_length:,} at the limit (truncated)"
-            if self.path != "pipelined":
-                limit = f"; max_seq_length {self.max_seq_length}"
+        limit = f"; max_seq_length {self.max_seq_length}" if self.max_seq_length else ""
+        if limit and self.path == "pipelined":  # only the pipeline sees the tokens, so only it can count
+            limit += f", {self.at_max_length:,} at the limit (truncated)"
         parity = f"; first batch {self.parity} to encode_document" if self.parity else ""
         rate = f", {self.texts / self.seconds:,.0f}/s" if self.seconds > 0 else ""
         where = ", ".join(x for x in (self.precision, self.device) if x)
@@ -218,10 +227,8 @@ class SentenceTransformerPipeline:
     def __init__(self, model: Any, *, batch_size: int = 32, prompt: str | None = None,
                  tokenize_threads: int | None = None, report: EncodingReport | None = None,
                  side: Literal["document", "query"] = "document") -> None:
-        if type(batch_size) is not int or batch_size < 1:
-            raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1.")
-        if tokenize_threads is not None and (type(tokenize_threads) is not int or tokenize_threads < 0):
-            raise ValueError(f"tokenize_threads={tokenize_threads!r} must be an integer >= 0 or None.")
+        check_count("batch_size", batch_size, 1)
+        check_count("tokenize_threads", tokenize_threads, 0, "automatic")
         if side not in ("document", "query"):
             raise ValueError(f"side={side!r} must be 'document' or 'query'.")
         self.model = model
@@ -240,7 +247,6 @@ class SentenceTransformerPipeline:
         self._checked = False
         self._fallback = False
         self._lock = threading.Lock()
-        self._at_limit_in_chunk = 0
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         """The embeddings of one chunk, float32, shape (len(texts), dim)."""
@@ -287,19 +293,20 @@ class SentenceTransformerPipeline:
         try:
             for _ in range(max(1, _DEPTH_PER_THREAD * self.tokenize_threads)):
                 submit()
-            current, outputs, started = 0, [], time.perf_counter()
+            current, outputs, at_limit, started = 0, [], 0, time.perf_counter()
             with torch.inference_mode():
                 while pending:
                     number, size, work = pending.popleft()
-                    features = work.result() if pool is not None else self._preprocess(work)
+                    features, long = work.result() if pool is not None else self._preprocess(work)
                     submit()
                     if number != current:
-                        yield self._finish(outputs, started)
-                        current, outputs, started = number, [], time.perf_counter()
+                        yield self._finish(outputs, started, at_limit)
+                        current, outputs, at_limit, started = number, [], 0, time.perf_counter()
                     outputs.append(self._forward(features, device))
+                    at_limit += long
                     if on_batch is not None:
                         on_batch(size)
-                yield self._finish(outputs, started)
+                yield self._finish(outputs, started, at_limit)
         finally:
             if pool is not None:
                 for _, _, work in pending:
@@ -308,8 +315,8 @@ class SentenceTransformerPipeline:
 
     # ------------------------------------------------------------------ internals
 
-    def _preprocess(self, texts: list[str]) -> dict[str, Any]:
-        """Tokenise one batch the way ``encode_document`` does; counts texts at the token limit."""
+    def _preprocess(self, texts: list[str]) -> tuple[dict[str, Any], int]:
+        """One batch tokenised as ``encode_document`` / ``encode_query`` do, and how many texts reach the limit."""
         try:
             features = self.model.preprocess(texts, prompt=self.prompt, task=self.side)
         except RuntimeError as error:  # a tokenizer whose settings changed under another thread ("Already borrowed")
@@ -319,23 +326,21 @@ class SentenceTransformerPipeline:
                 features = self.model.preprocess(texts, prompt=self.prompt, task=self.side)
         mask = features.get("attention_mask")
         if self.max_seq_length and mask is not None and hasattr(mask, "sum"):
-            features["_disastir_at_limit"] = int((mask.sum(dim=1) >= self.max_seq_length).sum())
-        return features
+            return features, int((mask.sum(dim=1) >= self.max_seq_length).sum())
+        return features, 0
 
     def _forward(self, features: dict[str, Any], device: Any) -> Any:
         from sentence_transformers.util import batch_to_device
 
-        self._at_limit_in_chunk += features.pop("_disastir_at_limit", 0)
         output = self.model(batch_to_device(features, device), task=self.side)["sentence_embedding"]
         truncate_dim = getattr(self.model, "truncate_dim", None)
         return output[..., :truncate_dim] if truncate_dim else output
 
-    def _finish(self, outputs: list[Any], started: float) -> np.ndarray:
+    def _finish(self, outputs: list[Any], started: float, at_limit: int) -> np.ndarray:
         """One chunk's vectors to the CPU as float32 (one device-to-host copy per chunk)."""
         import torch
 
         vectors = torch.cat(outputs).float().cpu().numpy()
-        at_limit, self._at_limit_in_chunk = self._at_limit_in_chunk, 0
         self.report.add(len(vectors), time.perf_counter() - started, at_limit)
         return vectors
 
@@ -351,14 +356,12 @@ class SentenceTransformerPipeline:
         self._checked = True
         try:
             with torch.inference_mode():
-                ours = self._forward(self._preprocess(list(texts)), self.model.device).float().cpu()
+                ours = self._forward(self._preprocess(list(texts))[0], self.model.device).float().cpu()
             theirs = self._library_encode(list(texts), convert_to_tensor=True).float().cpu()
         except (TypeError, ValueError, KeyError, AttributeError) as error:  # another sentence-transformers API
             logger.warning("The pipelined encoder cannot drive %s (%s); encoding through encode_document chunk by "
                            "chunk instead.", type(self.model).__name__, error)
             ours = theirs = None
-        finally:
-            self._at_limit_in_chunk = 0
         if ours is not None and ours.shape == theirs.shape and torch.equal(ours, theirs):
             self.report.parity = "bitwise"
         elif ours is not None and ours.shape == theirs.shape and torch.allclose(ours, theirs, rtol=1e-3, atol=1e-5):

@@ -184,16 +184,17 @@ def evaluate(
         mteb's ``ModelResult`` holding every evaluated task.
 
     Raises:
-        ValueError: an unknown ``search`` value, ANN preset or parameter, or a ready search model
-            whose search setting differs from ``search``.
+        ValueError: an unknown ``search`` value, ANN preset, parameter or precision, a batch size
+            below 1, or a ready search model whose search setting differs from ``search``.
     """
     import mteb
 
+    from disastir_mteb.encoding import check_count, parse_precision
     from disastir_mteb.search import SharedCorpusSearch
 
     ann = check_search(search, ann_preset, ann_params)
-    if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
-        raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1.")
+    check_count("batch_size", batch_size, 1, "the default, 32")  # these two before any model is loaded
+    parse_precision(precision)
     task_list = resolve_tasks(tasks)
     if isinstance(model, SharedCorpusSearch):
         if instructions is not None or precision is not None or batch_size is not None:

@@ -32,6 +32,7 @@ from disastir_mteb.encoding import (
     EncodingReport,
     SentenceTransformerPipeline,
     apply_precision,
+    check_count,
     length_order,
     module_device,
     module_dtype,
@@ -41,7 +42,7 @@ from disastir_mteb.encoding import (
 )
 from disastir_mteb.exact_search import ExactIndex
 from disastir_mteb.instructions import InstructionConfig
-from disastir_mteb.store import EmbeddingStore, StoreKey, fingerprint_texts
+from disastir_mteb.store import EmbeddingStore, StoreKey, encode_chunks, fingerprint_texts
 from disastir_mteb.taxonomy import TASK_NAMES, get_spec
 from disastir_mteb.usearch_index import AnnParams, UsearchIndex, resolve_params
 
@@ -139,10 +140,8 @@ class SharedCorpusSearch:
                  dtype: str = "float32", chunk_size: int = 8192, devices: Sequence[str] | str | None = "auto",
                  ann: AnnParams | str | None = None, batch_size: int | None = None, precision: str | None = None,
                  tokenize_threads: int | None = None) -> None:
-        if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
-            raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1 (or None for mteb's 32).")
-        if tokenize_threads is not None and (type(tokenize_threads) is not int or tokenize_threads < 0):
-            raise ValueError(f"tokenize_threads={tokenize_threads!r} must be an integer >= 0 (or None for automatic).")
+        check_count("batch_size", batch_size, 1, "mteb's 32")
+        check_count("tokenize_threads", tokenize_threads, 0, "automatic")
         self.model = model
         self.ann = resolve_params(ann) if isinstance(ann, str) else ann
         self.batch_size = batch_size
@@ -264,12 +263,15 @@ class SharedCorpusSearch:
     def _embed(self, side: str, texts: list[str], prompt: str, encode: Callable[[list[str]], Any], *,
                batch_size: int, order: np.ndarray | None = None) -> np.ndarray:
         """Vectors of ``texts`` (row ``i`` = text ``i``) from the store, encoding what is missing in ``order``."""
-        chunk_size = -(-self.chunk_size // batch_size) * batch_size  # whole batches: the same batches as one call
         if self.store is None:
-            return _encode_in_memory(texts, encode, order, chunk_size)
+            return _encode_in_memory(texts, encode, order, self._chunk_size(batch_size))
         key = self._store_key(side, texts, prompt, batch_size)
-        return self.store.get_or_encode(key, texts, encode, chunk_size=chunk_size,
+        return self.store.get_or_encode(key, texts, encode, chunk_size=self._chunk_size(batch_size),
                                         progress=self.progress and side == "corpus", order=order)
+
+    def _chunk_size(self, batch_size: int) -> int:
+        """``chunk_size`` rounded up to whole batches, so chunks hold the batches of one encode call."""
+        return -(-self.chunk_size // batch_size) * batch_size
 
     def _store_key(self, side: str, texts: list[str], prompt: str, batch_size: int) -> StoreKey:
         name, revision = self._model_key()
@@ -437,8 +439,7 @@ class SharedCorpusSearch:
             texts = [text for n in members for text in planned[n][2]]
             pipeline = SentenceTransformerPipeline(routes[0].model, batch_size=batch_size, prompt=prompt,  # type: ignore[union-attr]
                                                    tokenize_threads=self.tokenize_threads, side="query")
-            chunk_size = -(-self.chunk_size // batch_size) * batch_size
-            encoded = _encode_in_memory(texts, pipeline, length_order(texts), chunk_size)
+            encoded = _encode_in_memory(texts, pipeline, length_order(texts), self._chunk_size(batch_size))
             self.queries_encoded += len(texts)
             row = 0
             for n in members:
@@ -552,9 +553,7 @@ def _encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], orde
     """What the store does, without files: encode ``texts`` chunk by chunk in ``order``, return them in theirs."""
     positions = np.arange(len(texts)) if order is None else np.asarray(order)
     ranges = [positions[start:start + chunk_size] for start in range(0, len(texts), chunk_size)]
-    chunks = [[texts[int(i)] for i in rows] for rows in ranges]
-    stream = getattr(encode, "encode_stream", None)
-    outputs = stream(chunks) if callable(stream) else (encode(chunk) for chunk in chunks)
+    outputs = encode_chunks(encode, [[texts[int(i)] for i in rows] for rows in ranges])
     out: np.ndarray | None = None
     for rows, output in zip(ranges, outputs, strict=True):
         vectors = output.detach().float().cpu().numpy() if hasattr(output, "detach") else np.asarray(output)

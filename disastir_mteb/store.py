@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
     from typing import IO
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EmbeddingStore", "StoreKey", "cache_root", "fingerprint_texts"]
+__all__ = ["EmbeddingStore", "StoreKey", "cache_root", "encode_chunks", "fingerprint_texts"]
 
 CACHE_DIR_ENV = "DISASTIR_CACHE_DIR"
 # Bump when the layout, the manifest or the way vectors are computed changes: old entries are then rebuilt.
@@ -251,9 +251,8 @@ class EmbeddingStore:
                   desc=f"Encoding {key.side}", dynamic_ncols=True) as bar:
             while True:
                 todo = [r for r in ranges if r not in done]
-                chunks = [_chunk_texts(texts, positions, r) for r in todo]
-                stream = getattr(encode, "encode_stream", None)
-                outputs = stream(chunks, on_batch=bar.update) if callable(stream) else (encode(c) for c in chunks)
+                streams = callable(getattr(encode, "encode_stream", None))
+                outputs = encode_chunks(encode, [_chunk_texts(texts, positions, r) for r in todo], on_batch=bar.update)
                 try:
                     for (start, stop), output in zip(todo, outputs, strict=True):
                         vectors = _check_output(output, start, stop, key.dtype)
@@ -265,7 +264,7 @@ class EmbeddingStore:
                         fresh = done[(start, stop)] = vectors.shape[1]
                         _replace_atomic(folder / _chunk_name((start, stop)),
                                         lambda handle, v=vectors: np.save(handle, v, allow_pickle=False))
-                        if not callable(stream):
+                        if not streams:
                             bar.update(stop - start)
                 finally:
                     getattr(outputs, "close", lambda: None)()
@@ -347,6 +346,19 @@ class EmbeddingStore:
 
 
 # ---------------------------------------------------------------------- file helpers
+
+
+def encode_chunks(encode: Callable[[list[str]], Any], chunks: Sequence[list[str]],
+                  on_batch: Callable[[int], None] | None = None) -> Iterator[Any]:
+    """Each chunk's encoder output, in order.
+
+    Through ``encode.encode_stream`` when it has one (so the encoder works across chunk boundaries
+    and reports every batch to ``on_batch``), else one ``encode`` call per chunk.
+    """
+    stream = getattr(encode, "encode_stream", None)
+    if callable(stream):
+        return stream(chunks, on_batch=on_batch)
+    return (encode(chunk) for chunk in chunks)
 
 
 def _chunk_name(rows: tuple[int, int]) -> str:

@@ -192,6 +192,9 @@ def test_precision_and_batch_size_errors_are_one_sentence() -> None:
         SharedCorpusSearch(HashingEncoder(), batch_size=0)
     with pytest.raises(ValueError, match="tokenize_threads=-1"):
         SharedCorpusSearch(HashingEncoder(), tokenize_threads=-1)
+    for bad in ({"precision": "fp8"}, {"batch_size": 0}):  # refused before the (unloadable) model is looked up
+        with pytest.raises(ValueError, match=r"Unknown precision 'fp8'|batch_size=0 must be an integer >= 1"):
+            evaluate("no-such-org/no-such-model", ["DisastIR-QA-Bio"], cache_dir=False, **bad)
 
 
 def test_other_encoders_keep_their_own_encode_in_length_order(tmp_path: Path, use_data: object) -> None:
