@@ -72,3 +72,21 @@ def test_run_errors_are_one_sentence(data_dir: Path, tmp_path: Path, capsys: pyt
                      "--output-folder", str(tmp_path)])
     assert code == 2
     assert "AnnParams.connectivity=0 must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_batch_size_precision_and_tokenisation_options(data_dir: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    code = cli.main(["run", "-m", "bundled", "--data", str(data_dir), "-t", "DisastIR-QA-Bio", "--batch-size", "2",
+                     "--precision", "bf16", "--tokenize-threads", "2", "--no-cache", "--output-folder", str(out),
+                     "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert ("Passages: 5 texts in length-sorted batches of 2 (bfloat16, cpu) via pipelined, tokenised by 2 thread(s) "
+            "ahead of the model; max_seq_length 256, 0 at the limit (truncated)") in printed
+    [result] = out.rglob("DisastIR-QA-Bio.json")
+    assert result.parent.name == "disastir_precision_bf16"  # another precision, another results folder
+    code = cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--batch-size", "0",
+                     "--output-folder", str(tmp_path)])
+    assert code == 2
+    assert "batch_size=0 must be an integer >= 1" in capsys.readouterr().err
