@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 
 .PHONY: setup demo test lint wheel-check clean
 
-$(BIN)/disastir-mteb: pyproject.toml
+$(BIN)/disastir-mteb: pyproject.toml _disastir_mteb_autoload.py disastir_mteb.pth
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"

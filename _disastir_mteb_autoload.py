@@ -57,7 +57,9 @@ def _remove():
 
 def _register():
     try:
-        import disastir_mteb  # noqa: F401 - importing registers
+        import disastir_mteb
+
+        disastir_mteb.register()  # also when the package was imported before mteb (then its import ran no register)
     except Exception as error:
         import warnings
 
@@ -69,15 +71,20 @@ def _register():
         )
 
 
-def install():
-    """Put the finder in place, unless turned off or mteb is already imported."""
-    if os.environ.get("DISASTIR_MTEB_AUTOLOAD", "1").strip().lower() in _OFF:
-        return
+def arm():
+    """Register now if mteb is imported, else put the finder in place (``import disastir_mteb`` calls this)."""
     if "mteb" in sys.modules:
         _register()
         return
     if not any(isinstance(f, _AfterMtebImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterMtebImport())
+
+
+def install():
+    """Arm the hook at interpreter start, unless DISASTIR_MTEB_AUTOLOAD turns it off."""
+    if os.environ.get("DISASTIR_MTEB_AUTOLOAD", "1").strip().lower() in _OFF:
+        return
+    arm()
 
 
 install()

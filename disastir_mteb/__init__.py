@@ -1,20 +1,20 @@
 """disastir-mteb: the DisastIR disaster-management retrieval benchmark as 48 mteb tasks.
 
-Importing the package registers the tasks and benchmarks with mteb (the same call the
-autoload hook makes when mteb is imported). The names below are the public API.
+Importing the package registers the tasks and benchmarks with mteb: at once when mteb is
+already imported, otherwise the moment it is (the same finder the autoload hook uses), so that
+``import disastir_mteb`` and the ``disastir-mteb`` command stay fast (mteb and torch take
+seconds to import) and ``--help`` answers at once. The names below are the public API; those
+that need mteb load on first use.
 """
 
 from __future__ import annotations
 
+import sys
+
+from disastir_mteb.instructions import INSTRUCTION_SETS, TEMPLATES
 from disastir_mteb.registry import register
+from disastir_mteb.runner import evaluate
 from disastir_mteb.taxonomy import CATEGORIES, INTENTS, TASK_NAMES, Category, Intent
-
-register()
-
-from disastir_mteb.adapter import with_instructions  # noqa: E402
-from disastir_mteb.instructions import INSTRUCTION_SETS, TEMPLATES  # noqa: E402
-from disastir_mteb.runner import evaluate  # noqa: E402
-from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION, get_tasks  # noqa: E402
 
 __all__ = [
     "CATEGORIES",
@@ -35,13 +35,40 @@ __all__ = [
     "with_instructions",
 ]
 
-_LAZY = {"PRESETS", "AnnParams", "UsearchIndex"}  # from usearch_index: kept out of every `import mteb` (~10 ms)
+#: Names imported on first use, by module: they import mteb (seconds) or USearch.
+_LAZY = {
+    "PRESETS": "usearch_index", "AnnParams": "usearch_index", "UsearchIndex": "usearch_index",
+    "DATASET_REPO": "tasks", "DATASET_REVISION": "tasks", "get_tasks": "tasks",
+    "with_instructions": "adapter",
+}
 
 
 def __getattr__(name: str) -> object:
-    """The ANN names, imported on first use (the autoload hook imports this package whenever mteb loads)."""
+    """The names of :data:`_LAZY`, imported on first use."""
     if name in _LAZY:
-        from disastir_mteb import usearch_index
+        import importlib
 
-        return getattr(usearch_index, name)
+        value = getattr(importlib.import_module(f"disastir_mteb.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'disastir_mteb' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def _register_with_mteb() -> None:
+    """Register now if mteb is loaded; otherwise right after it is (whatever DISASTIR_MTEB_AUTOLOAD says)."""
+    if "mteb" in sys.modules:
+        register()
+        return
+    try:
+        from _disastir_mteb_autoload import arm
+    except ImportError:  # the hook module is not on the path (a vendored copy): register eagerly
+        register()
+        return
+    arm()
+
+
+_register_with_mteb()

@@ -149,3 +149,8 @@ def _meta(size: str) -> ModelMeta:
 
 #: ModelMeta of the six published sizes, keyed by Hub id (registered into mteb by ``register()``).
 DMRETRIEVER_MODELS: dict[str, ModelMeta] = {f"DMIR01/DMRetriever-{size}": _meta(size) for size in _SIZES}
+
+
+from disastir_mteb.registry import register_pending  # noqa: E402
+
+register_pending(__name__)  # last: a registration that this module's `import mteb` triggered runs now

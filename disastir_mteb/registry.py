@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import sys
 import threading
 from typing import Any
 
@@ -32,6 +33,11 @@ MTEB_INTERNALS: tuple[tuple[str, str], ...] = (
 
 _lock = threading.RLock()
 _registered = False
+_pending = False
+#: The plugin's modules that import mteb at their top and that registration imports. When one of them
+#: is the first to import mteb, the autoload hook fires while that module is half-executed; registration
+#: then waits for the module to call :func:`register_pending` on its last line.
+_NEEDED = ("disastir_mteb.tasks", "disastir_mteb.dmretriever")
 
 
 def check_internals() -> list[str]:
@@ -72,15 +78,39 @@ def _wrap_benchmark_registry(module: Any) -> None:
     module._build_registry = _build_registry
 
 
+def _initializing(name: str, caller: str | None = None) -> bool:
+    """Whether module ``name`` is being executed right now (imported, not yet whole)."""
+    module = sys.modules.get(name)
+    return name != caller and module is not None and bool(getattr(module.__spec__, "_initializing", False))
+
+
+def register_pending(caller: str) -> None:
+    """Run a registration that waited for ``caller`` (one of :data:`_NEEDED`) to finish executing."""
+    global _pending
+    with _lock:
+        if not _pending or any(_initializing(name, caller) for name in _NEEDED):
+            return
+        _pending = False
+        _register(caller)
+
+
 def register() -> None:
     """Register the 48 DisastIR tasks and the benchmarks with mteb; a no-op the second time.
 
     Raises:
         RuntimeError: mteb no longer has the internals listed in :data:`MTEB_INTERNALS`.
     """
-    global _registered
+    _register(None)
+
+
+def _register(caller: str | None) -> None:
+    """:func:`register`, where ``caller`` (a module on its last line) counts as whole."""
+    global _registered, _pending
     with _lock:
         if _registered:
+            return
+        if any(_initializing(name, caller) for name in _NEEDED):
+            _pending = True
             return
         missing = check_internals()
         if missing:
