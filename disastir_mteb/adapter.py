@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["InstructedEncoder", "with_instructions"]
+__all__ = ["InstructedEncoder", "as_mteb_encoder", "with_instructions"]
 
 ModelPrompt = Literal["take-over", "leave"]
 _DISASTIR = frozenset(TASK_NAMES)
@@ -71,23 +71,33 @@ class _CallableEncoder(AbsEncoder):
         return array
 
 
-def _as_mteb_encoder(model: Any) -> Any:
+def as_mteb_encoder(model: Any, who: str = "with_instructions()") -> Any:
+    """``model`` as mteb's ``EncoderProtocol``, the way ``mteb.evaluate`` wraps it.
+
+    mteb encoders pass through; a ``SentenceTransformer`` gets mteb's own wrapper (so its
+    ``ModelMeta`` and result folder are the ones ``mteb.evaluate`` would use); a ``ModelMeta``
+    is loaded; any other callable ``list[str] -> array`` is wrapped as a plain encoder.
+
+    Raises:
+        TypeError: anything else (e.g. a CrossEncoder, which cannot embed a corpus), naming ``who``.
+    """
     if hasattr(model, "encode") and hasattr(model, "mteb_model_meta"):
         return model
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError:  # pragma: no cover - a hard dependency
-        SentenceTransformer = ()  # type: ignore[assignment,misc]
+    from mteb.models import ModelMeta
+    from sentence_transformers import CrossEncoder, SentenceTransformer
+
+    if isinstance(model, ModelMeta):
+        return model.load_model()
     if isinstance(model, SentenceTransformer):
         from mteb.models import SentenceTransformerEncoderWrapper
 
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*get_sentence_embedding_dimension", category=FutureWarning)
             return SentenceTransformerEncoderWrapper(model)
-    if callable(model):
+    if callable(model) and not isinstance(model, CrossEncoder):
         return _CallableEncoder(model)
-    raise TypeError(f"with_instructions() takes a SentenceTransformer, an mteb encoder or a callable "
-                    f"list[str] -> array, not {type(model).__name__}.")
+    raise TypeError(f"{who} takes a SentenceTransformer, an mteb encoder (mteb.get_model), a model name or a "
+                    f"callable list[str] -> array, not {type(model).__name__}.")
 
 
 def _applies_task_prompt(model: Any) -> bool:
@@ -154,7 +164,7 @@ class InstructedEncoder:
     def __init__(self, model: object, config: InstructionConfig, *, model_prompt: ModelPrompt = "take-over") -> None:
         if model_prompt not in ("take-over", "leave"):
             raise ValueError(f"model_prompt must be 'take-over' or 'leave', not {model_prompt!r}.")
-        self.model = _as_mteb_encoder(model)
+        self.model = as_mteb_encoder(model)
         self.config = config
         self.applies_task_prompt = _applies_task_prompt(self.model)
         self.model_prompt: ModelPrompt | None = model_prompt if self.applies_task_prompt else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["main"]
@@ -19,6 +20,21 @@ _ANN_FLAGS: list[tuple[str, type, str]] = [
 ]
 _ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add",
                 "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
+
+
+def _at_least(lowest: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``lowest`` (argparse names the option in its one-line error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lowest}, not {text!r}") from None
+        if value < lowest:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lowest}, not {value}")
+        return value
+
+    return parse
 
 
 def _quiet(quiet: bool) -> None:
@@ -44,9 +60,13 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import os
+
     from disastir_mteb.grid import grid_from_results
     from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks
 
+    local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
+    _offline_if_unreachable(not local_data or not (args.model == "bundled" or Path(args.model).exists()))
     _use_data(args.data)
     _quiet(args.quiet)
     tasks = resolve_tasks(args.tasks, args.benchmarks)
@@ -64,12 +84,16 @@ def _run(args: argparse.Namespace) -> int:
         score = task_result.get_score()  # type: ignore[attr-defined]
         print(f"{task_result.task_name:<24} ndcg@10 {100 * score:6.2f}  ({seconds:.1f} s)", flush=True)  # type: ignore[attr-defined]
 
+    from mteb import ResultCache
+
     result = evaluate(searcher, tasks, search=args.search, ann_preset=args.ann_preset, ann_params=ann_params,
                       output_folder=args.output_folder, overwrite=args.overwrite, show_progress=not args.quiet,
                       on_task_done=summary)
     print(grid_from_results(result.task_results).to_text("NDCG@10 x100"))
     loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
-    print(f"{len(result.task_results)} task result(s) in {Path(args.output_folder).resolve()}; "
+    folder = ResultCache(Path(args.output_folder)).get_task_result_path(
+        result.task_results[0].task_name, searcher.mteb_model_meta).parent.resolve()
+    print(f"{len(result.task_results)} task result(s) in {folder}; "
           f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
           f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}.")
     print(f"Passages: {searcher.describe_encoding()}.")
@@ -138,8 +162,29 @@ def _submit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _offline_if_unreachable(needs_hub: bool) -> None:
+    """Without a network, load from the local Hugging Face cache at once instead of retrying for minutes.
+
+    Only when HF_HUB_OFFLINE is unset and the model or the data would come from the Hub; huggingface-hub
+    reads the variable when first imported, so this runs before that.
+    """
+    import os
+    import socket
+    from urllib.parse import urlsplit
+
+    if os.environ.get("HF_HUB_OFFLINE") or not needs_hub:
+        return
+    host = urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=3).close()
+    except OSError:
+        os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+        print(f"disastir-mteb: {host} cannot be reached; using the local Hugging Face cache only (HF_HUB_OFFLINE=1).",
+              file=sys.stderr)
+
+
 def _use_data(data: str | None) -> None:
-    """Point DISASTIR_DATA_DIR at ``data`` (a folder, or 'sample' for the bundled sample) for this process."""
+    """Point DISASTIR_DATA_DIR at ``--data`` (a folder, or 'sample' for the bundled sample) for this process."""
     import os
 
     if not data:
@@ -148,8 +193,12 @@ def _use_data(data: str | None) -> None:
         from disastir_mteb.sample import sample_dir
 
         os.environ["DISASTIR_DATA_DIR"] = str(sample_dir("small"))
-    else:
-        os.environ["DISASTIR_DATA_DIR"] = str(Path(data).expanduser().resolve())
+        return
+    folder = Path(data).expanduser().resolve()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--data {data}: {'not a folder' if folder.exists() else 'no such folder'}; pass a "
+                                f"folder in the published DisastIR layout (corpus.jsonl, query/, qrels/) or 'sample'.")
+    os.environ["DISASTIR_DATA_DIR"] = str(folder)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -219,9 +268,19 @@ def _seed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("disastir-mteb")
+    except PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``disastir-mteb``."""
     parser = argparse.ArgumentParser(prog="disastir-mteb", description="DisastIR benchmark tools for mteb.")
+    parser.add_argument("--version", action="version", version=f"disastir-mteb {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="Evaluate the bundled small model on the sample data (offline), print "
@@ -254,21 +313,23 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument(flag, type=kind, default=None, help=text)
     run.add_argument("--data", help="a folder in the published layout, or 'sample' for the bundled sample "
                                     "(default: DISASTIR_DATA_DIR or the Hub)")
-    run.add_argument("--output-folder", default="results", help="mteb results folder (default: ./results)")
+    run.add_argument("--output-folder", default="results",
+                     help="mteb results cache (default: ./results); files land in DIR/results/<org>__<model>/"
+                          "<revision>/, as with mteb run")
     run.add_argument("--cache-dir", default=None,
                      help="where embeddings persist (default: DISASTIR_CACHE_DIR or ~/.cache/disastir_mteb)")
     run.add_argument("--no-cache", action="store_true", help="keep embeddings in memory only (nothing persisted)")
     run.add_argument("--devices", nargs="*", default=None,
                      help="spread corpus encoding over devices, e.g. cuda:0 cuda:1 (default: every visible GPU "
                           "when there are two or more; one process otherwise)")
-    run.add_argument("--batch-size", type=int, default=None,
+    run.add_argument("--batch-size", type=_at_least(1), default=None,
                      help="texts per forward pass (default 32, mteb's); passages go longest first, in the batches "
                           "of one SentenceTransformer.encode call over the corpus")
     run.add_argument("--precision", default=None, choices=["fp32", "fp16", "bf16"],
                      help="cast the model's weights before encoding (default: the model's own, fp32 for the "
                           "DisastIR baselines; DMRetriever's evaluation used fp16); other than the model's own, "
                           "results are filed under their own experiment")
-    run.add_argument("--tokenize-threads", type=int, default=None,
+    run.add_argument("--tokenize-threads", type=_at_least(0), default=None,
                      help="threads tokenising passages ahead of the model (default: 1 on a CPU, all cores but one "
                           "up to 8 on a GPU; 0 = on the encoding thread)")
     run.add_argument("--overwrite", action="store_true", help="rerun tasks that already have results")
@@ -346,8 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (FileNotFoundError, NotADirectoryError, FileExistsError, ValueError, KeyError, ImportError,
-            NotImplementedError) as error:
+    except (OSError, ValueError, KeyError, ImportError, NotImplementedError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"disastir-mteb {args.command}: {message}", file=sys.stderr)
         return 2

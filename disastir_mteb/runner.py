@@ -32,22 +32,62 @@ logger = logging.getLogger(__name__)
 
 _DISASTIR_TASKS = frozenset(TASK_NAMES)
 
-__all__ = ["build_search", "check_search", "evaluate", "load_model", "resolve_tasks"]
+__all__ = ["ModelLoadError", "build_search", "check_search", "evaluate", "load_model", "resolve_tasks"]
 
 Search = Literal["exact", "ann"]
 
 
 def load_model(model: Any, *, device: str | None = None) -> Any:
-    """A model object from a name (``mteb.get_model``), ``"bundled"`` (packaged MiniLM) or an object."""
+    """An mteb encoder from a name (``mteb.get_model``), ``"bundled"`` (packaged MiniLM) or an object.
+
+    Objects go through :func:`~disastir_mteb.adapter.as_mteb_encoder`: a SentenceTransformer gets
+    mteb's own wrapper, exactly as ``mteb.evaluate`` would wrap it.
+    """
     if not isinstance(model, str):
-        return model
+        from disastir_mteb.adapter import as_mteb_encoder
+        from disastir_mteb.search import SharedCorpusSearch
+
+        return model if isinstance(model, SharedCorpusSearch) else as_mteb_encoder(model, "evaluate()")
     if model == "bundled":
         from disastir_mteb.bundled import load_bundled_model
 
         return load_bundled_model(device=device)
+    if Path(model).expanduser().is_dir():
+        return _load_folder(Path(model).expanduser(), device)
     import mteb
 
-    return mteb.get_model(model, device=device) if device else mteb.get_model(model)
+    try:
+        return mteb.get_model(model, device=device) if device else mteb.get_model(model)
+    except Exception as error:  # any loader's failure: offline, unknown name, gated, missing package
+        raise ModelLoadError(model, error) from error
+
+
+class ModelLoadError(OSError):
+    """A model name that could not be loaded, in one sentence that says what to do."""
+
+    HUB_HINT = ("Offline? Put the model in a Hugging Face cache under its hub id and set HF_HUB_OFFLINE=1 "
+                "(HF_HUB_CACHE=DIR for another cache), pass a local model folder (-m ./my-model), or try -m bundled.")
+
+    def __init__(self, model: str, error: BaseException, hint: str = HUB_HINT) -> None:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+        super().__init__(f"Could not load model {model!r} ({type(error).__name__}: {reason}). {hint}")
+
+
+def _load_folder(folder: Path, device: str | None) -> Any:
+    """A SentenceTransformer saved in a local folder, filed in results as ``local/<folder name>``."""
+    from sentence_transformers import SentenceTransformer
+
+    from disastir_mteb.adapter import as_mteb_encoder
+
+    try:
+        encoder = as_mteb_encoder(SentenceTransformer(str(folder), device=device, local_files_only=True))
+    except Exception as error:
+        raise ModelLoadError(str(folder), error, "A model folder is one written by SentenceTransformer.save().") \
+            from error
+    meta = encoder.mteb_model_meta
+    if meta is not None and (not meta.name or meta.name.startswith("no_model_name")):
+        encoder.mteb_model_meta = meta.model_copy(update={"name": f"local/{folder.resolve().name}"})
+    return encoder
 
 
 def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,

@@ -27,6 +27,7 @@ import numpy as np
 from mteb._create_dataloaders import _retrieval_texts, create_dataloader
 from mteb.types import PromptType
 
+from disastir_mteb.adapter import as_mteb_encoder
 from disastir_mteb.encoding import (
     PRECISIONS,
     EncodingReport,
@@ -142,6 +143,7 @@ class SharedCorpusSearch:
                  tokenize_threads: int | None = None) -> None:
         check_count("batch_size", batch_size, 1, "mteb's 32")
         check_count("tokenize_threads", tokenize_threads, 0, "automatic")
+        model = as_mteb_encoder(model, "SharedCorpusSearch")
         self.model = model
         self.ann = resolve_params(ann) if isinstance(ann, str) else ann
         self.batch_size = batch_size

@@ -86,7 +86,8 @@ def test_batch_size_precision_and_tokenisation_options(data_dir: Path, tmp_path:
             "ahead of the model; max_seq_length 256, 0 at the limit (truncated)") in printed
     [result] = out.rglob("DisastIR-QA-Bio.json")
     assert result.parent.name == "disastir_precision_bf16"  # another precision, another results folder
-    code = cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--batch-size", "0",
-                     "--output-folder", str(tmp_path)])
-    assert code == 2
-    assert "batch_size=0 must be an integer >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # argparse refuses it before anything is imported or loaded
+        cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--batch-size", "0", "--output-folder",
+                  str(tmp_path)])
+    assert exited.value.code == 2
+    assert "argument --batch-size: must be an integer >= 1, not 0" in capsys.readouterr().err

@@ -1,0 +1,104 @@
+"""A newcomer's first minutes: what the README and docstrings promise works as written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from disastir_mteb.bundled import bundled_model_path
+
+TWO = ["DisastIR-QA-Bio", "DisastIR-FC-Geo"]
+
+
+def test_evaluate_accepts_a_plain_sentence_transformer(sample_data: Path, use_data: object, tmp_path: Path,
+                                                       bundled_model: object) -> None:
+    """The most natural Python use: ``evaluate(SentenceTransformer(...))``, scored like mteb's own wrapper."""
+    from sentence_transformers import SentenceTransformer
+
+    import disastir_mteb
+
+    use_data(sample_data)
+    model = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    ours = disastir_mteb.evaluate(model, TWO, cache_dir=False, output_folder=tmp_path / "st", show_progress=False)
+    wrapped = disastir_mteb.evaluate(bundled_model, TWO, cache_dir=False, output_folder=tmp_path / "wrapped",
+                                     show_progress=False)
+    assert [r.task_name for r in ours.task_results] == TWO
+    for a, b in zip(ours.task_results, wrapped.task_results, strict=True):
+        assert a.get_score() == pytest.approx(b.get_score(), abs=1e-6)
+
+
+def test_build_search_refuses_what_cannot_embed_in_one_sentence() -> None:
+    from sentence_transformers import CrossEncoder  # noqa: F401 - the class the message is about
+
+    from disastir_mteb.runner import build_search
+
+    with pytest.raises(TypeError, match=r"evaluate\(\) takes a SentenceTransformer, an mteb encoder"):
+        build_search(42, cache_dir=False)
+
+
+def test_run_writes_results_where_the_readme_says(sample_data: Path, tmp_path: Path) -> None:
+    """README: ``--output-folder DIR`` holds ``DIR/results/<org>__<model>/<revision>/<task>.json``, as ``mteb run``."""
+    from disastir_mteb.cli import main
+
+    out = tmp_path / "out"
+    assert main(["run", "-m", "bundled", "--data", str(sample_data), "-t", "DisastIR-QA-Bio", "--quiet",
+                 "--no-cache", "--output-folder", str(out)]) == 0
+    import mteb
+
+    revision = mteb.get_model_meta("sentence-transformers/all-MiniLM-L6-v2").revision
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("DisastIR-QA-Bio.json"))
+    assert files == [f"results/sentence-transformers__all-MiniLM-L6-v2/{revision}/DisastIR-QA-Bio.json"]
+    assert json.loads((out / files[0]).read_text())["task_name"] == "DisastIR-QA-Bio"
+
+
+def test_help_answers_without_importing_mteb_or_torch() -> None:
+    """``disastir-mteb --help`` parses arguments before anything heavy is imported (well under a second)."""
+    code = ("import sys; from disastir_mteb.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('mteb', 'torch', 'datasets', 'sentence_transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    done = subprocess.run([sys.executable, "-m", "disastir_mteb.cli", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"disastir-mteb {version('disastir-mteb')}"
+
+
+def test_a_model_that_cannot_be_loaded_is_one_sentence(sample_data: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from disastir_mteb.cli import main
+
+    code = main(["run", "-m", "no-such-org/no-such-model", "--data", str(sample_data), "-t", "DisastIR-QA-Bio",
+                 "--quiet", "--no-cache", "--output-folder", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("disastir-mteb run: Could not load model 'no-such-org/no-such-model'")
+    assert "HF_HUB_OFFLINE=1" in err[0] and "-m bundled" in err[0]
+
+
+def test_a_local_model_folder_is_accepted(sample_data: Path, tmp_path: Path) -> None:
+    from disastir_mteb.cli import main
+
+    out = tmp_path / "out"
+    assert main(["run", "-m", str(bundled_model_path()), "--data", str(sample_data), "-t", "DisastIR-QA-Bio",
+                 "--quiet", "--no-cache", "--output-folder", str(out)]) == 0
+    assert [p.parent.parent.name for p in out.rglob("DisastIR-QA-Bio.json")] == [f"local__{bundled_model_path().name}"]
+
+
+@pytest.mark.parametrize("given", ["missing", "file"])
+def test_data_errors_name_the_option_typed(tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str) -> None:
+    from disastir_mteb.cli import main
+
+    path = tmp_path / "data"
+    if given == "file":
+        path.write_text("not a folder")
+    assert main(["run", "-m", "bundled", "--data", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"disastir-mteb run: --data {path}: ") and "DISASTIR_DATA_DIR" not in err
