@@ -26,12 +26,11 @@ from pathlib import Path
 
 from disastir_mteb.taxonomy import (
     CATEGORIES,
-    CATEGORY_FULL_NAMES,
-    INTENT_FILE_KEYS,
     MAX_GRADE,
     TASK_SPECS,
     Category,
     Intent,
+    task_file_stem,
 )
 
 __all__ = ["FULL", "GENERATOR_VERSION", "SCALES", "SMALL", "SampleScale", "main", "plan_grade_counts",
@@ -152,11 +151,6 @@ _QUERY = {
 # STS 0..5: other event and aspect / other event, same a / e, other a+p / e+p, other a / e+a, other p / cell.
 _LEVELS = {"std": ("c", "e", "ea", "cell"), "sts": ("c_na", "ca", "e_np", "ep", "ea", "cell")}
 _TAG_RE = re.compile(r"\s*\((?:human|animal|animal/plant|human and animal|animal and human|human, animal)\)")
-
-
-def task_file_stem(intent: Intent, category: Category) -> str:
-    """The published file stem, e.g. ``FactCheck_Biological`` or ``QA_Meteorological_Hydrological``."""
-    return f"{INTENT_FILE_KEYS[intent]}_{CATEGORY_FULL_NAMES[category].replace(' & ', '_').replace(' ', '_')}"
 
 
 def _resource(*parts: str):

@@ -23,6 +23,7 @@ __all__ = [
     "parse_category",
     "parse_intent",
     "parse_task_file",
+    "task_file_stem",
     "task_name",
 ]
 
@@ -75,6 +76,11 @@ INTENT_FILE_KEYS: dict[Intent, str] = {
     Intent.NLI: "NLI",
     Intent.STS: "STS",
 }
+
+
+def task_file_stem(intent: Intent, category: Category) -> str:
+    """The published file stem, e.g. ``FactCheck_Biological`` or ``QA_Meteorological_Hydrological``."""
+    return f"{INTENT_FILE_KEYS[intent]}_{CATEGORY_FULL_NAMES[category].replace(' & ', '_').replace(' ', '_')}"
 
 #: Highest relevance grade per intent (STS is graded 0..5, the others 0..3).
 MAX_GRADE: dict[Intent, int] = {intent: (5 if intent is Intent.STS else 3) for intent in Intent}
