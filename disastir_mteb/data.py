@@ -430,8 +430,12 @@ class TaskData:
     report: LoadReport
 
 
-def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential") -> TaskData:
+def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
+              log: logging.Logger | None = None) -> TaskData:
     """Load one task: its queries, its qrels joined to query and corpus ids, and the shared corpus.
+
+    The one-line load report goes to ``log`` (default: this module's logger; the mteb tasks pass
+    one under mteb's, so that ``mteb run``'s verbosity shows or hides it), info when clean, else a warning.
 
     Raises:
         FileNotFoundError: the task has no query or qrels file.
@@ -502,10 +506,11 @@ def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential") -
             f"{report.unmatched_passage_rows} name no passage of {files.corpus.name}"
             f"{' (e.g. ' + '; '.join(report.unmatched_examples) + ')' if report.unmatched_examples else ''}."
         )
+    log = log or logger
     if report.clean:
-        logger.info("%s", report.summary())
+        log.info("%s", report.summary())
     else:
-        logger.warning("%s%s", report.summary(),
+        log.warning("%s%s", report.summary(),
                        f" (e.g. {'; '.join(report.unmatched_examples)})" if report.unmatched_examples else "")
 
     # models see stripped queries, as in the authors' pipeline (they strip every user_query)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from mteb import Benchmark
 
 logger = logging.getLogger(__name__)
+#: Load reports and scores of the tasks, under mteb's logger: `mteb run -v 2` (its default) shows them, `-v 1` not.
+mteb_logger = logging.getLogger("mteb.disastir")
 
 __all__ = [
     "DATASET_REPO",
@@ -192,7 +195,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         timer = timer or TimingStack()
         with timer("Data loading", log_message=f"Loading dataset {self.metadata.name}..."):
             files = _task_files(DATASET_REPO, DATASET_REVISION, os.environ.get("DISASTIR_DATA_DIR"))
-            data = load_task(self.spec, files, gain=self.gain)
+            data = load_task(self.spec, files, gain=self.gain, log=mteb_logger)
         split = self.metadata.eval_splits[0]
         self.dataset = {"default": {split: RetrievalSplitData(
             corpus=data.corpus, queries=data.queries, relevant_docs=data.relevant_docs, top_ranked=None,
@@ -200,6 +203,18 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         self._grades = {split: data.grades}
         self.load_report = data.report
         self.data_loaded = True
+
+    def evaluate(self, model: Any, split: str = "test", subsets_to_run: list[str] | None = None,
+                 **kwargs: Any) -> Mapping[str, dict[str, Any]]:
+        """Run mteb's evaluation, then log one line with the score (``mteb run`` prints none of its own)."""
+        scores = super().evaluate(model, split, subsets_to_run, **kwargs)
+        for subset, values in scores.items():
+            report = self.load_report
+            queries = f" over {report.queries_kept} queries" if report is not None else ""
+            subset_name = "" if subset == "default" else f" [{subset}]"
+            mteb_logger.info("%s%s: ndcg@10 %.2f%s (main score; x100)", self.metadata.name, subset_name,
+                             100 * values.get("ndcg_at_10", float("nan")), queries)
+        return scores
 
     def task_specific_scores(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,8 @@ def hub_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_mteb_run_cli_scores_like_the_authors(sample_data: Path, hub_cache: Path, tmp_path: Path) -> None:
     mteb_cli = Path(sys.executable).with_name("mteb")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub_cache), "DISASTIR_DATA_DIR": str(sample_data)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub_cache), "DISASTIR_DATA_DIR": str(sample_data),
+           "COLUMNS": "400"}  # mteb logs through rich, which would wrap the lines checked below
     env.pop("DISASTIR_MTEB_AUTOLOAD", None)
     proc = subprocess.run(
         [str(mteb_cli), "run", "-m", BUNDLED_MODEL, "-t", "DisastIR-QA-Bio", "--output-folder", str(tmp_path / "out"),
@@ -35,6 +37,9 @@ def test_mteb_run_cli_scores_like_the_authors(sample_data: Path, hub_cache: Path
         capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    logged = proc.stdout + proc.stderr  # mteb run -v 2 (its default) shows the task's load report and its score
+    assert "DisastIR-QA-Bio: 8/8 queries, 112 judgements from 112 qrels rows" in logged
+    assert re.search(r"DisastIR-QA-Bio: ndcg@10 \d+\.\d\d over 8 queries", logged)
 
     files = list((tmp_path / "out").rglob("DisastIR-QA-Bio.json"))
     assert len(files) == 1, list((tmp_path / "out").rglob("*"))
