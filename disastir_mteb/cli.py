@@ -82,9 +82,10 @@ def _run(args: argparse.Namespace) -> int:
 
     def summary(task_result: object, seconds: float) -> None:
         score = task_result.get_score()  # type: ignore[attr-defined]
-        print(f"{task_result.task_name:<24} ndcg@10 {100 * score:6.2f}  ({seconds:.1f} s)", flush=True)  # type: ignore[attr-defined]
+        tqdm.write(f"{task_result.task_name:<24} ndcg@10 {100 * score:6.2f}  ({seconds:.1f} s)")  # type: ignore[attr-defined]  # above the task bar
 
     from mteb import ResultCache
+    from tqdm.auto import tqdm
 
     result = evaluate(searcher, tasks, search=args.search, ann_preset=args.ann_preset, ann_params=ann_params,
                       output_folder=args.output_folder, overwrite=args.overwrite, show_progress=not args.quiet,

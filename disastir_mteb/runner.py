@@ -12,9 +12,10 @@ rankings (:mod:`disastir_mteb.per_query`), which ``disastir-mteb compare`` reads
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -211,7 +212,8 @@ def evaluate(
             in memory for this call only.
         output_folder: mteb results folder; default mteb's own cache (``MTEB_CACHE``).
         overwrite: rerun tasks that already have results there.
-        show_progress: progress bars (corpus encoding with rate and ETA, query encoding).
+        show_progress: progress bars: task loading, corpus encoding (rate and ETA), query encoding, and
+            the tasks being evaluated (print per-task lines with ``tqdm.write`` to keep them above it).
         on_task_done: called with each task's result and its wall time, as tasks finish.
         batch_size: texts per forward pass (default 32, mteb's). Passages are encoded longest
             first, in the batches of one ``SentenceTransformer.encode`` call over the corpus.
@@ -228,6 +230,7 @@ def evaluate(
             below 1, or a ready search model whose search setting differs from ``search``.
     """
     import mteb
+    from tqdm.auto import tqdm
 
     from disastir_mteb.encoding import check_count, parse_precision
     from disastir_mteb.search import SharedCorpusSearch
@@ -254,25 +257,27 @@ def evaluate(
     cache = mteb.ResultCache(Path(output_folder)) if output_folder is not None else mteb.ResultCache()
     searcher.keep_rankings = True  # per-query files need each task's search results
     preloaded = {task.metadata.name for task in task_list if task.data_loaded}
-    if len(task_list) > 1:
-        searcher.prefetch(task_list, encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
     task_results: list[TaskResult] = []
     result: ModelResult | None = None
-    for task in task_list:
-        started = time.perf_counter()
-        if not task.data_loaded:
-            task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
-        rerun = overwrite or _lacks_per_query(searcher, task, cache)
-        result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=show_progress,
-                               encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
-                               overwrite_strategy="always" if rerun else "only-missing")
-        task_results.extend(result.task_results)
-        _write_per_query(searcher, task, cache)
-        if task.metadata.name not in preloaded:
-            task.unload_data()  # frees the task's queries and qrels; the shared corpus stays with the loader
-        if on_task_done is not None:
-            for task_result in result.task_results:
-                on_task_done(task_result, time.perf_counter() - started)
+    with _datasets_bars_off():  # their per-step "Map" bars would print over the corpus and task bars
+        if len(task_list) > 1:
+            searcher.prefetch(task_list, encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
+        for task in tqdm(task_list, desc="Evaluating tasks", unit=" tasks", dynamic_ncols=True,
+                         disable=not show_progress or len(task_list) < 2):
+            started = time.perf_counter()
+            if not task.data_loaded:
+                task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
+            rerun = overwrite or _lacks_per_query(searcher, task, cache)
+            result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=False,  # the bar above is the one
+                                   encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
+                                   overwrite_strategy="always" if rerun else "only-missing")
+            task_results.extend(result.task_results)
+            _write_per_query(searcher, task, cache)
+            if task.metadata.name not in preloaded:
+                task.unload_data()  # frees the task's queries and qrels; the shared corpus stays with the loader
+            if on_task_done is not None:
+                for task_result in result.task_results:
+                    on_task_done(task_result, time.perf_counter() - started)
     logger.info("%d task(s), %s: %d index build(s), %d loaded from cache, %d passages and %d queries encoded.",
                 len(task_list), searcher.describe_search(), searcher.index_builds, searcher.index_loads,
                 searcher.passages_encoded, searcher.queries_encoded)
@@ -280,6 +285,20 @@ def evaluate(
     if result is None:
         raise ValueError("No tasks to evaluate.")
     return result.model_copy(update={"task_results": task_results})
+
+
+@contextlib.contextmanager
+def _datasets_bars_off() -> Iterator[None]:
+    """Silence the ``datasets`` library's bars for the duration (restored after, if they were on)."""
+    from datasets.utils import logging as datasets_logging
+
+    was_on = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            datasets_logging.enable_progress_bar()
 
 
 def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> None:

@@ -266,7 +266,8 @@ class SharedCorpusSearch:
                batch_size: int, order: np.ndarray | None = None) -> np.ndarray:
         """Vectors of ``texts`` (row ``i`` = text ``i``) from the store, encoding what is missing in ``order``."""
         if self.store is None:
-            return _encode_in_memory(texts, encode, order, self._chunk_size(batch_size))
+            return _encode_in_memory(texts, encode, order, self._chunk_size(batch_size),
+                                     progress=side if self.progress and side == "corpus" else None)
         key = self._store_key(side, texts, prompt, batch_size)
         return self.store.get_or_encode(key, texts, encode, chunk_size=self._chunk_size(batch_size),
                                         progress=self.progress and side == "corpus", order=order)
@@ -343,6 +344,9 @@ class SharedCorpusSearch:
                                                    tokenize_threads=self.tokenize_threads, report=self.encoding)
             return _Counted(pipeline, self._count_passages)
 
+        if prompt_type == PromptType.document and self.progress:
+            encode_kwargs["show_progress_bar"] = False  # the corpus bar counts these texts; one bar, not two
+
         def encode(texts: list[str]) -> Any:
             loader = create_dataloader(Dataset.from_dict({"id": [str(i) for i in range(len(texts))], "text": texts}),
                                        task_metadata=task_metadata, prompt_type=prompt_type, num_proc=num_proc,
@@ -377,14 +381,17 @@ class SharedCorpusSearch:
         single task's pass does. Only DisastIR tasks are prefetched, and only when they share one
         corpus and passage prompt; the others are searched as usual. Returns how many were.
         """
+        from tqdm.auto import tqdm
+
         encode_kwargs = dict(encode_kwargs or {"batch_size": self.batch_size or 32})
         items: list[tuple[Any, Any]] = []
         owners: list[tuple[_PrefetchKey, list[str], int]] = []
-        for task in tasks:
-            if task.metadata.name not in _DISASTIR:
-                continue  # other tasks keep the per-task path
+        ours = [task for task in tasks if task.metadata.name in _DISASTIR]  # other tasks keep the per-task path
+        for task in tqdm(ours, desc="Loading tasks", unit=" tasks", disable=not self.progress, leave=False,
+                         dynamic_ncols=True):
             if not task.data_loaded:
                 task.load_data()
+        for task in ours:  # the first indexes (encodes) the shared corpus, under its own bar; the rest reuse it
             split, subset = task.metadata.eval_splits[0], "default"
             data = task.dataset[subset][split]
             self.index(data["corpus"], task_metadata=task.metadata, hf_split=split, hf_subset=subset,
@@ -441,7 +448,8 @@ class SharedCorpusSearch:
             texts = [text for n in members for text in planned[n][2]]
             pipeline = SentenceTransformerPipeline(routes[0].model, batch_size=batch_size, prompt=prompt,  # type: ignore[union-attr]
                                                    tokenize_threads=self.tokenize_threads, side="query")
-            encoded = _encode_in_memory(texts, pipeline, length_order(texts), self._chunk_size(batch_size))
+            encoded = _encode_in_memory(texts, pipeline, length_order(texts), self._chunk_size(batch_size),
+                                        progress="queries" if self.progress else None)
             self.queries_encoded += len(texts)
             row = 0
             for n in members:
@@ -551,17 +559,28 @@ def _timed(encode: Callable[[list[str]], Any], report: EncodingReport | None) ->
 
 
 def _encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], order: np.ndarray | None,
-                      chunk_size: int) -> np.ndarray:
-    """What the store does, without files: encode ``texts`` chunk by chunk in ``order``, return them in theirs."""
+                      chunk_size: int, progress: str | None = None) -> np.ndarray:
+    """What the store does, without files: encode ``texts`` chunk by chunk in ``order``, return them in theirs.
+
+    ``progress`` names the side ("corpus", "queries") for a bar like the store's; None = no bar.
+    """
+    from tqdm.auto import tqdm
+
     positions = np.arange(len(texts)) if order is None else np.asarray(order)
     ranges = [positions[start:start + chunk_size] for start in range(0, len(texts), chunk_size)]
-    outputs = encode_chunks(encode, [[texts[int(i)] for i in rows] for rows in ranges])
     out: np.ndarray | None = None
-    for rows, output in zip(ranges, outputs, strict=True):
-        vectors = output.detach().float().cpu().numpy() if hasattr(output, "detach") else np.asarray(output)
-        if out is None:
-            out = np.empty((len(texts), vectors.shape[1]), np.float32)
-        out[rows] = vectors
+    unit = " passages" if progress == "corpus" else " queries"
+    with tqdm(total=len(texts), desc=f"Encoding {progress}", unit=unit, disable=progress is None,
+              dynamic_ncols=True) as bar:
+        outputs = encode_chunks(encode, [[texts[int(i)] for i in rows] for rows in ranges], on_batch=bar.update)
+        streams = callable(getattr(encode, "encode_stream", None))  # a streaming encoder reports every batch
+        for rows, output in zip(ranges, outputs, strict=True):
+            if not streams:
+                bar.update(len(rows))
+            vectors = output.detach().float().cpu().numpy() if hasattr(output, "detach") else np.asarray(output)
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), np.float32)
+            out[rows] = vectors
     return out if out is not None else np.zeros((0, 1), np.float32)
 
 

