@@ -96,8 +96,8 @@ def as_mteb_encoder(model: Any, who: str = "with_instructions()") -> Any:
             return SentenceTransformerEncoderWrapper(model)
     if callable(model) and not isinstance(model, CrossEncoder):
         return _CallableEncoder(model)
-    raise TypeError(f"{who} takes a SentenceTransformer, an mteb encoder (mteb.get_model), a model name or a "
-                    f"callable list[str] -> array, not {type(model).__name__}.")
+    raise TypeError(f"{who} takes a SentenceTransformer, an mteb encoder or a callable list[str] -> array, "
+                    f"not {type(model).__name__}.")
 
 
 def _applies_task_prompt(model: Any) -> bool:

@@ -1,14 +1,27 @@
-"""Writes that never leave half a file: a temporary file in the same folder, then ``os.replace``."""
+"""Writes that never leave half a file: a temporary file in the same folder, then ``os.replace``.
+
+Temporary names are hidden and carry the writer's process id (``.<name>.<pid>.<random>.tmp``), so
+a run killed mid-write leaves no file that passes for a result, and the next write into that
+folder removes the leftovers of writers that are gone. ``os.replace`` swaps a symbolic link
+itself, never the file it points to.
+"""
 
 from __future__ import annotations
 
+import functools
+import glob
 import json
 import os
+import re
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
+if TYPE_CHECKING:
+    from mteb import ResultCache
+
+__all__ = ["atomic_result_cache", "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -20,10 +33,14 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically; readers see the old file or the new one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile("wb", dir=path.parent, suffix=".tmp", delete=False)
+    _remove_orphans(path.parent, f".{path.name}.")
+    handle = tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                         delete=False)
     try:
         with handle:
             handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.chmod(handle.name, 0o666 & ~_umask())  # temporary files are private (0600); results are not
         os.replace(handle.name, path)
     except BaseException:
@@ -41,3 +58,71 @@ def _umask() -> int:
 def write_json_atomic(path: str | Path, payload: Any) -> Path:
     """Write ``payload`` as indented JSON to ``path`` atomically."""
     return write_text_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+def _gone(pid: str) -> bool:
+    """Whether no process ``pid`` runs (a decimal string; anything else counts as running)."""
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, owned by someone else
+        return False
+    return False
+
+
+def _remove_orphans(folder: Path, prefix: str) -> None:
+    """Delete the temporary files or folders ``<prefix><pid>...`` in ``folder`` whose writing process is gone."""
+    for path in folder.glob(glob.escape(prefix) + "*"):
+        if _gone(re.match(r"\d*", path.name[len(prefix):]).group()):  # type: ignore[union-attr]
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def atomic_result_cache(folder: str | Path | None = None) -> ResultCache:
+    """An mteb ``ResultCache`` (over ``folder``, else mteb's default) whose saves are atomic.
+
+    mteb writes ``<Task>.json``, ``model_meta.json`` and ``run_settings.jsonl`` in place with
+    ``open("w")``: a run killed mid-write leaves half a file, and two runs writing one folder can
+    interleave their bytes. This cache lets mteb write them into a hidden staging folder
+    (``.disastir-staging-<pid>-*`` at the cache root, outside ``results/``), then moves each one
+    into place with ``os.replace``.
+    """
+    cls = _atomic_result_cache_class()
+    return cls(Path(folder)) if folder is not None else cls()
+
+
+@functools.cache
+def _atomic_result_cache_class() -> type[ResultCache]:
+    from mteb import ResultCache
+
+    class AtomicResultCache(ResultCache):
+        """mteb's ``ResultCache`` with each save staged, then renamed into place file by file."""
+
+        def save_to_cache(self, task_result: Any, model_name: Any, model_revision: str | None = None, *,
+                          encode_kwargs: Any = None) -> None:
+            where = {"task_name": task_result.task_name, "model_name": model_name, "model_revision": model_revision}
+            if isinstance(model_name, str) and model_revision is None:  # mteb guesses the revision from folders
+                super().save_to_cache(task_result, model_name, model_revision, encode_kwargs=encode_kwargs)
+                return
+            root = Path(self.cache_path)
+            root.mkdir(parents=True, exist_ok=True)
+            _remove_orphans(root, ".disastir-staging-")
+            target = self.get_task_result_path(**where).parent
+            staging_root = Path(tempfile.mkdtemp(prefix=f".disastir-staging-{os.getpid()}-", dir=root))
+            try:
+                staging = ResultCache(staging_root)
+                staged = staging.get_task_result_path(**where).parent
+                staged.mkdir(parents=True)
+                if (target / "run_settings.jsonl").is_file():  # mteb merges its lines with the existing ones
+                    shutil.copyfile(target / "run_settings.jsonl", staged / "run_settings.jsonl")
+                staging.save_to_cache(task_result, model_name, model_revision, encode_kwargs=encode_kwargs)
+                target.mkdir(parents=True, exist_ok=True)
+                # the task file last: it is what marks the task as done, so it never lands without its metadata
+                for file in sorted(staged.iterdir(), key=lambda f: f.name == f"{task_result.task_name}.json"):
+                    os.replace(file, target / file.name)
+            finally:
+                shutil.rmtree(staging_root, ignore_errors=True)
+
+    return AtomicResultCache

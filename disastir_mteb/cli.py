@@ -410,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except (OSError, ValueError, KeyError, ImportError, NotImplementedError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        if isinstance(error, OSError) and error.filename and error.strerror:  # "[Errno 13] ..." -> path: reason
+            message = f"{error.filename}: {error.strerror}"
         print(f"disastir-mteb {args.command}: {message}", file=sys.stderr)
         return 2
 

@@ -38,7 +38,9 @@ costs nothing there; the grade is also recoverable as log2(score + 1).
 Writes are atomic at folder level: everything is written into a temporary folder beside ``out``
 and renamed into place with ``os.replace``, so a killed export leaves no half-written file or
 folder behind. A folder that is not empty is refused unless ``overwrite=True``, and even then
-only an earlier export (its README carries this module's marker) is replaced.
+only an earlier export (its README carries this module's marker) is replaced. Nothing is written
+through a symbolic link: links inside ``out`` go with the old folder, and an ``out`` that is a
+link is replaced by the new folder, leaving its target untouched.
 """
 
 from __future__ import annotations
@@ -150,17 +152,27 @@ def _staged_folder(out: Path, overwrite: bool) -> Iterator[Path]:
         _refuse(out, overwrite)  # another process may have written it meanwhile
         if out.is_dir() and any(out.iterdir()):
             old = out.parent / f".{out.name}.old-{os.getpid()}"
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
             os.replace(out, old)
             os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
         else:
-            if out.is_dir():
+            if out.is_symlink():  # a link to an empty folder: replace the link, not its target
+                out.unlink()
+            elif out.is_dir():
                 out.rmdir()
             os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder, or only the link when ``path`` is a symbolic link (never what it points to)."""
+    if path.is_symlink():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _share(src: Path, dst: Path) -> str:

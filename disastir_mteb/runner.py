@@ -232,6 +232,7 @@ def evaluate(
     import mteb
     from tqdm.auto import tqdm
 
+    from disastir_mteb.atomic import atomic_result_cache
     from disastir_mteb.encoding import check_count, parse_precision
     from disastir_mteb.search import SharedCorpusSearch
 
@@ -254,7 +255,8 @@ def evaluate(
     encode_kwargs: dict[str, Any] = {"batch_size": searcher.batch_size or 32}
     if not show_progress:
         encode_kwargs["show_progress_bar"] = False  # what mteb.evaluate sets when it builds encode_kwargs itself
-    cache = mteb.ResultCache(Path(output_folder)) if output_folder is not None else mteb.ResultCache()
+    cache = atomic_result_cache(output_folder)  # mteb's layout; each file lands whole or not at all
+    _check_inside(cache, task_list, searcher)
     searcher.keep_rankings = True  # per-query files need each task's search results
     preloaded = {task.metadata.name for task in task_list if task.data_loaded}
     task_results: list[TaskResult] = []
@@ -287,6 +289,17 @@ def evaluate(
     return result.model_copy(update={"task_results": task_results})
 
 
+def _check_inside(cache: Any, tasks: Sequence[AbsTask], searcher: SharedCorpusSearch) -> None:
+    """Refuse a model name or revision that would put result files outside the output folder (``../..``)."""
+    root = Path(cache.cache_path).resolve()
+    for task in tasks[:1]:
+        path = Path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)).resolve()
+        if not path.is_relative_to(root):
+            meta = searcher.mteb_model_meta
+            raise ValueError(f"Model {getattr(meta, 'name', '?')!r} revision {getattr(meta, 'revision', '?')!r} "
+                             f"would write its results to {path}, outside {root}; fix the model's name or revision.")
+
+
 @contextlib.contextmanager
 def _datasets_bars_off() -> Iterator[None]:
     """Silence the ``datasets`` library's bars for the duration (restored after, if they were on)."""
@@ -303,7 +316,7 @@ def _datasets_bars_off() -> Iterator[None]:
 
 def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> None:
     """Score the task's last search per query and write it beside mteb's result file (if it was searched)."""
-    from disastir_mteb.per_query import per_query_path, score_queries, write_per_query
+    from disastir_mteb.per_query import data_provenance, per_query_path, score_queries, write_per_query
 
     splits, subsets = list(task.metadata.eval_splits), list(task.hf_subsets)
     found = [searcher.rankings.pop((task.metadata.name, split, subset), None) for split in splits for subset in subsets]
@@ -312,7 +325,7 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
         return  # results came from mteb's cache, the data was unloaded, or several splits (one file per task)
     record = score_queries(task.metadata.name, found[0], dataset[subsets[0]][splits[0]]["relevant_docs"])
     write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)), record,
-                    settings=searcher.encoding_settings())
+                    settings=searcher.encoding_settings(), data=data_provenance())
 
 
 def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:

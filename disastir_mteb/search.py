@@ -165,6 +165,9 @@ class SharedCorpusSearch:
         self.mteb_model_meta = meta
         self.encoding: EncodingReport | None = None
         self.store = store
+        declared = _declared_dimension(model)
+        if store is not None and declared:
+            store.expect_dimension(*self._model_key(), declared)
         self.progress = progress
         self.dtype = dtype
         self.chunk_size = chunk_size
@@ -582,6 +585,16 @@ def _encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], orde
                 out = np.empty((len(texts), vectors.shape[1]), np.float32)
             out[rows] = vectors
     return out if out is not None else np.zeros((0, 1), np.float32)
+
+
+def _declared_dimension(model: Any) -> int | None:
+    """The output dimension a SentenceTransformer (bare or behind known wrappers) computes from its modules."""
+    inner = getattr(getattr(model, "model", None), "model", None) or getattr(model, "model", None) or model
+    for name in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
+        if plain_sentence_transformer(inner) and callable(getattr(inner, name, None)):
+            dim = getattr(inner, name)()
+            return int(dim) if dim else None
+    return None
 
 
 @dataclasses.dataclass(frozen=True)

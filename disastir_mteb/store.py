@@ -20,6 +20,12 @@ Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
 Concurrency: two processes filling the same entry do not lock each other out. Temporary names
 carry the process id and every file appears through an atomic ``os.replace``, so the last rename
 wins and both writers produce identical bytes; the cost is encoding twice, not corruption.
+
+Faults: a cache folder that cannot be written (read-only, a path under a file, a full disk) does
+not stop a run: the vectors are kept in memory for this process, after one warning naming the
+folder. The key trusts the model name and revision; when one store serves two dimensions for one
+model name and revision, a changed model is behind that name, and the entry that cannot be right is
+rebuilt (a cached one beside fresh vectors), or the run stops with one sentence saying what to delete.
 """
 
 from __future__ import annotations
@@ -156,6 +162,18 @@ class EmbeddingStore:
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root).expanduser() if root is not None else cache_root()
         self.last_encoded_rows = 0
+        self._unwritable = False
+        # (model name, revision) -> (dimension, entry folder, freshly encoded) of the first entry served
+        self._dims: dict[tuple[str, str | None], tuple[int, Path, bool]] = {}
+
+    def expect_dimension(self, model_name: str, model_revision: str | None, dim: int) -> None:
+        """Record the dimension a model declares before anything is served for it.
+
+        A model changed in place (same name and revision, new head) would otherwise be served its
+        old vectors when every entry is already cached; with its dimension known, an entry of
+        another dimension is rebuilt after a warning instead.
+        """
+        self._dims.setdefault((model_name, model_revision), (int(dim), Path("(the model's declared dimension)"), True))
 
     def folder(self, key: StoreKey) -> Path:
         """The folder holding ``key``'s entry (which may not exist yet)."""
@@ -166,7 +184,8 @@ class EmbeddingStore:
         folder = self.folder(key)
         if not (folder / "manifest.json").is_file():
             return None
-        return self._load_verified(key, n_rows, folder)[0]
+        cached = self._load_verified(key, n_rows, folder)[0]
+        return None if cached is None or self._stale(key, cached, folder, fresh=False) else cached
 
     def get_or_encode(
         self,
@@ -194,11 +213,13 @@ class EmbeddingStore:
 
         Returns:
             A read-only memory map of shape (len(texts), dim) and dtype ``key.dtype``; float16
-            entries stay float16 (upcast per block when computing).
+            entries stay float16 (upcast per block when computing). An in-memory array of the same
+            shape when the cache folder cannot be written (after one warning).
 
         Raises:
-            ValueError: ``texts`` do not match the key's fingerprint, ``chunk_size`` < 1, or the
-                encoder returned the wrong row count, non-2-D, non-float or non-finite values.
+            ValueError: ``texts`` do not match the key's fingerprint, ``chunk_size`` < 1, the
+                encoder returned the wrong row count, non-2-D, non-float or non-finite values, or
+                the model name and revision already served vectors of another dimension.
         """
         if chunk_size < 1:
             raise ValueError(f"chunk_size={chunk_size!r} must be at least 1.")
@@ -211,37 +232,81 @@ class EmbeddingStore:
         self.last_encoded_rows = 0
         if (folder / "manifest.json").is_file():
             cached, problem = self._load_verified(key, len(texts), folder)
-            if cached is not None:
+            if cached is not None and not self._stale(key, cached, folder, fresh=False):
                 logger.info("Embedding cache hit for %s: %s.", key.describe(), folder)
-                for leftover in folder.glob("chunk_*.npy"):  # a run killed after writing the manifest
-                    leftover.unlink(missing_ok=True)
+                _unlink_quietly(*folder.glob("chunk_*.npy"))  # a run killed after writing the manifest
                 return cached
+            if cached is not None:
+                problem = f"holds {cached.shape[1]}-dimensional vectors, not the model's {self._dims[_model(key)][0]}"
             logger.warning("Embedding cache %s %s: rebuilding.", folder, problem)
-            (folder / "manifest.json").unlink(missing_ok=True)
-            (folder / "embeddings.npy").unlink(missing_ok=True)
+            _unlink_quietly(folder / "manifest.json", folder / "embeddings.npy")
         positions = _checked_order(order, len(texts))
-        folder.mkdir(parents=True, exist_ok=True)
-        _remove_orphan_temporaries(folder)
-        _discard_chunks_of_another_order(folder, _order_digest(positions))
+        memory: dict[tuple[int, int], np.ndarray] | None = None
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            _remove_orphan_temporaries(folder)
+            _discard_chunks_of_another_order(folder, _order_digest(positions))
+        except OSError as error:
+            memory = self._unpersisted(folder, error)
         ranges = [(start, min(start + chunk_size, len(texts))) for start in range(0, len(texts), chunk_size)]
-        dims = self._encode_missing(key, texts, encode, folder, ranges, progress, positions)
-        return self._consolidate(key, len(texts), folder, ranges, dims, chunk_size, positions)
+        dims, memory = self._encode_missing(key, texts, encode, folder, ranges, progress, positions, memory)
+        if memory is None:
+            vectors = self._consolidate(key, len(texts), folder, ranges, dims, chunk_size, positions)
+        else:
+            vectors = _fill(np.empty((len(texts), dims), key.dtype), folder, ranges, positions, memory)
+        self._stale(key, vectors, folder, fresh=True)
+        return vectors
+
+    def _unpersisted(self, folder: Path, error: OSError) -> dict[tuple[int, int], np.ndarray]:
+        """Warn (once per store) that ``folder`` cannot be written; the vectors stay in memory."""
+        if not self._unwritable:
+            self._unwritable = True
+            logger.warning("Embedding cache %s cannot be written (%s): keeping the vectors in memory, nothing is "
+                           "persisted. Pass --cache-dir DIR (cache_dir=) for a writable folder, or --no-cache "
+                           "(cache_dir=False) to silence this.", folder, error.strerror or error)
+        return {}
+
+    def _stale(self, key: StoreKey, vectors: np.ndarray, folder: Path, *, fresh: bool) -> bool:
+        """Whether cached ``vectors`` are stale: the model name and revision just gave another dimension.
+
+        The first entry served for a model name and revision fixes its dimension. A cached entry of
+        another dimension, served after fresh vectors, is stale (True: the caller rebuilds it);
+        any other mismatch means vectors of another model are already in use, which cannot be undone.
+
+        Raises:
+            ValueError: the mismatch cannot be repaired by rebuilding this entry.
+        """
+        dim = int(vectors.shape[1])
+        seen = self._dims.setdefault(_model(key), (dim, folder, fresh))
+        if seen[0] == dim:
+            return False
+        if seen[2] and not fresh:
+            return True
+        model, where = f"{key.model_name}@{key.model_revision or 'unknown revision'}", key.folder_name.split("/")[1]
+        raise ValueError(f"The embedding cache mixes two models saved as {model}: {folder} holds {dim}-dimensional "
+                         f"vectors but {seen[1]} holds {seen[0]}-dimensional ones; delete {self.root}/corpus/{where} "
+                         f"and {self.root}/queries/{where}, or pass another --cache-dir (or --no-cache).")
 
     # ------------------------------------------------------------------ encoding chunk files
 
     def _encode_missing(self, key: StoreKey, texts: Sequence[str], encode: Callable[[list[str]], Any],
-                        folder: Path, ranges: list[tuple[int, int]], progress: bool,
-                        positions: np.ndarray | None) -> int:
-        """Encode every chunk without a valid file and return the common dimension.
+                        folder: Path, ranges: list[tuple[int, int]], progress: bool, positions: np.ndarray | None,
+                        memory: dict[tuple[int, int], np.ndarray] | None,
+                        ) -> tuple[int, dict[tuple[int, int], np.ndarray] | None]:
+        """Encode every chunk without a valid file; return the common dimension and the chunks kept in memory.
 
         Chunk files of another dimension than the encoder's current output (or, when nothing
-        needed encoding, than most chunks) are stale: they are deleted and encoded again.
+        needed encoding, than most chunks) are stale: they are deleted and encoded again. With
+        ``memory`` (the folder cannot be written) no file is read or written; a chunk file that
+        fails to be written switches to ``memory`` for the rest (returned instead of None).
         """
         from tqdm.auto import tqdm
 
-        found = {r: _chunk_dim(folder / _chunk_name(r), r[1] - r[0], key.dtype) for r in ranges}
+        found = {r: "missing" if memory is not None else _chunk_dim(folder / _chunk_name(r), r[1] - r[0], key.dtype)
+                 for r in ranges}
         done = {r: dim for r, dim in found.items() if isinstance(dim, int)}
-        bad = [f"rows {a}-{b}: {why}" for (a, b), why in found.items() if isinstance(why, str) and why != "missing"]
+        bad = [f"{_chunk_name(r)} (rows {r[0]}-{r[1]}): {why}" for r, why in found.items()
+               if isinstance(why, str) and why != "missing"]
         if bad:
             logger.warning("Embedding cache %s holds %d unusable chunk file(s) (%s): re-encoding them.",
                            folder, len(bad), "; ".join(bad[:3]))
@@ -262,8 +327,14 @@ class EmbeddingStore:
                                              f"{start}-{stop} but {fresh} for earlier rows; it must return one "
                                              "dimension.")
                         fresh = done[(start, stop)] = vectors.shape[1]
-                        _replace_atomic(folder / _chunk_name((start, stop)),
-                                        lambda handle, v=vectors: np.save(handle, v, allow_pickle=False))
+                        if memory is None:
+                            try:
+                                _replace_atomic(folder / _chunk_name((start, stop)),
+                                                lambda handle, v=vectors: np.save(handle, v, allow_pickle=False))
+                            except OSError as error:  # read-only, full disk: go on in memory
+                                memory = self._unpersisted(folder, error)
+                        if memory is not None:
+                            memory[(start, stop)] = vectors
                         if not streams:
                             bar.update(stop - start)
                 finally:
@@ -272,11 +343,11 @@ class EmbeddingStore:
                 reference = fresh if fresh is not None else max(sorted(set(dims)), key=dims.count)
                 stale = [r for r, dim in done.items() if dim != reference]
                 if not stale:
-                    return reference
+                    return reference, memory
                 logger.warning("Embedding cache %s holds %d chunk file(s) of dimension %s, not %d: re-encoding them.",
                                folder, len(stale), "/".join(sorted({str(done[r]) for r in stale})), reference)
                 for r in stale:
-                    (folder / _chunk_name(r)).unlink(missing_ok=True)
+                    _unlink_quietly(folder / _chunk_name(r))
                     del done[r]
                     bar.update(r[0] - r[1])
 
@@ -288,10 +359,8 @@ class EmbeddingStore:
         final = folder / "embeddings.npy"
         temporary = folder / f".embeddings.npy.{os.getpid()}.tmp"
         try:
-            out = np.lib.format.open_memmap(temporary, mode="w+", dtype=key.dtype, shape=(n_rows, dim))
-            for start, stop in ranges:
-                rows = slice(start, stop) if positions is None else positions[start:stop]
-                out[rows] = np.load(folder / _chunk_name((start, stop)), mmap_mode="r")
+            out = _fill(np.lib.format.open_memmap(temporary, mode="w+", dtype=key.dtype, shape=(n_rows, dim)),
+                        folder, ranges, positions, {})
             out.flush()
             del out
             with open(temporary, "rb+") as handle:
@@ -335,7 +404,7 @@ class EmbeddingStore:
         path = folder / "embeddings.npy"
         try:
             array = np.load(path, mmap_mode="r")
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, EOFError) as error:
             return None, f"has an unreadable or truncated embeddings.npy ({error})"
         expected = (n_rows, manifest.get("dim"))
         if array.shape != expected or array.dtype != np.dtype(key.dtype):
@@ -363,6 +432,29 @@ def encode_chunks(encode: Callable[[list[str]], Any], chunks: Sequence[list[str]
 
 def _chunk_name(rows: tuple[int, int]) -> str:
     return f"chunk_{rows[0]:010d}_{rows[1]:010d}.npy"
+
+
+def _model(key: StoreKey) -> tuple[str, str | None]:
+    return key.model_name, key.model_revision
+
+
+def _fill(out: np.ndarray, folder: Path, ranges: list[tuple[int, int]], positions: np.ndarray | None,
+          memory: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
+    """Put each chunk (from ``memory``, else its file) at its rows of ``out`` (the texts' order); return ``out``."""
+    for rows in ranges:
+        chunk = memory.get(rows)
+        out[slice(*rows) if positions is None else positions[rows[0]:rows[1]]] = (
+            chunk if chunk is not None else np.load(folder / _chunk_name(rows), mmap_mode="r"))
+    return out
+
+
+def _unlink_quietly(*paths: Path) -> None:
+    """Delete ``paths`` where possible: a read-only cache keeps them, and later loads verify them anyway."""
+    for path in paths:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            continue
 
 
 _ORDER_FILE = "order.json"
@@ -417,7 +509,7 @@ def _chunk_dim(path: Path, n_rows: int, dtype: str) -> int | str:
         return "missing"
     try:
         array = np.load(path, mmap_mode="r")
-    except (OSError, ValueError):
+    except (OSError, ValueError, EOFError):  # EOFError: an empty file
         return "unreadable or truncated"
     if array.ndim != 2 or array.shape[0] != n_rows or array.dtype != np.dtype(dtype):
         return f"shape {array.shape} {array.dtype}, expected ({n_rows}, dim) {dtype}"

@@ -6,6 +6,10 @@ folder per model revision holding mteb's ``<Task>.json`` files, ``model_meta.jso
 or instruction runs, which fail that repository's folder test, and never ``disastir_per_query/``) into that
 layout byte for byte, each file written atomically, then validates what it wrote with the repository's
 checks (:mod:`disastir_mteb.submission_checks`).
+
+Nothing is written outside ``out``: folder names come from the result folders (resolved, so
+``..`` never names one), a model or task name that would read as a path (``..``, ``/``) is refused,
+and so is any target that a symbolic link inside ``out`` leads outside it.
 """
 
 from __future__ import annotations
@@ -98,7 +102,7 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
         ValueError: no result set of ``model``, only experiment result sets, or two sets for one model revision.
         FileExistsError: files in ``out`` differ from the ones to submit and ``overwrite`` is False.
     """
-    sources, skipped = _pick_result_sets(Path(results), model)
+    sources, skipped = _pick_result_sets(Path(results).resolve(), model)
     root = Path(out) / "results"
     writes: dict[Path, bytes] = {}
     keep_meta: set[Path] = set()
@@ -107,8 +111,12 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
         if any(path.parent == target for path in writes):
             raise ValueError(f"Two result sets under {results} are for {source.model} at revision {source.revision} "
                              f"({source.folder} and another): pass the one folder to submit.")
+        if "\\" in source.model or any(part in ("", ".", "..") for part in source.model.split("/")):
+            raise ValueError(f"Refusing to submit {source.folder}: its model name {source.model!r} (model_meta.json) "
+                             "reads as a file path ('..', '.', an empty part or '\\'); fix the model's name and rerun.")
+        _check_inside(Path(out), target)  # before reading the run_settings.jsonl already there
         tasks = sorted(path for path in source.folder.glob("*.json") if path.stem in _TASKS)
-        writes.update({target / path.name: path.read_bytes() for path in tasks})
+        writes.update({target / path.name: _task_bytes(path) for path in tasks})
         meta = source.folder / MODEL_META
         if meta.is_file():
             writes[target / MODEL_META] = meta.read_bytes()
@@ -117,6 +125,8 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
         settings = _merge_run_settings(source.folder / RUN_SETTINGS, target / RUN_SETTINGS, {p.stem for p in tasks})
         if settings is not None:
             writes[target / RUN_SETTINGS] = settings
+    for path in writes:
+        _check_inside(Path(out), path)
     unchanged = {path for path, data in writes.items() if path in keep_meta or (path.is_file() and
                                                                                 path.read_bytes() == data)}
     conflicts = sorted(path for path in writes if path.exists() and path not in unchanged and path.name != RUN_SETTINGS)
@@ -157,6 +167,27 @@ def _pick_result_sets(results: Path, model: str | None) -> tuple[list[ResultSet]
                          f"because an experiments/ folder fails its folder test: run `disastir-mteb run -m {names}` "
                          "without --search ann and --instructions, and submit that plain run.")
     return plain, experiments
+
+
+def _check_inside(out: Path, path: Path) -> None:
+    """Refuse ``path`` unless it stays inside ``out`` once every symbolic link on the way is followed."""
+    real, home = path.resolve(), out.resolve()
+    if real != home and home not in real.parents:
+        raise ValueError(f"Refusing to write {path}: a symbolic link leads it to {real}, outside {out}; remove the "
+                         "link or choose another output folder.")
+
+
+def _task_bytes(path: Path) -> bytes:
+    """The bytes of a task file, refused when its ``task_name`` reads as a file path."""
+    data = path.read_bytes()
+    try:
+        name = json.loads(data).get("task_name")
+    except (ValueError, AttributeError):
+        return data  # not JSON: the validation after copying reports it
+    if isinstance(name, str) and ("/" in name or "\\" in name or ".." in name):
+        raise ValueError(f"Refusing to submit {path}: its task_name {name!r} reads as a file path ('..', '/' or "
+                         "'\\'), and the results repository names files after tasks; fix the name and rerun the task.")
+    return data
 
 
 def _is_experiment(result_set: ResultSet) -> bool:

@@ -1,0 +1,560 @@
+"""Faults in caches, runs and outputs: each ends in one clear sentence or a correct run, never in half a file.
+
+Real code paths only: the real store, real USearch graphs and, where ``kill -9`` matters, real child
+processes that SIGKILL themselves at a chosen point (after a chunk file, inside mteb's result
+writer, after the first task). Data: a 300-passage generated sample, two queries per task.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from disastir_mteb.hashing_encoder import HashingEncoder
+from disastir_mteb.runner import evaluate
+from disastir_mteb.search import SharedCorpusSearch
+from disastir_mteb.store import EmbeddingStore
+from disastir_mteb.usearch_index import resolve_params
+
+TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
+PACKAGE = Path(__file__).resolve().parents[1] / "disastir_mteb"
+N_PASSAGES, CHUNK = 300, 64  # 5 chunk files: 64 x 4 + 44
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from disastir_mteb.sample import SampleScale, write_sample
+
+    scale = SampleScale("tiny", n_passages=N_PASSAGES, queries_per_task=2, judged_per_query=6, passage_words=16)
+    return write_sample(tmp_path_factory.mktemp("tiny") / "data", scale=scale)
+
+
+@pytest.fixture
+def on_tiny(tiny: Path, use_data: Any) -> Path:
+    use_data(tiny)
+    return tiny
+
+
+# ---------------------------------------------------------------------- helpers
+
+_CHILD = r'''
+import json, os, signal, sys, time
+from pathlib import Path
+
+cfg = json.loads(sys.argv[1])
+os.environ["DISASTIR_DATA_DIR"] = cfg["data"]
+import mteb
+from disastir_mteb import store
+from disastir_mteb.runner import evaluate
+from disastir_mteb.search import SharedCorpusSearch
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+kill = cfg.get("kill") or ""
+if kill.startswith("chunk:"):  # SIGKILL right after the n-th chunk file is in place
+    limit, written, replace = int(kill[6:]), [], store._replace_atomic
+    def counting(path, write):
+        replace(path, write)
+        if path.name.startswith("chunk_"):
+            written.append(path.name)
+            if len(written) == limit:
+                die()
+    store._replace_atomic = counting
+if kill == "mid-result":  # SIGKILL inside mteb's writer, half of the first result file written
+    from mteb.results import TaskResult
+    def half(self, path):
+        text = json.dumps(self.model_dump(mode="json"), indent=2)
+        with path.open("w", encoding="utf-8") as handle:
+            handle.write(text[: len(text) // 2])
+        die()
+    TaskResult.to_disk = half
+if cfg["model"] == "minilm":
+    from disastir_mteb.bundled import load_bundled_model
+    model = load_bundled_model(device="cpu")
+else:
+    from disastir_mteb.hashing_encoder import HashingEncoder
+    model = HashingEncoder()
+    if cfg.get("slow"):
+        embed = model.embed
+        model.embed = lambda texts: (time.sleep(cfg["slow"]), embed(texts))[1]
+if cfg.get("barrier"):  # start the real work together with the other child
+    barrier = Path(cfg["barrier"])
+    (barrier.parent / f"{barrier.name}.{os.getpid()}").touch()
+    while len(list(barrier.parent.glob(barrier.name + ".*"))) < 2:
+        time.sleep(0.01)
+searcher = SharedCorpusSearch(model, store=store.EmbeddingStore(cfg["cache"]), progress=False, chunk_size=64)
+evaluate(searcher, cfg["tasks"], output_folder=cfg["out"], show_progress=False,
+         on_task_done=(lambda result, seconds: die()) if kill == "after-task" else None)
+print(json.dumps({"passages": searcher.passages_encoded, "queries": searcher.queries_encoded}))
+'''
+
+
+def _start(data: Path, cache: Path, out: Path, **options: Any) -> subprocess.Popen[str]:
+    config = {"data": str(data), "cache": str(cache), "out": str(out), "tasks": TASKS, "model": "hashing", **options}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(config)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _child(data: Path, cache: Path, out: Path, *, killed: bool = False, **options: Any) -> dict[str, int]:
+    """Run the child to its end: killed by its own SIGKILL, or finished (its counters returned)."""
+    process = _start(data, cache, out, **options)
+    stdout, stderr = process.communicate(timeout=300)
+    if killed:
+        assert process.returncode == -signal.SIGKILL, stderr[-3000:]
+        return {}
+    assert process.returncode == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def _outputs(out: Path) -> dict[str, Any]:
+    """Each task's test scores and each per-query file under ``out``, by relative path (no timings)."""
+    found: dict[str, Any] = {}
+    for path in sorted(out.rglob("*.json")):
+        if path.name.startswith("."):
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if path.parent.name == "disastir_per_query":
+            found[path.relative_to(out).as_posix()] = data
+        elif path.stem.startswith("DisastIR-"):
+            found[path.relative_to(out).as_posix()] = data["scores"]
+    return found
+
+
+def _broken_files(root: Path, *, hidden_ok: bool = False) -> list[str]:
+    """Files under ``root`` that are half-written (do not parse) or temporary leftovers (hidden names)."""
+    broken = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if any(part.startswith(".") for part in path.relative_to(root).parts):
+            if not hidden_ok:
+                broken.append(f"{path}: temporary leftover")
+            continue
+        try:
+            if path.suffix == ".json":
+                json.loads(path.read_text(encoding="utf-8"))
+            elif path.suffix == ".jsonl":
+                [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            elif path.suffix == ".npy":
+                np.load(path, mmap_mode="r")
+        except ValueError as error:
+            broken.append(f"{path}: {error}")
+    return broken
+
+
+@pytest.fixture(scope="module")
+def reference(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted run of the three tasks: the outputs every faulty run must reproduce."""
+    root = tmp_path_factory.mktemp("reference")
+    assert _child(tiny, root / "cache", root / "out")["passages"] == N_PASSAGES
+    return root / "out"
+
+
+def _scores(result: Any) -> dict[str, float]:
+    return {r.task_name: r.scores["test"][0]["ndcg_at_10"] for r in result.task_results}
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+# ---------------------------------------------------------------------- caches
+
+
+def test_another_model_of_another_dimension_is_never_mixed_up(on_tiny: Path, tmp_path: Path) -> None:
+    store = EmbeddingStore(tmp_path / "cache")
+    evaluate(SharedCorpusSearch(HashingEncoder(name="test/a"), store=store, progress=False), TASKS[:1],
+             output_folder=tmp_path / "a", show_progress=False)
+    alone = _scores(evaluate(HashingEncoder(dim=64, name="test/b"), TASKS[:1], cache_dir=False,
+                             output_folder=tmp_path / "alone", show_progress=False))
+
+    other = SharedCorpusSearch(HashingEncoder(dim=64, name="test/b"), store=store, progress=False)
+    assert _scores(evaluate(other, TASKS[:1], output_folder=tmp_path / "b", show_progress=False)) == alone
+    assert other.passages_encoded == N_PASSAGES  # other name, other key: nothing of model a is read
+
+    # Same name and revision, other dimension (a model changed in place): the first vectors it encodes
+    # disagree with the cached corpus, and the run stops with one sentence naming both entries.
+    changed = SharedCorpusSearch(HashingEncoder(dim=64, name="test/a"), store=store, progress=False)
+    with pytest.raises(ValueError, match=r"^The embedding cache mixes two models saved as test/a@1: .*queries.* holds "
+                                         r"64-dimensional vectors but .*corpus.* holds 384-dimensional ones; delete "
+                                         r".*corpus/test__a and .*queries/test__a, or pass another --cache-dir"):
+        evaluate(changed, TASKS[:2], output_folder=tmp_path / "changed", show_progress=False)
+    assert not list((tmp_path / "changed").rglob("DisastIR-FC-Geo.json"))
+
+
+def test_stale_entry_of_a_changed_model_is_rebuilt_when_fresh_vectors_came_first(tmp_path: Path,
+                                                                                 caplog: pytest.LogCaptureFixture
+                                                                                 ) -> None:
+    from disastir_mteb.store import StoreKey, fingerprint_texts
+
+    texts = [f"flood bulletin {i}" for i in range(40)]
+
+    def key(side: str) -> StoreKey:
+        return StoreKey("org/m", "1", side, "", "", fingerprint_texts(texts))  # type: ignore[arg-type]
+
+    EmbeddingStore(tmp_path).get_or_encode(key("queries"), texts, lambda t: np.ones((len(t), 8)), progress=False)
+    store = EmbeddingStore(tmp_path)  # a new process, whose model now gives 4 dimensions
+    store.get_or_encode(key("corpus"), texts, lambda t: np.ones((len(t), 4)), progress=False)
+    assert store.cached(key("queries"), len(texts)) is None  # stale: the caller encodes it again
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.store"):
+        vectors = store.get_or_encode(key("queries"), texts, lambda t: np.ones((len(t), 4)), progress=False)
+    assert vectors.shape == (40, 4) and store.last_encoded_rows == 40
+    assert _warnings(caplog) == [f"Embedding cache {store.folder(key('queries'))} holds 8-dimensional vectors, "
+                                 "not the model's 4: rebuilding."]
+
+
+def test_a_sentence_transformer_changed_in_place_is_not_served_its_old_vectors(
+        on_tiny: Path, tmp_path: Path, bundled_model: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Same name and revision, a new 64-d head, everything cached: its declared dimension gives it away."""
+    from mteb.models import SentenceTransformerEncoderWrapper
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Dense
+
+    from disastir_mteb.bundled import bundled_model_path
+
+    store = EmbeddingStore(tmp_path / "cache")
+    evaluate(SharedCorpusSearch(bundled_model, store=store, progress=False), TASKS[:1],
+             output_folder=tmp_path / "old", show_progress=False)
+    model = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    model.append(Dense(384, 64))
+    changed = SentenceTransformerEncoderWrapper(model)
+    changed.mteb_model_meta = bundled_model.mteb_model_meta  # the name and revision of the cached vectors
+    searcher = SharedCorpusSearch(changed, store=EmbeddingStore(tmp_path / "cache"), progress=False)
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.store"):
+        evaluate(searcher, TASKS[:1], output_folder=tmp_path / "new", show_progress=False)
+    assert searcher.passages_encoded == N_PASSAGES  # rebuilt, not served
+    assert any("holds 384-dimensional vectors, not the model's 64: rebuilding." in w for w in _warnings(caplog))
+
+
+def _kill_after_chunks(searcher: SharedCorpusSearch, chunks: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the store raise KeyboardInterrupt (a Ctrl-C) once ``chunks`` chunk files are in place."""
+    from disastir_mteb import store as store_module
+
+    real, written = store_module._replace_atomic, []
+
+    def counting(path: Path, write: Any) -> None:
+        real(path, write)
+        written.append(path.name)
+        if sum(name.startswith("chunk_") for name in written) == chunks:
+            raise KeyboardInterrupt("simulated kill")
+
+    monkeypatch.setattr(store_module, "_replace_atomic", counting)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(searcher, TASKS[:1], output_folder=Path(str(searcher.store.root) + "-out"),  # type: ignore[union-attr]
+                 show_progress=False)
+    monkeypatch.setattr(store_module, "_replace_atomic", real)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage header", "empty"])
+def test_damaged_chunk_file_is_re_encoded_with_a_warning_naming_it(on_tiny: Path, tmp_path: Path, damage: str,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    store = EmbeddingStore(tmp_path / "cache")
+    _kill_after_chunks(SharedCorpusSearch(HashingEncoder(), store=store, progress=False, chunk_size=CHUNK), 3,
+                       monkeypatch)
+    chunks = sorted(store.root.rglob("chunk_*.npy"))
+    assert len(chunks) == 3
+    data = chunks[1].read_bytes()
+    chunks[1].write_bytes({"truncated": data[: len(data) // 2], "garbage header": os.urandom(128) + data[128:],
+                           "empty": b""}[damage])
+
+    resumed = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, chunk_size=CHUNK)
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.store"):
+        scores = _scores(evaluate(resumed, TASKS[:1], output_folder=tmp_path / "out", show_progress=False))
+    assert resumed.passages_encoded == N_PASSAGES - 2 * CHUNK  # chunks 1 and 3 reused, 2, 4 and 5 encoded
+    (warning,) = _warnings(caplog)
+    assert f"{chunks[1].parent} holds 1 unusable chunk file(s) ({chunks[1].name} (rows 64-128): unreadable or " \
+           "truncated): re-encoding them." in warning
+    assert scores == _scores(evaluate(HashingEncoder(), TASKS[:1], cache_dir=False, output_folder=tmp_path / "fresh",
+                                      show_progress=False))
+
+
+def _ann_searcher(store: EmbeddingStore) -> SharedCorpusSearch:
+    return SharedCorpusSearch(HashingEncoder(), store=store, progress=False, ann=resolve_params("paper", threads=1))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "header", "middle", "tail", "empty"])
+def test_damaged_ann_index_is_rebuilt_with_a_warning_naming_it(on_tiny: Path, tmp_path: Path, damage: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """Before checksums, bytes damaged in the middle gave silently other results, and at the tail a traceback."""
+    store = EmbeddingStore(tmp_path / "cache")
+    first = _ann_searcher(store)
+    kwargs: dict[str, Any] = {"search": "ann", "ann_params": {"threads": 1}, "show_progress": False}
+    before = _scores(evaluate(first, TASKS[:1], output_folder=tmp_path / "a", **kwargs))
+    (path,) = store.root.rglob("*.usearch")
+    data = bytearray(path.read_bytes())
+    middle, noise = len(data) // 2, np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes()
+    path.write_bytes({"truncated": bytes(data[:middle]), "header": noise[:64] + bytes(data[64:]), "empty": b"",
+                      "middle": bytes(data[:middle]) + noise + bytes(data[middle + 4096:]),
+                      "tail": bytes(data[:-4096]) + noise}[damage])
+
+    again = _ann_searcher(store)
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.usearch_index"):
+        after = _scores(evaluate(again, TASKS[:1], output_folder=tmp_path / "b", **kwargs))
+    assert after == before and again.index_builds == 1 and again.index_loads == 0
+    (warning,) = _warnings(caplog)
+    assert warning.startswith(f"USearch index cache {path} ") and warning.endswith(": rebuilding.")
+    third = _ann_searcher(store)  # the rebuilt graph was saved with a matching checksum
+    assert _scores(evaluate(third, TASKS[:1], output_folder=tmp_path / "c", **kwargs)) == before
+    assert third.index_loads == 1 and third.index_builds == 0
+
+
+@contextmanager
+def _read_only(folder: Path) -> Iterator[None]:
+    """``folder`` and everything in it read-only: chmod 0o555, or ``chattr +i`` as root (where chmod does not bite)."""
+    folders = [folder, *(p for p in folder.rglob("*") if p.is_dir())]
+    if os.geteuid() != 0:
+        for path in folders:
+            path.chmod(0o555)
+        undo = [["chmod", "-R", "u+w", str(folder)]]
+    else:
+        done = subprocess.run(["chattr", "-R", "+i", str(folder)], capture_output=True, text=True, check=False) \
+            if shutil.which("chattr") else None
+        if done is None or done.returncode != 0:
+            pytest.skip("running as root, where chmod 0o555 does not stop writes, and chattr +i is not available here")
+        undo = [["chattr", "-R", "-i", str(folder)]]
+    try:
+        try:
+            (folder / "probe").mkdir()
+        except OSError:
+            pass
+        else:
+            pytest.skip(f"{folder} is still writable after chmod 0o555 / chattr +i on this file system")
+        yield
+    finally:
+        for command in undo:
+            subprocess.run(command, check=False, capture_output=True)
+
+
+@pytest.mark.parametrize("how", ["path under a file", "read-only folder"])
+def test_unwritable_cache_runs_in_memory_after_one_warning(on_tiny: Path, tmp_path: Path, how: str,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    if how == "path under a file":
+        (tmp_path / "file").write_text("not a folder")
+        root, context = tmp_path / "file" / "cache", _nothing()
+    else:
+        root = tmp_path / "cache"
+        root.mkdir()
+        context = _read_only(root)
+    kwargs: dict[str, Any] = {"search": "ann", "ann_params": {"threads": 1}, "show_progress": False}
+    with context, caplog.at_level(logging.WARNING):
+        searcher = _ann_searcher(EmbeddingStore(root))
+        scores = _scores(evaluate(searcher, TASKS, output_folder=tmp_path / "out", **kwargs))
+        assert not root.exists() or not any(root.iterdir())  # nothing persisted
+    assert scores == _scores(evaluate(_ann_searcher(None), TASKS, output_folder=tmp_path / "none", **kwargs))  # type: ignore[arg-type]
+    warnings = _warnings(caplog)
+    assert len(warnings) == 2, warnings  # once for the embeddings (not once per task), once for the index
+    assert warnings[0].startswith(f"Embedding cache {root}/corpus/") and "cannot be written" in warnings[0]
+    assert "nothing is persisted. Pass --cache-dir DIR (cache_dir=) for a writable folder, or --no-cache" in warnings[0]
+    assert warnings[1].startswith(f"USearch index cache {root}/usearch/") and "--cache-dir DIR" in warnings[1]
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def test_read_only_cache_that_is_filled_serves_without_writing(on_tiny: Path, tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    store = EmbeddingStore(tmp_path / "cache")
+    first = _scores(evaluate(SharedCorpusSearch(HashingEncoder(), store=store, progress=False), TASKS,
+                             output_folder=tmp_path / "a", show_progress=False))
+    with _read_only(store.root), caplog.at_level(logging.WARNING):
+        again = SharedCorpusSearch(HashingEncoder(), store=EmbeddingStore(store.root), progress=False)
+        assert _scores(evaluate(again, TASKS, output_folder=tmp_path / "b", show_progress=False)) == first
+    assert again.passages_encoded == 0 and again.queries_encoded == 0 and _warnings(caplog) == []
+
+
+# ---------------------------------------------------------------------- runs killed or run twice
+
+
+def test_kill_9_during_encoding_resumes_only_the_unfinished_chunks(tiny: Path, reference: Path,
+                                                                   tmp_path: Path) -> None:
+    _child(tiny, tmp_path / "cache", tmp_path / "out", kill="chunk:2", killed=True)
+    assert len(list((tmp_path / "cache").rglob("chunk_*.npy"))) == 2 and _outputs(tmp_path / "out") == {}
+    assert _child(tiny, tmp_path / "cache", tmp_path / "out")["passages"] == N_PASSAGES - 2 * CHUNK  # 3 of 5
+    assert _outputs(tmp_path / "out") == _outputs(reference)
+    assert _broken_files(tmp_path) == []
+
+
+def test_kill_9_during_encoding_with_a_real_model(tiny: Path, tmp_path: Path) -> None:
+    """The bundled MiniLM goes through the streaming pipeline (no per-chunk encode calls)."""
+    one = TASKS[:1]
+    _child(tiny, tmp_path / "cache", tmp_path / "out", model="minilm", tasks=one, kill="chunk:1", killed=True)
+    resumed = _child(tiny, tmp_path / "cache", tmp_path / "out", model="minilm", tasks=one)
+    assert resumed["passages"] == N_PASSAGES - CHUNK  # chunks 2 to 5 only
+    whole = _child(tiny, tmp_path / "cache2", tmp_path / "whole", model="minilm", tasks=one)
+    assert whole["passages"] == N_PASSAGES
+    assert _outputs(tmp_path / "out") == _outputs(tmp_path / "whole") != {}
+    assert _broken_files(tmp_path) == []
+
+
+def test_kill_9_after_the_first_task_result(tiny: Path, reference: Path, tmp_path: Path) -> None:
+    _child(tiny, tmp_path / "cache", tmp_path / "out", kill="after-task", killed=True)
+    assert len(_outputs(tmp_path / "out")) == 2 and _broken_files(tmp_path / "out") == []  # one task, two files
+    assert _child(tiny, tmp_path / "cache", tmp_path / "out") == {"passages": 0, "queries": 0}  # all from the cache
+    assert _outputs(tmp_path / "out") == _outputs(reference)
+    assert _broken_files(tmp_path) == []
+
+
+def test_kill_9_inside_the_result_writer_leaves_no_half_file(tiny: Path, reference: Path, tmp_path: Path) -> None:
+    _child(tiny, tmp_path / "cache", tmp_path / "out", kill="mid-result", killed=True)
+    assert _broken_files(tmp_path / "out", hidden_ok=True) == []  # at most a hidden staging folder
+    _child(tiny, tmp_path / "cache", tmp_path / "out")
+    assert _outputs(tmp_path / "out") == _outputs(reference)
+    assert _broken_files(tmp_path) == []  # the rerun removed the killed run's staging folder
+
+
+def test_two_runs_at_once_on_one_cache_and_output_folder(tiny: Path, reference: Path, tmp_path: Path) -> None:
+    shared = {"barrier": str(tmp_path / "barrier"), "slow": 0.05}  # mteb writes go through atomic_result_cache
+    children = [_start(tiny, tmp_path / "cache", tmp_path / "out", **shared) for _ in range(2)]
+    for child in children:
+        _, stderr = child.communicate(timeout=300)
+        assert child.returncode == 0, stderr[-3000:]
+    assert _outputs(tmp_path / "out") == _outputs(reference)
+    assert _broken_files(tmp_path / "out") == [] and _broken_files(tmp_path / "cache") == []
+    run_settings = next((tmp_path / "out").rglob("run_settings.jsonl")).read_text().splitlines()
+    assert sorted(json.loads(line)["task"] for line in run_settings) == sorted(TASKS)
+
+
+# ---------------------------------------------------------------------- security
+
+
+def _calls(tree: ast.AST) -> Iterator[tuple[str, ast.Call]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            yield ast.unparse(node.func), node
+
+
+def _true(node: ast.Call, keyword: str) -> bool | None:
+    """The keyword's value if it is a constant, None if absent."""
+    value = next((k.value for k in node.keywords if k.arg == keyword), None)
+    return value.value if isinstance(value, ast.Constant) else (None if value is None else True)
+
+
+def test_package_never_unpickles_or_trusts_remote_code_by_default() -> None:
+    problems = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        where = path.relative_to(PACKAGE.parent)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                problems += [f"{where}:{node.lineno} imports {n}" for n in names
+                             if n.split(".")[0] in ("pickle", "cPickle", "dill", "joblib", "shelve", "cloudpickle")]
+            if isinstance(node, ast.arguments):
+                defaults = dict(zip([a.arg for a in node.args[::-1]], node.defaults[::-1], strict=False))
+                defaults |= {a.arg: d for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d is not None}
+                value = defaults.get("trust_remote_code")
+                if value is not None and not (isinstance(value, ast.Constant) and value.value is False):
+                    problems.append(f"{where}:{value.lineno} defaults trust_remote_code to {ast.unparse(value)}")
+            if isinstance(node, ast.keyword) and node.arg == "trust_remote_code" and not (
+                    isinstance(node.value, ast.Constant) and node.value.value is False):
+                problems.append(f"{where}:{node.value.lineno} passes trust_remote_code={ast.unparse(node.value)}")
+        for name, call in _calls(tree):
+            if name.endswith("torch.load") and _true(call, "weights_only") is not True:
+                problems.append(f"{where}:{call.lineno} calls torch.load without weights_only=True")
+            if name.split(".")[-1] == "load" and _true(call, "allow_pickle"):
+                problems.append(f"{where}:{call.lineno} loads with allow_pickle")
+    assert problems == []
+
+
+def _result_set(reference: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "results"
+    shutil.copytree(reference, copy)
+    return copy
+
+
+def _edit(path: Path, **fields: Any) -> None:
+    path.write_text(json.dumps(json.loads(path.read_text(encoding="utf-8")) | fields), encoding="utf-8")
+
+
+def test_submit_refuses_names_that_read_as_paths(reference: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from disastir_mteb.submit import submit
+
+    results = _result_set(reference, tmp_path)
+    folder = next(results.rglob("model_meta.json")).parent
+    before = sorted(p for p in tmp_path.rglob("*"))
+    _edit(folder / "model_meta.json", name="../../x")
+    with pytest.raises(ValueError, match=r"^Refusing to submit .*: its model name '../../x' \(model_meta.json\) reads "
+                                         r"as a file path"):
+        submit(results, tmp_path / "out")
+    _edit(folder / "model_meta.json", name="disastir-mteb/hashing-encoder")
+    _edit(folder / "DisastIR-FC-Geo.json", task_name="../../evil/DisastIR-FC-Geo")
+    with pytest.raises(ValueError, match=r"^Refusing to submit .*DisastIR-FC-Geo.json: its task_name "
+                                         r"'../../evil/DisastIR-FC-Geo' reads as a file path"):
+        submit(results, tmp_path / "out")
+    assert sorted(p for p in tmp_path.rglob("*")) == before  # nothing written anywhere
+
+    # A result folder given as "../..": before, its name ".." led the copy two folders above --out.
+    deep = folder / "a" / "b"
+    deep.mkdir(parents=True)
+    _edit(folder / "DisastIR-FC-Geo.json", task_name="DisastIR-FC-Geo")
+    monkeypatch.chdir(deep)
+    submit("../..", "out")
+    assert sorted(p.name for p in deep.iterdir()) == ["out"]
+    assert {p.name for p in (deep / "out" / "results" / folder.parent.name / folder.name).iterdir()} >= set(
+        f"{task}.json" for task in TASKS)
+
+
+def test_submit_never_writes_through_a_symlink_out_of_out(reference: Path, tmp_path: Path) -> None:
+    from disastir_mteb.submit import submit
+
+    results, outside = _result_set(reference, tmp_path), tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.json").write_text("{}")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results").symlink_to(outside)
+    with pytest.raises(ValueError, match=r"^Refusing to write .*: a symbolic link leads it to .*outside.*, outside "
+                                         r".*out; remove the link or choose another output folder\.$"):
+        submit(results, out)
+    assert sorted(p.name for p in outside.rglob("*")) == ["keep.json"]
+
+    (out / "results").unlink()
+    submit(results, out)
+    task_file = next((out / "results").rglob("DisastIR-QA-Bio.json"))
+    task_file.unlink()
+    task_file.symlink_to(outside / "keep.json")
+    with pytest.raises(ValueError, match=r"Refusing to write .*DisastIR-QA-Bio.json: a symbolic link leads it to"):
+        submit(results, out, overwrite=True)
+    assert (outside / "keep.json").read_text() == "{}"
+
+
+def test_export_never_writes_outside_out(on_tiny: Path, tmp_path: Path) -> None:
+    from disastir_mteb.export import export_beir
+
+    with pytest.raises(KeyError, match=r"Unknown DisastIR task '../../x'"):
+        export_beir(tmp_path / "out", ["../../x"])
+    assert sorted(tmp_path.iterdir()) == []
+
+    export_beir(tmp_path / "out", TASKS[:1])
+    outside = tmp_path / "outside"
+    (outside / "DisastIR-FC-Geo").mkdir(parents=True)
+    (outside / "DisastIR-FC-Geo" / "queries.jsonl").write_text("mine\n")
+    (tmp_path / "out" / "DisastIR-FC-Geo").symlink_to(outside / "DisastIR-FC-Geo")  # a link inside --out
+    export_beir(tmp_path / "out", TASKS[:2], overwrite=True)
+    assert not (tmp_path / "out" / "DisastIR-FC-Geo").is_symlink()
+    assert (outside / "DisastIR-FC-Geo" / "queries.jsonl").read_text() == "mine\n"
+
+    link = tmp_path / "link"  # --out itself a link to an earlier export elsewhere: replaced, not written through
+    link.symlink_to(tmp_path / "out")
+    before = {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    export_beir(link, TASKS[:1], overwrite=True)
+    assert link.is_dir() and not link.is_symlink()
+    assert {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "out", "outside"]  # no leftovers beside --out
