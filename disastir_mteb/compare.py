@@ -37,6 +37,11 @@ def top10_recall(a: ResultSet, b: ResultSet, task: str) -> float | None:
     return sum(shares) / len(shares) if shares else None
 
 
+def _label(result: ResultSet) -> str:
+    """The readable label, marked when the scores come from generated data."""
+    return f"{result.display_label} (synthetic data)" if result.synthetic else result.display_label
+
+
 def _pct(value: float | None, width: int = 8) -> str:
     return f"{100 * value:{width}.2f}" if value is not None else f"{'-':>{width}}"
 
@@ -111,7 +116,7 @@ class Comparison:
     def to_text(self) -> str:
         """The Table 3 row, then per intent: A, B, drop %, recall@10, B - A with its 95% CI and p-value."""
         first, second = self.names
-        lines = [f"{first}: {self.a.label}  [{self.a.folder}]", f"{second}: {self.b.label}  [{self.b.folder}]",
+        lines = [f"{first}: {_label(self.a)}  [{self.a.folder}]", f"{second}: {_label(self.b)}  [{self.b.folder}]",
                  f"{self.common_tasks} of 48 tasks in both sets; NDCG@10 x100.", "",
                  f"Table 3 format (intents of {first}):", self.table3_header(), self.table3_row(), "",
                  f"{'intent':<10}{first:>9}{second:>9}{'Drop %':>9}{'Recall@10':>11}{'B - A':>9}"
@@ -168,7 +173,8 @@ def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> list[t
     by_key: dict[tuple[str, str], ResultSet] = {}
     for result in second:
         if _key(result) in by_key:
-            raise ValueError(f"Two result sets of {result.label} ({by_key[_key(result)].folder} and {result.folder}) "
+            raise ValueError(f"Two result sets of {result.display_label} ({by_key[_key(result)].folder} and "
+                             f"{result.folder}) "
                              "on one side: pass folders that hold one run per model.")
         by_key[_key(result)] = result
     pairs = [(result, by_key[_key(result)]) for result in first if _key(result) in by_key]

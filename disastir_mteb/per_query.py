@@ -14,14 +14,15 @@ exponential by default), so their mean is the task's ``ndcg_at_10``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from disastir_mteb.atomic import write_json_atomic
 
-__all__ = ["FOLDER", "PerQuery", "per_query_file", "per_query_path", "read_per_query", "score_queries",
-           "write_per_query"]
+__all__ = ["FOLDER", "PerQuery", "data_provenance", "per_query_file", "per_query_path", "read_per_query",
+           "score_queries", "write_per_query"]
 
 FOLDER = "disastir_per_query"
 _FORMAT = 1
@@ -35,11 +36,14 @@ class PerQuery:
         task_name: the mteb task name.
         ndcg_at_10: query id -> NDCG@10 (fraction), for every scored query.
         top10: query id -> the ids of the 10 best passages, best first.
+        data: which data the scores come from (see :func:`data_provenance`); None in files written
+            before it was recorded.
     """
 
     task_name: str
     ndcg_at_10: Mapping[str, float]
     top10: Mapping[str, list[str]]
+    data: Mapping[str, object] | None = None
 
     @property
     def mean(self) -> float:
@@ -73,19 +77,51 @@ def per_query_path(task_result_path: str | Path) -> Path:
     return per_query_file(path.parent, path.stem)
 
 
-def write_per_query(path: str | Path, record: PerQuery, *, settings: Mapping[str, object] | None = None) -> Path:
+def data_provenance() -> dict[str, object]:
+    """Which data the tasks read now: ``DISASTIR_DATA_DIR``, else the pinned Hub revision.
+
+    mteb's result file names the dataset revision the task declares, not the folder actually read,
+    so a score on the generated sample would look like a DisastIR score. ``synthetic`` is true when
+    the folder carries the generator's marker (:data:`disastir_mteb.sample.MARKER`).
+
+    Returns:
+        ``{"source": folder or "hf:<repo>@<revision>", "synthetic": bool}``, plus ``"generator"``
+        (the marker's content) for a generated folder.
+    """
+    from disastir_mteb.sample import read_marker
+
+    folder = os.environ.get("DISASTIR_DATA_DIR")
+    if folder:
+        marker = read_marker(folder)
+        record: dict[str, object] = {"source": str(Path(folder).expanduser().resolve()),
+                                     "synthetic": bool(marker and marker.get("synthetic", True))}
+        if marker:
+            record["generator"] = marker
+        return record
+    from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION
+
+    return {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
+
+
+def write_per_query(path: str | Path, record: PerQuery, *, settings: Mapping[str, object] | None = None,
+                    data: Mapping[str, object] | None = None) -> Path:
     """Write ``record`` atomically (a killed run never leaves half a file).
 
     ``settings`` (how the vectors were computed: batch size, model dtype, device, token limit) is
     kept beside the scores under ``"encoding"``: mteb's result file has no place for it, and the
-    batch size, unlike the precision, does not get its own results folder.
+    batch size, unlike the precision, does not get its own results folder. ``data`` (which data was
+    read, :func:`data_provenance`; default ``record.data``) goes under ``"data"``, so reports can say
+    when scores come from synthetic data.
     """
-    data: dict[str, object] = {"format": _FORMAT, "task_name": record.task_name, "metric": "ndcg_at_10"}
+    data = data if data is not None else record.data
+    content: dict[str, object] = {"format": _FORMAT, "task_name": record.task_name, "metric": "ndcg_at_10"}
     if settings:
-        data["encoding"] = dict(settings)
-    data["queries"] = {qid: {"ndcg_at_10": score, "top10": record.top10.get(qid, [])}
-                       for qid, score in record.ndcg_at_10.items()}
-    write_json_atomic(Path(path), data)
+        content["encoding"] = dict(settings)
+    if data:
+        content["data"] = dict(data)
+    content["queries"] = {qid: {"ndcg_at_10": score, "top10": record.top10.get(qid, [])}
+                          for qid, score in record.ndcg_at_10.items()}
+    write_json_atomic(Path(path), content)
     return Path(path)
 
 
@@ -103,7 +139,9 @@ def read_per_query(path: str | Path) -> PerQuery:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         queries = data["queries"]
+        provenance = data.get("data")
         return PerQuery(str(data["task_name"]), {q: float(v["ndcg_at_10"]) for q, v in queries.items()},
-                        {q: [str(d) for d in v["top10"]] for q, v in queries.items()})
+                        {q: [str(d) for d in v["top10"]] for q, v in queries.items()},
+                        dict(provenance) if isinstance(provenance, dict) else None)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path} is not a per-query score file ({type(error).__name__}: {error}).") from None

@@ -2,7 +2,9 @@
 
 matplotlib with the Agg backend (no display needed), 200 dpi PNGs, colour scale fixed to 0-100
 so that heatmaps of different models compare by eye. Missing tasks are drawn hatched and
-labelled "n/a"; their row and column means are left empty, as in the tables.
+labelled "n/a"; their row and column means are left empty, as in the tables. Titles are wrapped to
+the figure's width; ``metadata`` (e.g. the raw run settings behind a readable title) is stored in
+the PNG's text chunks, where ``PIL.Image.open(path).text`` reads it back.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from disastir_mteb.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Int
 __all__ = ["heatmap", "intent_bars"]
 
 _DPI = 200
+_TITLE_CHARACTERS = {"heatmap": 95, "bars": 80}  # at 11 pt, what fits across each figure (checked by eye)
 
 
 def _pyplot():
@@ -32,17 +35,26 @@ def _pyplot():
     return plt
 
 
-def _save(figure: object, path: Path) -> Path:
+def _save(figure: object, path: Path, metadata: Mapping[str, str] | None = None) -> Path:
     """Save through a temporary file and rename: a killed run leaves no truncated PNG."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp.png")
-    figure.savefig(temporary, dpi=_DPI, bbox_inches="tight")  # type: ignore[attr-defined]
+    figure.savefig(temporary, dpi=_DPI, bbox_inches="tight",  # type: ignore[attr-defined]
+                   metadata=dict(metadata or {}))
     temporary.replace(path)
     return path
 
 
-def heatmap(grid: ScoreGrid, path: str | Path, *, title: str = "") -> Path:
-    """The 6 x 8 grid (x100) with intent means as a last column and category means as a last row."""
+def _title(text: str, figure: str) -> str:
+    """``text`` wrapped onto as many lines as the figure needs: a long model name never runs off the edge."""
+    return textwrap.fill(text, _TITLE_CHARACTERS[figure], break_long_words=False, break_on_hyphens=False)
+
+
+def heatmap(grid: ScoreGrid, path: str | Path, *, title: str = "", metadata: Mapping[str, str] | None = None) -> Path:
+    """The 6 x 8 grid (x100) with intent means as a last column and category means as a last row.
+
+    ``metadata``: PNG text entries (``Title``, ``Description``, ...) stored in the file.
+    """
     plt = _pyplot()
     values = np.full((len(INTENTS) + 1, len(CATEGORIES) + 1), np.nan)
     for row, intent in enumerate(INTENTS):
@@ -85,14 +97,15 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str = "") -> Path:
         spine.set_visible(False)
     bar = figure.colorbar(image, ax=axes, fraction=0.03, pad=0.02)
     bar.set_label("NDCG@10 (x100)")
-    axes.set_title(title or "DisastIR NDCG@10", fontsize=11, loc="left")
-    path = _save(figure, Path(path))
+    axes.set_title(_title(title or "DisastIR NDCG@10", "heatmap"), fontsize=11, loc="left")
+    path = _save(figure, Path(path), metadata)
     plt.close(figure)
     return path
 
 
 def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str = "",
-                published: Mapping[str, Mapping[Intent | None, float]] | None = None) -> Path:
+                published: Mapping[str, Mapping[Intent | None, float]] | None = None,
+                metadata: Mapping[str, str] | None = None) -> Path:
     """Grouped bars: per intent (and the overall mean), one bar per result set.
 
     Args:
@@ -101,6 +114,7 @@ def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str 
         title: figure title.
         published: legend label -> {intent (None = overall): published score}, drawn as black
             ticks over that set's bars.
+        metadata: PNG text entries (``Title``, ``Description``, ...) stored in the file.
     """
     plt = _pyplot()
     labels: Sequence[str] = list(grids)
@@ -139,7 +153,7 @@ def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str 
         names.append("published (black ticks)")
     axes.legend(handles, names, fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.09),
                 ncol=1 if max(map(len, names)) > 40 else min(3, len(names)))
-    axes.set_title(title or "DisastIR NDCG@10 per intent", fontsize=11, loc="left")
-    path = _save(figure, Path(path))
+    axes.set_title(_title(title or "DisastIR NDCG@10 per intent", "bars"), fontsize=11, loc="left")
+    path = _save(figure, Path(path), metadata)
     plt.close(figure)
     return path

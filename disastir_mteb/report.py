@@ -10,6 +10,12 @@ them is never computed.
 
 The content is built once as a list of blocks (headings, paragraphs, tables, images) and rendered
 to Markdown, HTML or plain text, so the formats cannot drift apart.
+
+People read readable settings ("ANN (HNSW M=16, ef=64)", :func:`~disastir_mteb.results.describe_setting`);
+the raw mteb settings stay in each section's text, the CSV's ``experiment`` column and the PNGs'
+metadata. Scores on generated data say so at the top and in every figure title: a sample number
+must never pass for a DisastIR result. Sets that do not record their data (plain ``mteb run``, older
+runs) are claimed neither way.
 """
 
 from __future__ import annotations
@@ -49,6 +55,13 @@ class Paragraph:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """A warning the reader must not miss (rendered in bold, at the top)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Table:
     """A table of already formatted cells; the first column is left-aligned, the others right."""
 
@@ -64,7 +77,10 @@ class Image:
     caption: str
 
 
-Block = Heading | Paragraph | Table | Image
+Block = Heading | Paragraph | Notice | Table | Image
+
+SYNTHETIC_NOTICE = "Synthetic data: scores exercise the pipeline and are not DisastIR results."
+SYNTHETIC_TAG = "(synthetic data)"
 
 
 def _x100(value: float | None) -> str:
@@ -90,8 +106,72 @@ def _heatmap_names(sets: Sequence[ResultSet]) -> list[str]:
     return names
 
 
-def _setting(result: ResultSet) -> str:
-    return ", ".join(f"{k.removeprefix('disastir_')}={v}" for k, v in sorted(result.experiment.items())) or "plain"
+def _raw_setting(result: ResultSet) -> str:
+    """The settings as mteb files them (``disastir_search=ann-hnsw-...``), for the record."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(result.experiment.items()))
+
+
+def _data_line(result: ResultSet) -> str:
+    """Where the set's scores come from, as recorded by the runner; says so when nothing was recorded."""
+    sources = result.data_sources
+    if not sources:
+        return "Data: not recorded (plain `mteb run` or an older run)."
+    described = []
+    for source in sources:
+        generator = source.get("generator")
+        if isinstance(generator, dict):
+            how = (f"synthetic, disastir_mteb.sample v{generator.get('generator_version', '?')}, scale "
+                   f"{generator.get('scale', '?')}, seed {generator.get('seed', '?')}")
+        else:
+            how = "synthetic" if source.get("synthetic") else "not synthetic"
+        described.append(f"`{source.get('source', '?')}` ({how})")
+    unrecorded = sum(1 for task in result.scores if result.task_data(task) is None)
+    unknown = f"; {unrecorded} task(s) do not record their data" if unrecorded else ""
+    return f"Data: {'; '.join(described)}{unknown}."
+
+
+def _tagged(text: str, result: ResultSet) -> str:
+    """``text`` with "(synthetic data)" when the set's scores come from generated data."""
+    return f"{text} {SYNTHETIC_TAG}" if result.synthetic else text
+
+
+def _bars_tag(sets: Sequence[ResultSet]) -> str:
+    """What the per-intent figure's title and caption say about synthetic data ("" when no set is)."""
+    synthetic = sum(1 for r in sets if r.synthetic)
+    if not synthetic:
+        return ""
+    return f" {SYNTHETIC_TAG}" if synthetic == len(sets) else " (some sets on synthetic data)"
+
+
+def _legend(sets: Sequence[ResultSet]) -> dict[str, ResultSet]:
+    """Legend label -> set: short model name and readable setting, made unique (revision, then a number)."""
+    labels: dict[str, ResultSet] = {}
+    mixed = any(r.synthetic for r in sets) and not all(r.synthetic for r in sets)
+    for result in sets:
+        label = f"{result.model.split('/')[-1]} — {result.setting}"
+        if mixed and result.synthetic:
+            label += f" {SYNTHETIC_TAG}"
+        if label in labels:  # a second revision of the same model and setting
+            label = f"{label} @{result.revision[:8]}"
+        unique, n = label, 2
+        while unique in labels:  # settings that differ only where the readable label is silent (threads)
+            unique, n = f"{label} #{n}", n + 1
+        labels[unique] = result
+    return labels
+
+
+def _published_ticks(labels: dict[str, ResultSet]) -> dict[str, dict[Intent | None, float]]:
+    """Legend label -> the published numbers drawn as ticks over its bars (sets of known models only)."""
+    published: dict[str, dict[Intent | None, float]] = {}
+    for label, result in labels.items():
+        record = next(iter(published_for(result.model)), None)
+        if record is not None:
+            ticks: dict[Intent | None, float] = dict(record.intents)
+            if record.overall is not None:
+                ticks[None] = record.overall
+            if ticks:
+                published[label] = ticks
+    return published
 
 
 def grid_table(grid: ScoreGrid) -> Table:
@@ -133,23 +213,35 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
     """The report's blocks for ``sets``; figure blocks name the files :func:`write_report` draws."""
     if not sets:
         raise ValueError("No result sets to report on.")
-    blocks: list[Block] = [
-        Heading(title, 1),
+    synthetic = [r for r in sets if r.synthetic]
+    mixed = 0 < len(synthetic) < len(sets)
+
+    def marked(text: str, result: ResultSet) -> str:  # the notice covers all sets; mark them only when mixed
+        return _tagged(text, result) if mixed else text
+
+    blocks: list[Block] = [Heading(title, 1)]
+    if synthetic:
+        which = f" ({len(synthetic)} of {len(sets)} result sets, marked below)" if mixed else ""
+        blocks.append(Notice(SYNTHETIC_NOTICE.removesuffix(".") + which + "."))
+    blocks += [
         Paragraph(f"{len(sets)} result set(s). NDCG@10 x100; intent = mean of its 8 categories, category = mean of "
                   "its 6 intents, overall = mean of the 6 intents (the paper's aggregation). '–' marks a task "
                   "that was not evaluated and every mean that would need it."),
         Heading("Overview"),
         Table(["model", "setting", *(i.value for i in INTENTS), "Avg", "tasks"],
-              [[r.model, _setting(r), *(_x100(r.grid.intent_mean(i)) for i in INTENTS), _x100(r.grid.overall()),
-                f"{len(r.scores)}/48"] for r in sets])]
+              [[r.model, marked(r.setting, r), *(_x100(r.grid.intent_mean(i)) for i in INTENTS),
+                _x100(r.grid.overall()), f"{len(r.scores)}/48"] for r in sets])]
     if figures:
-        blocks.append(Image("intents.png", "Per-intent NDCG@10 of every result set (black ticks: published)."))
+        ticks = " (black ticks: published)" if _published_ticks(_legend(sets)) else ""
+        blocks.append(Image("intents.png", f"Per-intent NDCG@10 of every result set{ticks}{_bars_tag(sets)}."))
     for result, heatmap_file in zip(sets, _heatmap_names(sets), strict=True):
-        blocks += [Heading(f"{result.model} ({_setting(result)})"),
+        raw = f" Settings as mteb files them: `{_raw_setting(result)}`." if result.experiment else ""
+        blocks += [Heading(marked(result.display_label, result)),
                    Paragraph(f"Revision {result.revision}; {len(result.scores)} of 48 tasks; results in "
-                             f"`{result.folder}`.")]
+                             f"`{result.folder}`.{raw}"),
+                   Paragraph(_data_line(result))]
         if figures:
-            blocks.append(Image(heatmap_file, f"NDCG@10 of {result.label}."))
+            blocks.append(Image(heatmap_file, _tagged(f"NDCG@10 of {result.display_label}", result) + "."))
         blocks.append(grid_table(result.grid))
         missing = [name for name in (f"DisastIR-{i.value}-{c.value}" for i in INTENTS for c in CATEGORIES)
                    if name not in result.scores]
@@ -168,6 +260,8 @@ def _markdown(blocks: Sequence[Block]) -> str:
             out.append(f"{'#' * block.level} {block.text}\n")
         elif isinstance(block, Paragraph):
             out.append(f"{block.text}\n")
+        elif isinstance(block, Notice):
+            out.append(f"> **{block.text}**\n")
         elif isinstance(block, Image):
             out.append(f"![{block.caption}]({block.path})\n")
         else:
@@ -186,6 +280,8 @@ def _html(blocks: Sequence[Block]) -> str:
         elif isinstance(block, Paragraph):
             text = re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(block.text))
             body.append(f"<p>{text}</p>")
+        elif isinstance(block, Notice):
+            body.append(f'<p class="notice"><strong>{html.escape(block.text)}</strong></p>')
         elif isinstance(block, Image):
             body.append(f'<figure><img src="{html.escape(block.path)}" alt="{html.escape(block.caption)}">'
                         f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
@@ -196,7 +292,8 @@ def _html(blocks: Sequence[Block]) -> str:
     style = ("body{font-family:system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#1a1a1a}"
              "table{border-collapse:collapse;margin:0.5rem 0 1.5rem}th,td{padding:0.25rem 0.6rem;"
              "border-bottom:1px solid #ddd;text-align:right}th:first-child,td:first-child{text-align:left}"
-             "img{max-width:100%}figcaption{color:#555;font-size:0.9rem}")
+             "img{max-width:100%}figcaption{color:#555;font-size:0.9rem}"
+             ".notice{background:#fff4e5;border-left:4px solid #e69500;padding:0.5rem 0.8rem}")
     return (f"<!doctype html>\n<html><head><meta charset='utf-8'><title>DisastIR report</title><style>{style}"
             f"</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
@@ -209,6 +306,8 @@ def report_text(sets: Sequence[ResultSet]) -> str:
             out += ["", block.text, "=" * len(block.text) if block.level == 1 else "-" * len(block.text)]
         elif isinstance(block, Paragraph):
             out.append(block.text)
+        elif isinstance(block, Notice):
+            out += [f"!! {block.text}", ""]
         elif isinstance(block, Table):
             widths = [max(len(str(x)) for x in column) for column in zip(block.headers, *block.rows, strict=True)]
             for row in [block.headers, *block.rows]:
@@ -220,20 +319,35 @@ def report_text(sets: Sequence[ResultSet]) -> str:
 def _csv(sets: Sequence[ResultSet]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["model", "revision", "setting", "search", "task", "intent", "category", "ndcg_at_10"])
+    writer.writerow(["model", "revision", "setting", "experiment", "search", "data", "synthetic", "task", "intent",
+                     "category", "ndcg_at_10"])
     for result in sets:
         for name, score in sorted(result.scores.items()):
             spec = get_spec(name)
-            writer.writerow([result.model, result.revision, _setting(result), result.search, name,
-                             spec.intent.value, spec.category.value, f"{score:.5f}"])
+            data = result.task_data(name) or {}
+            synthetic = "" if not data else str(bool(data.get("synthetic"))).lower()  # "": not recorded
+            writer.writerow([result.model, result.revision, result.setting, _raw_setting(result), result.search,
+                             data.get("source", ""), synthetic, name, spec.intent.value, spec.category.value,
+                             f"{score:.5f}"])
     return buffer.getvalue()
+
+
+def _png_metadata(title: str, labels: dict[str, ResultSet]) -> dict[str, str]:
+    """PNG text entries: the readable title, and for each readable label the raw settings and data."""
+    lines = [f"{label}: {r.label} [{r.folder}]" for label, r in labels.items()]
+    metadata = {"Title": title, "Description": "\n".join(lines)}
+    if any(r.synthetic for r in labels.values()):
+        metadata["Warning"] = SYNTHETIC_NOTICE
+    return metadata
 
 
 def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequence[str] = ("md",)) -> list[Path]:
     """Write the report files and figures into ``out``; returns what was written.
 
     ``md`` writes ``report.md``, ``html`` ``report.html`` (both embed the figures), ``csv``
-    ``scores.csv`` (one row per set and task). Figures are drawn for ``md`` and ``html``.
+    ``scores.csv`` (one row per set and task, with the readable and the raw settings and the
+    recorded data source). Figures are drawn for ``md`` and ``html``; their PNG metadata keeps the
+    raw settings behind the readable titles.
 
     Raises:
         ValueError: an unknown format, or no result sets.
@@ -249,19 +363,13 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
         from disastir_mteb.plots import heatmap, intent_bars
 
         for result, heatmap_file in zip(sets, _heatmap_names(sets), strict=True):
-            written.append(heatmap(result.grid, out / heatmap_file,
-                                   title=f"{result.model} ({_setting(result)}): NDCG@10"))
-        labels: dict[str, ResultSet] = {}
-        for r in sets:  # a second revision of the same model and setting gets its revision in the legend
-            label = f"{r.model.split('/')[-1]} ({_setting(r)})"
-            labels[label if label not in labels else f"{label} @{r.revision[:8]}"] = r
-        published = {}
-        for label, result in labels.items():
-            record = next(iter(published_for(result.model)), None)
-            if record is not None:
-                published[label] = {**record.intents, None: record.overall}
-        written.append(intent_bars({label: r.grid for label, r in labels.items()}, out / "intents.png",
-                                   published=published))
+            title = _tagged(f"{result.display_label}: NDCG@10", result)
+            written.append(heatmap(result.grid, out / heatmap_file, title=title,
+                                   metadata=_png_metadata(title, {result.display_label: result})))
+        labels = _legend(sets)
+        title = f"DisastIR NDCG@10 per intent{_bars_tag(sets)}"
+        written.append(intent_bars({label: r.grid for label, r in labels.items()}, out / "intents.png", title=title,
+                                   published=_published_ticks(labels), metadata=_png_metadata(title, labels)))
     renderers = {"md": ("report.md", lambda: _markdown(blocks)), "html": ("report.html", lambda: _html(blocks)),
                  "csv": ("scores.csv", lambda: _csv(sets))}
     for name in formats:

@@ -6,11 +6,18 @@ A result set is one folder of mteb task files for one model setting:
 holds ``<Task>.json`` files and ``model_meta.json``; sets written by ``disastir-mteb run`` also hold
 ``disastir_per_query/`` (see :mod:`disastir_mteb.per_query`). Reports and comparisons accept any
 folder and resolve it to the result sets beneath it.
+
+Labels: mteb files a setting under its raw experiment values (``disastir_search=ann-hnsw-ip-f32-M16-
+efC128-ef64-k10-t16``); :func:`describe_setting` turns them into what a reader needs ("ANN (HNSW
+M=16, ef=64)", "instructions: disastir"), for headings, titles, legends and comparisons. The raw
+values stay in :attr:`ResultSet.label` and in the files' metadata.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,9 +26,71 @@ from disastir_mteb.grid import ScoreGrid
 from disastir_mteb.per_query import PerQuery, per_query_file, read_per_query
 from disastir_mteb.taxonomy import TASK_NAMES
 
-__all__ = ["ResultSet", "find_result_sets", "load_result_set", "resolve_result_set"]
+__all__ = ["ResultSet", "describe_search", "describe_setting", "find_result_sets", "load_result_set",
+           "resolve_result_set"]
 
 _TASKS = frozenset(TASK_NAMES)
+
+# The ANN label of AnnParams.label() with the "ann-" prefix the search adds, e.g.
+# ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16-x4 or ann-exact-ip-f32-kall-t16.
+_ANN_LABEL = re.compile(r"ann-(?P<kind>hnsw|exact)-(?P<metric>[a-z]+)-(?P<dtype>[a-z0-9]+)"
+                        r"(?:-M(?P<M>\d+)-efC(?P<efC>\d+)-ef(?P<ef>\d+))?-k(?P<k>\d+|all)-t\d+(?:-x(?P<x>\d+))?")
+# The paper preset's values (disastir_mteb.usearch_index.PRESETS["paper"]): only departures are named.
+_PAPER_ANN = {"dtype": "f32", "efC": "128", "k": "10"}
+# The template each instruction set was published with (disastir_mteb.instructions.DEFAULT_TEMPLATE).
+_OWN_TEMPLATE = {"disastir": "instruct-query", "dmretriever": "colon", "none": "raw", "model": "model"}
+
+
+def describe_search(search: str) -> str:
+    """A readable name for a ``disastir_search`` value: ``exact``, ``ANN (HNSW M=16, ef=64)``.
+
+    Parses :meth:`disastir_mteb.usearch_index.AnnParams.label`, which has no parser of its own. The
+    build threads are left out (they change a few edges, not the setting); dtype, rescoring,
+    efConstruction and the depth appear only where they depart from the paper preset. A value this
+    parser does not know is returned as it is.
+    """
+    if search == "exact":
+        return "exact"
+    match = _ANN_LABEL.fullmatch(search)
+    if match is None:
+        return search
+    part = match.groupdict()
+    details = [f"HNSW M={part['M']}", f"ef={part['ef']}"] if part["kind"] == "hnsw" else []
+    if part["kind"] == "hnsw" and part["efC"] != _PAPER_ANN["efC"]:
+        details.append(f"efC={part['efC']}")
+    if part["dtype"] != _PAPER_ANN["dtype"]:
+        details.append(part["dtype"])
+    if part["x"]:
+        details.append(f"rescore x{part['x']}")
+    if part["k"] != _PAPER_ANN["k"]:
+        details.append(f"k={part['k']}")
+    if part["kind"] == "exact":  # the brute-force reference of the ANN presets, through USearch
+        return f"USearch brute force ({', '.join(details)})" if details else "USearch brute force"
+    return f"ANN ({', '.join(details)})"
+
+
+def describe_setting(experiment: Mapping[str, Any]) -> str:
+    """A readable name for mteb experiment settings: ``exact``, ``ANN (HNSW M=16, ef=64); instructions: disastir``.
+
+    A plain run (no settings) is ``exact``; exact search is implied whenever other settings are named.
+    Unknown settings are shown as ``name=value``.
+    """
+    rest = {k: v for k, v in experiment.items() if k != "disastir_search"}
+    search = str(experiment.get("disastir_search", "exact"))
+    parts: list[str] = [describe_search(search)] if search != "exact" else []
+    if "disastir_instructions" in rest:
+        name = str(rest.pop("disastir_instructions"))
+        template = str(rest.pop("disastir_template", _OWN_TEMPLATE.get(name, "instruct-query")))
+        text = "instructions: model's own" if name == "model" else f"instructions: {name}"
+        if template != _OWN_TEMPLATE.get(name, "instruct-query"):  # custom mappings default to instruct-query
+            text += f" (template {template})"
+        if rest.pop("disastir_passages", None) == "instructed":
+            text += ", also on passages"
+        parts.append(text)
+    if "disastir_precision" in rest:
+        parts.append(f"{rest.pop('disastir_precision')} weights")
+    parts += [f"{k.removeprefix('disastir_')}={v}" for k, v in sorted(rest.items())]
+    return "; ".join(parts) or "exact"
 
 
 def _task_files(paths: object) -> list[Path]:
@@ -60,9 +129,56 @@ class ResultSet:
 
     @property
     def label(self) -> str:
-        """The model name with its experiment settings, e.g. ``org/model (disastir_search=ann-...)``."""
+        """The model name with its raw experiment settings, e.g. ``org/model (disastir_search=ann-...)``.
+
+        Unique per setting (it keys comparisons and error messages); for people, :attr:`display_label`.
+        """
         settings = ", ".join(f"{k}={v}" for k, v in sorted(self.experiment.items()))
         return f"{self.model} ({settings})" if settings else self.model
+
+    @property
+    def setting(self) -> str:
+        """The readable setting (:func:`describe_setting`), e.g. ``exact`` or ``ANN (HNSW M=16, ef=64)``."""
+        return describe_setting(self.experiment)
+
+    @property
+    def display_label(self) -> str:
+        """The model with its readable setting, e.g. ``org/model — ANN (HNSW M=16, ef=64)``."""
+        return f"{self.model} — {self.setting}"
+
+    def task_data(self, task: str) -> dict[str, Any] | None:
+        """The data record of one task's per-query file; None without a file, a record, or a readable file."""
+        if not self.has_per_query(task):
+            return None
+        try:
+            data = self.per_query(task).data
+        except ValueError:  # a damaged per-query file: the report still goes out, making no claim
+            return None
+        return dict(data) if data is not None else None
+
+    @property
+    def data_sources(self) -> list[dict[str, Any]]:
+        """The distinct data records (:func:`~disastir_mteb.per_query.data_provenance`) of the set's tasks.
+
+        Read from the per-query files; tasks without one, or whose file predates the record, add nothing.
+        """
+        found: list[dict[str, Any]] = []
+        for task in sorted(self.scores):
+            data = self.task_data(task)
+            if data is not None and data not in found:
+                found.append(data)
+        return found
+
+    @property
+    def synthetic(self) -> bool | None:
+        """True if any task ran on generated data, False if every task is recorded as real data, else None.
+
+        None (unknown) for sets from plain ``mteb run`` or older runs: no claim either way.
+        """
+        records = [self.task_data(task) for task in sorted(self.scores)]
+        if any(record is not None and record.get("synthetic") for record in records):
+            return True
+        return False if records and all(record is not None for record in records) else None
 
     @property
     def grid(self) -> ScoreGrid:

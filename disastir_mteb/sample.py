@@ -33,11 +33,17 @@ from disastir_mteb.taxonomy import (
     task_file_stem,
 )
 
-__all__ = ["FULL", "GENERATOR_VERSION", "SCALES", "SMALL", "SampleScale", "main", "plan_grade_counts",
-           "sample_dir", "task_file_stem", "write_sample"]
+__all__ = ["FULL", "GENERATOR_VERSION", "MARKER", "SCALES", "SMALL", "SampleScale", "main", "plan_grade_counts",
+           "read_marker", "sample_dir", "task_file_stem", "write_sample"]
 
 #: Bump whenever the bytes written for a given scale and seed change (invalidates ``sample_dir`` caches).
-GENERATOR_VERSION = 1
+#: 2: the provenance marker (:data:`MARKER`) is written beside the data.
+GENERATOR_VERSION = 2
+
+#: The provenance file at the top of a generated folder. Results computed on it say "synthetic"
+#: (the runner records it per task); the data loader scans ``query/`` and ``qrels/`` only, so it never
+#: mistakes the marker for a task file.
+MARKER = "DISASTIR_SAMPLE.json"
 
 
 @dataclass(frozen=True)
@@ -481,6 +487,29 @@ def _write_files(
     return pairs
 
 
+def _write_marker(root: Path, scale: SampleScale, seed: int) -> None:
+    """Say in the folder itself that it is synthetic, so results on it can say so (no timestamp: reproducible)."""
+    marker = {"synthetic": True, "generator": "disastir_mteb.sample", "generator_version": GENERATOR_VERSION,
+              "scale": scale.name, "seed": seed, "n_passages": scale.n_passages,
+              "queries_per_task": scale.queries_per_task}
+    (root / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+
+
+def read_marker(folder: str | Path) -> dict[str, object] | None:
+    """The provenance marker of a generated folder, or None when there is none (or it is unreadable).
+
+    An unreadable marker still means the folder came from this generator: it counts as synthetic.
+    """
+    path = Path(folder).expanduser() / MARKER
+    if not path.is_file():
+        return None
+    try:
+        marker = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"synthetic": True}
+    return marker if isinstance(marker, dict) else {"synthetic": True}
+
+
 def _write_sample(out_dir: str | Path, scale: str | SampleScale, seed: int, overwrite: bool,
                   progress: Callable[[str], None] | None) -> tuple[Path, dict[str, int]]:
     out = Path(out_dir).expanduser().absolute()
@@ -495,6 +524,7 @@ def _write_sample(out_dir: str | Path, scale: str | SampleScale, seed: int, over
     try:
         b, tasks, short = _generate(sc, seed, say)
         pairs = _write_files(tmp, b, tasks, seed, say)
+        _write_marker(tmp, sc, seed)
         stats = {"passages": len(b.texts), "queries": sum(len(t.queries) for t in tasks), "pairs": pairs,
                  "shortfall": short}
         del b, tasks

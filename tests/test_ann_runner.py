@@ -112,7 +112,8 @@ def test_cli_exact_and_ann_runs_then_compare(on_sample: Path, cache_dir: Path, t
     capsys.readouterr()
     assert cli.main(["compare", str(out)]) == 0
     exact_line = capsys.readouterr().out.splitlines()[0]
-    assert exact_line.startswith("Exact: sentence-transformers/all-MiniLM-L6-v2  [") and "experiments" not in exact_line
+    assert exact_line.startswith("Exact: sentence-transformers/all-MiniLM-L6-v2 — exact (synthetic data)  [")
+    assert "experiments" not in exact_line
     assert cli.main([*common, "--search", "ann"]) == 0  # a second ANN set of the same model: ambiguous
     assert f"ef=64 k=10 threads={CORES}, 1 index build(s)" in capsys.readouterr().out  # all cores by default
     assert cli.main(["compare", str(out)]) == 2

@@ -36,6 +36,13 @@ def test_several_models_give_rows_and_kendall_tau(sample_data: Path, use_data: o
     assert cli.main(["compare", str(one_folder)]) == 0
     assert printed.splitlines()[0] == capsys.readouterr().out.splitlines()[0]
 
+    exact_64, ann_64 = (next(p.parent for p in (tmp_path / side).rglob("model_meta.json") if "hashing-64" in str(p))
+                        for side in ("exact", "ann"))
+    assert cli.main(["compare", str(exact_64), str(ann_64)]) == 0
+    labels = capsys.readouterr().out.splitlines()[:2]  # readable: no raw `disastir_search=ann-hnsw-...-t16`
+    assert labels[0].startswith("Exact: disastir-mteb/hashing-64 — exact (synthetic data)  [")
+    assert labels[1].startswith("ANN: disastir-mteb/hashing-64 — ANN (HNSW M=16, ef=64) (synthetic data)  [")
+
     for per_query in (tmp_path / "ann").rglob("disastir_per_query"):
         shutil.rmtree(per_query)  # as if written by plain `mteb run`
     single_exact = next((tmp_path / "exact").rglob("model_meta.json")).parent

@@ -126,7 +126,8 @@ def _tiny_two_tasks(root: Path) -> Path:
     tasks = {}
     for stem, word in (("QA_Biological", "flood"), ("FactCheck_Geohazard", "levee")):
         queries = [{"query_id": f"{stem}-q{j}", "user_query": f"Which {word} passage is number {j}?"} for j in range(3)]
-        qrels = [{"user_query": q["user_query"], "passage": passages[f"p{j}"], "score": 2} for j, q in enumerate(queries)]
+        qrels = [{"user_query": q["user_query"], "passage": passages[f"p{j}"], "score": 2}
+                 for j, q in enumerate(queries)]
         tasks[stem] = (queries, qrels)
     return write_layout(root, passages, tasks)
 

@@ -32,9 +32,14 @@ def test_notebook_executes(path: Path, cache_dir: Path, sample_data: Path, tmp_p
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     printed = "".join(output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", []))
     if path.stem == "quickstart":
-        assert "48 task results" in printed and "Mean" in printed
+        assert "48 task results" in printed and "Mean" in printed and "| synthetic: True" in printed
         assert (tmp_path / "notebook-report" / "report.md").is_file()
     else:
         assert "Ex. Avg" in printed and "recall@10" in printed
+        # The sweep's paper-preset point is the paper's graph (efConstruction=128), so it agrees with the drop table.
+        line = next(line for line in printed.splitlines() if line.startswith("paper preset ("))
+        assert "M=16, efConstruction=128, ef=64" in line, line
+        sweep, table = (float(part.split()[-1]) for part in line.split(";"))
+        assert abs(sweep - table) <= 0.01, line
         assert any(output.get("output_type") == "display_data" for cell in notebook.cells
                    for output in cell.get("outputs", []))  # the speed/recall plot

@@ -3,21 +3,47 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
+import re
 from pathlib import Path
 
 import pytest
 
+from conftest import write_layout
 from disastir_mteb import cli
 from disastir_mteb.hashing_encoder import HashingEncoder
+from disastir_mteb.per_query import PerQuery, data_provenance, per_query_file, write_per_query
 from disastir_mteb.published import published_for
-from disastir_mteb.report import report_text, write_report
-from disastir_mteb.results import ResultSet, find_result_sets, load_result_set
+from disastir_mteb.report import Image, Notice, build_report, report_text, write_report
+from disastir_mteb.results import ResultSet, describe_setting, find_result_sets, load_result_set
 from disastir_mteb.runner import evaluate
+from disastir_mteb.sample import MARKER
 from disastir_mteb.significance import kendall_tau, paired_test
 from disastir_mteb.taxonomy import INTENTS, TASK_NAMES
+from disastir_mteb.usearch_index import PRESETS, resolve_params
 
 PNG = b"\x89PNG\r\n\x1a\n"
+SYNTHETIC = "Synthetic data: scores exercise the pipeline and are not DisastIR results."
+ANN_PAPER = {"disastir_search": "ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16"}
+
+
+def _png_text(path: Path) -> dict[str, str]:
+    """The text chunks of a PNG (title and raw settings written by the report)."""
+    from PIL import Image as PILImage
+
+    with PILImage.open(path) as image:
+        return dict(image.text)  # type: ignore[attr-defined]
+
+
+def _recorded_set(folder: Path, *, synthetic: bool | None, model: str = "no/such-model",
+                  experiment: dict[str, str] | None = None) -> ResultSet:
+    """A set of 3 tasks whose per-query files record real or synthetic data (None: files without the record)."""
+    scores = dict.fromkeys(TASK_NAMES[:3], 0.5)
+    data = None if synthetic is None else {"source": "somewhere", "synthetic": synthetic}
+    for task in scores:
+        write_per_query(per_query_file(folder, task), PerQuery(task, {"q1": 0.5}, {"q1": ["d1"]}), data=data)
+    return ResultSet(folder=folder, model=model, revision="b" * 40, experiment=dict(experiment or {}), scores=scores)
 
 
 def _published_set(model: str, drop: str | None = None) -> ResultSet:
@@ -93,6 +119,112 @@ def test_report_cli_on_runner_results(sample_data: Path, use_data: object, tmp_p
     assert "No results at" in capsys.readouterr().err
     [folder] = find_result_sets(tmp_path / "results")
     assert load_result_set(folder).has_per_query(TASK_NAMES[0])
+
+
+def test_synthetic_data_is_said_from_the_generator_to_the_report(sample_data: Path, use_data: object,
+                                                                   tmp_path: Path) -> None:
+    """Generator marker -> per-query ``data`` record -> ResultSet.synthetic -> first line and figure titles."""
+    assert json.loads((sample_data / MARKER).read_text())["synthetic"] is True
+    use_data(sample_data)  # type: ignore[operator]
+    evaluate(HashingEncoder(), TASK_NAMES[:4], cache_dir=False, output_folder=tmp_path / "results",
+             show_progress=False)
+    [folder] = find_result_sets(tmp_path / "results")
+    record = json.loads(per_query_file(folder, TASK_NAMES[0]).read_text())
+    assert record["data"]["source"] == str(sample_data.resolve()) and record["data"]["synthetic"] is True
+    assert record["data"]["generator"]["scale"] == "small" and "encoding" in record
+    result = load_result_set(folder)
+    assert result.synthetic is True and result.data_sources[0]["source"] == str(sample_data.resolve())
+
+    text = report_text([result])
+    assert text.splitlines()[2] == f"!! {SYNTHETIC}"  # right under the title
+    written = write_report([result], tmp_path / "report", formats=["md", "html", "csv"])
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert markdown.splitlines()[2] == f"> **{SYNTHETIC}**"
+    assert f'<p class="notice"><strong>{SYNTHETIC}</strong></p>' in (tmp_path / "report" / "report.html").read_text()
+    for png in [p for p in written if p.suffix == ".png"]:
+        assert _png_text(png)["Title"].endswith("(synthetic data)"), png.name
+        assert _png_text(png)["Warning"] == SYNTHETIC
+    rows = list(csv.DictReader((tmp_path / "report" / "scores.csv").open()))
+    assert {(r["synthetic"], r["data"]) for r in rows} == {("true", str(sample_data.resolve()))}
+
+
+def test_real_and_unrecorded_data_make_no_synthetic_claim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION
+
+    monkeypatch.delenv("DISASTIR_DATA_DIR", raising=False)
+    assert data_provenance() == {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
+    own = write_layout(tmp_path / "own-data", {"d1": "text"}, {})
+    monkeypatch.setenv("DISASTIR_DATA_DIR", str(own))
+    assert data_provenance() == {"source": str(own.resolve()), "synthetic": False}  # no marker: not generated
+
+    real = _recorded_set(tmp_path / "real", synthetic=False)
+    unknown = _recorded_set(tmp_path / "unknown", synthetic=None)  # per-query files from before the record
+    fake = _recorded_set(tmp_path / "fake", synthetic=True, model="other/model")
+    assert (real.synthetic, unknown.synthetic, fake.synthetic) == (False, None, True)
+    assert _published_set("intfloat/e5-small-v2").synthetic is None  # no per-query files at all (plain mteb run)
+    for sets in ([real], [unknown], [real, unknown, _published_set("intfloat/e5-small-v2")]):
+        text = report_text(sets)
+        assert "ynthetic data" not in text and not any(isinstance(b, Notice) for b in build_report(sets))
+    assert "Data: not recorded" in report_text([unknown]) and "Data: `somewhere` (not synthetic)" in report_text([real])
+
+    mixed = report_text([real, fake])
+    assert mixed.splitlines()[2] == f"!! {SYNTHETIC.removesuffix('.')} (1 of 2 result sets, marked below)."
+    assert "other/model — exact (synthetic data)" in mixed and "no/such-model — exact (synthetic" not in mixed
+    written = write_report([real, fake], tmp_path / "report", formats=["md"])
+    titles = {p.name: _png_text(p)["Title"] for p in written if p.suffix == ".png"}
+    assert titles["intents.png"] == "DisastIR NDCG@10 per intent (some sets on synthetic data)"
+    assert sorted(t.endswith("(synthetic data)") for n, t in titles.items() if n.startswith("heatmap")) == [False, True]
+
+
+def test_intent_caption_mentions_published_ticks_only_when_drawn(tmp_path: Path) -> None:
+    def caption(sets: list[ResultSet]) -> str:
+        return next(b.caption for b in build_report(sets) if isinstance(b, Image) and b.path == "intents.png")
+
+    unknown = _recorded_set(tmp_path / "unknown", synthetic=None)
+    assert caption([unknown]) == "Per-intent NDCG@10 of every result set."
+    known = _published_set("intfloat/e5-small-v2")
+    assert caption([unknown, known]) == "Per-intent NDCG@10 of every result set (black ticks: published)."
+
+
+def test_readable_labels_for_people_raw_settings_in_the_files(tmp_path: Path) -> None:
+    assert describe_setting({}) == "exact"
+    assert describe_setting({"disastir_search": "ann-" + PRESETS["paper"].label()}) == "ANN (HNSW M=16, ef=64)"
+    assert describe_setting({"disastir_search": "ann-" + PRESETS["i8"].label()}) == \
+        "ANN (HNSW M=16, ef=64, i8, rescore x4)"
+    assert describe_setting({"disastir_search": "ann-" + resolve_params(
+        "paper", connectivity=4, expansion_add=16, expansion_search=16, threads=1).label()}) == \
+        "ANN (HNSW M=4, ef=16, efC=16)"
+    assert describe_setting({"disastir_search": "ann-" + PRESETS["exact"].label()}) == "USearch brute force (k=all)"
+    assert describe_setting({"disastir_instructions": "disastir", "disastir_template": "instruct-query"}) == \
+        "instructions: disastir"
+    assert describe_setting({"disastir_instructions": "dmretriever", "disastir_template": "instruct-query",
+                             "disastir_passages": "instructed", "disastir_precision": "fp16", **ANN_PAPER}) == \
+        "ANN (HNSW M=16, ef=64); instructions: dmretriever (template instruct-query), also on passages; fp16 weights"
+    assert describe_setting({"disastir_search": "ann-something-new"}) == "ann-something-new"  # unknown: as is
+
+    exact = _recorded_set(tmp_path / "exact", synthetic=None, model="intfloat/e5-small-v2")
+    ann = _recorded_set(tmp_path / "ann", synthetic=None, model="intfloat/e5-small-v2", experiment=ANN_PAPER)
+    instructed = _recorded_set(tmp_path / "instructed", synthetic=None, model="intfloat/e5-small-v2",
+                               experiment={"disastir_instructions": "disastir", "disastir_template": "instruct-query"})
+    text = report_text([exact, ann, instructed])
+    assert "intfloat/e5-small-v2 — ANN (HNSW M=16, ef=64)\n" in text and "intfloat/e5-small-v2 — exact\n" in text
+    assert "intfloat/e5-small-v2 — instructions: disastir\n" in text
+    overview = [line for line in text.splitlines() if line.startswith("intfloat/e5-small-v2  ")]
+    assert [re.split(r"\s{2,}", line)[1] for line in overview] == ["exact", "ANN (HNSW M=16, ef=64)",
+                                                                    "instructions: disastir"]  # not "plain"
+    assert "Settings as mteb files them: `disastir_search=ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16`." in text
+
+    written = write_report([exact, ann, instructed], tmp_path / "report", formats=["md", "csv"])
+    pngs = {p.name: _png_text(p) for p in written if p.suffix == ".png"}
+    [ann_png] = [meta for name, meta in pngs.items() if "ann-hnsw" in name]
+    assert ann_png["Title"] == "intfloat/e5-small-v2 — ANN (HNSW M=16, ef=64): NDCG@10"
+    assert "disastir_search=ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16" in ann_png["Description"]
+    legend = pngs["intents.png"]["Description"]
+    assert "e5-small-v2 — ANN (HNSW M=16, ef=64): intfloat/e5-small-v2 (disastir_search=ann-hnsw-" in legend
+    rows = {r["setting"]: r for r in csv.DictReader((tmp_path / "report" / "scores.csv").open())}
+    assert set(rows) == {"exact", "ANN (HNSW M=16, ef=64)", "instructions: disastir"}
+    assert rows["ANN (HNSW M=16, ef=64)"]["experiment"] == "disastir_search=ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16"
+    assert rows["exact"]["synthetic"] == "" and rows["exact"]["data"] == ""  # not recorded: no claim
 
 
 def test_paired_test_and_kendall_tau() -> None:
