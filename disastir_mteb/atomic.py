@@ -8,6 +8,7 @@ itself, never the file it points to.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import json
@@ -15,6 +16,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +95,22 @@ def atomic_result_cache(folder: str | Path | None = None) -> ResultCache:
     return cls(Path(folder)) if folder is not None else cls()
 
 
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` between processes (POSIX ``flock``; no lock where there is none)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: runs sharing one output folder may lose a run_settings.jsonl line
+        yield
+        return
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @functools.cache
 def _atomic_result_cache_class() -> type[ResultCache]:
     from mteb import ResultCache
@@ -115,13 +133,14 @@ def _atomic_result_cache_class() -> type[ResultCache]:
                 staging = ResultCache(staging_root)
                 staged = staging.get_task_result_path(**where).parent
                 staged.mkdir(parents=True)
-                if (target / "run_settings.jsonl").is_file():  # mteb merges its lines with the existing ones
-                    shutil.copyfile(target / "run_settings.jsonl", staged / "run_settings.jsonl")
-                staging.save_to_cache(task_result, model_name, model_revision, encode_kwargs=encode_kwargs)
-                target.mkdir(parents=True, exist_ok=True)
-                # the task file last: it is what marks the task as done, so it never lands without its metadata
-                for file in sorted(staged.iterdir(), key=lambda f: f.name == f"{task_result.task_name}.json"):
-                    os.replace(file, target / file.name)
+                with _locked(root / ".disastir-results.lock"):  # another run's merge of run_settings.jsonl waits
+                    if (target / "run_settings.jsonl").is_file():  # mteb merges its lines with the existing ones
+                        shutil.copyfile(target / "run_settings.jsonl", staged / "run_settings.jsonl")
+                    staging.save_to_cache(task_result, model_name, model_revision, encode_kwargs=encode_kwargs)
+                    target.mkdir(parents=True, exist_ok=True)
+                    # the task file last: it marks the task as done, so it never lands without its metadata
+                    for file in sorted(staged.iterdir(), key=lambda f: f.name == f"{task_result.task_name}.json"):
+                        os.replace(file, target / file.name)
             finally:
                 shutil.rmtree(staging_root, ignore_errors=True)
 

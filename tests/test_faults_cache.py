@@ -138,8 +138,8 @@ def _outputs(out: Path) -> dict[str, Any]:
 def _broken_files(root: Path, *, hidden_ok: bool = False) -> list[str]:
     """Files under ``root`` that are half-written (do not parse) or temporary leftovers (hidden names)."""
     broken = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        if any(part.startswith(".") for part in path.relative_to(root).parts):
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != ".disastir-results.lock"):
+        if any(part.startswith(".") for part in path.relative_to(root).parts):  # the lock file stays, empty
             if not hidden_ok:
                 broken.append(f"{path}: temporary leftover")
             continue

