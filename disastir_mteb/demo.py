@@ -24,6 +24,8 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
     ``DISASTIR_DATA_DIR`` is pointed at the generated sample for this process, so the tasks
     read it instead of the Hub. ``report``: a folder for the Markdown report and its heatmap (None: none).
     """
+    import mteb
+
     from disastir_mteb.bundled import load_bundled_model
     from disastir_mteb.runner import evaluate
     from disastir_mteb.sample import sample_dir
@@ -49,17 +51,15 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
     say(grid.to_text("NDCG@10 x100"))
     say("")
     say("Synthetic sample data: these numbers test the pipeline, they are not DisastIR results.")
+    folder = mteb.ResultCache(Path(output_folder)).get_task_result_path(tasks[0].metadata.name,
+                                                                          searcher.mteb_model_meta).parent
     say(f"Corpus of {corpus_size} passages: {searcher.passages_encoded} encoded now, "
         f"{corpus_size - searcher.passages_encoded} from the cache; {searcher.corpus_indexings} index for "
-        f"{len(tasks)} tasks; {time.perf_counter() - started:.0f} s; results in {Path(output_folder).resolve()}")
+        f"{len(tasks)} tasks; {time.perf_counter() - started:.0f} s; results in {folder.resolve()}")
     if report is not None:
-        import mteb
-
         from disastir_mteb.report import write_report
         from disastir_mteb.results import load_result_set
 
-        folder = mteb.ResultCache(Path(output_folder)).get_task_result_path(tasks[0].metadata.name,
-                                                                              searcher.mteb_model_meta).parent
         written = write_report([load_result_set(folder)], report, formats=["md"])
         say(f"Report with heatmap: {next(p for p in written if p.suffix == '.md').resolve()}")
     return grid
