@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mteb import ResultCache
 
-__all__ = ["atomic_result_cache", "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = ["atomic_result_cache", "write_bytes_atomic", "write_json_atomic", "write_text_atomic", "writer_gone"]
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -62,8 +62,8 @@ def write_json_atomic(path: str | Path, payload: Any) -> Path:
     return write_text_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
 
-def _gone(pid: str) -> bool:
-    """Whether no process ``pid`` runs (a decimal string; anything else counts as running)."""
+def writer_gone(pid: str) -> bool:
+    """Whether the process ``pid`` that named a temporary file is gone (a decimal string; else: running)."""
     if not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
@@ -78,7 +78,7 @@ def _gone(pid: str) -> bool:
 def _remove_orphans(folder: Path, prefix: str) -> None:
     """Delete the temporary files or folders ``<prefix><pid>...`` in ``folder`` whose writing process is gone."""
     for path in folder.glob(glob.escape(prefix) + "*"):
-        if _gone(re.match(r"\d*", path.name[len(prefix):]).group()):  # type: ignore[union-attr]
+        if writer_gone(re.match(r"\d*", path.name[len(prefix):]).group()):  # type: ignore[union-attr]
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 

@@ -576,10 +576,7 @@ def _encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], orde
     with tqdm(total=len(texts), desc=f"Encoding {progress}", unit=unit, disable=progress is None,
               dynamic_ncols=True) as bar:
         outputs = encode_chunks(encode, [[texts[int(i)] for i in rows] for rows in ranges], on_batch=bar.update)
-        streams = callable(getattr(encode, "encode_stream", None))  # a streaming encoder reports every batch
         for rows, output in zip(ranges, outputs, strict=True):
-            if not streams:
-                bar.update(len(rows))
             vectors = output.detach().float().cpu().numpy() if hasattr(output, "detach") else np.asarray(output)
             if out is None:
                 out = np.empty((len(texts), vectors.shape[1]), np.float32)

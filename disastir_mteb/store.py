@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from disastir_mteb.atomic import writer_gone
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
     from typing import IO
@@ -316,7 +318,6 @@ class EmbeddingStore:
                   desc=f"Encoding {key.side}", dynamic_ncols=True) as bar:
             while True:
                 todo = [r for r in ranges if r not in done]
-                streams = callable(getattr(encode, "encode_stream", None))
                 outputs = encode_chunks(encode, [_chunk_texts(texts, positions, r) for r in todo], on_batch=bar.update)
                 try:
                     for (start, stop), output in zip(todo, outputs, strict=True):
@@ -335,8 +336,6 @@ class EmbeddingStore:
                                 memory = self._unpersisted(folder, error)
                         if memory is not None:
                             memory[(start, stop)] = vectors
-                        if not streams:
-                            bar.update(stop - start)
                 finally:
                     getattr(outputs, "close", lambda: None)()
                 dims = list(done.values())
@@ -419,15 +418,24 @@ class EmbeddingStore:
 
 def encode_chunks(encode: Callable[[list[str]], Any], chunks: Sequence[list[str]],
                   on_batch: Callable[[int], None] | None = None) -> Iterator[Any]:
-    """Each chunk's encoder output, in order.
+    """Each chunk's encoder output, in order; ``on_batch`` hears of every text encoded (for a progress bar).
 
     Through ``encode.encode_stream`` when it has one (so the encoder works across chunk boundaries
-    and reports every batch to ``on_batch``), else one ``encode`` call per chunk.
+    and reports every batch to ``on_batch``), else one ``encode`` call per chunk, reported per chunk.
     """
     stream = getattr(encode, "encode_stream", None)
     if callable(stream):
         return stream(chunks, on_batch=on_batch)
-    return (encode(chunk) for chunk in chunks)
+    return _per_chunk(encode, chunks, on_batch)
+
+
+def _per_chunk(encode: Callable[[list[str]], Any], chunks: Sequence[list[str]],
+               on_batch: Callable[[int], None] | None) -> Iterator[Any]:
+    for chunk in chunks:
+        output = encode(chunk)
+        if on_batch is not None:
+            on_batch(len(chunk))
+        yield output
 
 
 def _chunk_name(rows: tuple[int, int]) -> str:
@@ -551,15 +559,8 @@ def _replace_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
 def _remove_orphan_temporaries(folder: Path) -> None:
     """Delete temporary files left by processes that died mid-write (a killed run's 1 GB leftovers)."""
     for path in folder.glob(".*.tmp"):
-        pid = path.name.rsplit(".", 2)[-2]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if writer_gone(path.name.rsplit(".", 2)[-2]):
             path.unlink(missing_ok=True)
-        except PermissionError:  # alive, owned by someone else
-            continue
 
 
 def _library_versions() -> dict[str, str | None]:
