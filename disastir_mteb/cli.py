@@ -62,11 +62,14 @@ def _demo(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    from disastir_mteb.grid import grid_from_results
-    from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks
+    from tqdm.auto import tqdm
 
+    from disastir_mteb.grid import grid_from_results
+    from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks, result_folder
+
+    local_model = args.model == "bundled" or Path(args.model).exists()
     local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
-    _offline_if_unreachable(not local_data or not (args.model == "bundled" or Path(args.model).exists()))
+    _offline_if_unreachable(needs_hub=not (local_model and local_data))
     _use_data(args.data)
     _quiet(args.quiet)
     tasks = resolve_tasks(args.tasks, args.benchmarks)
@@ -84,16 +87,12 @@ def _run(args: argparse.Namespace) -> int:
         score = task_result.get_score()  # type: ignore[attr-defined]
         tqdm.write(f"{task_result.task_name:<24} ndcg@10 {100 * score:6.2f}  ({seconds:.1f} s)")  # type: ignore[attr-defined]  # above the task bar
 
-    from mteb import ResultCache
-    from tqdm.auto import tqdm
-
     result = evaluate(searcher, tasks, search=args.search, ann_preset=args.ann_preset, ann_params=ann_params,
                       output_folder=args.output_folder, overwrite=args.overwrite, show_progress=not args.quiet,
                       on_task_done=summary)
     print(grid_from_results(result.task_results).to_text("NDCG@10 x100"))
     loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
-    folder = ResultCache(Path(args.output_folder)).get_task_result_path(
-        result.task_results[0].task_name, searcher.mteb_model_meta).parent.resolve()
+    folder = result_folder(searcher, result.task_results[0].task_name, args.output_folder).resolve()
     print(f"{len(result.task_results)} task result(s) in {folder}; "
           f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
           f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}.")

@@ -511,7 +511,7 @@ def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
         log.info("%s", report.summary())
     else:
         log.warning("%s%s", report.summary(),
-                       f" (e.g. {'; '.join(report.unmatched_examples)})" if report.unmatched_examples else "")
+                    f" (e.g. {'; '.join(report.unmatched_examples)})" if report.unmatched_examples else "")
 
     # models see stripped queries, as in the authors' pipeline (they strip every user_query)
     queries = Dataset.from_dict({"id": kept, "text": [query_text_by_id[q].strip() for q in kept]})

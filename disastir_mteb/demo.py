@@ -24,10 +24,8 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
     ``DISASTIR_DATA_DIR`` is pointed at the generated sample for this process, so the tasks
     read it instead of the Hub. ``report``: a folder for the Markdown report and its heatmap (None: none).
     """
-    import mteb
-
     from disastir_mteb.bundled import load_bundled_model
-    from disastir_mteb.runner import evaluate
+    from disastir_mteb.runner import evaluate, result_folder
     from disastir_mteb.sample import sample_dir
     from disastir_mteb.search import SharedCorpusSearch
     from disastir_mteb.store import EmbeddingStore
@@ -51,8 +49,7 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
     say(grid.to_text("NDCG@10 x100"))
     say("")
     say("Synthetic sample data: these numbers test the pipeline, they are not DisastIR results.")
-    folder = mteb.ResultCache(Path(output_folder)).get_task_result_path(tasks[0].metadata.name,
-                                                                          searcher.mteb_model_meta).parent
+    folder = result_folder(searcher, tasks[0].metadata.name, output_folder)
     say(f"Corpus of {corpus_size} passages: {searcher.passages_encoded} encoded now, "
         f"{corpus_size - searcher.passages_encoded} from the cache; {searcher.corpus_indexings} index for "
         f"{len(tasks)} tasks; {time.perf_counter() - started:.0f} s; results in {folder.resolve()}")

@@ -33,7 +33,8 @@ logger = logging.getLogger(__name__)
 
 _DISASTIR_TASKS = frozenset(TASK_NAMES)
 
-__all__ = ["ModelLoadError", "build_search", "check_search", "evaluate", "load_model", "resolve_tasks"]
+__all__ = ["ModelLoadError", "build_search", "check_search", "evaluate", "load_model", "resolve_tasks",
+           "result_folder"]
 
 Search = Literal["exact", "ann"]
 
@@ -234,6 +235,7 @@ def evaluate(
 
     from disastir_mteb.atomic import atomic_result_cache
     from disastir_mteb.encoding import check_count, parse_precision
+    from disastir_mteb.per_query import data_provenance
     from disastir_mteb.search import SharedCorpusSearch
 
     ann = check_search(search, ann_preset, ann_params)
@@ -259,6 +261,7 @@ def evaluate(
     _check_inside(cache, task_list, searcher)
     searcher.keep_rankings = True  # per-query files need each task's search results
     preloaded = {task.metadata.name for task in task_list if task.data_loaded}
+    provenance = data_provenance()  # one data folder (or Hub revision) for the whole run
     task_results: list[TaskResult] = []
     result: ModelResult | None = None
     with _datasets_bars_off():  # their per-step "Map" bars would print over the corpus and task bars
@@ -274,7 +277,7 @@ def evaluate(
                                    encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
                                    overwrite_strategy="always" if rerun else "only-missing")
             task_results.extend(result.task_results)
-            _write_per_query(searcher, task, cache)
+            _write_per_query(searcher, task, cache, provenance)
             if task.metadata.name not in preloaded:
                 task.unload_data()  # frees the task's queries and qrels; the shared corpus stays with the loader
             if on_task_done is not None:
@@ -289,15 +292,26 @@ def evaluate(
     return result.model_copy(update={"task_results": task_results})
 
 
+def result_folder(searcher: SharedCorpusSearch, task_name: str, output_folder: str | Path | None = None) -> Path:
+    """Where mteb files ``task_name``'s result for this search model: ``<output>/results/<org>__<model>/<revision>``.
+
+    (plus ``experiments/<settings>`` for an ANN, instruction or precision run); the runner's summary names it.
+    """
+    from disastir_mteb.atomic import atomic_result_cache
+
+    return Path(atomic_result_cache(output_folder).get_task_result_path(task_name, searcher.mteb_model_meta)).parent
+
+
 def _check_inside(cache: Any, tasks: Sequence[AbsTask], searcher: SharedCorpusSearch) -> None:
     """Refuse a model name or revision that would put result files outside the output folder (``../..``)."""
+    if not tasks:
+        return
     root = Path(cache.cache_path).resolve()
-    for task in tasks[:1]:
-        path = Path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)).resolve()
-        if not path.is_relative_to(root):
-            meta = searcher.mteb_model_meta
-            raise ValueError(f"Model {getattr(meta, 'name', '?')!r} revision {getattr(meta, 'revision', '?')!r} "
-                             f"would write its results to {path}, outside {root}; fix the model's name or revision.")
+    path = Path(cache.get_task_result_path(tasks[0].metadata.name, searcher.mteb_model_meta)).resolve()
+    if not path.is_relative_to(root):
+        meta = searcher.mteb_model_meta
+        raise ValueError(f"Model {getattr(meta, 'name', '?')!r} revision {getattr(meta, 'revision', '?')!r} "
+                         f"would write its results to {path}, outside {root}; fix the model's name or revision.")
 
 
 @contextlib.contextmanager
@@ -314,9 +328,12 @@ def _datasets_bars_off() -> Iterator[None]:
             datasets_logging.enable_progress_bar()
 
 
-def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> None:
-    """Score the task's last search per query and write it beside mteb's result file (if it was searched)."""
-    from disastir_mteb.per_query import data_provenance, per_query_path, score_queries, write_per_query
+def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, data: Mapping[str, object]) -> None:
+    """Score the task's last search per query and write it beside mteb's result file (if it was searched).
+
+    ``data``: which data the run read (:func:`~disastir_mteb.per_query.data_provenance`), recorded beside.
+    """
+    from disastir_mteb.per_query import per_query_path, score_queries, write_per_query
 
     splits, subsets = list(task.metadata.eval_splits), list(task.hf_subsets)
     found = [searcher.rankings.pop((task.metadata.name, split, subset), None) for split in splits for subset in subsets]
@@ -325,7 +342,7 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
         return  # results came from mteb's cache, the data was unloaded, or several splits (one file per task)
     record = score_queries(task.metadata.name, found[0], dataset[subsets[0]][splits[0]]["relevant_docs"])
     write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)), record,
-                    settings=searcher.encoding_settings(), data=data_provenance())
+                    settings=searcher.encoding_settings(), data=data)
 
 
 def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:

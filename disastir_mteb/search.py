@@ -587,11 +587,11 @@ def _encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], orde
 def _declared_dimension(model: Any) -> int | None:
     """The output dimension a SentenceTransformer (bare or behind known wrappers) computes from its modules."""
     inner = getattr(getattr(model, "model", None), "model", None) or getattr(model, "model", None) or model
-    for name in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
-        if plain_sentence_transformer(inner) and callable(getattr(inner, name, None)):
-            dim = getattr(inner, name)()
-            return int(dim) if dim else None
-    return None
+    if not plain_sentence_transformer(inner):
+        return None
+    dimension = getattr(inner, "get_embedding_dimension", None) or inner.get_sentence_embedding_dimension  # ST < 6
+    dim = dimension()
+    return int(dim) if dim else None
 
 
 @dataclasses.dataclass(frozen=True)
