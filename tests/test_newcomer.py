@@ -152,3 +152,43 @@ def test_progress_bars_the_readme_promises_and_no_others(tiny: Path, tmp_path: P
     for bar in ("Loading tasks", "Encoding corpus", "Encoding queries", "Evaluating tasks"):
         assert bar in err, bar
     assert "Map" not in err and "Standardizing" not in err
+
+
+def test_evaluate_accepts_a_model_meta_and_a_plain_callable(tiny: Path, use_data: object, tmp_path: Path,
+                                                            bundled_model: object) -> None:
+    """The docstring's other model kinds: a ``ModelMeta`` is loaded, a ``list[str] -> array`` callable is wrapped."""
+    import disastir_mteb
+    from disastir_mteb.hashing_encoder import HashingEncoder
+
+    use_data(tiny)
+    meta = bundled_model.mteb_model_meta.model_copy(  # type: ignore[attr-defined]
+        update={"loader": lambda name, revision=None, **kwargs: bundled_model, "loader_kwargs": {}})
+
+    def scores(model: object, out: str) -> list[float]:
+        result = disastir_mteb.evaluate(model, TWO, cache_dir=False, output_folder=tmp_path / out, show_progress=False)
+        return [r.get_score() for r in result.task_results]
+
+    assert scores(meta, "meta") == pytest.approx(scores(bundled_model, "wrapped"), abs=1e-6)
+    assert scores(HashingEncoder().embed, "callable") == pytest.approx(scores(HashingEncoder(), "hashing"), abs=1e-6)
+
+
+def test_no_network_goes_offline_at_once(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """README: without a network the command line switches to the local cache after one short probe."""
+    import os
+    import socket
+
+    from disastir_mteb import cli
+
+    def unreachable(address: tuple[str, int], timeout: float) -> socket.socket:
+        assert address == ("huggingface.co", 443) and timeout == 3
+        raise OSError("Name or service not known")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    cli._offline_if_unreachable(needs_hub=False)  # nothing from the Hub: no probe
+    assert "HF_HUB_OFFLINE" not in os.environ
+    cli._offline_if_unreachable(needs_hub=True)
+    assert os.environ["HF_HUB_OFFLINE"] == os.environ["HF_DATASETS_OFFLINE"] == "1"
+    assert "huggingface.co cannot be reached; using the local Hugging Face cache only" in capsys.readouterr().err
