@@ -45,8 +45,8 @@ import time
 import numpy as np
 from mteb.similarity_functions import cos_sim
 
-from disastir_mteb.exact_search import top_k_inner_product
-from disastir_mteb.usearch_index import PRESETS, UsearchIndex, resolve_params
+from disastir_mteb.search.exact_search import top_k_inner_product
+from disastir_mteb.search.usearch_index import PRESETS, UsearchIndex, resolve_params
 
 TOP_K = 10
 
@@ -191,19 +191,19 @@ def run_runner(args: argparse.Namespace) -> None:
     import tempfile
     from pathlib import Path
 
-    from disastir_mteb.compare import compare_sets
-    from disastir_mteb.exact_search import ExactIndex
-    from disastir_mteb.hashing_encoder import HashingEncoder
-    from disastir_mteb.results import find_result_sets, load_result_set
+    from disastir_mteb.benchmark.sample import sample_dir
+    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
+    from disastir_mteb.results.compare import compare_sets
+    from disastir_mteb.results.result_sets import find_result_sets, load_result_set
     from disastir_mteb.runner import evaluate
-    from disastir_mteb.sample import sample_dir
-    from disastir_mteb.search import SharedCorpusSearch
-    from disastir_mteb.store import EmbeddingStore
-    from disastir_mteb.taxonomy import TASK_NAMES
+    from disastir_mteb.search.exact_search import ExactIndex
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.search.store import EmbeddingStore
 
     work = Path(tempfile.mkdtemp(prefix="ann-runner-"))
     if args.runner_passages:
-        from disastir_mteb.sample import SampleScale, write_sample
+        from disastir_mteb.benchmark.sample import SampleScale, write_sample
 
         n = args.runner_passages
         scale = SampleScale(f"ann{n}", n_passages=n, queries_per_task=min(200, n // 96), judged_per_query=30,
@@ -215,7 +215,7 @@ def run_runner(args: argparse.Namespace) -> None:
     os.environ["DISASTIR_DATA_DIR"] = str(data)
     store = EmbeddingStore(work / "store")
     if args.runner_model == "bundled":
-        from disastir_mteb.bundled import load_bundled_model
+        from disastir_mteb.models.bundled import load_bundled_model
 
         model, label = load_bundled_model(), "bundled all-MiniLM-L6-v2"
     else:

@@ -27,7 +27,7 @@ def pack(out: Path) -> None:
     import torch
     from safetensors.torch import load_file
 
-    from disastir_mteb.bundled import bundled_model_path
+    from disastir_mteb.models.bundled import bundled_model_path
 
     source = bundled_model_path()
     out.mkdir(parents=True, exist_ok=True)
@@ -76,7 +76,7 @@ def fidelity(original: Path, rebuilt: Path) -> float:
     """Minimum cosine between the two models' embeddings of 200 synthetic passages."""
     from sentence_transformers import SentenceTransformer
 
-    from disastir_mteb.sample import sample_dir
+    from disastir_mteb.benchmark.sample import sample_dir
 
     texts = [line.split('"text": "', 1)[1][:2000] for line in
              (sample_dir("small") / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:200]]

@@ -62,7 +62,7 @@ def load(model: str, device: str) -> Any:
     from mteb.models import SentenceTransformerEncoderWrapper
     from sentence_transformers import SentenceTransformer
 
-    from disastir_mteb.bundled import BUNDLED_MODEL, bundled_model_path
+    from disastir_mteb.models.bundled import BUNDLED_MODEL, bundled_model_path
 
     path = bundled_model_path() if model == "bundled" else Path(model)
     wrapper = SentenceTransformerEncoderWrapper(SentenceTransformer(str(path), device=device))
@@ -87,8 +87,8 @@ def timed(function: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:
 def run_runner(model: Any, work: Path, name: str, *, store: Path, batch_size: int, precision: str | None,
                search: str = "exact") -> dict[str, Any]:
     """``disastir_mteb.evaluate`` on all 48 tasks; seconds, counters and the encoding summary."""
+    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
     from disastir_mteb.runner import build_search, evaluate
-    from disastir_mteb.taxonomy import TASK_NAMES
 
     ann = None
     if search == "ann":
@@ -127,8 +127,8 @@ def main() -> None:
 
     import mteb
 
-    from disastir_mteb.encoding import apply_precision
-    from disastir_mteb.taxonomy import TASK_NAMES
+    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+    from disastir_mteb.search.encoding import apply_precision
 
     work = Path(args.work or tempfile.mkdtemp(prefix="runner-speed-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import sys
 
-from disastir_mteb.instructions import INSTRUCTION_SETS, TEMPLATES
+from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, TASK_NAMES, Category, Intent
+from disastir_mteb.models.instructions import INSTRUCTION_SETS, TEMPLATES
 from disastir_mteb.registry import register
 from disastir_mteb.runner import evaluate
-from disastir_mteb.taxonomy import CATEGORIES, INTENTS, TASK_NAMES, Category, Intent
+from disastir_mteb.util import moved_modules
 
 __all__ = [
     "CATEGORIES",
@@ -37,9 +38,9 @@ __all__ = [
 
 #: Names imported on first use, by module: they import mteb (seconds) or USearch.
 _LAZY = {
-    "PRESETS": "usearch_index", "AnnParams": "usearch_index", "UsearchIndex": "usearch_index",
-    "DATASET_REPO": "tasks", "DATASET_REVISION": "tasks", "get_tasks": "tasks",
-    "with_instructions": "adapter",
+    "PRESETS": "search.usearch_index", "AnnParams": "search.usearch_index", "UsearchIndex": "search.usearch_index",
+    "DATASET_REPO": "benchmark.tasks", "DATASET_REVISION": "benchmark.tasks", "get_tasks": "benchmark.tasks",
+    "with_instructions": "models.adapter",
 }
 
 
@@ -71,4 +72,5 @@ def _register_with_mteb() -> None:
     arm()
 
 
+moved_modules.install()
 _register_with_mteb()

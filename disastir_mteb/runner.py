@@ -1,13 +1,13 @@
 """``disastir_mteb.evaluate``: a model x DisastIR tasks -> mteb results, one corpus encoding for all.
 
 The runner resolves the model (a name for ``mteb.get_model``, ``"bundled"`` for the packaged
-MiniLM, or any model object), optionally wraps it with :func:`~disastir_mteb.adapter.with_instructions`,
+MiniLM, or any model object), optionally wraps it with :func:`~disastir_mteb.models.adapter.with_instructions`,
 and evaluates each task with ``mteb.evaluate``, so scores and result files are mteb's own. The
-search goes through :class:`~disastir_mteb.search.SharedCorpusSearch`: the shared corpus is encoded
+search goes through :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`: the shared corpus is encoded
 once (and persisted under ``DISASTIR_CACHE_DIR``, so a killed run resumes and a second run encodes
 nothing), indexed once (exactly, or as one USearch HNSW graph with ``search="ann"``), and searched by
 every task. Beside each mteb result file the runner writes the task's per-query NDCG@10 and top-10
-rankings (:mod:`disastir_mteb.per_query`), which ``disastir-mteb compare`` reads.
+rankings (:mod:`disastir_mteb.results.per_query`), which ``disastir-mteb compare`` reads.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from disastir_mteb.taxonomy import TASK_NAMES, get_spec
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES, get_spec
 
 if TYPE_CHECKING:
     from mteb import AbsTask
     from mteb.results import ModelResult, TaskResult
 
-    from disastir_mteb.instructions import InstructionConfig
-    from disastir_mteb.search import SharedCorpusSearch
-    from disastir_mteb.usearch_index import AnnParams
+    from disastir_mteb.models.instructions import InstructionConfig
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.search.usearch_index import AnnParams
 
 logger = logging.getLogger(__name__)
 
@@ -42,16 +42,16 @@ Search = Literal["exact", "ann"]
 def load_model(model: Any, *, device: str | None = None) -> Any:
     """An mteb encoder from a name (``mteb.get_model``), ``"bundled"`` (packaged MiniLM) or an object.
 
-    Objects go through :func:`~disastir_mteb.adapter.as_mteb_encoder`: a SentenceTransformer gets
+    Objects go through :func:`~disastir_mteb.models.adapter.as_mteb_encoder`: a SentenceTransformer gets
     mteb's own wrapper, exactly as ``mteb.evaluate`` would wrap it.
     """
     if not isinstance(model, str):
-        from disastir_mteb.adapter import as_mteb_encoder
-        from disastir_mteb.search import SharedCorpusSearch
+        from disastir_mteb.models.adapter import as_mteb_encoder
+        from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
         return model if isinstance(model, SharedCorpusSearch) else as_mteb_encoder(model, "evaluate()")
     if model == "bundled":
-        from disastir_mteb.bundled import load_bundled_model
+        from disastir_mteb.models.bundled import load_bundled_model
 
         return load_bundled_model(device=device)
     if Path(model).expanduser().is_dir():
@@ -79,7 +79,7 @@ def _load_folder(folder: Path, device: str | None) -> Any:
     """A SentenceTransformer saved in a local folder, filed in results as ``local/<folder name>``."""
     from sentence_transformers import SentenceTransformer
 
-    from disastir_mteb.adapter import as_mteb_encoder
+    from disastir_mteb.models.adapter import as_mteb_encoder
 
     try:
         encoder = as_mteb_encoder(SentenceTransformer(str(folder), device=device, local_files_only=True))
@@ -125,14 +125,14 @@ def check_search(search: str, ann_preset: str = "paper",
 
     Args:
         search: ``"exact"`` or ``"ann"``.
-        ann_preset: a preset of :data:`~disastir_mteb.usearch_index.PRESETS` (``paper`` = the DisastIR setting).
+        ann_preset: a preset of :data:`~disastir_mteb.search.usearch_index.PRESETS` (``paper`` = the DisastIR setting).
         ann_params: overrides of single parameters, e.g. ``{"expansion_search": 128}``.
 
     Raises:
         ValueError: an unknown ``search`` value, preset or parameter, or ANN parameters given for exact search.
     """
     if search == "ann":
-        from disastir_mteb.usearch_index import resolve_params
+        from disastir_mteb.search.usearch_index import resolve_params
 
         return resolve_params(ann_preset, **dict(ann_params or {}))
     if search != "exact":
@@ -159,11 +159,11 @@ def build_search(
     """The search model the runner evaluates: model -> instructions -> store -> ``SharedCorpusSearch``.
 
     Arguments as in :func:`evaluate`; ``devices``, ``ann`` and ``tokenize_threads`` as in
-    :class:`~disastir_mteb.search.SharedCorpusSearch`.
+    :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`.
     """
-    from disastir_mteb.adapter import with_instructions
-    from disastir_mteb.search import SharedCorpusSearch
-    from disastir_mteb.store import EmbeddingStore
+    from disastir_mteb.models.adapter import with_instructions
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.search.store import EmbeddingStore
 
     encoder = load_model(model)
     if instructions is not None:
@@ -196,7 +196,7 @@ def evaluate(
     Args:
         model: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, a model
             name for ``mteb.get_model``, ``"bundled"``, or a ready
-            :class:`~disastir_mteb.search.SharedCorpusSearch` (whose counters then tell what was
+            :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` (whose counters then tell what was
             encoded).
         tasks: task names or mteb task objects (any mteb retrieval task works; tasks sharing a
             corpus share its encoding and index).
@@ -206,7 +206,7 @@ def evaluate(
         ann_preset: the ANN preset: ``paper`` (the DisastIR setting), ``exact``, ``f16``, ``i8``, ``b1``.
         ann_params: overrides of single ANN parameters, e.g. ``{"expansion_search": 128}``.
         instructions: None (the model as it is), ``"disastir"``, ``"dmretriever"``, ``"none"`` or a
-            mapping {intent: instruction}; see :func:`~disastir_mteb.adapter.with_instructions`.
+            mapping {intent: instruction}; see :func:`~disastir_mteb.models.adapter.with_instructions`.
         template: the instruction template (default: the set's published one).
         instruct_passages: also put the instruction before passages.
         cache_dir: where embeddings persist (default ``DISASTIR_CACHE_DIR``); ``False`` keeps them
@@ -233,10 +233,10 @@ def evaluate(
     import mteb
     from tqdm.auto import tqdm
 
-    from disastir_mteb.atomic import atomic_result_cache
-    from disastir_mteb.encoding import check_count, parse_precision
-    from disastir_mteb.per_query import data_provenance
-    from disastir_mteb.search import SharedCorpusSearch
+    from disastir_mteb.results.per_query import data_provenance
+    from disastir_mteb.search.encoding import check_count, parse_precision
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.util.atomic import atomic_result_cache
 
     ann = check_search(search, ann_preset, ann_params)
     check_count("batch_size", batch_size, 1, "the default, 32")  # these two before any model is loaded
@@ -297,7 +297,7 @@ def result_folder(searcher: SharedCorpusSearch, task_name: str, output_folder: s
 
     (plus ``experiments/<settings>`` for an ANN, instruction or precision run); the runner's summary names it.
     """
-    from disastir_mteb.atomic import atomic_result_cache
+    from disastir_mteb.util.atomic import atomic_result_cache
 
     return Path(atomic_result_cache(output_folder).get_task_result_path(task_name, searcher.mteb_model_meta)).parent
 
@@ -331,9 +331,9 @@ def _datasets_bars_off() -> Iterator[None]:
 def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, data: Mapping[str, object]) -> None:
     """Score the task's last search per query and write it beside mteb's result file (if it was searched).
 
-    ``data``: which data the run read (:func:`~disastir_mteb.per_query.data_provenance`), recorded beside.
+    ``data``: which data the run read (:func:`~disastir_mteb.results.per_query.data_provenance`), recorded beside.
     """
-    from disastir_mteb.per_query import per_query_path, score_queries, write_per_query
+    from disastir_mteb.results.per_query import per_query_path, score_queries, write_per_query
 
     splits, subsets = list(task.metadata.eval_splits), list(task.hf_subsets)
     found = [searcher.rankings.pop((task.metadata.name, split, subset), None) for split in splits for subset in subsets]
@@ -350,7 +350,7 @@ def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
 
     Such a task is evaluated again (from the stored embeddings) so that the file appears.
     """
-    from disastir_mteb.per_query import per_query_path
+    from disastir_mteb.results.per_query import per_query_path
 
     if task.metadata.name not in _DISASTIR_TASKS:
         return False

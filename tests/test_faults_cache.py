@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from disastir_mteb.hashing_encoder import HashingEncoder
+from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner import evaluate
-from disastir_mteb.search import SharedCorpusSearch
-from disastir_mteb.store import EmbeddingStore
-from disastir_mteb.usearch_index import resolve_params
+from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+from disastir_mteb.search.store import EmbeddingStore
+from disastir_mteb.search.usearch_index import resolve_params
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
 PACKAGE = Path(__file__).resolve().parents[1] / "disastir_mteb"
@@ -36,7 +36,7 @@ N_PASSAGES, CHUNK = 300, 64  # 5 chunk files: 64 x 4 + 44
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from disastir_mteb.sample import SampleScale, write_sample
+    from disastir_mteb.benchmark.sample import SampleScale, write_sample
 
     scale = SampleScale("tiny", n_passages=N_PASSAGES, queries_per_task=2, judged_per_query=6, passage_words=16)
     return write_sample(tmp_path_factory.mktemp("tiny") / "data", scale=scale)
@@ -57,9 +57,9 @@ from pathlib import Path
 cfg = json.loads(sys.argv[1])
 os.environ["DISASTIR_DATA_DIR"] = cfg["data"]
 import mteb
-from disastir_mteb import store
+from disastir_mteb.search.shared_corpus import store
 from disastir_mteb.runner import evaluate
-from disastir_mteb.search import SharedCorpusSearch
+from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
@@ -83,10 +83,10 @@ if kill == "mid-result":  # SIGKILL inside mteb's writer, half of the first resu
         die()
     TaskResult.to_disk = half
 if cfg["model"] == "minilm":
-    from disastir_mteb.bundled import load_bundled_model
+    from disastir_mteb.models.bundled import load_bundled_model
     model = load_bundled_model(device="cpu")
 else:
-    from disastir_mteb.hashing_encoder import HashingEncoder
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
     model = HashingEncoder()
     if cfg.get("slow"):
         embed = model.embed
@@ -198,7 +198,7 @@ def test_another_model_of_another_dimension_is_never_mixed_up(on_tiny: Path, tmp
 def test_stale_entry_of_a_changed_model_is_rebuilt_when_fresh_vectors_came_first(tmp_path: Path,
                                                                                  caplog: pytest.LogCaptureFixture
                                                                                  ) -> None:
-    from disastir_mteb.store import StoreKey, fingerprint_texts
+    from disastir_mteb.search.store import StoreKey, fingerprint_texts
 
     texts = [f"flood bulletin {i}" for i in range(40)]
 
@@ -209,7 +209,7 @@ def test_stale_entry_of_a_changed_model_is_rebuilt_when_fresh_vectors_came_first
     store = EmbeddingStore(tmp_path)  # a new process, whose model now gives 4 dimensions
     store.get_or_encode(key("corpus"), texts, lambda t: np.ones((len(t), 4)), progress=False)
     assert store.cached(key("queries"), len(texts)) is None  # stale: the caller encodes it again
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.store"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
         vectors = store.get_or_encode(key("queries"), texts, lambda t: np.ones((len(t), 4)), progress=False)
     assert vectors.shape == (40, 4) and store.last_encoded_rows == 40
     assert _warnings(caplog) == [f"Embedding cache {store.folder(key('queries'))} holds 8-dimensional vectors, "
@@ -223,7 +223,7 @@ def test_a_sentence_transformer_changed_in_place_is_not_served_its_old_vectors(
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Dense
 
-    from disastir_mteb.bundled import bundled_model_path
+    from disastir_mteb.models.bundled import bundled_model_path
 
     store = EmbeddingStore(tmp_path / "cache")
     evaluate(SharedCorpusSearch(bundled_model, store=store, progress=False), TASKS[:1],
@@ -233,7 +233,7 @@ def test_a_sentence_transformer_changed_in_place_is_not_served_its_old_vectors(
     changed = SentenceTransformerEncoderWrapper(model)
     changed.mteb_model_meta = bundled_model.mteb_model_meta  # the name and revision of the cached vectors
     searcher = SharedCorpusSearch(changed, store=EmbeddingStore(tmp_path / "cache"), progress=False)
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.store"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
         evaluate(searcher, TASKS[:1], output_folder=tmp_path / "new", show_progress=False)
     assert searcher.passages_encoded == N_PASSAGES  # rebuilt, not served
     assert any("holds 384-dimensional vectors, not the model's 64: rebuilding." in w for w in _warnings(caplog))
@@ -241,7 +241,7 @@ def test_a_sentence_transformer_changed_in_place_is_not_served_its_old_vectors(
 
 def _kill_after_chunks(searcher: SharedCorpusSearch, chunks: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the store raise KeyboardInterrupt (a Ctrl-C) once ``chunks`` chunk files are in place."""
-    from disastir_mteb import store as store_module
+    from disastir_mteb.search.shared_corpus import store as store_module
 
     real, written = store_module._replace_atomic, []
 
@@ -272,7 +272,7 @@ def test_damaged_chunk_file_is_re_encoded_with_a_warning_naming_it(on_tiny: Path
                            "empty": b""}[damage])
 
     resumed = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, chunk_size=CHUNK)
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.store"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
         scores = _scores(evaluate(resumed, TASKS[:1], output_folder=tmp_path / "out", show_progress=False))
     assert resumed.passages_encoded == N_PASSAGES - 2 * CHUNK  # chunks 1 and 3 reused, 2, 4 and 5 encoded
     (warning,) = _warnings(caplog)
@@ -302,7 +302,7 @@ def test_damaged_ann_index_is_rebuilt_with_a_warning_naming_it(on_tiny: Path, tm
                       "tail": bytes(data[:-4096]) + noise}[damage])
 
     again = _ann_searcher(store)
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.usearch_index"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.usearch_index"):
         after = _scores(evaluate(again, TASKS[:1], output_folder=tmp_path / "b", **kwargs))
     assert after == before and again.index_builds == 1 and again.index_loads == 0
     (warning,) = _warnings(caplog)
@@ -484,7 +484,7 @@ def _edit(path: Path, **fields: Any) -> None:
 
 def test_submit_refuses_names_that_read_as_paths(reference: Path, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from disastir_mteb.submit import submit
+    from disastir_mteb.results.submit import submit
 
     results = _result_set(reference, tmp_path)
     folder = next(results.rglob("model_meta.json")).parent
@@ -512,7 +512,7 @@ def test_submit_refuses_names_that_read_as_paths(reference: Path, tmp_path: Path
 
 
 def test_submit_never_writes_through_a_symlink_out_of_out(reference: Path, tmp_path: Path) -> None:
-    from disastir_mteb.submit import submit
+    from disastir_mteb.results.submit import submit
 
     results, outside = _result_set(reference, tmp_path), tmp_path / "outside"
     outside.mkdir()
@@ -536,7 +536,7 @@ def test_submit_never_writes_through_a_symlink_out_of_out(reference: Path, tmp_p
 
 
 def test_export_never_writes_outside_out(on_tiny: Path, tmp_path: Path) -> None:
-    from disastir_mteb.export import export_beir
+    from disastir_mteb.benchmark.export import export_beir
 
     with pytest.raises(KeyError, match=r"Unknown DisastIR task '../../x'"):
         export_beir(tmp_path / "out", ["../../x"])

@@ -12,9 +12,9 @@ from mteb.mocks.mock_tasks.retrieval import MockRetrievalTask
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from conftest import write_layout
-from disastir_mteb.adapter import with_instructions
-from disastir_mteb.instructions import INSTRUCTION_SETS, TEMPLATES, resolve_instructions
-from disastir_mteb.taxonomy import INTENT_FILE_KEYS, INTENTS, Intent
+from disastir_mteb.benchmark.taxonomy import INTENT_FILE_KEYS, INTENTS, Intent
+from disastir_mteb.models.adapter import with_instructions
+from disastir_mteb.models.instructions import INSTRUCTION_SETS, TEMPLATES, resolve_instructions
 
 PASSAGES = {"d1": "Evacuate low-lying areas before the storm surge.", "d2": "Boil water for one minute.",
             "d3": "Aftershocks can last for weeks."}
@@ -117,7 +117,7 @@ def instruct_model() -> object:
     """mteb's own instruction-aware wrapper around the bundled MiniLM, with a spy on the final strings."""
     from mteb.models.instruct_wrapper import InstructSentenceTransformerModel
 
-    from disastir_mteb.bundled import bundled_model_path
+    from disastir_mteb.models.bundled import bundled_model_path
 
     model = InstructSentenceTransformerModel(str(bundled_model_path()), revision=None, device="cpu",
                                              instruction_template="Instruct: {instruction}\nQuery: ",

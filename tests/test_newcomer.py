@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from disastir_mteb.bundled import bundled_model_path
+from disastir_mteb.models.bundled import bundled_model_path
 
 TWO = ["DisastIR-QA-Bio", "DisastIR-FC-Geo"]
 
@@ -125,7 +125,7 @@ def test_data_errors_name_the_option_typed(tmp_path: Path, capsys: pytest.Captur
 
 def test_the_bundled_model_names_its_extra_when_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     """After a bare ``pip install disastir-mteb``, the demo's error says which extra to install."""
-    from disastir_mteb import bundled
+    from disastir_mteb.models import bundled
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
@@ -158,7 +158,7 @@ def test_evaluate_accepts_a_model_meta_and_a_plain_callable(tiny: Path, use_data
                                                             bundled_model: object) -> None:
     """The docstring's other model kinds: a ``ModelMeta`` is loaded, a ``list[str] -> array`` callable is wrapped."""
     import disastir_mteb
-    from disastir_mteb.hashing_encoder import HashingEncoder
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
 
     use_data(tiny)
     meta = bundled_model.mteb_model_meta.model_copy(  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ import mteb
 import pytest
 
 from disastir_mteb import registry
-from disastir_mteb.taxonomy import TASK_NAMES
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -8,11 +8,11 @@ import mteb
 import numpy as np
 import pytest
 
-from disastir_mteb.hashing_encoder import HashingEncoder
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner import evaluate
-from disastir_mteb.search import SharedCorpusSearch
-from disastir_mteb.store import EmbeddingStore
-from disastir_mteb.taxonomy import TASK_NAMES
+from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+from disastir_mteb.search.store import EmbeddingStore
 
 SIX = ["DisastIR-QA-Bio", "DisastIR-QAdoc-Chem", "DisastIR-Twitter-Env", "DisastIR-FC-Geo", "DisastIR-NLI-Soc",
        "DisastIR-STS-Tech"]
@@ -105,7 +105,7 @@ def test_corpus_encoding_spreads_over_devices_with_identical_vectors(tmp_path: P
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     """Two CPU 'devices' exercise sentence-transformers' multi-process pool (CUDA devices work the same way)."""
     from conftest import write_layout
-    from disastir_mteb.bundled import load_bundled_model
+    from disastir_mteb.models.bundled import load_bundled_model
 
     passages = {f"d{i}": f"Flood bulletin {i}: river levels at gauge {i * 7} rising near district {i % 5}."
                 for i in range(24)}
@@ -120,7 +120,7 @@ def test_corpus_encoding_spreads_over_devices_with_identical_vectors(tmp_path: P
     task = mteb.get_task("DisastIR-QA-Bio")
     task.load_data()
     corpus = task.dataset["default"]["test"]["corpus"]
-    with caplog.at_level("INFO", logger="disastir_mteb.search"):
+    with caplog.at_level("INFO", logger="disastir_mteb.search.shared_corpus"):
         for searcher in (pooled, single):
             searcher.index(corpus, task_metadata=task.metadata, hf_split="test", hf_subset="default",
                            encode_kwargs={"batch_size": 8})

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from disastir_mteb import sample
-from disastir_mteb.sample import (
+from disastir_mteb.benchmark import sample
+from disastir_mteb.benchmark.sample import (
     FULL,
     SMALL,
     SampleScale,
@@ -22,7 +22,7 @@ from disastir_mteb.sample import (
     task_file_stem,
     write_sample,
 )
-from disastir_mteb.taxonomy import CATEGORIES, MAX_GRADE, TASK_SPECS, Category, Intent, parse_task_file
+from disastir_mteb.benchmark.taxonomy import CATEGORIES, MAX_GRADE, TASK_SPECS, Category, Intent, parse_task_file
 
 RESOURCES = files("disastir_mteb") / "resources"
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disastir_mteb.store import EmbeddingStore, StoreKey, cache_root, fingerprint_texts
+from disastir_mteb.search.store import EmbeddingStore, StoreKey, fingerprint_texts
+from disastir_mteb.util.cache_dir import cache_root
 
 TEXTS = [f"passage number {i} about floods" for i in range(50)]
 
@@ -79,7 +80,7 @@ def test_encodes_once_and_serves_a_read_only_memmap(tmp_path: Path, caplog: pyte
     assert manifest["n_rows"] == 50 and manifest["dim"] == 8 and manifest["model_name"] == "org/model"
     assert manifest["versions"]["numpy"] == np.__version__
 
-    with caplog.at_level(logging.INFO, logger="disastir_mteb.store"):
+    with caplog.at_level(logging.INFO, logger="disastir_mteb.search.store"):
         again = EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, encoder, progress=False)
     assert encoder.rows == 50
     np.testing.assert_array_equal(again, first)
@@ -105,7 +106,7 @@ def test_truncated_file_is_rebuilt_with_one_warning(tmp_path: Path, caplog: pyte
     path = store.folder(key_for(TEXTS)) / "embeddings.npy"
     path.write_bytes(path.read_bytes()[:-40])
     encoder = CountingEncoder()
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.store"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
         vectors = store.get_or_encode(key_for(TEXTS), TEXTS, encoder, progress=False)
     assert encoder.rows == 50
     np.testing.assert_array_equal(vectors, expected(TEXTS))
@@ -129,7 +130,7 @@ def test_other_models_and_texts_never_reuse_an_entry(tmp_path: Path, caplog: pyt
         manifest_path.write_text(json.dumps(manifest | {field: value}))
         encoder = CountingEncoder()
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="disastir_mteb.store"):
+        with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
             store.get_or_encode(key_for(TEXTS), TEXTS, encoder, progress=False)
         assert encoder.rows == 50
         assert len(caplog.records) == 1
@@ -144,7 +145,7 @@ def test_chunk_with_another_dimension_is_re_encoded(tmp_path: Path, caplog: pyte
     odd = sorted(folder.glob("chunk_*.npy"))[1]
     np.save(odd, np.zeros((16, 5), np.float32))  # a chunk written by some other encoder
     encoder = CountingEncoder()
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.store"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
         vectors = store.get_or_encode(key_for(TEXTS), TEXTS, encoder, chunk_size=16, progress=False)
     assert encoder.rows == 16 + 2  # the odd chunk and the never-written last one
     np.testing.assert_array_equal(vectors, expected(TEXTS))

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from conftest import write_layout
-from disastir_mteb import submission_checks
-from disastir_mteb.hashing_encoder import HashingEncoder
+from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.results.result_sets import submission_checks
+from disastir_mteb.results.submit import Problem, submit, validate_submission
 from disastir_mteb.runner import evaluate
-from disastir_mteb.submit import Problem, submit, validate_submission
 
 HASHING = "disastir-mteb/hashing-encoder"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -26,7 +26,7 @@ UNREGISTERED = "not in mteb's model registry"
 
 def _run(data: Path, model: Any, tasks: list[str], out: Path, **kwargs: Any) -> None:
     """The real runner on ``data`` (a module-scoped stand-in for the ``use_data`` fixture)."""
-    from disastir_mteb import tasks as task_module
+    from disastir_mteb.benchmark import tasks as task_module
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DISASTIR_DATA_DIR", str(data))

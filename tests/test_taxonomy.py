@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from disastir_mteb.taxonomy import TASK_NAMES, Category, Intent, get_spec, parse_category, parse_intent, parse_task_file
+from disastir_mteb.benchmark.taxonomy import (
+    TASK_NAMES,
+    Category,
+    Intent,
+    get_spec,
+    parse_category,
+    parse_intent,
+    parse_task_file,
+)
 
 PINNED = [
     f"DisastIR-{i}-{c}"

@@ -21,8 +21,8 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.models.search_wrappers import SearchEncoderWrapper
 from mteb.similarity_functions import cos_sim, dot_score
 
-from disastir_mteb.exact_search import ExactIndex, top_k_inner_product
-from disastir_mteb.usearch_index import PRESETS, AnnParams, UsearchIndex, resolve_params
+from disastir_mteb.search.exact_search import ExactIndex, top_k_inner_product
+from disastir_mteb.search.usearch_index import PRESETS, AnnParams, UsearchIndex, resolve_params
 
 usearch_index = pytest.importorskip("usearch.index")
 
@@ -259,7 +259,7 @@ def test_persisted_index_reloads(data: Any, tmp_path: Path, caplog: pytest.LogCa
     assert loaded.memory_bytes == next(tmp_path.rglob("*.usearch")).stat().st_size
 
     other = UsearchIndex("paper", cache_dir=tmp_path, cache_key=key)
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.usearch_index"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.usearch_index"):
         other.add_documents(docs, [f"x{i}" for i in range(N_DOCS)])  # other ids under the same key
         other.search(queries[:1], 10, cos_sim)
     assert (other.builds, other.loads) == (1, 0)
@@ -269,7 +269,7 @@ def test_persisted_index_reloads(data: Any, tmp_path: Path, caplog: pytest.LogCa
     index_file = next(tmp_path.rglob("*.usearch"))
     index_file.write_bytes(index_file.read_bytes()[:1000])  # truncated
     corrupt = UsearchIndex("paper", cache_dir=tmp_path, cache_key=key)
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.usearch_index"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.usearch_index"):
         corrupt.add_documents(docs, [f"x{i}" for i in range(N_DOCS)])
         corrupt.search(queries[:1], 10, cos_sim)
     assert (corrupt.builds, corrupt.loads) == (1, 0)

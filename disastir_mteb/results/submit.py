@@ -5,7 +5,7 @@ folder per model revision holding mteb's ``<Task>.json`` files, ``model_meta.jso
 ``run_settings.jsonl``. :func:`submit` copies plain runs (never ``experiments/<name>/`` sets such as ANN
 or instruction runs, which fail that repository's folder test, and never ``disastir_per_query/``) into that
 layout byte for byte, each file written atomically, then validates what it wrote with the repository's
-checks (:mod:`disastir_mteb.submission_checks`).
+checks (:mod:`disastir_mteb.results.submission_checks`).
 
 Nothing is written outside ``out``: folder names come from the result folders (resolved, so
 ``..`` never names one), a model or task name that would read as a path (``..``, ``/``) is refused,
@@ -19,10 +19,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from disastir_mteb.atomic import write_bytes_atomic
-from disastir_mteb.results import ResultSet, find_result_sets, load_result_set
-from disastir_mteb.submission_checks import MODEL_META, RUN_SETTINGS, Problem, validate_folders, validate_submission
-from disastir_mteb.taxonomy import TASK_NAMES
+from disastir_mteb.util.atomic import write_bytes_atomic
+from disastir_mteb.results.result_sets import ResultSet, find_result_sets, load_result_set
+from disastir_mteb.results.submission_checks import MODEL_META, RUN_SETTINGS, Problem, validate_folders, validate_submission
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES
 
 __all__ = ["Problem", "SubmissionReport", "submit", "validate_submission"]
 
@@ -88,7 +88,7 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
     after all conflicts have been checked.
 
     Args:
-        results: any folder :func:`~disastir_mteb.results.find_result_sets` resolves (an mteb output folder,
+        results: any folder :func:`~disastir_mteb.results.result_sets.find_result_sets` resolves (an mteb output folder,
             a model folder, one result set).
         out: the folder to write ``results/`` into.
         model: submit only this model (``org/name`` or ``org__name``) when ``results`` holds several.

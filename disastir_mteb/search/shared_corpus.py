@@ -4,10 +4,10 @@ mteb's ``SearchEncoderWrapper`` encodes the corpus again for each task and clear
 each one: 48 x 239,704 passage encodings for DisastIR. :class:`SharedCorpusSearch` implements
 mteb's ``SearchProtocol`` (``index`` + ``search``) instead. ``index`` recognises a corpus it already
 holds (same ``datasets`` fingerprint and the same passage-side prompt) and returns at once;
-otherwise it takes the embeddings from the persistent :class:`~disastir_mteb.store.EmbeddingStore`
+otherwise it takes the embeddings from the persistent :class:`~disastir_mteb.search.store.EmbeddingStore`
 (encoding only what is missing, resumable) and loads them into one index: an
-:class:`~disastir_mteb.exact_search.ExactIndex` (blocked exact top-k; results are those of mteb's
-own search) or, with ``ann=``, a :class:`~disastir_mteb.usearch_index.UsearchIndex` built once per
+:class:`~disastir_mteb.search.exact_search.ExactIndex` (blocked exact top-k; results are those of mteb's
+own search) or, with ``ann=``, a :class:`~disastir_mteb.search.usearch_index.UsearchIndex` built once per
 (model, revision, corpus, passage prompt, parameters) and persisted beside the embeddings.
 ``search`` encodes a task's queries (also through the store) and searches the index. The search
 setting joins the model's mteb experiment settings, so ANN results are filed apart from exact ones;
@@ -27,8 +27,10 @@ import numpy as np
 from mteb._create_dataloaders import _retrieval_texts, create_dataloader
 from mteb.types import PromptType
 
-from disastir_mteb.adapter import as_mteb_encoder
-from disastir_mteb.encoding import (
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES, get_spec
+from disastir_mteb.models.adapter import as_mteb_encoder
+from disastir_mteb.models.instructions import InstructionConfig
+from disastir_mteb.search.encoding import (
     PRECISIONS,
     EncodingReport,
     SentenceTransformerPipeline,
@@ -41,11 +43,9 @@ from disastir_mteb.encoding import (
     plain_sentence_transformer,
     torch_module,
 )
-from disastir_mteb.exact_search import ExactIndex
-from disastir_mteb.instructions import InstructionConfig
-from disastir_mteb.store import EmbeddingStore, StoreKey, encode_chunks, fingerprint_texts
-from disastir_mteb.taxonomy import TASK_NAMES, get_spec
-from disastir_mteb.usearch_index import AnnParams, UsearchIndex, resolve_params
+from disastir_mteb.search.exact_search import ExactIndex
+from disastir_mteb.search.store import EmbeddingStore, StoreKey, encode_chunks, fingerprint_texts
+from disastir_mteb.search.usearch_index import AnnParams, UsearchIndex, resolve_params
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -109,7 +109,7 @@ class SharedCorpusSearch:
             device when there are two or more, else one process (which on CPU uses all cores).
             Only for SentenceTransformer-based models whose passages carry no prompt; others
             encode in one process.
-        ann: search with USearch (an :class:`~disastir_mteb.usearch_index.AnnParams` or a preset
+        ann: search with USearch (an :class:`~disastir_mteb.search.usearch_index.AnnParams` or a preset
             name such as ``"paper"``) instead of exactly; the index persists under the store's root.
             Exact search runs on the model's GPU when it is on one (same rankings as on the CPU).
         batch_size: texts per forward pass; ``None`` = what mteb passes (``encode_kwargs``, 32 by default).
@@ -118,7 +118,7 @@ class SharedCorpusSearch:
             model's own joins the mteb experiment settings (``disastir_precision``), so its results
             are filed apart; the dtype is part of the embedding cache key either way.
         tokenize_threads: threads tokenising passages ahead of the model on the pipelined path
-            (see :class:`~disastir_mteb.encoding.SentenceTransformerPipeline`); ``None`` = 1 on a CPU,
+            (see :class:`~disastir_mteb.search.encoding.SentenceTransformerPipeline`); ``None`` = 1 on a CPU,
             all cores but one (at most 8) on a GPU.
 
     Attributes:
@@ -132,7 +132,7 @@ class SharedCorpusSearch:
             (task, split, subset), for per-query scores; the runner takes each task's out once it
             is scored. Off by default, so plain ``mteb.evaluate`` does not accumulate them.
         mteb_model_meta: the model's metadata; with ``ann`` its ``experiment_kwargs`` also hold
-            ``disastir_search`` = the parameters' :meth:`~disastir_mteb.usearch_index.AnnParams.label`.
+            ``disastir_search`` = the parameters' :meth:`~disastir_mteb.search.usearch_index.AnnParams.label`.
         encoding: how the corpus was encoded (path, batches, precision, device, tokenisation,
             ``max_seq_length`` and how many passages reached it), for the run summary.
     """
@@ -296,7 +296,7 @@ class SharedCorpusSearch:
         """
         from mteb.models import SentenceTransformerEncoderWrapper
 
-        from disastir_mteb.adapter import InstructedEncoder
+        from disastir_mteb.models.adapter import InstructedEncoder
 
         model, transform = self.model, None
         if isinstance(model, InstructedEncoder):

@@ -2,7 +2,7 @@ r"""Per-intent instructions and the authors' two conventions: instruction sets a
 
 DisastIR's published numbers depend on the instruction put in front of each query and on the
 template joining them. This module holds them as data and resolves a user's choice into one
-:class:`InstructionConfig`; :func:`disastir_mteb.adapter.with_instructions` applies it to any model,
+:class:`InstructionConfig`; :func:`disastir_mteb.models.adapter.with_instructions` applies it to any model,
 sending ``template.format(instruction=<the task's intent instruction>, query=<query>)``.
 
 Two published conventions (facts, section 4):
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from disastir_mteb.taxonomy import INTENTS, Intent, parse_intent
+from disastir_mteb.benchmark.taxonomy import INTENTS, Intent, parse_intent
 
 __all__ = [
     "INSTRUCTION_SETS",

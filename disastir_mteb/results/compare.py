@@ -6,7 +6,7 @@ score the mean of the 6 intents, as in the paper, computed only where BOTH sets 
 paper's definition with A = exact and B = ANN. Recall@10 of B against A is, per query, the
 share of A's top-10 passages that B also returns in its top-10 (averaged over queries, then
 like the scores). Per intent, B - A is tested on the paired per-query NDCG@10 of its 8 tasks
-(:func:`~disastir_mteb.significance.paired_test`). Recall and tests need the per-query files
+(:func:`~disastir_mteb.results.significance.paired_test`). Recall and tests need the per-query files
 ``disastir-mteb run`` writes.
 
 Several models on each side (e.g. 30 models run exact and ANN) give one Table 3 row per model
@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from disastir_mteb.grid import ScoreGrid
-from disastir_mteb.results import ResultSet
-from disastir_mteb.significance import PairedTest, kendall_tau, paired_test
-from disastir_mteb.taxonomy import CATEGORIES, INTENTS, Intent, task_name
+from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
+from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Intent, task_name
 
 __all__ = ["Comparison", "compare_sets", "pair_sets", "rankings_text", "top10_recall"]
 

@@ -4,7 +4,7 @@ Every fact about the tasks lives as data in ``task_metadata/`` (written once: pe
 category, shared); :func:`make_task_class` combines them into a validated ``TaskMetadata`` and a
 class named after the task, bound into this module so ``repr``, pickling and ``grep`` behave as
 for hand-written classes. No class has its own ``load_data``: the base class hands its spec to
-:mod:`disastir_mteb.data`.
+:mod:`disastir_mteb.benchmark.data`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.timing import TimingStack
 
-from disastir_mteb.data import (
+from disastir_mteb.benchmark.data import (
     GAINS,
     Gain,
     LoadReport,
@@ -33,7 +33,7 @@ from disastir_mteb.data import (
     load_task,
     resolve_data_dir,
 )
-from disastir_mteb.taxonomy import (
+from disastir_mteb.benchmark.taxonomy import (
     CATEGORY_FULL_NAMES,
     TASK_SPECS,
     Category,
@@ -67,7 +67,7 @@ __all__ = [
 
 def metadata_dir() -> Path:
     """The ``task_metadata`` folder: inside the installed wheel, or beside the package in a checkout."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the disastir_mteb package folder
     for candidate in (here / "task_metadata", here.parent / "task_metadata"):
         if (candidate / "dataset.json").is_file():
             return candidate
@@ -327,6 +327,6 @@ def benchmarks() -> tuple[Benchmark, ...]:
     return (full, *per_intent)
 
 
-from disastir_mteb.registry import register_pending  # noqa: E402
+from disastir_mteb.benchmark.registration import TASKS_STEP  # noqa: E402
 
-register_pending(__name__)  # last: a registration that this module's `import mteb` triggered runs now
+TASKS_STEP.module_finished(__name__)  # last: a registration that this module's `import mteb` triggered runs now

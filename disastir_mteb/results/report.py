@@ -1,17 +1,17 @@
 """Reports on DisastIR result sets: tables, published numbers beside ours, figures, Markdown/CSV/HTML.
 
 A report takes any number of result sets (models, exact and ANN, instruction settings; see
-:mod:`disastir_mteb.results`) and gives, for each, the 6 x 8 NDCG@10 table (x100, two decimals,
+:mod:`disastir_mteb.results.result_sets`) and gives, for each, the 6 x 8 NDCG@10 table (x100, two decimals,
 the paper's row and column order) with per-intent, per-category and overall means (means of
-means, as the paper), and, where the model is in the published tables (:mod:`disastir_mteb.published`),
+means, as the paper), and, where the model is in the published tables (:mod:`disastir_mteb.results.published`),
 the published numbers beside ours with the difference. Figures: a heatmap per set and per-intent
-bars across sets (:mod:`disastir_mteb.plots`). Missing tasks are shown as missing; a mean over
+bars across sets (:mod:`disastir_mteb.results.plots`). Missing tasks are shown as missing; a mean over
 them is never computed.
 
 The content is built once as a list of blocks (headings, paragraphs, tables, images) and rendered
 to Markdown, HTML or plain text, so the formats cannot drift apart.
 
-People read readable settings ("ANN (HNSW M=16, ef=64)", :func:`~disastir_mteb.results.describe_setting`);
+People read readable settings ("ANN (HNSW M=16, ef=64)", :func:`~disastir_mteb.results.result_sets.describe_setting`);
 the raw mteb settings stay in each section's text, the CSV's ``experiment`` column and the PNGs'
 metadata. Scores on generated data say so at the top and in every figure title: a sample number
 must never pass for a DisastIR result. Sets that do not record their data (plain ``mteb run``, older
@@ -28,11 +28,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from disastir_mteb.atomic import write_text_atomic
-from disastir_mteb.grid import ScoreGrid
-from disastir_mteb.published import SOURCES, PublishedScores, published_for
-from disastir_mteb.results import ResultSet
-from disastir_mteb.taxonomy import CATEGORIES, INTENTS, Intent, get_spec
+from disastir_mteb.util.atomic import write_text_atomic
+from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.results.published import SOURCES, PublishedScores, published_for
+from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Intent, get_spec
 
 __all__ = ["FORMATS", "build_report", "report_text", "write_report"]
 
@@ -120,7 +120,7 @@ def _data_line(result: ResultSet) -> str:
     for source in sources:
         generator = source.get("generator")
         if isinstance(generator, dict):
-            how = (f"synthetic, disastir_mteb.sample v{generator.get('generator_version', '?')}, scale "
+            how = (f"synthetic, disastir_mteb.benchmark.sample v{generator.get('generator_version', '?')}, scale "
                    f"{generator.get('scale', '?')}, seed {generator.get('seed', '?')}")
         else:
             how = "synthetic" if source.get("synthetic") else "not synthetic"
@@ -360,7 +360,7 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
     figures = any(f in ("md", "html") for f in formats)
     blocks = build_report(sets, figures=figures)
     if figures:
-        from disastir_mteb.plots import heatmap, intent_bars
+        from disastir_mteb.results.plots import heatmap, intent_bars
 
         for result, heatmap_file in zip(sets, _heatmap_names(sets), strict=True):
             title = _tagged(f"{result.display_label}: NDCG@10", result)

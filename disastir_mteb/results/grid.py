@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from disastir_mteb.taxonomy import CATEGORIES, INTENTS, Category, Intent, task_name
+from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Category, Intent, task_name
 
 __all__ = ["ScoreGrid", "grid_from_results"]
 

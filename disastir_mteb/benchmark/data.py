@@ -3,7 +3,7 @@
 The published dataset (``DMIR01/DisastIR``) keys its judgements by TEXT: each qrels row holds
 a query text, a passage text and an integer grade. This module finds the files (a local folder
 named by ``DISASTIR_DATA_DIR`` or the Hugging Face snapshot), places every file on one of the 48
-tasks through the alias table in :mod:`disastir_mteb.taxonomy`, joins texts to ids, turns grades
+tasks through the alias table in :mod:`disastir_mteb.benchmark.taxonomy`, joins texts to ids, turns grades
 into gains, and loads the one shared corpus once per process for all tasks.
 
 Evaluation policies (the authors' evaluation code is the reference):
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from disastir_mteb.taxonomy import MAX_GRADE, TASK_SPECS, TaskSpec, parse_task_file, task_file_stem
+from disastir_mteb.benchmark.taxonomy import MAX_GRADE, TASK_SPECS, TaskSpec, parse_task_file, task_file_stem
 
 if TYPE_CHECKING:
     from datasets import Dataset

@@ -1,7 +1,7 @@
 """USearch approximate (HNSW) search as an mteb index backend, with the DisastIR paper's setting as a preset.
 
 :class:`UsearchIndex` satisfies mteb's ``IndexEncoderSearchProtocol`` structurally, like
-:class:`~disastir_mteb.exact_search.ExactIndex`: cosine models are searched by inner product on
+:class:`~disastir_mteb.search.exact_search.ExactIndex`: cosine models are searched by inner product on
 L2-normalised vectors, dot-product models on raw vectors, as decided from the ``similarity_fn``
 mteb passes. Only ``search`` receives that function, so the index is built at the first search
 unless the constructor is told the ``similarity``. USearch's ``ip`` distance is ``1 - dot``; it is
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from disastir_mteb.exact_search import (
+from disastir_mteb.search.exact_search import (
     ExactIndex,
     Similarity,
     _as_documents,
@@ -50,7 +50,7 @@ from disastir_mteb.exact_search import (
     _same_documents,
     similarity_kind,
 )
-from disastir_mteb.store import _replace_atomic, fingerprint_texts
+from disastir_mteb.search.store import _replace_atomic, fingerprint_texts
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from disastir_mteb.atomic import write_json_atomic
-from disastir_mteb.taxonomy import TASK_SPECS, parse_category, parse_intent, task_name
+from disastir_mteb.benchmark.taxonomy import TASK_SPECS, parse_category, parse_intent, task_name
+from disastir_mteb.util.atomic import write_json_atomic
 
 __all__ = ["compute_statistics", "paper_statistics"]
 
@@ -77,7 +77,7 @@ def compute_statistics(task_names: list[str], out_dir: str | Path) -> list[Path]
     """
     import mteb
 
-    from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION
+    from disastir_mteb.benchmark.tasks import DATASET_REPO, DATASET_REVISION
 
     local = os.environ.get("DISASTIR_DATA_DIR")
     source = (f"local folder {local} (not the published data unless it is a copy of it)" if local

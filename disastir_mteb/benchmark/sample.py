@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-from disastir_mteb.taxonomy import (
+from disastir_mteb.benchmark.taxonomy import (
     CATEGORIES,
     MAX_GRADE,
     TASK_SPECS,
@@ -567,7 +567,7 @@ def write_sample(
 def sample_dir(scale: str = "small", *, cache_dir: str | Path | None = None, seed: int = 0) -> Path:
     """A cached synthetic dataset folder, generated on first use; concurrent callers share one copy."""
     if cache_dir is None:
-        from disastir_mteb.store import cache_root
+        from disastir_mteb.util.cache_dir import cache_root
 
         cache_dir = cache_root()
     target = Path(cache_dir).expanduser() / f"sample-{scale}-seed{seed}-v{GENERATOR_VERSION}"
@@ -582,8 +582,8 @@ def sample_dir(scale: str = "small", *, cache_dir: str | Path | None = None, see
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m disastir_mteb.sample --scale small|full --out DIR [--seed N] [--overwrite]``."""
-    parser = argparse.ArgumentParser(prog="python -m disastir_mteb.sample", description="Synthetic DisastIR.")
+    """``python -m disastir_mteb.benchmark.sample --scale small|full --out DIR [--seed N] [--overwrite]``."""
+    parser = argparse.ArgumentParser(prog="python -m disastir_mteb.benchmark.sample", description="Synthetic DisastIR.")
     parser.add_argument("--scale", choices=sorted(SCALES), default="small")
     parser.add_argument("--out", required=True, help="target folder (absent or empty)")
     parser.add_argument("--seed", type=int, default=0)

@@ -9,7 +9,7 @@ Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
 
 - ``chunk_<start>_<stop>.npy``: positions ``start:stop`` of the encoding order, one file per
   finished chunk while encoding. The order is the caller's (the runner passes
-  :func:`~disastir_mteb.encoding.length_order`, longest passage first, so batches carry little
+  :func:`~disastir_mteb.search.encoding.length_order`, longest passage first, so batches carry little
   padding); ``order.json`` records its digest, and chunks written under another order are discarded.
   A run killed at any point (exception, Ctrl-C, SIGKILL, out of memory) resumes from the last
   finished chunk, because every file is written under a temporary name, fsynced and renamed.
@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from disastir_mteb.atomic import writer_gone
+from disastir_mteb.util.atomic import writer_gone
+from disastir_mteb.util.cache_dir import cache_root
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -50,25 +51,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EmbeddingStore", "StoreKey", "cache_root", "encode_chunks", "fingerprint_texts"]
+__all__ = ["EmbeddingStore", "StoreKey", "encode_chunks", "fingerprint_texts"]
 
-CACHE_DIR_ENV = "DISASTIR_CACHE_DIR"
 # Bump when the layout, the manifest or the way vectors are computed changes: old entries are then rebuilt.
 # 2: length-ordered chunks (other batches, so other float rounding than format 1), batch size and precision keyed.
 _FORMAT = 2
 _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
-
-
-def cache_root() -> Path:
-    """``DISASTIR_CACHE_DIR``, else ``$XDG_CACHE_HOME/disastir_mteb``, else ``~/.cache/disastir_mteb``.
-
-    The one root for everything the package caches: generated samples
-    (:func:`disastir_mteb.sample.sample_dir`), embeddings and indexes.
-    """
-    env = os.environ.get(CACHE_DIR_ENV)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    root = env or (Path(xdg) / "disastir_mteb" if xdg else Path.home() / ".cache" / "disastir_mteb")
-    return Path(root).expanduser()
 
 
 def fingerprint_texts(texts: Iterable[str]) -> str:
@@ -206,7 +194,7 @@ class EmbeddingStore:
             texts: the texts, row ``i`` of the result is text ``i``.
             encode: maps a list of texts to an (n, dim) float array (NumPy or torch). If it also has
                 ``encode_stream(chunks, on_batch=...)`` (an iterator of one array per chunk, as
-                :class:`~disastir_mteb.encoding.SentenceTransformerPipeline` has), all missing
+                :class:`~disastir_mteb.search.encoding.SentenceTransformerPipeline` has), all missing
                 chunks go through one stream, so the encoder keeps working across chunk boundaries.
             chunk_size: texts per resumable chunk file (and per ``encode`` call).
             progress: show a tqdm bar over the texts (rate and ETA); ``False`` for quiet runs.

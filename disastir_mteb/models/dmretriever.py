@@ -26,8 +26,8 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
-from disastir_mteb.instructions import INSTRUCTION_SETS
-from disastir_mteb.taxonomy import TASK_SPECS, Intent
+from disastir_mteb.benchmark.taxonomy import TASK_SPECS, Intent
+from disastir_mteb.models.instructions import INSTRUCTION_SETS
 
 if TYPE_CHECKING:
     from mteb.abstasks.task_metadata import TaskMetadata
@@ -151,6 +151,6 @@ def _meta(size: str) -> ModelMeta:
 DMRETRIEVER_MODELS: dict[str, ModelMeta] = {f"DMIR01/DMRetriever-{size}": _meta(size) for size in _SIZES}
 
 
-from disastir_mteb.registry import register_pending  # noqa: E402
+from disastir_mteb.models.registration import MODELS_STEP  # noqa: E402
 
-register_pending(__name__)  # last: a registration that this module's `import mteb` triggered runs now
+MODELS_STEP.module_finished(__name__)  # last: a registration that this module's `import mteb` triggered runs now

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
 
-from disastir_mteb.taxonomy import CATEGORIES, INTENTS, Category, Intent, task_name
+from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Category, Intent, task_name
 
 __all__ = ["SOURCES", "PublishedScores", "published_for"]
 

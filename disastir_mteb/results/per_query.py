@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from disastir_mteb.atomic import write_json_atomic
+from disastir_mteb.util.atomic import write_json_atomic
 
 __all__ = ["FOLDER", "PerQuery", "data_provenance", "per_query_file", "per_query_path", "read_per_query",
            "score_queries", "write_per_query"]
@@ -82,13 +82,13 @@ def data_provenance() -> dict[str, object]:
 
     mteb's result file names the dataset revision the task declares, not the folder actually read,
     so a score on the generated sample would look like a DisastIR score. ``synthetic`` is true when
-    the folder carries the generator's marker (:data:`disastir_mteb.sample.MARKER`).
+    the folder carries the generator's marker (:data:`disastir_mteb.benchmark.sample.MARKER`).
 
     Returns:
         ``{"source": folder or "hf:<repo>@<revision>", "synthetic": bool}``, plus ``"generator"``
         (the marker's content) for a generated folder.
     """
-    from disastir_mteb.sample import read_marker
+    from disastir_mteb.benchmark.sample import read_marker
 
     folder = os.environ.get("DISASTIR_DATA_DIR")
     if folder:
@@ -98,7 +98,7 @@ def data_provenance() -> dict[str, object]:
         if marker:
             record["generator"] = marker
         return record
-    from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION
+    from disastir_mteb.benchmark.tasks import DATASET_REPO, DATASET_REVISION
 
     return {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
 

@@ -25,8 +25,8 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
-from disastir_mteb.instructions import InstructionConfig, resolve_instructions
-from disastir_mteb.taxonomy import TASK_NAMES, TaskSpec, get_spec
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES, TaskSpec, get_spec
+from disastir_mteb.models.instructions import InstructionConfig, resolve_instructions
 
 if TYPE_CHECKING:
     from mteb.abstasks.task_metadata import TaskMetadata

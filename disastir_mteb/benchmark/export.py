@@ -2,7 +2,7 @@
 
 Both exports read the data through the mteb task objects (``task.load_data()``), so what is
 written is by construction what the tasks score: same ids, same stripped texts, same judgements.
-The shared corpus is loaded once per process (:func:`disastir_mteb.data.load_corpus` caches it)
+The shared corpus is loaded once per process (:func:`disastir_mteb.benchmark.data.load_corpus` caches it)
 and written once per export.
 
 BEIR layout (:func:`export_beir`), one ``GenericDataLoader`` folder per task::
@@ -54,21 +54,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from disastir_mteb.data import DATA_DIR_ENV, GAINS, Gain
-from disastir_mteb.taxonomy import TASK_NAMES, get_spec
+from disastir_mteb.benchmark.data import DATA_DIR_ENV, GAINS, Gain
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES, get_spec
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from datasets import Dataset
     from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 
-    from disastir_mteb.tasks import AbsTaskDisastIR
+    from disastir_mteb.benchmark.tasks import AbsTaskDisastIR
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["export_beir", "export_mteb", "mteb_subset"]
 
-_MARKER = "<!-- written by disastir_mteb.export -->"
+_MARKER = "<!-- written by disastir_mteb.benchmark.export -->"
 _GAIN_TEXT = {
     "exponential": "exponential gain, score = 2^grade - 1 (the authors' NDCG@10 under trec_eval / pytrec_eval)",
     "linear": "linear gain, score = the raw grade (0-3, 0-5 for STS)",
@@ -102,7 +102,7 @@ def _task_names(tasks: Iterable[str] | None) -> list[str]:
 
 def _load(name: str, gain: Gain | None) -> tuple[AbsTaskDisastIR, RetrievalSplitData]:
     """One task loaded exactly as mteb loads it, and its evaluation split."""
-    from disastir_mteb.tasks import TASK_CLASSES
+    from disastir_mteb.benchmark.tasks import TASK_CLASSES
 
     task = TASK_CLASSES[name](gain=gain)
     task.load_data()
@@ -111,7 +111,7 @@ def _load(name: str, gain: Gain | None) -> tuple[AbsTaskDisastIR, RetrievalSplit
 
 def _source() -> str:
     """Where the exported data came from, for the README."""
-    from disastir_mteb.tasks import DATASET_REPO, DATASET_REVISION
+    from disastir_mteb.benchmark.tasks import DATASET_REPO, DATASET_REVISION
 
     local = os.environ.get(DATA_DIR_ENV)
     return f"the local folder {local} ({DATA_DIR_ENV})" if local else f"{DATASET_REPO} at revision {DATASET_REVISION}"
@@ -136,7 +136,7 @@ def _refuse(out: Path, overwrite: bool) -> None:
     readme = out / "README.md"
     if not (readme.is_file() and _MARKER in readme.read_text(encoding="utf-8", errors="replace")):
         raise FileExistsError(f"Refusing to overwrite {out}: it is not a DisastIR export (no README.md written "
-                              "by disastir_mteb.export), so choose a new or empty folder.")
+                              "by disastir_mteb.benchmark.export), so choose a new or empty folder.")
 
 
 @contextmanager
@@ -283,7 +283,7 @@ def _beir_readme(names: list[str], gain: str | None, passages: int) -> str:
 
 {_MARKER}
 
-{len(names)} DisastIR task(s) exported by `disastir_mteb.export.export_beir` from {_source()}.
+{len(names)} DisastIR task(s) exported by `disastir_mteb.benchmark.export.export_beir` from {_source()}.
 Each task folder is a BEIR `GenericDataLoader` folder (`corpus.jsonl`, `queries.jsonl`,
 `qrels/test.tsv`). The {passages:,}-passage corpus is shared by all tasks: it is written once as
 `corpus.jsonl` here and linked into every task folder (hard link, else symlink, else copy).
@@ -402,7 +402,7 @@ configs:
 {_MARKER}
 
 {len(names)} DisastIR disaster-management retrieval task(s) in the format mteb's `RetrievalDatasetLoader`
-reads, exported by `disastir_mteb.export.export_mteb` from {_source()}. All tasks share one corpus of
+reads, exported by `disastir_mteb.benchmark.export.export_mteb` from {_source()}. All tasks share one corpus of
 {passages:,} passages (`corpus/test.parquet`); task `DisastIR-{{Intent}}-{{Category}}` is the subset
 `{{Intent}}-{{Category}}` with configs `<subset>-corpus`, `<subset>-queries` and `<subset>-qrels`.
 

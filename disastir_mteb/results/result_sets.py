@@ -4,7 +4,7 @@ A result set is one folder of mteb task files for one model setting:
 ``<output>/results/<org>__<model>/<revision>/`` for a plain run, or
 ``.../<revision>/experiments/<name>/`` for a run with experiment settings (instructions, ANN). Each
 holds ``<Task>.json`` files and ``model_meta.json``; sets written by ``disastir-mteb run`` also hold
-``disastir_per_query/`` (see :mod:`disastir_mteb.per_query`). Reports and comparisons accept any
+``disastir_per_query/`` (see :mod:`disastir_mteb.results.per_query`). Reports and comparisons accept any
 folder and resolve it to the result sets beneath it.
 
 Labels: mteb files a setting under its raw experiment values (``disastir_search=ann-hnsw-ip-f32-M16-
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from disastir_mteb.grid import ScoreGrid
-from disastir_mteb.per_query import PerQuery, per_query_file, read_per_query
-from disastir_mteb.taxonomy import TASK_NAMES
+from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES
 
 __all__ = ["ResultSet", "describe_search", "describe_setting", "find_result_sets", "load_result_set",
            "resolve_result_set"]
@@ -35,16 +35,16 @@ _TASKS = frozenset(TASK_NAMES)
 # ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16-x4 or ann-exact-ip-f32-kall-t16.
 _ANN_LABEL = re.compile(r"ann-(?P<kind>hnsw|exact)-(?P<metric>[a-z]+)-(?P<dtype>[a-z0-9]+)"
                         r"(?:-M(?P<M>\d+)-efC(?P<efC>\d+)-ef(?P<ef>\d+))?-k(?P<k>\d+|all)-t\d+(?:-x(?P<x>\d+))?")
-# The paper preset's values (disastir_mteb.usearch_index.PRESETS["paper"]): only departures are named.
+# The paper preset's values (disastir_mteb.search.usearch_index.PRESETS["paper"]): only departures are named.
 _PAPER_ANN = {"dtype": "f32", "efC": "128", "k": "10"}
-# The template each instruction set was published with (disastir_mteb.instructions.DEFAULT_TEMPLATE).
+# The template each instruction set was published with (disastir_mteb.models.instructions.DEFAULT_TEMPLATE).
 _OWN_TEMPLATE = {"disastir": "instruct-query", "dmretriever": "colon", "none": "raw", "model": "model"}
 
 
 def describe_search(search: str) -> str:
     """A readable name for a ``disastir_search`` value: ``exact``, ``ANN (HNSW M=16, ef=64)``.
 
-    Parses :meth:`disastir_mteb.usearch_index.AnnParams.label`, which has no parser of its own. The
+    Parses :meth:`disastir_mteb.search.usearch_index.AnnParams.label`, which has no parser of its own. The
     build threads are left out (they change a few edges, not the setting); dtype, rescoring,
     efConstruction and the depth appear only where they depart from the paper preset. A value this
     parser does not know is returned as it is.
@@ -158,7 +158,7 @@ class ResultSet:
 
     @property
     def data_sources(self) -> list[dict[str, Any]]:
-        """The distinct data records (:func:`~disastir_mteb.per_query.data_provenance`) of the set's tasks.
+        """The distinct data records (:func:`~disastir_mteb.results.per_query.data_provenance`) of the set's tasks.
 
         Read from the per-query files; tasks without one, or whose file predates the record, add nothing.
         """
