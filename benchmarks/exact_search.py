@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from disastir_mteb.search import exact_search
 from disastir_mteb.search.exact_search import top_k_inner_product
-from disastir_mteb.search.shared_corpus import exact_search
 
 
 def clustered_unit_vectors(n: int, dim: int, centres: np.ndarray, rng: np.random.Generator) -> np.ndarray:

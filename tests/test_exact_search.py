@@ -22,8 +22,8 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.models.search_wrappers import SearchEncoderWrapper
 from mteb.similarity_functions import cos_sim, dot_score, euclidean_sim
 
+from disastir_mteb.search import exact_search
 from disastir_mteb.search.exact_search import ExactIndex, similarity_kind, top_k_inner_product
-from disastir_mteb.search.shared_corpus import exact_search
 
 BACKENDS = ["torch", "numpy"]
 

@@ -57,7 +57,7 @@ from pathlib import Path
 cfg = json.loads(sys.argv[1])
 os.environ["DISASTIR_DATA_DIR"] = cfg["data"]
 import mteb
-from disastir_mteb.search.shared_corpus import store
+from disastir_mteb.search import store
 from disastir_mteb.runner import evaluate
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
@@ -241,7 +241,7 @@ def test_a_sentence_transformer_changed_in_place_is_not_served_its_old_vectors(
 
 def _kill_after_chunks(searcher: SharedCorpusSearch, chunks: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the store raise KeyboardInterrupt (a Ctrl-C) once ``chunks`` chunk files are in place."""
-    from disastir_mteb.search.shared_corpus import store as store_module
+    from disastir_mteb.search import store as store_module
 
     real, written = store_module._replace_atomic, []
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import write_layout
 from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.results.result_sets import submission_checks
+from disastir_mteb.results import submission_checks
 from disastir_mteb.results.submit import Problem, submit, validate_submission
 from disastir_mteb.runner import evaluate
 

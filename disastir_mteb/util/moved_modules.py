@@ -70,6 +70,7 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: object = None,
                   target: object = None) -> importlib.machinery.ModuleSpec | None:
+        """An alias spec for an old flat path, else ``None`` (the regular finders decide)."""
         if not fullname.startswith(_PREFIX):
             return None
         old = fullname[len(_PREFIX):]
