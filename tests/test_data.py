@@ -10,7 +10,9 @@ import mteb
 import pytest
 
 from conftest import write_layout
-from disastir_mteb.benchmark.data import find_task_files, load_corpus, load_task, resolve_data_dir
+from disastir_mteb.benchmark.data import load_task
+from disastir_mteb.benchmark.layout import find_task_files, resolve_data_dir
+from disastir_mteb.benchmark.reading import load_corpus
 from disastir_mteb.benchmark.taxonomy import TASK_SPECS, get_spec
 
 CORPUS = {"d1": "Flood warning for the river delta.", "d2": "Boil water before drinking after floods.",

@@ -20,7 +20,9 @@ from typing import Any, NamedTuple
 import pytest
 
 import disastir_mteb
-from disastir_mteb.benchmark.data import TaskData, find_task_files, load_corpus, load_task
+from disastir_mteb.benchmark.data import TaskData, load_task
+from disastir_mteb.benchmark.layout import find_task_files
+from disastir_mteb.benchmark.reading import load_corpus
 from disastir_mteb.benchmark.taxonomy import get_spec
 
 QUERY, QRELS, CORPUS = "query/QA_Biological.json", "qrels/QA_Biological_qrels.json", "corpus.jsonl"
@@ -237,7 +239,7 @@ def test_unknown_extra_files_are_named_in_a_warning_and_skipped(damaged: Path, s
     _write(damaged, "query/notes.json", {"author": "me"})
     (damaged / "qrels" / "README.txt").write_text("my notes", encoding="utf-8")
     (damaged / "query" / ".DS_Store").write_bytes(b"\0")  # hidden files are nobody's business
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.benchmark.data"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.benchmark.layout"):
         loaded = _load(damaged, "DisastIR-QA-Bio", "mteb", use_data)
     _same_as_clean(loaded, sample_data, "DisastIR-QA-Bio")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -1,0 +1,201 @@
+"""Reading the published JSON files: rows checked with file and line in every error, and the shared corpus.
+
+Query and qrels files may be a JSON array or JSON lines (the Hub's json builder reads both); the corpus,
+``corpus.jsonl``, is read by pyarrow once per process and indexed by text, so that text-keyed qrels can be
+joined to ids. When pyarrow fails, a slow scan finds the faulty file line to name in the error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Corpus", "load_corpus"]
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _decode(path: Path, raw: bytes, *, offset: int = 0, line: int = 1) -> str:
+    """UTF-8 text of ``raw`` (found at byte ``offset``, ``line`` of ``path``), without the BOM Windows editors write.
+
+    Raises:
+        ValueError: invalid UTF-8; the message names the byte offset and line in the file.
+    """
+    skip = 3 if offset == 0 and raw.startswith(_BOM) else 0
+    try:
+        return raw[skip:].decode("utf-8")
+    except UnicodeDecodeError as error:
+        at = skip + error.start
+        line += raw.count(b"\n", 0, at)
+        raise ValueError(f"{path}: not valid UTF-8 at byte offset {offset + at} (line {line}); "
+                         "re-save the file as UTF-8.") from None
+
+
+def _check_row(record: object, keys: tuple[str, ...], path: Path, where: str) -> None:
+    """Reject a row that is no object, lacks a key or holds null: ``str(None)`` would silently become 'None'."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: {where} is a JSON {type(record).__name__}, not an object with keys {list(keys)}.")
+    missing = [k for k in keys if k not in record]
+    if missing:
+        raise ValueError(f"{path}: {where} lacks {missing} (has {sorted(record)}); expected keys {list(keys)}.")
+    null = [k for k in keys if record[k] is None]
+    if null:
+        raise ValueError(f"{path}: {where} has null {null}; every row needs a value for {list(keys)}.")
+
+
+def _read_records(path: Path, keys: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
+    """(where, row) pairs of a JSON array or JSON lines file (the Hub's json builder reads both), rows checked.
+
+    Rows are named as a user finds them: ``row i`` (from 0, as in ``jq '.[i]'``) in an array,
+    ``line n`` in JSON lines. A lone object that lacks ``keys`` (say ``{id: text}``) is the wrong shape.
+    """
+    text = _decode(path, path.read_bytes())
+    head = text.lstrip()[:1]
+    whole: object = None
+    if head in ("[", "{"):
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError as error:
+            if head == "[":
+                raise ValueError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno} "
+                                 f"({error.msg}).") from None
+    if isinstance(whole, dict) and not all(k in whole for k in keys):
+        raise ValueError(f"{path}: one JSON object with keys {sorted(whole)[:4]}{'...' if len(whole) > 4 else ''}, "
+                         f"not rows; expected a JSON array (or JSON lines) of objects with keys {list(keys)}.")
+    rows: list[tuple[str, Any]] = []
+    if isinstance(whole, list):
+        rows = [(f"row {i}", record) for i, record in enumerate(whole)]
+    elif isinstance(whole, dict):  # one object holding the keys: a file of one row
+        rows = [("row 0", whole)]
+    else:  # JSON lines; split on newlines only: texts may hold U+2028, which str.splitlines() splits on
+        for number, line in enumerate(text.split("\n"), 1):
+            try:
+                rows += [(f"line {number}", json.loads(line))] if line.strip() else []
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}: line {number} is not valid JSON at column {error.colno} "
+                                 f"({error.msg}).") from None
+    if not rows:
+        raise ValueError(f"{path} holds no rows{' (0 bytes)' if not text else ''}; expected objects with keys "
+                         f"{list(keys)}.")
+    for where, record in rows:
+        _check_row(record, keys, path, where)
+    return rows
+
+
+def _corpus_fault(path: Path, *, duplicates: int = 0) -> str | None:
+    """The first faulty line of a corpus file, found by a slow scan that runs only once pyarrow has failed.
+
+    pyarrow counts rows from 0 within each 64 MiB block and does not check UTF-8; users need file lines.
+    """
+    seen: dict[str, int] = {}
+    offset = 0
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            where = f"{path}: line {number}"
+            try:
+                line = _decode(path, raw, offset=offset, line=number)
+                offset += len(raw)
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                _check_row(record, ("corpus_id", "text"), path, f"line {number}")
+            except json.JSONDecodeError as error:
+                return (f"{path} is a JSON array, not JSON lines; expected one object per line." if line[:1] == "["
+                        else f"{where} is not valid JSON at column {error.colno} ({error.msg}).")
+            except ValueError as error:  # bad UTF-8, not an object, a key missing or null
+                return str(error)
+            if not isinstance(record["text"], str):
+                return f"{where}: text is a JSON {type(record['text']).__name__}, not a string."
+            doc_id = str(record["corpus_id"])
+            if doc_id in seen:
+                return (f"{path}: {max(duplicates, 1)} duplicate corpus_id value(s), the first {doc_id!r} on lines "
+                        f"{seen[doc_id]} and {number}; ids must be unique.")
+            seen[doc_id] = number
+    return None
+
+
+def _digest(text: str) -> bytes:
+    """A 16-byte key of a stripped text: the corpus index holds these, not 240k full strings."""
+    return hashlib.blake2b(text.strip().encode("utf-8"), digest_size=16).digest()
+
+
+@dataclass
+class Corpus:
+    """The shared corpus: an mteb-ready ``Dataset`` (``id``, ``text``) and a text -> ids index."""
+
+    path: Path
+    dataset: Dataset
+    ids_by_text: dict[bytes, list[str]]
+    duplicate_texts: int
+
+    def ids_for(self, text: str) -> list[str]:
+        """Corpus ids whose stripped text equals the stripped ``text`` (empty when unknown)."""
+        return self.ids_by_text.get(_digest(text), [])
+
+
+_CORPUS_CACHE: dict[tuple[str, int, int], Corpus] = {}
+
+
+def load_corpus(path: str | Path) -> Corpus:
+    """Read ``corpus.jsonl`` once per process; later calls for the same unchanged file share it.
+
+    Raises:
+        ValueError: the file is empty or not UTF-8 JSON lines, a row lacks ``corpus_id`` or ``text``,
+            or two rows share one id; the message names the line.
+    """
+    path = Path(path).resolve()
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key in _CORPUS_CACHE:
+        return _CORPUS_CACHE[key]
+    import pyarrow as pa
+    import pyarrow.json as paj
+    from datasets import Dataset
+
+    shape = "expected one {'corpus_id': ..., 'text': ...} object per line"
+    if not stat.st_size:
+        raise ValueError(f"{path} is empty (0 bytes); {shape}.")
+    try:
+        table = paj.read_json(path, read_options=paj.ReadOptions(block_size=1 << 26))
+        table.validate(full=True)  # read_json accepts invalid UTF-8; a full validation does not
+    except pa.ArrowInvalid as error:  # pyarrow's row numbers restart per block: find the file line
+        raise ValueError(_corpus_fault(path) or f"{path}: not valid JSON lines ({error}).") from None
+    missing = [c for c in ("corpus_id", "text") if c not in table.column_names]
+    if missing or not table.num_rows:
+        raise ValueError(f"{path}: corpus rows lack {missing} (columns: {table.column_names}); {shape}."
+                         if table.num_rows else f"{path} holds no passages; {shape}.")
+    import pyarrow.compute as pc
+
+    table = table.select(["corpus_id", "text"]).rename_columns(["id", "text"])
+    table = table.set_column(0, "id", pc.cast(table.column("id"), pa.string()))
+    ids, texts = table.column("id"), table.column("text")
+    repeated_ids = table.num_rows - ids.null_count - pc.count_distinct(ids).as_py()
+    if ids.null_count or texts.null_count or not pa.types.is_string(texts.type) or repeated_ids:
+        raise ValueError(_corpus_fault(path, duplicates=repeated_ids)
+                         or f"{path}: a row lacks its corpus_id or text; {shape}.")
+    # models see stripped passages, as in the authors' pipeline (their ordered corpus strips every text)
+    table = table.set_column(1, "text", pc.utf8_trim_whitespace(texts))
+    ids_by_text: dict[bytes, list[str]] = defaultdict(list)
+    for batch in table.to_batches(max_chunksize=65_536):  # bounded: never all 240k texts as Python strings
+        for doc_id, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            ids_by_text[_digest(text)].append(doc_id)
+    duplicates = table.num_rows - len(ids_by_text)
+    dataset = Dataset(table)  # the Arrow table itself, no copy through Python lists
+    corpus = Corpus(path=path, dataset=dataset, ids_by_text=dict(ids_by_text), duplicate_texts=duplicates)
+    if duplicates:
+        logger.info("%s: %d passage(s) repeat the text of another; a judged text counts for every copy.",
+                       path, duplicates)
+    _CORPUS_CACHE.clear()  # one corpus in memory at a time: never hold two copies
+    _CORPUS_CACHE[key] = corpus
+    logger.info("Loaded DisastIR corpus %s: %d passages.", path, table.num_rows)
+    return corpus
