@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from disastir_mteb.search import exact_search
-from disastir_mteb.search.exact_search import top_k_inner_product
+from disastir_mteb.search import top_k as kernel
+from disastir_mteb.search.top_k import top_k_inner_product
 
 
 def clustered_unit_vectors(n: int, dim: int, centres: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -96,12 +96,12 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.2f}")
 
     def numpy_path() -> tuple[np.ndarray, np.ndarray]:
-        real = exact_search._torch
-        exact_search._torch = lambda: None
+        real = kernel._torch
+        kernel._torch = lambda: None
         try:
             return top_k_inner_product(queries, corpus, args.top_k)
         finally:
-            exact_search._torch = real
+            kernel._torch = real
 
     runs = {
         "(a) top_k_inner_product, torch": lambda: top_k_inner_product(queries, corpus, args.top_k),

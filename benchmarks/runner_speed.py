@@ -128,7 +128,7 @@ def main() -> None:
     import mteb
 
     from disastir_mteb.benchmark.taxonomy import TASK_NAMES
-    from disastir_mteb.search.encoding import apply_precision
+    from disastir_mteb.search.precision import apply_precision
 
     work = Path(args.work or tempfile.mkdtemp(prefix="runner-speed-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ __all__ = [
 
 #: Names imported on first use, by module: they import mteb (seconds) or USearch.
 _LAZY = {
-    "PRESETS": "search.usearch_index", "AnnParams": "search.usearch_index", "UsearchIndex": "search.usearch_index",
+    "PRESETS": "search.ann_params", "AnnParams": "search.ann_params", "UsearchIndex": "search.usearch_index",
     "DATASET_REPO": "benchmark.tasks", "DATASET_REVISION": "benchmark.tasks", "get_tasks": "benchmark.tasks",
     "with_instructions": "models.adapter",
 }

@@ -12,12 +12,8 @@ import torch
 
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner import evaluate
-from disastir_mteb.search.encoding import (
-    SentenceTransformerPipeline,
-    apply_precision,
-    length_order,
-    parse_precision,
-)
+from disastir_mteb.search.encoding import SentenceTransformerPipeline, length_order
+from disastir_mteb.search.precision import apply_precision, parse_precision
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore
 
@@ -221,7 +217,7 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(sample_data: Path, use
     tasks = [mteb.get_task(name) for name in names]
     store = EmbeddingStore(tmp_path / "cache")
     joint = SharedCorpusSearch(model, store=store, progress=False, devices=None)
-    with caplog.at_level("INFO", logger="disastir_mteb.search.shared_corpus"):
+    with caplog.at_level("INFO", logger="disastir_mteb.search"):
         joint.prefetch(tasks, encode_kwargs={"batch_size": 8})
     assert "Encoded the queries of 3 task(s) in one length-sorted pass" in caplog.text
     n_queries = sum(len(t.dataset["default"]["test"]["queries"]) for t in tasks)

@@ -22,7 +22,8 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.models.search_wrappers import SearchEncoderWrapper
 from mteb.similarity_functions import cos_sim, dot_score, euclidean_sim
 
-from disastir_mteb.search import exact_search
+from disastir_mteb.search import exact_search, torch_device
+from disastir_mteb.search import top_k as kernel
 from disastir_mteb.search.exact_search import ExactIndex, similarity_kind, top_k_inner_product
 
 BACKENDS = ["torch", "numpy"]
@@ -31,7 +32,8 @@ BACKENDS = ["torch", "numpy"]
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "numpy":
-        monkeypatch.setattr(exact_search, "_torch", lambda: None)
+        for module in (exact_search, kernel):  # the backend's and the kernel's
+            monkeypatch.setattr(module, "_torch", lambda: None)
     return request.param
 
 
@@ -259,13 +261,13 @@ def straddles_kth(similarities: np.ndarray, queries: np.ndarray, corpus: np.ndar
 def tensor_path_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The score blocks the device path ranks, recorded: they must stay torch tensors."""
     calls: list[Any] = []
-    real = exact_search._exact_top_tensor
+    real = kernel._exact_top_tensor
 
     def spy(scores: Any, offset: int, top_k: int, torch_module: Any) -> tuple[np.ndarray, np.ndarray]:
         calls.append(scores)
         return real(scores, offset, top_k, torch_module)
 
-    monkeypatch.setattr(exact_search, "_exact_top_tensor", spy)
+    monkeypatch.setattr(kernel, "_exact_top_tensor", spy)
     return calls
 
 
@@ -359,14 +361,14 @@ def test_cuda_device_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-    assert exact_search._resolve_device("cuda", torch) == torch.device("cuda:1")
-    assert exact_search._resolve_device(torch.device("cuda:0"), torch) == torch.device("cuda:0")
+    assert torch_device._resolve_device("cuda", torch) == torch.device("cuda:1")
+    assert torch_device._resolve_device(torch.device("cuda:0"), torch) == torch.device("cuda:0")
     with pytest.raises(ValueError, match=r"device='cuda:2' names a GPU that does not exist: torch sees 2"):
-        exact_search._resolve_device("cuda:2", torch)
+        torch_device._resolve_device("cuda:2", torch)
 
 
 def test_numpy_fallback_accepts_device_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(exact_search, "_torch", lambda: None)
+    monkeypatch.setattr(kernel, "_torch", lambda: None)
     rng = np.random.default_rng(2)
     queries, corpus = planted_ties(rng, 9, 40, 4)
     expected = brute_force(queries, corpus, 6)
@@ -429,12 +431,12 @@ CALLER_TF32 = {
 def test_tf32_is_off_during_a_cuda_search_and_restored_after(caller: str, restore_tf32: None) -> None:
     CALLER_TF32[caller]()
     before = _tf32_state()
-    with exact_search._float32_matmul(torch, torch.device("cuda")):
+    with torch_device._float32_matmul(torch, torch.device("cuda")):
         inside = _tf32_state()
     assert _tf32_state() == before
     assert inside["matmul"] == inside["conv"] == inside["rnn"] == "ieee"
     assert inside["matmul.allow_tf32"] is False
-    with exact_search._float32_matmul(torch, torch.device("cpu")):
+    with torch_device._float32_matmul(torch, torch.device("cpu")):
         assert _tf32_state() == before  # the CPU search touches nothing
 
 

@@ -120,7 +120,7 @@ def test_corpus_encoding_spreads_over_devices_with_identical_vectors(tmp_path: P
     task = mteb.get_task("DisastIR-QA-Bio")
     task.load_data()
     corpus = task.dataset["default"]["test"]["corpus"]
-    with caplog.at_level("INFO", logger="disastir_mteb.search.shared_corpus"):
+    with caplog.at_level("INFO", logger="disastir_mteb.search"):
         for searcher in (pooled, single):
             searcher.index(corpus, task_metadata=task.metadata, hf_split="test", hf_subset="default",
                            encode_kwargs={"batch_size": 8})

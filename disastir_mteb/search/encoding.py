@@ -22,8 +22,8 @@ bit-identical to the store's earlier path (file-order chunks of 8,192 texts, eac
 own): a batch's padded length decides the shapes the kernels see, and float results depend on them
 at the level of 1e-7, which is why the store's format number changed with this module.
 
-Precision (:data:`PRECISIONS`) casts the model's weights in place, like ``model.half()``; the
-default is the model's own dtype (float32 for the DisastIR baselines).
+The model's precision (``PRECISIONS``, ``apply_precision``) is :mod:`~disastir_mteb.search.precision`,
+re-exported here.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from disastir_mteb.search.precision import PRECISIONS, apply_precision, module_dtype, parse_precision, torch_module
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
@@ -47,10 +49,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["PRECISIONS", "EncodingReport", "SentenceTransformerPipeline", "apply_precision", "check_count",
            "length_order", "parse_precision", "torch_module"]
 
-Precision = Literal["fp32", "fp16", "bf16"]
-#: Accepted precision names -> torch dtype names. ``None`` (the default everywhere) keeps the model's own.
-PRECISIONS: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 _DEPTH_PER_THREAD = 2  # tokenised batches waiting per worker: enough to hide a slow batch, bounded memory
 
 
@@ -67,21 +65,6 @@ def check_count(name: str, value: int | None, lowest: int, unset: str | None = N
         raise ValueError(f"{name}={value!r} must be an integer >= {lowest}{accepted}.")
 
 
-def parse_precision(value: str | None) -> Precision | None:
-    """``fp32``, ``fp16`` or ``bf16`` (also ``float16``, ``half``, ``bfloat16``, ``float32``), or ``None``.
-
-    Raises:
-        ValueError: an unknown name (the valid ones are listed).
-    """
-    if value is None:
-        return None
-    name = _ALIASES.get(str(value).lower(), str(value).lower())
-    if name not in PRECISIONS:
-        raise ValueError(f"Unknown precision {value!r}; valid: {', '.join(PRECISIONS)} (or leave it unset for the "
-                         "model's own dtype).")
-    return name  # type: ignore[return-value]
-
-
 def length_order(texts: Sequence[str]) -> np.ndarray:
     """sentence-transformers' encoding order: longest text (in characters) first.
 
@@ -91,66 +74,6 @@ def length_order(texts: Sequence[str]) -> np.ndarray:
     resumed run whose order differs (another NumPy) starts over instead of mixing rows.
     """
     return np.argsort(np.fromiter((-len(text) for text in texts), dtype=np.int64, count=len(texts)))
-
-
-def torch_module(model: Any) -> Any:
-    """The first ``torch.nn.Module`` in ``model`` or under its ``.model`` attributes (wrappers), else None."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    for _ in range(6):
-        if isinstance(model, torch.nn.Module):
-            return model
-        model = getattr(model, "model", None)
-        if model is None:
-            return None
-    return None
-
-
-def module_dtype(model: Any) -> str | None:
-    """The dtype name (``float32``, ``float16``, ``bfloat16``) of the model's first floating parameter, or None."""
-    module = torch_module(model)
-    if module is None:
-        return None
-    for parameter in module.parameters():
-        if parameter.is_floating_point():
-            return str(parameter.dtype).removeprefix("torch.")
-    return None
-
-
-def module_device(model: Any) -> str | None:
-    """The device of the model's first parameter (``cpu``, ``cuda:0``), or None when it has no torch module."""
-    module = torch_module(model)
-    if module is None:
-        return None
-    parameter = next(iter(module.parameters()), None)
-    return None if parameter is None else str(parameter.device)
-
-
-def apply_precision(model: Any, precision: str | None) -> str | None:
-    """Cast the model's weights to ``precision`` in place (like ``model.half()``); return the dtype now in use.
-
-    ``None`` leaves the model as it is. The returned name (``float32``, ``float16``, ``bfloat16``,
-    or None for a model without torch weights) is what the embedding cache key records.
-
-    Raises:
-        ValueError: an unknown precision, or a precision asked of a model without torch weights.
-    """
-    wanted = parse_precision(precision)
-    module = torch_module(model)
-    if wanted is None:
-        return module_dtype(model)
-    if module is None:
-        raise ValueError(f"precision={precision!r} needs a torch model, but {type(model).__name__} holds none; "
-                         "leave precision unset for this model.")
-    import torch
-
-    dtype = getattr(torch, PRECISIONS[wanted])
-    if module_dtype(model) != PRECISIONS[wanted]:
-        logger.info("Casting %s to %s for encoding (in place).", type(module).__name__, PRECISIONS[wanted])
-        module.to(dtype)
-    return PRECISIONS[wanted]
 
 
 @dataclass

@@ -12,39 +12,35 @@ own search) or, with ``ann=``, a :class:`~disastir_mteb.search.usearch_index.Use
 ``search`` encodes a task's queries (also through the store) and searches the index. The search
 setting joins the model's mteb experiment settings, so ANN results are filed apart from exact ones;
 the embeddings, which do not depend on it, are shared by both.
+
+How a task's texts reach the model (and which prompts key their vectors) is
+:mod:`~disastir_mteb.search.encoder_routes`; searching every task's queries in one pass
+(:meth:`SharedCorpusSearch.prefetch`) is :mod:`~disastir_mteb.search.query_prefetch`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import json
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from mteb._create_dataloaders import _retrieval_texts, create_dataloader
+from mteb._create_dataloaders import _retrieval_texts
 from mteb.types import PromptType
 
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES, get_spec
 from disastir_mteb.models.adapter import as_mteb_encoder
-from disastir_mteb.models.instructions import InstructionConfig
-from disastir_mteb.search.encoding import (
+from disastir_mteb.search.encoder_routes import _declared_dimension, _encoder, _passage_prompt, _resolve_devices
+from disastir_mteb.search.encoding import EncodingReport, check_count, length_order
+from disastir_mteb.search.exact_search import ExactIndex
+from disastir_mteb.search.precision import (
     PRECISIONS,
-    EncodingReport,
-    SentenceTransformerPipeline,
     apply_precision,
-    check_count,
-    length_order,
     module_device,
     module_dtype,
     parse_precision,
-    plain_sentence_transformer,
     torch_module,
 )
-from disastir_mteb.search.exact_search import ExactIndex
-from disastir_mteb.search.store import EmbeddingStore, StoreKey, encode_chunks, fingerprint_texts
+from disastir_mteb.search.query_prefetch import _PrefetchKey, prefetch_queries
+from disastir_mteb.search.store import EmbeddingStore, StoreKey, _encode_in_memory, fingerprint_texts
 from disastir_mteb.search.usearch_index import AnnParams, UsearchIndex, resolve_params
 
 if TYPE_CHECKING:
@@ -62,37 +58,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["SharedCorpusSearch"]
-
-_DISASTIR = frozenset(TASK_NAMES)
-
-
-_PrefetchKey = tuple[str, str, str, "tuple[str, str] | None"]  # task, split, subset, held corpus
-
-
-def _task_prompt(model: Any, task_metadata: TaskMetadata, prompt_type: PromptType = PromptType.document) -> str:
-    """The prompt TEXT a wrapper puts before passages or queries ('' when none; mteb returns prompt names)."""
-    get_prompt = getattr(model, "get_prompt", None)
-    if not callable(get_prompt):
-        return ""
-    try:
-        name = get_prompt(task_metadata, prompt_type)
-    except Exception:
-        return ""
-    if not name:
-        return ""
-    prompts = getattr(model, "model_prompts", None) or {}
-    return str(prompts.get(name, name))
-
-
-def _resolve_devices(devices: Sequence[str] | str | None) -> tuple[str, ...]:
-    if devices is None:
-        return ()
-    if devices == "auto":
-        import torch
-
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return tuple(f"cuda:{i}" for i in range(count)) if count > 1 else ()
-    return (devices,) if isinstance(devices, str) else tuple(devices)
 
 
 class SharedCorpusSearch:
@@ -240,23 +205,6 @@ class SharedCorpusSearch:
         return f"ANN {self.ann.describe()}"
 
     # ------------------------------------------------------------------ identity of an embedding
-    def _passage_prompt(self, task_metadata: TaskMetadata) -> str:
-        """Everything besides the text that decides a passage embedding; part of the cache key."""
-        parts = []
-        experiment = getattr(getattr(self.model, "mteb_model_meta", None), "experiment_kwargs", None)
-        if experiment:
-            parts.append(json.dumps(dict(experiment), sort_keys=True, default=str))
-        config = getattr(self.model, "config", None)
-        if isinstance(config, InstructionConfig) and config.passages and task_metadata.name in _DISASTIR:
-            parts.append(config.format(get_spec(task_metadata.name).intent, "{passage}"))
-        prompt = _task_prompt(self.model, task_metadata)
-        if prompt:
-            parts.append(f"prompt={prompt}")
-        if getattr(self.model, "apply_instruction_to_passages", False) and getattr(self.model, "instruction_template",
-                                                                                     None):
-            parts.append(f"task={task_metadata.name}")  # the model instructs passages per task
-        return " | ".join(parts)
-
     def _model_key(self) -> tuple[str, str | None]:
         meta = self.mteb_model_meta
         return (getattr(meta, "name", None) or type(self.model).__name__, getattr(meta, "revision", None))
@@ -285,85 +233,6 @@ class SharedCorpusSearch:
                         instructions="", texts_fingerprint=fingerprint_texts(texts), dtype=self.dtype,  # type: ignore[arg-type]
                         batch_size=batch_size, precision=self.model_dtype)
 
-    def _sentence_transformer_route(self, task_metadata: TaskMetadata, prompt_type: PromptType) -> _Route | None:
-        """How texts of ``prompt_type`` reach a plain SentenceTransformer, if they do unchanged but for a known step.
-
-        Only wrappers whose effect is known are looked through: ``with_instructions`` (queries get
-        ``config.format(intent, query)``; instructed passages are not routed) and mteb's
-        SentenceTransformer wrapper (its prompt for the task, else the model's own, as
-        ``encode_query`` / ``encode_document`` pick it). The pipeline then runs exactly what the
-        model's own ``encode`` would; anything else (None) goes through that ``encode``.
-        """
-        from mteb.models import SentenceTransformerEncoderWrapper
-
-        from disastir_mteb.models.adapter import InstructedEncoder
-
-        model, transform = self.model, None
-        if isinstance(model, InstructedEncoder):
-            config = model.config
-            if model.model_prompt is not None:
-                return None
-            if prompt_type == PromptType.document and config.passages and config.instructions is not None:
-                return None
-            if prompt_type == PromptType.query and config.instructions is not None and task_metadata.name in _DISASTIR:
-                intent = get_spec(task_metadata.name).intent
-                transform = functools.partial(config.format, intent)
-            model = model.model
-        prompt = None
-        if isinstance(model, SentenceTransformerEncoderWrapper):
-            if type(model).encode is not SentenceTransformerEncoderWrapper.encode:
-                return None
-            prompt = _task_prompt(model, task_metadata, prompt_type) or None
-            model = model.model
-        return _Route(model, prompt, transform) if plain_sentence_transformer(model) else None
-
-    def _encoder(self, task_metadata: TaskMetadata, prompt_type: PromptType, hf_split: str, hf_subset: str,
-                 encode_kwargs: EncodeKwargs, num_proc: int | None) -> Callable[[list[str]], Any]:
-        from datasets import Dataset
-
-        batch_size = self._batch_size(encode_kwargs)
-        encode_kwargs = {**encode_kwargs, "batch_size": batch_size}  # type: ignore[typeddict-item]
-        route = (self._sentence_transformer_route(task_metadata, prompt_type)
-                 if prompt_type == PromptType.document else None)
-        if prompt_type == PromptType.document:
-            limit = getattr(route.model, "max_seq_length", None) if route else None
-            self.encoding = EncodingReport("model.encode (mteb)", batch_size, precision=self.model_dtype,
-                                           device=module_device(self.model), max_seq_length=limit)
-        if route is not None and len(self.devices) > 1:
-            pool_model, prompt = route.model, route.prompt
-            logger.info("Encoding passages on %s with sentence-transformers' multi-process pool.", self.devices)
-            self.encoding.path, self.encoding.device = "multi-process pool", ", ".join(self.devices)  # type: ignore[union-attr]
-
-            def encode_on_devices(texts: list[str]) -> Any:
-                output = pool_model.encode_document(texts, prompt=prompt, device=list(self.devices),
-                                                    convert_to_numpy=True, batch_size=batch_size,
-                                                    show_progress_bar=False)
-                self.passages_encoded += len(texts)
-                return output
-
-            return _timed(encode_on_devices, self.encoding)
-        if route is not None:
-            pipeline = SentenceTransformerPipeline(route.model, batch_size=batch_size, prompt=route.prompt,
-                                                   tokenize_threads=self.tokenize_threads, report=self.encoding)
-            return _Counted(pipeline, self._count_passages)
-
-        if prompt_type == PromptType.document and self.progress:
-            encode_kwargs["show_progress_bar"] = False  # the corpus bar counts these texts; one bar, not two
-
-        def encode(texts: list[str]) -> Any:
-            loader = create_dataloader(Dataset.from_dict({"id": [str(i) for i in range(len(texts))], "text": texts}),
-                                       task_metadata=task_metadata, prompt_type=prompt_type, num_proc=num_proc,
-                                       **encode_kwargs)
-            output = self.model.encode(loader, task_metadata=task_metadata, hf_split=hf_split, hf_subset=hf_subset,
-                                       prompt_type=prompt_type, **encode_kwargs)
-            if prompt_type == PromptType.document:
-                self.passages_encoded += len(texts)
-            else:
-                self.queries_encoded += len(texts)
-            return output
-
-        return _timed(encode, self.encoding) if prompt_type == PromptType.document else encode
-
     def _count_passages(self, n: int) -> None:
         self.passages_encoded += n
 
@@ -372,8 +241,8 @@ class SharedCorpusSearch:
         texts = _retrieval_texts(queries, PromptType.query)
         if not texts:
             return np.zeros((0, 1), np.float32)
-        encode = self._encoder(task_metadata, PromptType.query, hf_split, hf_subset, encode_kwargs, num_proc)
-        prompt = f"task={task_metadata.name} | {self._passage_prompt(task_metadata)}"
+        encode = _encoder(self, task_metadata, PromptType.query, hf_split, hf_subset, encode_kwargs, num_proc)
+        prompt = f"task={task_metadata.name} | {_passage_prompt(self.model, task_metadata)}"
         return np.asarray(self._embed("queries", texts, prompt, encode, batch_size=self._batch_size(encode_kwargs)))
 
     def prefetch(self, tasks: Sequence[Any], *, encode_kwargs: EncodeKwargs | None = None) -> int:
@@ -384,96 +253,13 @@ class SharedCorpusSearch:
         single task's pass does. Only DisastIR tasks are prefetched, and only when they share one
         corpus and passage prompt; the others are searched as usual. Returns how many were.
         """
-        from tqdm.auto import tqdm
-
-        encode_kwargs = dict(encode_kwargs or {"batch_size": self.batch_size or 32})
-        items: list[tuple[Any, Any]] = []
-        owners: list[tuple[_PrefetchKey, list[str], int]] = []
-        ours = [task for task in tasks if task.metadata.name in _DISASTIR]  # other tasks keep the per-task path
-        for task in tqdm(ours, desc="Loading tasks", unit=" tasks", disable=not self.progress, leave=False,
-                         dynamic_ncols=True):
-            if not task.data_loaded:
-                task.load_data()
-        for task in ours:  # the first indexes (encodes) the shared corpus, under its own bar; the rest reuse it
-            split, subset = task.metadata.eval_splits[0], "default"
-            data = task.dataset[subset][split]
-            self.index(data["corpus"], task_metadata=task.metadata, hf_split=split, hf_subset=subset,
-                       encode_kwargs=encode_kwargs)
-            if owners and owners[0][0][3] != self._held:  # not one shared corpus after all: do nothing early
-                logger.info("Tasks do not share one corpus; searching task by task.")
-                return 0
-            items.append((task, data))
-            owners.append(((task.metadata.name, split, subset, self._held), [str(i) for i in data["queries"]["id"]],
-                           int(getattr(task, "_top_k", 100))))
-        if not owners:
-            return 0
-        blocks = self._joint_query_embeddings(items, encode_kwargs)
-        if blocks is None:
-            blocks = [self._query_embeddings(data["queries"], task.metadata, task.metadata.eval_splits[0], "default",
-                                             encode_kwargs, None) for task, data in items]
-        top_k = max(k for _, _, k in owners)
-        values, indices = self.index_backend.search(np.concatenate(blocks), top_k, similarity_fn=self.model.similarity)
-        self.corpus_passes += 1
-        row = 0
-        for key, query_ids, _ in owners:
-            self._prefetched[key] = (top_k, {
-                qid: {self._doc_ids[int(i)]: float(v) for v, i in zip(values[row + n], indices[row + n], strict=True)}
-                for n, qid in enumerate(query_ids)})
-            row += len(query_ids)
-        logger.info("Searched %d queries of %d task(s) in one pass over the corpus.", row, len(owners))
-        return len(owners)
-
-    def _joint_query_embeddings(self, items: list[tuple[Any, Any]],
-                                encode_kwargs: EncodeKwargs) -> list[np.ndarray] | None:
-        """Every task's query vectors from ONE length-sorted pass over all their queries, or None.
-
-        48 encode calls of 200 queries each sort and pad worse and pay the per-call cost 48 times.
-        When every task's queries reach the same plain SentenceTransformer through known steps
-        (:meth:`_sentence_transformer_route`), the queries still missing from the store are encoded
-        together (per distinct prompt), longest first, then filed per task under the same keys as
-        task-by-task encoding; otherwise (None) each task encodes its own.
-        """
-        routes = [self._sentence_transformer_route(task.metadata, PromptType.query) for task, _ in items]
-        if not routes or any(r is None or r.model is not routes[0].model for r in routes):  # type: ignore[union-attr]
-            return None
-        batch_size = self._batch_size(encode_kwargs)
-        planned = []
-        for (task, data), route in zip(items, routes, strict=True):
-            raw = _retrieval_texts(data["queries"], PromptType.query)
-            key_prompt = f"task={task.metadata.name} | {self._passage_prompt(task.metadata)}"
-            cached = None if self.store is None else self.store.cached(
-                self._store_key("queries", raw, key_prompt, batch_size), len(raw))
-            final = raw if route.transform is None else [route.transform(text) for text in raw]  # type: ignore[union-attr]
-            planned.append((raw, key_prompt, final, route.prompt, cached))  # type: ignore[union-attr]
-        vectors: dict[int, np.ndarray] = {}
-        for prompt in dict.fromkeys(p[3] for p in planned if p[4] is None):
-            members = [n for n, p in enumerate(planned) if p[4] is None and p[3] == prompt]
-            texts = [text for n in members for text in planned[n][2]]
-            pipeline = SentenceTransformerPipeline(routes[0].model, batch_size=batch_size, prompt=prompt,  # type: ignore[union-attr]
-                                                   tokenize_threads=self.tokenize_threads, side="query")
-            encoded = _encode_in_memory(texts, pipeline, length_order(texts), self._chunk_size(batch_size),
-                                        progress="queries" if self.progress else None)
-            self.queries_encoded += len(texts)
-            row = 0
-            for n in members:
-                vectors[n] = encoded[row:row + len(planned[n][2])]
-                row += len(planned[n][2])
-        blocks = []
-        for n, (raw, key_prompt, _, _, cached) in enumerate(planned):
-            if cached is not None:
-                blocks.append(np.asarray(cached))
-            else:
-                blocks.append(np.asarray(self._embed("queries", raw, key_prompt, _Rows(vectors[n]),
-                                                     batch_size=batch_size)))
-        if vectors:
-            logger.info("Encoded the queries of %d task(s) in one length-sorted pass.", len(vectors))
-        return blocks
+        return prefetch_queries(self, tasks, encode_kwargs=encode_kwargs)
 
     # ------------------------------------------------------------------ mteb SearchProtocol
     def index(self, corpus: CorpusDatasetType, *, task_metadata: TaskMetadata, hf_split: str, hf_subset: str,
               encode_kwargs: EncodeKwargs, num_proc: int | None = None, **kwargs: Any) -> None:
         """Make ``corpus`` searchable; a no-op when the same corpus and passage prompt are already held."""
-        prompt = self._passage_prompt(task_metadata)
+        prompt = _passage_prompt(self.model, task_metadata)
         identity = getattr(corpus, "_fingerprint", None) or str(id(corpus))
         if self._held is not None and self._held[1] == prompt and self._held[0] in (
                 identity, self._text_fingerprints.get(identity)):
@@ -484,7 +270,7 @@ class SharedCorpusSearch:
         self._text_fingerprints[identity] = text_fingerprint
         if self._held == (text_fingerprint, prompt):  # same texts under another datasets fingerprint
             return
-        encode = self._encoder(task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
+        encode = _encoder(self, task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
         embeddings = self._embed("corpus", texts, prompt, encode, batch_size=self._batch_size(encode_kwargs),
                                  order=length_order(texts))
         self._doc_ids = [str(i) for i in corpus["id"]]
@@ -527,89 +313,3 @@ class SharedCorpusSearch:
         if self.keep_rankings:
             self.rankings[(task, split, subset)] = results
         return results
-
-
-class _Counted:
-    """An encoder (plain callable or one with ``encode_stream``) that reports each finished chunk's size."""
-
-    def __init__(self, inner: Any, count: Callable[[int], None]) -> None:
-        self.inner, self.count = inner, count
-
-    def __call__(self, texts: list[str]) -> Any:
-        output = self.inner(texts)
-        self.count(len(texts))
-        return output
-
-    def encode_stream(self, chunks: Sequence[list[str]], on_batch: Callable[[int], None] | None = None) -> Any:
-        """The inner stream, counting each chunk as it comes out."""
-        for chunk, output in zip(chunks, self.inner.encode_stream(chunks, on_batch=on_batch), strict=True):
-            self.count(len(chunk))
-            yield output
-
-
-def _timed(encode: Callable[[list[str]], Any], report: EncodingReport | None) -> Callable[[list[str]], Any]:
-    """``encode`` adding its texts and seconds to ``report``."""
-    if report is None:
-        return encode
-
-    def timed(texts: list[str]) -> Any:
-        started = time.perf_counter()
-        output = encode(texts)
-        report.add(len(texts), time.perf_counter() - started)
-        return output
-
-    return timed
-
-
-def _encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], order: np.ndarray | None,
-                      chunk_size: int, progress: str | None = None) -> np.ndarray:
-    """What the store does, without files: encode ``texts`` chunk by chunk in ``order``, return them in theirs.
-
-    ``progress`` names the side ("corpus", "queries") for a bar like the store's; None = no bar.
-    """
-    from tqdm.auto import tqdm
-
-    positions = np.arange(len(texts)) if order is None else np.asarray(order)
-    ranges = [positions[start:start + chunk_size] for start in range(0, len(texts), chunk_size)]
-    out: np.ndarray | None = None
-    unit = " passages" if progress == "corpus" else " queries"
-    with tqdm(total=len(texts), desc=f"Encoding {progress}", unit=unit, disable=progress is None,
-              dynamic_ncols=True) as bar:
-        outputs = encode_chunks(encode, [[texts[int(i)] for i in rows] for rows in ranges], on_batch=bar.update)
-        for rows, output in zip(ranges, outputs, strict=True):
-            vectors = output.detach().float().cpu().numpy() if hasattr(output, "detach") else np.asarray(output)
-            if out is None:
-                out = np.empty((len(texts), vectors.shape[1]), np.float32)
-            out[rows] = vectors
-    return out if out is not None else np.zeros((0, 1), np.float32)
-
-
-def _declared_dimension(model: Any) -> int | None:
-    """The output dimension a SentenceTransformer (bare or behind known wrappers) computes from its modules."""
-    inner = getattr(getattr(model, "model", None), "model", None) or getattr(model, "model", None) or model
-    if not plain_sentence_transformer(inner):
-        return None
-    dimension = getattr(inner, "get_embedding_dimension", None) or inner.get_sentence_embedding_dimension  # ST < 6
-    dim = dimension()
-    return int(dim) if dim else None
-
-
-@dataclasses.dataclass(frozen=True)
-class _Route:
-    """A plain SentenceTransformer behind known wrappers: its prompt and the text transform on the way."""
-
-    model: Any
-    prompt: str | None
-    transform: Callable[[str], str] | None
-
-
-class _Rows:
-    """An "encoder" that hands out rows of vectors already computed, in the order chunks ask for them."""
-
-    def __init__(self, vectors: np.ndarray) -> None:
-        self.vectors, self.row = vectors, 0
-
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        out = self.vectors[self.row:self.row + len(texts)]
-        self.row += len(texts)
-        return out

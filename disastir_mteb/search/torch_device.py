@@ -1,0 +1,114 @@
+"""Which torch device exact search runs on, and float32 (not TF32) products while it runs on CUDA.
+
+With torch, exact search runs on a torch device: the CPU by default, or the model's GPU
+(``device="cuda:0"``). :func:`_resolve_device` checks the name a caller gives and fails early with
+a message saying what is available; :func:`_float32_matmul` switches TF32 off for the search, so
+scores are float32 products on every device and the ranking is the CPU's. Without torch, only the
+CPU (NumPy) is available.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    import torch as torch_module
+
+__all__ = ["DEVICE_TYPES"]
+
+DEVICE_TYPES = ("cpu", "cuda")
+"""Torch device types exact search runs on (other accelerators are not verified to be exact)."""
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _resolve_device(device: str | torch_module.device | None, torch: Any) -> Any:
+    """The torch device ``device`` names, checked; ``None`` stays ``None`` (and ``"cpu"`` without torch).
+
+    Raises:
+        ValueError: ``device`` is not a torch device of a supported type, needs torch when it is
+            missing, or names a CUDA device that is not available.
+    """
+    if device is None:
+        return None
+    options = ", ".join(repr(kind) for kind in DEVICE_TYPES)
+    if torch is None:
+        if str(device) == "cpu":
+            return None
+        raise ValueError(f"device={device!r} needs torch, which is not installed; install torch or pass "
+                         "device=None to search on the CPU with NumPy.")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"device={device!r} is not a torch device; use one of {options} "
+                         "(optionally with an index, e.g. 'cuda:0').") from None
+    if resolved.type not in DEVICE_TYPES:
+        raise ValueError(f"device={device!r} is not supported by exact search; use one of {options} "
+                         "(optionally with an index, e.g. 'cuda:0').")
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} was requested for exact search, but CUDA is not available to "
+                             f"torch {torch.__version__}; pass device=None or 'cpu' to search on the CPU.")
+        count = torch.cuda.device_count()
+        if resolved.index is None:
+            resolved = torch.device("cuda", torch.cuda.current_device())
+        elif resolved.index >= count:
+            raise ValueError(f"device={device!r} names a GPU that does not exist: torch sees {count} CUDA "
+                             f"device(s), 'cuda:0' to 'cuda:{count - 1}'.")
+    return resolved
+
+
+def _read_flag(read: Callable[[], Any]) -> Any:
+    """A legacy TF32 flag, or ``None`` where torch refuses to read it (the caller mixed legacy and new APIs)."""
+    try:
+        return read()
+    except RuntimeError:
+        return None
+
+
+@contextlib.contextmanager
+def _float32_matmul(torch: Any, device: Any) -> Iterator[None]:
+    """Switch TF32 off for cuBLAS and cuDNN while a CUDA search runs, then restore the caller's settings.
+
+    TF32 keeps 10 mantissa bits, so with it on (``torch.backends.cuda.matmul.allow_tf32 = True``
+    or ``torch.set_float32_matmul_precision("high")``, which many training scripts set) scores
+    would differ from the CPU's float32 ones by ~1e-3 and rankings would change. torch 2.9+ has
+    two APIs for these flags (legacy ``allow_tf32`` / ``float32_matmul_precision`` and new
+    ``fp32_precision``) and raises when a legacy flag is read after the new API set a different
+    value, so both are saved where readable, both are set off, and both are restored, legacy first.
+    The flags are process-wide: a concurrent CUDA matmul in another thread also runs without TF32.
+    """
+    if device is None or device.type != "cuda":
+        yield
+        return
+    backends = torch.backends
+    precision = _read_flag(torch.get_float32_matmul_precision)
+    cudnn = _read_flag(lambda: backends.cudnn.allow_tf32)
+    # every new-API switch, parents first: the legacy setters also write some of them (oneDNN's matmul included)
+    new_api = [(switch, switch.fp32_precision) for switch in (
+        backends, backends.cuda.matmul, backends.cudnn, backends.cudnn.conv, backends.cudnn.rnn,
+        backends.mkldnn, backends.mkldnn.matmul, backends.mkldnn.conv, backends.mkldnn.rnn)]
+    try:
+        if precision is not None:
+            backends.cuda.matmul.allow_tf32 = False
+        if cudnn is not None:
+            backends.cudnn.allow_tf32 = False
+        for switch in (backends.cuda.matmul, backends.cudnn.conv, backends.cudnn.rnn):
+            switch.fp32_precision = "ieee"
+        yield
+    finally:
+        if precision is not None:
+            torch.set_float32_matmul_precision(precision)
+        if cudnn is not None:
+            backends.cudnn.allow_tf32 = cudnn
+        for switch, value in new_api:
+            switch.fp32_precision = value

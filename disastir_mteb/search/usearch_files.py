@@ -1,0 +1,101 @@
+"""The on-disk cache of built USearch indexes: where an entry lives, what its manifest records, its SHA-256.
+
+An entry is ``<cache_dir>/usearch/<cache key>/<similarity>-<parameters digest>.usearch`` with a
+``.json`` manifest beside it. The manifest records what the graph depends on (parameters,
+similarity, size, dimension, ids, a sample of the vectors, usearch version) and the file's SHA-256;
+:class:`~disastir_mteb.search.usearch_index.UsearchIndex` memory-maps an entry that matches, and
+warns (on its own logger) about one that does not.
+
+Faults: USearch maps any file that looks like an index, so a cached graph with damaged bytes would
+search wrongly or crash; its manifest therefore keeps the file's SHA-256, checked before mapping
+(about 0.4 s per 500 MB), and a damaged or truncated file is rebuilt after one warning naming it.
+A cache folder that cannot be written keeps the built graph in memory, after one warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from disastir_mteb.search.ann_params import _FORMAT, _hash
+from disastir_mteb.search.store_chunks import _replace_atomic
+from disastir_mteb.search.store_key import fingerprint_texts
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from disastir_mteb.search.ann_params import AnnParams
+    from disastir_mteb.search.exact_search import Similarity
+
+__all__ = ["cache_entry", "manifest_mismatch", "write_entry"]
+
+
+def cache_entry(cache_dir: Path, cache_key: str, kind: Similarity, params: AnnParams, idxs: list[str],
+                documents: np.ndarray) -> tuple[Path, Path, dict[str, Any]]:
+    """(index file, manifest file, expected manifest) of the entry for ``kind`` under ``cache_dir``."""
+    from importlib.metadata import version
+
+    name = f"{re.sub(r'[^A-Za-z0-9._-]+', '_', cache_key)[:80]}-{_hash(cache_key.encode())[:12]}"
+    stem = cache_dir / "usearch" / name / f"{kind}-{params.digest[:16]}"
+    sample = np.asarray(documents[np.linspace(0, len(documents) - 1, 64).astype(np.int64)], np.float32)
+    return stem.with_suffix(".usearch"), stem.with_suffix(".json"), {
+        "format": _FORMAT, "params": params.as_dict(), "similarity": kind, "n": len(idxs),
+        "dim": int(documents.shape[1]), "ids": fingerprint_texts(idxs),
+        "vectors": _hash(sample.tobytes()), "usearch": version("usearch")}
+
+
+def manifest_mismatch(path: Path, manifest_path: Path, manifest: dict[str, Any]) -> str:
+    """Why the entry cannot be used (a field recorded otherwise, then a SHA-256 mismatch), or ``""``.
+
+    Raises:
+        OSError: the manifest or the index file cannot be read.
+        ValueError: the manifest is not JSON.
+    """
+    stored = json.loads(manifest_path.read_text(encoding="utf-8"))
+    why = next((f"was built for {name}={stored.get(name)!r}, not {value!r}" for name, value in manifest.items()
+                if stored.get(name) != value), "")
+    if not why and stored.get("sha256") != _file_sha256(path):
+        why = f"is damaged or truncated (not memory-mapped): its SHA-256 differs from {manifest_path.name}'s"
+    return why
+
+
+def write_entry(index: Any, path: Path, manifest_path: Path, manifest: dict[str, Any]) -> Exception | None:
+    """Write ``index``, then its manifest with the index's SHA-256, each via a temporary file and ``os.replace``.
+
+    Returns:
+        ``None`` once written, or the error from a folder that cannot be written (read-only, full),
+        the temporary file removed: the caller then keeps the index in memory after one warning.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        manifest_path.unlink(missing_ok=True)  # a crash before the new manifest leaves the entry invalid, not wrong
+        index.save(str(temporary))
+        with open(temporary, "rb+") as handle:
+            os.fsync(handle.fileno())
+        manifest = {**manifest, "sha256": _file_sha256(temporary)}
+        os.replace(temporary, path)
+        _replace_atomic(manifest_path, lambda handle: handle.write(json.dumps(manifest, indent=2).encode()))
+    except (OSError, RuntimeError) as error:  # usearch reports an unwritable file as RuntimeError
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+        return error
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return None
+
+
+def _file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, read in blocks (1.3 GB/s with SHA extensions, twice blake2b's speed)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 24), b""):
+            digest.update(block)
+    return digest.hexdigest()
