@@ -1,11 +1,26 @@
-"""The ``disastir-mteb`` command: argument parsing only; each subcommand calls one module."""
+"""The ``disastir-mteb`` command: argument parsing only; each subcommand calls one module.
+
+The subcommands themselves are in :mod:`disastir_mteb.commands`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable
-from pathlib import Path
+
+from disastir_mteb.commands import (
+    _compare,
+    _demo,
+    _export,
+    _report,
+    _run,
+    _sample,
+    _seed,
+    _stats,
+    _submit,
+    _tasks,
+)
 
 __all__ = ["main"]
 
@@ -18,8 +33,6 @@ _ANN_FLAGS: list[tuple[str, type, str]] = [
     ("--rescore", int, "search rescore x k candidates and re-rank them exactly"),
     ("--ann-dtype", str, "f32 | f16 | i8 | b1"),
 ]
-_ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add",
-                "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
 
 
 def _at_least(lowest: int) -> Callable[[str], int]:
@@ -35,237 +48,6 @@ def _at_least(lowest: int) -> Callable[[str], int]:
         return value
 
     return parse
-
-
-def _quiet(quiet: bool) -> None:
-    """With ``--quiet``, also silence the progress bars of datasets, transformers and the Hub client."""
-    if not quiet:
-        return
-    import datasets
-    import huggingface_hub
-    import transformers
-
-    datasets.disable_progress_bars()
-    huggingface_hub.utils.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from disastir_mteb.demo import run_demo
-
-    _quiet(args.quiet)
-    run_demo(output_folder=args.output_folder, scale=args.scale, show_progress=not args.quiet,
-             report=None if args.no_report else args.report)
-    return 0
-
-
-def _run(args: argparse.Namespace) -> int:
-    import os
-
-    from tqdm.auto import tqdm
-
-    from disastir_mteb.results.grid import grid_from_results
-    from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks, result_folder
-
-    local_model = args.model == "bundled" or Path(args.model).exists()
-    local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
-    _offline_if_unreachable(needs_hub=not (local_model and local_data))
-    _use_data(args.data)
-    _quiet(args.quiet)
-    tasks = resolve_tasks(args.tasks, args.benchmarks)
-    ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items() if getattr(args, name) is not None}
-    if args.ann_dtype is not None:
-        ann_params["dtype"] = args.ann_dtype
-    ann = check_search(args.search, args.ann_preset, ann_params)  # before loading a model
-    searcher = build_search(args.model, instructions=args.instructions, template=args.template,
-                            instruct_passages=args.instruct_passages, ann=ann,
-                            cache_dir=False if args.no_cache else args.cache_dir,
-                            devices=args.devices or "auto", progress=not args.quiet, batch_size=args.batch_size,
-                            precision=args.precision, tokenize_threads=args.tokenize_threads)
-
-    def summary(task_result: object, seconds: float) -> None:
-        score = task_result.get_score()  # type: ignore[attr-defined]
-        tqdm.write(f"{task_result.task_name:<24} ndcg@10 {100 * score:6.2f}  ({seconds:.1f} s)")  # type: ignore[attr-defined]  # above the task bar
-
-    result = evaluate(searcher, tasks, search=args.search, ann_preset=args.ann_preset, ann_params=ann_params,
-                      output_folder=args.output_folder, overwrite=args.overwrite, show_progress=not args.quiet,
-                      on_task_done=summary)
-    print(grid_from_results(result.task_results).to_text("NDCG@10 x100"))
-    loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
-    folder = result_folder(searcher, result.task_results[0].task_name, args.output_folder).resolve()
-    print(f"{len(result.task_results)} task result(s) in {folder}; "
-          f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
-          f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}.")
-    print(f"Passages: {searcher.describe_encoding()}.")
-    return 0
-
-
-def _compare(args: argparse.Namespace) -> int:
-    from disastir_mteb.results.compare import compare_sets, pair_sets, rankings_text
-    from disastir_mteb.results.result_sets import find_result_sets, load_result_set
-
-    def sets(path: str) -> list:
-        found = [load_result_set(folder) for folder in find_result_sets(path)]
-        if not found:
-            raise FileNotFoundError(f"{path} holds no DisastIR result files (DisastIR-*.json).")
-        return found
-
-    if len(args.results) == 2:
-        first, second = sets(args.results[0]), sets(args.results[1])
-    elif len(args.results) == 1:
-        found = sets(args.results[0])
-        first, second = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
-        if not first or not second:
-            raise ValueError(f"With one folder, compare needs exact and ANN result sets in it; {args.results[0]} "
-                             f"holds {len(first)} exact and {len(second)} ANN set(s). Pass two folders instead.")
-    else:
-        raise ValueError(f"compare takes one folder (exact and ANN runs inside) or two result folders, "
-                         f"not {len(args.results)}.")
-    comparisons = [compare_sets(a, b) for a, b in pair_sets(first, second)]
-    print(comparisons[0].to_text() if len(comparisons) == 1 else rankings_text(comparisons))
-    return 0
-
-
-def _report(args: argparse.Namespace) -> int:
-    from disastir_mteb.results.report import report_text, write_report
-    from disastir_mteb.results.result_sets import find_result_sets, load_result_set
-
-    sets = [load_result_set(folder) for path in args.results for folder in find_result_sets(path)]
-    if args.model:
-        sets = [s for s in sets if any(m.lower() in s.model.lower() for m in args.model)]
-    if not sets:
-        wanted = f" for model(s) {', '.join(args.model)}" if args.model else ""
-        raise FileNotFoundError(f"No DisastIR result sets{wanted} under {', '.join(args.results)}.")
-    print(report_text(sets), end="")
-    if args.out:
-        written = write_report(sets, args.out, formats=args.format or ["md", "csv"])
-        print(f"Wrote {len(written)} file(s) to {Path(args.out).resolve()}: "
-              f"{', '.join(sorted({p.name for p in written if not p.name.startswith('heatmap-')}))} "
-              f"and {sum(p.name.startswith('heatmap-') for p in written)} heatmap(s).")
-    return 0
-
-
-def _submit(args: argparse.Namespace) -> int:
-    from disastir_mteb.results.submit import submit, validate_submission
-
-    if args.check:
-        problems = validate_submission(args.out)
-        for problem in problems:
-            print(problem)
-        errors = sum(problem.severity == "error" for problem in problems)
-        print(f"{args.out}: {errors} error(s), {len(problems) - errors} warning(s).")
-        return 1 if errors else 0
-    if not args.results:
-        raise ValueError("submit needs a results folder (or --check to validate OUT only).")
-    report = submit(args.results, args.out, model=args.model, overwrite=args.overwrite)
-    print(report.to_text())
-    return 0 if report.ok else 1
-
-
-def _offline_if_unreachable(needs_hub: bool) -> None:
-    """Without a network, load from the local Hugging Face cache at once instead of retrying for minutes.
-
-    Only when HF_HUB_OFFLINE is unset and the model or the data would come from the Hub; huggingface-hub
-    reads the variable when first imported, so this runs before that.
-    """
-    import os
-    import socket
-    from urllib.parse import urlsplit
-
-    if os.environ.get("HF_HUB_OFFLINE") or not needs_hub:
-        return
-    host = urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
-    try:
-        socket.create_connection((host, 443), timeout=3).close()
-    except OSError:
-        os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
-        print(f"disastir-mteb: {host} cannot be reached; using the local Hugging Face cache only (HF_HUB_OFFLINE=1).",
-              file=sys.stderr)
-
-
-def _use_data(data: str | None) -> None:
-    """Point DISASTIR_DATA_DIR at ``--data`` (a folder, or 'sample' for the bundled sample) for this process."""
-    import os
-
-    if not data:
-        return
-    if data == "sample":
-        from disastir_mteb.benchmark.sample import sample_dir
-
-        os.environ["DISASTIR_DATA_DIR"] = str(sample_dir("small"))
-        return
-    folder = Path(data).expanduser().resolve()
-    if not folder.is_dir():
-        raise FileNotFoundError(f"--data {data}: {'not a folder' if folder.exists() else 'no such folder'}; pass a "
-                                f"folder in the published DisastIR layout (corpus.jsonl, query/, qrels/) or 'sample'.")
-    os.environ["DISASTIR_DATA_DIR"] = str(folder)
-
-
-def _export(args: argparse.Namespace) -> int:
-    import time
-
-    from disastir_mteb.benchmark.export import export_beir, export_mteb
-
-    _use_data(args.data)
-    _quiet(args.quiet)
-    say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    started = time.perf_counter()
-    if args.format == "beir":
-        folders = export_beir(args.out, args.tasks, gain=args.gain, overwrite=args.overwrite, progress=say)
-        what = f"{len(folders)} BEIR task folder(s)"
-    else:
-        if args.gain is not None:
-            raise ValueError("--gain applies to --format beir; the mteb export stores the exponential gain "
-                             "in 'score' and the raw grade in 'grade'.")
-        export_mteb(args.out, args.tasks, overwrite=args.overwrite, progress=say)
-        what = "an mteb-native Hugging Face dataset"
-    print(f"Wrote {what} to {Path(args.out).resolve()} in {time.perf_counter() - started:.1f} s.")
-    return 0
-
-
-def _sample(args: argparse.Namespace) -> int:
-    import time
-
-    from disastir_mteb.benchmark.sample import write_sample
-
-    started = time.perf_counter()
-    out = write_sample(args.out, scale=args.scale, seed=args.seed, overwrite=args.overwrite,
-                       progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
-    print(f"Wrote the {args.scale} synthetic DisastIR sample to {out} in {time.perf_counter() - started:.1f} s.")
-    return 0
-
-
-def _stats(args: argparse.Namespace) -> int:
-    from disastir_mteb.benchmark.statistics import compute_statistics, paper_statistics
-    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
-    from disastir_mteb.util.atomic import write_json_atomic
-
-    out = Path(args.out)
-    if args.paper:
-        for name, stats in paper_statistics().items():
-            write_json_atomic(out / f"{name}.json", stats)
-        print(f"Wrote the paper's statistics of 48 tasks to {out}.")
-        return 0
-    names = args.tasks or list(TASK_NAMES)
-    written = compute_statistics(names, out)
-    print(f"Wrote mteb descriptive statistics of {len(written)} task(s) to {out}.")
-    return 0
-
-
-def _tasks(args: argparse.Namespace) -> int:
-    import disastir_mteb
-
-    for task in disastir_mteb.get_tasks(args.intents or None, args.categories or None):
-        print(f"{task.metadata.name:<22} {task.metadata.prompt['query']}")  # type: ignore[index]
-    return 0
-
-
-def _seed(args: argparse.Namespace) -> int:
-    from disastir_mteb.models.bundled import BUNDLED_MODEL, seed_hf_cache
-
-    snapshot = seed_hf_cache(args.hub_cache)
-    print(f"Seeded {BUNDLED_MODEL} into {snapshot}; run mteb with HF_HUB_CACHE={args.hub_cache} HF_HUB_OFFLINE=1.")
-    return 0
 
 
 def _version() -> str:

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from disastir_mteb.benchmark.taxonomy import TASK_NAMES, get_spec
+from disastir_mteb.models.loading import ModelLoadError
+from disastir_mteb.models.loading import load_model as _load_encoder
 
 if TYPE_CHECKING:
     from mteb import AbsTask
@@ -42,54 +44,14 @@ Search = Literal["exact", "ann"]
 def load_model(model: Any, *, device: str | None = None) -> Any:
     """An mteb encoder from a name (``mteb.get_model``), ``"bundled"`` (packaged MiniLM) or an object.
 
-    Objects go through :func:`~disastir_mteb.models.adapter.as_mteb_encoder`: a SentenceTransformer gets
-    mteb's own wrapper, exactly as ``mteb.evaluate`` would wrap it.
+    As :func:`disastir_mteb.models.loading.load_model`; a ready ``SharedCorpusSearch`` is returned as it is.
     """
     if not isinstance(model, str):
-        from disastir_mteb.models.adapter import as_mteb_encoder
         from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
-        return model if isinstance(model, SharedCorpusSearch) else as_mteb_encoder(model, "evaluate()")
-    if model == "bundled":
-        from disastir_mteb.models.bundled import load_bundled_model
-
-        return load_bundled_model(device=device)
-    if Path(model).expanduser().is_dir():
-        return _load_folder(Path(model).expanduser(), device)
-    import mteb
-
-    try:
-        return mteb.get_model(model, device=device) if device else mteb.get_model(model)
-    except Exception as error:  # any loader's failure: offline, unknown name, gated, missing package
-        raise ModelLoadError(model, error) from error
-
-
-class ModelLoadError(OSError):
-    """A model name that could not be loaded, in one sentence that says what to do."""
-
-    HUB_HINT = ("Offline? Put the model in a Hugging Face cache under its hub id and set HF_HUB_OFFLINE=1 "
-                "(HF_HUB_CACHE=DIR for another cache), pass a local model folder (-m ./my-model), or try -m bundled.")
-
-    def __init__(self, model: str, error: BaseException, hint: str = HUB_HINT) -> None:
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
-        super().__init__(f"Could not load model {model!r} ({type(error).__name__}: {reason}). {hint}")
-
-
-def _load_folder(folder: Path, device: str | None) -> Any:
-    """A SentenceTransformer saved in a local folder, filed in results as ``local/<folder name>``."""
-    from sentence_transformers import SentenceTransformer
-
-    from disastir_mteb.models.adapter import as_mteb_encoder
-
-    try:
-        encoder = as_mteb_encoder(SentenceTransformer(str(folder), device=device, local_files_only=True))
-    except Exception as error:
-        raise ModelLoadError(str(folder), error, "A model folder is one written by SentenceTransformer.save().") \
-            from error
-    meta = encoder.mteb_model_meta
-    if meta is not None and (not meta.name or meta.name.startswith("no_model_name")):
-        encoder.mteb_model_meta = meta.model_copy(update={"name": f"local/{folder.resolve().name}"})
-    return encoder
+        if isinstance(model, SharedCorpusSearch):
+            return model
+    return _load_encoder(model, device=device)
 
 
 def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,

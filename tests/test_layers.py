@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "benchmark": {"util", "benchmark"},
     "models": {"util", "benchmark", "models"},
     "search": {"util", "benchmark", "models", "search"},
-    "results": {"util", "benchmark", "models", "results"},
+    "results": {"util", "benchmark", "results"},  # results are read from files: no model, no search
 }
 TOP = "top"
 MAX_LINES = 350

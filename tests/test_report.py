@@ -17,7 +17,8 @@ from disastir_mteb.benchmark.taxonomy import INTENTS, TASK_NAMES
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.results.per_query import PerQuery, data_provenance, per_query_file, write_per_query
 from disastir_mteb.results.published import published_for
-from disastir_mteb.results.report import Image, Notice, build_report, report_text, write_report
+from disastir_mteb.results.report import build_report, report_text, write_report
+from disastir_mteb.results.report_format import Image, Notice
 from disastir_mteb.results.result_sets import ResultSet, describe_setting, find_result_sets, load_result_set
 from disastir_mteb.results.significance import kendall_tau, paired_test
 from disastir_mteb.runner import evaluate

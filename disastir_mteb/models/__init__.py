@@ -1,9 +1,10 @@
 """Layer 2, what encodes: instructions, the adapter that applies them, and the models the plugin knows.
 
-``instructions`` holds the per-intent instructions and templates; ``adapter`` wraps any embedder
-so that DisastIR queries get them; ``dmretriever`` and ``bundled`` are model definitions;
-``registration`` puts the DMRetriever models into mteb; ``hashing_encoder`` is a model-free encoder
-for tests and overhead benchmarks.
+- ``instructions``: the per-intent instruction sets and templates (data); ``adapter``:
+  ``with_instructions`` and ``as_mteb_encoder``, which put them in front of any embedder.
+- ``loading``: a model name, ``"bundled"``, a local folder or an object -> an mteb encoder.
+- ``dmretriever`` (the authors' models, with ``registration`` into mteb), ``bundled`` (the packaged
+  MiniLM), ``hashing_encoder`` (model-free, for tests and overhead benchmarks).
 
 May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.benchmark`.
 """

@@ -1,12 +1,13 @@
 """Layer 3, what a run leaves behind: result files read back, scored, compared, reported and published.
 
-``per_query`` writes and reads per-query scores; ``result_sets`` finds and reads mteb result
-folders; ``grid`` aggregates the 6 x 8 table; ``compare`` and ``significance`` put two sets side
-by side; ``published`` holds the authors' numbers; ``report`` and ``plots`` write reports and
-figures; ``submit`` and ``submission_checks`` prepare a results-repository pull request.
+- ``result_sets`` finds and reads mteb result folders (a result file is read here); ``per_query``
+  writes and reads the per-query scores the runner keeps beside them; ``grid`` is the 6 x 8 table.
+- ``compare`` and ``significance``: two sets side by side, paired tests, Kendall's tau.
+- ``published``: the authors' numbers; ``report`` (``report_format``) and ``plots``: reports, figures.
+- ``submit`` and ``submission_checks``: a folder the results repository accepts.
 
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.benchmark`, :mod:`disastir_mteb.models`;
-never :mod:`disastir_mteb.search` (results are read from files, whatever searched them).
+May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.benchmark`; never ``models`` or ``search``:
+results are read from files, whatever model and search produced them.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Intent, task_name
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
-from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Intent, task_name
 
 __all__ = ["Comparison", "compare_sets", "pair_sets", "rankings_text", "top10_recall"]
 

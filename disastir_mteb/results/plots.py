@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.benchmark.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Intent
+from disastir_mteb.results.grid import ScoreGrid
 
 __all__ = ["heatmap", "intent_bars"]
 

@@ -9,7 +9,7 @@ bars across sets (:mod:`disastir_mteb.results.plots`). Missing tasks are shown a
 them is never computed.
 
 The content is built once as a list of blocks (headings, paragraphs, tables, images) and rendered
-to Markdown, HTML or plain text, so the formats cannot drift apart.
+to Markdown, HTML or plain text (:mod:`disastir_mteb.results.report_format`), so the formats cannot drift apart.
 
 People read readable settings ("ANN (HNSW M=16, ef=64)", :func:`~disastir_mteb.results.result_sets.describe_setting`);
 the raw mteb settings stay in each section's text, the CSV's ``experiment`` column and the PNGs'
@@ -21,63 +21,32 @@ runs) are claimed neither way.
 from __future__ import annotations
 
 import csv
-import html
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from disastir_mteb.util.atomic import write_text_atomic
+from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Intent, get_spec
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.published import SOURCES, PublishedScores, published_for
+from disastir_mteb.results.report_format import (
+    Block,
+    Heading,
+    Image,
+    Notice,
+    Paragraph,
+    Table,
+    render_html,
+    render_markdown,
+    render_text,
+)
 from disastir_mteb.results.result_sets import ResultSet
-from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Intent, get_spec
+from disastir_mteb.util.atomic import write_text_atomic
 
 __all__ = ["FORMATS", "build_report", "report_text", "write_report"]
 
 FORMATS = ("md", "csv", "html")
 
-
-@dataclass(frozen=True)
-class Heading:
-    """A section title (level 1-3)."""
-
-    text: str
-    level: int = 2
-
-
-@dataclass(frozen=True)
-class Paragraph:
-    """A line of text."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A warning the reader must not miss (rendered in bold, at the top)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table of already formatted cells; the first column is left-aligned, the others right."""
-
-    headers: list[str]
-    rows: list[list[str]]
-
-
-@dataclass(frozen=True)
-class Image:
-    """A figure file (relative to the report) with its caption."""
-
-    path: str
-    caption: str
-
-
-Block = Heading | Paragraph | Notice | Table | Image
 
 SYNTHETIC_NOTICE = "Synthetic data: scores exercise the pipeline and are not DisastIR results."
 SYNTHETIC_TAG = "(synthetic data)"
@@ -120,7 +89,7 @@ def _data_line(result: ResultSet) -> str:
     for source in sources:
         generator = source.get("generator")
         if isinstance(generator, dict):
-            how = (f"synthetic, disastir_mteb.benchmark.sample v{generator.get('generator_version', '?')}, scale "
+            how = (f"synthetic, disastir_mteb.sample v{generator.get('generator_version', '?')}, scale "
                    f"{generator.get('scale', '?')}, seed {generator.get('seed', '?')}")
         else:
             how = "synthetic" if source.get("synthetic") else "not synthetic"
@@ -253,67 +222,9 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
     return blocks
 
 
-def _markdown(blocks: Sequence[Block]) -> str:
-    out: list[str] = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            out.append(f"{'#' * block.level} {block.text}\n")
-        elif isinstance(block, Paragraph):
-            out.append(f"{block.text}\n")
-        elif isinstance(block, Notice):
-            out.append(f"> **{block.text}**\n")
-        elif isinstance(block, Image):
-            out.append(f"![{block.caption}]({block.path})\n")
-        else:
-            out.append("| " + " | ".join(block.headers) + " |")
-            out.append("|" + "|".join([":---"] + ["---:"] * (len(block.headers) - 1)) + "|")
-            out += ["| " + " | ".join(row) + " |" for row in block.rows]
-            out.append("")
-    return "\n".join(out)
-
-
-def _html(blocks: Sequence[Block]) -> str:
-    body: list[str] = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            body.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
-        elif isinstance(block, Paragraph):
-            text = re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(block.text))
-            body.append(f"<p>{text}</p>")
-        elif isinstance(block, Notice):
-            body.append(f'<p class="notice"><strong>{html.escape(block.text)}</strong></p>')
-        elif isinstance(block, Image):
-            body.append(f'<figure><img src="{html.escape(block.path)}" alt="{html.escape(block.caption)}">'
-                        f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
-        else:
-            head = "".join(f"<th>{html.escape(h)}</th>" for h in block.headers)
-            rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in block.rows)
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-    style = ("body{font-family:system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#1a1a1a}"
-             "table{border-collapse:collapse;margin:0.5rem 0 1.5rem}th,td{padding:0.25rem 0.6rem;"
-             "border-bottom:1px solid #ddd;text-align:right}th:first-child,td:first-child{text-align:left}"
-             "img{max-width:100%}figcaption{color:#555;font-size:0.9rem}"
-             ".notice{background:#fff4e5;border-left:4px solid #e69500;padding:0.5rem 0.8rem}")
-    return (f"<!doctype html>\n<html><head><meta charset='utf-8'><title>DisastIR report</title><style>{style}"
-            f"</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
-
-
 def report_text(sets: Sequence[ResultSet]) -> str:
     """What ``disastir-mteb report`` prints: the tables of :func:`build_report`, fixed width."""
-    out: list[str] = []
-    for block in build_report(sets, figures=False):
-        if isinstance(block, Heading):
-            out += ["", block.text, "=" * len(block.text) if block.level == 1 else "-" * len(block.text)]
-        elif isinstance(block, Paragraph):
-            out.append(block.text)
-        elif isinstance(block, Notice):
-            out += [f"!! {block.text}", ""]
-        elif isinstance(block, Table):
-            widths = [max(len(str(x)) for x in column) for column in zip(block.headers, *block.rows, strict=True)]
-            for row in [block.headers, *block.rows]:
-                out.append("  ".join(cell.ljust(w) if n == 0 else cell.rjust(w)
-                                     for n, (cell, w) in enumerate(zip(row, widths, strict=True))))
-    return "\n".join(out).strip() + "\n"
+    return render_text(build_report(sets, figures=False))
 
 
 def _csv(sets: Sequence[ResultSet]) -> str:
@@ -370,8 +281,8 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
         title = f"DisastIR NDCG@10 per intent{_bars_tag(sets)}"
         written.append(intent_bars({label: r.grid for label, r in labels.items()}, out / "intents.png", title=title,
                                    published=_published_ticks(labels), metadata=_png_metadata(title, labels)))
-    renderers = {"md": ("report.md", lambda: _markdown(blocks)), "html": ("report.html", lambda: _html(blocks)),
-                 "csv": ("scores.csv", lambda: _csv(sets))}
+    renderers = {"md": ("report.md", lambda: render_markdown(blocks)),
+                 "html": ("report.html", lambda: render_html(blocks)), "csv": ("scores.csv", lambda: _csv(sets))}
     for name in formats:
         file, render = renderers[name]
         written.append(write_text_atomic(out / file, render()))

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
 
 __all__ = ["ResultSet", "describe_search", "describe_setting", "find_result_sets", "load_result_set",
            "resolve_result_set"]

@@ -19,10 +19,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from disastir_mteb.util.atomic import write_bytes_atomic
-from disastir_mteb.results.result_sets import ResultSet, find_result_sets, load_result_set
-from disastir_mteb.results.submission_checks import MODEL_META, RUN_SETTINGS, Problem, validate_folders, validate_submission
 from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+from disastir_mteb.results.result_sets import ResultSet, find_result_sets, load_result_set
+from disastir_mteb.results.submission_checks import (
+    MODEL_META,
+    RUN_SETTINGS,
+    Problem,
+    validate_folders,
+    validate_submission,
+)
+from disastir_mteb.util.atomic import write_bytes_atomic
 
 __all__ = ["Problem", "SubmissionReport", "submit", "validate_submission"]
 

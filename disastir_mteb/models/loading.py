@@ -1,0 +1,66 @@
+"""Loading the model to evaluate: a name for ``mteb.get_model``, ``"bundled"``, a local folder, or an object.
+
+A name that cannot be loaded becomes one :class:`ModelLoadError` sentence saying what to do
+(offline cache, a local folder, ``-m bundled``). :func:`disastir_mteb.runner.load_model` also
+passes a ready :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` through (this layer
+cannot import the search layer).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ModelLoadError", "load_model"]
+
+
+def load_model(model: Any, *, device: str | None = None) -> Any:
+    """An mteb encoder from a name (``mteb.get_model``), ``"bundled"`` (packaged MiniLM) or an object.
+
+    Objects go through :func:`~disastir_mteb.models.adapter.as_mteb_encoder`: a SentenceTransformer gets
+    mteb's own wrapper, exactly as ``mteb.evaluate`` would wrap it.
+    """
+    if not isinstance(model, str):
+        from disastir_mteb.models.adapter import as_mteb_encoder
+
+        return as_mteb_encoder(model, "evaluate()")
+    if model == "bundled":
+        from disastir_mteb.models.bundled import load_bundled_model
+
+        return load_bundled_model(device=device)
+    if Path(model).expanduser().is_dir():
+        return _load_folder(Path(model).expanduser(), device)
+    import mteb
+
+    try:
+        return mteb.get_model(model, device=device) if device else mteb.get_model(model)
+    except Exception as error:  # any loader's failure: offline, unknown name, gated, missing package
+        raise ModelLoadError(model, error) from error
+
+
+class ModelLoadError(OSError):
+    """A model name that could not be loaded, in one sentence that says what to do."""
+
+    HUB_HINT = ("Offline? Put the model in a Hugging Face cache under its hub id and set HF_HUB_OFFLINE=1 "
+                "(HF_HUB_CACHE=DIR for another cache), pass a local model folder (-m ./my-model), or try -m bundled.")
+
+    def __init__(self, model: str, error: BaseException, hint: str = HUB_HINT) -> None:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+        super().__init__(f"Could not load model {model!r} ({type(error).__name__}: {reason}). {hint}")
+
+
+def _load_folder(folder: Path, device: str | None) -> Any:
+    """A SentenceTransformer saved in a local folder, filed in results as ``local/<folder name>``."""
+    from sentence_transformers import SentenceTransformer
+
+    from disastir_mteb.models.adapter import as_mteb_encoder
+
+    try:
+        encoder = as_mteb_encoder(SentenceTransformer(str(folder), device=device, local_files_only=True))
+    except Exception as error:
+        raise ModelLoadError(str(folder), error, "A model folder is one written by SentenceTransformer.save().") \
+            from error
+    meta = encoder.mteb_model_meta
+    if meta is not None and (not meta.name or meta.name.startswith("no_model_name")):
+        encoder.mteb_model_meta = meta.model_copy(update={"name": f"local/{folder.resolve().name}"})
+    return encoder
