@@ -93,3 +93,26 @@ def test_mteb_cli_lists_and_runs_benchmark_names() -> None:
                           timeout=300, cwd="/")
     assert proc.returncode == 0, proc.stderr
     assert "DisastIR-STS" in proc.stdout
+
+
+@pytest.mark.parametrize("first", [
+    "import disastir_mteb.benchmark.tasks",
+    "import disastir_mteb.models.dmretriever",
+    "from disastir_mteb.models.adapter import with_instructions",
+    "import disastir_mteb.tasks",  # the flat path of earlier releases
+])
+def test_registration_waits_for_the_module_that_first_imports_mteb(first: str) -> None:
+    """The plugin's own module importing mteb first fires the hook mid-import: each layer's step waits, then runs."""
+    proc = _python(f"""
+        import sys, warnings
+        warnings.simplefilter("error", RuntimeWarning)
+        {first}
+        assert "mteb" in sys.modules
+        from disastir_mteb import registry
+        import mteb
+        print(registry.is_registered(), mteb.get_task("DisastIR-QA-Bio").metadata.name,
+              mteb.get_model_meta("DMIR01/DMRetriever-33M").name)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "DisastIR-QA-Bio", "DMIR01/DMRetriever-33M"]
+    assert "could not register" not in proc.stderr
