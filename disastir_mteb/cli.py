@@ -9,18 +9,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from disastir_mteb.commands import (
-    _compare,
-    _demo,
-    _export,
-    _report,
-    _run,
-    _sample,
-    _seed,
-    _stats,
-    _submit,
-    _tasks,
-)
+from disastir_mteb import commands
 
 __all__ = ["main"]
 
@@ -72,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--report", default="report", help="folder for the report and heatmap (default: ./report)")
     demo.add_argument("--no-report", action="store_true", help="print the grid only")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
-    demo.set_defaults(func=_demo)
+    demo.set_defaults(func=commands.demo)
 
     run = sub.add_parser("run", help="Evaluate a model on DisastIR tasks (corpus encoded once), optionally with "
                                      "per-intent instructions; exact or USearch ANN search.")
@@ -116,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "up to 8 on a GPU; 0 = on the encoding thread)")
     run.add_argument("--overwrite", action="store_true", help="rerun tasks that already have results")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
-    run.set_defaults(func=_run)
+    run.set_defaults(func=commands.run)
 
     compare = sub.add_parser("compare", help="Exact vs ANN (the paper's Table 3 columns) or any two result sets: "
                                               "per-intent NDCG@10, drop %%, recall@10, paired tests; with several "
@@ -124,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("results", nargs="+",
                          help="A B (result folders; A is the reference, e.g. exact), or one folder holding exact "
                               "and ANN runs")
-    compare.set_defaults(func=_compare)
+    compare.set_defaults(func=commands.compare)
 
     report = sub.add_parser("report", help="Tables, published numbers beside ours, heatmaps and bar charts for "
                                             "result folders (one or several models, exact and ANN).")
@@ -133,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--model", nargs="*", help="keep result sets whose model name contains one of these")
     report.add_argument("--format", nargs="*", choices=["md", "csv", "html"],
                         help="files to write into --out (default: md csv)")
-    report.set_defaults(func=_report)
+    report.set_defaults(func=commands.report)
 
     submit = sub.add_parser("submit", help="Copy plain runs into the embeddings-benchmark/results layout and validate "
                                             "it like that repository's tests (exit 1 on errors).")
@@ -142,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--model", help="the model to submit when the folder holds several (org/name)")
     submit.add_argument("--overwrite", action="store_true", help="replace differing task files already in --out")
     submit.add_argument("--check", action="store_true", help="only validate --out (no copying)")
-    submit.set_defaults(func=_submit)
+    submit.set_defaults(func=commands.submit)
 
     export = sub.add_parser("export", help="Write the tasks as BEIR folders or as an mteb-native Hugging Face "
                                             "dataset (for upstreaming).")
@@ -157,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "or linear (the raw grade)")
     export.add_argument("--overwrite", action="store_true")
     export.add_argument("--quiet", action="store_true")
-    export.set_defaults(func=_export)
+    export.set_defaults(func=commands.export)
 
     sample = sub.add_parser("sample", help="Write a synthetic dataset in the published DisastIR layout.")
     sample.add_argument("--out", required=True, help="target folder (must be absent or empty)")
@@ -165,22 +154,22 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--seed", type=int, default=0)
     sample.add_argument("--overwrite", action="store_true")
     sample.add_argument("--quiet", action="store_true")
-    sample.set_defaults(func=_sample)
+    sample.set_defaults(func=commands.sample)
 
     stats = sub.add_parser("stats", help="Recompute mteb's descriptive statistics on the data the tasks load.")
     stats.add_argument("--out", required=True, help="folder for one <task>.json per task")
     stats.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48)")
     stats.add_argument("--paper", action="store_true", help="write the paper's figures instead (what ships)")
-    stats.set_defaults(func=_stats)
+    stats.set_defaults(func=commands.stats)
 
     tasks = sub.add_parser("tasks", help="List the DisastIR tasks and their instructions.")
     tasks.add_argument("--intents", nargs="*")
     tasks.add_argument("--categories", nargs="*")
-    tasks.set_defaults(func=_tasks)
+    tasks.set_defaults(func=commands.tasks)
 
     seed = sub.add_parser("seed-model-cache", help="Put the bundled all-MiniLM-L6-v2 into a Hugging Face hub cache.")
     seed.add_argument("hub_cache", help="folder to use as HF_HUB_CACHE")
-    seed.set_defaults(func=_seed)
+    seed.set_defaults(func=commands.seed)
     return parser
 
 

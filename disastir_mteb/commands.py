@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-__all__: list[str] = []
+__all__ = ["compare", "demo", "export", "report", "run", "sample", "seed", "stats", "submit", "tasks"]
 
 _ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add",
                 "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
@@ -68,7 +68,8 @@ def _use_data(data: str | None) -> None:
     os.environ["DISASTIR_DATA_DIR"] = str(folder)
 
 
-def _demo(args: argparse.Namespace) -> int:
+def demo(args: argparse.Namespace) -> int:
+    """``disastir-mteb demo``: the bundled model on the bundled sample, all 48 tasks, grid and report."""
     from disastir_mteb.demo import run_demo
 
     _quiet(args.quiet)
@@ -77,7 +78,8 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``disastir-mteb run``: evaluate a model on the tasks, corpus encoded once, results in mteb's layout."""
     import os
 
     from tqdm.auto import tqdm
@@ -118,7 +120,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare(args: argparse.Namespace) -> int:
+def compare(args: argparse.Namespace) -> int:
+    """``disastir-mteb compare``: two result sets side by side, with paired tests and top-10 overlap."""
     from disastir_mteb.results.compare import compare_sets, pair_sets, rankings_text
     from disastir_mteb.results.result_sets import find_result_sets, load_result_set
 
@@ -144,7 +147,8 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace) -> int:
+def report(args: argparse.Namespace) -> int:
+    """``disastir-mteb report``: tables, published numbers and figures for any result sets."""
     from disastir_mteb.results.report import report_text, write_report
     from disastir_mteb.results.result_sets import find_result_sets, load_result_set
 
@@ -163,7 +167,8 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _submit(args: argparse.Namespace) -> int:
+def submit(args: argparse.Namespace) -> int:
+    """``disastir-mteb submit``: copy result sets into a results-repository layout and check them."""
     from disastir_mteb.results.submit import submit, validate_submission
 
     if args.check:
@@ -180,7 +185,8 @@ def _submit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _export(args: argparse.Namespace) -> int:
+def export(args: argparse.Namespace) -> int:
+    """``disastir-mteb export``: the tasks as BEIR folders or an mteb-native dataset."""
     import time
 
     from disastir_mteb.benchmark.export import export_beir, export_mteb
@@ -202,7 +208,8 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sample(args: argparse.Namespace) -> int:
+def sample(args: argparse.Namespace) -> int:
+    """``disastir-mteb sample``: write the synthetic dataset in the published layout."""
     import time
 
     from disastir_mteb.benchmark.sample import write_sample
@@ -214,7 +221,8 @@ def _sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stats(args: argparse.Namespace) -> int:
+def stats(args: argparse.Namespace) -> int:
+    """``disastir-mteb stats``: descriptive statistics, the paper's or recomputed from the data."""
     from disastir_mteb.benchmark.statistics import compute_statistics, paper_statistics
     from disastir_mteb.benchmark.taxonomy import TASK_NAMES
     from disastir_mteb.util.atomic import write_json_atomic
@@ -231,7 +239,8 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tasks(args: argparse.Namespace) -> int:
+def tasks(args: argparse.Namespace) -> int:
+    """``disastir-mteb tasks``: list the task names, filtered by intent and category."""
     import disastir_mteb
 
     for task in disastir_mteb.get_tasks(args.intents or None, args.categories or None):
@@ -239,7 +248,8 @@ def _tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seed(args: argparse.Namespace) -> int:
+def seed(args: argparse.Namespace) -> int:
+    """``disastir-mteb seed-model-cache``: put the bundled MiniLM into a Hugging Face cache folder."""
     from disastir_mteb.models.bundled import BUNDLED_MODEL, seed_hf_cache
 
     snapshot = seed_hf_cache(args.hub_cache)
