@@ -11,11 +11,10 @@ now the packages themselves, so their old names are forwarded by :func:`forward_
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import sys
 import warnings
+from importlib.machinery import ModuleSpec
 from types import CodeType, ModuleType
 
 __all__ = ["MOVED", "MovedModuleFinder", "forward_attribute", "install"]
@@ -42,13 +41,13 @@ def _warn(old: str, new: str, stacklevel: int = 3) -> None:
                   DeprecationWarning, stacklevel=stacklevel)
 
 
-class _Alias(importlib.abc.Loader):
+class _Alias:
     """Hands out the module at its new path; ``get_code`` lets ``python -m <old path>`` run it."""
 
     def __init__(self, new: str) -> None:
         self.new = new
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
         _warn(spec.name, self.new)
         module = importlib.import_module(self.new)
         self._spec = module.__spec__
@@ -62,14 +61,14 @@ class _Alias(importlib.abc.Loader):
         _warn(fullname, self.new)
         spec = importlib.util.find_spec(self.new)
         loader = spec.loader if spec is not None else None
-        return loader.get_code(self.new) if isinstance(loader, importlib.abc.InspectLoader) else None
+        return loader.get_code(self.new) if hasattr(loader, "get_code") else None
 
 
-class MovedModuleFinder(importlib.abc.MetaPathFinder):
+class MovedModuleFinder:
     """Finds ``disastir_mteb.<old>`` for the old flat names that are no longer packages."""
 
     def find_spec(self, fullname: str, path: object = None,
-                  target: object = None) -> importlib.machinery.ModuleSpec | None:
+                  target: object = None) -> ModuleSpec | None:
         """An alias spec for an old flat path, else ``None`` (the regular finders decide)."""
         if not fullname.startswith(_PREFIX):
             return None
@@ -77,7 +76,7 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
         new = MOVED.get(old)
         if new is None or "." not in new or old == new.split(".")[0]:
             return None
-        return importlib.util.spec_from_loader(fullname, _Alias(_PREFIX + new))
+        return ModuleSpec(fullname, _Alias(_PREFIX + new))
 
 
 def forward_attribute(package: str, name: str) -> object:
