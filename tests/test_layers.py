@@ -89,6 +89,19 @@ def test_layers_import_downward_only() -> None:
     assert not wrong, "imports against the layering (see the README's design section):\n" + "\n".join(wrong)
 
 
+def test_private_names_stay_inside_their_layer() -> None:
+    """``_name`` is a layer's internal: modules of one layer share them, no other layer imports them."""
+    wrong = []
+    for path in _modules():
+        layer = _layer(_module_name(path))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("disastir_mteb."):
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                if private and _layer(node.module) != layer:
+                    wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno} imports {private} from {node.module}")
+    assert not wrong, "private names imported across layers:\n" + "\n".join(wrong)
+
+
 def test_the_layering_check_catches_an_upward_import(tmp_path: Path) -> None:
     """The check itself can fail: a lower layer importing a higher one is reported."""
     module = tmp_path / "probe.py"
