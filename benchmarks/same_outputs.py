@@ -1,0 +1,103 @@
+"""Do two source trees of disastir-mteb write the same files? A check for refactors that must change nothing.
+
+Runs one scenario with each tree's package first on ``PYTHONPATH`` (same interpreter, each with
+its own empty cache): the demo (48 tasks, bundled MiniLM, small sample), an ANN run with the
+DisastIR instructions on one thread (a multi-threaded HNSW build is not deterministic), ``submit``,
+and both exports. Then it compares every file the two runs wrote, by name and by content, where
+run-time fields (durations, dates) are left out and ``model_meta.json``'s lists are compared as
+sets (mteb writes some from a Python set, in hash order).
+
+    git worktree add /tmp/before <older revision>
+    python benchmarks/same_outputs.py --before /tmp/before --work /tmp/same-outputs
+
+Offline; about 3 minutes per tree on 2 CPU cores. Exits 1 when any file differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+#: Fields whose values are times or dates: they differ between any two runs.
+VOLATILE = frozenset({"evaluation_time", "date", "created", "kg_co2_emissions", "start", "end"})
+
+SCENARIO: list[list[str]] = [
+    ["demo", "--output-folder", "out", "--report", "report", "--quiet"],
+    ["run", "-m", "bundled", "--data", "sample", "--search", "ann", "--ann-threads", "1", "--instructions",
+     "disastir", "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--output-folder", "out", "--quiet"],
+    ["submit", "out", "--out", "submitted"],
+    ["export", "--format", "beir", "--out", "beir", "--data", "sample", "-t", "DisastIR-QA-Bio", "--quiet"],
+    ["export", "--format", "mteb", "--out", "mteb", "--data", "sample", "-t", "DisastIR-QA-Bio", "--quiet"],
+]
+
+
+def run_scenario(tree: Path, folder: Path) -> None:
+    """Run :data:`SCENARIO` with ``tree``'s package, writing into ``folder`` (cache included)."""
+    folder.mkdir(parents=True, exist_ok=False)
+    env = {**os.environ, "PYTHONPATH": str(tree.resolve()), "DISASTIR_CACHE_DIR": str(folder / "cache"),
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    for argv in SCENARIO:
+        done = subprocess.run([sys.executable, "-m", "disastir_mteb.cli", *argv], cwd=folder, env=env,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{tree}: disastir-mteb {' '.join(argv)} exited {done.returncode}:\n{done.stderr[-2000:]}")
+        print(f"{tree.name}: disastir-mteb {argv[0]} done", flush=True)
+
+
+def _normalised(value: Any, root: str, as_sets: bool) -> Any:
+    if isinstance(value, dict):
+        return {k: _normalised(v, root, as_sets) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        items = [_normalised(v, root, as_sets) for v in value]
+        return sorted(items) if as_sets and all(isinstance(v, str) for v in items) else items
+    return value.replace(root, "<root>") if isinstance(value, str) else value
+
+
+def _comparable(path: Path, root: Path) -> Any:
+    """The file's bytes, or for JSON and text its content with run-time fields and the run folder left out."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+    if path.suffix == ".json":
+        return _normalised(json.loads(text), str(root), as_sets=path.name == "model_meta.json")
+    if path.suffix == ".jsonl":
+        return [_normalised(json.loads(line), str(root), False) for line in text.splitlines() if line.strip()]
+    return text.replace(str(root), "<root>")
+
+
+def compare(before: Path, after: Path) -> list[str]:
+    """The differences between two scenario folders, one line each."""
+    names = [{p.relative_to(side) for p in side.rglob("*") if p.is_file()} for side in (before, after)]
+    problems = [f"only in before: {p}" for p in sorted(names[0] - names[1])]
+    problems += [f"only in after: {p}" for p in sorted(names[1] - names[0])]
+    common = sorted(names[0] & names[1])
+    problems += [f"differs: {p}" for p in common
+                 if _comparable(before / p, before) != _comparable(after / p, after)]
+    print(f"{len(common)} files in both runs; {len(problems)} difference(s)")
+    return problems
+
+
+def main() -> int:
+    """Run the scenario with both trees and compare; 1 when anything differs."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, required=True, help="source tree (a checkout) of the older code")
+    parser.add_argument("--after", type=Path, default=Path(__file__).resolve().parents[1],
+                        help="source tree of the newer code (default: this checkout)")
+    parser.add_argument("--work", type=Path, required=True, help="an absent folder for both runs")
+    args = parser.parse_args()
+    run_scenario(args.before, args.work / "before")
+    run_scenario(args.after, args.work / "after")
+    problems = compare(args.work / "before", args.work / "after")
+    print("\n".join(problems) or "Same files, same contents (run-time fields aside).")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
