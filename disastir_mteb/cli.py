@@ -124,10 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="files to write into --out (default: md csv)")
     report.set_defaults(func=commands.report)
 
-    submit = sub.add_parser("submit", help="Copy plain runs into the embeddings-benchmark/results layout and validate "
-                                            "it like that repository's tests (exit 1 on errors).")
+    submit = sub.add_parser("submit", help="Copy result sets into the embeddings-benchmark/results layout (plain runs "
+                                            "and experiments/<name>/) and validate it like that repository's tests and "
+                                            "workflows (exit 1 on errors).")
     submit.add_argument("results", nargs="?", help="mteb results folder (output, model or revision level)")
-    submit.add_argument("--out", required=True, help="target: a clone of embeddings-benchmark/results or a new folder")
+    submit.add_argument("--out", required=True, help="target: a clone of embeddings-benchmark/results (or a new "
+                                                     "folder), named apart from the results folder")
     submit.add_argument("--model", help="the model to submit when the folder holds several (org/name)")
     submit.add_argument("--overwrite", action="store_true", help="replace differing task files already in --out")
     submit.add_argument("--check", action="store_true", help="only validate --out (no copying)")

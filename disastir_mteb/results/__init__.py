@@ -4,7 +4,8 @@
   writes and reads the per-query scores the runner keeps beside them; ``grid`` is the 6 x 8 table.
 - ``compare`` and ``significance``: two sets side by side, paired tests, Kendall's tau.
 - ``published``: the authors' numbers; ``report`` (``report_format``) and ``plots``: reports, figures.
-- ``submit`` and ``submission_checks``: a folder the results repository accepts.
+- ``submit`` and ``submission_checks`` (with ``results_repository``, ``run_settings_check``): a folder the
+  results repository accepts.
 
 May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.benchmark`; never ``models`` or ``search``:
 results are read from files, whatever model and search produced them.

@@ -2,14 +2,23 @@
 
 The MTEB leaderboard reads ``embeddings-benchmark/results``: one ``results/<org>__<model>/<revision>/``
 folder per model revision holding mteb's ``<Task>.json`` files, ``model_meta.json`` and
-``run_settings.jsonl``. :func:`submit` copies plain runs (never ``experiments/<name>/`` sets such as ANN
-or instruction runs, which fail that repository's folder test, and never ``disastir_per_query/``) into that
-layout byte for byte, each file written atomically, then validates what it wrote with the repository's
+``run_settings.jsonl``, and one ``<revision>/experiments/<experiment_name>/`` folder per run with
+experiment settings (ANN search, instructions), where that repository's folder test expects it.
+:func:`submit` files each result set where mteb's ``ResultCache`` files it (the model's folder name,
+the revision, ``ModelMeta.experiment_name``) and copies its files byte for byte, each written
+atomically (never ``disastir_per_query/``), then validates what it wrote with the repository's
 checks (:mod:`disastir_mteb.results.submission_checks`).
+
+mteb's ``ResultCache.submit_results`` is not used: it pulls the results repository over the network,
+commits on a new branch (and may open the pull request), and its copy step replaces
+``model_meta.json``, copies every task's ``run_settings.jsonl`` lines and merges into task files already
+there by rewriting them; here the pull request stays the user's, nothing goes over the network, and
+a file that differs is refused unless ``overwrite``.
 
 Nothing is written outside ``out``: folder names come from the result folders (resolved, so
 ``..`` never names one), a model or task name that would read as a path (``..``, ``/``) is refused,
-and so is any target that a symbolic link inside ``out`` leads outside it.
+and so is any target that a symbolic link inside ``out`` leads outside it, and an ``out`` whose
+``results/`` folder already holds the result sets to submit (the run's own folder).
 """
 
 from __future__ import annotations
@@ -20,14 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+from disastir_mteb.results import results_repository as repo
 from disastir_mteb.results.result_sets import ResultSet, find_result_sets, load_result_set
-from disastir_mteb.results.submission_checks import (
-    MODEL_META,
-    RUN_SETTINGS,
-    Problem,
-    validate_folders,
-    validate_submission,
-)
+from disastir_mteb.results.results_repository import EXPERIMENTS, MODEL_META, RUN_SETTINGS
+from disastir_mteb.results.submission_checks import Problem, validate_folders, validate_submission
 from disastir_mteb.util.atomic import write_bytes_atomic
 
 __all__ = ["Problem", "SubmissionReport", "submit", "validate_submission"]
@@ -41,16 +46,15 @@ class SubmissionReport:
 
     Attributes:
         folder: the ``results/`` folder written (``out/results``).
-        sources: the result-set folders submitted.
-        skipped: experiment result sets left out.
+        sources: the result-set folders submitted (plain runs and ``experiments/<name>/`` sets).
         written: files created or replaced.
         unchanged: files already there with the same content (or the same model's ``model_meta.json``).
-        problems: :func:`validate_submission` on the submitted model folders.
+        problems: the checks of :func:`validate_submission` on the submitted model folders, warnings only for
+            the submitted result sets.
     """
 
     folder: Path
     sources: tuple[Path, ...]
-    skipped: tuple[Path, ...]
     written: tuple[Path, ...]
     unchanged: tuple[Path, ...]
     problems: tuple[Problem, ...]
@@ -62,7 +66,7 @@ class SubmissionReport:
 
     @property
     def warnings(self) -> tuple[Problem, ...]:
-        """The problems that pass its checks but stop the pull request."""
+        """Advice, and checks that only a change to mteb makes pass (for the submitted sets only)."""
         return tuple(p for p in self.problems if p.severity == "warning")
 
     @property
@@ -72,11 +76,10 @@ class SubmissionReport:
 
     def to_text(self) -> str:
         """A short human summary: what was written, then errors, then warnings."""
-        lines = [f"Submitted {len(self.sources)} result set(s) to {self.folder}: {len(self.written)} file(s) written, "
+        experiments = sum(path.parent.name == EXPERIMENTS for path in self.sources)
+        lines = [f"Submitted {len(self.sources)} result set(s) ({experiments} with experiment settings, filed under "
+                 f"experiments/) to {self.folder}: {len(self.written)} file(s) written, "
                  f"{len(self.unchanged)} unchanged."]
-        if self.skipped:
-            lines.append(f"Left out {len(self.skipped)} experiment result set(s) (experiments/ folders fail the "
-                         "results repository's folder test).")
         lines += [str(problem) for problem in (*self.errors, *self.warnings)]
         lines.append(f"{len(self.errors)} error(s): fix them before opening a pull request." if self.errors else
                      "No errors: ready for a pull request to embeddings-benchmark/results.")
@@ -85,18 +88,20 @@ class SubmissionReport:
 
 def submit(results: str | Path, out: str | Path, *, model: str | None = None,
            overwrite: bool = False) -> SubmissionReport:
-    """Copy the plain DisastIR runs under ``results`` into ``out/results/<org>__<model>/<revision>/``, then validate.
+    """Copy the DisastIR result sets under ``results`` into ``out/results/`` as mteb files them, then validate.
 
-    ``out`` is meant to be a clone of ``embeddings-benchmark/results`` (or an empty folder). Copied are the
-    ``DisastIR-*.json`` task files, ``model_meta.json`` and the task's lines of ``run_settings.jsonl`` (merged
-    with lines for other tasks already there); nothing else (no ``disastir_per_query/``). A ``model_meta.json``
-    already there for the same model name and revision is kept. Every file is written atomically, and only
-    after all conflicts have been checked.
+    ``out`` is meant to be a clone of ``embeddings-benchmark/results`` (or an empty folder), named apart from
+    ``results``. A plain run goes to ``results/<org>__<model>/<revision>/``, a run with experiment settings to
+    ``.../<revision>/experiments/<ModelMeta.experiment_name>/``. Copied are the ``DisastIR-*.json`` task files,
+    ``model_meta.json`` and the tasks' lines of ``run_settings.jsonl`` (merged with lines for other tasks
+    already there); nothing else (no ``disastir_per_query/``). A ``model_meta.json`` already there for the
+    same model name and revision is kept. Every file is written atomically, and only after all conflicts
+    have been checked.
 
     Args:
-        results: any folder :func:`~disastir_mteb.results.result_sets.find_result_sets` resolves (an mteb output folder,
-            a model folder, one result set).
-        out: the folder to write ``results/`` into.
+        results: any folder :func:`~disastir_mteb.results.result_sets.find_result_sets` resolves (an mteb output
+            folder, a model folder, one result set).
+        out: the folder to write ``results/`` into; a clone's exemption lists (in its ``tests/``) are honoured.
         model: submit only this model (``org/name`` or ``org__name``) when ``results`` holds several.
         overwrite: replace task files (and a different ``model_meta.json``) already in ``out``.
 
@@ -105,21 +110,27 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
 
     Raises:
         FileNotFoundError: ``results`` does not exist or holds no DisastIR results.
-        ValueError: no result set of ``model``, only experiment result sets, or two sets for one model revision.
+        ValueError: ``out/results`` already holds the sets; no result set of ``model``; an experiment set
+            whose revision folder would have no ``model_meta.json``; two sets for one target folder.
         FileExistsError: files in ``out`` differ from the ones to submit and ``overwrite`` is False.
     """
-    sources, skipped = _pick_result_sets(Path(results).resolve(), model)
+    sources = _pick_result_sets(Path(results).resolve(), model)
+    _refuse_copy_onto_itself(Path(results), Path(out), sources)
     root = Path(out) / "results"
-    writes: dict[Path, bytes] = {}
-    keep_meta: set[Path] = set()
+    targets: dict[Path, ResultSet] = {}
     for source in sources:
-        target = root / source.folder.parent.name / source.folder.name
-        if any(path.parent == target for path in writes):
-            raise ValueError(f"Two result sets under {results} are for {source.model} at revision {source.revision} "
-                             f"({source.folder} and another): pass the one folder to submit.")
         if "\\" in source.model or any(part in ("", ".", "..") for part in source.model.split("/")):
             raise ValueError(f"Refusing to submit {source.folder}: its model name {source.model!r} (model_meta.json) "
                              "reads as a file path ('..', '.', an empty part or '\\'); fix the model's name and rerun.")
+        target = _target(root, source)
+        if target in targets:
+            raise ValueError(f"Two result sets under {results} are for {source.label} at revision {source.revision} "
+                             f"({targets[target].folder} and {source.folder}): pass the one folder to submit.")
+        targets[target] = source
+    _refuse_lone_experiments(targets)
+    writes: dict[Path, bytes] = {}
+    keep_meta: set[Path] = set()
+    for target, source in targets.items():
         _check_inside(Path(out), target)  # before reading the run_settings.jsonl already there
         tasks = sorted(path for path in source.folder.glob("*.json") if path.stem in _TASKS)
         writes.update({target / path.name: _task_bytes(path) for path in tasks})
@@ -143,15 +154,28 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
     for path, data in writes.items():
         if path not in unchanged:
             write_bytes_atomic(path, data)
-    model_dirs = sorted({path.parent.parent for path in writes})
-    return SubmissionReport(folder=root, sources=tuple(s.folder for s in sources),
-                            skipped=tuple(s.folder for s in skipped), written=tuple(sorted(set(writes) - unchanged)),
-                            unchanged=tuple(sorted(unchanged)),
-                            problems=tuple(validate_folders(root, model_dirs, changed=set(writes))))
+    model_dirs = sorted({root / target.relative_to(root).parts[0] for target in targets})
+    problems = validate_folders(root, model_dirs, submitted=set(targets), changed=set(writes),
+                                exemptions=repo.read_exemptions(Path(out)))
+    return SubmissionReport(folder=root, sources=tuple(s.folder for s in targets.values()),
+                            written=tuple(sorted(set(writes) - unchanged)), unchanged=tuple(sorted(unchanged)),
+                            problems=tuple(problems))
 
 
-def _pick_result_sets(results: Path, model: str | None) -> tuple[list[ResultSet], list[ResultSet]]:
-    """The plain result sets to submit and the experiment sets left out."""
+def _refuse_copy_onto_itself(results: Path, out: Path, sources: list[ResultSet]) -> None:
+    """Refuse an ``out`` whose ``results/`` already holds the sets to submit (``submit results --out results``)."""
+    target = (out / "results").resolve()
+    inside = [source.folder for source in sources if source.folder == target or target in source.folder.parents]
+    if inside:
+        raise ValueError(f"Refusing to submit {results} into {out}: its result sets already lie in {out / 'results'} "
+                         f"(first: {inside[0]}), so submit would copy the run onto itself, per-query files beside, "
+                         "instead of into a clone; clone embeddings-benchmark/results into a folder of its own (git "
+                         "clone https://github.com/embeddings-benchmark/results mteb-results) and pass --out "
+                         "mteb-results.")
+
+
+def _pick_result_sets(results: Path, model: str | None) -> list[ResultSet]:
+    """The result sets to submit: every one under ``results``, or ``model``'s."""
     found = [load_result_set(folder) for folder in find_result_sets(results)]
     if not found:
         raise FileNotFoundError(f"{results} holds no DisastIR result files (DisastIR-*.json); run "
@@ -164,15 +188,40 @@ def _pick_result_sets(results: Path, model: str | None) -> tuple[list[ResultSet]
             close = difflib.get_close_matches(wanted, names, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"No results for model {model!r} under {results}; it holds {', '.join(names)}.{hint}")
-    plain = [s for s in found if not _is_experiment(s)]
-    experiments = [s for s in found if _is_experiment(s)]
-    if not plain:
-        labels = "; ".join(sorted({s.label for s in experiments}))
-        names = " or ".join(sorted({s.model for s in experiments}))
-        raise ValueError(f"{results} holds only experiment results ({labels}), which the results repository rejects "
-                         f"because an experiments/ folder fails its folder test: run `disastir-mteb run -m {names}` "
-                         "without --search ann and --instructions, and submit that plain run.")
-    return plain, experiments
+    return found
+
+
+def _target(root: Path, source: ResultSet) -> Path:
+    """Where mteb's ``ResultCache`` files ``source`` (``get_task_result_path``), and the folder test expects it.
+
+    The model's folder is ``ModelMeta.model_name_as_path()`` of its name, the revision the source's folder
+    name, and an experiment's folder ``ModelMeta.experiment_name`` of its ``model_meta.json`` (the source's
+    folder name if that file does not validate: the checks afterwards report it).
+    """
+    folder = root / repo.model_folder_name(source.model) / source.revision
+    if not _is_experiment(source):
+        return folder
+    try:
+        meta = json.loads((source.folder / MODEL_META).read_text(encoding="utf-8"))
+        name = repo.experiment_name(meta) if isinstance(meta, dict) else None
+    except (OSError, ValueError):
+        name = None
+    if name is None or name in (".", "..") or "/" in name or "\\" in name:
+        name = source.folder.name
+    return folder / EXPERIMENTS / name
+
+
+def _refuse_lone_experiments(targets: dict[Path, ResultSet]) -> None:
+    """Refuse an experiment set whose revision folder would have no ``model_meta.json`` (only a plain run writes it)."""
+    with_meta = {target for target, source in targets.items() if not _is_experiment(source)
+                 and (source.folder / MODEL_META).is_file()}
+    for target, source in sorted(targets.items()):
+        revision = target.parent.parent
+        if _is_experiment(source) and revision not in with_meta and not (revision / MODEL_META).is_file():
+            raise ValueError(f"Refusing to submit {source.folder} alone: the results repository needs a "
+                             f"model_meta.json in {revision} ({repo.CHECKS['meta']}), which only a plain run writes; "
+                             f"run `disastir-mteb run -m {source.model}` without --search ann and --instructions, and "
+                             "submit both.")
 
 
 def _check_inside(out: Path, path: Path) -> None:
