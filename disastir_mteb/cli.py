@@ -150,6 +150,16 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--quiet", action="store_true")
     export.set_defaults(func=commands.export)
 
+    upstream = sub.add_parser("upstream", help="Write the DisastIR tasks, benchmark and statistics into a local mteb "
+                                                "checkout, as a pull request to mteb needs them.")
+    upstream.add_argument("--mteb", required=True, help="the root of a clone of embeddings-benchmark/mteb")
+    upstream.add_argument("--revision", help="full commit hash of the mteb-format dataset on the Hub (default: "
+                                             "task_metadata/dataset.json; a TODO placeholder until it is pushed)")
+    upstream.add_argument("--dataset", help="Hub repository of that dataset (default: mteb/DisastIR)")
+    upstream.add_argument("--stats", help="folder of <task>.json from `disastir-mteb stats --out` (default: the "
+                                          "statistics the plugin ships, the paper's figures)")
+    upstream.set_defaults(func=commands.upstream)
+
     sample = sub.add_parser("sample", help="Write a synthetic dataset in the published DisastIR layout.")
     sample.add_argument("--out", required=True, help="target folder (must be absent or empty)")
     sample.add_argument("--scale", default="small", choices=["small", "full"])

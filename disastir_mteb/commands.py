@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-__all__ = ["compare", "demo", "export", "report", "run", "sample", "seed", "stats", "submit", "tasks"]
+__all__ = ["compare", "demo", "export", "report", "run", "sample", "seed", "stats", "submit", "tasks", "upstream"]
 
 _ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add",
                 "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
@@ -205,6 +205,15 @@ def export(args: argparse.Namespace) -> int:
         export_mteb(args.out, args.tasks, overwrite=args.overwrite, progress=say)
         what = "an mteb-native Hugging Face dataset"
     print(f"Wrote {what} to {Path(args.out).resolve()} in {time.perf_counter() - started:.1f} s.")
+    return 0
+
+
+def upstream(args: argparse.Namespace) -> int:
+    """``disastir-mteb upstream``: the mteb-side files of DisastIR, written into an mteb checkout."""
+    from disastir_mteb.benchmark.upstream import write_upstream
+
+    result = write_upstream(args.mteb, revision=args.revision, dataset_path=args.dataset, stats_dir=args.stats)
+    print(result.to_text())
     return 0
 
 

@@ -7,6 +7,7 @@
   them into mteb; ``statistics`` describes them.
 - ``sample`` (with ``sample_plan`` and ``sample_text``): a synthetic dataset in the published layout.
 - ``export`` (``export_beir``, ``export_mteb``, ``export_common``): the tasks as BEIR or mteb-native data.
+- ``upstream`` (with ``upstream_source``): the tasks, benchmark and statistics written into an mteb checkout.
 
 May import: :mod:`disastir_mteb.util`.
 """

@@ -3,7 +3,7 @@
 - BEIR (:func:`export_beir`, :mod:`disastir_mteb.benchmark.export_beir`): one ``GenericDataLoader``
   folder per task, the corpus written once and linked into each.
 - mteb (:func:`export_mteb`, :mod:`disastir_mteb.benchmark.export_mteb`): one Hugging Face dataset
-  repository for all tasks, task ``DisastIR-QA-Bio`` as subset ``QA-Bio`` (:func:`mteb_subset`).
+  repository for all tasks, task ``DisastIR-QA-Bio`` as configs ``QA-Bio-*`` (:func:`mteb_subset`).
 
 Both read the data through the mteb task objects, so what is written is what the tasks score, and both
 write atomically, replacing only an earlier export (:mod:`disastir_mteb.benchmark.export_common`).

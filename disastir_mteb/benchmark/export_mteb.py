@@ -7,13 +7,14 @@ mteb layout (:func:`export_mteb`), one Hugging Face dataset repository for all t
     <out>/queries/<subset>/test.parquet     id, text
     <out>/qrels/<subset>/test.parquet       query-id, corpus-id, score (int32), grade (int32)
 
-Subset naming: task ``DisastIR-{Intent}-{Category}`` is hf_subset ``{Intent}-{Category}``
+Subset naming: task ``DisastIR-{Intent}-{Category}`` is the config prefix ``{Intent}-{Category}``
 (``DisastIR-QA-Bio`` -> ``QA-Bio``, see :func:`mteb_subset`). mteb's ``RetrievalDatasetLoader``
-reads configs ``<subset>-corpus``, ``<subset>-queries`` and ``<subset>-qrels`` for a task whose
-``eval_langs`` is ``{"<subset>": ["eng-Latn"]}``; every ``<subset>-corpus`` config points at the one
-corpus file, so 48 tasks share one repository and one copy of the corpus with no custom loading
-code. A plain ``corpus`` config is there too for people who just want the passages. No config is
-named ``query``: mteb's loader would read it instead of ``<subset>-queries``.
+with ``config="<subset>"`` reads configs ``<subset>-corpus``, ``<subset>-queries`` and
+``<subset>-qrels``; the upstream tasks (:mod:`disastir_mteb.benchmark.upstream`) pass their
+``dataset["name"]`` as that config and keep the data under mteb's ``default`` subset. Every
+``<subset>-corpus`` config points at the one corpus file, so 48 tasks share one repository and one
+copy of the corpus. A plain ``corpus`` config is there too for people who just want the passages.
+No config is named ``query``: mteb's loader would read it instead of ``<subset>-queries``.
 
 Scores in the mteb export: ``score`` is the exponential gain 2^grade - 1 (0, 1, 3, 7; 15 and 31
 for STS) and ``grade`` the raw grade. mteb evaluates with pytrec_eval, which takes ``score`` as a
@@ -52,7 +53,7 @@ __all__ = ["export_mteb", "mteb_subset"]
 
 
 def mteb_subset(task: str) -> str:
-    """The hf_subset of a task in the mteb export: ``DisastIR-QA-Bio`` -> ``QA-Bio``.
+    """The config prefix of a task in the mteb export: ``DisastIR-QA-Bio`` -> ``QA-Bio``.
 
     Raises:
         KeyError: ``task`` is not one of the 48 task names.
@@ -158,8 +159,8 @@ configs:
 
 {len(names)} DisastIR disaster-management retrieval task(s) in the format mteb's `RetrievalDatasetLoader`
 reads, exported by `disastir_mteb.export.export_mteb` from {_source()}. All tasks share one corpus of
-{passages:,} passages (`corpus/test.parquet`); task `DisastIR-{{Intent}}-{{Category}}` is the subset
-`{{Intent}}-{{Category}}` with configs `<subset>-corpus`, `<subset>-queries` and `<subset>-qrels`.
+{passages:,} passages (`corpus/test.parquet`); task `DisastIR-{{Intent}}-{{Category}}` has the configs
+`{{Intent}}-{{Category}}-corpus`, `-queries` and `-qrels`.
 
 Qrels: `score` = 2^grade - 1 (exponential gain; mteb's `ndcg_at_10` then equals the authors' NDCG@10),
 `grade` = the raw grade (0-3, 0-5 for STS). Unjudged passages count as non-relevant.
@@ -168,10 +169,10 @@ Qrels: `score` = 2^grade - 1 (exponential gain; mteb's `ndcg_at_10` then equals 
 import datasets
 qrels = datasets.load_dataset("<this repo>", "{mteb_subset(first)}-qrels", split="test")
 
-# an mteb task reading it (the subset is the task's only hf_subset)
-metadata = TaskMetadata(name="{first}", dataset={{"path": "<this repo>", "revision": "<commit>"}},
-                        eval_langs={{"{mteb_subset(first)}": ["eng-Latn"]}}, main_score="ndcg_at_10", ...)
+# the loader mteb's upstream DisastIR tasks use (their data goes to the `default` subset)
+from mteb.abstasks.retrieval_dataset_loaders import RetrievalDatasetLoader
+split = RetrievalDatasetLoader("<this repo>", "<commit>", config="{mteb_subset(first)}").load()
 ```
 
-Subsets: {", ".join(mteb_subset(n) for n in names)}.
+Config prefixes: {", ".join(mteb_subset(n) for n in names)}.
 """
