@@ -116,3 +116,21 @@ def test_registration_waits_for_the_module_that_first_imports_mteb(first: str) -
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "DisastIR-QA-Bio", "DMIR01/DMRetriever-33M"]
     assert "could not register" not in proc.stderr
+
+
+def test_a_benchmark_mteb_ships_itself_is_kept(caplog: pytest.LogCaptureFixture) -> None:
+    """Once DisastIR is upstreamed, mteb's own benchmark wins over the plugin's, with one warning."""
+    import types
+
+    from mteb import Benchmark
+
+    from disastir_mteb.benchmark.registration import _wrap_benchmark_registry
+
+    upstream = Benchmark(name="DisastIR", tasks=mteb.get_tasks(tasks=["DisastIR-QA-Bio"]), description="mteb's own")
+    module = types.SimpleNamespace(_build_registry=lambda: {"DisastIR": upstream})
+    _wrap_benchmark_registry(module)
+    with caplog.at_level("WARNING", logger="disastir_mteb.benchmark.registration"):
+        registry = module._build_registry()
+    assert registry["DisastIR"] is upstream
+    assert len(registry["DisastIR-QA"].tasks) == 8  # the plugin's others are still added
+    assert "keeping mteb's own" in caplog.text

@@ -34,7 +34,11 @@ def _wrap_benchmark_registry(module: Any) -> None:
         from disastir_mteb.benchmark.tasks import benchmarks
 
         registry = dict(original())
-        registry.update({benchmark.name: benchmark for benchmark in benchmarks()})
+        for benchmark in benchmarks():
+            if benchmark.name in registry:  # mteb ships it (upstreamed): mteb's own wins, as for the tasks
+                logger.warning("mteb already has a benchmark named %s; keeping mteb's own.", benchmark.name)
+                continue
+            registry[benchmark.name] = benchmark
         return registry
 
     _build_registry._disastir = True  # type: ignore[attr-defined]
