@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
@@ -50,6 +51,9 @@ def test_mteb_run_cli_scores_like_the_authors(sample_data: Path, hub_cache: Path
     scores = result["scores"]["test"][0]
     assert scores["hf_subset"] == "default" and scores["languages"] == ["eng-Latn"]
     assert scores["main_score"] == scores["ndcg_at_10"]
+    assert (scores["disastir_gain"], scores["disastir_data"]) == (  # the task's record, under plain mteb run too
+        "exponential", f"local folder {sample_data.name} (synthetic sample, scale small, seed 0)")
+    assert scores["disastir_version"] == importlib.metadata.version("disastir-mteb")
     assert 0.05 < scores["ndcg_at_10"] < 0.999  # a real model on varied texts: neither random nor perfect
 
     predictions = json.loads((tmp_path / "pred" / "DisastIR-QA-Bio_predictions.json").read_text())["default"]["test"]

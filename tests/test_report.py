@@ -16,6 +16,7 @@ from disastir_mteb.benchmark.sample import MARKER
 from disastir_mteb.benchmark.taxonomy import INTENTS, TASK_NAMES
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.results.per_query import PerQuery, data_provenance, per_query_file, write_per_query
+from disastir_mteb.results.provenance import provenance_of
 from disastir_mteb.results.published import published_for
 from disastir_mteb.results.report import build_report, report_text, write_report
 from disastir_mteb.results.report_format import Image, Notice
@@ -166,7 +167,9 @@ def test_real_and_unrecorded_data_make_no_synthetic_claim(tmp_path: Path, monkey
     for sets in ([real], [unknown], [real, unknown, _published_set("intfloat/e5-small-v2")]):
         text = report_text(sets)
         assert "ynthetic data" not in text and not any(isinstance(b, Notice) for b in build_report(sets))
-    assert "Data: not recorded" in report_text([unknown]) and "Data: `somewhere` (not synthetic)" in report_text([real])
+    # the data each set records is in the Provenance table (a local folder by its name only), said once
+    assert provenance_of(unknown).dataset is None and provenance_of(real).dataset == "local folder somewhere"
+    assert "local folder somewhere" in report_text([real]) and "Data:" not in report_text([real])
 
     mixed = report_text([real, fake])
     assert mixed.splitlines()[2] == f"!! {SYNTHETIC.removesuffix('.')} (1 of 2 result sets, marked below)."
@@ -210,7 +213,8 @@ def test_readable_labels_for_people_raw_settings_in_the_files(tmp_path: Path) ->
     text = report_text([exact, ann, instructed])
     assert "intfloat/e5-small-v2 — ANN (HNSW M=16, ef=64)\n" in text and "intfloat/e5-small-v2 — exact\n" in text
     assert "intfloat/e5-small-v2 — instructions: disastir\n" in text
-    overview = [line for line in text.splitlines() if line.startswith("intfloat/e5-small-v2  ")]
+    overview_text = text.split("\nOverview\n")[1].split("\nProvenance\n")[0]  # the provenance rows start alike
+    overview = [line for line in overview_text.splitlines() if line.startswith("intfloat/e5-small-v2  ")]
     assert [re.split(r"\s{2,}", line)[1] for line in overview] == ["exact", "ANN (HNSW M=16, ef=64)",
                                                                     "instructions: disastir"]  # not "plain"
     assert "Settings as mteb files them: `disastir_search=ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16`." in text

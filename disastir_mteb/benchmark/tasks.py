@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -33,6 +34,7 @@ from disastir_mteb.benchmark.data import (
     load_task,
     resolve_data_dir,
 )
+from disastir_mteb.benchmark.task_record import describe_data, task_record
 from disastir_mteb.benchmark.taxonomy import (
     CATEGORY_FULL_NAMES,
     TASK_SPECS,
@@ -168,6 +170,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
     spec: TaskSpec
     k_values = K_VALUES
     load_report: LoadReport | None = None
+    data_source: str | None = None  # what was loaded, as recorded (benchmark.task_record.describe_data)
 
     def __init__(self, gain: Gain | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -190,11 +193,10 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         """Load this task's queries and judgements and the shared corpus (read once per process)."""
         if self.data_loaded:
             return
-        import os
-
         timer = timer or TimingStack()
+        folder = os.environ.get("DISASTIR_DATA_DIR")
         with timer("Data loading", log_message=f"Loading dataset {self.metadata.name}..."):
-            files = _task_files(DATASET_REPO, DATASET_REVISION, os.environ.get("DISASTIR_DATA_DIR"))
+            files = _task_files(DATASET_REPO, DATASET_REVISION, folder)
             data = load_task(self.spec, files, gain=self.gain, log=mteb_logger)
         split = self.metadata.eval_splits[0]
         self.dataset = {"default": {split: RetrievalSplitData(
@@ -202,6 +204,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         )}}
         self._grades = {split: data.grades}
         self.load_report = data.report
+        self.data_source = describe_data(folder, repo=DATASET_REPO, revision=DATASET_REVISION)
         self.data_loaded = True
 
     def evaluate(self, model: Any, split: str = "test", subsets_to_run: list[str] | None = None,
@@ -223,11 +226,12 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         results: dict[str, dict[str, float]],
         hf_split: str,
         hf_subset: str,
-    ) -> dict[str, float]:
-        """Both NDCG@10 variants by name, and the share of unjudged passages in the top 10.
+    ) -> dict[str, Any]:
+        """Both NDCG@10 variants by name, the share of unjudged passages in the top 10, and the task's record.
 
         ``unjudged_at_10``: fraction of top-10 hits without a judgement (the authors log it
-        beside their zero-fill NDCG; high values mean the pool misses this model's hits).
+        beside their zero-fill NDCG; high values mean the pool misses this model's hits). The record
+        (:mod:`disastir_mteb.benchmark.task_record`): ``disastir_version``, ``disastir_gain``, ``disastir_data``.
         """
         grades = {q: g for q, g in self._grades.get(hf_split, {}).items() if q in qrels}
         extra = {
@@ -241,7 +245,9 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             hits += len(ranked)
             unjudged += sum(1 for doc_id, _ in ranked if doc_id not in qrels[query_id])
         extra["unjudged_at_10"] = unjudged / hits if hits else 0.0
-        return extra
+        data = self.data_source or describe_data(os.environ.get("DISASTIR_DATA_DIR"), repo=DATASET_REPO,
+                                                 revision=DATASET_REVISION)
+        return {**extra, **task_record(gain=self.gain, data=data)}
 
 
 def make_task_class(spec: TaskSpec) -> type[AbsTaskDisastIR]:

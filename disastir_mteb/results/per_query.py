@@ -38,12 +38,15 @@ class PerQuery:
         top10: query id -> the ids of the 10 best passages, best first.
         data: which data the scores come from (see :func:`data_provenance`); None in files written
             before it was recorded.
+        encoding: how the vectors were computed (batch size, ``model_dtype``, device, token limit; see
+            :func:`write_per_query`); None when not recorded.
     """
 
     task_name: str
     ndcg_at_10: Mapping[str, float]
     top10: Mapping[str, list[str]]
     data: Mapping[str, object] | None = None
+    encoding: Mapping[str, object] | None = None
 
     @property
     def mean(self) -> float:
@@ -107,13 +110,14 @@ def write_per_query(path: str | Path, record: PerQuery, *, settings: Mapping[str
                     data: Mapping[str, object] | None = None) -> Path:
     """Write ``record`` atomically (a killed run never leaves half a file).
 
-    ``settings`` (how the vectors were computed: batch size, model dtype, device, token limit) is
-    kept beside the scores under ``"encoding"``: mteb's result file has no place for it, and the
+    ``settings`` (how the vectors were computed: batch size, model dtype, device, token limit; default
+    ``record.encoding``) is kept beside the scores under ``"encoding"``: mteb's result file has no place for it, and the
     batch size, unlike the precision, does not get its own results folder. ``data`` (which data was
     read, :func:`data_provenance`; default ``record.data``) goes under ``"data"``, so reports can say
     when scores come from synthetic data.
     """
     data = data if data is not None else record.data
+    settings = settings if settings is not None else record.encoding
     content: dict[str, object] = {"format": _FORMAT, "task_name": record.task_name, "metric": "ndcg_at_10"}
     if settings:
         content["encoding"] = dict(settings)
@@ -139,9 +143,10 @@ def read_per_query(path: str | Path) -> PerQuery:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         queries = data["queries"]
-        provenance = data.get("data")
+        provenance, encoding = data.get("data"), data.get("encoding")
         return PerQuery(str(data["task_name"]), {q: float(v["ndcg_at_10"]) for q, v in queries.items()},
                         {q: [str(d) for d in v["top10"]] for q, v in queries.items()},
-                        dict(provenance) if isinstance(provenance, dict) else None)
+                        dict(provenance) if isinstance(provenance, dict) else None,
+                        dict(encoding) if isinstance(encoding, dict) else None)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path} is not a per-query score file ({type(error).__name__}: {error}).") from None

@@ -13,9 +13,10 @@ to Markdown, HTML or plain text (:mod:`disastir_mteb.results.report_format`), so
 
 People read readable settings ("ANN (HNSW M=16, ef=64)", :func:`~disastir_mteb.results.result_sets.describe_setting`);
 the raw mteb settings stay in each section's text, the CSV's ``experiment`` column and the PNGs'
-metadata. Scores on generated data say so at the top and in every figure title: a sample number
-must never pass for a DisastIR result. Sets that do not record their data (plain ``mteb run``, older
-runs) are claimed neither way.
+metadata. A "Provenance" table gives each set's plugin version, data, gain, instructions, search and
+precision (:mod:`disastir_mteb.results.provenance`). Scores on generated data say so at the top and in
+every figure title: a sample number must never pass for a DisastIR result. Sets that do not record
+their data (task files from before the record, without per-query files) are claimed neither way.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from disastir_mteb.benchmark.task_record import DATA_KEY
 from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Intent, get_spec
 from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.results.provenance import NOT_RECORDED, provenance_of
 from disastir_mteb.results.published import SOURCES, PublishedScores, published_for
 from disastir_mteb.results.report_format import (
     Block,
@@ -43,7 +46,7 @@ from disastir_mteb.results.report_format import (
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.util.atomic import write_text_atomic
 
-__all__ = ["FORMATS", "build_report", "report_text", "write_report"]
+__all__ = ["FORMATS", "build_report", "provenance_blocks", "report_text", "write_report"]
 
 FORMATS = ("md", "csv", "html")
 
@@ -80,23 +83,26 @@ def _raw_setting(result: ResultSet) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(result.experiment.items()))
 
 
-def _data_line(result: ResultSet) -> str:
-    """Where the set's scores come from, as recorded by the runner; says so when nothing was recorded."""
-    sources = result.data_sources
-    if not sources:
-        return "Data: not recorded (plain `mteb run` or an older run)."
-    described = []
-    for source in sources:
-        generator = source.get("generator")
-        if isinstance(generator, dict):
-            how = (f"synthetic, disastir_mteb.sample v{generator.get('generator_version', '?')}, scale "
-                   f"{generator.get('scale', '?')}, seed {generator.get('seed', '?')}")
-        else:
-            how = "synthetic" if source.get("synthetic") else "not synthetic"
-        described.append(f"`{source.get('source', '?')}` ({how})")
-    unrecorded = sum(1 for task in result.scores if result.task_data(task) is None)
-    unknown = f"; {unrecorded} task(s) do not record their data" if unrecorded else ""
-    return f"Data: {'; '.join(described)}{unknown}."
+def provenance_blocks(sets: Sequence[ResultSet]) -> list[Block]:
+    """The "Provenance" section: one row per set (:func:`~disastir_mteb.results.provenance.provenance_of`).
+
+    Sets whose tasks disagree (e.g. a run resumed after an upgrade) show every value in the table and
+    get a line below it saying which tasks hold which.
+    """
+    found = [(result, provenance_of(result)) for result in sets]
+    labels = [label.lower() for label, _ in found[0][1].fields()]
+    blocks: list[Block] = [
+        Heading("Provenance"),
+        Paragraph("What each set's scores depend on besides the model, as its files record it (the plugin writes "
+                  "its version, data and gain into every task file; instructions, search and precision are the "
+                  f"run's settings). \"{NOT_RECORDED}\": files from before the record, or a run that does not keep "
+                  "it; nothing is guessed."),
+        Table(["model", *labels], [[result.model, *(value for _, value in record.fields())]
+                                   for result, record in found])]
+    for result, record in found:
+        if conflicts := record.conflicts():
+            blocks.append(Paragraph(f"{result.display_label}: its tasks disagree. {'. '.join(conflicts)}."))
+    return blocks
 
 
 def _tagged(text: str, result: ResultSet) -> str:
@@ -203,12 +209,12 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
     if figures:
         ticks = " (black ticks: published)" if _published_ticks(_legend(sets)) else ""
         blocks.append(Image("intents.png", f"Per-intent NDCG@10 of every result set{ticks}{_bars_tag(sets)}."))
+    blocks += provenance_blocks(sets)
     for result, heatmap_file in zip(sets, _heatmap_names(sets), strict=True):
         raw = f" Settings as mteb files them: `{_raw_setting(result)}`." if result.experiment else ""
         blocks += [Heading(marked(result.display_label, result)),
                    Paragraph(f"Revision {result.revision}; {len(result.scores)} of 48 tasks; results in "
-                             f"`{result.folder}`.{raw}"),
-                   Paragraph(_data_line(result))]
+                             f"`{result.folder}`.{raw}")]
         if figures:
             blocks.append(Image(heatmap_file, _tagged(f"NDCG@10 of {result.display_label}", result) + "."))
         blocks.append(grid_table(result.grid))
@@ -235,11 +241,11 @@ def _csv(sets: Sequence[ResultSet]) -> str:
     for result in sets:
         for name, score in sorted(result.scores.items()):
             spec = get_spec(name)
-            data = result.task_data(name) or {}
-            synthetic = "" if not data else str(bool(data.get("synthetic"))).lower()  # "": not recorded
+            source = (result.task_data(name) or {}).get("source") or result.task_record(name).get(DATA_KEY, "")
+            synthetic = result.task_synthetic(name)
             writer.writerow([result.model, result.revision, result.setting, _raw_setting(result), result.search,
-                             data.get("source", ""), synthetic, name, spec.intent.value, spec.category.value,
-                             f"{score:.5f}"])
+                             source, "" if synthetic is None else str(synthetic).lower(),  # "": not recorded
+                             name, spec.intent.value, spec.category.value, f"{score:.5f}"])
     return buffer.getvalue()
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.benchmark.task_record import DATA_KEY, is_synthetic
 from disastir_mteb.benchmark.taxonomy import TASK_NAMES
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
@@ -116,6 +117,7 @@ class ResultSet:
     experiment: dict[str, Any]
     scores: dict[str, float]
     _per_query: dict[str, PerQuery] = field(default_factory=dict, repr=False)
+    _records: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def search(self) -> str:
@@ -146,15 +148,23 @@ class ResultSet:
         """The model with its readable setting, e.g. ``org/model — ANN (HNSW M=16, ef=64)``."""
         return f"{self.model} — {self.setting}"
 
-    def task_data(self, task: str) -> dict[str, Any] | None:
-        """The data record of one task's per-query file; None without a file, a record, or a readable file."""
+    def _readable_per_query(self, task: str) -> PerQuery | None:
         if not self.has_per_query(task):
             return None
         try:
-            data = self.per_query(task).data
+            return self.per_query(task)
         except ValueError:  # a damaged per-query file: the report still goes out, making no claim
             return None
-        return dict(data) if data is not None else None
+
+    def task_data(self, task: str) -> dict[str, Any] | None:
+        """The data record of one task's per-query file; None without a file, a record, or a readable file."""
+        record = self._readable_per_query(task)
+        return dict(record.data) if record is not None and record.data is not None else None
+
+    def task_encoding(self, task: str) -> dict[str, Any] | None:
+        """How one task's vectors were computed (its per-query file's ``encoding``: ``model_dtype``, ...); else None."""
+        record = self._readable_per_query(task)
+        return dict(record.encoding) if record is not None and record.encoding is not None else None
 
     @property
     def data_sources(self) -> list[dict[str, Any]]:
@@ -169,16 +179,41 @@ class ResultSet:
                 found.append(data)
         return found
 
+    def task_record(self, task: str) -> dict[str, Any]:
+        """A task file's score block (``scores["test"][0]``) with its ``dataset_revision``; {} without a readable file.
+
+        Besides the scores the block holds what the task records about itself (``disastir_version``,
+        ``disastir_gain``, ``disastir_data``: :mod:`disastir_mteb.benchmark.task_record`), in files written since.
+        """
+        if task not in self._records:
+            try:
+                self._records[task] = _read_record(self.folder / f"{task}.json")
+            except (OSError, ValueError):
+                self._records[task] = {}
+        return self._records[task]
+
+    def task_synthetic(self, task: str) -> bool | None:
+        """Whether ``task`` ran on generated data, by its task file's ``disastir_data`` or its per-query record.
+
+        None when neither says (plain ``mteb run`` before the record, older runs): no claim either way.
+        """
+        data = self.task_record(task).get(DATA_KEY)
+        record = self.task_data(task)
+        said = [is_synthetic(data)] if isinstance(data, str) else []
+        said += [bool(record.get("synthetic"))] if record is not None else []
+        return any(said) if said else None
+
     @property
     def synthetic(self) -> bool | None:
         """True if any task ran on generated data, False if every task is recorded as real data, else None.
 
-        None (unknown) for sets from plain ``mteb run`` or older runs: no claim either way.
+        None (unknown) when some task records nothing (task files from before the record, without
+        per-query files): no claim either way.
         """
-        records = [self.task_data(task) for task in sorted(self.scores)]
-        if any(record is not None and record.get("synthetic") for record in records):
+        said = [self.task_synthetic(task) for task in sorted(self.scores)]
+        if any(said):
             return True
-        return False if records and all(record is not None for record in records) else None
+        return False if said and all(value is not None for value in said) else None
 
     @property
     def grid(self) -> ScoreGrid:
@@ -200,10 +235,16 @@ class ResultSet:
         return self._per_query[task]
 
 
-def _main_score(path: Path) -> float:
+def _read_record(path: Path) -> dict[str, Any]:
+    """The test score block of a task file, with ``dataset_revision`` and a float ``main_score``.
+
+    Raises:
+        ValueError: not an mteb result file with a test score.
+    """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return float(data["scores"]["test"][0]["main_score"])
+        block = dict(data["scores"]["test"][0])
+        return {**block, "main_score": float(block["main_score"]), "dataset_revision": data.get("dataset_revision")}
     except (ValueError, KeyError, IndexError, TypeError) as error:
         raise ValueError(f"{path} is not an mteb result file with a test score ({type(error).__name__}: "
                          f"{error}).") from None
@@ -224,9 +265,10 @@ def load_result_set(folder: str | Path) -> ResultSet:
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
     revision_folder = folder.parent.parent if folder.parent.name == "experiments" else folder
     model = meta.get("name") or revision_folder.parent.name.replace("__", "/")
+    records = {path.stem: _read_record(path) for path in files}
     return ResultSet(folder=folder, model=str(model), revision=revision_folder.name,
                      experiment=dict(meta.get("experiment_kwargs") or {}),
-                     scores={path.stem: _main_score(path) for path in files})
+                     scores={task: record["main_score"] for task, record in records.items()}, _records=records)
 
 
 def find_result_sets(path: str | Path) -> list[Path]:

@@ -1,0 +1,225 @@
+"""Where a result set's numbers come from: plugin version, data, gain, instructions, search, precision.
+
+A DisastIR score depends on six facts besides the model. :func:`provenance_of` gathers them from what
+a run leaves behind, most direct first:
+
+- each task file's own record (``disastir_version``, ``disastir_data``, ``disastir_gain``), which every
+  DisastIR task writes, under plain ``mteb run`` too (:mod:`disastir_mteb.benchmark.task_record`);
+- the set's mteb experiment settings (``model_meta.json``): ``disastir_instructions``, ``disastir_template``,
+  ``disastir_passages``, ``disastir_search``, ``disastir_precision``;
+- the per-query files of ``disastir-mteb run`` (:mod:`disastir_mteb.results.per_query`): their ``data``
+  record and the ``model_dtype`` of their ``encoding`` record;
+- what older task files still tell: the dataset revision the task declares, and the gain where the
+  main score equals one NDCG@10 variant and not the other (said to be inferred).
+
+What none of them says is "not recorded", never guessed. A set without instruction settings ran the
+model as it is (plain ``mteb run``, or ``disastir-mteb run`` without ``--instructions``): mteb hands
+the task's prompt (the ``disastir`` instruction) only to instruction-aware models, which may prefer
+prompts of their own, so by ``model_meta.json``'s ``use_instructions`` the set says "model's own"
+(declared), "none" (declared off) or "model's own, if any" (not declared). A model's own query prefix
+(e5's ``"query: "``) is its input format, not an instruction, and is not counted.
+
+Where the tasks of one set disagree (a run resumed after an upgrade), every value is shown
+("0.1.0, 0.1.1") and :meth:`Provenance.conflicts` says which tasks hold which.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from disastir_mteb.benchmark.task_record import DATA_KEY, GAIN_KEY, VERSION_KEY, hub_data, local_data
+from disastir_mteb.results.result_sets import _OWN_TEMPLATE, ResultSet, describe_search
+
+__all__ = ["MODEL_OWN", "NOT_RECORDED", "PLAIN_INSTRUCTIONS", "PRECISION_NAMES", "Provenance", "TaskProvenance",
+           "provenance_of"]
+
+NOT_RECORDED = "not recorded"
+#: The dtype names of per-query ``encoding`` records -> the ``--precision`` names (``disastir_precision``).
+PRECISION_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+#: A set run with ``model_prompt="leave"`` (:func:`~disastir_mteb.models.adapter.with_instructions`).
+MODEL_OWN = "model's own"
+#: A set without instruction settings, by its ``model_meta.json``'s ``use_instructions``.
+PLAIN_INSTRUCTIONS = {
+    True: "model's own (plain run: mteb passes the task prompt)",
+    False: "none (plain run)",
+    None: "model's own, if any (plain run)",
+}
+# mteb stores main_score rounded to 5 decimals and the gain variants to 6.
+_SAME_SCORE = 1e-5
+
+
+@dataclass(frozen=True)
+class TaskProvenance:
+    """What one task of a set records (None: nothing)."""
+
+    task: str
+    plugin_version: str | None
+    dataset: str | None
+    gain: str | None
+    gain_inferred: bool
+    precision: str | None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """The six facts behind a result set's scores; per-task facts are joined where tasks disagree.
+
+    Attributes:
+        plugin_version: the ``disastir-mteb`` version that scored the tasks; None: not recorded (files
+            from before the record).
+        dataset: ``hf:DMIR01/DisastIR@<revision>``, ``local folder <name>`` (with ``(synthetic sample, ...)``
+            for generated data), or, for older files, ``DMIR01/DisastIR@<revision> (declared by the task)``.
+        synthetic: whether the scores come from generated data (:attr:`ResultSet.synthetic`); None: unknown.
+        gain: ``exponential`` or ``linear``, the gain of the main score; None: neither recorded nor inferable.
+        instructions: what was put before the queries, e.g. ``disastir (template instruct-query)``.
+        search: ``exact`` or the readable ANN setting (:func:`~disastir_mteb.results.result_sets.describe_search`).
+        precision: the model dtype the vectors were computed in (``fp32``, ``fp16``, ``bf16``); None: not recorded.
+        gain_inferred: the gain of some task is inferred from its scores, not recorded.
+        tasks: the per-task facts behind the joined values (for :meth:`conflicts`).
+    """
+
+    plugin_version: str | None
+    dataset: str | None
+    synthetic: bool | None
+    gain: str | None
+    instructions: str
+    search: str
+    precision: str | None
+    gain_inferred: bool = False
+    tasks: tuple[TaskProvenance, ...] = ()
+
+    def fields(self) -> list[tuple[str, str]]:
+        """(label, readable value) in a fixed order: plugin version, data, gain, instructions, search, precision."""
+        gain = self.gain
+        if gain is not None and self.gain_inferred:
+            inferred = sum(1 for task in self.tasks if task.gain_inferred)
+            gain += (" (inferred from the scores)" if inferred == len(self.tasks)
+                     else f" (inferred from the scores for {inferred} of {len(self.tasks)} tasks)")
+        return [("Plugin version", self.plugin_version or NOT_RECORDED), ("Data", self.dataset or NOT_RECORDED),
+                ("Gain", gain or NOT_RECORDED), ("Instructions", self.instructions), ("Search", self.search),
+                ("Precision", self.precision or NOT_RECORDED)]
+
+    def one_line(self) -> str:
+        """``plugin version: 0.1.0; data: hf:DMIR01/DisastIR@...; gain: exponential; ...``."""
+        return "; ".join(f"{label.lower()}: {value}" for label, value in self.fields())
+
+    def conflicts(self) -> list[str]:
+        """One sentence per per-task fact on which the set's tasks disagree, naming which tasks hold which value.
+
+        Examples:
+            ``Plugin version: 0.1.0 in 1 task (DisastIR-QA-Bio); 0.1.1 in 47 tasks``.
+        """
+        found = []
+        for label, name in (("Plugin version", "plugin_version"), ("Data", "dataset"), ("Gain", "gain"),
+                            ("Precision", "precision")):
+            holders: dict[str, list[str]] = {}
+            for task in self.tasks:
+                holders.setdefault(getattr(task, name) or NOT_RECORDED, []).append(task.task)
+            if len(holders) > 1:
+                parts = [f"{value} in {len(tasks)} task{'s' if len(tasks) > 1 else ''}"
+                         + (f" ({', '.join(tasks)})" if len(tasks) <= 3 else "")
+                         for value, tasks in sorted(holders.items(), key=lambda item: _order(item[0]))]
+                found.append(f"{label}: {'; '.join(parts)}")
+        return found
+
+
+def _order(value: str) -> tuple[bool, str]:
+    """Sort key: recorded values first (alphabetically), "not recorded" last."""
+    return (value == NOT_RECORDED, value)
+
+
+def _joined(values: Sequence[str | None]) -> str | None:
+    """The distinct values, comma-joined (``not recorded`` last when only some tasks lack one); None if none."""
+    if all(value is None for value in values):
+        return None
+    return ", ".join(sorted({value or NOT_RECORDED for value in values}, key=_order))
+
+
+def _model_meta(folder: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((folder / "model_meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _instructions(experiment: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+    """What was put before the queries, from the experiment settings (or what a plain run does)."""
+    name = experiment.get("disastir_instructions")
+    if name is None:
+        declared = meta.get("use_instructions")
+        return PLAIN_INSTRUCTIONS[declared if isinstance(declared, bool) else None]
+    name = str(name)
+    if name == "model":  # with_instructions(model_prompt="leave"): the model adds the task's prompt itself
+        return MODEL_OWN
+    text = "none" if name == "none" else (
+        f"{name} (template {experiment.get('disastir_template', _OWN_TEMPLATE.get(name, 'instruct-query'))})")
+    if experiment.get("disastir_passages") == "instructed" and name != "none":
+        text += ", also on passages"
+    return text
+
+
+def _dataset(record: Mapping[str, Any], per_query: Mapping[str, Any] | None) -> str | None:
+    """The task's data string: its own record, else its per-query record, else the revision it declares."""
+    data = record.get(DATA_KEY)
+    if isinstance(data, str):
+        return data
+    if per_query is not None and isinstance(per_query.get("source"), str):
+        source = str(per_query["source"])
+        if source.startswith("hf:"):
+            return source
+        generator = per_query.get("generator")
+        if isinstance(generator, dict):
+            return local_data(source, generator)
+        return local_data(source, {"synthetic": True} if per_query.get("synthetic") else None)
+    revision = record.get("dataset_revision")
+    if isinstance(revision, str) and revision:
+        from disastir_mteb.benchmark.tasks import DATASET_REPO
+
+        return f"{hub_data(DATASET_REPO, revision).removeprefix('hf:')} (declared by the task)"
+    return None
+
+
+def _gain(record: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """(gain, inferred): the recorded gain, else the variant the main score equals (and the other does not)."""
+    gain = record.get(GAIN_KEY)
+    if isinstance(gain, str):
+        return gain, False
+    main = record.get("main_score")
+    variants = {name: float(value) for name in ("exponential", "linear")
+                if isinstance(value := record.get(f"ndcg_at_10_{name}_gain"), (int, float))}
+    if not isinstance(main, (int, float)) or len(variants) < 2:
+        return None, False
+    matching = [name for name, value in variants.items() if math.isclose(main, value, abs_tol=_SAME_SCORE)]
+    return (matching[0], True) if len(matching) == 1 else (None, False)
+
+
+def _precision(experiment: Mapping[str, Any], encoding: Mapping[str, Any] | None) -> str | None:
+    if "disastir_precision" in experiment:
+        return str(experiment["disastir_precision"])
+    dtype = (encoding or {}).get("model_dtype")
+    return PRECISION_NAMES.get(str(dtype), str(dtype)) if dtype else None
+
+
+def provenance_of(result_set: ResultSet) -> Provenance:
+    """The provenance of ``result_set``, read from its task files, settings and per-query files."""
+    tasks = []
+    for task in sorted(result_set.scores):
+        record = result_set.task_record(task)
+        gain, inferred = _gain(record)
+        version = record.get(VERSION_KEY)
+        tasks.append(TaskProvenance(
+            task=task, plugin_version=version if isinstance(version, str) else None,
+            dataset=_dataset(record, result_set.task_data(task)), gain=gain, gain_inferred=inferred,
+            precision=_precision(result_set.experiment, result_set.task_encoding(task))))
+    return Provenance(
+        plugin_version=_joined([t.plugin_version for t in tasks]), dataset=_joined([t.dataset for t in tasks]),
+        synthetic=result_set.synthetic, gain=_joined([t.gain for t in tasks]),
+        instructions=_instructions(result_set.experiment, _model_meta(result_set.folder)),
+        search=describe_search(result_set.search), precision=_joined([t.precision for t in tasks]),
+        gain_inferred=any(t.gain_inferred for t in tasks), tasks=tuple(tasks))
