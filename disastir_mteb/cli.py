@@ -124,6 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="files to write into --out (default: md csv)")
     report.set_defaults(func=commands.report)
 
+    board = sub.add_parser("leaderboard", help="Serve mteb's leaderboard app offline with DisastIR in its menu: your "
+                                               "result sets beside the DisastIR paper's 30 models (marked published).")
+    board.add_argument("results", nargs="*", default=["results"],
+                       help="mteb result folders, any level (default: ./results, where demo and run write)")
+    board.add_argument("--host", default="127.0.0.1", help="serve on (default: 127.0.0.1, this machine only)")
+    board.add_argument("--port", type=_at_least(1), default=7860, help="port (default: 7860, as mteb leaderboard)")
+    board.add_argument("--no-published", action="store_true", help="only your result sets, not the paper's models")
+    board.add_argument("--screenshot", metavar="PNG",
+                       help="save a screenshot of the page with headless Chromium and stop, instead of serving")
+    board.set_defaults(func=commands.leaderboard)
+
     submit = sub.add_parser("submit", help="Copy result sets into the embeddings-benchmark/results layout (plain runs "
                                             "and experiments/<name>/) and validate it like that repository's tests and "
                                             "workflows (exit 1 on errors).")

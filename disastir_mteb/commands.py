@@ -10,7 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-__all__ = ["compare", "demo", "export", "report", "run", "sample", "seed", "stats", "submit", "tasks", "upstream"]
+__all__ = ["compare", "demo", "export", "leaderboard", "report", "run", "sample", "seed", "stats", "submit", "tasks",
+           "upstream"]
 
 _ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add",
                 "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
@@ -205,6 +206,19 @@ def export(args: argparse.Namespace) -> int:
         export_mteb(args.out, args.tasks, overwrite=args.overwrite, progress=say)
         what = "an mteb-native Hugging Face dataset"
     print(f"Wrote {what} to {Path(args.out).resolve()} in {time.perf_counter() - started:.1f} s.")
+    return 0
+
+
+def leaderboard(args: argparse.Namespace) -> int:
+    """``disastir-mteb leaderboard``: mteb's leaderboard app over the result folders, offline."""
+    from disastir_mteb.leaderboard import serve
+
+    results = args.results
+    if results == ["results"] and not Path("results").exists() and not args.no_published:  # the default, not there yet
+        results = []
+        print("No ./results folder: showing the published models only (run `disastir-mteb demo` to add a run).",
+              file=sys.stderr)
+    serve(results, host=args.host, port=args.port, published=not args.no_published, screenshot_to=args.screenshot)
     return 0
 
 

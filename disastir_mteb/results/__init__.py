@@ -1,9 +1,11 @@
 """Layer 3, what a run leaves behind: result files read back, scored, compared, reported and published.
 
 - ``result_sets`` finds and reads mteb result folders (a result file is read here); ``per_query``
-  writes and reads the per-query scores the runner keeps beside them; ``grid`` is the 6 x 8 table.
+  writes and reads the per-query scores the runner keeps beside them; ``grid`` is the 6 x 8 table;
+  ``provenance``: plugin version, data, gain, instructions, search and precision of a set.
 - ``compare`` and ``significance``: two sets side by side, paired tests, Kendall's tau.
-- ``published``: the authors' numbers; ``report`` (``report_format``) and ``plots``: reports, figures.
+- ``published``: the authors' numbers; ``report`` (``report_format``) and ``plots``: reports, figures;
+  ``leaderboard_rows``: the rows of the leaderboard page (runs named by setting, published models).
 - ``submit`` and ``submission_checks`` (with ``results_repository``, ``run_settings_check``): a folder the
   results repository accepts.
 

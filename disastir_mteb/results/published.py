@@ -26,7 +26,7 @@ from types import MappingProxyType
 
 from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Category, Intent, task_name
 
-__all__ = ["SOURCES", "PublishedScores", "published_for"]
+__all__ = ["SOURCES", "PublishedScores", "published_for", "published_per_task"]
 
 SOURCES: MappingProxyType[str, str] = MappingProxyType({
     "repo-2025-09": "DisastIR repository leaderboard, Sept 2025 (disastir instructions)",
@@ -139,3 +139,14 @@ def _table() -> dict[str, list[PublishedScores]]:
 def published_for(model: str) -> list[PublishedScores]:
     """Every published record of ``model`` (a Hugging Face id such as ``intfloat/e5-small-v2``), best source first."""
     return list(_table().get(model.lower(), []))
+
+
+def published_per_task() -> dict[str, PublishedScores]:
+    """Hugging Face id (as Table 18 spells it) -> the appendix's 48 task scores, for every model it lists.
+
+    The only source with a score per task, so the only one a per-task leaderboard can show; ids
+    Table 18 does not link keep the appendix's name.
+    """
+    cased = {hub_id.lower(): hub_id for hub_id in _links().values()}
+    return {cased.get(key, records[0].name): record for key, records in _table().items()
+            for record in records if record.source == "paper-tables19-23"}

@@ -1,0 +1,247 @@
+"""``disastir-mteb leaderboard``: mteb's own leaderboard app, offline, with DisastIR in its menu.
+
+The page is mteb's gradio app (``mteb.leaderboard``, the one behind the public MTEB leaderboard) over
+a private results cache holding the user's result sets and, unless turned off, the DisastIR paper's
+30 models (rows marked published; see :mod:`disastir_mteb.results.leaderboard_rows`). Its menu holds
+the 48-task ``DisastIR`` benchmark and the six per-intent ones, and it opens on ``DisastIR``. What
+mteb offers no setting for is done in :mod:`disastir_mteb.leaderboard_patch` and nowhere else. A
+"Provenance" section under mteb's tables says, for each row, how it was computed.
+
+Needs the ``leaderboard`` extra (gradio, plotly, cachetools); nothing is fetched from the network.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from disastir_mteb.benchmark.taxonomy import INTENTS
+from disastir_mteb.results.leaderboard_rows import (
+    BoardRow,
+    model_meta_json,
+    published_reference,
+    published_rows,
+    result_rows,
+)
+from disastir_mteb.util.atomic import write_text_atomic
+
+__all__ = ["BENCHMARKS", "DEFAULT", "find_browser", "leaderboard_app", "provenance_markdown", "screenshot", "serve"]
+
+DEFAULT = "DisastIR"
+"""The benchmark the page opens on."""
+BENCHMARKS = (DEFAULT, *(f"DisastIR-{intent.value}" for intent in INTENTS))
+"""The benchmarks in the menu: all 48 tasks, then one per search intent."""
+
+_EXTRA = "pip install 'disastir-mteb[leaderboard]'"
+_TABLE17 = "disastir_paper_table17_models.csv"
+
+
+def _require_gradio() -> Any:
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home from an offline page
+    try:
+        import gradio
+    except ImportError as error:
+        raise ImportError(f"The leaderboard needs gradio, plotly and cachetools ({error}); install them with "
+                          f"{_EXTRA}.") from None
+    return gradio
+
+
+def _menu() -> list[Any]:
+    import mteb
+    from mteb.benchmarks._leaderboard_menu import MenuEntry
+
+    full, *per_intent = (mteb.get_benchmark(name) for name in BENCHMARKS)
+    return [MenuEntry(name="Disaster management", open=True, description="DisastIR (Yin et al., EMNLP 2025 "
+                      "Findings): 6 search intents x 8 disaster categories.",
+                      benchmarks=[full, MenuEntry(name="By search intent", benchmarks=per_intent, open=True)])]
+
+
+def _parse_size(text: str) -> int | None:
+    text = text.strip().upper()
+    scale = {"B": 1e9, "M": 1e6}.get(text[-1:])
+    try:
+        return int(float(text[:-1]) * scale) if scale else None
+    except ValueError:
+        return None
+
+
+def _table17() -> dict[str, tuple[int | None, int | None]]:
+    """Normalised short name -> (parameters, embedding size) from the paper's Table 17."""
+    import csv
+    from importlib import resources
+
+    path = resources.files("disastir_mteb") / "resources" / "published" / _TABLE17
+    with path.open(encoding="utf-8") as handle:
+        return {row["Model Name"].lower(): (_parse_size(row["Param Size"]), int(row["Embed. Size"]) or None)
+                for row in csv.DictReader(handle)}
+
+
+def _meta_for(row: BoardRow, registry: dict[str, Any], sizes: dict[str, tuple[int | None, int | None]]) -> Any:
+    """The ModelMeta the app needs for a row: the model's own (renamed), else its file's, else a minimal one."""
+    from mteb.models import ModelMeta
+
+    base = registry.get(row.model)
+    if base is None and (meta := model_meta_json(row)) is not None:
+        try:
+            base = ModelMeta.model_validate_json_resolved(__import__("json").dumps(meta))
+        except ValueError:
+            base = None
+    if base is None:
+        n_parameters, embed_dim = sizes.get(row.model.rsplit("/", 1)[-1].lower(), (None, None))
+        base = ModelMeta.create_empty({"n_parameters": n_parameters, "embed_dim": embed_dim})
+    update: dict[str, Any] = {"name": row.name, "revision": row.revision, "experiment_kwargs": None}
+    if row.published:
+        update["reference"] = published_reference()
+    return base.model_copy(update=update)
+
+
+def _task_results(row: BoardRow) -> list[Any]:
+    from mteb import TaskResult
+
+    if not row.published:
+        return [TaskResult.from_disk(path) for path in row.task_files.values()]
+    import mteb
+
+    return [TaskResult(dataset_revision=mteb.get_task(task).metadata.dataset["revision"], task_name=task,
+                       mteb_version=None, evaluation_time=None, kg_co2_emissions=None,
+                       scores={"test": [{"main_score": score, "ndcg_at_10": score, "hf_subset": "default",
+                                         "languages": ["eng-Latn"]}]})
+            for task, score in row.scores.items()]
+
+
+def _write_cache(rows: Sequence[BoardRow], folder: Path) -> Any:
+    """A ResultCache at ``folder`` whose leaderboard parquet holds ``rows`` for the menu's benchmarks."""
+    import mteb
+    from mteb.cache import ResultCache
+    from mteb.results import BenchmarkResults, ModelResult
+
+    results = BenchmarkResults(model_results=[
+        ModelResult(model_name=row.name, model_revision=row.revision, task_results=_task_results(row))
+        for row in rows])
+    cache = ResultCache(folder)
+    frames = {name: results._to_results_df(mteb.get_benchmark(name).tasks) for name in BENCHMARKS}
+    BenchmarkResults.save_leaderboard_cache(frames, cache.leaderboard_parquet_path)
+    return cache
+
+
+def provenance_markdown(rows: Sequence[BoardRow]) -> str:
+    """The "Provenance" section: one table per kind of row, one line per row."""
+    runs = [row for row in rows if not row.published]
+    published = [row for row in rows if row.published]
+    parts = ["## Provenance", ""]
+    if runs:
+        labels = [label for label, _ in runs[0].details]
+        parts += ["**Your runs**", "", "| Row | Revision | " + " | ".join(labels) + " |",
+                  "|---|---|" + "---|" * len(labels)]
+        for row in runs:
+            values = dict(row.details)
+            parts.append(f"| {row.name} | {row.revision} | " + " | ".join(values.get(label, "")
+                                                                      for label in labels) + " |")
+    if published:
+        parts += ["", f"**Published rows** ({len(published)} models, marked *published* in their names): "
+                  + "; ".join(f"{label.lower()}: {value}" for label, value in published[0].details)
+                  + f". Source: {published_reference()}. They are the authors' numbers, not re-run here. "
+                  "DMRetriever's published numbers (its paper's Table 2) are on DisastIR-Test, 9,120 of the "
+                  "9,600 queries, so they are not rows of these 48 tasks."]
+    return "\n".join(parts).replace("\n\n\n", "\n\n")
+
+
+@contextmanager
+def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) -> Iterator[tuple[Any, list[BoardRow]]]:
+    """Mteb's leaderboard app over ``results`` (and the published rows), ready to ``launch()``.
+
+    mteb's module state stays changed while the context is open (the app reads it when pages load),
+    and is restored when it closes.
+
+    Raises:
+        ImportError: the ``leaderboard`` extra is not installed.
+        FileNotFoundError: a path of ``results`` is missing or holds no result set.
+        ValueError: no results and no published rows: nothing to show.
+    """
+    gradio = _require_gradio()
+    from mteb.models.model_implementations import MODEL_REGISTRY
+
+    from disastir_mteb.leaderboard_patch import patched
+
+    rows = result_rows(results) if results else []
+    rows += published_rows() if published else []
+    if not rows:
+        raise ValueError("Nothing to show: pass result folders, or keep the published models (no --no-published).")
+    sizes = _table17()
+    metas = [_meta_for(row, MODEL_REGISTRY, sizes) for row in rows if row.name not in MODEL_REGISTRY]
+    with tempfile.TemporaryDirectory(prefix="disastir-leaderboard-") as work, patched(_menu(), DEFAULT, metas):
+        cache = _write_cache(rows, Path(work))
+        from mteb.leaderboard import get_leaderboard_app
+
+        app = get_leaderboard_app(cache, rebuild=False, cache_repo_id=None)
+        with app, gradio.Accordion("Provenance of these rows", open=True):
+            gradio.Markdown(provenance_markdown(rows), elem_id="disastir_provenance")
+        yield app, rows
+
+
+def find_browser() -> str | None:
+    """A Chromium-family browser on PATH (for ``--screenshot``), or None."""
+    import shutil
+
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+def screenshot(url: str, png: str | Path, *, browser: str | None = None, width: int = 1600, height: int = 3600,
+               wait_ms: int = 20000) -> str:
+    """Load ``url`` in headless Chromium, save a PNG of the page and return the page's rendered HTML.
+
+    Raises:
+        FileNotFoundError: no Chromium-family browser is installed.
+        RuntimeError: the browser failed (its last output lines are quoted).
+    """
+    browser = browser or find_browser()
+    if browser is None:
+        raise FileNotFoundError("No Chromium-family browser on PATH (chromium, google-chrome); install one, e.g. "
+                                "`apt-get install chromium`, to take a screenshot.")
+    png = Path(png)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="disastir-browser-") as profile:
+        common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                  "--disable-dev-shm-usage", f"--user-data-dir={profile}", f"--window-size={width},{height}",
+                  f"--virtual-time-budget={wait_ms}", "--run-all-compositor-stages-before-draw"]
+        shot = subprocess.run([*common, f"--screenshot={png}", url], capture_output=True, text=True, timeout=180)
+        dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True, timeout=180)
+    for run in (shot, dom):
+        if run.returncode != 0:
+            raise RuntimeError(f"{browser} exited {run.returncode}: {run.stderr.strip()[-600:]}")
+    if not png.is_file():
+        raise RuntimeError(f"{browser} wrote no screenshot at {png}: {shot.stderr.strip()[-600:]}")
+    return dom.stdout
+
+
+def serve(results: Sequence[str | Path], *, host: str = "127.0.0.1", port: int = 7860, published: bool = True,
+          screenshot_to: str | Path | None = None, say: Any = print) -> list[BoardRow]:
+    """Serve the leaderboard until interrupted.
+
+    With ``screenshot_to`` (a PNG path), load the page in headless Chromium, save the screenshot and the
+    rendered HTML beside it (same name, ``.html``: for checks without eyes), and stop.
+    """
+    with leaderboard_app(results, published=published) as (app, rows):
+        runs = sum(not row.published for row in rows)
+        say(f"DisastIR leaderboard: {runs} run(s), {len(rows) - runs} published model(s).")
+        if screenshot_to is None:
+            say(f"Open http://{host}:{port}/?benchmark_name={DEFAULT} (Ctrl-C stops it).")
+            app.launch(server_name=host, server_port=port, quiet=True)
+            return rows
+        app.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True)
+        try:
+            dom = screenshot(f"http://{host}:{port}/?benchmark_name={DEFAULT}", screenshot_to)
+        finally:
+            app.close()
+        html = Path(screenshot_to).with_suffix(".html")
+        write_text_atomic(html, dom)
+        say(f"Screenshot: {screenshot_to} (the page as rendered: {html})")
+    return rows
