@@ -12,6 +12,7 @@ Needs the ``leaderboard`` extra (gradio, plotly, cachetools); nothing is fetched
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
@@ -88,7 +89,7 @@ def _meta_for(row: BoardRow, registry: dict[str, Any], sizes: dict[str, tuple[in
     base = registry.get(row.model)
     if base is None and (meta := model_meta_json(row)) is not None:
         try:
-            base = ModelMeta.model_validate_json_resolved(__import__("json").dumps(meta))
+            base = ModelMeta.model_validate_json_resolved(json.dumps(meta))
         except ValueError:
             base = None
     if base is None:
