@@ -12,13 +12,20 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
+    "ALL_TASK_NAMES",
     "CATEGORIES",
     "INTENTS",
+    "SPLITS",
+    "SPLIT_LABELS",
+    "SPLIT_TASK_NAMES",
+    "SPLIT_TASK_SPECS",
     "TASK_NAMES",
     "TASK_SPECS",
     "Category",
     "Intent",
+    "Split",
     "TaskSpec",
+    "benchmark_name",
     "get_spec",
     "parse_category",
     "parse_intent",
@@ -52,8 +59,26 @@ class Category(str, Enum):
     Tech = "Tech"
 
 
+class Split(str, Enum):
+    """Which query set (and corpus) a task uses.
+
+    ``full``: the 9,600 queries over the 239,704-passage corpus (the DisastIR paper; the 48 tasks
+    ``DisastIR-QA-Bio`` ...). ``test``: DisastIR-Test, the 9,120 queries outside DevLite, same corpus
+    (DMRetriever's Table 2). ``devlite``: DisastIR-DevLite, 480 queries (10 per task) over a pooled
+    9,316-passage corpus of its own (DMRetriever's development set).
+    """
+
+    full = "full"
+    test = "test"
+    devlite = "devlite"
+
+
 INTENTS: tuple[Intent, ...] = tuple(Intent)
 CATEGORIES: tuple[Category, ...] = tuple(Category)
+SPLITS: tuple[Split, ...] = tuple(Split)
+
+#: The part a split adds to task and benchmark names ("" for the full set, whose names never change).
+SPLIT_LABELS: dict[Split, str] = {Split.full: "", Split.test: "Test", Split.devlite: "DevLite"}
 
 #: Full category names as the paper writes them (Table 19 onwards).
 CATEGORY_FULL_NAMES: dict[Category, str] = {
@@ -139,35 +164,55 @@ def parse_category(text: str) -> Category:
         ) from None
 
 
-def task_name(intent: Intent, category: Category) -> str:
-    """The fixed mteb task name, e.g. ``DisastIR-QA-Bio``."""
-    return f"DisastIR-{intent.value}-{category.value}"
+def task_name(intent: Intent, category: Category, split: Split = Split.full) -> str:
+    """The fixed mteb task name: ``DisastIR-QA-Bio``, ``DisastIR-Test-QA-Bio``, ``DisastIR-DevLite-QA-Bio``."""
+    label = SPLIT_LABELS[split]
+    return f"DisastIR-{label + '-' if label else ''}{intent.value}-{category.value}"
+
+
+def benchmark_name(split: Split = Split.full) -> str:
+    """The 48-task benchmark of a split: ``DisastIR``, ``DisastIR-Test``, ``DisastIR-DevLite``."""
+    label = SPLIT_LABELS[split]
+    return f"DisastIR-{label}" if label else "DisastIR"
 
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One of the 48 tasks: an (intent, category) pair and the names derived from it."""
+    """One task: an (intent, category) pair of one split, and the names derived from it."""
 
     intent: Intent
     category: Category
+    split: Split = Split.full
 
     @property
     def name(self) -> str:
-        """The mteb task name, e.g. ``DisastIR-QA-Bio``."""
-        return task_name(self.intent, self.category)
+        """The mteb task name, e.g. ``DisastIR-QA-Bio`` (full) or ``DisastIR-Test-QA-Bio``."""
+        return task_name(self.intent, self.category, self.split)
 
     @property
     def class_name(self) -> str:
-        """The Python class name of the generated task, e.g. ``DisastIRQABio``."""
-        return f"DisastIR{self.intent.value}{self.category.value}"
+        """The Python class name of the generated task, e.g. ``DisastIRQABio`` or ``DisastIRTestQABio``."""
+        return f"DisastIR{SPLIT_LABELS[self.split]}{self.intent.value}{self.category.value}"
+
+    @property
+    def base(self) -> TaskSpec:
+        """The same intent and category in the full set (its published file stem, instructions, grades)."""
+        return TaskSpec(self.intent, self.category)
 
 
 TASK_SPECS: tuple[TaskSpec, ...] = tuple(TaskSpec(i, c) for i in INTENTS for c in CATEGORIES)
 TASK_NAMES: tuple[str, ...] = tuple(spec.name for spec in TASK_SPECS)
-_SPECS_BY_NAME = {spec.name: spec for spec in TASK_SPECS}
+#: split -> its 48 specs (the full split's are TASK_SPECS).
+SPLIT_TASK_SPECS: dict[Split, tuple[TaskSpec, ...]] = {
+    split: tuple(TaskSpec(i, c, split) for i in INTENTS for c in CATEGORIES) for split in SPLITS}
+SPLIT_TASK_NAMES: dict[Split, tuple[str, ...]] = {
+    split: tuple(spec.name for spec in specs) for split, specs in SPLIT_TASK_SPECS.items()}
+#: Every task name of every split (144).
+ALL_TASK_NAMES: frozenset[str] = frozenset(name for names in SPLIT_TASK_NAMES.values() for name in names)
+_SPECS_BY_NAME = {spec.name: spec for specs in SPLIT_TASK_SPECS.values() for spec in specs}
 
-if len(TASK_SPECS) != 48 or len(_SPECS_BY_NAME) != 48:  # pragma: no cover - table invariant
-    raise RuntimeError("The DisastIR task table must hold 48 unique tasks.")
+if len(TASK_SPECS) != 48 or len(_SPECS_BY_NAME) != 48 * len(SPLITS):  # pragma: no cover - table invariant
+    raise RuntimeError("The DisastIR task table must hold 48 unique tasks per split.")
 
 
 def get_spec(name: str) -> TaskSpec:
@@ -179,10 +224,11 @@ def get_spec(name: str) -> TaskSpec:
     try:
         return _SPECS_BY_NAME[name]
     except KeyError:
-        close = difflib.get_close_matches(name, TASK_NAMES, n=3)
+        close = difflib.get_close_matches(name, sorted(ALL_TASK_NAMES), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise KeyError(
-            f"Unknown DisastIR task {name!r}.{hint} Valid names: DisastIR-{{Intent}}-{{Category}}."
+            f"Unknown DisastIR task {name!r}.{hint} Valid names: DisastIR-{{Intent}}-{{Category}}, and "
+            "DisastIR-Test-... / DisastIR-DevLite-... for the DMRetriever splits."
         ) from None
 
 
