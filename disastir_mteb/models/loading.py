@@ -49,8 +49,37 @@ class ModelLoadError(OSError):
         super().__init__(f"Could not load model {model!r} ({type(error).__name__}: {reason}). {hint}")
 
 
+def _is_decoder_checkpoint(folder: Path) -> bool:
+    """A DMRetriever decoder folder: a LoRA adapter, or a Qwen3 checkpoint that is no SentenceTransformer.
+
+    SentenceTransformer would run a Qwen3 checkpoint causally; the authors' decoders are bidirectional.
+    """
+    import json
+
+    if (folder / "adapter_config.json").is_file():
+        return True
+    if (folder / "modules.json").is_file() or not (folder / "config.json").is_file():
+        return False
+    try:
+        model_type = str(json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type", ""))
+    except (OSError, ValueError, AttributeError):
+        return False
+    return model_type.startswith("qwen3")
+
+
 def _load_folder(folder: Path, device: str | None) -> Any:
-    """A SentenceTransformer saved in a local folder, filed in results as ``local/<folder name>``."""
+    """A SentenceTransformer saved in a local folder, filed in results as ``local/<folder name>``.
+
+    A DMRetriever decoder folder (Qwen3 checkpoint or LoRA adapter) loads with the authors' architecture.
+    """
+    if _is_decoder_checkpoint(folder):
+        from disastir_mteb.models.dmretriever import DMRetrieverEncoder
+
+        try:
+            return DMRetrieverEncoder(str(folder), device=device, local_files_only=True)
+        except (OSError, ValueError, ImportError) as error:
+            raise ModelLoadError(str(folder), error, "A decoder folder holds a Qwen3 checkpoint (config.json, "
+                                 "tokenizer, weights) or a LoRA adapter of one.") from error
     from sentence_transformers import SentenceTransformer
 
     from disastir_mteb.models.adapter import as_mteb_encoder

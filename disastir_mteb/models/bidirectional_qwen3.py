@@ -1,0 +1,140 @@
+"""Qwen3 with causal masking off: the backbone of the DMRetriever decoders (596M, 4B, 7.6B).
+
+The authors' class (DMRetriever ``DMRetriever/models/bidirectional_qwen3.py``, ``Qwen3BiModel``,
+selected by ``backbone_type=qwen3bi`` in their ``eva/utils/model_utils.py``) is a ``Qwen3Model``
+whose attention modules carry ``is_causal=False`` and no sliding window, and whose forward hands the
+layers a ready padding-only mask so that transformers never builds a causal one. It is not on PyPI;
+:class:`BidirectionalQwen3Model` rebuilds it on transformers' own ``Qwen3Model``.
+
+How the causal mask goes away (transformers 5): ``config.is_causal = False``. ``create_causal_mask``
+then returns ``create_bidirectional_mask`` (padding only, in the format of the configured attention
+backend), and the forward's config defaults pass ``is_causal=False`` down to the attention kernels.
+The attention modules' own ``is_causal`` flag, which is all that survives of the authors' class
+without its ready mask, is set too but is not enough on its own: with transformers 5.23 it leaves
+eager attention causal, and sdpa causal as soon as a batch has padding. ``tests/test_dmretriever.py``
+checks eager and sdpa (flash and flex need a GPU and are not checked) against a plain PyTorch
+forward pass and against causal Qwen3 with the same weights.
+
+Loading follows the authors' evaluation (``eva/utils/model_utils.py``, ``eva/embed/*.py``):
+tokenizer padded on the right (pad = EOS when it has no pad token), no EOS or BOS added, float16 on
+CUDA; a LoRA adapter folder (``adapter_config.json``) is applied to its base model with ``peft``
+(merged here, which computes the same function as their unmerged ``PeftModel``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from transformers import AutoTokenizer
+from transformers.models.qwen3.modeling_qwen3 import Qwen3Model
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase, Qwen3Config
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LORA_EXTRA", "BidirectionalQwen3Model", "load_bidirectional_qwen3", "resolve_dtype"]
+
+#: The install command for LoRA checkpoints.
+LORA_EXTRA = "pip install 'disastir-mteb[lora]'"
+#: Accepted dtype names -> torch dtype names.
+_DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",
+           "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
+class BidirectionalQwen3Model(Qwen3Model):
+    """``Qwen3Model`` in which every token attends to every non-padding token, before and after it.
+
+    Weights load as for ``Qwen3Model`` (keys with or without the ``model.`` prefix of
+    ``Qwen3ForCausalLM``); nothing else differs from the causal model.
+
+    Examples:
+        >>> from transformers import Qwen3Config
+        >>> config = Qwen3Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        ...                      num_attention_heads=2, num_key_value_heads=1, head_dim=8)
+        >>> BidirectionalQwen3Model(config).config.is_causal
+        False
+    """
+
+    def __init__(self, config: Qwen3Config) -> None:
+        config.is_causal = False
+        config.use_sliding_window = False  # the authors' class drops sliding-window layers too
+        config.layer_types = ["full_attention"] * config.num_hidden_layers
+        super().__init__(config)
+        for layer in self.layers:
+            layer.self_attn.is_causal = False
+            layer.self_attn.sliding_window = None
+        self.has_sliding_layers = False
+
+
+def resolve_dtype(dtype: str | None, device: str) -> torch.dtype:
+    """The torch dtype for ``dtype`` (``float16``/``fp16``, ``bfloat16``/``bf16``, ``float32``/``fp32``).
+
+    None gives the authors' choice: float16 on CUDA, float32 elsewhere.
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if dtype is None:
+        return torch.float16 if str(device).startswith("cuda") else torch.float32
+    name = _DTYPES.get(str(dtype).lower())
+    if name is None:
+        raise ValueError(f"Unknown dtype {dtype!r}; valid: {', '.join(sorted(_DTYPES))} (None: float16 on CUDA, "
+                         "float32 elsewhere).")
+    return getattr(torch, name)
+
+
+def load_bidirectional_qwen3(source: str, *, adapter: Path | None, base_model: str | None, hub: dict[str, Any],
+                             dtype: torch.dtype, device: str,
+                             model_kwargs: dict[str, Any]) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
+    """The tokenizer and the bidirectional model of a full checkpoint or of a LoRA adapter (merged).
+
+    Args:
+        source: Hub id or folder of a full checkpoint (``config.json`` with ``model_type`` qwen3).
+        adapter: local folder holding ``adapter_config.json``, or None for a full checkpoint.
+        base_model: for an adapter, the base checkpoint to apply it to instead of the one its
+            ``adapter_config.json`` names (often a path on the authors' machines).
+        hub: ``revision``, ``cache_dir``, ``local_files_only`` for ``from_pretrained`` (the
+            revision applies to ``source``, not to an adapter's base).
+        dtype: the weights' dtype.
+        device: where the model goes.
+        model_kwargs: more ``from_pretrained`` arguments (e.g. ``attn_implementation``).
+
+    Raises:
+        ImportError: an adapter without ``peft`` installed.
+        ValueError: an adapter with resized token embeddings (``embedding/emb.pth``), which only
+            an unsafe pickle load could restore.
+    """
+    if adapter is None:
+        base, base_hub = source, hub
+    else:
+        base = base_model or json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+        base_hub = {**hub, "revision": None}
+        if (adapter / "embedding" / "emb.pth").exists():
+            raise ValueError(f"The adapter {source!r} comes with resized token embeddings "
+                             f"({adapter / 'embedding' / 'emb.pth'}, a pickled module); merge it with the authors' "
+                             "save_merged_lora and load the merged folder.")
+    tokenizer = AutoTokenizer.from_pretrained(base, **base_hub)
+    if tokenizer.pad_token_id is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "right"  # the authors' setting; positions then start at 0 for every text
+    model = BidirectionalQwen3Model.from_pretrained(base, dtype=dtype, **base_hub, **model_kwargs)
+    if adapter is not None:
+        model = _merge_adapter(model, adapter)
+    return tokenizer, model.to(device).eval()
+
+
+def _merge_adapter(model: PreTrainedModel, adapter: Path) -> PreTrainedModel:
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise ImportError(f"{adapter} is a LoRA adapter, which needs peft: {LORA_EXTRA}.") from None
+    logger.info("Merging the LoRA adapter %s into %s", adapter, type(model).__name__)
+    with warnings.catch_warnings():  # peft 0.21 asks transformers 5 a deprecated question; nothing for the user
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
