@@ -29,7 +29,9 @@ def test_register_is_idempotent() -> None:
     registry.register()
     registry.register()
     assert len(get_tasks_module.TASK_LIST) == before
-    assert sum(1 for cls in get_tasks_module.TASK_LIST if cls.metadata.name.startswith("DisastIR-")) == 48
+    names = [cls.metadata.name for cls in get_tasks_module.TASK_LIST if cls.metadata.name.startswith("DisastIR-")]
+    assert len(names) == len(set(names)) == 3 * 48  # the 48 full tasks, then DisastIR-Test-* and DisastIR-DevLite-*
+    assert names[:48] == list(TASK_NAMES)
 
 
 def test_mteb_public_lookups_see_the_tasks() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 import disastir_mteb
 from disastir_mteb.benchmark.tasks import DATASET_REPO, DATASET_REVISION, K_VALUES, TASK_CLASSES, AbsTaskDisastIR
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES, get_spec
+from disastir_mteb.benchmark.taxonomy import SPLIT_TASK_NAMES, TASK_NAMES, Split, get_spec
 
 DISASTIR_INSTRUCTIONS = {
     "QA": "Given the question, retrieve the most relevant passage answering it",
@@ -106,3 +106,20 @@ def test_benchmarks() -> None:
     groupings = {g.name: g for g in full.aggregations if hasattr(g, "groups")}
     assert set(groupings) == {"Intent", "Category"}
     assert [g.label for g in groupings["Intent"].groups] == ["QA", "QAdoc", "Twitter", "FC", "NLI", "STS"]
+
+
+SPLIT_NAMES = SPLIT_TASK_NAMES[Split.test] + SPLIT_TASK_NAMES[Split.devlite]
+
+
+@pytest.mark.parametrize("name", SPLIT_NAMES, ids=SPLIT_NAMES)
+def test_split_task_metadata_is_valid_and_tells_its_query_set(name: str) -> None:
+    spec = get_spec(name)
+    metadata = mteb.get_task(name).metadata
+    full = mteb.get_task(spec.base.name).metadata
+    metadata._validate_metadata()
+    assert metadata.is_filled() and metadata.name == name and metadata.adapted_from == [spec.base.name]
+    assert metadata.description.startswith(f"DisastIR-{'Test' if spec.split is Split.test else 'DevLite'} ")
+    assert metadata.dataset["path"] == ("DMIR01/DisastIR" if spec.split is Split.test else "DMIR01/DisastIR-DevLite")
+    same = ("main_score", "prompt", "eval_splits", "eval_langs", "domains", "task_subtypes", "license", "type")
+    assert all(getattr(metadata, key) == getattr(full, key) for key in same)
+    assert type(mteb.get_task(name)).__name__ == spec.class_name and len({*SPLIT_NAMES, *TASK_NAMES}) == 144

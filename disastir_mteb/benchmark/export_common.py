@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from disastir_mteb.benchmark.layout import DATA_DIR_ENV
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES, get_spec
+from disastir_mteb.benchmark.taxonomy import TASK_NAMES, Split, get_spec
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -44,7 +44,9 @@ def _task_names(tasks: Iterable[str] | None) -> list[str]:
         return list(TASK_NAMES)
     names = list(dict.fromkeys([tasks] if isinstance(tasks, str) else tasks))
     for name in names:
-        get_spec(name)  # KeyError with close matches for an unknown name
+        if get_spec(name).split is not Split.full:  # get_spec: KeyError with close matches for an unknown name
+            raise ValueError(f"{name} is a DisastIR-Test/DevLite task; export writes the 48 full DisastIR tasks only "
+                             f"(e.g. {get_spec(name).base.name}).")
     if not names:
         raise ValueError("No DisastIR tasks to export: pass task names, or None for all 48.")
     return names

@@ -1,6 +1,7 @@
 """Reading the published JSON files: rows checked with file and line in every error, and the shared corpus.
 
-Query and qrels files may be a JSON array or JSON lines (the Hub's json builder reads both); the corpus,
+Query and qrels files may be a JSON array or JSON lines (the Hub's json builder reads both; :func:`read_rows` and
+:func:`field_value` read the looser rows of DisastIR-DevLite, whose fields have aliases); the corpus,
 ``corpus.jsonl``, is read by pyarrow once per process and indexed by text, so that text-keyed qrels can be
 joined to ids. When pyarrow fails, a slow scan finds the faulty file line to name in the error.
 """
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Corpus", "load_corpus"]
+__all__ = ["Corpus", "field_value", "load_corpus", "read_rows"]
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -90,6 +91,58 @@ def _read_records(path: Path, keys: tuple[str, ...]) -> list[tuple[str, dict[str
     for where, record in rows:
         _check_row(record, keys, path, where)
     return rows
+
+
+def read_rows(path: Path) -> list[tuple[str, object]]:
+    """(where, value) pairs of a JSON array or JSON lines file; values unchecked (objects or bare strings).
+
+    Raises:
+        ValueError: not UTF-8, not JSON, or no rows; the message names the file and line.
+    """
+    text = _decode(path, path.read_bytes())
+    if text.lstrip()[:1] == "[":
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno} "
+                             f"({error.msg}).") from None
+        rows: list[tuple[str, object]] = [(f"row {i}", value) for i, value in enumerate(whole)]
+    else:
+        rows = []
+        for number, line in enumerate(text.split("\n"), 1):
+            try:
+                rows += [(f"line {number}", json.loads(line))] if line.strip() else []
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}: line {number} is not valid JSON at column {error.colno} "
+                                 f"({error.msg}).") from None
+    if not rows:
+        raise ValueError(f"{path} holds no rows; expected a JSON array or JSON lines.")
+    return rows
+
+
+def field_value(record: object, names: tuple[str, ...], *, path: Path, where: str, text: bool) -> str | None:
+    """The first of ``names`` present and not null in an object row; a bare string row is the text itself.
+
+    Args:
+        record: one row as read by :func:`read_rows`.
+        names: the accepted field names, in order of preference.
+        path: the file, for the message.
+        where: the row (``row 3``, ``line 4``), for the message.
+        text: the fields hold the row's text (required; a bare string answers) rather than its optional id.
+
+    Raises:
+        ValueError: the text is absent, or the row is neither an object nor a string.
+    """
+    if isinstance(record, str):
+        return record if text else None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: {where} is a JSON {type(record).__name__}, not an object or a string.")
+    for name in names:
+        if record.get(name) is not None:
+            return str(record[name])
+    if text:
+        raise ValueError(f"{path}: {where} has none of {list(names)} (has {sorted(record)}).")
+    return None
 
 
 def _corpus_fault(path: Path, *, duplicates: int = 0) -> str | None:

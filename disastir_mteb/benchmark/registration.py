@@ -1,4 +1,8 @@
-"""The benchmark layer's half of registration: the 48 tasks and the DisastIR benchmarks into mteb.
+"""The benchmark layer's half of registration: the tasks and the DisastIR benchmarks into mteb.
+
+The tasks are the 48 full ones, then their 48 ``DisastIR-Test-*`` and 48 ``DisastIR-DevLite-*`` versions
+(:data:`disastir_mteb.benchmark.tasks.ALL_TASK_CLASSES`, in that order); the benchmarks are those of
+:func:`disastir_mteb.benchmark.suites.benchmarks` (``DisastIR``, one per intent, ``DisastIR-Test``, ``-DevLite``).
 
 mteb (2.26) has no plugin mechanism: ``mteb.get_task``/``get_tasks`` read a registry dict and a
 task tuple built when ``mteb.get_tasks`` is imported, and ``mteb.get_benchmark`` reads an
@@ -31,7 +35,7 @@ def _wrap_benchmark_registry(module: Any) -> None:
 
     @functools.lru_cache
     def _build_registry() -> dict[str, Any]:
-        from disastir_mteb.benchmark.tasks import benchmarks
+        from disastir_mteb.benchmark.suites import benchmarks
 
         registry = dict(original())
         for benchmark in benchmarks():
@@ -48,7 +52,7 @@ def _wrap_benchmark_registry(module: Any) -> None:
 
 def _register_tasks() -> None:
     get_tasks_module = importlib.import_module("mteb.get_tasks")
-    from disastir_mteb.benchmark.tasks import TASK_CLASSES
+    from disastir_mteb.benchmark.tasks import ALL_TASK_CLASSES as TASK_CLASSES
 
     registry: dict[str, Any] = get_tasks_module._TASKS_REGISTRY
     for name, cls in TASK_CLASSES.items():

@@ -1,10 +1,14 @@
-"""The 48 DisastIR tasks as real mteb ``AbsTaskRetrieval`` classes, built by one factory.
+"""The 48 DisastIR tasks (and their DisastIR-Test and DevLite versions) as mteb ``AbsTaskRetrieval`` classes.
 
 Every fact about the tasks lives as data in ``task_metadata/`` (written once: per intent, per
 category, shared); :func:`make_task_class` combines them into a validated ``TaskMetadata`` and a
 class named after the task, bound into this module so ``repr``, pickling and ``grep`` behave as
 for hand-written classes. No class has its own ``load_data``: the base class hands its spec to
-:mod:`disastir_mteb.benchmark.data`.
+:mod:`disastir_mteb.benchmark.data` (full set) or :mod:`disastir_mteb.benchmark.split_data` (DMRetriever's splits).
+
+The factory also makes 48 ``DisastIR-Test-*`` and 48 ``DisastIR-DevLite-*`` tasks (``SPLIT_TASK_CLASSES``; own
+descriptions, ``adapted_from`` the full task; DevLite declares the repository of ``task_metadata/devlite.json``).
+``TASK_CLASSES``, and what is built from it (export, upstream), stays the 48 full tasks, unchanged.
 """
 
 from __future__ import annotations
@@ -34,12 +38,17 @@ from disastir_mteb.benchmark.data import (
     load_task,
     resolve_data_dir,
 )
+from disastir_mteb.benchmark.split_data import cached_split_files, load_split_task
+from disastir_mteb.benchmark.split_layout import DEVLITE_DIR_ENV
+from disastir_mteb.benchmark.suites import benchmarks
 from disastir_mteb.benchmark.task_record import describe_data, task_record
 from disastir_mteb.benchmark.taxonomy import (
-    CATEGORY_FULL_NAMES,
+    SPLIT_LABELS,
+    SPLIT_TASK_SPECS,
     TASK_SPECS,
     Category,
     Intent,
+    Split,
     TaskSpec,
     parse_category,
     parse_intent,
@@ -48,15 +57,17 @@ from disastir_mteb.benchmark.taxonomy import (
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from mteb import Benchmark
-
 logger = logging.getLogger(__name__)
 #: Load reports and scores of the tasks, under mteb's logger: `mteb run -v 2` (its default) shows them, `-v 1` not.
 mteb_logger = logging.getLogger("mteb.disastir")
 
 __all__ = [
+    "ALL_TASK_CLASSES",
     "DATASET_REPO",
     "DATASET_REVISION",
+    "DEVLITE_REPO",
+    "DEVLITE_REVISION",
+    "SPLIT_TASK_CLASSES",
     "TASK_CLASSES",
     "AbsTaskDisastIR",
     "DisastIRTaskMetadata",
@@ -85,12 +96,16 @@ def _read(name: str) -> dict[str, Any]:
 _DATASET = _read("dataset.json")
 _INTENTS = _read("intents.json")
 _CATEGORIES = _read("categories.json")
+_DEVLITE = _read("devlite.json")
 _CITATION = (metadata_dir() / "citation.bib").read_text(encoding="utf-8").strip()
 
 #: The Hugging Face dataset every task reads, and the one pinned revision (change it here only).
 DATASET_REPO: str = _DATASET["repo"]
 DATASET_REVISION: str = _DATASET["revision"]
 K_VALUES: tuple[int, ...] = tuple(_DATASET["k_values"])
+#: Where DisastIR-DevLite's queries and pooled corpus come from; the revision is a placeholder (see devlite.json).
+DEVLITE_REPO: str = _DEVLITE["repo"]
+DEVLITE_REVISION: str = _DEVLITE["revision"]
 
 
 class DisastIRTaskMetadata(TaskMetadata):
@@ -104,22 +119,37 @@ class DisastIRTaskMetadata(TaskMetadata):
 
 def _description(spec: TaskSpec) -> str:
     intent, category = _INTENTS[spec.intent.value], _CATEGORIES[spec.category.value]
-    return (
-        f"DisastIR {intent['title']}, {category['full_name']} disasters ({category['examples']}). "
-        f"{intent['description']} {intent['relevance']} One of 48 DisastIR tasks (6 search intents x 8 "
-        f"disaster categories) searching one shared corpus of {_DATASET['corpus_size']:,} disaster-management "
-        "passages; NDCG@10 uses the authors' exponential gain 2^grade - 1."
-    )
+    what = (f"{intent['title']}, {category['full_name']} disasters ({category['examples']}). "
+            f"{intent['description']} {intent['relevance']}")
+    if spec.split is Split.full:
+        return (
+            f"DisastIR {what} One of 48 DisastIR tasks (6 search intents x 8 "
+            f"disaster categories) searching one shared corpus of {_DATASET['corpus_size']:,} disaster-management "
+            "passages; NDCG@10 uses the authors' exponential gain 2^grade - 1."
+        )
+    if spec.split is Split.test:
+        which = (f"DisastIR-Test query set (DMRetriever): the {_DEVLITE['test_queries_per_task']} queries of "
+                 f"{spec.base.name} outside DisastIR-DevLite ({_DEVLITE['test_queries']:,} in all), searching the full "
+                 f"shared corpus of {_DATASET['corpus_size']:,} passages")
+    else:
+        which = (f"DisastIR-DevLite query set (DMRetriever's development set): {_DEVLITE['devlite_queries_per_task']} "
+                 f"of the {_DATASET['queries_per_task']} queries of {spec.base.name} ({_DEVLITE['devlite_queries']} "
+                 f"in all), searching DevLite's pooled corpus of {_DEVLITE['devlite_corpus_size']:,} passages; its "
+                 "scores are not comparable with the full task's")
+    return f"DisastIR-{SPLIT_LABELS[spec.split]} {what} The {which}; NDCG@10 uses the exponential gain 2^grade - 1."
 
 
 def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
     """The complete, validated ``TaskMetadata`` of one task."""
     intent = _INTENTS[spec.intent.value]
+    full, devlite = spec.split is Split.full, spec.split is Split.devlite
+    split_only: dict[str, Any] = {} if full else {"adapted_from": [spec.base.name]}  # full: as before, field unset
     metadata = DisastIRTaskMetadata(
         name=spec.name,
         description=_description(spec),
-        reference=_DATASET["reference"],
-        dataset={"path": DATASET_REPO, "revision": DATASET_REVISION},
+        reference=_DATASET["reference"] if full else _DEVLITE["reference"],
+        dataset={"path": DEVLITE_REPO, "revision": DEVLITE_REVISION} if devlite else
+        {"path": DATASET_REPO, "revision": DATASET_REVISION},
         type="Retrieval",
         category="t2t",
         modalities=["text"],
@@ -135,6 +165,7 @@ def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
         sample_creation=_DATASET["sample_creation"],
         bibtex_citation=_CITATION,
         prompt={"query": intent["instruction"]},
+        **split_only,
     )
     metadata._validate_metadata()
     return metadata
@@ -195,16 +226,26 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             return
         timer = timer or TimingStack()
         folder = os.environ.get("DISASTIR_DATA_DIR")
+        source = describe_data(folder, repo=DATASET_REPO, revision=DATASET_REVISION)
         with timer("Data loading", log_message=f"Loading dataset {self.metadata.name}..."):
             files = _task_files(DATASET_REPO, DATASET_REVISION, folder)
-            data = load_task(self.spec, files, gain=self.gain, log=mteb_logger)
+            if self.spec.split is Split.full:
+                data = load_task(self.spec, files, gain=self.gain, log=mteb_logger)
+            else:
+                devlite_dir = os.environ.get(DEVLITE_DIR_ENV)
+                split_files = cached_split_files(DEVLITE_REPO, DEVLITE_REVISION, devlite_dir)
+                data = load_split_task(self.spec, split_files, files, gain=self.gain, log=mteb_logger)
+                devlite = describe_data(devlite_dir, repo=DEVLITE_REPO, revision=DEVLITE_REVISION)
+                judged = "" if self.spec.base in split_files.qrels else f" with the judgements of {source}"
+                source = (f"{source} without the DevLite queries of {devlite}" if self.spec.split is Split.test
+                          else devlite + judged)
         split = self.metadata.eval_splits[0]
         self.dataset = {"default": {split: RetrievalSplitData(
             corpus=data.corpus, queries=data.queries, relevant_docs=data.relevant_docs, top_ranked=None,
         )}}
         self._grades = {split: data.grades}
         self.load_report = data.report
-        self.data_source = describe_data(folder, repo=DATASET_REPO, revision=DATASET_REVISION)
+        self.data_source = source
         self.data_loaded = True
 
     def evaluate(self, model: Any, split: str = "test", subsets_to_run: list[str] | None = None,
@@ -263,7 +304,14 @@ def make_task_class(spec: TaskSpec) -> type[AbsTaskDisastIR]:
 
 
 TASK_CLASSES: dict[str, type[AbsTaskDisastIR]] = {spec.name: make_task_class(spec) for spec in TASK_SPECS}
-globals().update({cls.__name__: cls for cls in TASK_CLASSES.values()})
+#: split -> its 48 task classes by name (the full split's are TASK_CLASSES).
+SPLIT_TASK_CLASSES: dict[Split, dict[str, type[AbsTaskDisastIR]]] = {
+    split: TASK_CLASSES if split is Split.full else {spec.name: make_task_class(spec) for spec in specs}
+    for split, specs in SPLIT_TASK_SPECS.items()}
+#: All 144 task classes, full ones first (what registration puts into mteb).
+ALL_TASK_CLASSES: dict[str, type[AbsTaskDisastIR]] = {
+    name: cls for classes in SPLIT_TASK_CLASSES.values() for name, cls in classes.items()}
+globals().update({cls.__name__: cls for cls in ALL_TASK_CLASSES.values()})
 
 
 def get_tasks(
@@ -271,6 +319,7 @@ def get_tasks(
     categories: Iterable[str | Category] | None = None,
     *,
     gain: Gain | None = None,
+    split: Split | str = Split.full,
 ) -> list[AbsTaskDisastIR]:
     """Instances of the chosen tasks, in the paper's order (intent-major).
 
@@ -278,6 +327,7 @@ def get_tasks(
         intents: any accepted spellings ('QA', 'FactCheck', 'TW', ...); all six when None.
         categories: abbreviations or full names; all eight when None.
         gain: see :class:`AbsTaskDisastIR`.
+        split: ``full`` (default, the 48 DisastIR tasks), ``test`` or ``devlite``.
 
     Examples:
         >>> [t.metadata.name for t in get_tasks(["FC"], ["Bio", "chemical"])]
@@ -286,51 +336,13 @@ def get_tasks(
     wanted_intents = {parse_intent(str(i.value if isinstance(i, Intent) else i)) for i in intents} if intents else None
     wanted_categories = ({parse_category(str(c.value if isinstance(c, Category) else c)) for c in categories}
                          if categories else None)
+    classes = SPLIT_TASK_CLASSES[Split(split)]
     return [
-        TASK_CLASSES[spec.name](gain=gain)
-        for spec in TASK_SPECS
+        classes[spec.name](gain=gain)
+        for spec in SPLIT_TASK_SPECS[Split(split)]
         if (wanted_intents is None or spec.intent in wanted_intents)
         and (wanted_categories is None or spec.category in wanted_categories)
     ]
-
-
-@cache
-def benchmarks() -> tuple[Benchmark, ...]:
-    """``DisastIR`` (all 48, grouped by intent and by category) and one benchmark per intent."""
-    from mteb import Benchmark
-    from mteb.benchmarks.benchmark import BenchmarkAggregation, CustomGroup, CustomGrouping
-
-    by_intent = CustomGrouping(name="Intent", groups=tuple(
-        CustomGroup(label=i.value, tasks=tuple(get_tasks(intents=[i]))) for i in Intent))
-    by_category = CustomGrouping(name="Category", groups=tuple(
-        CustomGroup(label=CATEGORY_FULL_NAMES[c], tasks=tuple(get_tasks(categories=[c]))) for c in Category))
-    description = ("DisastIR: 48 disaster-management retrieval tasks (6 search intents x 8 UNDRR disaster "
-                   f"categories) over one shared corpus of {_DATASET['corpus_size']:,} passages, scored with the "
-                   "authors' exponential-gain NDCG@10; the overall score is the mean of the 6 intent means.")
-    full = Benchmark(
-        name="DisastIR",
-        display_name="DisastIR (disaster management)",
-        tasks=tuple(get_tasks()),
-        description=description,
-        reference=_DATASET["reference"],
-        citation=_CITATION,
-        aggregations=(
-            BenchmarkAggregation.MEAN_TASK,
-            by_intent,
-            by_category,
-        ),
-    )
-    per_intent = tuple(
-        Benchmark(
-            name=f"DisastIR-{intent.value}",
-            tasks=tuple(get_tasks([intent])),
-            description=f"The 8 DisastIR {_INTENTS[intent.value]['title']} tasks, one per disaster category.",
-            reference=_DATASET["reference"],
-            citation=_CITATION,
-        )
-        for intent in Intent
-    )
-    return (full, *per_intent)
 
 
 from disastir_mteb.benchmark.registration import TASKS_STEP  # noqa: E402
