@@ -67,8 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      "per-intent instructions; exact or USearch ANN search.")
     run.add_argument("-m", "--model", required=True,
                      help="a model name for mteb.get_model (HF cache or Hub), or 'bundled' for the packaged MiniLM")
-    run.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48)")
-    run.add_argument("-b", "--benchmarks", nargs="*", help="benchmark names, e.g. DisastIR or DisastIR-QA")
+    run.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48 of the split)")
+    run.add_argument("-b", "--benchmarks", nargs="*",
+                     help="benchmark names, e.g. DisastIR, DisastIR-QA, DisastIR-Test or DisastIR-DevLite")
+    run.add_argument("--split", default=None, choices=["full", "test", "devlite"],
+                     help="query set: full (the 9,600 queries; default), test (DisastIR-Test: 9,120 queries, "
+                          "DMRetriever's Table 2) or devlite (DisastIR-DevLite: 480 queries over its own corpus); "
+                          "full-set names from -t/-b become the split's. Without it, -t/-b names select their own "
+                          "split; each corpus is encoded once")
     run.add_argument("--instructions", default=None,
                      help="disastir | dmretriever | none (default: the model as it is, like `mteb run`)")
     run.add_argument("--template", default=None,
@@ -109,10 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = sub.add_parser("compare", help="Exact vs ANN (the paper's Table 3 columns) or any two result sets: "
                                               "per-intent NDCG@10, drop %%, recall@10, paired tests; with several "
-                                              "models, one row each and Kendall's tau between the rankings.")
+                                              "models, one row each and Kendall's tau between the rankings. "
+                                              "DevLite and full runs of several models: Kendall's tau between "
+                                              "their model rankings, overall and per intent.")
     compare.add_argument("results", nargs="+",
-                         help="A B (result folders; A is the reference, e.g. exact), or one folder holding exact "
-                              "and ANN runs")
+                         help="A B (result folders; A is the reference, e.g. exact), one folder holding exact "
+                              "and ANN runs, or DevLite and full runs (one folder holding both, or one each)")
     compare.set_defaults(func=commands.compare)
 
     report = sub.add_parser("report", help="Tables, published numbers beside ours, heatmaps and bar charts for "
@@ -177,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--seed", type=int, default=0)
     sample.add_argument("--overwrite", action="store_true")
     sample.add_argument("--quiet", action="store_true")
+    sample.add_argument("--devlite", choices=["eval-code", "card"], default=None,
+                        help="also write a DisastIR-DevLite folder split from it, in the layout of DMRetriever's "
+                             "evaluation code or of the earlier dataset card (for DISASTIR_DEVLITE_DIR)")
+    sample.add_argument("--devlite-out", default=None, help="where the DevLite folder goes (default: OUT-devlite)")
     sample.set_defaults(func=commands.sample)
 
     stats = sub.add_parser("stats", help="Recompute mteb's descriptive statistics on the data the tasks load.")

@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
     from tqdm.auto import tqdm
 
-    from disastir_mteb.results.grid import grid_from_results
+    from disastir_mteb.benchmark.taxonomy import Split, benchmark_name
+    from disastir_mteb.results.grid import grids_by_split
     from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks, result_folder
 
     local_model = args.model == "bundled" or Path(args.model).exists()
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     _offline_if_unreachable(needs_hub=not (local_model and local_data))
     _use_data(args.data)
     _quiet(args.quiet)
-    tasks = resolve_tasks(args.tasks, args.benchmarks)
+    tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
     ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items() if getattr(args, name) is not None}
     if args.ann_dtype is not None:
         ann_params["dtype"] = args.ann_dtype
@@ -111,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(searcher, tasks, search=args.search, ann_preset=args.ann_preset, ann_params=ann_params,
                       output_folder=args.output_folder, overwrite=args.overwrite, show_progress=not args.quiet,
                       on_task_done=summary)
-    print(grid_from_results(result.task_results).to_text("NDCG@10 x100"))
+    for split, grid in grids_by_split(result.task_results).items():  # the full set's exactly as it always was
+        print(grid.to_text("NDCG@10 x100" if split is Split.full else f"{benchmark_name(split)} NDCG@10 x100"))
     loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
     folder = result_folder(searcher, result.task_results[0].task_name, args.output_folder).resolve()
     print(f"{len(result.task_results)} task result(s) in {folder}; "
@@ -122,20 +124,33 @@ def run(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
-    """``disastir-mteb compare``: two result sets side by side, with paired tests and top-10 overlap."""
+    """``disastir-mteb compare``: two result sets side by side, or model rankings across query sets.
+
+    Sets on different query sets (DevLite and full runs: one folder holding both, or a folder of each)
+    give Kendall's tau between the model rankings (:mod:`disastir_mteb.results.split_agreement`); sets on
+    one query set are compared as exact and ANN runs, per query set when the folders hold several.
+    """
+    from disastir_mteb.benchmark.taxonomy import SPLITS
     from disastir_mteb.results.compare import compare_sets, pair_sets, rankings_text
-    from disastir_mteb.results.result_sets import find_result_sets, load_result_set
+    from disastir_mteb.results.result_sets import collect_result_sets
+    from disastir_mteb.results.split_agreement import split_agreement
 
     def sets(path: str) -> list:
-        found = [load_result_set(folder) for folder in find_result_sets(path)]
+        found = collect_result_sets(path)
         if not found:
             raise FileNotFoundError(f"{path} holds no DisastIR result files (DisastIR-*.json).")
         return found
 
     if len(args.results) == 2:
         first, second = sets(args.results[0]), sets(args.results[1])
+        if not {s.split for s in first} & {s.split for s in second}:  # e.g. DevLite runs and full runs
+            print("\n\n".join(agreement.to_text() for agreement in split_agreement([*first, *second])))
+            return 0
     elif len(args.results) == 1:
         found = sets(args.results[0])
+        if len({s.split for s in found}) > 1:  # several query sets in one folder: rankings across them
+            print("\n\n".join(agreement.to_text() for agreement in split_agreement(found)))
+            return 0
         first, second = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
         if not first or not second:
             raise ValueError(f"With one folder, compare needs exact and ANN result sets in it; {args.results[0]} "
@@ -143,17 +158,23 @@ def compare(args: argparse.Namespace) -> int:
     else:
         raise ValueError(f"compare takes one folder (exact and ANN runs inside) or two result folders, "
                          f"not {len(args.results)}.")
-    comparisons = [compare_sets(a, b) for a, b in pair_sets(first, second)]
-    print(comparisons[0].to_text() if len(comparisons) == 1 else rankings_text(comparisons))
+    shared = [split for split in SPLITS if split in {s.split for s in first} & {s.split for s in second}]
+    texts = []
+    for split in shared:  # one query set (always so before DisastIR-Test and DevLite): exactly the output it was
+        pairs = pair_sets([s for s in first if s.split is split], [s for s in second if s.split is split])
+        comparisons = [compare_sets(a, b) for a, b in pairs]
+        text = comparisons[0].to_text() if len(comparisons) == 1 else rankings_text(comparisons)
+        texts.append(text if len(shared) == 1 else f"{comparisons[0].a.benchmark}:\n{text}")
+    print("\n\n".join(texts))
     return 0
 
 
 def report(args: argparse.Namespace) -> int:
     """``disastir-mteb report``: tables, published numbers and figures for any result sets."""
     from disastir_mteb.results.report import report_text, write_report
-    from disastir_mteb.results.result_sets import find_result_sets, load_result_set
+    from disastir_mteb.results.result_sets import collect_result_sets
 
-    sets = [load_result_set(folder) for path in args.results for folder in find_result_sets(path)]
+    sets = [result for path in args.results for result in collect_result_sets(path)]  # every query set
     if args.model:
         sets = [s for s in sets if any(m.lower() in s.model.lower() for m in args.model)]
     if not sets:
@@ -241,6 +262,13 @@ def sample(args: argparse.Namespace) -> int:
     out = write_sample(args.out, scale=args.scale, seed=args.seed, overwrite=args.overwrite,
                        progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
     print(f"Wrote the {args.scale} synthetic DisastIR sample to {out} in {time.perf_counter() - started:.1f} s.")
+    if getattr(args, "devlite", None):  # a DisastIR-DevLite folder split from it (benchmark.sample_devlite)
+        from disastir_mteb.benchmark.sample_devlite import write_devlite_sample
+
+        devlite = write_devlite_sample(out, args.devlite_out or f"{out}-devlite", layout=args.devlite, seed=args.seed,
+                                       overwrite=args.overwrite)
+        print(f"Wrote its DevLite folder ({args.devlite} layout) to {devlite}; use DISASTIR_DATA_DIR={out} "
+              f"DISASTIR_DEVLITE_DIR={devlite}.")
     return 0
 
 

@@ -8,6 +8,13 @@ once (and persisted under ``DISASTIR_CACHE_DIR``, so a killed run resumes and a 
 nothing), indexed once (exactly, or as one USearch HNSW graph with ``search="ann"``), and searched by
 every task. Beside each mteb result file the runner writes the task's per-query NDCG@10 and top-10
 rankings (:mod:`disastir_mteb.results.per_query`), which ``disastir-mteb compare`` reads.
+
+Query sets (``split``): the full set's 48 tasks (default), DisastIR-Test's (same corpus, 9,120 queries)
+or DisastIR-DevLite's (480 queries over a corpus of its own). Encoding once is per corpus: tasks are
+run grouped by the corpus they search (full and Test tasks share DisastIR's; DevLite's is another),
+each group's queries searched in one pass, so a run mixing DevLite with full or Test tasks encodes
+and indexes each corpus once. The embedding cache is keyed by the corpus texts' fingerprint, never by
+task or split, so the two corpora never share an entry, and full and Test runs share one.
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES, get_spec
+from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES, Split
 from disastir_mteb.models.loading import ModelLoadError
 from disastir_mteb.models.loading import load_model as _load_encoder
+from disastir_mteb.task_selection import corpus_groups, resolve_tasks
 
 if TYPE_CHECKING:
     from mteb import AbsTask
@@ -33,7 +41,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_DISASTIR_TASKS = frozenset(TASK_NAMES)
+_DISASTIR_TASKS = ALL_TASK_NAMES  # every query set's tasks
 
 __all__ = ["ModelLoadError", "build_search", "check_search", "evaluate", "load_model", "resolve_tasks",
            "result_folder"]
@@ -52,33 +60,6 @@ def load_model(model: Any, *, device: str | None = None) -> Any:
         if isinstance(model, SharedCorpusSearch):
             return model
     return _load_encoder(model, device=device)
-
-
-def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
-                  benchmarks: Iterable[str] | None = None) -> list[AbsTask]:
-    """Task objects from names, task objects and/or benchmark names; all 48 when nothing is given.
-
-    Raises:
-        KeyError: an unknown task or benchmark name (with the closest valid names).
-    """
-    import mteb
-
-    chosen: list[AbsTask] = []
-    for benchmark in benchmarks or ():
-        chosen.extend(mteb.get_benchmark(benchmark).tasks)
-    for task in [tasks] if isinstance(tasks, str) else (tasks or ()):
-        if isinstance(task, str):
-            if task.startswith("DisastIR-"):
-                get_spec(task)  # the plugin's own message for a mistyped DisastIR name
-            chosen.append(mteb.get_task(task))
-        else:
-            chosen.append(task)
-    if not chosen:
-        chosen = [mteb.get_task(name) for name in TASK_NAMES]
-    unique: dict[str, AbsTask] = {}
-    for task in chosen:
-        unique.setdefault(task.metadata.name, task)
-    return list(unique.values())
 
 
 def check_search(search: str, ann_preset: str = "paper",
@@ -139,6 +120,7 @@ def evaluate(
     model: Any,
     tasks: Iterable[str | AbsTask] | str | None = None,
     *,
+    split: Split | str | None = None,
     search: Search = "exact",
     ann_preset: str = "paper",
     ann_params: Mapping[str, Any] | None = None,
@@ -153,7 +135,7 @@ def evaluate(
     batch_size: int | None = None,
     precision: str | None = None,
 ) -> ModelResult:
-    """Evaluate a model on DisastIR tasks (all 48 by default) with one corpus encoding.
+    """Evaluate a model on DisastIR tasks (the 48 of the full set by default) with one encoding per corpus.
 
     Args:
         model: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, a model
@@ -161,7 +143,11 @@ def evaluate(
             :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` (whose counters then tell what was
             encoded).
         tasks: task names or mteb task objects (any mteb retrieval task works; tasks sharing a
-            corpus share its encoding and index).
+            corpus share its encoding and index; tasks of other corpora are run after them, grouped
+            by corpus). A name of any query set selects that set (``DisastIR-DevLite-QA-Bio``).
+        split: the query set, as in :func:`resolve_tasks`: ``full``, ``test`` (DisastIR-Test, same corpus)
+            or ``devlite`` (DisastIR-DevLite, its own corpus); the full set's names become the split's, and
+            with no ``tasks`` the split's 48 tasks run. None: the names as given (the full set's 48 by default).
         search: ``"exact"`` (blocked exact inner product) or ``"ann"`` (USearch HNSW, built once for
             all tasks and persisted with the embeddings; results go to their own mteb experiment
             folder, labelled with every parameter).
@@ -189,8 +175,9 @@ def evaluate(
         mteb's ``ModelResult`` holding every evaluated task.
 
     Raises:
-        ValueError: an unknown ``search`` value, ANN preset, parameter or precision, a batch size
-            below 1, or a ready search model whose search setting differs from ``search``.
+        ValueError: an unknown ``search`` value, ANN preset, parameter, precision or split, a batch size
+            below 1, a task of another query set than ``split``, or a ready search model whose search
+            setting differs from ``search``.
     """
     import mteb
     from tqdm.auto import tqdm
@@ -203,7 +190,9 @@ def evaluate(
     ann = check_search(search, ann_preset, ann_params)
     check_count("batch_size", batch_size, 1, "the default, 32")  # these two before any model is loaded
     parse_precision(precision)
-    task_list = resolve_tasks(tasks)
+    groups = corpus_groups(resolve_tasks(tasks, split=split))
+    task_list = [task for group in groups for task in group]
+    later = {id(group[0]): group for group in groups[1:]}  # a corpus after the first: prefetched when reached
     if isinstance(model, SharedCorpusSearch):
         if instructions is not None or precision is not None or batch_size is not None:
             raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
@@ -227,10 +216,12 @@ def evaluate(
     task_results: list[TaskResult] = []
     result: ModelResult | None = None
     with _datasets_bars_off():  # their per-step "Map" bars would print over the corpus and task bars
-        if len(task_list) > 1:
-            searcher.prefetch(task_list, encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
+        if len(groups[0]) > 1:
+            searcher.prefetch(groups[0], encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
         for task in tqdm(task_list, desc="Evaluating tasks", unit=" tasks", dynamic_ncols=True,
                          disable=not show_progress or len(task_list) < 2):
+            if len(later.get(id(task), ())) > 1:  # the first task on another corpus (DevLite's): its group at once
+                searcher.prefetch(later[id(task)], encode_kwargs=encode_kwargs)
             started = time.perf_counter()
             if not task.data_loaded:
                 task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels

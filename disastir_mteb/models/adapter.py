@@ -25,7 +25,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES, TaskSpec, get_spec
+from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES, TaskSpec, get_spec
 from disastir_mteb.models.instructions import InstructionConfig, resolve_instructions
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["InstructedEncoder", "as_mteb_encoder", "with_instructions"]
 
 ModelPrompt = Literal["take-over", "leave"]
-_DISASTIR = frozenset(TASK_NAMES)
+_DISASTIR = ALL_TASK_NAMES  # every query set's tasks: DisastIR-Test-QA-Bio gets QA's instruction too
 
 
 def _spec(task_metadata: TaskMetadata) -> TaskSpec | None:

@@ -11,6 +11,10 @@ like the scores). Per intent, B - A is tested on the paired per-query NDCG@10 of
 
 Several models on each side (e.g. 30 models run exact and ANN) give one Table 3 row per model
 and Kendall's tau between the two model rankings.
+
+Both sets must be on one query set (full, DisastIR-Test or DisastIR-DevLite): sets pair by model, settings
+(the search aside) and query set. Rankings across query sets (DevLite against the full set) are
+:mod:`disastir_mteb.results.split_agreement`.
 """
 
 from __future__ import annotations
@@ -146,8 +150,12 @@ def compare_sets(a: ResultSet, b: ResultSet) -> Comparison:
     """Compare ``b`` with ``a`` (``a`` = the reference, e.g. the exact run) on the tasks both hold.
 
     Raises:
-        ValueError: the sets share no DisastIR task.
+        ValueError: the sets are on different query sets, or share no DisastIR task.
     """
+    if a.split is not b.split:
+        raise ValueError(f"{a.folder} holds {a.benchmark} and {b.folder} {b.benchmark} results: compare_sets compares "
+                         "two runs on one query set; for model rankings across query sets use split_agreement "
+                         "(disastir-mteb compare with the two query sets' folders).")
     common = sorted(set(a.scores) & set(b.scores))
     if not common:
         raise ValueError(f"{a.folder} and {b.folder} share no DisastIR task.")
@@ -156,21 +164,21 @@ def compare_sets(a: ResultSet, b: ResultSet) -> Comparison:
                       ScoreGrid(recalls))
 
 
-def _key(result: ResultSet) -> tuple[str, str]:
-    """What pairs two sets: the model and its settings other than the search."""
+def _key(result: ResultSet) -> tuple[str, str, str]:
+    """What pairs two sets: the model, its settings other than the search, and the query set."""
     settings = {k: v for k, v in result.experiment.items() if k != "disastir_search"}
-    return result.model, repr(sorted(settings.items()))
+    return result.model, repr(sorted(settings.items())), result.split.value
 
 
 def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> list[tuple[ResultSet, ResultSet]]:
-    """Pairs (A, B) of the same model and settings (the search aside); one set each side pairs directly.
+    """Pairs (A, B) of the same model, settings (the search aside) and query set; one set each side pairs directly.
 
     Raises:
         ValueError: no pair could be formed, or a side holds two sets with the same model and settings.
     """
     if len(first) == 1 and len(second) == 1:
         return [(first[0], second[0])]
-    by_key: dict[tuple[str, str], ResultSet] = {}
+    by_key: dict[tuple[str, str, str], ResultSet] = {}
     for result in second:
         if _key(result) in by_key:
             raise ValueError(f"Two result sets of {result.display_label} ({by_key[_key(result)].folder} and "

@@ -4,7 +4,8 @@ Aggregation follows the paper: intent score = mean of its 8 categories, category
 its 6 intents, overall = mean of the 6 intent means (= the mean of the 48 tasks when all are
 present). A missing task is shown as missing and leaves its row and column means undefined,
 never averaged over silently. Scores are kept as fractions; they are scaled x100 and rounded
-only when rendered.
+only when rendered. A grid is keyed by the full set's task names; a DisastIR-Test or DevLite grid files
+its tasks' scores under them (:func:`grids_by_split`), so every query set aggregates alike.
 """
 
 from __future__ import annotations
@@ -12,9 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Category, Intent, task_name
+from disastir_mteb.benchmark.taxonomy import (
+    ALL_TASK_NAMES,
+    CATEGORIES,
+    INTENTS,
+    SPLITS,
+    Category,
+    Intent,
+    Split,
+    get_spec,
+    task_name,
+)
 
-__all__ = ["ScoreGrid", "grid_from_results"]
+__all__ = ["ScoreGrid", "grid_from_results", "grids_by_split"]
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -64,10 +75,20 @@ class ScoreGrid:
 
 
 def grid_from_results(task_results: Iterable[object]) -> ScoreGrid:
-    """A grid from mteb ``TaskResult`` objects (their main score on the test split)."""
-    scores = {}
+    """A grid from mteb ``TaskResult`` objects (their main score on the test split); full-set tasks only."""
+    return grids_by_split(task_results).get(Split.full, ScoreGrid({}))
+
+
+def grids_by_split(task_results: Iterable[object]) -> dict[Split, ScoreGrid]:
+    """One grid per query set among mteb ``TaskResult`` objects, in full, Test, DevLite order.
+
+    Each grid is keyed by the full set's names: ``DisastIR-Test-QA-Bio``'s score is the Test grid's
+    ``DisastIR-QA-Bio`` cell. Results of other tasks are left out.
+    """
+    scores: dict[Split, dict[str, float]] = {}
     for result in task_results:
         name = getattr(result, "task_name", "")
-        if name.startswith("DisastIR-"):
-            scores[name] = float(result.get_score())  # type: ignore[attr-defined]
-    return ScoreGrid(scores)
+        if name in ALL_TASK_NAMES:
+            spec = get_spec(name)
+            scores.setdefault(spec.split, {})[spec.base.name] = float(result.get_score())  # type: ignore[attr-defined]
+    return {split: ScoreGrid(scores[split]) for split in SPLITS if split in scores}

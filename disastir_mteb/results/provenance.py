@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from disastir_mteb.benchmark.task_record import DATA_KEY, GAIN_KEY, VERSION_KEY, hub_data, local_data
-from disastir_mteb.results.result_sets import _OWN_TEMPLATE, ResultSet, describe_search
+from disastir_mteb.benchmark.taxonomy import Split
+from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.results.settings import _OWN_TEMPLATE, describe_search
 
 __all__ = ["MODEL_OWN", "NOT_RECORDED", "PLAIN_INSTRUCTIONS", "PRECISION_NAMES", "Provenance", "TaskProvenance",
            "provenance_of"]
@@ -164,8 +166,12 @@ def _instructions(experiment: Mapping[str, Any], meta: Mapping[str, Any]) -> str
     return text
 
 
-def _dataset(record: Mapping[str, Any], per_query: Mapping[str, Any] | None) -> str | None:
-    """The task's data string: its own record, else its per-query record, else the revision it declares."""
+def _dataset(record: Mapping[str, Any], per_query: Mapping[str, Any] | None, *, declared: bool = True) -> str | None:
+    """The task's data string: its own record, else its per-query record, else the revision it declares.
+
+    ``declared``: fall back on the main dataset's revision the task declares (False for DisastIR-Test and
+    DevLite tasks, whose data are not only the main dataset's; their task files always carry the record).
+    """
     data = record.get(DATA_KEY)
     if isinstance(data, str):
         return data
@@ -178,7 +184,7 @@ def _dataset(record: Mapping[str, Any], per_query: Mapping[str, Any] | None) -> 
             return local_data(source, generator)
         return local_data(source, {"synthetic": True} if per_query.get("synthetic") else None)
     revision = record.get("dataset_revision")
-    if isinstance(revision, str) and revision:
+    if declared and isinstance(revision, str) and revision:
         from disastir_mteb.benchmark.tasks import DATASET_REPO
 
         return f"{hub_data(DATASET_REPO, revision).removeprefix('hf:')} (declared by the task)"
@@ -214,8 +220,9 @@ def provenance_of(result_set: ResultSet) -> Provenance:
         gain, inferred = _gain(record)
         version = record.get(VERSION_KEY)
         tasks.append(TaskProvenance(
-            task=task, plugin_version=version if isinstance(version, str) else None,
-            dataset=_dataset(record, result_set.task_data(task)), gain=gain, gain_inferred=inferred,
+            task=result_set.file_task(task), plugin_version=version if isinstance(version, str) else None,
+            dataset=_dataset(record, result_set.task_data(task), declared=result_set.split is Split.full),
+            gain=gain, gain_inferred=inferred,
             precision=_precision(result_set.experiment, result_set.task_encoding(task))))
     return Provenance(
         plugin_version=_joined([t.plugin_version for t in tasks]), dataset=_joined([t.dataset for t in tasks]),

@@ -10,6 +10,10 @@ Four sources ship in ``resources/published/`` (x100 NDCG@10, as printed):
 - ``dmretriever-table2``: DMRetriever paper, Table 2: DisastIR-Test (9,120 of the 9,600 queries)
   with the ``dmretriever`` instructions and the ``colon`` template.
 
+Each source scores one query set (:data:`SOURCE_SPLITS`): the DisastIR paper's and repository's numbers
+the full set, DMRetriever's Table 2 DisastIR-Test, so ``published_for(model, split)`` gives only the
+numbers a run on that query set can be set beside; DevLite has none per model.
+
 The tables name models differently ("e5-small-v2", "intfloat-e5-small-v2", "arctic-embed-m",
 "snowflake-arctic-embed-m", "granite-embedding-125m"): names are matched through Table 18's links
 and DMRetriever's ``hf_id`` column, then through one normalisation of the short name.
@@ -24,15 +28,22 @@ from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
 
-from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Category, Intent, task_name
+from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Category, Intent, Split, task_name
 
-__all__ = ["SOURCES", "PublishedScores", "published_for", "published_per_task"]
+__all__ = ["SOURCES", "SOURCE_SPLITS", "PublishedScores", "published_for", "published_per_task"]
 
 SOURCES: MappingProxyType[str, str] = MappingProxyType({
     "repo-2025-09": "DisastIR repository leaderboard, Sept 2025 (disastir instructions)",
     "paper-table3": "DisastIR paper, Table 3 (disastir instructions)",
     "paper-tables19-23": "DisastIR paper, Tables 19-23, per task (disastir instructions)",
     "dmretriever-table2": "DMRetriever paper, Table 2, DisastIR-Test (dmretriever instructions)",
+})
+#: The query set each source scores: a run is set beside a source only on the same query set.
+SOURCE_SPLITS: MappingProxyType[str, Split] = MappingProxyType({
+    "repo-2025-09": Split.full,
+    "paper-table3": Split.full,
+    "paper-tables19-23": Split.full,
+    "dmretriever-table2": Split.test,
 })
 
 _INTENT_COLUMNS = {Intent.QA: "QA", Intent.QAdoc: "QAdoc", Intent.Twitter: "TW", Intent.FC: "FC",
@@ -136,9 +147,15 @@ def _table() -> dict[str, list[PublishedScores]]:
     return {key: sorted(values, key=lambda s: order.index(s.source)) for key, values in found.items()}
 
 
-def published_for(model: str) -> list[PublishedScores]:
-    """Every published record of ``model`` (a Hugging Face id such as ``intfloat/e5-small-v2``), best source first."""
-    return list(_table().get(model.lower(), []))
+def published_for(model: str, split: Split | None = None) -> list[PublishedScores]:
+    """The published records of ``model`` (a Hugging Face id such as ``intfloat/e5-small-v2``), best source first.
+
+    Args:
+        model: the model's Hugging Face id.
+        split: only the sources that score this query set (:data:`SOURCE_SPLITS`); None: every source.
+    """
+    return [record for record in _table().get(model.lower(), [])
+            if split is None or SOURCE_SPLITS[record.source] is split]
 
 
 def published_per_task() -> dict[str, PublishedScores]:

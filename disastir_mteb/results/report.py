@@ -17,6 +17,12 @@ metadata. A "Provenance" table gives each set's plugin version, data, gain, inst
 precision (:mod:`disastir_mteb.results.provenance`). Scores on generated data say so at the top and in
 every figure title: a sample number must never pass for a DisastIR result. Sets that do not record
 their data (task files from before the record, without per-query files) are claimed neither way.
+
+Query sets (:class:`~disastir_mteb.benchmark.taxonomy.Split`): a DisastIR-Test or DisastIR-DevLite set
+names its query set in every heading, label, title and file name (a full set's are as they always
+were), and is set beside published numbers of the same query set only
+(:data:`~disastir_mteb.results.published.SOURCE_SPLITS`): a Test set beside DMRetriever's Table 2, a
+full set beside the DisastIR paper and repository; DevLite has no published numbers per model.
 """
 
 from __future__ import annotations
@@ -28,7 +34,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from disastir_mteb.benchmark.task_record import DATA_KEY
-from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Intent, get_spec
+from disastir_mteb.benchmark.taxonomy import (
+    CATEGORIES,
+    INTENTS,
+    SPLITS,
+    Intent,
+    Split,
+    benchmark_name,
+    get_spec,
+    task_name,
+)
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.provenance import NOT_RECORDED, provenance_of
 from disastir_mteb.results.published import SOURCES, PublishedScores, published_for
@@ -53,6 +68,16 @@ FORMATS = ("md", "csv", "html")
 
 SYNTHETIC_NOTICE = "Synthetic data: scores exercise the pipeline and are not DisastIR results."
 SYNTHETIC_TAG = "(synthetic data)"
+#: What a Test or DevLite set's heading adds, and the paragraph under it.
+SPLIT_HEADINGS = {Split.test: "Test: 9,120 queries", Split.devlite: "DevLite: 480 queries, 10 per task"}
+_SPLIT_NOTES = {
+    Split.test: "Query set DisastIR-Test: the 9,120 queries outside DevLite (190 per task) over DisastIR's corpus, "
+                "as in DMRetriever's Table 2; not comparable with full DisastIR runs or the DisastIR paper's numbers.",
+    Split.devlite: "Query set DisastIR-DevLite: 480 queries (10 per task) over its own 9,316-passage corpus, the "
+                   "DMRetriever authors' development set; no numbers are published per model. Its model rankings "
+                   "agree with the full set's (the authors report Kendall's tau 0.90 overall, 0.73-0.91 per intent); "
+                   "`disastir-mteb compare` measures it for DevLite and full runs of your models.",
+}
 
 
 def _x100(value: float | None) -> str:
@@ -67,6 +92,7 @@ def _heatmap_names(sets: Sequence[ResultSet]) -> list[str]:
     """One heatmap file name per set, from model, revision and settings; numbered where they repeat."""
     def slug(result: ResultSet) -> str:
         text = f"{result.model}-{result.revision[:8]}" + "".join(f"-{v}" for _, v in sorted(result.experiment.items()))
+        text += "" if result.split is Split.full else f"-{result.benchmark}"
         return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:120]
 
     slugs = [slug(result) for result in sets]
@@ -97,12 +123,23 @@ def provenance_blocks(sets: Sequence[ResultSet]) -> list[Block]:
                   "its version, data and gain into every task file; instructions, search and precision are the "
                   f"run's settings). \"{NOT_RECORDED}\": files from before the record, or a run that does not keep "
                   "it; nothing is guessed."),
-        Table(["model", *labels], [[result.model, *(value for _, value in record.fields())]
+        Table(["model", *labels], [[_model_cell(result), *(value for _, value in record.fields())]
                                    for result, record in found])]
     for result, record in found:
         if conflicts := record.conflicts():
             blocks.append(Paragraph(f"{result.display_label}: its tasks disagree. {'. '.join(conflicts)}."))
     return blocks
+
+
+def _model_cell(result: ResultSet) -> str:
+    """The model, with its query set when that is not the full set: ``org/model (DisastIR-Test)``."""
+    return result.model if result.split is Split.full else f"{result.model} ({result.benchmark})"
+
+
+def _benchmarks(sets: Sequence[ResultSet]) -> str:
+    """The query sets' names, e.g. ``DisastIR`` or ``DisastIR, DisastIR-DevLite``."""
+    present = {result.split for result in sets}
+    return ", ".join(benchmark_name(split) for split in SPLITS if split in present)
 
 
 def _tagged(text: str, result: ResultSet) -> str:
@@ -139,7 +176,7 @@ def _published_ticks(labels: dict[str, ResultSet]) -> dict[str, dict[Intent | No
     """Legend label -> the published numbers drawn as ticks over its bars (sets of known models only)."""
     published: dict[str, dict[Intent | None, float]] = {}
     for label, result in labels.items():
-        record = next(iter(published_for(result.model)), None)
+        record = next(iter(published_for(result.model, result.split)), None)
         if record is not None:
             ticks: dict[Intent | None, float] = dict(record.intents)
             if record.overall is not None:
@@ -168,11 +205,16 @@ def _published_blocks(result: ResultSet, records: list[PublishedScores]) -> list
         rows.append([f"this run − {record.source}",
                      *(_signed(ours[g] - theirs[g]) if ours[g] is not None and theirs.get(g) is not None else "–"
                        for g in groups), "–"])
+    about = ("The authors' numbers for this model (x100) and this run minus them. Differences are expected "
+             "when the instruction setting, the query set (DMRetriever's Table 2 uses DisastIR-Test) or the "
+             "data (the bundled sample is synthetic) differ.")
+    if result.split is Split.test:
+        about = ("DMRetriever's Table 2 numbers for this model on DisastIR-Test (x100) and this run minus them. "
+                 "Differences are expected when the instruction setting (Table 2: dmretriever instructions, colon "
+                 "template), the precision or the data (the bundled sample is synthetic) differ.")
     blocks: list[Block] = [
         Heading("Published numbers", 3),
-        Paragraph("The authors' numbers for this model (x100) and this run minus them. Differences are expected "
-                  "when the instruction setting, the query set (DMRetriever's Table 2 uses DisastIR-Test) or the "
-                  "data (the bundled sample is synthetic) differ."),
+        Paragraph(about),
         Table(["source", *(i.value for i in INTENTS), "Avg", "ANN Avg"], rows)]
     appendix = next((r for r in records if r.tasks), None)
     if appendix is not None and appendix.tasks is not None:
@@ -184,10 +226,16 @@ def _published_blocks(result: ResultSet, records: list[PublishedScores]) -> list
     return blocks
 
 
-def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str = "DisastIR report") -> list[Block]:
-    """The report's blocks for ``sets``; figure blocks name the files :func:`write_report` draws."""
+def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str | None = None) -> list[Block]:
+    """The report's blocks for ``sets``; figure blocks name the files :func:`write_report` draws.
+
+    ``title``: the report's title; by default ``DisastIR report``, with the query sets named when any set is
+    not on the full set (``DisastIR report: DisastIR-Test``).
+    """
     if not sets:
         raise ValueError("No result sets to report on.")
+    if title is None:
+        title = "DisastIR report" + ("" if all(r.split is Split.full for r in sets) else f": {_benchmarks(sets)}")
     synthetic = [r for r in sets if r.synthetic]
     mixed = 0 < len(synthetic) < len(sets)
 
@@ -212,17 +260,21 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
     blocks += provenance_blocks(sets)
     for result, heatmap_file in zip(sets, _heatmap_names(sets), strict=True):
         raw = f" Settings as mteb files them: `{_raw_setting(result)}`." if result.experiment else ""
-        blocks += [Heading(marked(result.display_label, result)),
+        heading = result.display_label + (f" ({SPLIT_HEADINGS[result.split]})" if result.split in SPLIT_HEADINGS
+                                          else "")
+        blocks += [Heading(marked(heading, result)),
                    Paragraph(f"Revision {result.revision}; {len(result.scores)} of 48 tasks; results in "
                              f"`{result.folder}`.{raw}")]
+        if result.split in _SPLIT_NOTES:
+            blocks.append(Paragraph(_SPLIT_NOTES[result.split]))
         if figures:
             blocks.append(Image(heatmap_file, _tagged(f"NDCG@10 of {result.display_label}", result) + "."))
         blocks.append(grid_table(result.grid))
-        missing = [name for name in (f"DisastIR-{i.value}-{c.value}" for i in INTENTS for c in CATEGORIES)
-                   if name not in result.scores]
+        missing = [task_name(i, c, result.split) for i in INTENTS for c in CATEGORIES
+                   if task_name(i, c) not in result.scores]
         if missing:
             blocks.append(Paragraph(f"Missing ({len(missing)}): {', '.join(missing)}."))
-        records = published_for(result.model)
+        records = published_for(result.model, result.split)  # the same query set only
         if records:
             blocks += _published_blocks(result, records)
     return blocks
@@ -241,11 +293,12 @@ def _csv(sets: Sequence[ResultSet]) -> str:
     for result in sets:
         for name, score in sorted(result.scores.items()):
             spec = get_spec(name)
-            source = (result.task_data(name) or {}).get("source") or result.task_record(name).get(DATA_KEY, "")
+            ours, recorded = (result.task_data(name) or {}).get("source"), result.task_record(name).get(DATA_KEY, "")
+            source = ours or recorded if result.split is Split.full else recorded or ours  # a split task's own record
             synthetic = result.task_synthetic(name)
             writer.writerow([result.model, result.revision, result.setting, _raw_setting(result), result.search,
                              source, "" if synthetic is None else str(synthetic).lower(),  # "": not recorded
-                             name, spec.intent.value, spec.category.value, f"{score:.5f}"])
+                             result.file_task(name), spec.intent.value, spec.category.value, f"{score:.5f}"])
     return buffer.getvalue()
 
 
@@ -284,7 +337,7 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
             written.append(heatmap(result.grid, out / heatmap_file, title=title,
                                    metadata=_png_metadata(title, {result.display_label: result})))
         labels = _legend(sets)
-        title = f"DisastIR NDCG@10 per intent{_bars_tag(sets)}"
+        title = f"{_benchmarks(sets)} NDCG@10 per intent{_bars_tag(sets)}"
         written.append(intent_bars({label: r.grid for label, r in labels.items()}, out / "intents.png", title=title,
                                    published=_published_ticks(labels), metadata=_png_metadata(title, labels)))
     renderers = {"md": ("report.md", lambda: render_markdown(blocks)),

@@ -7,96 +7,57 @@ holds ``<Task>.json`` files and ``model_meta.json``; sets written by ``disastir-
 ``disastir_per_query/`` (see :mod:`disastir_mteb.results.per_query`). Reports and comparisons accept any
 folder and resolve it to the result sets beneath it.
 
-Labels: mteb files a setting under its raw experiment values (``disastir_search=ann-hnsw-ip-f32-M16-
-efC128-ef64-k10-t16``); :func:`describe_setting` turns them into what a reader needs ("ANN (HNSW
-M=16, ef=64)", "instructions: disastir"), for headings, titles, legends and comparisons. The raw
-values stay in :attr:`ResultSet.label` and in the files' metadata.
+Query sets: mteb files every task of a model setting in one folder, so one folder may hold
+``DisastIR-QA-Bio.json`` (full), ``DisastIR-Test-QA-Bio.json`` and ``DisastIR-DevLite-QA-Bio.json`` side by
+side: three result sets, one per :class:`~disastir_mteb.benchmark.taxonomy.Split`. :attr:`ResultSet.scores`
+are keyed by the full set's task names whatever the split (grids, means, comparisons and plots work alike),
+:attr:`ResultSet.split` says which queries they were computed on, :meth:`ResultSet.file_task` gives a task's
+own name (:attr:`ResultSet.file_scores`: the scores under those). Labels people read name the split.
+
+Reading: :func:`load_result_set` and :func:`find_result_sets` read the full set unless given another
+``split`` (what they always did, so their callers see no Test or DevLite set by accident);
+:func:`load_result_sets` gives every set of one folder, :func:`collect_result_sets` every set under a path.
+
+Labels: :attr:`ResultSet.setting` is readable ("ANN (HNSW M=16, ef=64)", :mod:`disastir_mteb.results.settings`,
+whose :func:`describe_setting` and :func:`describe_search` this module re-exports); the raw values stay in
+:attr:`ResultSet.label` and in the files' metadata.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from disastir_mteb.benchmark.task_record import DATA_KEY, is_synthetic
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES, SPLITS, Split, benchmark_name, get_spec, task_name
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
+from disastir_mteb.results.settings import describe_search, describe_setting
 
-__all__ = ["ResultSet", "describe_search", "describe_setting", "find_result_sets", "load_result_set",
-           "resolve_result_set"]
+__all__ = ["ResultSet", "collect_result_sets", "describe_search", "describe_setting", "find_result_sets",
+           "load_result_set", "load_result_sets", "resolve_result_set"]
 
-_TASKS = frozenset(TASK_NAMES)
+def _task_files(paths: object, split: Split | None = None) -> list[Path]:
+    """Only files named exactly after a DisastIR task of ``split`` (of any split for None).
 
-# The ANN label of AnnParams.label() with the "ann-" prefix the search adds, e.g.
-# ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16-x4 or ann-exact-ip-f32-kall-t16.
-_ANN_LABEL = re.compile(r"ann-(?P<kind>hnsw|exact)-(?P<metric>[a-z]+)-(?P<dtype>[a-z0-9]+)"
-                        r"(?:-M(?P<M>\d+)-efC(?P<efC>\d+)-ef(?P<ef>\d+))?-k(?P<k>\d+|all)-t\d+(?:-x(?P<x>\d+))?")
-# The paper preset's values (disastir_mteb.search.usearch_index.PRESETS["paper"]): only departures are named.
-_PAPER_ANN = {"dtype": "f32", "efC": "128", "k": "10"}
-# The template each instruction set was published with (disastir_mteb.models.instructions.DEFAULT_TEMPLATE).
-_OWN_TEMPLATE = {"disastir": "instruct-query", "dmretriever": "colon", "none": "raw", "model": "model"}
-
-
-def describe_search(search: str) -> str:
-    """A readable name for a ``disastir_search`` value: ``exact``, ``ANN (HNSW M=16, ef=64)``.
-
-    Parses :meth:`disastir_mteb.search.usearch_index.AnnParams.label`, which has no parser of its own. The
-    build threads are left out (they change a few edges, not the setting); dtype, rescoring,
-    efConstruction and the depth appear only where they depart from the paper preset. A value this
-    parser does not know is returned as it is.
+    Not ``<Task>_predictions.json`` and the like.
     """
-    if search == "exact":
-        return "exact"
-    match = _ANN_LABEL.fullmatch(search)
-    if match is None:
-        return search
-    part = match.groupdict()
-    details = [f"HNSW M={part['M']}", f"ef={part['ef']}"] if part["kind"] == "hnsw" else []
-    if part["kind"] == "hnsw" and part["efC"] != _PAPER_ANN["efC"]:
-        details.append(f"efC={part['efC']}")
-    if part["dtype"] != _PAPER_ANN["dtype"]:
-        details.append(part["dtype"])
-    if part["x"]:
-        details.append(f"rescore x{part['x']}")
-    if part["k"] != _PAPER_ANN["k"]:
-        details.append(f"k={part['k']}")
-    if part["kind"] == "exact":  # the brute-force reference of the ANN presets, through USearch
-        return f"USearch brute force ({', '.join(details)})" if details else "USearch brute force"
-    return f"ANN ({', '.join(details)})"
+    return sorted(path for path in paths if path.stem in ALL_TASK_NAMES  # type: ignore[attr-defined]
+                  and (split is None or get_spec(path.stem).split is split))
 
 
-def describe_setting(experiment: Mapping[str, Any]) -> str:
-    """A readable name for mteb experiment settings: ``exact``, ``ANN (HNSW M=16, ef=64); instructions: disastir``.
+def _split(value: Split | str) -> Split:
+    """``Split.test`` from ``"test"`` (or the member itself).
 
-    A plain run (no settings) is ``exact``; exact search is implied whenever other settings are named.
-    Unknown settings are shown as ``name=value``.
+    Raises:
+        ValueError: not a split; the message lists them.
     """
-    rest = {k: v for k, v in experiment.items() if k != "disastir_search"}
-    search = str(experiment.get("disastir_search", "exact"))
-    parts: list[str] = [describe_search(search)] if search != "exact" else []
-    if "disastir_instructions" in rest:
-        name = str(rest.pop("disastir_instructions"))
-        template = str(rest.pop("disastir_template", _OWN_TEMPLATE.get(name, "instruct-query")))
-        text = "instructions: model's own" if name == "model" else f"instructions: {name}"
-        if template != _OWN_TEMPLATE.get(name, "instruct-query"):  # custom mappings default to instruct-query
-            text += f" (template {template})"
-        if rest.pop("disastir_passages", None) == "instructed":
-            text += ", also on passages"
-        parts.append(text)
-    if "disastir_precision" in rest:
-        parts.append(f"{rest.pop('disastir_precision')} weights")
-    parts += [f"{k.removeprefix('disastir_')}={v}" for k, v in sorted(rest.items())]
-    return "; ".join(parts) or "exact"
-
-
-def _task_files(paths: object) -> list[Path]:
-    """Only files named exactly after a DisastIR task (not ``<Task>_predictions.json`` and the like)."""
-    return sorted(path for path in paths if path.stem in _TASKS)  # type: ignore[attr-defined]
+    try:
+        return Split(value)
+    except ValueError:
+        raise ValueError(f"Unknown query set {value!r}; expected one of {[s.value for s in SPLITS]}.") from None
 
 
 @dataclass
@@ -108,7 +69,10 @@ class ResultSet:
         model: the model name (``model_meta.json``, else the folder names).
         revision: the model revision folder name.
         experiment: mteb experiment settings (instructions, ``disastir_search``), empty for a plain run.
-        scores: task name -> main score (NDCG@10, fraction).
+        scores: task name of the full set (``DisastIR-QA-Bio``) -> main score (NDCG@10, fraction). A Test or
+            DevLite set files its tasks' scores (``DisastIR-Test-QA-Bio.json``) under the same names, so that
+            grids, means, comparisons and plots treat every split alike; :meth:`file_task` maps back.
+        split: the query set the scores were computed on (full, DisastIR-Test or DisastIR-DevLite).
     """
 
     folder: Path
@@ -116,6 +80,7 @@ class ResultSet:
     revision: str
     experiment: dict[str, Any]
     scores: dict[str, float]
+    split: Split = Split.full
     _per_query: dict[str, PerQuery] = field(default_factory=dict, repr=False)
     _records: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -130,23 +95,50 @@ class ResultSet:
         return self.search.startswith("ann-")
 
     @property
+    def benchmark(self) -> str:
+        """The query set's benchmark name: ``DisastIR``, ``DisastIR-Test`` or ``DisastIR-DevLite``."""
+        return benchmark_name(self.split)
+
+    @property
     def label(self) -> str:
         """The model name with its raw experiment settings, e.g. ``org/model (disastir_search=ann-...)``.
 
-        Unique per setting (it keys comparisons and error messages); for people, :attr:`display_label`.
+        Unique per setting and query set (it keys comparisons and error messages): a Test or DevLite set
+        ends in ``[DisastIR-Test]``; for people, :attr:`display_label`.
         """
         settings = ", ".join(f"{k}={v}" for k, v in sorted(self.experiment.items()))
-        return f"{self.model} ({settings})" if settings else self.model
+        label = f"{self.model} ({settings})" if settings else self.model
+        return label if self.split is Split.full else f"{label} [{self.benchmark}]"
 
     @property
     def setting(self) -> str:
-        """The readable setting (:func:`describe_setting`), e.g. ``exact`` or ``ANN (HNSW M=16, ef=64)``."""
-        return describe_setting(self.experiment)
+        """The readable setting (:func:`describe_setting`), e.g. ``exact`` or ``ANN (HNSW M=16, ef=64)``.
+
+        A Test or DevLite set names its query set first: ``DisastIR-Test; exact``.
+        """
+        setting = describe_setting(self.experiment)
+        return setting if self.split is Split.full else f"{self.benchmark}; {setting}"
 
     @property
     def display_label(self) -> str:
         """The model with its readable setting, e.g. ``org/model — ANN (HNSW M=16, ef=64)``."""
         return f"{self.model} — {self.setting}"
+
+    def file_task(self, task: str) -> str:
+        """The set's own name of ``task`` (a full-set name such as a :attr:`scores` key): its file's stem.
+
+        ``DisastIR-QA-Bio`` in a Test set is ``DisastIR-Test-QA-Bio``; in a full set, and for a name that is no
+        DisastIR task, the name itself.
+        """
+        if self.split is Split.full or task not in ALL_TASK_NAMES:
+            return task
+        spec = get_spec(task)
+        return task_name(spec.intent, spec.category, self.split)
+
+    @property
+    def file_scores(self) -> dict[str, float]:
+        """:attr:`scores` under the set's own task names (``DisastIR-Test-QA-Bio``), as mteb files and lists them."""
+        return {self.file_task(task): score for task, score in self.scores.items()}
 
     def _readable_per_query(self, task: str) -> PerQuery | None:
         if not self.has_per_query(task):
@@ -187,7 +179,7 @@ class ResultSet:
         """
         if task not in self._records:
             try:
-                self._records[task] = _read_record(self.folder / f"{task}.json")
+                self._records[task] = _read_record(self.folder / f"{self.file_task(task)}.json")
             except (OSError, ValueError):
                 self._records[task] = {}
         return self._records[task]
@@ -222,7 +214,7 @@ class ResultSet:
 
     def has_per_query(self, task: str) -> bool:
         """Whether per-query scores were saved for ``task``."""
-        return task in self._per_query or per_query_file(self.folder, task).is_file()
+        return task in self._per_query or per_query_file(self.folder, self.file_task(task)).is_file()
 
     def per_query(self, task: str) -> PerQuery:
         """The task's per-query scores and rankings (read once).
@@ -231,7 +223,7 @@ class ResultSet:
             FileNotFoundError: the set has none for ``task`` (e.g. written by plain ``mteb run``).
         """
         if task not in self._per_query:
-            self._per_query[task] = read_per_query(per_query_file(self.folder, task))
+            self._per_query[task] = read_per_query(per_query_file(self.folder, self.file_task(task)))
         return self._per_query[task]
 
 
@@ -250,29 +242,64 @@ def _read_record(path: Path) -> dict[str, Any]:
                          f"{error}).") from None
 
 
-def load_result_set(folder: str | Path) -> ResultSet:
-    """Read the DisastIR task files and the model metadata of one result-set folder.
+def _splits_in(folder: Path) -> list[Split]:
+    """The splits of the DisastIR task files directly in ``folder``, in :data:`SPLITS` order."""
+    found = {get_spec(path.stem).split for path in _task_files(folder.glob("DisastIR-*.json"))}
+    return [split for split in SPLITS if split in found]
+
+
+def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> ResultSet:
+    """Read the DisastIR task files of one query set and the model metadata of one result-set folder.
+
+    Args:
+        folder: the folder holding the task files.
+        split: which query set's files to read: ``full`` (default, ``DisastIR-QA-Bio.json`` ...), ``test``
+            or ``devlite``; the folder's other files are left alone (:func:`load_result_sets` reads all).
 
     Raises:
-        FileNotFoundError: the folder holds no ``DisastIR-*.json`` file.
-        ValueError: a task file is not an mteb result.
+        FileNotFoundError: the folder holds no task file of ``split`` (the message names the splits it holds).
+        ValueError: a task file is not an mteb result, or ``split`` is not a split.
     """
-    folder = Path(folder)
-    files = _task_files(folder.glob("DisastIR-*.json"))
+    folder, split = Path(folder), _split(split)
+    files = _task_files(folder.glob("DisastIR-*.json"), split)
     if not files:
-        raise FileNotFoundError(f"{folder} holds no DisastIR result files (DisastIR-*.json).")
+        held = _splits_in(folder)
+        hint = (f"; it holds {', '.join(benchmark_name(s) for s in held)} files (split="
+                f"{' or '.join(repr(s.value) for s in held)}, or load_result_sets for all)") if held else ""
+        pattern = "DisastIR-*.json" if split is Split.full else f"{benchmark_name(split)}-*.json"
+        raise FileNotFoundError(f"{folder} holds no DisastIR result files ({pattern}){hint}.")
     meta_path = folder / "model_meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
     revision_folder = folder.parent.parent if folder.parent.name == "experiments" else folder
     model = meta.get("name") or revision_folder.parent.name.replace("__", "/")
-    records = {path.stem: _read_record(path) for path in files}
+    records = {get_spec(path.stem).base.name: _read_record(path) for path in files}
     return ResultSet(folder=folder, model=str(model), revision=revision_folder.name,
                      experiment=dict(meta.get("experiment_kwargs") or {}),
-                     scores={task: record["main_score"] for task, record in records.items()}, _records=records)
+                     scores={task: record["main_score"] for task, record in records.items()}, split=split,
+                     _records=records)
 
 
-def find_result_sets(path: str | Path) -> list[Path]:
-    """Every result-set folder at or under ``path`` (folders directly holding ``DisastIR-*.json``).
+def load_result_sets(folder: str | Path) -> list[ResultSet]:
+    """Every result set of one folder: one per query set whose task files it holds (full, Test, DevLite order).
+
+    Raises:
+        FileNotFoundError: the folder holds no DisastIR task file.
+        ValueError: a task file is not an mteb result.
+    """
+    folder = Path(folder)
+    splits = _splits_in(folder)
+    if not splits:
+        raise FileNotFoundError(f"{folder} holds no DisastIR result files (DisastIR-*.json).")
+    return [load_result_set(folder, split=split) for split in splits]
+
+
+def find_result_sets(path: str | Path, *, split: Split | str | None = Split.full) -> list[Path]:
+    """Every result-set folder at or under ``path`` (folders directly holding DisastIR task files).
+
+    Args:
+        path: a folder at any level (mteb output, model, revision, result set) or a file in one.
+        split: only folders holding task files of this query set (default: the full set, as before query
+            sets existed); None: of any (each folder once, whatever it holds).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -282,21 +309,41 @@ def find_result_sets(path: str | Path) -> list[Path]:
         raise FileNotFoundError(f"No results at {path}: the folder does not exist.")
     if path.is_file():
         path = path.parent
-    folders = {file.parent for file in _task_files(path.rglob("DisastIR-*.json"))}
+    wanted = None if split is None else _split(split)
+    folders = {file.parent for file in _task_files(path.rglob("DisastIR-*.json"), wanted)}
     return sorted(folders)
 
 
-def resolve_result_set(path: str | Path) -> ResultSet:
+def collect_result_sets(path: str | Path) -> list[ResultSet]:
+    """Every result set at or under ``path``: one per (folder, query set), by folder, then full, Test, DevLite.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: a task file is not an mteb result.
+    """
+    return [result for folder in find_result_sets(path, split=None) for result in load_result_sets(folder)]
+
+
+def resolve_result_set(path: str | Path, *, split: Split | str | None = Split.full) -> ResultSet:
     """The one result set at or under ``path``.
+
+    Args:
+        path: a folder at any level, or a file in one.
+        split: the query set to look for (default: the full set); None: any, so a folder holding the full
+            set and DisastIR-Test holds two sets.
 
     Raises:
         FileNotFoundError: no result set there.
         ValueError: several result sets there (they are listed, to pick one).
     """
-    folders = find_result_sets(path)
-    if not folders:
-        raise FileNotFoundError(f"{path} holds no DisastIR result files (DisastIR-*.json).")
-    if len(folders) > 1:
-        listed = "; ".join(f"{folder} [{load_result_set(folder).search}]" for folder in folders)
-        raise ValueError(f"{path} holds {len(folders)} result sets; pass one of them: {listed}.")
-    return load_result_set(folders[0])
+    wanted = None if split is None else _split(split)
+    sets = collect_result_sets(path) if wanted is None else [
+        load_result_set(folder, split=wanted) for folder in find_result_sets(path, split=wanted)]
+    if not sets:
+        which = "" if wanted in (None, Split.full) else f" of {benchmark_name(wanted)}"
+        raise FileNotFoundError(f"{path} holds no DisastIR result files{which} (DisastIR-*.json).")
+    if len(sets) > 1:
+        listed = "; ".join(f"{result.folder} [{result.search}"
+                           f"{'' if result.split is Split.full else ', ' + result.benchmark}]" for result in sets)
+        raise ValueError(f"{path} holds {len(sets)} result sets; pass one of them: {listed}.")
+    return sets[0]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES
 from disastir_mteb.results import results_repository as repo
 from disastir_mteb.results.results_repository import EXPERIMENTS, MODEL_META, RUN_SETTINGS, Exemptions
 from disastir_mteb.results.run_settings_check import MIN_MTEB_VERSION, check_run_settings, old_version
@@ -28,7 +28,7 @@ from disastir_mteb.results.run_settings_check import MIN_MTEB_VERSION, check_run
 __all__ = ["MIN_MTEB_VERSION", "MODEL_META", "RUN_SETTINGS", "Problem", "submitted_folders", "validate_folders",
            "validate_submission"]
 
-_TASKS = frozenset(TASK_NAMES)
+_TASKS = ALL_TASK_NAMES  # DisastIR-Test and DevLite task files are DisastIR task files too
 
 Severity = Literal["error", "warning"]
 

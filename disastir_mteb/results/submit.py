@@ -28,16 +28,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES
 from disastir_mteb.results import results_repository as repo
-from disastir_mteb.results.result_sets import ResultSet, find_result_sets, load_result_set
+from disastir_mteb.results.result_sets import ResultSet, find_result_sets, load_result_sets
 from disastir_mteb.results.results_repository import EXPERIMENTS, MODEL_META, RUN_SETTINGS
 from disastir_mteb.results.submission_checks import Problem, validate_folders, validate_submission
 from disastir_mteb.util.atomic import write_bytes_atomic
 
 __all__ = ["Problem", "SubmissionReport", "submit", "validate_submission"]
 
-_TASKS = frozenset(TASK_NAMES)
+_TASKS = ALL_TASK_NAMES  # the full set's tasks and DisastIR-Test's and DevLite's: all real mteb tasks
 
 
 @dataclass(frozen=True)
@@ -175,8 +175,12 @@ def _refuse_copy_onto_itself(results: Path, out: Path, sources: list[ResultSet])
 
 
 def _pick_result_sets(results: Path, model: str | None) -> list[ResultSet]:
-    """The result sets to submit: every one under ``results``, or ``model``'s."""
-    found = [load_result_set(folder) for folder in find_result_sets(results)]
+    """The result sets to submit: every one under ``results``, or ``model``'s.
+
+    One per folder, whatever query sets it holds (the full set's when it holds that): a folder is copied as a
+    whole, its DisastIR-Test and DevLite task files with the full set's.
+    """
+    found = [load_result_sets(folder)[0] for folder in find_result_sets(results, split=None)]
     if not found:
         raise FileNotFoundError(f"{results} holds no DisastIR result files (DisastIR-*.json); run "
                                 "`disastir-mteb run -m MODEL` first.")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mteb._create_dataloaders import create_dataloader
 from mteb.types import PromptType
 
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES, get_spec
+from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES, get_spec
 from disastir_mteb.models.instructions import InstructionConfig
 from disastir_mteb.search.encoding import EncodingReport, SentenceTransformerPipeline, plain_sentence_transformer
 from disastir_mteb.search.precision import module_device
@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 __all__: list[str] = []  # private helpers of SharedCorpusSearch, imported by name
 
-_DISASTIR = frozenset(TASK_NAMES)
+_DISASTIR = ALL_TASK_NAMES  # every query set's tasks: DisastIR-Test-QA-Bio gets QA's instruction too
 
 
 def _task_prompt(model: Any, task_metadata: TaskMetadata, prompt_type: PromptType = PromptType.document) -> str:
