@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument(flag, type=kind, default=None, help=text)
     run.add_argument("--data", help="a folder in the published layout, or 'sample' for the bundled sample "
                                     "(default: DISASTIR_DATA_DIR or the Hub)")
+    run.add_argument("--devlite", help="a DisastIR-DevLite folder, for --split test/devlite (default: "
+                                       "DISASTIR_DEVLITE_DIR or the Hub; with --data sample, the sample's)")
     run.add_argument("--output-folder", default="results",
                      help="mteb results cache (default: ./results); files land in DIR/results/<org>__<model>/"
                           "<revision>/, as with mteb run")

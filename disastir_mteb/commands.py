@@ -51,16 +51,30 @@ def _offline_if_unreachable(needs_hub: bool) -> None:
               file=sys.stderr)
 
 
-def _use_data(data: str | None) -> None:
-    """Point DISASTIR_DATA_DIR at ``--data`` (a folder, or 'sample' for the bundled sample) for this process."""
+def _use_data(data: str | None, devlite: str | None = None, *, splits: bool = False) -> None:
+    """Point DISASTIR_DATA_DIR at ``--data`` (a folder, or 'sample' for the bundled sample) for this process.
+
+    ``devlite`` (``--devlite``) points DISASTIR_DEVLITE_DIR at a DevLite folder. With ``splits`` (a run of
+    DisastIR-Test or DevLite tasks), ``--data sample`` also brings the sample's DevLite folder, unless one is set.
+    """
     import os
 
+    if devlite:
+        folder = Path(devlite).expanduser().resolve()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"--devlite {devlite}: no such folder; pass a DisastIR-DevLite folder "
+                                    "(e.g. one written by `disastir-mteb sample --devlite eval-code`).")
+        os.environ["DISASTIR_DEVLITE_DIR"] = str(folder)
     if not data:
         return
     if data == "sample":
         from disastir_mteb.benchmark.sample import sample_dir
 
         os.environ["DISASTIR_DATA_DIR"] = str(sample_dir("small"))
+        if splits and not os.environ.get("DISASTIR_DEVLITE_DIR"):
+            from disastir_mteb.benchmark.sample_devlite import devlite_sample_dir
+
+            os.environ["DISASTIR_DEVLITE_DIR"] = str(devlite_sample_dir("small"))
         return
     folder = Path(data).expanduser().resolve()
     if not folder.is_dir():
@@ -92,7 +106,9 @@ def run(args: argparse.Namespace) -> int:
     local_model = args.model == "bundled" or Path(args.model).exists()
     local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
     _offline_if_unreachable(needs_hub=not (local_model and local_data))
-    _use_data(args.data)
+    names = [*(args.tasks or []), *(args.benchmarks or [])]
+    _use_data(args.data, args.devlite, splits=args.split not in (None, "full")
+              or any(name.startswith(("DisastIR-Test", "DisastIR-DevLite")) for name in names))
     _quiet(args.quiet)
     tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
     ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items() if getattr(args, name) is not None}

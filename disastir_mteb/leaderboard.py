@@ -3,7 +3,8 @@
 The page is mteb's gradio app (``mteb.leaderboard``, the one behind the public MTEB leaderboard) over
 a private results cache holding the user's result sets and, unless turned off, the DisastIR paper's
 30 models (rows marked published; see :mod:`disastir_mteb.results.leaderboard_rows`). Its menu holds
-the 48-task ``DisastIR`` benchmark and the six per-intent ones, and it opens on ``DisastIR``. What
+the 48-task ``DisastIR`` benchmark, the six per-intent ones and DMRetriever's ``DisastIR-Test`` and
+``DisastIR-DevLite``, and it opens on ``DisastIR``. What
 mteb offers no setting for is done in :mod:`disastir_mteb.leaderboard_patch` and nowhere else. A
 "Provenance" section under mteb's tables says, for each row, how it was computed.
 
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from disastir_mteb.benchmark.taxonomy import INTENTS
+from disastir_mteb.benchmark.taxonomy import INTENTS, Split, benchmark_name
 from disastir_mteb.results.leaderboard_rows import (
     BoardRow,
     model_meta_json,
@@ -35,8 +36,9 @@ __all__ = ["BENCHMARKS", "DEFAULT", "find_browser", "leaderboard_app", "provenan
 
 DEFAULT = "DisastIR"
 """The benchmark the page opens on."""
-BENCHMARKS = (DEFAULT, *(f"DisastIR-{intent.value}" for intent in INTENTS))
-"""The benchmarks in the menu: all 48 tasks, then one per search intent."""
+BENCHMARKS = (DEFAULT, *(f"DisastIR-{intent.value}" for intent in INTENTS), benchmark_name(Split.test),
+              benchmark_name(Split.devlite))
+"""The benchmarks in the menu: all 48 tasks, one per search intent, then DMRetriever's two query sets."""
 
 _EXTRA = "pip install 'disastir-mteb[leaderboard]'"
 _TABLE17 = "disastir_paper_table17_models.csv"
@@ -56,10 +58,11 @@ def _menu() -> list[Any]:
     import mteb
     from mteb.benchmarks._leaderboard_menu import MenuEntry
 
-    full, *per_intent = (mteb.get_benchmark(name) for name in BENCHMARKS)
+    full, *per_intent, test, devlite = (mteb.get_benchmark(name) for name in BENCHMARKS)
     return [MenuEntry(name="Disaster management", open=True, description="DisastIR (Yin et al., EMNLP 2025 "
                       "Findings): 6 search intents x 8 disaster categories.",
-                      benchmarks=[full, MenuEntry(name="By search intent", benchmarks=per_intent, open=True)])]
+                      benchmarks=[full, MenuEntry(name="By search intent", benchmarks=per_intent, open=True),
+                                  MenuEntry(name="DMRetriever's query sets", open=True, benchmarks=[test, devlite])])]
 
 
 def _parse_size(text: str) -> int | None:

@@ -30,7 +30,7 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 @pytest.fixture(scope="module")
 def runs(cache_dir: Path, sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's results (bundled MiniLM, 48 tasks) and an ANN run of 6 tasks, in one results folder."""
+    """The demo's results (bundled MiniLM, 48 tasks), an ANN run and a DisastIR-Test run of 6 tasks, in one folder."""
     from disastir_mteb.benchmark import tasks
     from disastir_mteb.demo import run_demo
 
@@ -43,6 +43,8 @@ def runs(cache_dir: Path, sample_data: Path, tmp_path_factory: pytest.TempPathFa
         assert cli.main(["run", "-m", "bundled", "--data", "sample", "--search", "ann", "--ann-threads", "1",
                          "-t", *TASK_NAMES[:6], "--output-folder", str(out), "--cache-dir", str(cache_dir),
                          "--quiet"]) == 0
+        assert cli.main(["run", "-m", "bundled", "--data", "sample", "--split", "test", "-t", *TASK_NAMES[:6],
+                         "--output-folder", str(out), "--cache-dir", str(cache_dir), "--quiet"]) == 0
     finally:
         for name, value in saved.items():
             if value is None:
@@ -63,8 +65,11 @@ def test_rows_say_what_each_is(runs: Path) -> None:
     rows = {row.name: row for row in result_rows([runs, runs / "results"])}  # the same sets twice count once
     plain = f"{MINILM} — {SYNTHETIC_MARK}"
     ann = next(name for name in rows if "ANN (HNSW M=16, ef=64)" in name)
-    assert set(rows) == {plain, ann}
+    test = f"{MINILM} — DisastIR-Test — {SYNTHETIC_MARK}"
+    assert set(rows) == {plain, ann, test}
     assert len(rows[plain].scores) == 48 and len(rows[ann].scores) == 6
+    assert sorted(rows[test].scores) == sorted(f"DisastIR-Test-{name.removeprefix('DisastIR-')}"
+                                               for name in TASK_NAMES[:6])
     assert rows[ann].short_name.startswith("all-MiniLM-L6-v2 — ANN") and SYNTHETIC_MARK in rows[ann].short_name
     details = dict(rows[plain].details)
     assert details["Search"] == "exact" and details["Gain"].startswith("exponential")
@@ -141,7 +146,7 @@ def test_the_app_tables_hold_the_run_and_the_published_rows(runs: Path) -> None:
     assert sum(PUBLISHED_MARK in name for name in names) == 30
     assert any(f"all-MiniLM-L6-v2 — {SYNTHETIC_MARK}" in name for name in names)
     assert "## Provenance" in markdown and "Plugin version" in markdown and "ANN (HNSW M=16, ef=64)" in markdown
-    assert len(rows) == 32
+    assert len(rows) == 33  # the Test run is a row of the DisastIR-Test benchmark, not of this table
 
 
 def test_page_in_a_real_browser_shows_the_demo_beside_the_published_models(
@@ -155,10 +160,11 @@ def test_page_in_a_real_browser_shows_the_demo_beside_the_published_models(
         pytest.skip("no Chromium-family browser installed (apt-get install chromium)")
     png = tmp_path / "page.png"
     assert cli.main(["leaderboard", str(runs), "--port", str(_free_port()), "--screenshot", str(png)]) == 0
-    assert "2 run(s), 30 published model(s)" in capsys.readouterr().out
+    assert "3 run(s), 30 published model(s)" in capsys.readouterr().out
     page = re.sub(r"<script.*?</script>", "", png.with_suffix(".html").read_text())  # rendered, not the config
     table = page[page.index("Rank (Borda)"):page.index("Provenance of these rows")]
     assert table.count(PUBLISHED_MARK) >= 30  # every row in view: the table does not scroll them away
     assert f"all-MiniLM-L6-v2 — {SYNTHETIC_MARK}" in table
     assert "DisastIR-QA" in page and "Disaster management" in page and "Plugin version" in page
+    assert "DisastIR-DevLite" in page and "DisastIR-Test" in page
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 100_000

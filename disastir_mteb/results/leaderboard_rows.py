@@ -5,6 +5,7 @@ styling cannot render), so each row gets a name that says *what* it is as well a
 
 - a plain run keeps the model's name: ``sentence-transformers/all-MiniLM-L6-v2``;
 - a run with settings adds them, readable: ``sentence-transformers/all-MiniLM-L6-v2 — ANN (HNSW M=16, ef=64)``;
+- a run on DisastIR-Test or DisastIR-DevLite names it (and appears under that benchmark);
 - a run on the generated sample says so: ``sentence-transformers/all-MiniLM-L6-v2 — generated sample data``;
 - a published model says so: ``intfloat/e5-large-v2 (published: DisastIR paper)``.
 
@@ -20,9 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from disastir_mteb.benchmark.taxonomy import Split
 from disastir_mteb.results.provenance import provenance_of
 from disastir_mteb.results.published import SOURCES, published_per_task
-from disastir_mteb.results.result_sets import ResultSet, find_result_sets, load_result_set
+from disastir_mteb.results.result_sets import ResultSet, collect_result_sets
+from disastir_mteb.results.settings import describe_setting
 
 __all__ = ["PUBLISHED_MARK", "SYNTHETIC_MARK", "BoardRow", "model_meta_json", "published_reference", "published_rows",
            "result_rows"]
@@ -51,7 +54,7 @@ class BoardRow:
         name: the row's model name in the leaderboard (see the module docstring).
         model: the model it is a run of (``org/name``).
         revision: the model revision of a run; ``published`` for a published row.
-        scores: task name -> NDCG@10 (fraction).
+        scores: task name (the set's own: ``DisastIR-Test-QA-Bio`` for a Test run) -> NDCG@10 (fraction).
         details: (label, value) pairs shown under the table: a run's provenance, a published row's source.
         folder: the result-set folder of a run (None for a published row).
         task_files: task name -> the mteb result file of a run.
@@ -77,7 +80,9 @@ class BoardRow:
 
 
 def _row_name(result_set: ResultSet, synthetic: bool | None) -> str:
-    parts = [result_set.setting.replace("/", "-")] if result_set.experiment else []  # a "/" would move the short name
+    parts = [describe_setting(result_set.experiment).replace("/", "-")] if result_set.experiment else []
+    if result_set.split is not Split.full:  # its own benchmark in the menu; named so a copied table stays clear
+        parts.insert(0, result_set.benchmark)
     if synthetic:
         parts.append(SYNTHETIC_MARK)
     return " — ".join([result_set.model, *parts])
@@ -92,17 +97,16 @@ def result_rows(paths: Iterable[str | Path]) -> list[BoardRow]:
             the leaderboard could only show as one row.
     """
     paths = [Path(path) for path in paths]
-    folders: dict[Path, None] = {}
+    sets: dict[tuple[Path, Split], ResultSet] = {}
     for path in paths:
-        for folder in find_result_sets(path):
-            folders.setdefault(folder.resolve(), None)
-    if not folders:
+        for result_set in collect_result_sets(path):
+            sets.setdefault((result_set.folder.resolve(), result_set.split), result_set)
+    if not sets:
         raise FileNotFoundError(f"No DisastIR result files (DisastIR-*.json) under {', '.join(map(str, paths))}; "
                                 "run `disastir-mteb demo` or `disastir-mteb run` first, or pass the folder they wrote.")
     rows: list[BoardRow] = []
     seen: dict[tuple[str, str], Path] = {}
-    for folder in folders:
-        result_set = load_result_set(folder)
+    for (folder, _), result_set in sets.items():
         provenance = provenance_of(result_set)
         name = _row_name(result_set, provenance.synthetic)
         if (name, result_set.revision) in seen:
@@ -111,8 +115,8 @@ def result_rows(paths: Iterable[str | Path]) -> list[BoardRow]:
         seen[name, result_set.revision] = folder
         details = (("Folder", str(folder)), *provenance.fields())
         rows.append(BoardRow(name=name, model=result_set.model, revision=result_set.revision,
-                             scores=dict(result_set.scores), details=details, folder=folder,
-                             task_files={task: folder / f"{task}.json" for task in result_set.scores}))
+                             scores=result_set.file_scores, details=details, folder=folder,
+                             task_files={task: folder / f"{task}.json" for task in result_set.file_scores}))
     return rows
 
 
