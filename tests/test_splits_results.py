@@ -132,6 +132,26 @@ def test_test_set_is_reported_beside_table2_only(tmp_path: Path) -> None:
     assert "Missing" not in text and "48/48" in text
 
 
+def test_any_test_run_is_ranked_among_table2(tmp_path: Path) -> None:
+    """A model Table 2 does not list is still placed among its models, by the average of the intent means."""
+    from disastir_mteb.results.published import published_source
+
+    table2 = published_source("dmretriever-table2")
+    second = sorted((record.overall for _, record in table2), reverse=True)[1]
+    _run(tmp_path, "someone/new-model", {Split.test: _flat(second - 0.0001), Split.full: _flat(0.9)})
+    text = report_text(load_result_sets(tmp_path / "results" / "someone__new-model" / REVISION))
+    assert "new-model among DMRetriever's Table 2 (DisastIR-Test)" in text
+    assert f"Rank 3 of {len(table2) + 1} by the average" in text
+    ranked = [line for line in text.splitlines() if "**this run** someone/new-model" in line]
+    assert len(ranked) == 1 and ranked[0].split()[0] == "3"
+    assert text.count("among DMRetriever's Table 2") == 1  # the full set gets no standing
+
+    _run(tmp_path / "partial", "someone/new-model", {Split.test: _flat(0.5)})
+    partial = tmp_path / "partial" / "results" / "someone__new-model" / REVISION
+    next(partial.glob("DisastIR-Test-QA-Bio.json")).unlink()
+    assert "Not placed: the run has 47 of the 48 DisastIR-Test tasks" in report_text(load_result_sets(partial))
+
+
 def test_full_set_report_is_unchanged_by_split_files_and_shows_no_table2(tmp_path: Path) -> None:
     model = "thenlper/gte-base"
     appendix = next(r for r in published_for(model) if r.tasks)

@@ -30,7 +30,8 @@ from types import MappingProxyType
 
 from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Category, Intent, Split, task_name
 
-__all__ = ["SOURCES", "SOURCE_SPLITS", "PublishedScores", "published_for", "published_per_task"]
+__all__ = ["SOURCES", "SOURCE_SPLITS", "PublishedScores", "published_for", "published_per_task",
+           "published_source"]
 
 SOURCES: MappingProxyType[str, str] = MappingProxyType({
     "repo-2025-09": "DisastIR repository leaderboard, Sept 2025 (disastir instructions)",
@@ -167,3 +168,14 @@ def published_per_task() -> dict[str, PublishedScores]:
     cased = {hub_id.lower(): hub_id for hub_id in _links().values()}
     return {cased.get(key, records[0].name): record for key, records in _table().items()
             for record in records if record.source == "paper-tables19-23"}
+
+
+def published_source(source: str) -> list[tuple[str, PublishedScores]]:
+    """Every (Hugging Face id, record) of one source of :data:`SOURCES`, in the table's order.
+
+    Raises:
+        KeyError: ``source`` is not a key of :data:`SOURCES`.
+    """
+    if source not in SOURCES:
+        raise KeyError(f"Unknown published source {source!r}; expected one of {list(SOURCES)}.")
+    return [(hub_id, record) for hub_id, records in _table().items() for record in records if record.source == source]

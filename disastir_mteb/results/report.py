@@ -59,6 +59,7 @@ from disastir_mteb.results.report_format import (
     render_text,
 )
 from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.results.table2_standing import standing_blocks
 from disastir_mteb.util.atomic import write_text_atomic
 
 __all__ = ["FORMATS", "build_report", "provenance_blocks", "report_text", "write_report"]
@@ -275,8 +276,8 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
         if missing:
             blocks.append(Paragraph(f"Missing ({len(missing)}): {', '.join(missing)}."))
         records = published_for(result.model, result.split)  # the same query set only
-        if records:
-            blocks += _published_blocks(result, records)
+        blocks += _published_blocks(result, records) if records else []
+        blocks += standing_blocks(result)  # a Test run among Table 2's models
     return blocks
 
 
