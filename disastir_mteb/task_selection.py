@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES, SPLIT_TASK_NAMES, SPLITS, Split, get_spec, task_name
+from disastir_mteb.benchmark.taxonomy import (
+    ALL_TASK_NAMES,
+    SPLIT_TASK_NAMES,
+    Split,
+    get_spec,
+    parse_split,
+    task_name,
+)
 
 if TYPE_CHECKING:
     from mteb import AbsTask
@@ -20,16 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["corpus_groups", "resolve_tasks"]
 
 
-def _split(value: Split | str) -> Split:
-    """``Split.devlite`` from ``"devlite"`` (or the member itself).
-
-    Raises:
-        ValueError: not a split; the message lists them.
-    """
-    try:
-        return Split(value)
-    except ValueError:
-        raise ValueError(f"Unknown split {value!r}; expected one of {[s.value for s in SPLITS]}.") from None
 
 
 def _in_split(name: str, split: Split | None) -> str:
@@ -68,7 +65,7 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
     """
     import mteb
 
-    wanted = None if split is None else _split(split)
+    wanted = None if split is None else parse_split(split)
     chosen: list[str | AbsTask] = []
     for benchmark in benchmarks or ():
         chosen.extend(mteb.get_benchmark(benchmark).tasks)

@@ -274,7 +274,7 @@ def test_corpus_groups_and_split_names_without_the_split_tasks() -> None:
     assert corpus_groups([devlite, full, other, test]) == [[devlite], [full, test], [other]]
     with pytest.raises(ValueError, match="is in 'devlite', but split='test'"):
         resolve_tasks(["DisastIR-DevLite-QA-Bio"], split="test")
-    with pytest.raises(ValueError, match="Unknown split 'dev'"):
+    with pytest.raises(ValueError, match="Unknown query set 'dev'"):
         resolve_tasks(["DisastIR-QA-Bio"], split="dev")
     assert cli.build_parser().parse_args(["run", "-m", "bundled", "--split", "devlite"]).split == "devlite"
 

@@ -78,18 +78,28 @@ def _read_records(path: Path, keys: tuple[str, ...]) -> list[tuple[str, dict[str
         rows = [(f"row {i}", record) for i, record in enumerate(whole)]
     elif isinstance(whole, dict):  # one object holding the keys: a file of one row
         rows = [("row 0", whole)]
-    else:  # JSON lines; split on newlines only: texts may hold U+2028, which str.splitlines() splits on
-        for number, line in enumerate(text.split("\n"), 1):
-            try:
-                rows += [(f"line {number}", json.loads(line))] if line.strip() else []
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}: line {number} is not valid JSON at column {error.colno} "
-                                 f"({error.msg}).") from None
+    else:
+        rows = _json_lines(path, text)
     if not rows:
         raise ValueError(f"{path} holds no rows{' (0 bytes)' if not text else ''}; expected objects with keys "
                          f"{list(keys)}.")
     for where, record in rows:
         _check_row(record, keys, path, where)
+    return rows
+
+
+def _json_lines(path: Path, text: str) -> list[tuple[str, Any]]:
+    """(``line n``, value) of a JSON lines text.
+
+    Split on newlines only: texts may hold U+2028, which ``str.splitlines()`` splits on.
+    """
+    rows: list[tuple[str, Any]] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        try:
+            rows += [(f"line {number}", json.loads(line))] if line.strip() else []
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: line {number} is not valid JSON at column {error.colno} "
+                             f"({error.msg}).") from None
     return rows
 
 
@@ -108,13 +118,7 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
                              f"({error.msg}).") from None
         rows: list[tuple[str, object]] = [(f"row {i}", value) for i, value in enumerate(whole)]
     else:
-        rows = []
-        for number, line in enumerate(text.split("\n"), 1):
-            try:
-                rows += [(f"line {number}", json.loads(line))] if line.strip() else []
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}: line {number} is not valid JSON at column {error.colno} "
-                                 f"({error.msg}).") from None
+        rows = _json_lines(path, text)
     if not rows:
         raise ValueError(f"{path} holds no rows; expected a JSON array or JSON lines.")
     return rows

@@ -29,6 +29,7 @@ __all__ = [
     "get_spec",
     "parse_category",
     "parse_intent",
+    "parse_split",
     "parse_task_file",
     "task_file_stem",
     "task_name",
@@ -132,6 +133,18 @@ for _category in Category:
 _CATEGORY_ALIASES[_norm("Meteorological and Hydrological")] = Category.MH
 _CATEGORY_ALIASES[_norm("Hydrometeorological")] = Category.MH
 _CATEGORY_ALIASES[_norm("Geological")] = Category.Geo
+
+
+def parse_split(value: Split | str) -> Split:
+    """``Split.test`` from ``"test"`` (or the member itself).
+
+    Raises:
+        ValueError: not a query set; the message lists them.
+    """
+    try:
+        return Split(value)
+    except ValueError:
+        raise ValueError(f"Unknown query set {value!r}; expected one of {[s.value for s in Split]}.") from None
 
 
 def parse_intent(text: str) -> Intent:

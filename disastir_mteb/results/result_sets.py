@@ -31,7 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from disastir_mteb.benchmark.task_record import DATA_KEY, is_synthetic
-from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES, SPLITS, Split, benchmark_name, get_spec, task_name
+from disastir_mteb.benchmark.taxonomy import (
+    ALL_TASK_NAMES,
+    SPLITS,
+    Split,
+    benchmark_name,
+    get_spec,
+    parse_split,
+    task_name,
+)
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
 from disastir_mteb.results.settings import describe_search, describe_setting
@@ -48,16 +56,6 @@ def _task_files(paths: object, split: Split | None = None) -> list[Path]:
                   and (split is None or get_spec(path.stem).split is split))
 
 
-def _split(value: Split | str) -> Split:
-    """``Split.test`` from ``"test"`` (or the member itself).
-
-    Raises:
-        ValueError: not a split; the message lists them.
-    """
-    try:
-        return Split(value)
-    except ValueError:
-        raise ValueError(f"Unknown query set {value!r}; expected one of {[s.value for s in SPLITS]}.") from None
 
 
 @dataclass
@@ -260,7 +258,7 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
         FileNotFoundError: the folder holds no task file of ``split`` (the message names the splits it holds).
         ValueError: a task file is not an mteb result, or ``split`` is not a split.
     """
-    folder, split = Path(folder), _split(split)
+    folder, split = Path(folder), parse_split(split)
     files = _task_files(folder.glob("DisastIR-*.json"), split)
     if not files:
         held = _splits_in(folder)
@@ -309,7 +307,7 @@ def find_result_sets(path: str | Path, *, split: Split | str | None = Split.full
         raise FileNotFoundError(f"No results at {path}: the folder does not exist.")
     if path.is_file():
         path = path.parent
-    wanted = None if split is None else _split(split)
+    wanted = None if split is None else parse_split(split)
     folders = {file.parent for file in _task_files(path.rglob("DisastIR-*.json"), wanted)}
     return sorted(folders)
 
@@ -336,7 +334,7 @@ def resolve_result_set(path: str | Path, *, split: Split | str | None = Split.fu
         FileNotFoundError: no result set there.
         ValueError: several result sets there (they are listed, to pick one).
     """
-    wanted = None if split is None else _split(split)
+    wanted = None if split is None else parse_split(split)
     sets = collect_result_sets(path) if wanted is None else [
         load_result_set(folder, split=wanted) for folder in find_result_sets(path, split=wanted)]
     if not sets:
