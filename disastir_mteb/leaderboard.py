@@ -25,11 +25,11 @@ from typing import Any
 from disastir_mteb.benchmark.taxonomy import INTENTS, Split, benchmark_name
 from disastir_mteb.results.leaderboard_rows import (
     BoardRow,
-    model_meta_json,
     published_reference,
     published_rows,
     result_rows,
 )
+from disastir_mteb.results.published import published_sizes
 from disastir_mteb.util.atomic import write_text_atomic
 
 __all__ = ["BENCHMARKS", "DEFAULT", "find_browser", "leaderboard_app", "provenance_markdown", "screenshot", "serve"]
@@ -41,7 +41,6 @@ BENCHMARKS = (DEFAULT, *(f"DisastIR-{intent.value}" for intent in INTENTS), benc
 """The benchmarks in the menu: all 48 tasks, one per search intent, then DMRetriever's two query sets."""
 
 _EXTRA = "pip install 'disastir-mteb[leaderboard]'"
-_TABLE17 = "disastir_paper_table17_models.csv"
 
 
 def _require_gradio() -> Any:
@@ -65,38 +64,18 @@ def _menu() -> list[Any]:
                                   MenuEntry(name="DMRetriever's query sets", open=True, benchmarks=[test, devlite])])]
 
 
-def _parse_size(text: str) -> int | None:
-    text = text.strip().upper()
-    scale = {"B": 1e9, "M": 1e6}.get(text[-1:])
-    try:
-        return int(float(text[:-1]) * scale) if scale else None
-    except ValueError:
-        return None
-
-
-def _table17() -> dict[str, tuple[int | None, int | None]]:
-    """Normalised short name -> (parameters, embedding size) from the paper's Table 17."""
-    import csv
-    from importlib import resources
-
-    path = resources.files("disastir_mteb") / "resources" / "published" / _TABLE17
-    with path.open(encoding="utf-8") as handle:
-        return {row["Model Name"].lower(): (_parse_size(row["Param Size"]), int(row["Embed. Size"]) or None)
-                for row in csv.DictReader(handle)}
-
-
-def _meta_for(row: BoardRow, registry: dict[str, Any], sizes: dict[str, tuple[int | None, int | None]]) -> Any:
+def _meta_for(row: BoardRow, registry: dict[str, Any]) -> Any:
     """The ModelMeta the app needs for a row: the model's own (renamed), else its file's, else a minimal one."""
     from mteb.models import ModelMeta
 
     base = registry.get(row.model)
-    if base is None and (meta := model_meta_json(row)) is not None:
+    if base is None and row.meta:
         try:
-            base = ModelMeta.model_validate_json_resolved(json.dumps(meta))
+            base = ModelMeta.model_validate_json_resolved(json.dumps(row.meta))
         except ValueError:
             base = None
     if base is None:
-        n_parameters, embed_dim = sizes.get(row.model.rsplit("/", 1)[-1].lower(), (None, None))
+        n_parameters, embed_dim = published_sizes().get(row.model.lower(), (None, None))
         base = ModelMeta.create_empty({"n_parameters": n_parameters, "embed_dim": embed_dim})
     update: dict[str, Any] = {"name": row.name, "revision": row.revision, "experiment_kwargs": None}
     if row.published:
@@ -176,8 +155,7 @@ def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) ->
     rows += published_rows() if published else []
     if not rows:
         raise ValueError("Nothing to show: pass result folders, or keep the published models (no --no-published).")
-    sizes = _table17()
-    metas = [_meta_for(row, MODEL_REGISTRY, sizes) for row in rows if row.name not in MODEL_REGISTRY]
+    metas = [_meta_for(row, MODEL_REGISTRY) for row in rows if row.name not in MODEL_REGISTRY]
     with tempfile.TemporaryDirectory(prefix="disastir-leaderboard-") as work, patched(_menu(), DEFAULT, metas):
         cache = _write_cache(rows, Path(work))
         from mteb.leaderboard import get_leaderboard_app

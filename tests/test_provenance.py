@@ -128,10 +128,11 @@ def test_precision_and_instructions_of_a_real_model(bundled_model: object, tmp_p
     assert (minilm.instructions, minilm.precision, minilm.dataset, minilm.synthetic) == (
         "none (plain run)", "fp32", "local folder data", False)
     cast = ResultSet(folder=result.folder, model=result.model, revision=result.revision, scores=result.scores,
-                     experiment={"disastir_precision": "bf16", "disastir_instructions": "model",
+                     meta=result.meta, experiment={"disastir_precision": "bf16", "disastir_instructions": "model",
                                  "disastir_template": "model"})
     assert (provenance_of(cast).precision, provenance_of(cast).instructions) == ("bf16", "model's own")
     passages = ResultSet(folder=result.folder, model=result.model, revision=result.revision, scores=result.scores,
+                         meta=result.meta,
                          experiment={"disastir_instructions": "disastir", "disastir_template": "colon",
                                      "disastir_passages": "instructed"})
     assert provenance_of(passages).instructions == "disastir (template colon), also on passages"

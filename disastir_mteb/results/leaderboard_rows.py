@@ -16,7 +16,6 @@ scores; they are separate rows, never merged with a re-run of the same model.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from disastir_mteb.results.published import SOURCES, published_per_task
 from disastir_mteb.results.result_sets import ResultSet, collect_result_sets
 from disastir_mteb.results.settings import describe_setting
 
-__all__ = ["PUBLISHED_MARK", "SYNTHETIC_MARK", "BoardRow", "model_meta_json", "published_reference", "published_rows",
+__all__ = ["PUBLISHED_MARK", "SYNTHETIC_MARK", "BoardRow", "published_reference", "published_rows",
            "result_rows"]
 
 PUBLISHED_MARK = "(published: DisastIR paper)"
@@ -58,6 +57,7 @@ class BoardRow:
         details: (label, value) pairs shown under the table: a run's provenance, a published row's source.
         folder: the result-set folder of a run (None for a published row).
         task_files: task name -> the mteb result file of a run.
+        meta: a run's ``model_meta.json`` (empty for a published row, or a run without one).
     """
 
     name: str
@@ -67,6 +67,7 @@ class BoardRow:
     details: tuple[tuple[str, str], ...]
     folder: Path | None = None
     task_files: Mapping[str, Path] = field(default_factory=dict)
+    meta: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def published(self) -> bool:
@@ -116,7 +117,8 @@ def result_rows(paths: Iterable[str | Path]) -> list[BoardRow]:
         details = (("Folder", str(folder)), *provenance.fields())
         rows.append(BoardRow(name=name, model=result_set.model, revision=result_set.revision,
                              scores=result_set.file_scores, details=details, folder=folder,
-                             task_files={task: folder / f"{task}.json" for task in result_set.file_scores}))
+                             task_files={task: folder / f"{task}.json" for task in result_set.file_scores},
+                             meta=result_set.meta))
     return rows
 
 
@@ -131,14 +133,3 @@ def published_rows() -> list[BoardRow]:
 def published_reference() -> str:
     """Where the published numbers come from (the link of a published row)."""
     return _PAPER
-
-
-def model_meta_json(row: BoardRow) -> dict[str, object] | None:
-    """The ``model_meta.json`` beside a run's task files, if it has one and it is readable."""
-    if row.folder is None:
-        return None
-    path = row.folder / "model_meta.json"
-    try:
-        return dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
-        return None

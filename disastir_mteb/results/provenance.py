@@ -25,11 +25,9 @@ Where the tasks of one set disagree (a run resumed after an upgrade), every valu
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from disastir_mteb.benchmark.task_record import DATA_KEY, GAIN_KEY, VERSION_KEY, hub_data, local_data
@@ -142,14 +140,6 @@ def _joined(values: Sequence[str | None]) -> str | None:
     return ", ".join(sorted({value or NOT_RECORDED for value in values}, key=_order))
 
 
-def _model_meta(folder: Path) -> dict[str, Any]:
-    try:
-        meta = json.loads((folder / "model_meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
 def _instructions(experiment: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     """What was put before the queries, from the experiment settings (or what a plain run does)."""
     name = experiment.get("disastir_instructions")
@@ -227,6 +217,6 @@ def provenance_of(result_set: ResultSet) -> Provenance:
     return Provenance(
         plugin_version=_joined([t.plugin_version for t in tasks]), dataset=_joined([t.dataset for t in tasks]),
         synthetic=result_set.synthetic, gain=_joined([t.gain for t in tasks]),
-        instructions=_instructions(result_set.experiment, _model_meta(result_set.folder)),
+        instructions=_instructions(result_set.experiment, result_set.meta),
         search=describe_search(result_set.search), precision=_joined([t.precision for t in tasks]),
         gain_inferred=any(t.gain_inferred for t in tasks), tasks=tuple(tasks))

@@ -30,8 +30,15 @@ from types import MappingProxyType
 
 from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Category, Intent, Split, task_name
 
-__all__ = ["SOURCES", "SOURCE_SPLITS", "PublishedScores", "published_for", "published_per_task",
-           "published_source"]
+__all__ = [
+    "SOURCES",
+    "SOURCE_SPLITS",
+    "PublishedScores",
+    "published_for",
+    "published_per_task",
+    "published_sizes",
+    "published_source",
+]
 
 SOURCES: MappingProxyType[str, str] = MappingProxyType({
     "repo-2025-09": "DisastIR repository leaderboard, Sept 2025 (disastir instructions)",
@@ -179,3 +186,23 @@ def published_source(source: str) -> list[tuple[str, PublishedScores]]:
     if source not in SOURCES:
         raise KeyError(f"Unknown published source {source!r}; expected one of {list(SOURCES)}.")
     return [(hub_id, record) for hub_id, records in _table().items() for record in records if record.source == source]
+
+
+def _parameters(text: str) -> int | None:
+    """``7B`` -> 7_000_000_000, ``335M`` -> 335_000_000; None for anything else."""
+    text = text.strip().upper()
+    scale = {"B": 1e9, "M": 1e6}.get(text[-1:])
+    try:
+        return int(float(text[:-1]) * scale) if scale else None
+    except ValueError:
+        return None
+
+
+@functools.cache
+def published_sizes() -> dict[str, tuple[int | None, int | None]]:
+    """Hugging Face id (lower case) -> (parameters, embedding size) of the paper's 30 models (Table 17).
+
+    Names are matched to ids as everywhere in this module (Table 18's links, then the short name).
+    """
+    return {_hub_id(row["Model Name"]).lower(): (_parameters(row["Param Size"]), int(row["Embed. Size"]) or None)
+            for row in _rows("disastir_paper_table17_models.csv")}

@@ -71,6 +71,7 @@ class ResultSet:
             DevLite set files its tasks' scores (``DisastIR-Test-QA-Bio.json``) under the same names, so that
             grids, means, comparisons and plots treat every split alike; :meth:`file_task` maps back.
         split: the query set the scores were computed on (full, DisastIR-Test or DisastIR-DevLite).
+        meta: the folder's ``model_meta.json`` as read (empty without one).
     """
 
     folder: Path
@@ -79,6 +80,7 @@ class ResultSet:
     experiment: dict[str, Any]
     scores: dict[str, float]
     split: Split = Split.full
+    meta: dict[str, Any] = field(default_factory=dict, repr=False)
     _per_query: dict[str, PerQuery] = field(default_factory=dict, repr=False)
     _records: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -268,13 +270,14 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
         raise FileNotFoundError(f"{folder} holds no DisastIR result files ({pattern}){hint}.")
     meta_path = folder / "model_meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    meta = meta if isinstance(meta, dict) else {}
     revision_folder = folder.parent.parent if folder.parent.name == "experiments" else folder
     model = meta.get("name") or revision_folder.parent.name.replace("__", "/")
     records = {get_spec(path.stem).base.name: _read_record(path) for path in files}
     return ResultSet(folder=folder, model=str(model), revision=revision_folder.name,
                      experiment=dict(meta.get("experiment_kwargs") or {}),
                      scores={task: record["main_score"] for task, record in records.items()}, split=split,
-                     _records=records)
+                     meta=meta, _records=records)
 
 
 def load_result_sets(folder: str | Path) -> list[ResultSet]:
