@@ -391,3 +391,12 @@ def test_run_command_split_flag(split_sample: Path, tmp_path: Path, capsys: pyte
     assert cli.main(["run", "-m", "bundled", "--split", "test", "-t", "DisastIR-DevLite-QA-Bio", "--output-folder",
                      str(out), "--no-cache", "--quiet"]) == 2
     assert "is in 'devlite', but split='test'" in capsys.readouterr().err
+
+
+def test_run_devlite_option_names_a_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run --devlite DIR``: a folder that is not there is one sentence, before any model loads."""
+    monkeypatch.delenv("DISASTIR_DEVLITE_DIR", raising=False)
+    assert cli.main(["run", "-m", "bundled", "--split", "test", "--devlite", str(tmp_path / "nope"),
+                     "--output-folder", str(tmp_path / "out"), "--quiet"]) == 2
+    assert f"--devlite {tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
