@@ -144,10 +144,12 @@ def compare(args: argparse.Namespace) -> int:
 
     Sets on different query sets (DevLite and full runs: one folder holding both, or a folder of each)
     give Kendall's tau between the model rankings (:mod:`disastir_mteb.results.split_agreement`); sets on
-    one query set are compared as exact and ANN runs, per query set when the folders hold several.
+    one query set are paired (:func:`~disastir_mteb.results.compare.pair_sets`) and compared, per query set
+    when the folders hold several. One folder: its exact runs against its ANN runs, or, without ANN runs,
+    its plain runs against its experiments (instructions, precision).
     """
     from disastir_mteb.benchmark.taxonomy import SPLITS
-    from disastir_mteb.results.compare import compare_sets, pair_sets, rankings_text
+    from disastir_mteb.results.compare import pair_sets, pairing_text
     from disastir_mteb.results.result_sets import collect_result_sets
     from disastir_mteb.results.split_agreement import split_agreement
 
@@ -168,19 +170,21 @@ def compare(args: argparse.Namespace) -> int:
             print("\n\n".join(agreement.to_text() for agreement in split_agreement(found)))
             return 0
         first, second = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
+        if not second:  # no ANN run: the plain runs against the experiments (instructions, precision)
+            first, second = [s for s in found if not s.experiment], [s for s in found if s.experiment]
         if not first or not second:
-            raise ValueError(f"With one folder, compare needs exact and ANN result sets in it; {args.results[0]} "
-                             f"holds {len(first)} exact and {len(second)} ANN set(s). Pass two folders instead.")
+            raise ValueError(f"With one folder, compare needs exact and ANN result sets in it, or a plain run and "
+                             f"experiments; {args.results[0]} holds {len(found)}: "
+                             f"{'; '.join(s.display_label for s in found)}. Pass two folders instead.")
     else:
         raise ValueError(f"compare takes one folder (exact and ANN runs inside) or two result folders, "
                          f"not {len(args.results)}.")
     shared = [split for split in SPLITS if split in {s.split for s in first} & {s.split for s in second}]
     texts = []
     for split in shared:  # one query set (always so before DisastIR-Test and DevLite): exactly the output it was
-        pairs = pair_sets([s for s in first if s.split is split], [s for s in second if s.split is split])
-        comparisons = [compare_sets(a, b) for a, b in pairs]
-        text = comparisons[0].to_text() if len(comparisons) == 1 else rankings_text(comparisons)
-        texts.append(text if len(shared) == 1 else f"{comparisons[0].a.benchmark}:\n{text}")
+        pairing = pair_sets([s for s in first if s.split is split], [s for s in second if s.split is split])
+        text = pairing_text(pairing)
+        texts.append(text if len(shared) == 1 else f"{pairing.pairs[0][0].benchmark}:\n{text}")
     print("\n\n".join(texts))
     return 0
 

@@ -1,4 +1,6 @@
-"""compare with several models: one Table 3 row each, Kendall's tau between the exact and ANN rankings."""
+"""compare with several models: one Table 3 row each, Kendall's tau between the exact and ANN rankings; and on
+partial or mixed folders (a few tasks, two result roots, a revision folder against an experiment), what the tasks
+present allow, every row labelled by its settings, each empty cell and each missing tau explained once."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def test_several_models_give_rows_and_kendall_tau(sample_data: Path, use_data: o
     printed = capsys.readouterr().out
     rows = [line for line in printed.splitlines() if line.startswith("hashing-")]
     assert len(rows) == 3 and "Ex. Avg" in printed
-    overall = next(line for line in printed.splitlines() if "(overall, 3 models)" in line)
+    overall = next(line for line in printed.splitlines() if "(overall, 3 rows)" in line)
     assert -1.0 <= float(overall.split()[-1]) <= 1.0
     assert printed.count("Kendall's tau") == 7  # overall and the six intents
 
@@ -51,3 +53,91 @@ def test_several_models_give_rows_and_kendall_tau(sample_data: Path, use_data: o
     assert cli.main(["compare", str(single_exact), str(single_ann)]) == 0
     detail = capsys.readouterr().out
     assert "Recall@10 and the tests need per-query files" in detail and "48 task(s) lack them" in detail
+
+
+TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]  # one category of QA, FC and STS
+
+
+@pytest.fixture(scope="module")
+def partial_runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three tasks, four settings: ``exact-ann`` holds exact and ANN runs, ``plain`` exact and instructions runs,
+    ``ann`` ANN and ANN-with-instructions runs (one embedding cache: each text is encoded once)."""
+    from disastir_mteb.benchmark import tasks as task_module
+
+    root = tmp_path_factory.mktemp("partial")
+    runs = [("exact-ann", {}), ("exact-ann", {"search": "ann"}), ("plain", {}),
+            ("plain", {"instructions": "disastir"}), ("ann", {"search": "ann"}),
+            ("ann", {"search": "ann", "instructions": "disastir"})]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DISASTIR_DATA_DIR", str(sample_data))
+        task_module._task_files.cache_clear()
+        try:
+            for folder, settings in runs:
+                evaluate(HashingEncoder(), TASKS, cache_dir=root / "cache", output_folder=root / folder,
+                         show_progress=False, **settings)
+        finally:
+            task_module._task_files.cache_clear()
+    return root
+
+
+def _lines(printed: str, start: str) -> list[str]:
+    return [line for line in printed.splitlines() if line.startswith(start)]
+
+
+def _revision(folder: Path) -> Path:
+    """The one revision folder under an output folder."""
+    [meta] = [path for path in folder.rglob("model_meta.json") if "experiments" not in path.parts]
+    return meta.parent
+
+
+def test_three_tasks_exact_and_ann_give_partial_means(partial_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from disastir_mteb.results.result_sets import load_result_set
+
+    exact = load_result_set(_revision(partial_runs / "exact-ann"))
+    assert cli.main(["compare", str(partial_runs / "exact-ann")]) == 0
+    printed = capsys.readouterr().out
+    [row] = _lines(printed, "hashing-encoder — exact vs ANN (HNSW M=16, ef=")  # labelled by its settings
+    cells = row.split(")")[-1].split()
+    qa, fc, sts = (100 * exact.scores[task] for task in TASKS)
+    assert cells[:6] == [f"{qa:.2f}†", "-", "-", f"{fc:.2f}†", "-", f"{sts:.2f}†"]  # before: every cell "-"
+    assert cells[6] == f"{(qa + fc + sts) / 3:.2f}†"  # the overall over the three intents present
+    [intent_qa] = _lines(printed, "QA ")
+    assert intent_qa.split()[1] == f"{qa:.2f}†" and intent_qa.split()[-1] != "-"  # the paired test on QA-Bio's queries
+    assert printed.count("'-' in QAdoc, Twitter, NLI: no task of these intents in both sets.") == 1
+    assert printed.count("†: mean over the tasks both sets hold") == 1
+    assert "QA 1 of 8, FC 1 of 8, STS 1 of 8; Avg over 3 of 6 intents" in printed
+
+
+def test_two_result_roots_give_labelled_rows_and_one_tau_reason(partial_runs: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["compare", str(partial_runs / "plain"), str(partial_runs / "ann")]) == 0
+    printed = capsys.readouterr().out
+    rows = _lines(printed, "hashing-encoder — ")
+    assert len(rows) == 2 and rows[0] != rows[1]  # before: two identical "hashing-encoder" rows of "-"
+    assert {row.split("  ")[0] for row in rows} == {
+        "hashing-encoder — exact vs ANN (HNSW M=16, ef=64)",
+        "hashing-encoder — instructions: disastir vs ANN (HNSW M=16, ef=64); instructions: disastir"}
+    assert "found 0" not in printed  # before: "Kendall's tau ... found 0" seven times
+    assert printed.count("Kendall's tau (QAdoc, Twitter, NLI): not computed: no task of these intents in every "
+                         "pair.") == 1
+    assert len(_lines(printed, "Kendall's tau")) <= 5  # overall, QA, FC, STS (or one reason for them), one for the rest
+    assert "4 of 4 sets ran on synthetic data" in printed
+
+
+def test_a_revision_folder_against_an_instructions_experiment(partial_runs: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    experiment = next((partial_runs / "plain").rglob("disastir_instructions_*"))
+    assert cli.main(["compare", str(_revision(partial_runs / "exact-ann")), str(experiment)]) == 0  # before: refused
+    printed = capsys.readouterr().out
+    assert [row.split("  ")[0] for row in _lines(printed, "hashing-encoder — ")] == [
+        "hashing-encoder — exact vs instructions: disastir",
+        "hashing-encoder — ANN (HNSW M=16, ef=64) vs instructions: disastir"]
+    assert "Not paired" not in printed
+
+    # a revision folder against its own experiment: the experiment is never compared with itself
+    assert cli.main(["compare", str(_revision(partial_runs / "plain")), str(experiment)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("A: disastir-mteb/hashing-encoder — exact (synthetic data)  [")
+    assert "\nB: disastir-mteb/hashing-encoder — instructions: disastir (synthetic data)  [" in printed
+    assert cli.main(["compare", str(partial_runs / "plain"), str(partial_runs / "plain")]) == 2
+    assert "No pair to compare: no set has one of the same model and settings" in capsys.readouterr().err

@@ -1,35 +1,51 @@
 """Two result sets side by side: the paper's exact-vs-ANN columns (Table 3), for any two runs.
 
-Scores are NDCG@10 per task; an intent's score is the mean of its 8 categories and the overall
-score the mean of the 6 intents, as in the paper, computed only where BOTH sets hold every task
-(a missing task is shown as missing, never averaged over). Drop % = (A - B) / A x 100, the
-paper's definition with A = exact and B = ANN. Recall@10 of B against A is, per query, the
-share of A's top-10 passages that B also returns in its top-10 (averaged over queries, then
-like the scores). Per intent, B - A is tested on the paired per-query NDCG@10 of its 8 tasks
+Scores are NDCG@10 per task; an intent's score is the mean of its categories and the overall score the
+mean of the intents, as in the paper, over the tasks BOTH sets hold. With all 48 that is the paper's
+number. A run of a few tasks (3 tasks exact and ANN) still gives what those tasks allow: each intent's
+mean over the categories held and the overall mean over the intents held, marked ``†`` and said once
+under the table with how much they cover; a cell stays empty (``-``) only where nothing can be computed,
+and why is said once (no task of that intent in both sets, no per-query files). Drop % = (A - B) / A x 100,
+the paper's definition with A = exact and B = ANN. Recall@10 of B against A is, per query, the share of
+A's top-10 passages that B also returns in its top-10 (averaged over queries, then like the scores). Per
+intent, B - A is tested on the paired per-query NDCG@10 of its tasks in both sets
 (:func:`~disastir_mteb.results.significance.paired_test`). Recall and tests need the per-query files
 ``disastir-mteb run`` writes.
 
-Several models on each side (e.g. 30 models run exact and ANN) give one Table 3 row per model
-and Kendall's tau between the two model rankings.
+Several pairs (30 models run exact and ANN; two result roots; a plain run against its experiments) give
+one Table 3 row each, labelled by model and settings (``all-MiniLM-L6-v2 — exact vs ANN (HNSW M=16,
+ef=64)``), and Kendall's tau between the A and B rankings of the rows, computed on the tasks every pair
+holds; where it cannot be computed, the reason is said once.
 
-Both sets must be on one query set (full, DisastIR-Test or DisastIR-DevLite): sets pair by model, settings
-(the search aside) and query set. Rankings across query sets (DevLite against the full set) are
-:mod:`disastir_mteb.results.split_agreement`.
+Pairing (:func:`pair_sets`), on one query set (full, DisastIR-Test or DisastIR-DevLite; rankings across
+query sets are :mod:`disastir_mteb.results.split_agreement`), never a set with itself:
+
+1. sets of the same model and settings (two runs of one setting: two result roots, two revisions);
+2. then sets of the same model and settings but the search (exact against ANN, the paper's Table 3);
+3. when neither pairs anything and one side holds a single set, that set against each set of the
+   other side (a revision folder holding exact and ANN runs against an instructions experiment).
+
+Sets left without a pair are listed, never silently dropped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Intent, task_name
+from disastir_mteb.benchmark.taxonomy import INTENTS, Intent, get_spec
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
 
-__all__ = ["Comparison", "compare_sets", "pair_sets", "rankings_text", "top10_recall"]
+__all__ = ["PARTIAL", "Comparison", "Pairing", "compare_sets", "pair_sets", "pairing_text", "rankings_text",
+           "top10_recall"]
 
+#: Marks a mean over fewer tasks than the paper's (an intent over fewer than 8 categories, an overall over fewer
+#: than 6 intents or incomplete ones).
+PARTIAL = "†"
 _SHORT = {Intent.Twitter: "TW"}  # the paper's Table 3 headings
+_NO_TASK = "no task of {which} in {where}"
 
 
 def top10_recall(a: ResultSet, b: ResultSet, task: str) -> float | None:
@@ -46,12 +62,26 @@ def _label(result: ResultSet) -> str:
     return f"{result.display_label} (synthetic data)" if result.synthetic else result.display_label
 
 
-def _pct(value: float | None, width: int = 8) -> str:
-    return f"{100 * value:{width}.2f}" if value is not None else f"{'-':>{width}}"
+def _mean(grid: ScoreGrid, intent: Intent | None) -> float | None:
+    """The grid's mean of ``intent`` over the categories it holds (overall over the intents held for None)."""
+    return grid.partial_intent_mean(intent) if intent is not None else grid.partial_overall()
 
 
-def _num(value: float | None, width: int = 8, digits: int = 2) -> str:
-    return f"{value:{width}.{digits}f}" if value is not None and value == value else f"{'-':>{width}}"
+def _complete(grid: ScoreGrid, intent: Intent | None) -> bool:
+    """Whether the grid's mean of ``intent`` (overall for None) is over every task it needs: the paper's mean."""
+    return (grid.intent_mean(intent) if intent is not None else grid.overall()) is not None
+
+
+def _cell(value: float | None, width: int, *, partial: bool = False, scale: float = 100, digits: int = 2) -> str:
+    """A right-aligned number (``-`` for none), followed by ``†`` when partial or a space (columns stay aligned)."""
+    if value is None or value != value:
+        return f"{'-':>{width - 1}} "
+    return f"{scale * value:{width - 1}.{digits}f}{PARTIAL if partial else ' '}"
+
+
+def _head(text: str, width: int) -> str:
+    """A column heading aligned with :func:`_cell`'s numbers."""
+    return f"{text:>{width - 1}} "
 
 
 @dataclass(frozen=True)
@@ -75,23 +105,38 @@ class Comparison:
         """Tasks held by both sets."""
         return len(self.a_grid.scores)
 
+    @property
+    def label(self) -> str:
+        """The row's name: the model and both settings, e.g. ``all-MiniLM-L6-v2 — exact vs ANN (HNSW M=16, ef=64)``."""
+        a_model, b_model = self.a.model.split("/")[-1], self.b.model.split("/")[-1]
+        if a_model == self.b.model.split("/")[-1]:
+            return f"{a_model} — {self.a.setting} vs {self.b.setting}"
+        return f"{a_model} — {self.a.setting} vs {b_model} — {self.b.setting}"
+
     @staticmethod
     def drop(a: float | None, b: float | None) -> float | None:
         """(A - B) / A x 100, or None when either is missing or A is 0."""
         return None if a is None or b is None or a == 0 else (a - b) / a * 100
 
-    def paired(self, intent: Intent | None = None) -> PairedTest | None:
-        """B against A on the paired per-query scores of one intent's 8 tasks (all 48 for None).
+    def scores(self, intent: Intent | None = None) -> tuple[float | None, float | None]:
+        """A's and B's mean of ``intent`` (overall for None) over the tasks both hold (partial where few are held)."""
+        return _mean(self.a_grid, intent), _mean(self.b_grid, intent)
 
-        None when a task is missing from either set or lacks per-query files.
+    def partial(self, intent: Intent | None = None) -> bool:
+        """Whether the mean of ``intent`` (overall for None) covers fewer tasks than the paper's (marked ``†``)."""
+        return _mean(self.a_grid, intent) is not None and not _complete(self.a_grid, intent)
+
+    def paired(self, intent: Intent | None = None) -> PairedTest | None:
+        """B against A on the paired per-query scores of the intent's tasks both sets hold (all of them for None).
+
+        None when no task of the intent is in both sets, or one of them lacks per-query files.
         """
         if intent not in self._tests:
-            intents = INTENTS if intent is None else (intent,)
-            names = [task_name(i, c) for i in intents for c in CATEGORIES]
+            names = sorted(name for name in self.a_grid.scores if intent is None or get_spec(name).intent is intent)
             a_scores: list[float] = []
             b_scores: list[float] = []
             for name in names:
-                if name not in self.a_grid.scores or not (self.a.has_per_query(name) and self.b.has_per_query(name)):
+                if not (self.a.has_per_query(name) and self.b.has_per_query(name)):
                     self._tests[intent] = None
                     return None
                 first, second = self.a.per_query(name).ndcg_at_10, self.b.per_query(name).ndcg_at_10
@@ -101,49 +146,76 @@ class Comparison:
             self._tests[intent] = paired_test(a_scores, b_scores) if a_scores else None
         return self._tests[intent]
 
-    def table3_row(self) -> str:
-        """One row in the paper's Table 3 columns: per-intent scores of A, both averages, drop %."""
-        a_all, b_all = self.a_grid.overall(), self.b_grid.overall()
-        name = self.a.model.split("/")[-1][:27]
-        return (f"{name:<28}" + "".join(_pct(self.a_grid.intent_mean(i)) for i in INTENTS)
-                + _pct(a_all, 10) + _pct(b_all, 10) + _num(self.drop(a_all, b_all), 9)
-                + _num(self.recall_grid.overall(), 11, 3))
+    def table3_row(self, width: int = 28, label: str | None = None) -> str:
+        """One row in the paper's Table 3 columns: per-intent scores of A, both averages, drop %, recall@10."""
+        a_all, b_all = self.scores()
+        name = label or self.label
+        return (f"{name:<{width}}" + "".join(_cell(self.scores(i)[0], 8, partial=self.partial(i)) for i in INTENTS)
+                + _cell(a_all, 10, partial=self.partial()) + _cell(b_all, 10, partial=self.partial())
+                + _cell(self.drop(a_all, b_all), 9, scale=1)
+                + _cell(_mean(self.recall_grid, None), 11, scale=1, digits=3,
+                        partial=not _complete(self.recall_grid, None) and bool(self.recall_grid.scores)))
 
-    def table3_header(self) -> str:
+    def table3_header(self, width: int = 28) -> str:
         """The heading line of :meth:`table3_row`."""
-        first, second = self.names
-        averages = ("Ex. Avg", "ANN Avg") if (first, second) == ("Exact", "ANN") else ("A Avg", "B Avg")
-        heads = [_SHORT.get(intent, intent.value) for intent in INTENTS]
-        return (f"{'model':<28}" + "".join(f"{h:>8}" for h in heads)
-                + f"{averages[0]:>10}{averages[1]:>10}{'Drop %':>9}{'Recall@10':>11}")
+        return _table3_header(self.names, width)
+
+    def notes(self) -> list[str]:
+        """Why cells are partial or empty, each said once."""
+        return _notes([self])
 
     def to_text(self) -> str:
         """The Table 3 row, then per intent: A, B, drop %, recall@10, B - A with its 95% CI and p-value."""
         first, second = self.names
+        width = max(28, len(self.label) + 2)
         lines = [f"{first}: {_label(self.a)}  [{self.a.folder}]", f"{second}: {_label(self.b)}  [{self.b.folder}]",
                  f"{self.common_tasks} of 48 tasks in both sets; NDCG@10 x100.", "",
-                 f"Table 3 format (intents of {first}):", self.table3_header(), self.table3_row(), "",
-                 f"{'intent':<10}{first:>9}{second:>9}{'Drop %':>9}{'Recall@10':>11}{'B - A':>9}"
-                 f"{'95% CI':>18}{'p (1-sided)':>13}"]
+                 f"Table 3 format (intents of {first}):", self.table3_header(width), self.table3_row(width), "",
+                 f"{'intent':<10}{_head(first, 9)}{_head(second, 9)}{_head('Drop %', 9)}{_head('Recall@10', 11)}"
+                 f"{_head('B - A', 9)}{'95% CI':>18}{'p (1-sided)':>13}"]
         for intent in [*INTENTS, None]:
-            a = self.a_grid.intent_mean(intent) if intent else self.a_grid.overall()
-            b = self.b_grid.intent_mean(intent) if intent else self.b_grid.overall()
-            recall = self.recall_grid.intent_mean(intent) if intent else self.recall_grid.overall()
+            a, b = self.scores(intent)
+            partial = self.partial(intent)
+            recall = _mean(self.recall_grid, intent)
             test = self.paired(intent) if a is not None and b is not None else None
             interval = (f"[{100 * test.ci_low:+.2f}, {100 * test.ci_high:+.2f}]" if test else "-")
             p_value = f"{test.p_value:.2g}{'*' if test.significant() else ' '}" if test else "-"
-            lines.append(f"{intent.value if intent else 'Avg':<10}{_pct(a, 9)}{_pct(b, 9)}{_num(self.drop(a, b), 9)}"
-                         f"{_num(recall, 11, 3)}{_num(100 * test.difference if test else None, 9)}{interval:>18}"
-                         f"{p_value:>13}")
+            lines.append(f"{intent.value if intent else 'Avg':<10}{_cell(a, 9, partial=partial)}"
+                         f"{_cell(b, 9, partial=partial)}{_cell(self.drop(a, b), 9, scale=1)}"
+                         f"{_cell(recall, 11, scale=1, digits=3, partial=not _complete(self.recall_grid, intent))}"
+                         f"{_cell(test.difference if test else None, 9, partial=partial)}{interval:>18}{p_value:>13}")
         lines.append("B - A: mean per-query NDCG@10 difference x100 with a paired bootstrap 95% CI; p: one-sided "
                      "Wilcoxon signed-rank in the observed direction (* below 0.05).")
-        if self.common_tasks < 48:
-            lines.append(f"{48 - self.common_tasks} task(s) missing from one or both sets: "
-                         "'-' marks means not computed.")
-        if len(self.recall_grid.scores) < self.common_tasks:
-            lines.append(f"Recall@10 and the tests need per-query files (written by disastir-mteb run); "
-                         f"{self.common_tasks - len(self.recall_grid.scores)} task(s) lack them.")
-        return "\n".join(lines)
+        return "\n".join(line.rstrip() for line in [*lines, *self.notes()])
+
+
+def _table3_header(names: tuple[str, str], width: int) -> str:
+    averages = ("Ex. Avg", "ANN Avg") if names == ("Exact", "ANN") else ("A Avg", "B Avg")
+    heads = [_SHORT.get(intent, intent.value) for intent in INTENTS]
+    return (f"{'pair' if names == ('A', 'B') else 'model':<{width}}" + "".join(_head(h, 8) for h in heads)
+            + _head(averages[0], 10) + _head(averages[1], 10) + _head("Drop %", 9) + _head("Recall@10", 11))
+
+
+def _notes(comparisons: Sequence[Comparison]) -> list[str]:
+    """What the ``†`` and ``-`` of these comparisons mean, each reason said once."""
+    notes = []
+    partial = [c for c in comparisons if c.partial()]
+    if partial:
+        counts = {i: partial[0].a_grid.categories_held(i) for i in INTENTS}
+        cover = ", ".join(f"{i.value} {n} of 8" for i, n in counts.items() if 0 < n < 8)
+        intents = sum(n > 0 for n in counts.values())
+        which = f" (here {cover}; Avg over {intents} of 6 intents)" if len(comparisons) == 1 else ""
+        notes.append(f"{PARTIAL}: mean over the tasks both sets hold, fewer than the paper's{which}; compare it only "
+                     "with means over the same tasks.")
+    empty = [i.value for i in INTENTS if all(c.a_grid.categories_held(i) == 0 for c in comparisons)]
+    if empty:
+        notes.append(f"'-' in {', '.join(empty)}: " + _NO_TASK.format(
+            which="this intent" if len(empty) == 1 else "these intents", where="both sets") + ".")
+    lacking = sum(c.common_tasks - len(c.recall_grid.scores) for c in comparisons)
+    if lacking:
+        notes.append(f"Recall@10 and the tests need per-query files (written by disastir-mteb run); {lacking} task(s) "
+                     f"lack them{' in one set or both' if len(comparisons) == 1 else ' across the pairs'}.")
+    return notes
 
 
 def compare_sets(a: ResultSet, b: ResultSet) -> Comparison:
@@ -158,53 +230,159 @@ def compare_sets(a: ResultSet, b: ResultSet) -> Comparison:
                          "(disastir-mteb compare with the two query sets' folders).")
     common = sorted(set(a.scores) & set(b.scores))
     if not common:
-        raise ValueError(f"{a.folder} and {b.folder} share no DisastIR task.")
+        raise ValueError(f"{a.folder} and {b.folder} share no DisastIR task: {a.display_label} holds "
+                         f"{len(a.scores)}, {b.display_label} {len(b.scores)}, none of them the same; run the same "
+                         "tasks on both (-t).")
     recalls = {task: recall for task in common if (recall := top10_recall(a, b, task)) is not None}
     return Comparison(a, b, ScoreGrid({t: a.scores[t] for t in common}), ScoreGrid({t: b.scores[t] for t in common}),
                       ScoreGrid(recalls))
 
 
-def _key(result: ResultSet) -> tuple[str, str, str]:
-    """What pairs two sets: the model, its settings other than the search, and the query set."""
+@dataclass(frozen=True)
+class Pairing:
+    """What :func:`pair_sets` pairs: (A, B) pairs, and the sets of either side left without one."""
+
+    pairs: tuple[tuple[ResultSet, ResultSet], ...]
+    unpaired: tuple[ResultSet, ...] = ()
+
+    def unpaired_text(self) -> str:
+        """One line naming the sets left without a pair ("" when none is)."""
+        if not self.unpaired:
+            return ""
+        return ("Not paired (no set of the same model and settings, or the same but the search, on the other side): "
+                + "; ".join(result.display_label for result in self.unpaired) + ".")
+
+
+def _setting(result: ResultSet) -> tuple[str, str, str]:
+    return result.model, repr(sorted(result.experiment.items())), result.split.value
+
+
+def _setting_but_search(result: ResultSet) -> tuple[str, str, str]:
     settings = {k: v for k, v in result.experiment.items() if k != "disastir_search"}
     return result.model, repr(sorted(settings.items())), result.split.value
 
 
-def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> list[tuple[ResultSet, ResultSet]]:
-    """Pairs (A, B) of the same model, settings (the search aside) and query set; one set each side pairs directly.
+def _same(x: ResultSet, y: ResultSet) -> bool:
+    return x.folder.resolve() == y.folder.resolve() and x.split is y.split
+
+
+def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> Pairing:
+    """Pairs (A from ``first``, B from ``second``) on one query set, by the rules of the module docstring.
+
+    A set on both sides (a revision folder against one of its experiments) is never paired with itself.
 
     Raises:
-        ValueError: no pair could be formed, or a side holds two sets with the same model and settings.
+        ValueError: no pair can be formed (the sets of each side are named).
     """
-    if len(first) == 1 and len(second) == 1:
-        return [(first[0], second[0])]
-    by_key: dict[tuple[str, str, str], ResultSet] = {}
-    for result in second:
-        if _key(result) in by_key:
-            raise ValueError(f"Two result sets of {result.display_label} ({by_key[_key(result)].folder} and "
-                             f"{result.folder}) "
-                             "on one side: pass folders that hold one run per model.")
-        by_key[_key(result)] = result
-    pairs = [(result, by_key[_key(result)]) for result in first if _key(result) in by_key]
+    pairs: list[tuple[ResultSet, ResultSet]] = []
+    used: list[ResultSet] = []
+
+    def unused(result: ResultSet) -> bool:
+        return not any(result is other for other in used)
+
+    rules: list[tuple[Callable[[ResultSet], object], bool]] = [(_setting, False), (_setting_but_search, True)]
+    for key, many in rules:  # one B per A for identical settings; an exact run against each of its ANN runs
+        found = []
+        for a in [x for x in first if unused(x)]:
+            matches = [b for b in second if unused(b) and key(b) == key(a) and not _same(a, b)
+                       and not any(b is y for _, y in found)]
+            matches.sort(key=lambda b: b.revision != a.revision)  # the same revision first
+            found += [(a, b) for b in (matches if many else matches[:1])]
+        pairs += found
+        used += [x for pair in found for x in pair]
+    if not pairs and len(second) == 1:  # one set held against each set of the other side
+        pairs = [(a, second[0]) for a in first if not _same(a, second[0]) and a.split is second[0].split]
+    elif not pairs and len(first) == 1:
+        pairs = [(first[0], b) for b in second if not _same(first[0], b) and b.split is first[0].split]
+    used = [x for pair in pairs for x in pair]
     if not pairs:
-        raise ValueError("No model appears on both sides with the same settings; nothing to compare.")
-    return pairs
+        raise ValueError("No pair to compare: no set has one of the same model and settings (or the same but the "
+                         "search) on the other side, and neither side is a single set. A holds: "
+                         + "; ".join(r.display_label for r in first) + ". B holds: "
+                         + "; ".join(r.display_label for r in second) + ". Pass one result set on one side.")
+    unpaired: list[ResultSet] = []  # each set once, even when it is on both sides
+    for x in (*first, *second):
+        if not any(_same(x, y) for y in (*used, *unpaired)):
+            unpaired.append(x)
+    return Pairing(tuple(pairs), tuple(unpaired))
+
+
+def _row_labels(comparisons: Sequence[Comparison]) -> list[str]:
+    """Each row's :attr:`Comparison.label`, made unique (revision, then a number) where two read alike."""
+    labels: list[str] = []
+    for comparison in comparisons:
+        label = comparison.label
+        if sum(c.label == label for c in comparisons) > 1:
+            label += f" @{comparison.a.revision[:8]}"
+        unique, n = label, 2
+        while unique in labels:
+            unique, n = f"{label} #{n}", n + 1
+        labels.append(unique)
+    return labels
+
+
+def _tau_lines(comparisons: Sequence[Comparison], labels: Sequence[str]) -> list[str]:
+    """Kendall's tau between the rows' A and B rankings, overall and per intent; a reason once where it cannot be."""
+    if len(comparisons) < 2:
+        return [f"Kendall's tau: not computed: it compares the A and B rankings of several rows, and there is "
+                f"{len(comparisons)}."]
+    shared = set.intersection(*(set(c.a_grid.scores) for c in comparisons))
+    lines = []
+    if any(len(c.a_grid.scores) != len(shared) for c in comparisons):
+        lines.append(f"Kendall's tau ranks the rows on the {len(shared)} task(s) every pair holds.")
+    failed: dict[str, list[str]] = {}  # reason -> the scopes it stops, so that each reason is said once
+    grids = [(ScoreGrid({t: c.a_grid.scores[t] for t in shared}), ScoreGrid({t: c.b_grid.scores[t] for t in shared}))
+             for c in comparisons]
+    for intent in [None, *INTENTS]:
+        which = intent.value if intent else "overall"
+        a_scores = {row: v for row, (a, _) in zip(labels, grids, strict=True) if (v := _mean(a, intent)) is not None}
+        b_scores = {row: v for row, (_, b) in zip(labels, grids, strict=True) if (v := _mean(b, intent)) is not None}
+        if len(a_scores) < 2:
+            failed.setdefault("not computed: " + _NO_TASK.format(which="{which}", where="every pair"), []).append(which)
+            continue
+        tau, n = kendall_tau(a_scores, b_scores)
+        if tau != tau:
+            failed.setdefault("undefined: one side ranks every row the same", []).append(which)
+            continue
+        partial = " over the tasks held" if any(c.partial(intent) for c in comparisons) else ""
+        lines.append(f"Kendall's tau between the A and B rankings ({which}, {n} rows{partial}): {tau:.3f}")
+    for reason, scopes in failed.items():
+        scope = "this intent" if len(scopes) == 1 else "these intents"
+        lines.append(f"Kendall's tau ({', '.join(scopes)}): {reason.format(which=scope)}.")
+    return lines
 
 
 def rankings_text(comparisons: Sequence[Comparison]) -> str:
-    """Table 3 rows for several models, then Kendall's tau between the A and B model rankings."""
-    ordered = sorted(comparisons, key=lambda c: -(c.a_grid.overall() or -1.0))
-    lines = [ordered[0].table3_header(), *(c.table3_row() for c in ordered)]
-    for intent in [None, *INTENTS]:
-        a_scores = {c.a.label: v for c in comparisons if (v := (c.a_grid.intent_mean(intent) if intent
-                                                                 else c.a_grid.overall())) is not None}
-        b_scores = {c.a.label: v for c in comparisons if (v := (c.b_grid.intent_mean(intent) if intent
-                                                                 else c.b_grid.overall())) is not None}
-        try:
-            tau, n = kendall_tau(a_scores, b_scores)
-        except ValueError as error:
-            lines.append(f"Kendall's tau ({intent.value if intent else 'overall'}): {error}")
-            continue
-        lines.append(f"Kendall's tau between the model rankings ({intent.value if intent else 'overall'}, "
-                     f"{n} models): {_num(tau, 0, 3).strip()}")
+    """Table 3 rows (one per pair, labelled by model and settings), then Kendall's tau between the A and B rankings."""
+    ordered = sorted(comparisons, key=lambda c: -(c.scores()[0] or -1.0))
+    labels = _row_labels(ordered)
+    width = max([28, *(len(label) + 2 for label in labels)])
+    names = {c.names for c in ordered}
+    lines = [_table3_header(names.pop() if len(names) == 1 else ("A", "B"), width),
+             *(c.table3_row(width, label) for c, label in zip(ordered, labels, strict=True))]
+    sets = {id(result): result for c in ordered for result in (c.a, c.b)}.values()
+    if synthetic := sum(bool(result.synthetic) for result in sets):
+        lines.append(f"{synthetic} of {len(sets)} sets ran on synthetic data: these numbers exercise the pipeline and "
+                     "are not DisastIR results.")
+    return "\n".join(line.rstrip() for line in [*lines, *_notes(ordered), *_tau_lines(ordered, labels)])
+
+
+def pairing_text(pairing: Pairing) -> str:
+    """What ``disastir-mteb compare`` prints for one query set: one pair in detail, several as ranked rows.
+
+    Pairs that share no task are named once and left out; so are the sets left without a pair.
+
+    Raises:
+        ValueError: no pair shares a task.
+    """
+    shared = [(a, b) for a, b in pairing.pairs if set(a.scores) & set(b.scores)]
+    disjoint = [f"{a.display_label} and {b.display_label}" for a, b in pairing.pairs if (a, b) not in shared]
+    if not shared:
+        raise ValueError(f"No pair shares a DisastIR task ({'; '.join(disjoint)}); run the same tasks on both (-t).")
+    comparisons = [compare_sets(a, b) for a, b in shared]
+    lines = [comparisons[0].to_text() if len(comparisons) == 1 else rankings_text(comparisons)]
+    if disjoint:
+        lines.append(f"Left out, sharing no task: {'; '.join(disjoint)}.")
+    if pairing.unpaired:
+        lines.append(pairing.unpaired_text())
     return "\n".join(lines)

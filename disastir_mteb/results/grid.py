@@ -54,6 +54,27 @@ class ScoreGrid:
         """Mean of the 6 intent means, as the paper's 'Avg' column."""
         return _mean([self.intent_mean(i) for i in INTENTS])
 
+    def categories_held(self, intent: Intent) -> int:
+        """How many of the intent's 8 categories the grid holds."""
+        return sum(self.cell(intent, c) is not None for c in CATEGORIES)
+
+    def partial_intent_mean(self, intent: Intent) -> float | None:
+        """Mean over the categories of ``intent`` the grid holds (None when it holds none).
+
+        Equals :meth:`intent_mean` when all 8 are held. For runs of a few tasks (a comparison of 3 tasks), where
+        the paper's mean is undefined; whoever shows it must say it is partial (:meth:`categories_held`).
+        """
+        held = [score for c in CATEGORIES if (score := self.cell(intent, c)) is not None]
+        return sum(held) / len(held) if held else None
+
+    def partial_overall(self) -> float | None:
+        """Mean of the :meth:`partial_intent_mean` of the intents held (None when none is).
+
+        The paper's means of means over what is there; equals :meth:`overall` when all 48 tasks are held.
+        """
+        means = [mean for i in INTENTS if (mean := self.partial_intent_mean(i)) is not None]
+        return sum(means) / len(means) if means else None
+
     def to_text(self, title: str = "NDCG@10 (x100)") -> str:
         """A fixed-width table: intents as rows (paper order), categories as columns, with means."""
         def fmt(value: float | None) -> str:
