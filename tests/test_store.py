@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from disastir_mteb.search.store import EmbeddingStore, StoreKey, fingerprint_texts
+from disastir_mteb.search.store_chunks import checksum
+from disastir_mteb.search.store_entry import row_checksums
 from disastir_mteb.util.cache_dir import cache_root
 
 TEXTS = [f"passage number {i} about floods" for i in range(50)]
@@ -75,9 +77,12 @@ def test_encodes_once_and_serves_a_read_only_memmap(tmp_path: Path, caplog: pyte
     assert isinstance(first, np.memmap) and not first.flags.writeable
     np.testing.assert_array_equal(first, expected(TEXTS))
     folder = store.folder(key_for(TEXTS))
-    assert sorted(p.name for p in folder.iterdir()) == ["embeddings.npy", "manifest.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [".lock", "checksums.npy", "embeddings.npy", "manifest.json"]
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["n_rows"] == 50 and manifest["dim"] == 8 and manifest["model_name"] == "org/model"
+    assert manifest["chunks"] == [[0, 16], [16, 32], [32, 48], [48, 50]]
+    assert manifest["checksums"] == checksum(np.load(folder / "checksums.npy"))
+    np.testing.assert_array_equal(np.load(folder / "checksums.npy"), row_checksums(expected(TEXTS)))
     assert manifest["versions"]["numpy"] == np.__version__
 
     with caplog.at_level(logging.INFO, logger="disastir_mteb.search.store"):
@@ -143,7 +148,9 @@ def test_chunk_with_another_dimension_is_re_encoded(tmp_path: Path, caplog: pyte
         store.get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(fail_after=3), chunk_size=16, progress=False)
     folder = store.folder(key_for(TEXTS))
     odd = sorted(folder.glob("chunk_*.npy"))[1]
-    np.save(odd, np.zeros((16, 5), np.float32))  # a chunk written by some other encoder
+    other = np.zeros((16, 5), np.float32)  # a sound chunk file (its checksum holds) written by some other encoder
+    odd.unlink()
+    np.save(folder / f"chunk_{16:010d}_{32:010d}_{checksum(other)}.npy", other)
     encoder = CountingEncoder()
     with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
         vectors = store.get_or_encode(key_for(TEXTS), TEXTS, encoder, chunk_size=16, progress=False)
@@ -198,3 +205,83 @@ def test_bad_encoder_output_is_refused(tmp_path: Path, output: object, message: 
 def test_progress_bar_reports_passages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(), chunk_size=16)
     assert "50/50" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- bytes damaged in place
+
+MANY = [f"passage number {i} about floods" for i in range(3000)]  # 3000 x 8 float32: 96 KB
+
+
+def _damage(path: Path, how: str, offset: int, size: int) -> None:
+    """Damage ``size`` bytes of ``path`` at ``offset`` in place, keeping its size (what shape checks cannot see)."""
+    data = bytearray(path.read_bytes())
+    part = data[offset:offset + size]
+    if how == "zeros":
+        part = bytearray(len(part))
+    elif how == "0x7f":
+        part = bytearray(b"\x7f" * len(part))
+    else:  # sign bits flipped: the last byte of every little-endian float32
+        for i in range(3, len(part), 4):
+            part[i] ^= 0x80
+    data[offset:offset + size] = part
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["zeros", "0x7f", "sign bits"])
+def test_damaged_bytes_in_a_finished_entry_re_encode_only_the_chunks_holding_them(
+        tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Before checksums, damaged bytes of the right file size were served: other scores, exit code 0."""
+    order = np.random.default_rng(0).permutation(len(MANY))  # encoded out of text order, as the runner does
+    store = EmbeddingStore(tmp_path)
+    store.get_or_encode(key_for(MANY), MANY, CountingEncoder(), chunk_size=500, progress=False, order=order)
+    path = store.folder(key_for(MANY)) / "embeddings.npy"
+    header = np.load(path, mmap_mode="r").offset
+    _damage(path, how, header + 1100 * 32 + 8, 48)  # rows 1100-1101 (32 bytes a row)
+
+    encoder = CountingEncoder()
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
+        vectors = EmbeddingStore(tmp_path).get_or_encode(key_for(MANY), MANY, encoder, chunk_size=500,
+                                                         progress=False, order=order)
+    np.testing.assert_array_equal(vectors, expected(MANY))
+    rank = np.argsort(order)
+    touched = {int(rank[row]) // 500 for row in (1100, 1101)}  # the chunks of the order holding those rows
+    assert encoder.rows == 500 * len(touched) <= 1000
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning == (f"Embedding cache {path} fails its checksum in rows 1100-1101: the file was damaged on disk; "
+                       f"re-encoding the {encoder.rows} passages of the {len(touched)} chunk(s) that hold them.")
+    assert EmbeddingStore(tmp_path).cached(key_for(MANY), len(MANY)) is not None  # repaired, verifies again
+
+
+def test_damaged_bytes_in_a_chunk_file_re_encode_that_chunk(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = EmbeddingStore(tmp_path)
+    with pytest.raises(RuntimeError):
+        store.get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(fail_after=3), chunk_size=16, progress=False)
+    second = sorted(store.folder(key_for(TEXTS)).glob("chunk_*.npy"))[1]
+    _damage(second, "sign bits", np.load(second, mmap_mode="r").offset + 64, 64)
+    encoder = CountingEncoder()
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
+        vectors = store.get_or_encode(key_for(TEXTS), TEXTS, encoder, chunk_size=16, progress=False)
+    np.testing.assert_array_equal(vectors, expected(TEXTS))
+    assert encoder.rows == 16 + 2  # the damaged chunk and the never-written last one
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert f"holds 1 unusable chunk file(s) ({second.name} (rows 16-32): damaged: its bytes fail their checksum)" \
+        in warning
+
+
+def test_entries_of_an_earlier_version_without_checksums_are_encoded_again(tmp_path: Path,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    store = EmbeddingStore(tmp_path)
+    with pytest.raises(RuntimeError):
+        store.get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(fail_after=1), chunk_size=16, progress=False)
+    (chunk,) = store.folder(key_for(TEXTS)).glob("chunk_*.npy")
+    chunk.rename(chunk.with_name("chunk_0000000000_0000000016.npy"))  # the name format 2 wrote
+    encoder = CountingEncoder()
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
+        store.get_or_encode(key_for(TEXTS), TEXTS, encoder, chunk_size=16, progress=False)
+    assert encoder.rows == 50
+    assert "no checksum in its name (written by an earlier version)" in caplog.text
+
+    manifest_path = store.folder(key_for(TEXTS)) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({k: v for k, v in manifest.items() if k != "checksums"}))
+    assert store.cached(key_for(TEXTS), 50) is None

@@ -22,7 +22,9 @@ __all__ = ["StoreKey", "fingerprint_texts"]
 
 # Bump when the layout, the manifest or the way vectors are computed changes: old entries are then rebuilt.
 # 2: length-ordered chunks (other batches, so other float rounding than format 1), batch size and precision keyed.
-_FORMAT = 2
+# 3: checksums: in every chunk file's name, and per block of embeddings.npy in the manifest (older entries
+#    cannot be verified, so they are encoded again); corpus keys no longer hold query-side instruction settings.
+_FORMAT = 3
 _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
 
 
