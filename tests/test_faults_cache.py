@@ -138,8 +138,8 @@ def _outputs(out: Path) -> dict[str, Any]:
 def _broken_files(root: Path, *, hidden_ok: bool = False) -> list[str]:
     """Files under ``root`` that are half-written (do not parse) or temporary leftovers (hidden names)."""
     broken = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != ".disastir-results.lock"):
-        if any(part.startswith(".") for part in path.relative_to(root).parts):  # the lock file stays, empty
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name not in (".disastir-results.lock", ".lock")):
+        if any(part.startswith(".") for part in path.relative_to(root).parts):  # lock files stay (tiny)
             if not hidden_ok:
                 broken.append(f"{path}: temporary leftover")
             continue
@@ -421,9 +421,15 @@ def test_kill_9_inside_the_result_writer_leaves_no_half_file(tiny: Path, referen
 def test_two_runs_at_once_on_one_cache_and_output_folder(tiny: Path, reference: Path, tmp_path: Path) -> None:
     shared = {"barrier": str(tmp_path / "barrier"), "slow": 0.05}  # mteb writes go through atomic_result_cache
     children = [_start(tiny, tmp_path / "cache", tmp_path / "out", **shared) for _ in range(2)]
+    counts, logs = [], []
     for child in children:
-        _, stderr = child.communicate(timeout=300)
+        stdout, stderr = child.communicate(timeout=300)
         assert child.returncode == 0, stderr[-3000:]
+        counts.append(json.loads(stdout.strip().splitlines()[-1]))
+        logs.append(stderr)
+    # Before the entry lock, each run encoded all 300 passages; now the second waits and serves the first's.
+    assert sum(count["passages"] for count in counts) == N_PASSAGES
+    assert any("is being encoded by another run (process " in log for log in logs)
     assert _outputs(tmp_path / "out") == _outputs(reference)
     assert _broken_files(tmp_path / "out") == [] and _broken_files(tmp_path / "cache") == []
     run_settings = next((tmp_path / "out").rglob("run_settings.jsonl")).read_text().splitlines()
@@ -473,8 +479,16 @@ def test_package_never_unpickles_or_trusts_remote_code_by_default() -> None:
 
 
 def _result_set(reference: Path, tmp_path: Path) -> Path:
+    """A copy of the reference run, relabelled as run on a user's own data (no per-query files).
+
+    ``submit`` refuses results on generated data (``tests/test_submit.py``); these cases are about paths.
+    """
     copy = tmp_path / "results"
-    shutil.copytree(reference, copy)
+    shutil.copytree(reference, copy, ignore=shutil.ignore_patterns("disastir_per_query"))
+    for task_file in copy.rglob("DisastIR-*.json"):
+        data = json.loads(task_file.read_text(encoding="utf-8"))
+        data["scores"]["test"][0]["disastir_data"] = "local folder data"
+        task_file.write_text(json.dumps(data), encoding="utf-8")
     return copy
 
 
@@ -558,3 +572,47 @@ def test_export_never_writes_outside_out(on_tiny: Path, tmp_path: Path) -> None:
     assert link.is_dir() and not link.is_symlink()
     assert {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "out", "outside"]  # no leftovers beside --out
+
+
+# ---------------------------------------------------------------------- encode once across settings
+
+
+def _run(model: Any, tasks: list[str], cache: Path, out: Path, **settings: Any) -> SharedCorpusSearch:
+    from disastir_mteb.runner import build_search
+
+    search = {"search": "ann", "ann_params": {"threads": 1}} if settings.pop("search", None) == "ann" else {}
+    searcher = build_search(model, cache_dir=cache, progress=False, devices=None,
+                            ann=resolve_params("paper", threads=1) if search else None, **settings)
+    evaluate(searcher, tasks, output_folder=out, show_progress=False, **search)
+    return searcher
+
+
+def test_options_that_only_touch_queries_encode_no_passage(on_tiny: Path, tmp_path: Path) -> None:
+    """Before, the corpus key held the query-side instruction setting: each --instructions encoded the corpus again."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    first = _run(HashingEncoder(), TASKS, cache, out, instructions="none")
+    assert first.passages_encoded == N_PASSAGES
+    for settings in ({"instructions": "disastir"}, {"instructions": "dmretriever"},
+                     {"instructions": "dmretriever", "template": "instruct-query"}, {},
+                     {"instructions": "disastir", "search": "ann"}):
+        again = _run(HashingEncoder(), TASKS[:2], cache, out, **dict(settings))
+        assert again.passages_encoded == 0, settings
+        if settings.get("instructions") not in (None, "none") and "search" not in settings:
+            assert again.queries_encoded > 0, settings  # the queries differ, so their vectors are keyed apart
+    instructed = _run(HashingEncoder(), TASKS[:1], cache, out, instructions="disastir", instruct_passages=True)
+    assert instructed.passages_encoded == N_PASSAGES  # instructed passages are other texts: their own entry
+    assert len(list((cache / "corpus").rglob("manifest.json"))) == 2
+
+
+def test_instructions_changed_with_a_real_model_reuse_the_corpus_byte_for_byte(
+        on_tiny: Path, tmp_path: Path, bundled_model: Any) -> None:
+    cache = tmp_path / "cache"
+    _run(bundled_model, TASKS[:1], cache, tmp_path / "none", instructions="none")
+    (entry,) = (cache / "corpus").rglob("embeddings.npy")
+    before = np.array(np.load(entry))
+    again = _run(bundled_model, TASKS[:1], cache, tmp_path / "disastir", instructions="disastir")
+    assert again.passages_encoded == 0 and again.queries_encoded > 0
+    fresh = _run(bundled_model, TASKS[:1], tmp_path / "fresh", tmp_path / "fresh-out", instructions="disastir")
+    (fresh_entry,) = (tmp_path / "fresh" / "corpus").rglob("embeddings.npy")
+    assert np.array_equal(np.load(fresh_entry), before)  # what the second run would have encoded is what it reused
+    assert _outputs(tmp_path / "disastir") == _outputs(tmp_path / "fresh-out") != {}

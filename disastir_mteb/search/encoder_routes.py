@@ -55,12 +55,41 @@ def _task_prompt(model: Any, task_metadata: TaskMetadata, prompt_type: PromptTyp
     return str(prompts.get(name, name))
 
 
-def _passage_prompt(model: Any, task_metadata: TaskMetadata) -> str:
-    """Everything besides the text that decides a passage embedding; part of the cache key."""
+#: Experiment settings that only decide what QUERIES look like (``with_instructions``): they key query
+#: vectors, never passage vectors, unless the passages are instructed too.
+_QUERY_SIDE_SETTINGS = ("disastir_instructions", "disastir_template")
+
+
+def _instructs_passages(model: Any) -> bool:
+    """Whether the instruction settings reach passages: instructed passages, or a model instructing its own."""
+    from disastir_mteb.models.adapter import InstructedEncoder
+
+    if not isinstance(model, InstructedEncoder):
+        return True  # settings named by someone else: keep them all, a changed key costs work, never a wrong vector
+    return model.config.passages or (model.model_prompt is not None
+                                     and bool(getattr(model.model, "apply_instruction_to_passages", False)))
+
+
+def _query_prompt(model: Any, task_metadata: TaskMetadata) -> str:
+    """Everything besides the text that decides a query embedding (the task, every setting); part of the cache key."""
+    return f"task={task_metadata.name} | {_passage_prompt(model, task_metadata, queries=True)}"
+
+
+def _passage_prompt(model: Any, task_metadata: TaskMetadata, *, queries: bool = False) -> str:
+    """Everything besides the text that decides a passage embedding; part of the cache key.
+
+    Query-side settings (the instruction set and template of ``with_instructions``) are left out
+    unless they reach the passages, so a run with other instructions serves the corpus it already
+    encoded: the passages it would send are byte for byte the same. ``queries``: keep them (for
+    :func:`_query_prompt`).
+    """
     parts = []
-    experiment = getattr(getattr(model, "mteb_model_meta", None), "experiment_kwargs", None)
+    experiment = dict(getattr(getattr(model, "mteb_model_meta", None), "experiment_kwargs", None) or {})
+    if not queries and not _instructs_passages(model):
+        for name in _QUERY_SIDE_SETTINGS:
+            experiment.pop(name, None)
     if experiment:
-        parts.append(json.dumps(dict(experiment), sort_keys=True, default=str))
+        parts.append(json.dumps(experiment, sort_keys=True, default=str))
     config = getattr(model, "config", None)
     if isinstance(config, InstructionConfig) and config.passages and task_metadata.name in _DISASTIR:
         parts.append(config.format(get_spec(task_metadata.name).intent, "{passage}"))

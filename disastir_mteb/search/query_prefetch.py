@@ -15,7 +15,7 @@ import numpy as np
 from mteb._create_dataloaders import _retrieval_texts
 from mteb.types import PromptType
 
-from disastir_mteb.search.encoder_routes import _DISASTIR, _passage_prompt, _sentence_transformer_route
+from disastir_mteb.search.encoder_routes import _DISASTIR, _query_prompt, _sentence_transformer_route
 from disastir_mteb.search.encoding import SentenceTransformerPipeline, length_order
 from disastir_mteb.search.store import _encode_in_memory
 
@@ -98,7 +98,7 @@ def _joint_query_embeddings(searcher: SharedCorpusSearch, items: list[tuple[Any,
     planned = []
     for (task, data), route in zip(items, routes, strict=True):
         raw = _retrieval_texts(data["queries"], PromptType.query)
-        key_prompt = f"task={task.metadata.name} | {_passage_prompt(searcher.model, task.metadata)}"
+        key_prompt = _query_prompt(searcher.model, task.metadata)
         cached = None if searcher.store is None else searcher.store.cached(
             searcher._store_key("queries", raw, key_prompt, batch_size), len(raw))
         final = raw if route.transform is None else [route.transform(text) for text in raw]  # type: ignore[union-attr]
