@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import write_layout
+from disastir_mteb.benchmark.sample import MARKER
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.results import results_repository
 from disastir_mteb.results.results_repository import CHECKS
@@ -45,11 +46,22 @@ def _run(data: Path, model: Any, tasks: list[str], out: Path, **kwargs: Any) -> 
 
 
 @pytest.fixture(scope="module")
-def hashing_results(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def own_data(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample's files without the generator's marker: a user's own folder, not generated data.
+
+    ``submit`` refuses results on generated data, so what it is to accept must come from data that is not.
+    """
+    folder = tmp_path_factory.mktemp("own") / "data"
+    shutil.copytree(sample_data, folder, ignore=shutil.ignore_patterns(MARKER))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hashing_results(own_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A plain run of three tasks and an instruction experiment of two, as the runner writes them."""
     out = tmp_path_factory.mktemp("hashing-results")
-    _run(sample_data, HashingEncoder(), TASKS, out)
-    _run(sample_data, HashingEncoder(), TASKS[:2], out, instructions="disastir")
+    _run(own_data, HashingEncoder(), TASKS, out)
+    _run(own_data, HashingEncoder(), TASKS[:2], out, instructions="disastir")
     return out
 
 
@@ -522,3 +534,29 @@ def test_submit_command_line(minilm_results: Path, tmp_path: Path, capsys: pytes
     assert cli.main(["submit", "--check", "--out", str(out)]) == 1
     assert "model_meta.json" in capsys.readouterr().out
     assert cli.main(["submit", str(tmp_path / "none"), "--out", str(out)]) == 2
+
+
+def test_results_on_generated_data_are_refused(sample_data: Path, hashing_results: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from disastir_mteb import cli
+
+    synthetic = tmp_path / "sample-run"
+    _run(sample_data, HashingEncoder(name="org/sample-model"), TASKS[:1], synthetic)
+    refused = (r"^Refusing to submit .*org__sample-model/1: its scores were computed on generated data \(local folder "
+               r"sample-small-seed0-v2 \(synthetic sample, scale small, seed 0\)\), so they are not DisastIR results; "
+               r"run the model on the DisastIR data \(without --data sample or a generated DISASTIR_DATA_DIR\) and "
+               r"submit that\.$")
+    with pytest.raises(ValueError, match=refused):
+        submit(synthetic, tmp_path / "out")
+    assert cli.main(["submit", str(synthetic), "--out", str(tmp_path / "out")]) == 2
+    printed = capsys.readouterr()
+    assert "ready for a pull request" not in printed.out  # before: "No errors: ready for a pull request", rc 0
+    assert len(printed.err.splitlines()) == 1 and "are not DisastIR results" in printed.err
+    assert not (tmp_path / "out").exists()  # nothing written
+
+    both = tmp_path / "both"  # a real run beside it: refused as a whole, or the real one picked with --model
+    shutil.copytree(hashing_results, both)
+    shutil.copytree(synthetic, both, dirs_exist_ok=True)
+    with pytest.raises(ValueError, match=refused):
+        submit(both, tmp_path / "out")
+    assert submit(both, tmp_path / "out", model=HASHING).ok

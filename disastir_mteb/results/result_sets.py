@@ -17,6 +17,8 @@ own name (:attr:`ResultSet.file_scores`: the scores under those). Labels people 
 Reading: :func:`load_result_set` and :func:`find_result_sets` read the full set unless given another
 ``split`` (what they always did, so their callers see no Test or DevLite set by accident);
 :func:`load_result_sets` gives every set of one folder, :func:`collect_result_sets` every set under a path.
+Every set is read through :func:`load_result_set`, which refuses impossible scores
+(:mod:`~disastir_mteb.results.score_checks`): what ``report``, ``compare``, the leaderboard and ``submit`` show.
 
 Labels: :attr:`ResultSet.setting` is readable ("ANN (HNSW M=16, ef=64)", :mod:`disastir_mteb.results.settings`,
 whose :func:`describe_setting` and :func:`describe_search` this module re-exports); the raw values stay in
@@ -42,6 +44,7 @@ from disastir_mteb.benchmark.taxonomy import (
 )
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
+from disastir_mteb.results.score_checks import read_task_record, refuse_impossible_scores
 from disastir_mteb.results.settings import describe_search, describe_setting
 
 __all__ = ["ResultSet", "collect_result_sets", "describe_search", "describe_setting", "find_result_sets",
@@ -54,8 +57,6 @@ def _task_files(paths: object, split: Split | None = None) -> list[Path]:
     """
     return sorted(path for path in paths if path.stem in ALL_TASK_NAMES  # type: ignore[attr-defined]
                   and (split is None or get_spec(path.stem).split is split))
-
-
 
 
 @dataclass
@@ -179,7 +180,7 @@ class ResultSet:
         """
         if task not in self._records:
             try:
-                self._records[task] = _read_record(self.folder / f"{self.file_task(task)}.json")
+                self._records[task] = read_task_record(self.folder / f"{self.file_task(task)}.json")
             except (OSError, ValueError):
                 self._records[task] = {}
         return self._records[task]
@@ -227,21 +228,6 @@ class ResultSet:
         return self._per_query[task]
 
 
-def _read_record(path: Path) -> dict[str, Any]:
-    """The test score block of a task file, with ``dataset_revision`` and a float ``main_score``.
-
-    Raises:
-        ValueError: not an mteb result file with a test score.
-    """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        block = dict(data["scores"]["test"][0])
-        return {**block, "main_score": float(block["main_score"]), "dataset_revision": data.get("dataset_revision")}
-    except (ValueError, KeyError, IndexError, TypeError) as error:
-        raise ValueError(f"{path} is not an mteb result file with a test score ({type(error).__name__}: "
-                         f"{error}).") from None
-
-
 def _splits_in(folder: Path) -> list[Split]:
     """The splits of the DisastIR task files directly in ``folder``, in :data:`SPLITS` order."""
     found = {get_spec(path.stem).split for path in _task_files(folder.glob("DisastIR-*.json"))}
@@ -258,7 +244,8 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
 
     Raises:
         FileNotFoundError: the folder holds no task file of ``split`` (the message names the splits it holds).
-        ValueError: a task file is not an mteb result, or ``split`` is not a split.
+        ValueError: a task file is not an mteb result or holds an impossible score (out of range, not finite, or
+            unlike its per-query file: :mod:`~disastir_mteb.results.score_checks`), or ``split`` is not a split.
     """
     folder, split = Path(folder), parse_split(split)
     files = _task_files(folder.glob("DisastIR-*.json"), split)
@@ -273,11 +260,24 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
     meta = meta if isinstance(meta, dict) else {}
     revision_folder = folder.parent.parent if folder.parent.name == "experiments" else folder
     model = meta.get("name") or revision_folder.parent.name.replace("__", "/")
-    records = {get_spec(path.stem).base.name: _read_record(path) for path in files}
+    records = {path: read_task_record(path) for path in files}
+    beside = {path: per_query_file(folder, path.stem) for path in files}
+    per_query = {path: (beside[path], kept) for path in files if (kept := _per_query_at(beside[path])) is not None}
+    refuse_impossible_scores(records, model=str(model), per_query=per_query)  # what report, compare, submit read
+    task = {path: get_spec(path.stem).base.name for path in files}  # scores are keyed by the full set's names
     return ResultSet(folder=folder, model=str(model), revision=revision_folder.name,
                      experiment=dict(meta.get("experiment_kwargs") or {}),
-                     scores={task: record["main_score"] for task, record in records.items()}, split=split,
-                     meta=meta, _records=records)
+                     scores={task[path]: record["main_score"] for path, record in records.items()}, split=split,
+                     meta=meta, _records={task[path]: record for path, record in records.items()},
+                     _per_query={task[path]: found for path, (_, found) in per_query.items()})
+
+
+def _per_query_at(path: Path) -> PerQuery | None:
+    """The per-query record at ``path``; None when there is none or it cannot be read (no claim then)."""
+    try:
+        return read_per_query(path) if path.is_file() else None
+    except ValueError:
+        return None
 
 
 def load_result_sets(folder: str | Path) -> list[ResultSet]:

@@ -19,6 +19,10 @@ Nothing is written outside ``out``: folder names come from the result folders (r
 ``..`` never names one), a model or task name that would read as a path (``..``, ``/``) is refused,
 and so is any target that a symbolic link inside ``out`` leads outside it, and an ``out`` whose
 ``results/`` folder already holds the result sets to submit (the run's own folder).
+
+Only DisastIR results are submitted: a set computed on generated data (``--data sample``; its task files and
+per-query files record it) is refused before anything is written, and so is a set holding an impossible score
+(read through :func:`~disastir_mteb.results.result_sets.load_result_set`, :mod:`~disastir_mteb.results.score_checks`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 
 from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES
 from disastir_mteb.results import results_repository as repo
+from disastir_mteb.results.provenance import provenance_of
 from disastir_mteb.results.result_sets import ResultSet, find_result_sets, load_result_sets
 from disastir_mteb.results.results_repository import EXPERIMENTS, MODEL_META, RUN_SETTINGS
 from disastir_mteb.results.submission_checks import Problem, validate_folders, validate_submission
@@ -110,11 +115,13 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
 
     Raises:
         FileNotFoundError: ``results`` does not exist or holds no DisastIR results.
-        ValueError: ``out/results`` already holds the sets; no result set of ``model``; an experiment set
+        ValueError: a set was computed on generated data (the sample: not DisastIR results); ``out/results``
+            already holds the sets; no result set of ``model``; an experiment set
             whose revision folder would have no ``model_meta.json``; two sets for one target folder.
         FileExistsError: files in ``out`` differ from the ones to submit and ``overwrite`` is False.
     """
     sources = _pick_result_sets(Path(results).resolve(), model)
+    _refuse_synthetic(sources)
     _refuse_copy_onto_itself(Path(results), Path(out), sources)
     root = Path(out) / "results"
     targets: dict[Path, ResultSet] = {}
@@ -160,6 +167,21 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
     return SubmissionReport(folder=root, sources=tuple(s.folder for s in targets.values()),
                             written=tuple(sorted(set(writes) - unchanged)), unchanged=tuple(sorted(unchanged)),
                             problems=tuple(problems))
+
+
+def _refuse_synthetic(sources: list[ResultSet]) -> None:
+    """Refuse result sets computed on generated data: they exercise the pipeline and are not DisastIR results.
+
+    Any query set of a source's folder counts (the folder is copied as a whole). Sets that do not record their data
+    (:attr:`ResultSet.synthetic` None: files from before the record) are not refused: nothing says they are generated.
+    """
+    synthetic = [found for source in sources for found in load_result_sets(source.folder) if found.synthetic]
+    if synthetic:
+        first, others = synthetic[0], len(synthetic) - 1
+        more = f" (and {others} more result set(s) here)" if others else ""
+        raise ValueError(f"Refusing to submit {first.folder}{more}: its scores were computed on generated data "
+                         f"({provenance_of(first).dataset}), so they are not DisastIR results; run the model on the "
+                         "DisastIR data (without --data sample or a generated DISASTIR_DATA_DIR) and submit that.")
 
 
 def _refuse_copy_onto_itself(results: Path, out: Path, sources: list[ResultSet]) -> None:
