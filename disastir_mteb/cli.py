@@ -128,10 +128,19 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="Tables, published numbers beside ours, heatmaps and bar charts for "
                                             "result folders (one or several models, exact and ANN).")
     report.add_argument("results", nargs="+", help="mteb result folders (any level: output, model, revision)")
-    report.add_argument("--out", help="folder for report.md / report.html / scores.csv and the PNG figures")
+    report.add_argument("--out", help="folder for report.md / report.html / scores.csv and the figures")
     report.add_argument("--model", nargs="*", help="keep result sets whose model name contains one of these")
     report.add_argument("--format", nargs="*", choices=["md", "csv", "html"],
                         help="files to write into --out (default: md csv)")
+    report.add_argument("--figure-format", nargs="+", choices=["png", "pdf", "svg"], default=None,
+                        help="formats of the heatmaps and bar chart, several allowed, e.g. pdf svg for a paper "
+                             "(default: png, for md and html; those embed png or svg, so a png comes with pdf alone)")
+    report.add_argument("--no-figure-title", action="store_true",
+                        help="figures without titles (the caption goes in the paper; the files' metadata keep them)")
+    report.add_argument("--colour-scale", "--color-scale", dest="colour_scale", default="data",
+                        choices=["data", "0-100"],
+                        help="heatmap colours: data (default: fitted to each grid's lowest and highest score) or "
+                             "0-100 (fixed, so heatmaps of several models compare by eye); the colour bar says which")
     report.set_defaults(func=commands.report)
 
     board = sub.add_parser("leaderboard", help="Serve mteb's leaderboard app offline with DisastIR in its menu: your "

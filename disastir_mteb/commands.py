@@ -200,12 +200,19 @@ def report(args: argparse.Namespace) -> int:
     if not sets:
         wanted = f" for model(s) {', '.join(args.model)}" if args.model else ""
         raise FileNotFoundError(f"No DisastIR result sets{wanted} under {', '.join(args.results)}.")
+    figures = {"--figure-format": args.figure_format, "--no-figure-title": args.no_figure_title,
+               "--colour-scale": args.colour_scale != "data"}
+    if not args.out and any(figures.values()):
+        flags = [flag for flag, given in figures.items() if given]
+        raise ValueError(f"{' and '.join(flags)} {'shape' if len(flags) > 1 else 'shapes'} the figures written with "
+                         "--out; pass --out DIR.")
     print(report_text(sets), end="")
     if args.out:
-        written = write_report(sets, args.out, formats=args.format or ["md", "csv"])
+        written = write_report(sets, args.out, formats=args.format or ["md", "csv"], figure_formats=args.figure_format,
+                               figure_titles=not args.no_figure_title, colour_scale=args.colour_scale)
         print(f"Wrote {len(written)} file(s) to {Path(args.out).resolve()}: "
               f"{', '.join(sorted({p.name for p in written if not p.name.startswith('heatmap-')}))} "
-              f"and {sum(p.name.startswith('heatmap-') for p in written)} heatmap(s).")
+              f"and {sum(p.name.startswith('heatmap-') for p in written)} heatmap file(s).")
     return 0
 
 

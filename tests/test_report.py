@@ -255,3 +255,57 @@ def test_paired_test_and_kendall_tau() -> None:
     assert math.isnan(kendall_tau(scores, dict.fromkeys(scores, 0.5))[0])
     with pytest.raises(ValueError, match="at least two models"):
         kendall_tau(scores, {"a": 0.1})
+
+
+def _svg_texts(path: Path) -> list[str]:
+    """The text drawn in an SVG (kept as <text> elements for editing), not its metadata."""
+    import xml.etree.ElementTree as ElementTree
+
+    root = ElementTree.parse(path).getroot()  # raises unless the file is well-formed XML
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    return ["".join(node.itertext()) for node in root.iter("{http://www.w3.org/2000/svg}text")]
+
+
+def test_figures_for_papers_pdf_svg_untitled_and_a_fitted_colour_scale(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from disastir_mteb.results.plots import colour_limits
+
+    result = _published_set("intfloat/e5-small-v2")  # the paper's 48 cells: 100 x min and max set the scale
+    low, high = 100 * min(result.scores.values()), 100 * max(result.scores.values())
+    assert colour_limits(result.grid) == (low, high) and colour_limits(result.grid, "0-100") == (0.0, 100.0)
+    assert 0 < low < high < 100  # the fixed scale would waste colours on [0, low) and (high, 100]
+    with pytest.raises(ValueError, match=r"Unknown colour scale '0-1'; valid: data, 0-100\."):
+        colour_limits(result.grid, "0-1")
+
+    paper = tmp_path / "paper"
+    written = write_report([result], paper, formats=["md"], figure_formats=["pdf", "svg"], figure_titles=False)
+    assert sorted(p.suffix for p in written) == [".md", ".pdf", ".pdf", ".svg", ".svg"]  # md embeds the SVG: no PNG
+    title = "intfloat/e5-small-v2 — exact: NDCG@10"
+    for pdf in paper.glob("*.pdf"):
+        data = pdf.read_bytes()
+        assert data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF") and b"/Type3" not in data  # TrueType
+    [heatmap_svg] = paper.glob("heatmap-*.svg")
+    texts = _svg_texts(heatmap_svg)
+    assert title not in texts and f"NDCG@10 (x100), scale fitted: {low:.2f}–{high:.2f}" in texts  # the bar says it
+    assert _svg_texts(paper / "intents.svg") and "NDCG@10 per intent" not in " ".join(_svg_texts(paper / "intents.svg"))
+    assert f"]({heatmap_svg.name})" in (paper / "report.md").read_text()
+
+    titled = write_report([result], tmp_path / "titled", formats=[], figure_formats=["svg"], colour_scale="0-100")
+    [svg] = [p for p in titled if p.name.startswith("heatmap-")]
+    assert title in _svg_texts(svg) and "NDCG@10 (x100), fixed scale 0–100" in _svg_texts(svg)
+
+    with pytest.raises(ValueError, match=r"Unknown figure format\(s\) \['eps'\]; valid: png, pdf, svg\."):
+        write_report([result], tmp_path / "eps", figure_formats=["eps"])
+    assert not (tmp_path / "eps").exists()
+    results = tmp_path / "runs" / "results" / "intfloat__e5-small-v2" / ("a" * 40)
+    results.mkdir(parents=True)
+    for name, score in result.scores.items():
+        (results / f"{name}.json").write_text(json.dumps({"task_name": name, "scores": {"test": [
+            {"main_score": score, "ndcg_at_10": score, "hf_subset": "default"}]}}), encoding="utf-8")
+    out = tmp_path / "cli"
+    assert cli.main(["report", str(results), "--out", str(out), "--format", "md", "--figure-format", "pdf"]) == 0
+    assert sorted(p.suffix for p in out.iterdir()) == [".md", ".pdf", ".pdf", ".png", ".png"]  # PDFs, PNGs for the md
+    capsys.readouterr()
+    assert cli.main(["report", str(results), "--colour-scale", "0-100", "--no-figure-title"]) == 2
+    assert capsys.readouterr().err == ("disastir-mteb report: --no-figure-title and --colour-scale shape the figures "
+                                       "written with --out; pass --out DIR.\n")

@@ -17,29 +17,24 @@ one Table 3 row each, labelled by model and settings (``all-MiniLM-L6-v2 — exa
 ef=64)``), and Kendall's tau between the A and B rankings of the rows, computed on the tasks every pair
 holds; where it cannot be computed, the reason is said once.
 
-Pairing (:func:`pair_sets`), on one query set (full, DisastIR-Test or DisastIR-DevLite; rankings across
-query sets are :mod:`disastir_mteb.results.split_agreement`), never a set with itself:
-
-1. sets of the same model and settings (two runs of one setting: two result roots, two revisions);
-2. then sets of the same model and settings but the search (exact against ANN, the paper's Table 3);
-3. when neither pairs anything and one side holds a single set, that set against each set of the
-   other side (a revision folder holding exact and ANN runs against an instructions experiment).
-
-Sets left without a pair are listed, never silently dropped.
+Which sets are compared with which is :mod:`disastir_mteb.results.pairing` (on one query set; rankings across
+query sets are :mod:`disastir_mteb.results.split_agreement`); :func:`pairing_text` prints its pairs, and names
+the sets left without one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from disastir_mteb.benchmark.taxonomy import INTENTS, Intent, get_spec
 from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.results.pairing import Pairing, pair_sets
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
 
 __all__ = ["PARTIAL", "Comparison", "Pairing", "compare_sets", "pair_sets", "pairing_text", "rankings_text",
-           "top10_recall"]
+           "top10_recall"]  # Pairing and pair_sets are re-exported from pairing
 
 #: Marks a mean over fewer tasks than the paper's (an intent over fewer than 8 categories, an overall over fewer
 #: than 6 intents or incomplete ones).
@@ -236,75 +231,6 @@ def compare_sets(a: ResultSet, b: ResultSet) -> Comparison:
     recalls = {task: recall for task in common if (recall := top10_recall(a, b, task)) is not None}
     return Comparison(a, b, ScoreGrid({t: a.scores[t] for t in common}), ScoreGrid({t: b.scores[t] for t in common}),
                       ScoreGrid(recalls))
-
-
-@dataclass(frozen=True)
-class Pairing:
-    """What :func:`pair_sets` pairs: (A, B) pairs, and the sets of either side left without one."""
-
-    pairs: tuple[tuple[ResultSet, ResultSet], ...]
-    unpaired: tuple[ResultSet, ...] = ()
-
-    def unpaired_text(self) -> str:
-        """One line naming the sets left without a pair ("" when none is)."""
-        if not self.unpaired:
-            return ""
-        return ("Not paired (no set of the same model and settings, or the same but the search, on the other side): "
-                + "; ".join(result.display_label for result in self.unpaired) + ".")
-
-
-def _setting(result: ResultSet) -> tuple[str, str, str]:
-    return result.model, repr(sorted(result.experiment.items())), result.split.value
-
-
-def _setting_but_search(result: ResultSet) -> tuple[str, str, str]:
-    settings = {k: v for k, v in result.experiment.items() if k != "disastir_search"}
-    return result.model, repr(sorted(settings.items())), result.split.value
-
-
-def _same(x: ResultSet, y: ResultSet) -> bool:
-    return x.folder.resolve() == y.folder.resolve() and x.split is y.split
-
-
-def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> Pairing:
-    """Pairs (A from ``first``, B from ``second``) on one query set, by the rules of the module docstring.
-
-    A set on both sides (a revision folder against one of its experiments) is never paired with itself.
-
-    Raises:
-        ValueError: no pair can be formed (the sets of each side are named).
-    """
-    pairs: list[tuple[ResultSet, ResultSet]] = []
-    used: list[ResultSet] = []
-
-    def unused(result: ResultSet) -> bool:
-        return not any(result is other for other in used)
-
-    rules: list[tuple[Callable[[ResultSet], object], bool]] = [(_setting, False), (_setting_but_search, True)]
-    for key, many in rules:  # one B per A for identical settings; an exact run against each of its ANN runs
-        found = []
-        for a in [x for x in first if unused(x)]:
-            matches = [b for b in second if unused(b) and key(b) == key(a) and not _same(a, b)
-                       and not any(b is y for _, y in found)]
-            matches.sort(key=lambda b: b.revision != a.revision)  # the same revision first
-            found += [(a, b) for b in (matches if many else matches[:1])]
-        pairs += found
-        used += [x for pair in found for x in pair]
-    if not pairs and len(second) == 1:  # one set held against each set of the other side
-        pairs = [(a, second[0]) for a in first if not _same(a, second[0]) and a.split is second[0].split]
-    elif not pairs and len(first) == 1:
-        pairs = [(first[0], b) for b in second if not _same(first[0], b) and b.split is first[0].split]
-    used = [x for pair in pairs for x in pair]
-    if not pairs:
-        raise ValueError("No pair to compare: no set has one of the same model and settings (or the same but the "
-                         "search) on the other side, and neither side is a single set. A holds: "
-                         + "; ".join(r.display_label for r in first) + ". B holds: "
-                         + "; ".join(r.display_label for r in second) + ". Pass one result set on one side.")
-    unpaired: list[ResultSet] = []  # each set once, even when it is on both sides
-    for x in (*first, *second):
-        if not any(_same(x, y) for y in (*used, *unpaired)):
-            unpaired.append(x)
-    return Pairing(tuple(pairs), tuple(unpaired))
 
 
 def _row_labels(comparisons: Sequence[Comparison]) -> list[str]:

@@ -1,10 +1,16 @@
 """Figures for reports: the 6 x 8 NDCG@10 heatmap of one result set, per-intent bars across sets.
 
-matplotlib with the Agg backend (no display needed), 200 dpi PNGs, colour scale fixed to 0-100
-so that heatmaps of different models compare by eye. Missing tasks are drawn hatched and
-labelled "n/a"; their row and column means are left empty, as in the tables. Titles are wrapped to
-the figure's width; ``metadata`` (e.g. the raw run settings behind a readable title) is stored in
-the PNG's text chunks, where ``PIL.Image.open(path).text`` reads it back.
+matplotlib with the Agg backend (no display needed). Each figure is written in every format asked
+(:data:`FIGURE_FORMATS`): PNG at 200 dpi for the reports to embed, PDF and SVG for papers (vector; PDF
+with TrueType fonts, not the Type 3 fonts publishers refuse; SVG with its text kept as text, so it can be
+edited). The heatmap's colour scale is fitted to the grid's own values by default, so the observed range
+gets the whole colour map (a run between 20 and 70 is no longer squeezed into a few colours);
+``colour_scale="0-100"`` keeps the fixed scale, on which heatmaps of different models compare by eye.
+The colour bar says which. Missing tasks are drawn hatched and labelled "n/a"; their row and column means
+are left empty, as in the tables. Titles are wrapped to the figure's width, or left out (``title=None``:
+the caption goes in the paper). ``metadata`` (e.g. the raw run settings behind a readable title) is
+stored in the file: the PNG's text chunks (``PIL.Image.open(path).text``), the PDF's info dictionary
+(title and subject), the SVG's Dublin Core metadata (title and description).
 """
 
 from __future__ import annotations
@@ -18,10 +24,17 @@ import numpy as np
 from disastir_mteb.benchmark.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Intent
 from disastir_mteb.results.grid import ScoreGrid
 
-__all__ = ["heatmap", "intent_bars"]
+__all__ = ["COLOUR_SCALES", "FIGURE_FORMATS", "colour_limits", "heatmap", "intent_bars"]
+
+#: The formats a figure can be written in (a file suffix each).
+FIGURE_FORMATS = ("png", "pdf", "svg")
+#: ``data``: the heatmap's colours span the grid's own lowest and highest value; ``0-100``: the full NDCG@10 range.
+COLOUR_SCALES = ("data", "0-100")
 
 _DPI = 200
 _TITLE_CHARACTERS = {"heatmap": 95, "bars": 80}  # at 11 pt, what fits across each figure (checked by eye)
+# Vector output as journals take it: TrueType fonts in PDFs (not Type 3), real text in SVGs.
+_VECTOR_RC = {"pdf.fonttype": 42, "svg.fonttype": "none"}
 
 
 def _pyplot():
@@ -35,12 +48,33 @@ def _pyplot():
     return plt
 
 
+def _file_metadata(kind: str, metadata: Mapping[str, str]) -> dict[str, str]:
+    """``metadata`` as each format keeps it: PNG any text entry; PDF and SVG only their own keys."""
+    if kind == "png":
+        return dict(metadata)
+    text = "\n".join(value for key, value in metadata.items() if key != "Title")
+    extra = {"Subject": text} if kind == "pdf" else {"Description": text}
+    return {key: value for key, value in {"Title": metadata.get("Title", ""), **extra}.items() if value}
+
+
 def _save(figure: object, path: Path, metadata: Mapping[str, str] | None = None) -> Path:
-    """Save through a temporary file and rename: a killed run leaves no truncated PNG."""
+    """Write the figure in the format its suffix names, through a temporary file and a rename.
+
+    A killed run leaves no truncated figure.
+
+    Raises:
+        ValueError: a suffix that is not one of :data:`FIGURE_FORMATS`.
+    """
+    kind = path.suffix.lstrip(".").lower()
+    if kind not in FIGURE_FORMATS:
+        raise ValueError(f"Cannot write a figure as {path.name!r}: the file name must end in "
+                         f"{', '.join('.' + f for f in FIGURE_FORMATS)}.")
+    plt = _pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp.png")
-    figure.savefig(temporary, dpi=_DPI, bbox_inches="tight",  # type: ignore[attr-defined]
-                   metadata=dict(metadata or {}))
+    temporary = path.with_name(f".{path.name}.tmp")
+    with plt.rc_context(_VECTOR_RC):
+        figure.savefig(temporary, format=kind, dpi=_DPI, bbox_inches="tight",  # type: ignore[attr-defined]
+                       metadata=_file_metadata(kind, metadata or {}))
     temporary.replace(path)
     return path
 
@@ -50,12 +84,8 @@ def _title(text: str, figure: str) -> str:
     return textwrap.fill(text, _TITLE_CHARACTERS[figure], break_long_words=False, break_on_hyphens=False)
 
 
-def heatmap(grid: ScoreGrid, path: str | Path, *, title: str = "", metadata: Mapping[str, str] | None = None) -> Path:
-    """The 6 x 8 grid (x100) with intent means as a last column and category means as a last row.
-
-    ``metadata``: PNG text entries (``Title``, ``Description``, ...) stored in the file.
-    """
-    plt = _pyplot()
+def _heatmap_values(grid: ScoreGrid) -> np.ndarray:
+    """The 7 x 9 array drawn (x100; NaN where missing): the 6 x 8 cells, intent means last, category means below."""
     values = np.full((len(INTENTS) + 1, len(CATEGORIES) + 1), np.nan)
     for row, intent in enumerate(INTENTS):
         for column, category in enumerate(CATEGORIES):
@@ -68,10 +98,50 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str = "", metadata: Map
         values[-1, column] = np.nan if mean is None else 100 * mean
     overall = grid.overall()
     values[-1, -1] = np.nan if overall is None else 100 * overall
+    return values
+
+
+def colour_limits(grid: ScoreGrid, colour_scale: str = "data") -> tuple[float, float]:
+    """The heatmap's colour range (x100): the grid's lowest and highest score for ``data``, (0, 100) for ``0-100``.
+
+    Means lie between the scores, so the scores alone set a fitted range. A grid with no score gets (0, 100);
+    one whose scores are all equal gets that value +-0.5 (a colour scale needs a width).
+
+    Raises:
+        ValueError: ``colour_scale`` is not one of :data:`COLOUR_SCALES`.
+    """
+    if colour_scale not in COLOUR_SCALES:
+        raise ValueError(f"Unknown colour scale {colour_scale!r}; valid: {', '.join(COLOUR_SCALES)}.")
+    scores = [100 * score for score in grid.scores.values()]
+    if colour_scale == "0-100" or not scores:
+        return 0.0, 100.0
+    low, high = min(scores), max(scores)
+    return (low - 0.5, high + 0.5) if low == high else (low, high)
+
+
+def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metadata: Mapping[str, str] | None = None,
+            colour_scale: str = "data") -> Path:
+    """The 6 x 8 grid (x100) with intent means as a last column and category means as a last row.
+
+    Args:
+        grid: the scores.
+        path: the file to write; its suffix picks the format (``.png``, ``.pdf``, ``.svg``: :data:`FIGURE_FORMATS`).
+        title: the figure's title ("": a generic one; None: none, for a figure whose caption is in the paper).
+        metadata: ``Title``, ``Description`` and other entries stored in the file (PNG text chunks; a PDF keeps
+            the title and the rest as its subject, an SVG the title and the rest as its description).
+        colour_scale: ``data`` (default): colours span the grid's own range (:func:`colour_limits`); ``0-100``:
+            the full range, for heatmaps of several models compared by eye. The colour bar says which.
+
+    Raises:
+        ValueError: an unknown colour scale or file suffix.
+    """
+    low, high = colour_limits(grid, colour_scale)
+    plt = _pyplot()
+    values = _heatmap_values(grid)
 
     figure, axes = plt.subplots(figsize=(10.5, 5.2))
     colours = plt.get_cmap("YlGnBu").with_extremes(bad="#f2f2f2")
-    image = axes.imshow(np.ma.masked_invalid(values), cmap=colours, vmin=0, vmax=100, aspect="auto")
+    image = axes.imshow(np.ma.masked_invalid(values), cmap=colours, vmin=low, vmax=high, aspect="auto")
     for row in range(values.shape[0]):
         for column in range(values.shape[1]):
             value = values[row, column]
@@ -85,7 +155,8 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str = "", metadata: Map
                                                  edgecolor="#bbbbbb", linewidth=0))
                 continue
             axes.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=9,
-                      fontweight="bold" if is_mean else "normal", color="white" if value > 60 else "#1a1a1a")
+                      fontweight="bold" if is_mean else "normal",
+                      color="white" if (value - low) / (high - low) > 0.6 else "#1a1a1a")  # on the darker blues
     axes.axhline(len(INTENTS) - 0.5, color="white", linewidth=3)
     axes.axvline(len(CATEGORIES) - 0.5, color="white", linewidth=3)
     names = [textwrap.fill(CATEGORY_FULL_NAMES[c], 14, break_long_words=False) for c in CATEGORIES]
@@ -96,25 +167,28 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str = "", metadata: Map
     for spine in axes.spines.values():
         spine.set_visible(False)
     bar = figure.colorbar(image, ax=axes, fraction=0.03, pad=0.02)
-    bar.set_label("NDCG@10 (x100)")
-    axes.set_title(_title(title or "DisastIR NDCG@10", "heatmap"), fontsize=11, loc="left")
+    fitted = colour_scale == "data" and bool(grid.scores)
+    bar.set_label(f"NDCG@10 (x100), scale fitted: {low:.2f}–{high:.2f}" if fitted
+                  else "NDCG@10 (x100), fixed scale 0–100")
+    if title is not None:
+        axes.set_title(_title(title or "DisastIR NDCG@10", "heatmap"), fontsize=11, loc="left")
     path = _save(figure, Path(path), metadata)
     plt.close(figure)
     return path
 
 
-def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str = "",
+def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str | None = "",
                 published: Mapping[str, Mapping[Intent | None, float]] | None = None,
                 metadata: Mapping[str, str] | None = None) -> Path:
     """Grouped bars: per intent (and the overall mean), one bar per result set.
 
     Args:
         grids: legend label -> grid, in legend order.
-        path: the PNG to write.
-        title: figure title.
+        path: the file to write; its suffix picks the format (:data:`FIGURE_FORMATS`).
+        title: figure title ("": a generic one; None: none).
         published: legend label -> {intent (None = overall): published score}, drawn as black
             ticks over that set's bars.
-        metadata: PNG text entries (``Title``, ``Description``, ...) stored in the file.
+        metadata: ``Title``, ``Description`` and other entries stored in the file (as :func:`heatmap` stores them).
     """
     plt = _pyplot()
     labels: Sequence[str] = list(grids)
@@ -153,7 +227,8 @@ def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str 
         names.append("published (black ticks)")
     axes.legend(handles, names, fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.09),
                 ncol=1 if max(map(len, names)) > 40 else min(3, len(names)))
-    axes.set_title(_title(title or "DisastIR NDCG@10 per intent", "bars"), fontsize=11, loc="left")
+    if title is not None:
+        axes.set_title(_title(title or "DisastIR NDCG@10 per intent", "bars"), fontsize=11, loc="left")
     path = _save(figure, Path(path), metadata)
     plt.close(figure)
     return path

@@ -5,8 +5,9 @@ A report takes any number of result sets (models, exact and ANN, instruction set
 the paper's row and column order) with per-intent, per-category and overall means (means of
 means, as the paper), and, where the model is in the published tables (:mod:`disastir_mteb.results.published`),
 the published numbers beside ours with the difference. Figures: a heatmap per set and per-intent
-bars across sets (:mod:`disastir_mteb.results.plots`). Missing tasks are shown as missing; a mean over
-them is never computed.
+bars across sets, in PNG, PDF or SVG, titled or not, the heatmaps' colours fitted to each grid or on the fixed
+0-100 scale (:mod:`disastir_mteb.results.report_figures`, drawn by :mod:`disastir_mteb.results.plots`).
+Missing tasks are shown as missing; a mean over them is never computed.
 
 The content is built once as a list of blocks (headings, paragraphs, tables, images) and rendered
 to Markdown, HTML or plain text (:mod:`disastir_mteb.results.report_format`), so the formats cannot drift apart.
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,16 +37,25 @@ from disastir_mteb.benchmark.task_record import DATA_KEY
 from disastir_mteb.benchmark.taxonomy import (
     CATEGORIES,
     INTENTS,
-    SPLITS,
     Intent,
     Split,
-    benchmark_name,
     get_spec,
     task_name,
 )
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.provenance import NOT_RECORDED, provenance_of
 from disastir_mteb.results.published import SOURCES, PublishedScores, published_for
+from disastir_mteb.results.report_figures import (
+    SYNTHETIC_NOTICE,
+    bars_tag,
+    benchmark_names,
+    check_figure_options,
+    heatmap_names,
+    legend_labels,
+    published_ticks,
+    tagged,
+    write_figures,
+)
 from disastir_mteb.results.report_format import (
     Block,
     Heading,
@@ -67,8 +76,6 @@ __all__ = ["FORMATS", "build_report", "provenance_blocks", "report_text", "write
 FORMATS = ("md", "csv", "html")
 
 
-SYNTHETIC_NOTICE = "Synthetic data: scores exercise the pipeline and are not DisastIR results."
-SYNTHETIC_TAG = "(synthetic data)"
 #: What a Test or DevLite set's heading adds, and the paragraph under it.
 SPLIT_HEADINGS = {Split.test: "Test: 9,120 queries", Split.devlite: "DevLite: 480 queries, 10 per task"}
 _SPLIT_NOTES = {
@@ -87,22 +94,6 @@ def _x100(value: float | None) -> str:
 
 def _signed(value: float | None) -> str:
     return f"{100 * value:+.2f}" if value is not None else "–"
-
-
-def _heatmap_names(sets: Sequence[ResultSet]) -> list[str]:
-    """One heatmap file name per set, from model, revision and settings; numbered where they repeat."""
-    def slug(result: ResultSet) -> str:
-        text = f"{result.model}-{result.revision[:8]}" + "".join(f"-{v}" for _, v in sorted(result.experiment.items()))
-        text += "" if result.split is Split.full else f"-{result.benchmark}"
-        return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:120]
-
-    slugs = [slug(result) for result in sets]
-    seen: dict[str, int] = {}
-    names = []
-    for name in slugs:
-        seen[name] = seen.get(name, 0) + 1
-        names.append(f"heatmap-{name}.png" if slugs.count(name) == 1 else f"heatmap-{name}-{seen[name]}.png")
-    return names
 
 
 def _raw_setting(result: ResultSet) -> str:
@@ -135,56 +126,6 @@ def provenance_blocks(sets: Sequence[ResultSet]) -> list[Block]:
 def _model_cell(result: ResultSet) -> str:
     """The model, with its query set when that is not the full set: ``org/model (DisastIR-Test)``."""
     return result.model if result.split is Split.full else f"{result.model} ({result.benchmark})"
-
-
-def _benchmarks(sets: Sequence[ResultSet]) -> str:
-    """The query sets' names, e.g. ``DisastIR`` or ``DisastIR, DisastIR-DevLite``."""
-    present = {result.split for result in sets}
-    return ", ".join(benchmark_name(split) for split in SPLITS if split in present)
-
-
-def _tagged(text: str, result: ResultSet) -> str:
-    """``text`` with "(synthetic data)" when the set's scores come from generated data."""
-    return f"{text} {SYNTHETIC_TAG}" if result.synthetic else text
-
-
-def _bars_tag(sets: Sequence[ResultSet]) -> str:
-    """What the per-intent figure's title and caption say about synthetic data ("" when no set is)."""
-    synthetic = sum(1 for r in sets if r.synthetic)
-    if not synthetic:
-        return ""
-    return f" {SYNTHETIC_TAG}" if synthetic == len(sets) else " (some sets on synthetic data)"
-
-
-def _legend(sets: Sequence[ResultSet]) -> dict[str, ResultSet]:
-    """Legend label -> set: short model name and readable setting, made unique (revision, then a number)."""
-    labels: dict[str, ResultSet] = {}
-    mixed = any(r.synthetic for r in sets) and not all(r.synthetic for r in sets)
-    for result in sets:
-        label = f"{result.model.split('/')[-1]} — {result.setting}"
-        if mixed and result.synthetic:
-            label += f" {SYNTHETIC_TAG}"
-        if label in labels:  # a second revision of the same model and setting
-            label = f"{label} @{result.revision[:8]}"
-        unique, n = label, 2
-        while unique in labels:  # settings that differ only where the readable label is silent (threads)
-            unique, n = f"{label} #{n}", n + 1
-        labels[unique] = result
-    return labels
-
-
-def _published_ticks(labels: dict[str, ResultSet]) -> dict[str, dict[Intent | None, float]]:
-    """Legend label -> the published numbers drawn as ticks over its bars (sets of known models only)."""
-    published: dict[str, dict[Intent | None, float]] = {}
-    for label, result in labels.items():
-        record = next(iter(published_for(result.model, result.split)), None)
-        if record is not None:
-            ticks: dict[Intent | None, float] = dict(record.intents)
-            if record.overall is not None:
-                ticks[None] = record.overall
-            if ticks:
-                published[label] = ticks
-    return published
 
 
 def grid_table(grid: ScoreGrid) -> Table:
@@ -227,21 +168,23 @@ def _published_blocks(result: ResultSet, records: list[PublishedScores]) -> list
     return blocks
 
 
-def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str | None = None) -> list[Block]:
+def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str | None = None,
+                 figure_format: str = "png") -> list[Block]:
     """The report's blocks for ``sets``; figure blocks name the files :func:`write_report` draws.
 
     ``title``: the report's title; by default ``DisastIR report``, with the query sets named when any set is
-    not on the full set (``DisastIR report: DisastIR-Test``).
+    not on the full set (``DisastIR report: DisastIR-Test``). ``figure_format``: the suffix of the figures the
+    report embeds (``png`` or ``svg``).
     """
     if not sets:
         raise ValueError("No result sets to report on.")
     if title is None:
-        title = "DisastIR report" + ("" if all(r.split is Split.full for r in sets) else f": {_benchmarks(sets)}")
+        title = "DisastIR report" + ("" if all(r.split is Split.full for r in sets) else f": {benchmark_names(sets)}")
     synthetic = [r for r in sets if r.synthetic]
     mixed = 0 < len(synthetic) < len(sets)
 
     def marked(text: str, result: ResultSet) -> str:  # the notice covers all sets; mark them only when mixed
-        return _tagged(text, result) if mixed else text
+        return tagged(text, result) if mixed else text
 
     blocks: list[Block] = [Heading(title, 1)]
     if synthetic:
@@ -256,10 +199,11 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
               [[r.model, marked(r.setting, r), *(_x100(r.grid.intent_mean(i)) for i in INTENTS),
                 _x100(r.grid.overall()), f"{len(r.scores)}/48"] for r in sets])]
     if figures:
-        ticks = " (black ticks: published)" if _published_ticks(_legend(sets)) else ""
-        blocks.append(Image("intents.png", f"Per-intent NDCG@10 of every result set{ticks}{_bars_tag(sets)}."))
+        ticks = " (black ticks: published)" if published_ticks(legend_labels(sets)) else ""
+        blocks.append(Image(f"intents.{figure_format}",
+                            f"Per-intent NDCG@10 of every result set{ticks}{bars_tag(sets)}."))
     blocks += provenance_blocks(sets)
-    for result, heatmap_file in zip(sets, _heatmap_names(sets), strict=True):
+    for result, heatmap_file in zip(sets, heatmap_names(sets), strict=True):
         raw = f" Settings as mteb files them: `{_raw_setting(result)}`." if result.experiment else ""
         heading = result.display_label + (f" ({SPLIT_HEADINGS[result.split]})" if result.split in SPLIT_HEADINGS
                                           else "")
@@ -269,7 +213,8 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
         if result.split in _SPLIT_NOTES:
             blocks.append(Paragraph(_SPLIT_NOTES[result.split]))
         if figures:
-            blocks.append(Image(heatmap_file, _tagged(f"NDCG@10 of {result.display_label}", result) + "."))
+            blocks.append(Image(f"{heatmap_file}.{figure_format}",
+                                tagged(f"NDCG@10 of {result.display_label}", result) + "."))
         blocks.append(grid_table(result.grid))
         missing = [task_name(i, c, result.split) for i in INTENTS for c in CATEGORIES
                    if task_name(i, c) not in result.scores]
@@ -303,44 +248,44 @@ def _csv(sets: Sequence[ResultSet]) -> str:
     return buffer.getvalue()
 
 
-def _png_metadata(title: str, labels: dict[str, ResultSet]) -> dict[str, str]:
-    """PNG text entries: the readable title, and for each readable label the raw settings and data."""
-    lines = [f"{label}: {r.label} [{r.folder}]" for label, r in labels.items()]
-    metadata = {"Title": title, "Description": "\n".join(lines)}
-    if any(r.synthetic for r in labels.values()):
-        metadata["Warning"] = SYNTHETIC_NOTICE
-    return metadata
-
-
-def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequence[str] = ("md",)) -> list[Path]:
+def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequence[str] = ("md",),
+                 figure_formats: Sequence[str] | None = None, figure_titles: bool = True,
+                 colour_scale: str = "data") -> list[Path]:
     """Write the report files and figures into ``out``; returns what was written.
 
     ``md`` writes ``report.md``, ``html`` ``report.html`` (both embed the figures), ``csv``
     ``scores.csv`` (one row per set and task, with the readable and the raw settings and the
-    recorded data source). Figures are drawn for ``md`` and ``html``; their PNG metadata keeps the
-    raw settings behind the readable titles.
+    recorded data source). The figure files' metadata keeps the raw settings behind the readable titles.
+
+    Args:
+        sets: the result sets.
+        out: the folder to write into.
+        formats: report files among :data:`FORMATS`.
+        figure_formats: the figures' formats (``png``, ``pdf``, ``svg``; several allowed, each figure written in
+            each). Default: PNG, drawn for ``md`` and ``html`` only. The reports embed the first of PNG and SVG
+            asked; with PDF alone, a PNG is written beside it for them.
+        figure_titles: False leaves the titles out of the figures (a paper's caption says it); the files' metadata
+            still name each figure.
+        colour_scale: the heatmaps' colours: ``data`` (fitted to each grid's scores) or ``0-100``
+            (:func:`~disastir_mteb.results.plots.colour_limits`).
 
     Raises:
-        ValueError: an unknown format, or no result sets.
+        ValueError: an unknown format, figure format or colour scale, or no result sets.
     """
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ValueError(f"Unknown report format(s) {unknown}; valid: {', '.join(FORMATS)}.")
+    check_figure_options(figure_formats or (), colour_scale)
     out = Path(out)
     written: list[Path] = []
-    figures = any(f in ("md", "html") for f in formats)
-    blocks = build_report(sets, figures=figures)
-    if figures:
-        from disastir_mteb.results.plots import heatmap, intent_bars
-
-        for result, heatmap_file in zip(sets, _heatmap_names(sets), strict=True):
-            title = _tagged(f"{result.display_label}: NDCG@10", result)
-            written.append(heatmap(result.grid, out / heatmap_file, title=title,
-                                   metadata=_png_metadata(title, {result.display_label: result})))
-        labels = _legend(sets)
-        title = f"{_benchmarks(sets)} NDCG@10 per intent{_bars_tag(sets)}"
-        written.append(intent_bars({label: r.grid for label, r in labels.items()}, out / "intents.png", title=title,
-                                   published=_published_ticks(labels), metadata=_png_metadata(title, labels)))
+    embedded = any(f in ("md", "html") for f in formats)
+    kinds = list(dict.fromkeys(figure_formats or (["png"] if embedded else [])))
+    shown = next((kind for kind in kinds if kind in ("png", "svg")), "png")
+    if embedded and shown not in kinds:
+        kinds.insert(0, shown)
+    blocks = build_report(sets, figures=embedded, figure_format=shown)
+    if kinds:
+        written += write_figures(sets, out, kinds=kinds, titles=figure_titles, colour_scale=colour_scale)
     renderers = {"md": ("report.md", lambda: render_markdown(blocks)),
                  "html": ("report.html", lambda: render_html(blocks)), "csv": ("scores.csv", lambda: _csv(sets))}
     for name in formats:
