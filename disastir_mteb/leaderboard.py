@@ -6,7 +6,9 @@ a private results cache holding the user's result sets and, unless turned off, t
 the 48-task ``DisastIR`` benchmark, the six per-intent ones and DMRetriever's ``DisastIR-Test`` and
 ``DisastIR-DevLite``, and it opens on ``DisastIR``. What
 mteb offers no setting for is done in :mod:`disastir_mteb.leaderboard_patch` and nowhere else. A
-"Provenance" section under mteb's tables says, for each row, how it was computed.
+"Provenance" section under mteb's tables says, for each row, how it was computed, and a DisastIR blurb
+replaces mteb's own at the top. ``--screenshot`` saves the whole page, every table column included
+(:mod:`disastir_mteb.util.browser`).
 
 Needs the ``leaderboard`` extra (gradio, plotly, cachetools); nothing is fetched from the network.
 """
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from typing import Any
 
 from disastir_mteb.benchmark.taxonomy import INTENTS, Split, benchmark_name
 from disastir_mteb.results.leaderboard_rows import (
+    PUBLISHED_MARK,
     BoardRow,
     published_reference,
     published_rows,
@@ -31,8 +33,10 @@ from disastir_mteb.results.leaderboard_rows import (
 )
 from disastir_mteb.results.published import published_sizes
 from disastir_mteb.util.atomic import write_text_atomic
+from disastir_mteb.util.browser import find_browser, screenshot
 
-__all__ = ["BENCHMARKS", "DEFAULT", "find_browser", "leaderboard_app", "provenance_markdown", "screenshot", "serve"]
+__all__ = ["BENCHMARKS", "DEFAULT", "TITLE", "blurb", "find_browser", "leaderboard_app", "provenance_markdown",
+           "screenshot", "serve"]
 
 DEFAULT = "DisastIR"
 """The benchmark the page opens on."""
@@ -40,7 +44,12 @@ BENCHMARKS = (DEFAULT, *(f"DisastIR-{intent.value}" for intent in INTENTS), benc
               benchmark_name(Split.devlite))
 """The benchmarks in the menu: all 48 tasks, one per search intent, then DMRetriever's two query sets."""
 
+TITLE = "DisastIR leaderboard"
+"""The page's title (browser tab and heading), in place of mteb's "MTEB Leaderboard"."""
+
 _EXTRA = "pip install 'disastir-mteb[leaderboard]'"
+#: True once the page shows mteb's summary table and the provenance section (what a screenshot must hold).
+_PAGE_READY = ("!!document.getElementById('disastir_provenance') && document.body.innerText.includes('Rank (Borda)')")
 
 
 def _require_gradio() -> Any:
@@ -134,6 +143,23 @@ def provenance_markdown(rows: Sequence[BoardRow]) -> str:
     return "\n".join(parts).replace("\n\n\n", "\n\n")
 
 
+def blurb(rows: Sequence[BoardRow]) -> str:
+    """The Markdown at the top of the page: what DisastIR is, what the rows are, whose app this is."""
+    import mteb
+
+    runs = sum(not row.published for row in rows)
+    yours = {0: "there is no result set of yours", 1: "the other row is your result set"}.get(
+        runs, f"the other {runs} are your result sets")
+    return (f"## {TITLE}\n\n"
+            "Retrieval for disaster management: the DisastIR benchmark (Yin et al., EMNLP 2025 Findings), one "
+            "benchmark per search intent, and DMRetriever's DisastIR-Test and DisastIR-DevLite query sets, chosen "
+            "in the menu on the left. Scores are NDCG@10 x100 with the authors' exponential gain; the benchmark's "
+            f"description below says how they are averaged. The {len(rows) - runs} rows marked "
+            f"*{PUBLISHED_MARK}* are the authors' numbers, not re-run here; {yours}, and *Provenance of these "
+            "rows* at the bottom says how each was made. This is mteb's own leaderboard "
+            f"app (mteb {getattr(mteb, '__version__', '?')}), served offline by disastir-mteb.")
+
+
 @contextmanager
 def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) -> Iterator[tuple[Any, list[BoardRow]]]:
     """Mteb's leaderboard app over ``results`` (and the published rows), ready to ``launch()``.
@@ -149,7 +175,7 @@ def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) ->
     gradio = _require_gradio()
     from mteb.models.model_implementations import MODEL_REGISTRY
 
-    from disastir_mteb.leaderboard_patch import patched
+    from disastir_mteb.leaderboard_patch import patched, replace_blurb
 
     rows = result_rows(results) if results else []
     rows += published_rows() if published else []
@@ -161,55 +187,19 @@ def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) ->
         from mteb.leaderboard import get_leaderboard_app
 
         app = get_leaderboard_app(cache, rebuild=False, cache_repo_id=None)
+        replace_blurb(app, blurb(rows), title=TITLE)
         with app, gradio.Accordion("Provenance of these rows", open=True):
             gradio.Markdown(provenance_markdown(rows), elem_id="disastir_provenance")
         yield app, rows
-
-
-def find_browser() -> str | None:
-    """A Chromium-family browser on PATH (for ``--screenshot``), or None."""
-    import shutil
-
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
-        if path := shutil.which(name):
-            return path
-    return None
-
-
-def screenshot(url: str, png: str | Path, *, browser: str | None = None, width: int = 1600, height: int = 3600,
-               wait_ms: int = 20000) -> str:
-    """Load ``url`` in headless Chromium, save a PNG of the page and return the page's rendered HTML.
-
-    Raises:
-        FileNotFoundError: no Chromium-family browser is installed.
-        RuntimeError: the browser failed (its last output lines are quoted).
-    """
-    browser = browser or find_browser()
-    if browser is None:
-        raise FileNotFoundError("No Chromium-family browser on PATH (chromium, google-chrome); install one, e.g. "
-                                "`apt-get install chromium`, to take a screenshot.")
-    png = Path(png)
-    png.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="disastir-browser-") as profile:
-        common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                  "--disable-dev-shm-usage", f"--user-data-dir={profile}", f"--window-size={width},{height}",
-                  f"--virtual-time-budget={wait_ms}", "--run-all-compositor-stages-before-draw"]
-        shot = subprocess.run([*common, f"--screenshot={png}", url], capture_output=True, text=True, timeout=180)
-        dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True, timeout=180)
-    for run in (shot, dom):
-        if run.returncode != 0:
-            raise RuntimeError(f"{browser} exited {run.returncode}: {run.stderr.strip()[-600:]}")
-    if not png.is_file():
-        raise RuntimeError(f"{browser} wrote no screenshot at {png}: {shot.stderr.strip()[-600:]}")
-    return dom.stdout
 
 
 def serve(results: Sequence[str | Path], *, host: str = "127.0.0.1", port: int = 7860, published: bool = True,
           screenshot_to: str | Path | None = None, say: Any = print) -> list[BoardRow]:
     """Serve the leaderboard until interrupted.
 
-    With ``screenshot_to`` (a PNG path), load the page in headless Chromium, save the screenshot and the
-    rendered HTML beside it (same name, ``.html``: for checks without eyes), and stop.
+    With ``screenshot_to`` (a PNG path), load the page in headless Chromium, save the whole page (widened
+    until every table column is in the picture) and the rendered HTML beside it (same name, ``.html``: for
+    checks without eyes), and stop.
     """
     with leaderboard_app(results, published=published) as (app, rows):
         runs = sum(not row.published for row in rows)
@@ -220,10 +210,12 @@ def serve(results: Sequence[str | Path], *, host: str = "127.0.0.1", port: int =
             return rows
         app.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True)
         try:
-            dom = screenshot(f"http://{host}:{port}/?benchmark_name={DEFAULT}", screenshot_to)
+            shot = screenshot(f"http://{host}:{port}/?benchmark_name={DEFAULT}", screenshot_to, ready=_PAGE_READY)
         finally:
             app.close()
         html = Path(screenshot_to).with_suffix(".html")
-        write_text_atomic(html, dom)
-        say(f"Screenshot: {screenshot_to} (the page as rendered: {html})")
+        write_text_atomic(html, shot.html)
+        cut = f"; a table is still {shot.hidden_width} px too wide for it" if shot.hidden_width else ""
+        say(f"Screenshot: {screenshot_to} ({shot.width} x {shot.height} px, the whole page{cut}; the page as "
+            f"rendered: {html})")
     return rows

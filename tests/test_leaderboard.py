@@ -1,14 +1,18 @@
 """The DisastIR leaderboard: mteb's own gradio app, offline, the demo's run beside the paper's models.
 
-Real mteb app, real gradio, the demo's real MiniLM results; the page check loads it in headless
-Chromium (skipped without one, except in CI, where `.ci/run` installs it and a missing browser fails).
+Real mteb app, real gradio, the demo's real MiniLM results; the page checks load it in headless
+Chromium (skipped without one, except in CI, where `.ci/run` installs it and a missing browser fails),
+the command itself in a child process, so that its stderr is what a user sees.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
+import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,6 +59,20 @@ def runs(cache_dir: Path, sample_data: Path, tmp_path_factory: pytest.TempPathFa
     return out
 
 
+def _browser() -> None:
+    from disastir_mteb.leaderboard import find_browser
+
+    if find_browser() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser check: .ci/run installs chromium")
+        pytest.skip("no Chromium-family browser installed (apt-get install chromium)")
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])
+    return width, height
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -96,20 +114,27 @@ def test_mteb_internals_the_page_needs_are_there_and_restored() -> None:
     """The canary: if mteb renames what leaderboard_patch touches, this fails before users see a broken page."""
     import mteb.leaderboard.app as app
     import mteb.leaderboard.table as table
+    import mteb.results.benchmark_results as results
     from mteb.models.model_implementations import MODEL_REGISTRY
 
     from disastir_mteb.leaderboard import _menu
     from disastir_mteb.leaderboard_patch import missing, patched
 
     assert missing() == []
-    before = (app.GP_BENCHMARK_ENTRIES, app.R_BENCHMARK_ENTRIES, app.DEFAULT_BENCHMARK_NAME,
-              table._apply_summary_table_styling, len(MODEL_REGISTRY))
+    board = logging.getLogger("mteb.leaderboard")
+
+    def state() -> tuple[object, ...]:
+        return (app.GP_BENCHMARK_ENTRIES, app.R_BENCHMARK_ENTRIES, app.DEFAULT_BENCHMARK_NAME,
+                table._apply_summary_table_styling, len(MODEL_REGISTRY), results.tqdm, list(board.handlers),
+                board.level, logging.getLogger("mteb.leaderboard.event_logger").level)
+
+    before = state()
     meta = MODEL_REGISTRY[MINILM].model_copy(update={"name": "someone/thing (published: x)"})
     with patched(_menu(), "DisastIR", [meta]):
         assert [entry.name for entry in app.GP_BENCHMARK_ENTRIES] == ["Disaster management"]
         assert app.DEFAULT_BENCHMARK_NAME == "DisastIR" and "someone/thing (published: x)" in MODEL_REGISTRY
-    assert (app.GP_BENCHMARK_ENTRIES, app.R_BENCHMARK_ENTRIES, app.DEFAULT_BENCHMARK_NAME,
-            table._apply_summary_table_styling, len(MODEL_REGISTRY)) == before
+        assert len(board.handlers) == len(before[6]) + 1  # so that mteb's app adds no stderr handler of its own
+    assert state() == before
 
 
 def test_a_changed_mteb_gets_a_warning_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,28 +168,92 @@ def test_the_app_tables_hold_the_run_and_the_published_rows(runs: Path) -> None:
         names = [row[summary["headers"].index("Model")] for row in summary["data"]]
         markdown = " ".join(str(block.value) for block in app.blocks.values() if isinstance(block, gradio.Markdown))
     assert len(names) == 32 and "_experiment_id" not in summary["headers"]
+    groups = [header for header in summary["headers"] if header.startswith("Mean (") and header != "Mean (Task)"]
+    assert groups == [f"Mean (Intent: {i})" for i in ("QA", "QAdoc", "Twitter", "FC", "NLI", "STS")] + [
+        f"Mean (Category: {c})" for c in ("Biological", "Chemical", "Environmental", "Extraterrestrial", "Geohazard",
+                                          "Meteorological & Hydrological", "Societal", "Technological")]
+    assert not [header for header in summary["headers"] if header.startswith("cg ")]
+    assert "## DisastIR leaderboard" in markdown and "the other 3 are your result sets" in markdown
+    assert "100+ text and image" not in markdown and app.title == "DisastIR leaderboard"
     assert sum(PUBLISHED_MARK in name for name in names) == 30
     assert any(f"all-MiniLM-L6-v2 — {SYNTHETIC_MARK}" in name for name in names)
     assert "## Provenance" in markdown and "Plugin version" in markdown and "ANN (HNSW M=16, ef=64)" in markdown
     assert len(rows) == 33  # the Test run is a row of the DisastIR-Test benchmark, not of this table
 
 
-def test_page_in_a_real_browser_shows_the_demo_beside_the_published_models(
-        runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`disastir-mteb leaderboard --screenshot`: served, loaded in headless Chromium, PNG + rendered HTML."""
-    from disastir_mteb.leaderboard import find_browser
+def test_screenshot_holds_the_whole_page_and_every_table_column(tmp_path: Path) -> None:
+    """A table wider than its scrolling box, on a page taller than the window: all of it is in the PNG."""
+    from disastir_mteb.leaderboard import screenshot
 
-    if find_browser() is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the browser check: .ci/run installs chromium")
-        pytest.skip("no Chromium-family browser installed (apt-get install chromium)")
-    png = tmp_path / "page.png"
-    assert cli.main(["leaderboard", str(runs), "--port", str(_free_port()), "--screenshot", str(png)]) == 0
-    assert "3 run(s), 30 published model(s)" in capsys.readouterr().out
-    page = re.sub(r"<script.*?</script>", "", png.with_suffix(".html").read_text())  # rendered, not the config
-    table = page[page.index("Rank (Borda)"):page.index("Provenance of these rows")]
+    _browser()
+    cells = "".join(f"<th style='min-width:150px'>column {i}</th>" for i in range(20))  # 3,000 px and more
+    page = tmp_path / "wide.html"
+    page.write_text("<html><body style='margin:8px'><div style='overflow-x:auto'><table><tr>" + cells +
+                    "</tr></table></div><div style='height:5000px'>tall</div><p id='end'>end</p></body></html>")
+    png = tmp_path / "wide.png"
+    shot = screenshot(page.as_uri(), png, width=1200, height=900)
+    assert _png_size(png) == (shot.width, shot.height)
+    assert shot.width >= 20 * 150 and shot.height >= 5000 and shot.hidden_width == 0
+    assert "column 19" in shot.html and "end" in shot.html
+
+
+@pytest.fixture(scope="module")
+def page(runs: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`disastir-mteb leaderboard --screenshot` as a user runs it: a child process, its own stdout and stderr."""
+    _browser()
+    png = tmp_path_factory.mktemp("page") / "page.png"
+    done = subprocess.run([sys.executable, "-m", "disastir_mteb.cli", "leaderboard", str(runs), "--port",
+                           str(_free_port()), "--screenshot", str(png)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done, png
+
+
+def _rendered(page: tuple[subprocess.CompletedProcess[str], Path]) -> str:
+    """The page as rendered (scripts dropped: they hold the app's config, not what is shown)."""
+    return re.sub(r"<script.*?</script>", "", page[1].with_suffix(".html").read_text(), flags=re.S)
+
+
+def test_page_in_a_real_browser_shows_the_demo_beside_the_published_models(
+        page: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """Served, loaded in headless Chromium, PNG + rendered HTML: every row, the menu, the provenance."""
+    done, png = page
+    assert "3 run(s), 30 published model(s)" in done.stdout
+    html = _rendered(page)
+    start = html.index("Rank (Borda)")
+    table = html[start:html.index("Provenance of these rows", start)]  # the blurb names that section too
     assert table.count(PUBLISHED_MARK) >= 30  # every row in view: the table does not scroll them away
     assert f"all-MiniLM-L6-v2 — {SYNTHETIC_MARK}" in table
-    assert "DisastIR-QA" in page and "Disaster management" in page and "Plugin version" in page
-    assert "DisastIR-DevLite" in page and "DisastIR-Test" in page
+    assert "DisastIR-QA" in html and "Disaster management" in html and "Plugin version" in html
+    assert "DisastIR-DevLite" in html and "DisastIR-Test" in html
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 100_000
+
+
+def test_page_headers_name_each_group_mean_in_full(page: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """mteb's header humaniser made "cg Intent Q Adoc" of the Intent and Category means."""
+    html = _rendered(page)
+    for header in ("Mean (Intent: QA)", "Mean (Intent: QAdoc)", "Mean (Intent: Twitter)",
+                   "Mean (Category: Environmental)", "Mean (Category: Meteorological &amp; Hydrological)"):
+        assert header in html, header
+    assert "cg Intent" not in html and "cg Category" not in html
+
+
+def test_page_screenshot_shows_the_whole_table(page: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """The PNG is the whole page, widened until the last group column is in it (it used to stop at 1,600 px)."""
+    done, png = page
+    width, height = _png_size(png)
+    assert f"({width} x {height} px, the whole page;" in done.stdout and "too wide" not in done.stdout
+    assert width > 2_500 and height > 2_000
+
+
+def test_page_opens_with_a_disastir_blurb(page: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    html = _rendered(page)
+    assert "DisastIR leaderboard" in html and "DMRetriever's DisastIR-Test and DisastIR-DevLite" in html
+    assert "100+ text and image" not in html and "Embedding Leaderboard" not in html
+
+
+def test_page_command_keeps_stderr_quiet(page: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """mteb's app logged about 23 KB of INFO timings ("Couldn't produce radar chart" ...) to stderr."""
+    done, _ = page
+    assert " - INFO - " not in done.stderr and "radar chart" not in done.stderr
+    assert "MONGO_URI" not in done.stderr and "Splitting frame" not in done.stderr
+    assert len(done.stderr) < 500, done.stderr[-2000:]
