@@ -36,6 +36,9 @@ not stop a run: the vectors are kept in memory for this process, after one warni
 folder. The key trusts the model name and revision; when one store serves two dimensions for one
 model name and revision, a changed model is behind that name, and the entry that cannot be right is
 rebuilt (a cached one beside fresh vectors), or the run stops with one sentence saying what to delete.
+
+Longer than 350 lines because it is one class: serving, verifying, repairing and encoding an entry are
+the steps of one :meth:`EmbeddingStore.get_or_encode`, under one lock.
 """
 
 from __future__ import annotations
