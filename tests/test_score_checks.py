@@ -137,3 +137,17 @@ def test_what_runs_produce_is_accepted(runs: Path, tmp_path: Path) -> None:
                 load_result_set(exact)
     per_query_file(exact, EDITED).write_text("{", encoding="utf-8")  # unreadable: no claim either way (as before)
     assert EDITED in load_result_set(exact).scores
+
+
+def test_several_impossible_files_are_counted_in_the_one_sentence(runs: Path, tmp_path: Path) -> None:
+    _, exact = _copy(runs, tmp_path)
+    _edit(exact, _set(ndcg_at_10=7.5, main_score=7.5))
+    other = exact / "DisastIR-STS-Tech.json"
+    data = json.loads(other.read_text(encoding="utf-8"))
+    data["scores"]["test"][0]["hit_rate_at_10"] = 2.0
+    other.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"DisastIR-QA-Bio\.json holds an impossible score: .* \(1 more file\(s\) of "
+                                         r"this set too: DisastIR-STS-Tech\.json\); the file was edited or damaged: "
+                                         r"rerun the tasks \(disastir-mteb run -m disastir-mteb/hashing-encoder -t "
+                                         r"DisastIR-QA-Bio DisastIR-STS-Tech --overwrite"):
+        load_result_set(exact)

@@ -136,10 +136,11 @@ def refuse_impossible_scores(records: Mapping[Path, Mapping[str, Any]], *, model
         if problem := impossible_score(path, record, per_query=found, per_query_path=where):
             problems.append((path, problem))
     if problems:
-        (path, first), others = problems[0], len(problems) - 1
-        more = f" (as do {others} more task file(s) of this set)" if others else ""
-        raise ValueError(f"{first}{more}; the file was edited or damaged: rerun the task (disastir-mteb run -m {model} "
-                         f"-t {path.stem} --overwrite, with the run's other options).")
+        first, others = problems[0][1], [path for path, _ in problems[1:]]
+        more = f" ({len(others)} more file(s) of this set too: {', '.join(p.name for p in others)})" if others else ""
+        tasks = " ".join(path.stem for path, _ in problems)
+        raise ValueError(f"{first}{more}; the file was edited or damaged: rerun the task{'s' if others else ''} "
+                         f"(disastir-mteb run -m {model} -t {tasks} --overwrite, with the run's other options).")
 
 
 def read_task_record(path: Path) -> dict[str, Any]:
