@@ -123,6 +123,12 @@ def test_two_result_roots_give_labelled_rows_and_one_tau_reason(partial_runs: Pa
     assert len(_lines(printed, "Kendall's tau")) <= 5  # overall, QA, FC, STS (or one reason for them), one for the rest
     assert "4 of 4 sets ran on synthetic data" in printed
 
+    copy = partial_runs / "plain-copy"  # two roots of the same runs: each setting against itself, by name
+    shutil.copytree(partial_runs / "plain", copy, dirs_exist_ok=True)
+    assert cli.main(["compare", str(partial_runs / "plain"), str(copy)]) == 0
+    assert [row.split("  ")[0] for row in _lines(capsys.readouterr().out, "hashing-encoder — ")] == [
+        "hashing-encoder — exact vs exact", "hashing-encoder — instructions: disastir vs instructions: disastir"]
+
 
 def test_a_revision_folder_against_an_instructions_experiment(partial_runs: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
