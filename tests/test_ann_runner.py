@@ -114,10 +114,12 @@ def test_cli_exact_and_ann_runs_then_compare(on_sample: Path, cache_dir: Path, t
     exact_line = capsys.readouterr().out.splitlines()[0]
     assert exact_line.startswith("Exact: sentence-transformers/all-MiniLM-L6-v2 — exact (synthetic data)  [")
     assert "experiments" not in exact_line
-    assert cli.main([*common, "--search", "ann"]) == 0  # a second ANN set of the same model: ambiguous
+    assert cli.main([*common, "--search", "ann"]) == 0  # a second ANN set of the same model
     assert f"ef=64 k=10 threads={CORES}, 1 index build(s)" in capsys.readouterr().out  # all cores by default
-    assert cli.main(["compare", str(out)]) == 2
-    assert "Two result sets of sentence-transformers/all-MiniLM-L6-v2" in capsys.readouterr().err
+    assert cli.main(["compare", str(out)]) == 0  # the exact run against each ANN run (before: refused as ambiguous)
+    rows = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("all-MiniLM")]
+    assert sorted(rows) == ["all-MiniLM-L6-v2 — exact vs ANN (HNSW M=16, ef=128)",
+                            "all-MiniLM-L6-v2 — exact vs ANN (HNSW M=16, ef=64)"]
     assert cli.main(["compare", str(tmp_path / "nowhere"), str(out)]) == 2
     assert "No results at" in capsys.readouterr().err
     assert cli.main([*common, "--search", "ann", "--ann-preset", "hnsw"]) == 2
