@@ -13,6 +13,7 @@ exponential by default), so their mean is the task's ``ndcg_at_10``.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 from collections.abc import Mapping
@@ -58,15 +59,32 @@ def score_queries(task_name: str, results: Mapping[str, Mapping[str, float]],
                   qrels: Mapping[str, Mapping[str, int]]) -> PerQuery:
     """NDCG@10 of each query of ``results`` ({qid: {doc: score}}) against ``qrels``, as mteb computes it.
 
-    Queries without judgements are left out, as mteb leaves them out.
+    Queries without judgements are left out, as mteb leaves them out. Only each query's head reaches
+    pytrec_eval (:func:`_head`: the 10 best and whatever ties the 10th), a tenth of a top-100 run: NDCG@10
+    and the top 10 read nothing below it, so both are the same to the bit as from the whole run.
     """
     import pytrec_eval
 
     judged = {qid: dict(docs) for qid, docs in qrels.items() if docs}
-    run = {qid: {doc: float(score) for doc, score in docs.items()} for qid, docs in results.items() if qid in judged}
+    run = {qid: _head(docs, 10) for qid, docs in results.items() if qid in judged}
     scores = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut.10"}).evaluate(run)
     top10 = {qid: [doc for doc, _ in sorted(docs.items(), key=lambda item: -item[1])[:10]] for qid, docs in run.items()}
     return PerQuery(task_name, {qid: float(values["ndcg_cut_10"]) for qid, values in scores.items()}, top10)
+
+
+def _head(docs: Mapping[str, float], depth: int) -> dict[str, float]:
+    """``docs`` ({doc: similarity}) from the best down to the ``depth``-th, with every doc tied with it, in their order.
+
+    Every doc left out is strictly below the ``depth``-th similarity, so however trec_eval orders ties,
+    what it puts in the first ``depth`` places is among these. Whole when shorter, or when a similarity
+    is NaN (no order to trust).
+    """
+    values = [float(value) for value in docs.values()]
+    if len(values) > depth:
+        floor = heapq.nlargest(depth, values)[-1]
+        if floor == floor and not any(value != value for value in values):  # no NaN
+            return {doc: value for doc, value in zip(docs, values, strict=True) if value >= floor}
+    return dict(zip(docs, values, strict=True))
 
 
 def per_query_file(result_set_folder: str | Path, task_name: str) -> Path:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["prefetch_queries"]
+__all__ = ["answered_by_prefetch", "forget_prefetched", "prefetch_queries"]
 
 _PrefetchKey = tuple[str, str, str, "tuple[str, str] | None"]  # task, split, subset, held corpus
 
@@ -79,6 +79,33 @@ def prefetch_queries(searcher: SharedCorpusSearch, tasks: Sequence[Any], *,
         row += len(query_ids)
     logger.info("Searched %d queries of %d task(s) in one pass over the corpus.", row, len(owners))
     return len(owners)
+
+
+def answered_by_prefetch(searcher: SharedCorpusSearch, task: Any) -> bool:
+    """Whether mteb's evaluation of ``task`` takes every search from the shared pass, so runs no model.
+
+    True when each (split, subset) mteb evaluates has its top-k filed, at least as deep as the task
+    asks, for the corpus held now, and has no ``top_ranked`` (a reranking task is searched per task).
+    The runner evaluates such tasks in forked worker processes (:mod:`disastir_mteb.task_pool`),
+    which must never run the model.
+    """
+    if not task.data_loaded or searcher._held is None:
+        return False
+    top_k = int(getattr(task, "_top_k", 100))
+    for split in task.metadata.eval_splits:
+        for subset in task.hf_subsets or ["default"]:
+            ready = searcher._prefetched.get((task.metadata.name, split, subset, searcher._held))
+            data = task.dataset.get(subset, {}).get(split) if isinstance(task.dataset, dict) else None
+            if ready is None or ready[0] < top_k or data is None or data.get("top_ranked") is not None:
+                return False
+    return True
+
+
+def forget_prefetched(searcher: SharedCorpusSearch, task: Any) -> None:
+    """Drop what the pass filed for ``task`` (its search ran in a worker process, which took its own copy)."""
+    name = task.metadata.name
+    for key in [key for key in searcher._prefetched if key[0] == name]:
+        del searcher._prefetched[key]
 
 
 def _joint_query_embeddings(searcher: SharedCorpusSearch, items: list[tuple[Any, Any]],

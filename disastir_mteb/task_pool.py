@@ -1,0 +1,231 @@
+"""Tasks whose search the shared pass has answered, evaluated on every core.
+
+After :meth:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch.prefetch`, a task's
+``mteb.evaluate`` runs no model: it takes its top-k from the pass, scores it (pytrec_eval, mteb's
+abstention metrics, the task's own scores) and writes its files. That is Python on one core, task
+after task: 13.8 s for the 48 tasks at full scale, a quarter of a GPU run of all-MiniLM-L6-v2.
+:func:`evaluate_tasks` hands those tasks to worker processes forked from the runner once the pass is
+done; each worker inherits the loaded tasks, the search results and the open result folder without
+a copy (copy-on-write; the parent's objects are moved out of the garbage collector's reach first,
+with ``gc.freeze``, so a collection in a worker does not touch, and so copy, the whole heap), and
+results come back in task order.
+
+Why fork, and why only then: a spawned worker would import mteb and load every task's data again,
+seconds each. A forked child of a process that has run torch must not run torch itself (OpenMP's
+thread pool and CUDA do not survive a fork), so only tasks whose search is answered go to workers
+(``parallel``); every other task runs in this process, as before. Workers get fresh locks for tqdm
+(whose monitor thread may hold the inherited one) and ignore Ctrl-C: the parent stops, and each file
+is written atomically, so a worker stopped half-way leaves no half file. Python 3.12's warning that a
+multi-threaded process forks is silenced for the fork itself, for those reasons. The pool is
+``concurrent.futures``', not ``multiprocessing.Pool``: a worker killed from outside (out of memory)
+breaks the pool with an error, where ``Pool`` would wait forever; the tasks left then run here.
+
+Workers behave as one process would: what a worker logs or warns is handed back with its result and
+re-issued here, in task order, so the CLI's handlers and pytest's ``caplog`` see it; a task that
+fails in a worker is run again here, so the exception (type, message, traceback) is the one a serial
+run raises. Linux only (fork is safe there; macOS's system libraries are not fork-safe, Windows has
+no fork) and only with two or more cores and tasks; elsewhere tasks run here, one after another.
+``DISASTIR_PROCESSES=N`` caps the workers (1: none).
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import logging
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PROCESSES_ENV", "evaluate_tasks", "worker_count"]
+
+PROCESSES_ENV = "DISASTIR_PROCESSES"
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_job: _Job[Any, Any] | None = None
+"""What forked workers run: set just before the fork, so every worker inherits it."""
+_records: list[logging.LogRecord] = []
+"""In a worker: the log records of the task being run, handed back with its result."""
+
+
+class _Job(Generic[T, R]):
+    def __init__(self, tasks: Sequence[T], run: Callable[[T], R]) -> None:
+        self.tasks, self.run = tasks, run
+
+
+def worker_count(tasks: int) -> int:
+    """How many worker processes ``tasks`` tasks get here: the usable cores (at most ``DISASTIR_PROCESSES``), or 0.
+
+    0 (run in this process) off Linux, with one usable core, or for fewer than two tasks.
+
+    Raises:
+        ValueError: ``DISASTIR_PROCESSES`` is set to something other than an integer >= 1.
+    """
+    raw = os.environ.get(PROCESSES_ENV, "").strip()
+    cap = None
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"{PROCESSES_ENV}={raw!r} is not a number of processes; set an integer >= 1 "
+                             "(1 evaluates tasks in the runner's own process) or unset it (all cores).")
+        cap = int(raw)
+    if sys.platform != "linux" or tasks < 2:
+        return 0
+    cores = _usable_cores()
+    count = min(cores, tasks, cap or cores)
+    return count if count >= 2 else 0
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on, within a container's CPU quota (cgroup v2 ``cpu.max``) if it has one."""
+    cores = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text(encoding="ascii").split()[:2]
+    except (OSError, ValueError):
+        return cores
+    return cores if quota == "max" else max(1, min(cores, -(-int(quota) // int(period))))
+
+
+def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
+                   parallel: Callable[[T], bool]) -> Iterator[tuple[T, R, float]]:
+    """``run`` each task; yield ``(task, result, seconds)`` in task order.
+
+    Args:
+        tasks: what to run, in the order results are wanted.
+        run: evaluates one task and writes its files; its result must pickle (mteb's ``ModelResult`` does).
+        parallel: whether a task may run in a forked worker: true only when running it calls no model.
+
+    Raises:
+        Whatever ``run`` raises for a task (raised by running that task again in this process).
+    """
+    pooled = [n for n, task in enumerate(tasks) if parallel(task)]
+    processes = worker_count(len(pooled))
+    if not processes:
+        for task in tasks:
+            started = time.perf_counter()
+            yield task, run(task), time.perf_counter() - started
+        return
+    global _job
+    _job = _Job(tasks, run)
+    registry: dict[Any, Any] = {}  # re-issued warnings shown once per place are shown once per call
+    executor = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_start_worker)
+    try:
+        futures = _submit(executor, pooled)
+        for number, task in enumerate(tasks):
+            started = time.perf_counter()
+            answer = None
+            if number in futures:
+                try:
+                    answer = futures[number].result()
+                except BrokenProcessPool:  # a worker was killed (out of memory?): the rest run here
+                    logger.warning("A worker process evaluating tasks ended abruptly; evaluating the %d task(s) "
+                                   "left in the runner's own process.", len(tasks) - number)
+                    futures.clear()
+            if answer is None:
+                yield task, run(task), time.perf_counter() - started
+                continue
+            result, seconds, records, caught = answer
+            _reissue(records, caught, registry)
+            if result is None:  # failed in the worker: raise it here, exactly as a serial run would
+                logger.debug("%s failed in a worker process; running it again here.", _name(task))
+                yield task, run(task), time.perf_counter() - started
+                continue
+            yield task, pickle.loads(result), seconds
+    finally:
+        _job = None
+        executor.shutdown(wait=False, cancel_futures=True)  # normally all done; after an error, stop what waits
+
+
+def _submit(executor: ProcessPoolExecutor, numbers: list[int]) -> dict[int, Future[Any]]:
+    """Submit every task; the first submission forks the workers, with the heap frozen so that it stays shared."""
+    gc.collect()
+    gc.freeze()  # the inherited objects stay out of the workers' collections: shared pages, not copies
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
+                                    category=DeprecationWarning)
+            return {number: executor.submit(_work, number) for number in numbers}
+    finally:
+        gc.unfreeze()
+
+
+def _name(task: Any) -> str:
+    return str(getattr(getattr(task, "metadata", None), "name", task))
+
+
+def _start_worker() -> None:
+    """In each worker: Ctrl-C is the parent's to handle; log records are kept for the parent; tqdm gets new locks."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.Logger.callHandlers = _keep_record  # type: ignore[method-assign]
+    try:
+        from tqdm import std
+
+        std.TqdmDefaultWriteLock.th_lock = std.TRLock()
+        std.tqdm.set_lock(std.TqdmDefaultWriteLock())
+    except ImportError:
+        pass
+
+
+def _keep_record(self: logging.Logger, record: logging.LogRecord) -> None:
+    _records.append(record)
+
+
+def _work(number: int) -> tuple[bytes | None, float, list[logging.LogRecord], list[dict[str, Any]]]:
+    """In a worker: run task ``number``; (its pickled result or None if it failed, seconds, logs, warnings)."""
+    if _job is None:
+        raise RuntimeError("No job in this worker process: it was not forked by evaluate_tasks.")
+    _records.clear()
+    started = time.perf_counter()
+    result: bytes | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            result = pickle.dumps(_job.run(_job.tasks[number]))
+        except Exception as error:
+            logger.debug("Task %d failed in worker %d: %s: %s", number, os.getpid(), type(error).__name__, error)
+    seconds = time.perf_counter() - started
+    return result, seconds, [_portable(r) for r in _records], [_portable_warning(w) for w in caught]
+
+
+def _portable(record: logging.LogRecord) -> logging.LogRecord:
+    """``record`` with its message formatted and its traceback as text, so that it pickles."""
+    record = copy.copy(record)
+    record.msg, record.args = record.getMessage(), None
+    if record.exc_info:
+        record.exc_text = record.exc_text or logging.Formatter().formatException(record.exc_info)
+        record.exc_info = None
+    for key, value in list(vars(record).items()):
+        try:
+            pickle.dumps(value)
+        except Exception:
+            setattr(record, key, repr(value))
+    return record
+
+
+def _portable_warning(caught: warnings.WarningMessage) -> dict[str, Any]:
+    category = caught.category if isinstance(caught.category, type) else UserWarning
+    return {"message": str(caught.message), "category": category, "filename": caught.filename,
+            "lineno": caught.lineno}
+
+
+def _reissue(records: list[logging.LogRecord], caught: list[dict[str, Any]], registry: dict[Any, Any]) -> None:
+    """Hand a worker's log records to this process's loggers and re-issue its warnings (filters apply here)."""
+    for record in records:
+        target = logging.getLogger(record.name)
+        if target.isEnabledFor(record.levelno):
+            target.handle(record)
+    for warning in caught:
+        warnings.warn_explicit(warning["message"], warning["category"], warning["filename"], warning["lineno"],
+                               registry=registry)

@@ -1,0 +1,74 @@
+"""Tasks evaluated in forked worker processes behave as in one process: order, logs, warnings, errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+import pytest
+
+from disastir_mteb.task_pool import PROCESSES_ENV, evaluate_tasks, worker_count
+
+needs_two_cores = pytest.mark.skipif(worker_count(2) == 0, reason="one usable core or not Linux: tasks run in-process")
+PARENT = os.getpid()
+
+
+def _square(number: int) -> tuple[int, int]:
+    logging.getLogger("disastir_mteb.test_pool").info("task %d in %s", number, "a worker")
+    if number == 3:
+        warnings.warn(f"task {number} warns", UserWarning, stacklevel=1)
+    return number * number, os.getpid()
+
+
+@needs_two_cores
+def test_results_logs_and_warnings_come_back_in_task_order(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="disastir_mteb.test_pool"), pytest.warns(UserWarning, match="task 3"):
+        done = list(evaluate_tasks(range(8), _square, parallel=lambda n: n != 5))
+    assert [task for task, _, _ in done] == list(range(8))
+    assert [result[0] for _, result, _ in done] == [n * n for n in range(8)]
+    pids = {task: result[1] for task, result, _ in done}
+    assert pids[5] == PARENT and all(pid != PARENT for task, pid in pids.items() if task != 5)
+    assert [r.getMessage() for r in caplog.records] == [f"task {n} in a worker" for n in range(8)]
+    assert all((r.process == PARENT) == (n == 5) for n, r in enumerate(caplog.records))  # re-issued from workers
+    assert all(seconds >= 0 for _, _, seconds in done)
+
+
+def _fails_on_four(number: int) -> int:
+    if number == 4:
+        raise ValueError(f"task {number} cannot be scored (raised in process {os.getpid()})")
+    return number
+
+
+@needs_two_cores
+def test_a_task_failing_in_a_worker_raises_its_own_error_here() -> None:
+    done: list[int] = []
+    with pytest.raises(ValueError, match=f"task 4 cannot be scored \\(raised in process {PARENT}\\)"):
+        for _task, result, _ in evaluate_tasks(range(8), _fails_on_four, parallel=lambda n: True):
+            done.append(result)
+    assert done == [0, 1, 2, 3]
+
+
+def _dies_in_workers(number: int) -> int:
+    if os.getpid() != PARENT:
+        os._exit(3)  # a worker killed from outside (out of memory): the pool breaks
+    return number
+
+
+@needs_two_cores
+def test_a_worker_killed_from_outside_leaves_its_tasks_to_this_process(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.task_pool"):
+        done = [result for _, result, _ in evaluate_tasks(range(6), _dies_in_workers, parallel=lambda n: True)]
+    assert done == list(range(6))
+    assert sum("ended abruptly" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_one_process_when_asked_or_when_there_is_one_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert worker_count(1) == 0
+    monkeypatch.setenv(PROCESSES_ENV, "1")
+    assert worker_count(48) == 0
+    done = list(evaluate_tasks(range(3), _square, parallel=lambda n: True))
+    assert {result[1] for _, result, _ in done} == {PARENT}
+    monkeypatch.setenv(PROCESSES_ENV, "all")
+    with pytest.raises(ValueError, match=f"{PROCESSES_ENV}='all' is not a number of processes; set an integer >= 1"):
+        worker_count(48)
