@@ -12,10 +12,11 @@ What is checked, per task file (``scores["test"][0]``):
   (``ndcg_at_k``, ``map_at_k``, ``recall_at_k``, ``precision_at_k``, ``mrr_at_k``, ``hit_rate_at_k``,
   ``accuracy``), the plugin's (``ndcg_at_10_exponential_gain``, ``ndcg_at_10_linear_gain``,
   ``unjudged_at_10``) and ``main_score`` are fractions in [0, 1], and finite. mteb's abstention metrics
-  (``nauc_*``, Chen et al. 2024, arXiv:2402.12997) are (AUC - flat AUC) / (oracle AUC - flat AUC): bounded
-  above by 1 (no ranking beats the oracle), unbounded below (negative when the confidence ranks queries
-  worse than chance), and NaN where mteb finds the oracle curve flat (every query scored alike), so only
-  values above 1 or infinite are refused. Other numbers (an mteb metric of a later release) make no claim;
+  (``nauc_*``, mteb's ``retrieval_metrics.nauc``, after arXiv:2402.12997) are (AUC - flat AUC) / (oracle AUC -
+  flat AUC): bounded above by 1 (no confidence ranking beats the oracle), with no fixed lower bound (negative
+  when the confidence ranks queries worse than chance, how far depends on the scores), and NaN where mteb
+  finds the oracle curve flat (every query scored alike), so only values above 1 or infinite are refused.
+  Other numbers (an mteb metric of a later release) make no claim;
 - ``main_score`` equals ``ndcg_at_10``, the DisastIR tasks' main score, within :data:`TOLERANCE`;
 - with the per-query file ``disastir-mteb run`` writes beside it (:mod:`~disastir_mteb.results.per_query`),
   the mean of its queries' NDCG@10 equals ``ndcg_at_10`` within :data:`TOLERANCE`: both come from
