@@ -1,16 +1,22 @@
 # The README's two commands: `make demo` and `make test`. Both build .venv from scratch when it is
-# missing: torch 2.13.0 (CPU build) first, so pip never resolves torch to a multi-GB CUDA build.
+# missing, torch 2.13.0 first and on its own. Which build of torch that is, pip's own configuration
+# decides: where pip's find-links hold the CPU wheel (`pip config list`; on the machine this project is
+# built on, find-links /opt/wheels holds torch-2.13.0+cpu, which pip prefers to PyPI's 2.13.0), it is
+# the CPU build; on Linux with PyPI alone it is the CUDA build, torch plus 19 nvidia-*/cuda-*/triton
+# wheels, several GB. For the CPU build there, name PyTorch's CPU index:
+#     make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: setup demo test lint wheel-check clean
 
 $(BIN)/disastir-mteb: pyproject.toml _disastir_mteb_autoload.py disastir_mteb.pth
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	@touch $@
 

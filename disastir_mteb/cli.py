@@ -6,6 +6,7 @@ The subcommands themselves are in :mod:`disastir_mteb.commands`.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from collections.abc import Callable
 
@@ -219,15 +220,60 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+# where each command writes (option, argparse name), for the one sentence a full disk ends in: the file the
+# error names, else this folder (a plain write() names no file); commands absent here write nothing of theirs
+_OUTPUT_OPTION = {"run": ("--output-folder", "output_folder"), "demo": ("--output-folder", "output_folder"),
+                  "report": ("--out", "out"), "submit": ("--out", "out"), "export": ("--out", "out"),
+                  "sample": ("--out", "out"), "stats": ("--out", "out")}
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    """The one line Ctrl-C ends a command with: what is kept and how to go on.
+
+    ``run`` and ``demo`` resume: results are written task by task and atomically (a task's file is
+    whole or absent), and the embedding store keeps every finished chunk, so the same command
+    evaluates only the tasks without a result and encodes only what is not stored yet.
+    """
+    if args.command not in ("run", "demo"):
+        return f"disastir-mteb {args.command}: interrupted."
+    kept = ("the results of finished tasks are kept (with --no-cache the passages are encoded again)"
+            if getattr(args, "no_cache", False) else "the results of finished tasks and the embedding cache are kept")
+    return f"disastir-mteb {args.command}: interrupted; run the same command again to resume: {kept}."
+
+
+def _disk_full(error: OSError, args: argparse.Namespace) -> str:
+    """A full disk in one sentence: the file (or the command's output folder), and what to do."""
+    option, name = _OUTPUT_OPTION.get(args.command, ("", ""))
+    path = error.filename or (getattr(args, name, None) if name else None)
+    where = f"{path}: " if path else ""
+    to = f" ({option})" if option else ""
+    resumes = ", which resumes: finished tasks are kept" if args.command in ("run", "demo") else ""
+    return (f"{where}{error.strerror or 'No space left on device'}; free space on that disk or write to another "
+            f"one{to}, then run the same command again{resumes}.")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``disastir-mteb`` console script."""
+    """Entry point of the ``disastir-mteb`` console script.
+
+    Returns:
+        0 on success, 2 for an error (one sentence on stderr, naming the file or option), 130 after
+        Ctrl-C (one line saying how to resume, no traceback), or what the command returns (``submit``: 1).
+    """
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        if not getattr(args, "quiet", True):
+            print(file=sys.stderr)  # a progress bar may hold the line
+        print(_interrupted(args), file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports a process ended by Ctrl-C
     except (OSError, ValueError, KeyError, ImportError, NotImplementedError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         if isinstance(error, OSError) and error.filename and error.strerror:  # "[Errno 13] ..." -> path: reason
             message = f"{error.filename}: {error.strerror}"
+        if isinstance(error, OSError) and error.errno in _DISK_FULL:
+            message = _disk_full(error, args)
         print(f"disastir-mteb {args.command}: {message}", file=sys.stderr)
         return 2
 

@@ -51,38 +51,6 @@ def _offline_if_unreachable(needs_hub: bool) -> None:
               file=sys.stderr)
 
 
-def _use_data(data: str | None, devlite: str | None = None, *, splits: bool = False) -> None:
-    """Point DISASTIR_DATA_DIR at ``--data`` (a folder, or 'sample' for the bundled sample) for this process.
-
-    ``devlite`` (``--devlite``) points DISASTIR_DEVLITE_DIR at a DevLite folder. With ``splits`` (a run of
-    DisastIR-Test or DevLite tasks), ``--data sample`` also brings the sample's DevLite folder, unless one is set.
-    """
-    import os
-
-    if devlite:
-        folder = Path(devlite).expanduser().resolve()
-        if not folder.is_dir():
-            raise FileNotFoundError(f"--devlite {devlite}: no such folder; pass a DisastIR-DevLite folder "
-                                    "(e.g. one written by `disastir-mteb sample --devlite eval-code`).")
-        os.environ["DISASTIR_DEVLITE_DIR"] = str(folder)
-    if not data:
-        return
-    if data == "sample":
-        from disastir_mteb.benchmark.sample import sample_dir
-
-        os.environ["DISASTIR_DATA_DIR"] = str(sample_dir("small"))
-        if splits and not os.environ.get("DISASTIR_DEVLITE_DIR"):
-            from disastir_mteb.benchmark.sample_devlite import devlite_sample_dir
-
-            os.environ["DISASTIR_DEVLITE_DIR"] = str(devlite_sample_dir("small"))
-        return
-    folder = Path(data).expanduser().resolve()
-    if not folder.is_dir():
-        raise FileNotFoundError(f"--data {data}: {'not a folder' if folder.exists() else 'no such folder'}; pass a "
-                                f"folder in the published DisastIR layout (corpus.jsonl, query/, qrels/) or 'sample'.")
-    os.environ["DISASTIR_DATA_DIR"] = str(folder)
-
-
 def demo(args: argparse.Namespace) -> int:
     """``disastir-mteb demo``: the bundled model on the bundled sample, all 48 tasks, grid and report."""
     from disastir_mteb.demo import run_demo
@@ -99,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     from tqdm.auto import tqdm
 
+    from disastir_mteb.benchmark.data_source import data_folders
     from disastir_mteb.benchmark.taxonomy import Split, benchmark_name
     from disastir_mteb.results.grid import grids_by_split
     from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks, result_folder
@@ -106,11 +75,10 @@ def run(args: argparse.Namespace) -> int:
     local_model = args.model == "bundled" or Path(args.model).exists()
     local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
     _offline_if_unreachable(needs_hub=not (local_model and local_data))
-    names = [*(args.tasks or []), *(args.benchmarks or [])]
-    _use_data(args.data, args.devlite, splits=args.split not in (None, "full")
-              or any(name.startswith(("DisastIR-Test", "DisastIR-DevLite")) for name in names))
     _quiet(args.quiet)
     tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
+    names = [task.metadata.name for task in tasks]
+    os.environ.update(data_folders(args.data, args.devlite, task_names=names, as_options=True))  # the whole process
     ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items() if getattr(args, name) is not None}
     if args.ann_dtype is not None:
         ann_params["dtype"] = args.ann_dtype
@@ -236,11 +204,13 @@ def submit(args: argparse.Namespace) -> int:
 
 def export(args: argparse.Namespace) -> int:
     """``disastir-mteb export``: the tasks as BEIR folders or an mteb-native dataset."""
+    import os
     import time
 
+    from disastir_mteb.benchmark.data_source import data_folders
     from disastir_mteb.benchmark.export import export_beir, export_mteb
 
-    _use_data(args.data)
+    os.environ.update(data_folders(args.data, as_options=True))
     _quiet(args.quiet)
     say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.perf_counter()
@@ -333,5 +303,7 @@ def seed(args: argparse.Namespace) -> int:
     from disastir_mteb.models.bundled import BUNDLED_MODEL, seed_hf_cache
 
     snapshot = seed_hf_cache(args.hub_cache)
-    print(f"Seeded {BUNDLED_MODEL} into {snapshot}; run mteb with HF_HUB_CACHE={args.hub_cache} HF_HUB_OFFLINE=1.")
+    print(f"Seeded {BUNDLED_MODEL} into {snapshot}; run mteb with HF_HUB_CACHE={args.hub_cache} HF_HUB_OFFLINE=1, "
+          f"and DISASTIR_DATA_DIR=<data folder> unless the dataset is in that cache (`disastir-mteb sample --out DIR` "
+          f"writes synthetic data to try with).")
     return 0

@@ -15,17 +15,26 @@ run grouped by the corpus they search (full and Test tasks share DisastIR's; Dev
 each group's queries searched in one pass, so a run mixing DevLite with full or Test tasks encodes
 and indexes each corpus once. The embedding cache is keyed by the corpus texts' fingerprint, never by
 task or split, so the two corpora never share an entry, and full and Test runs share one.
+
+After a group's pass, the tasks it answered are scored and written on every core
+(:mod:`disastir_mteb.task_pool`), through mteb's scoring without its repeated checks
+(:mod:`disastir_mteb.scoring_patch`); every stored number is the one a plain run writes.
+
+Longer than 350 lines because the run and the steps of one task it hands to a worker process (evaluate,
+per-query file, a result file set aside) are one flow, read top to bottom.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from disastir_mteb.benchmark.data_source import data_folders, use_environment
 from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES, Split
 from disastir_mteb.models.loading import ModelLoadError
 from disastir_mteb.models.loading import load_model as _load_encoder
@@ -134,6 +143,8 @@ def evaluate(
     on_task_done: Callable[[TaskResult, float], None] | None = None,
     batch_size: int | None = None,
     precision: str | None = None,
+    data: str | Path | None = None,
+    devlite: str | Path | None = None,
 ) -> ModelResult:
     """Evaluate a model on DisastIR tasks (the 48 of the full set by default) with one encoding per corpus.
 
@@ -170,6 +181,12 @@ def evaluate(
             encoding (default: the model's own dtype, float32 for the DisastIR baselines). A
             precision other than the model's own files its results under their own mteb
             experiment (``disastir_precision``); the embedding cache keys the dtype and batch size.
+        data: the data the tasks read, as ``disastir-mteb run --data``: a folder in the published layout,
+            ``"sample"`` (the small synthetic sample; its scores are not DisastIR results), or None
+            (``DISASTIR_DATA_DIR``, else the Hub). Set for this call only
+            (:func:`~disastir_mteb.benchmark.data_source.data_folders`).
+        devlite: a DisastIR-DevLite folder for DisastIR-Test and DevLite tasks, as ``run --devlite``
+            (default ``DISASTIR_DEVLITE_DIR``, else the Hub; with ``data="sample"``, the sample's).
 
     Returns:
         mteb's ``ModelResult`` holding every evaluated task.
@@ -178,13 +195,16 @@ def evaluate(
         ValueError: an unknown ``search`` value, ANN preset, parameter, precision or split, a batch size
             below 1, a task of another query set than ``split``, or a ready search model whose search
             setting differs from ``search``.
+        FileNotFoundError: ``data`` or ``devlite`` is not a folder.
     """
-    import mteb
     from tqdm.auto import tqdm
 
     from disastir_mteb.results.per_query import data_provenance
+    from disastir_mteb.scoring_patch import faster_scoring
     from disastir_mteb.search.encoding import check_count, parse_precision
+    from disastir_mteb.search.query_prefetch import answered_by_prefetch, forget_prefetched
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.task_pool import evaluate_tasks
     from disastir_mteb.util.atomic import atomic_result_cache
 
     ann = check_search(search, ann_preset, ann_params)
@@ -192,7 +212,7 @@ def evaluate(
     parse_precision(precision)
     groups = corpus_groups(resolve_tasks(tasks, split=split))
     task_list = [task for group in groups for task in group]
-    later = {id(group[0]): group for group in groups[1:]}  # a corpus after the first: prefetched when reached
+    folders = data_folders(data, devlite, task_names=[t.metadata.name for t in task_list])  # before a model loads
     if isinstance(model, SharedCorpusSearch):
         if instructions is not None or precision is not None or batch_size is not None:
             raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
@@ -212,30 +232,32 @@ def evaluate(
     _check_inside(cache, task_list, searcher)
     searcher.keep_rankings = True  # per-query files need each task's search results
     preloaded = {task.metadata.name for task in task_list if task.data_loaded}
-    provenance = data_provenance()  # one data folder (or Hub revision) for the whole run
     task_results: list[TaskResult] = []
     result: ModelResult | None = None
-    with _datasets_bars_off():  # their per-step "Map" bars would print over the corpus and task bars
+    with _datasets_bars_off(), use_environment(folders), faster_scoring():  # datasets' "Map" bars would print over ours
+        provenance = data_provenance()  # one data folder (or Hub revision) for the whole run
+        run = functools.partial(_run_task, searcher=searcher, cache=cache, encode_kwargs=encode_kwargs,
+                                overwrite=overwrite, provenance=provenance)
+        answered = functools.partial(answered_by_prefetch, searcher)  # such tasks are scored on every core
         if len(groups[0]) > 1:
             searcher.prefetch(groups[0], encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
-        for task in tqdm(task_list, desc="Evaluating tasks", unit=" tasks", dynamic_ncols=True,
-                         disable=not show_progress or len(task_list) < 2):
-            if len(later.get(id(task), ())) > 1:  # the first task on another corpus (DevLite's): its group at once
-                searcher.prefetch(later[id(task)], encode_kwargs=encode_kwargs)
+        bar = tqdm(total=len(task_list), desc="Evaluating tasks", unit=" tasks", dynamic_ncols=True,
+                   disable=not show_progress or len(task_list) < 2)
+        for number, group in enumerate(groups):
+            if number and len(group) > 1:  # a corpus after the first (DevLite's): its group's pass when reached
+                searcher.prefetch(group, encode_kwargs=encode_kwargs)
             started = time.perf_counter()
-            if not task.data_loaded:
-                task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
-            rerun = overwrite or _lacks_per_query(searcher, task, cache)
-            result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=False,  # the bar above is the one
-                                   encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
-                                   overwrite_strategy="always" if rerun else "only-missing")
-            task_results.extend(result.task_results)
-            _write_per_query(searcher, task, cache, provenance)
-            if task.metadata.name not in preloaded:
-                task.unload_data()  # frees the task's queries and qrels; the shared corpus stays with the loader
-            if on_task_done is not None:
-                for task_result in result.task_results:
-                    on_task_done(task_result, time.perf_counter() - started)
+            for task, result, seconds in evaluate_tasks(group, run, parallel=answered):
+                forget_prefetched(searcher, task)
+                task_results.extend(result.task_results)
+                if task.metadata.name not in preloaded:
+                    task.unload_data()  # frees the task's queries and qrels; the shared corpus stays with the loader
+                for task_result in result.task_results if on_task_done is not None else ():
+                    on_task_done(task_result, seconds)  # type: ignore[misc]
+                bar.update()
+            logger.info("%d task(s) scored and written in %.1f s after the search.", len(group),
+                        time.perf_counter() - started)
+        bar.close()
     logger.info("%d task(s), %s: %d index build(s), %d loaded from cache, %d passages and %d queries encoded.",
                 len(task_list), searcher.describe_search(), searcher.index_builds, searcher.index_loads,
                 searcher.passages_encoded, searcher.queries_encoded)
@@ -281,6 +303,24 @@ def _datasets_bars_off() -> Iterator[None]:
             datasets_logging.enable_progress_bar()
 
 
+def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode_kwargs: Mapping[str, Any],
+              overwrite: bool, provenance: Mapping[str, object]) -> ModelResult:
+    """One task through ``mteb.evaluate`` (its search from the shared pass when prefetched), then its per-query file.
+
+    Runs in this process or in a forked worker (:mod:`disastir_mteb.task_pool`); either way it writes the same files.
+    """
+    import mteb
+
+    if not task.data_loaded:
+        task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
+    rerun = overwrite or _lacks_per_query(searcher, task, cache)
+    result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=False,  # the runner's bar is the one
+                           encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
+                           overwrite_strategy="always" if rerun else "only-missing")
+    _write_per_query(searcher, task, cache, provenance)
+    return result
+
+
 def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, data: Mapping[str, object]) -> None:
     """Score the task's last search per query and write it beside mteb's result file (if it was searched).
 
@@ -299,16 +339,33 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, da
 
 
 def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
-    """Whether mteb holds the task's result but its per-query file is missing (a run killed in between).
+    """Whether mteb holds the task's result but its per-query file is missing or unreadable.
 
-    Such a task is evaluated again (from the stored embeddings) so that the file appears.
+    Missing: a run killed between the two writes. Unreadable (cut short, not JSON): set aside, renamed
+    ``<Task>_per_query.json.unreadable-<UTC time>`` (never deleted), with one warning. Such a task is
+    evaluated again (from the stored embeddings) so that the file appears; its result file is read
+    through ``cache`` first, so that an unreadable one is set aside too, not overwritten.
     """
-    from disastir_mteb.results.per_query import per_query_path
+    from disastir_mteb.results.per_query import per_query_path, read_per_query
+    from disastir_mteb.util.atomic import set_aside
 
-    if task.metadata.name not in _DISASTIR_TASKS:
+    name = task.metadata.name
+    if name not in _DISASTIR_TASKS:
         return False
-    result_path = cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)
-    return result_path.is_file() and not per_query_path(result_path).is_file()
+    result_path = cache.get_task_result_path(name, searcher.mteb_model_meta)
+    per_query = per_query_path(result_path)
+    if not result_path.is_file():
+        return False
+    if per_query.is_file():
+        try:
+            read_per_query(per_query)
+            return False
+        except ValueError as error:  # its message names the file and what is wrong with it
+            moved = set_aside(per_query)
+            logger.warning("%s; moved it to %s beside it and evaluating %s again.", str(error).rstrip("."),
+                           moved.name, name)
+    cache.load_task_result(name, searcher.mteb_model_meta)  # an unreadable result file is set aside as well
+    return True
 
 
 def _split_missing(dataset: Any, subset: str, split: str) -> bool:

@@ -71,7 +71,7 @@ def test_run_errors_are_one_sentence(data_dir: Path, tmp_path: Path, capsys: pyt
     code = cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--search", "ann", "--connectivity", "0",
                      "--output-folder", str(tmp_path)])
     assert code == 2
-    assert "AnnParams.connectivity=0 must be an integer >= 1" in capsys.readouterr().err
+    assert "AnnParams.connectivity=0 must be an integer >= 2" in capsys.readouterr().err
 
 
 def test_batch_size_precision_and_tokenisation_options(data_dir: Path, tmp_path: Path,

@@ -1,10 +1,29 @@
-"""Bad command lines: each ends in one sentence naming the option or name, before any model is loaded."""
+"""Bad command lines and faults met by a run: each ends in one sentence, or in a correct run.
+
+Bad options end in one sentence naming the option, before any model is loaded. Faults met by a run
+(an unreadable earlier result, a full disk, Ctrl-C, no data offline) are provoked for real: files cut
+short on disk, a small tmpfs filled up, a child process sent SIGINT, ``mteb run`` in a subprocess.
+The cases and their outcomes are listed in ``docs/faults/cli.md``.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 import pytest
 
 from disastir_mteb.cli import main
+from disastir_mteb.search.ann_params import resolve_params
 
 RUN = ["run", "-m", "bundled", "--data", "sample", "--quiet", "--no-cache"]
 
@@ -50,3 +69,279 @@ def test_unknown_intent_or_category(option: str, value: str, sentence: str, caps
     assert main(["tasks", option, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("disastir-mteb tasks: ") and sentence in err[0]
+
+
+# ---------------------------------------------------------------------- ANN parameters (all bad values, memory)
+
+
+def test_every_bad_ann_value_is_named_in_one_sentence(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--connectivity 0 --expansion-search -5 --ann-k 0``: all three, not only the first."""
+    assert _run([*RUN, "--search", "ann", "--connectivity", "0", "--expansion-search", "-5", "--ann-k", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["disastir-mteb run: AnnParams.connectivity=0 must be an integer >= 2, expansion_search=-5 an "
+                   "integer >= 1 and k=0 an integer >= 1 or None."]
+
+
+def test_connectivity_one_is_refused_before_usearch_refuses_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """USearch itself raises "Connectivity must be at least 2" at build time, after the corpus is encoded."""
+    from usearch.index import Index
+
+    with pytest.raises(ValueError, match="at least 2"):
+        Index(ndim=8, connectivity=1).add(0, np.ones(8, np.float32))
+    assert _run([*RUN, "--search", "ann", "--connectivity", "1"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "disastir-mteb run: AnnParams.connectivity=1 must be an integer >= 2."]
+
+
+@pytest.mark.parametrize(("n", "dims", "connectivity", "dtype"), [
+    (3000, 64, 16, "f32"), (3000, 64, 2, "f32"), (3000, 100, 300, "f16"), (3000, 384, 32, "i8"),
+    (3000, 384, 16, "b1"), (20000, 32, 8, "f32"),
+])
+def test_memory_estimate_matches_usearch(n: int, dims: int, connectivity: int, dtype: str) -> None:
+    """``AnnParams.memory_bytes`` against the bytes of the real USearch index (what it saves and holds)."""
+    from disastir_mteb.search.usearch_index import UsearchIndex
+
+    params = resolve_params("paper", connectivity=connectivity, dtype=dtype, threads=2)
+    vectors = np.random.default_rng(0).standard_normal((n, dims)).astype(np.float32)
+    index = UsearchIndex(params, similarity="cosine")
+    index.add_documents(vectors, [str(i) for i in range(n)])
+    real = index.usearch_index.serialized_length
+    assert params.memory_bytes(n, dims) == pytest.approx(real, rel=0.01)
+
+
+def test_memory_warning_threshold() -> None:
+    """Warn above 256 MiB *and* 2x the paper's connectivity on the same vectors; never for the presets."""
+    full, mib = 239_704, 2**20
+    paper = resolve_params("paper")
+    # 8 + 2 bytes of key and level, the vector, 4 + 8M bytes on level 0, (4 + 4M) / (M - 1) above it
+    assert paper.memory_bytes(full, 384) == round(full * (8 + 2 + 384 * 4 + 4 + 8 * 16 + (4 + 4 * 16) / 15))
+    for name in ("paper", "f16", "i8", "b1", "exact"):
+        for dims in (384, 1024, 4096):  # d=4096 f32: 3.9 GB of vectors, needed whatever M: no warning
+            assert resolve_params(name).memory_warning(full, dims) is None, (name, dims)
+    assert resolve_params("paper", connectivity=128).memory_warning(full, 384) is None  # 618 MB < 2 x 403 MB
+    assert resolve_params("paper", connectivity=256).memory_warning(full, 384) is not None  # 863 MB
+    small = resolve_params("paper", connectivity=100_000)
+    assert small.memory_bytes(300, 384) < 256 * mib and small.memory_warning(300, 384) is None  # 240 MB: quiet
+
+
+def test_a_huge_connectivity_warns_with_the_memory_it_needs(sample_data: Path, use_data: Any, tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """The issue's case: ``--connectivity 100000 --ann-k 5000`` on the 1,500-passage sample (1.2 GB graph)."""
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
+    from disastir_mteb.runner import evaluate
+
+    use_data(sample_data)
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.usearch_index"):
+        evaluate(HashingEncoder(), ["DisastIR-QA-Bio"], search="ann", ann_params={"connectivity": 100_000, "k": 5000},
+                 cache_dir=False, output_folder=tmp_path / "out", show_progress=False)
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("USearch HNSW with connectivity=100000 needs about 1.2 GB of memory for 1,500 vectors "
+                                "of 384 dimensions (f32")
+    assert "476x what connectivity 16 (the paper's) needs" in warned[0]
+    assert "no node here can have more than 1,499 neighbours" in warned[0]
+    assert warned[0].endswith("Building it anyway; lower --connectivity (connectivity=) if that was not meant.")
+
+
+# ---------------------------------------------------------------------- faults met by a run
+
+TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """200 passages, 2 queries per task: all 48 tasks, MiniLM encodes it in seconds."""
+    from disastir_mteb.benchmark.sample import SampleScale, write_sample
+
+    scale = SampleScale("tiny", n_passages=200, queries_per_task=2, judged_per_query=6, passage_words=16)
+    return write_sample(tmp_path_factory.mktemp("tiny") / "data", scale=scale)
+
+
+def _cut(path: Path, keep: int) -> bytes:
+    """Cut ``path`` to its first ``keep`` bytes (a file truncated by a full disk or a copy); returns them."""
+    data = path.read_bytes()[:keep]
+    path.write_bytes(data)
+    return data
+
+
+def _set_aside(folder: Path, name: str) -> list[Path]:
+    return sorted(folder.glob(f"{name}.unreadable-*"))
+
+
+def test_unreadable_result_files_are_set_aside_and_computed_again(tiny: Path, use_data: Any, tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A result file, a per-query file, or both, cut short: renamed beside themselves, one warning each, rerun."""
+
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
+    from disastir_mteb.runner import evaluate
+
+    use_data(tiny)
+    out = tmp_path / "out"
+
+    def run() -> dict[str, float]:
+        result = evaluate(HashingEncoder(), TASKS, cache_dir=False, output_folder=out, show_progress=False)
+        return {r.task_name: r.get_score() for r in result.task_results}
+
+    clean = run()
+    folder = next(out.rglob("DisastIR-QA-Bio.json")).parent
+    per_query = folder / "disastir_per_query"
+    damaged = {  # what each file held after the damage: kept, under its new name
+        "DisastIR-QA-Bio.json": _cut(folder / "DisastIR-QA-Bio.json", 2000),
+        "DisastIR-FC-Geo_per_query.json": _cut(per_query / "DisastIR-FC-Geo_per_query.json", 300),
+        "DisastIR-STS-Tech.json": _cut(folder / "DisastIR-STS-Tech.json", 100),
+        "DisastIR-STS-Tech_per_query.json": _cut(per_query / "DisastIR-STS-Tech_per_query.json", 0),
+    }
+    with caplog.at_level(logging.WARNING):
+        assert run() == clean  # evaluated again: the same scores
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 4, warned
+    for name, data in damaged.items():
+        where = per_query if name.endswith("_per_query.json") else folder
+        [moved] = _set_aside(where, name)
+        assert moved.read_bytes() == data  # never deleted, never overwritten
+        assert sum(str(where / name) in w and f"moved it to {moved.name} beside it" in w for w in warned) == 1, name
+        assert json.loads((where / name).read_text())  # whole again
+    assert warned[0].startswith(f"Result file {folder / 'DisastIR-QA-Bio.json'} cannot be read (JSONDecodeError: ")
+    assert warned[0].endswith("and evaluating DisastIR-QA-Bio again.")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert run() == clean  # nothing left to set aside, nothing warned
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(list(folder.rglob("*.unreadable-*"))) == 4
+
+
+def test_run_sets_a_truncated_result_aside_with_one_warning(tiny: Path, tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """The issue's case through the command line: it stopped with rc 2 and a JSON error naming no file.
+
+    (In a terminal the warning is the one line on stderr: Python's last-resort handler prints it.)
+    """
+    argv = ["run", "-m", "bundled", "--data", str(tiny), "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--quiet",
+            "--no-cache", "--output-folder", str(tmp_path / "out")]
+    assert main(argv) == 0
+    result = next((tmp_path / "out").rglob("DisastIR-QA-Bio.json"))
+    _cut(result, 2000)
+    with caplog.at_level(logging.WARNING):
+        assert main(argv) == 0
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    [moved] = _set_aside(result.parent, result.name)
+    assert len(warned) == 1 and warned[0].startswith(f"Result file {result} cannot be read (JSONDecodeError: ")
+    assert warned[0].endswith(f"); moved it to {moved.name} beside it and evaluating DisastIR-QA-Bio again.")
+    assert "line " in warned[0] and "column " in warned[0]  # json's own position of the damage
+    assert json.loads(result.read_text())["task_name"] == "DisastIR-QA-Bio"
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Any:
+    """A 64 KiB tmpfs, filled up: writes end in ENOSPC. Skipped where mounting is not permitted."""
+
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command here: cannot make a small full filesystem")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here ({done.stderr.strip() or done.returncode})")
+    try:
+        with (mount / "filler").open("wb") as handle:
+            try:
+                handle.write(b"\0" * 128 * 1024)
+            except OSError:
+                pass  # full now
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_output_disk_names_the_file_and_what_to_do(full_disk: Path, tiny: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``--output-folder`` on a full disk: one sentence naming the result file, nothing half-written."""
+    import mteb
+
+    out = full_disk / "out"
+    code = main(["run", "-m", "bundled", "--data", str(tiny), "-t", "DisastIR-QA-Bio", "--quiet", "--no-cache",
+                 "--output-folder", str(out)])
+    assert code == 2
+    revision = mteb.get_model_meta("sentence-transformers/all-MiniLM-L6-v2").revision
+    path = out / "results" / "sentence-transformers__all-MiniLM-L6-v2" / revision / "DisastIR-QA-Bio.json"
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"disastir-mteb run: {path}: No space left on device; free space on that disk or write to another one "
+        "(--output-folder), then run the same command again, which resumes: finished tasks are kept."]
+    assert not [p for p in out.rglob("*") if p.is_file() and p.name != ".disastir-results.lock"]  # no half file
+
+
+def test_a_full_disk_names_the_file_in_every_atomic_write(full_disk: Path) -> None:
+    """Per-query files, reports, exports: the failed write names the file, not the hidden temporary or nothing."""
+    from disastir_mteb.util.atomic import write_json_atomic
+
+    target = full_disk / "disastir_per_query" / "DisastIR-QA-Bio_per_query.json"
+    with pytest.raises(OSError) as raised:
+        write_json_atomic(target, {"queries": {str(i): i for i in range(5000)}})
+    assert raised.value.errno == 28 and raised.value.filename == str(target)
+    assert [p.name for p in target.parent.iterdir()] == []  # its temporary file is gone too
+
+
+def test_a_full_disk_under_a_command_that_writes_plainly_names_its_output_folder(
+        full_disk: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``sample --out`` writes with plain ``write()``, whose error names no file: the folder given is named."""
+    assert main(["sample", "--out", str(full_disk / "data"), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"disastir-mteb sample: {full_disk / 'data'}: No space left on device; free space on that disk or write to "
+        "another one (--out), then run the same command again."]
+
+
+_INTERRUPTED = ("disastir-mteb run: interrupted; run the same command again to resume: the results of finished tasks "
+                "and the embedding cache are kept.")
+
+
+def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path: Path) -> None:
+    """SIGINT to a real ``disastir-mteb run`` while it encodes the corpus: one line, 130; the rerun resumes.
+
+    The corpus is one chunk and a bit (short passages, so MiniLM gets there fast); the signal comes once the
+    first chunk file is stored, so the rerun encodes the rest only and writes every result.
+    """
+    from disastir_mteb.benchmark.sample import SampleScale, write_sample
+    from disastir_mteb.search.store import CHUNK_SIZE
+
+    extra = 76
+    scale = SampleScale("ctrl-c", n_passages=CHUNK_SIZE + extra, queries_per_task=1, judged_per_query=4,
+                        passage_words=8)
+    data = write_sample(tmp_path / "data", scale=scale)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    command = [sys.executable, "-m", "disastir_mteb.cli", "run", "-m", "bundled", "--data", str(data), "-t",
+               "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--quiet", "--cache-dir", str(cache), "--output-folder", str(out)]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not list(cache.rglob("chunk_*.npy")) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 130, stderr[-3000:]
+    assert stderr.strip().splitlines() == [_INTERRUPTED]  # was a traceback of 60-130 lines
+    assert not list(out.rglob("DisastIR-*.json"))  # interrupted before any task: nothing half-written either
+
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"2 task result(s) in {next(out.rglob('DisastIR-QA-Bio.json')).parent}; {extra} passages and" in rerun.stdout
+
+
+def test_offline_mteb_run_without_data_says_what_to_set_on_its_last_line(tmp_path: Path) -> None:
+    """The README's offline recipe without ``DISASTIR_DATA_DIR``: mteb's traceback ends in what to set."""
+
+    from disastir_mteb.models.bundled import BUNDLED_MODEL, seed_hf_cache
+
+    hub = tmp_path / "hf-cache"
+    seed_hf_cache(hub)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DISASTIR_", "HF_"))}
+    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(hub), HF_HOME=str(tmp_path / "hf-home"), COLUMNS="400",
+               DISASTIR_CACHE_DIR=str(tmp_path / "cache"))  # nothing cached: no dataset anywhere
+    done = subprocess.run([str(Path(sys.executable).with_name("mteb")), "run", "-m", BUNDLED_MODEL, "-t",
+                           "DisastIR-QA-Bio", "--output-folder", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("FileNotFoundError: DisastIR data DMIR01/DisastIR@"), done.stderr[-2000:]
+    assert ("is not in the Hugging Face cache and the Hub cannot be reached (offline?); set DISASTIR_DATA_DIR to a "
+            "folder in the published layout (disastir-mteb run: --data DIR) or download it once online; "
+            "`disastir-mteb sample --out DIR` writes synthetic data in that layout to try the tools with") in last

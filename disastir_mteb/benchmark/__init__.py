@@ -3,6 +3,7 @@
 - ``taxonomy``: intents, categories, task names, the file-name alias table (pure data).
 - ``layout`` finds the published files, ``reading`` reads their rows and the shared corpus, ``data``
   joins queries and judgements to ids with the paper's gains (mteb's split data).
+- ``data_source``: which data the tasks read (``--data``, ``evaluate(data=)``): a folder, the sample or the Hub.
 - ``split_layout`` finds a DisastIR-DevLite folder (either layout), ``split_data`` loads DisastIR-DevLite and
   DisastIR-Test (Test derived: the full set minus DevLite's queries).
 - ``tasks``: the 48 task classes and their Test and DevLite versions, from ``task_metadata/``; ``suites`` the

@@ -50,9 +50,11 @@ def resolve_data_dir(repo: str, revision: str) -> Path:
             allow_patterns=["corpus.jsonl", "corpus/*", "query/*", "qrels/*", "README.md"],
         )
     except LocalEntryNotFoundError:
-        raise FileNotFoundError(
+        raise FileNotFoundError(  # the last line of mteb run's traceback: it says what to set
             f"DisastIR data {repo}@{revision} is not in the Hugging Face cache and the Hub cannot be reached "
-            f"(offline?); download it once online, or set {DATA_DIR_ENV} to a local folder in the published layout."
+            f"(offline?); set {DATA_DIR_ENV} to a folder in the published layout (disastir-mteb run: --data DIR) or "
+            f"download it once online; `disastir-mteb sample --out DIR` writes synthetic data in that layout to try "
+            f"the tools with (its scores are not DisastIR results)."
         ) from None
     return Path(snapshot)
 

@@ -102,7 +102,9 @@ def resolve_devlite_dir(repo: str, revision: str) -> Path:
     except LocalEntryNotFoundError:
         raise FileNotFoundError(
             f"DisastIR-DevLite data {repo}@{revision} is not in the Hugging Face cache and the Hub cannot be reached "
-            f"(offline?); download it once online, or set {DEVLITE_DIR_ENV} to a local copy."
+            f"(offline?); set {DEVLITE_DIR_ENV} to a local copy (disastir-mteb run: --devlite DIR) or download it once "
+            f"online; `disastir-mteb sample --out DIR --devlite eval-code` writes synthetic data with a DevLite folder "
+            f"to try the tools with."
         ) from None
     return Path(snapshot)
 

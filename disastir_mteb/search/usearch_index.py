@@ -163,6 +163,9 @@ class UsearchIndex:
         entry = self._cache_entry(similarity)
         if entry is not None and self._load(*entry):
             return
+        too_big = self.params.memory_warning(len(self.idxs), self._ndim)  # before USearch takes the memory
+        if too_big:
+            logger.warning("%s", too_big)
         index = _usearch().Index(ndim=self._ndim, metric=self.params.metric, dtype=self.params.dtype,
                                  connectivity=self.params.connectivity, expansion_add=self.params.expansion_add,
                                  expansion_search=self.params.expansion_search)
