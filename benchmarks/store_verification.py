@@ -102,6 +102,7 @@ def warm_run_figures(data: Path) -> None:
 
 
 def main() -> None:
+    """Parse the arguments, print the machine, then each figure."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=239_704)
     parser.add_argument("--dim", type=int, default=384)

@@ -626,7 +626,7 @@ def test_instructions_changed_with_a_real_model_reuse_the_corpus_byte_for_byte(
     before = np.array(np.load(entry))
     again = _run(bundled_model, TASKS[:1], cache, tmp_path / "disastir", instructions="disastir")
     assert again.passages_encoded == 0 and again.queries_encoded > 0
-    fresh = _run(bundled_model, TASKS[:1], tmp_path / "fresh", tmp_path / "fresh-out", instructions="disastir")
+    _run(bundled_model, TASKS[:1], tmp_path / "fresh", tmp_path / "fresh-out", instructions="disastir")
     (fresh_entry,) = (tmp_path / "fresh" / "corpus").rglob("embeddings.npy")
     assert np.array_equal(np.load(fresh_entry), before)  # what the second run would have encoded is what it reused
     assert _outputs(tmp_path / "disastir") == _outputs(tmp_path / "fresh-out") != {}
