@@ -2,10 +2,12 @@
 
 Runs one scenario with each tree's package first on ``PYTHONPATH`` (same interpreter, each with
 its own empty cache): the demo (48 tasks, bundled MiniLM, small sample), an ANN run with the
-DisastIR instructions on one thread (a multi-threaded HNSW build is not deterministic), ``submit``,
-and both exports. Then it compares every file the two runs wrote, by name and by content, where
-run-time fields (durations, dates) are left out and ``model_meta.json``'s lists are compared as
-sets (mteb writes some from a Python set, in hash order).
+DisastIR instructions on one thread (a multi-threaded HNSW build is not deterministic), and both
+exports (no ``submit``: it refuses results computed on generated data, as these are). Then it
+compares every file the two runs wrote, by name and by content, where run-time fields (durations,
+dates, the pid in an embedding-store entry's ``.lock``) are left out, ``model_meta.json``'s lists
+are compared as sets (mteb writes some from a Python set, in hash order) and ``run_settings.jsonl``'s
+rows as a set (tasks scored in parallel add theirs as they finish).
 
     git worktree add /tmp/before <older revision>
     python benchmarks/same_outputs.py --before /tmp/before --work /tmp/same-outputs
@@ -30,7 +32,6 @@ SCENARIO: list[list[str]] = [
     ["demo", "--output-folder", "out", "--report", "report", "--quiet"],
     ["run", "-m", "bundled", "--data", "sample", "--search", "ann", "--ann-threads", "1", "--instructions",
      "disastir", "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--output-folder", "out", "--quiet"],
-    ["submit", "out", "--out", "submitted"],
     ["export", "--format", "beir", "--out", "beir", "--data", "sample", "-t", "DisastIR-QA-Bio", "--quiet"],
     ["export", "--format", "mteb", "--out", "mteb", "--data", "sample", "-t", "DisastIR-QA-Bio", "--quiet"],
 ]
@@ -60,6 +61,8 @@ def _normalised(value: Any, root: str, as_sets: bool) -> Any:
 
 def _comparable(path: Path, root: Path) -> Any:
     """The file's bytes, or for JSON and text its content with run-time fields and the run folder left out."""
+    if path.name == ".lock":  # an embedding-store entry's lock: it holds the pid of the run that took it
+        return "a lock file"
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8")
@@ -68,7 +71,11 @@ def _comparable(path: Path, root: Path) -> Any:
     if path.suffix == ".json":
         return _normalised(json.loads(text), str(root), as_sets=path.name == "model_meta.json")
     if path.suffix == ".jsonl":
-        return [_normalised(json.loads(line), str(root), False) for line in text.splitlines() if line.strip()]
+        rows = [_normalised(json.loads(line), str(root), False) for line in text.splitlines() if line.strip()]
+        # run_settings.jsonl: mteb keys its rows by task and appends new tasks as they finish; with tasks scored
+        # in parallel (task_pool.py) that order is the order they finished, so the rows are compared as a set
+        return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True)) if path.name == "run_settings.jsonl" \
+            else rows
     return text.replace(str(root), "<root>")
 
 
