@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -122,16 +123,18 @@ def part_small(work: Path, runs: int, device: str, passage_words: int) -> dict[s
     rows = []
     for run in range(runs):
         load_before = _load()
+        fresh = Path(tempfile.mkdtemp(prefix=f"run{run}-", dir=work))  # an empty store: a cold run every time
         if run % 2:  # every other run the runner goes first: a machine getting busier or quieter favours neither
-            seconds, after = _timed_evaluate(build_search(model, cache_dir=work / f"store-{run}", progress=False,
-                                                          devices=None), work / f"results-{run}")
+            seconds, after = _timed_evaluate(build_search(model, cache_dir=fresh / "store", progress=False,
+                                                          devices=None), fresh / "results")
         started = time.perf_counter()
         model.model.encode(corpus, batch_size=32)
         model.model.encode(queries, batch_size=32)
         limit = time.perf_counter() - started
         if not run % 2:
-            seconds, after = _timed_evaluate(build_search(model, cache_dir=work / f"store-{run}", progress=False,
-                                                          devices=None), work / f"results-{run}")
+            seconds, after = _timed_evaluate(build_search(model, cache_dir=fresh / "store", progress=False,
+                                                          devices=None), fresh / "results")
+        shutil.rmtree(fresh, ignore_errors=True)
         rows.append({"limit": limit, "runner": seconds, "after_pass": after, "ratio": seconds / limit,
                      "load": (load_before, _load())})
         print(f"  run {run + 1}: encode once {limit:6.2f} s, evaluate {seconds:6.2f} s (of which after the pass "
