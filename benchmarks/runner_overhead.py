@@ -50,22 +50,17 @@ def _load() -> float:
 
 
 def _machine() -> str:
-    import platform
+    from runner_speed import machine  # the CPU label of the other runner benchmark
 
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    info = machine()
     try:
         from disastir_mteb.task_pool import worker_count
     except ImportError:  # a tree from before the task pool (to measure the change from the outside)
         processes = "1 process (no task pool in this tree)"
     else:
         processes = f"{worker_count(48) or 1} process(es)"
-    return (f"{cpu}, {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), Python "
-            f"{platform.python_version()}; tasks scored in {processes}")
+    return (f"{info['cpu']}, {info['cores']} cores ({len(os.sched_getaffinity(0))} usable), Python "
+            f"{info['python']}; tasks scored in {processes}")
 
 
 def small_data(root: Path, passage_words: int) -> Path:

@@ -47,6 +47,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from disastir_mteb.util.patching import missing_names
+
 __all__ = ["EXPERIMENT_COLUMN", "MTEB_BLURB_START", "REQUIRED", "ROW_PIXELS", "group_header", "missing", "patched",
            "replace_blurb"]
 
@@ -78,15 +80,7 @@ _CACHED = ("_static_model_meta", "_meta_df_no_zs", "_meta_df_with_zs", "_trainin
 
 def missing() -> list[str]:
     """``module.name`` for each name of :data:`REQUIRED` the installed mteb lacks (empty when all are there)."""
-    lost = []
-    for module_name, names in REQUIRED.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            lost.append(module_name)
-            continue
-        lost += [f"{module_name}.{name}" for name in names if not hasattr(module, name)]
-    return lost
+    return missing_names(REQUIRED)
 
 
 def _clear_caches() -> None:

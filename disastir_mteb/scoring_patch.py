@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from disastir_mteb.util.patching import missing_names
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["REQUIRED", "exact_auc", "faster_scoring", "missing"]
@@ -46,15 +48,7 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
 
 def missing() -> list[str]:
     """``module.name`` for each name of :data:`REQUIRED` that is not there (empty when all are)."""
-    lost = []
-    for module_name, names in REQUIRED.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            lost.append(module_name)
-            continue
-        lost += [f"{module_name}.{name}" for name in names if not hasattr(module, name)]
-    return lost
+    return missing_names(REQUIRED)
 
 
 def exact_auc(x: Any, y: Any, *, original: Callable[[Any, Any], float] | None = None) -> float:

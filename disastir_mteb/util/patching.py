@@ -1,0 +1,28 @@
+"""The names of other libraries' internals that the plugin's patches use, checked in one way.
+
+The leaderboard page (:mod:`disastir_mteb.leaderboard_patch`) and the faster scoring
+(:mod:`disastir_mteb.scoring_patch`) replace names inside mteb and scikit-learn that are not public
+API. Each declares what it uses as ``{module: (name, ...)}``; :func:`missing_names` says which of them
+the installed versions lack, so that a step whose names are gone is skipped (mteb's own behaviour,
+slower or plainer) and the canary tests fail, naming them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+
+__all__ = ["missing_names"]
+
+
+def missing_names(required: Mapping[str, Sequence[str]]) -> list[str]:
+    """``module.name`` for each required name the installed libraries lack, or ``module`` when it cannot be imported."""
+    lost = []
+    for module_name, names in required.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            lost.append(module_name)
+            continue
+        lost += [f"{module_name}.{name}" for name in names if not hasattr(module, name)]
+    return lost
