@@ -35,7 +35,6 @@ import gc
 import logging
 import multiprocessing
 import os
-import pickle
 import signal
 import sys
 import time
@@ -59,6 +58,9 @@ _job: _Job[Any, Any] | None = None
 """What forked workers run: set just before the fork, so every worker inherits it."""
 _records: list[logging.LogRecord] = []
 """In a worker: the log records of the task being run, handed back with its result."""
+_parent: int | None = None
+"""The runner's process id, set before the fork: a worker whose parent is gone stops."""
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class _Job(Generic[T, R]):
@@ -117,8 +119,8 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
             started = time.perf_counter()
             yield task, run(task), time.perf_counter() - started
         return
-    global _job
-    _job = _Job(tasks, run)
+    global _job, _parent
+    _job, _parent = _Job(tasks, run), os.getpid()
     registry: dict[Any, Any] = {}  # re-issued warnings shown once per place are shown once per call
     executor = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"),
                                    initializer=_start_worker)
@@ -134,6 +136,9 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
                     logger.warning("A worker process evaluating tasks ended abruptly; evaluating the %d task(s) "
                                    "left in the runner's own process.", len(tasks) - number)
                     futures.clear()
+                except Exception as error:  # the answer could not come back (a result that does not pickle)
+                    logger.debug("%s's result could not be sent back from its worker (%s); running it here.",
+                                 _name(task), error)
             if answer is None:
                 yield task, run(task), time.perf_counter() - started
                 continue
@@ -143,7 +148,7 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
                 logger.debug("%s failed in a worker process; running it again here.", _name(task))
                 yield task, run(task), time.perf_counter() - started
                 continue
-            yield task, pickle.loads(result), seconds
+            yield task, result, seconds
     finally:
         _job = None
         executor.shutdown(wait=False, cancel_futures=True)  # normally all done; after an error, stop what waits
@@ -167,7 +172,19 @@ def _name(task: Any) -> str:
 
 
 def _start_worker() -> None:
-    """In each worker: Ctrl-C is the parent's to handle; log records are kept for the parent; tqdm gets new locks."""
+    """In each worker: it dies with the runner; Ctrl-C is the runner's; log records are kept for it; new tqdm locks.
+
+    A runner killed with ``kill -9`` cannot stop its workers, and orphaned workers would keep its
+    terminal's pipes open; the kernel sends them SIGKILL when the runner dies (``PR_SET_PDEATHSIG``).
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if _parent is not None and os.getppid() != _parent:  # the runner died before the line above
+        os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.Logger.callHandlers = _keep_record  # type: ignore[method-assign]
     try:
@@ -183,16 +200,20 @@ def _keep_record(self: logging.Logger, record: logging.LogRecord) -> None:
     _records.append(record)
 
 
-def _work(number: int) -> tuple[bytes | None, float, list[logging.LogRecord], list[dict[str, Any]]]:
-    """In a worker: run task ``number``; (its pickled result or None if it failed, seconds, logs, warnings)."""
+def _work(number: int) -> tuple[Any, float, list[logging.LogRecord], list[dict[str, Any]]]:
+    """In a worker: run task ``number``; (its result or None if it failed, seconds, logs, warnings).
+
+    The result travels back through ``concurrent.futures`` (which pickles it between these two
+    processes of one run); nothing here reads pickled data from a file.
+    """
     if _job is None:
         raise RuntimeError("No job in this worker process: it was not forked by evaluate_tasks.")
     _records.clear()
     started = time.perf_counter()
-    result: bytes | None = None
+    result: Any = None
     with warnings.catch_warnings(record=True) as caught:
         try:
-            result = pickle.dumps(_job.run(_job.tasks[number]))
+            result = _job.run(_job.tasks[number])
         except Exception as error:
             logger.debug("Task %d failed in worker %d: %s: %s", number, os.getpid(), type(error).__name__, error)
     seconds = time.perf_counter() - started
@@ -207,9 +228,7 @@ def _portable(record: logging.LogRecord) -> logging.LogRecord:
         record.exc_text = record.exc_text or logging.Formatter().formatException(record.exc_info)
         record.exc_info = None
     for key, value in list(vars(record).items()):
-        try:
-            pickle.dumps(value)
-        except Exception:
+        if not isinstance(value, (str, int, float, bool, type(None))):
             setattr(record, key, repr(value))
     return record
 
