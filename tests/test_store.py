@@ -285,3 +285,14 @@ def test_entries_of_an_earlier_version_without_checksums_are_encoded_again(tmp_p
     manifest = json.loads(manifest_path.read_text())
     manifest_path.write_text(json.dumps({k: v for k, v in manifest.items() if k != "checksums"}))
     assert store.cached(key_for(TEXTS), 50) is None
+
+
+def test_a_hit_removes_chunk_files_a_killed_consolidation_left(tmp_path: Path) -> None:
+    """A run killed between writing the manifest and deleting its chunks leaves them; the next hit drops them."""
+    store = EmbeddingStore(tmp_path)
+    store.get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(), chunk_size=16, progress=False)
+    leftover = store.folder(key_for(TEXTS)) / f"chunk_{0:010d}_{16:010d}_{checksum(expected(TEXTS[:16]))}.npy"
+    np.save(leftover, expected(TEXTS[:16]))
+    encoder = CountingEncoder()
+    EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, encoder, chunk_size=16, progress=False)
+    assert encoder.rows == 0 and not leftover.exists()

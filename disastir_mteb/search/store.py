@@ -116,7 +116,7 @@ class EmbeddingStore:
         return self.root / key.folder_name
 
     def cached(self, key: StoreKey, n_rows: int) -> np.memmap | None:
-        """The finished entry of ``key`` with ``n_rows`` rows if every block verifies, else None.
+        """The finished entry of ``key`` with ``n_rows`` rows if every row verifies, else None.
 
         Nothing is encoded, deleted or logged: :meth:`get_or_encode` says why an entry is not served.
         """
@@ -175,13 +175,12 @@ class EmbeddingStore:
         positions = _checked_order(order, len(texts))
         served = self.cached(key, len(texts))  # a finished, verified entry needs no lock (read-only caches too)
         if served is not None:
-            logger.info("Embedding cache hit for %s: %s.", key.describe(), folder)
-            return served
+            return self._hit(key, folder, served)
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            memory = self._unpersisted(folder, error)
-            return self._encode(key, texts, encode, folder, chunk_size, progress, positions, memory)
+            return self._encode(key, texts, encode, folder, chunk_size, progress, positions,
+                                in_memory=self._unpersisted(folder, error))
         with _entry_lock(folder):  # another run encoding this entry finishes first; its chunks are then ours
             return self._serve_or_encode(key, texts, encode, folder, chunk_size, progress, positions)
 
@@ -191,9 +190,7 @@ class EmbeddingStore:
         if (folder / "manifest.json").is_file():
             entry = _load_entry(key, len(texts), folder)
             if entry.usable and not self._stale(key, entry.array, folder, fresh=False):  # type: ignore[arg-type]
-                logger.info("Embedding cache hit for %s: %s.", key.describe(), folder)
-                _unlink_quietly(*folder.glob("chunk_*.npy"))  # a run killed after writing the manifest
-                return entry.array  # type: ignore[return-value]
+                return self._hit(key, folder, entry.array)  # type: ignore[arg-type]
             if len(entry.damaged) and entry.manifest and entry.manifest.get("order") == _order_digest(positions):
                 return self._repair(key, texts, encode, folder, entry, progress, positions)
             problem = entry.problem
@@ -204,21 +201,26 @@ class EmbeddingStore:
                 problem = f"holds {entry.array.shape[1]}-dimensional vectors, not the model's {model_dim}"
             logger.warning("Embedding cache %s %s: rebuilding.", folder, problem)
             _unlink_quietly(folder / "manifest.json", folder / "embeddings.npy")
-        memory: dict[tuple[int, int], np.ndarray] | None = None
+        in_memory = False
         try:
             _remove_orphan_temporaries(folder)
             _discard_chunks_of_another_order(folder, _order_digest(positions))
         except OSError as error:
-            memory = self._unpersisted(folder, error)
-        return self._encode(key, texts, encode, folder, chunk_size, progress, positions, memory)
+            in_memory = self._unpersisted(folder, error)
+        return self._encode(key, texts, encode, folder, chunk_size, progress, positions, in_memory=in_memory)
+
+    def _hit(self, key: StoreKey, folder: Path, vectors: np.memmap) -> np.memmap:
+        """Serve a finished, verified entry; drop chunk files a run killed after writing its manifest left behind."""
+        logger.info("Embedding cache hit for %s: %s.", key.describe(), folder)
+        _unlink_quietly(*folder.glob("chunk_*.npy"))
+        return vectors
 
     def _encode(self, key: StoreKey, texts: Sequence[str], encode: Callable[[list[str]], Any], folder: Path,
-                chunk_size: int, progress: bool, positions: np.ndarray | None,
-                memory: dict[tuple[int, int], np.ndarray] | None) -> np.memmap:
+                chunk_size: int, progress: bool, positions: np.ndarray | None, *, in_memory: bool) -> np.memmap:
         """Encode every chunk not on disk yet, then join them into the finished entry (or an array in memory)."""
         ranges = [(start, min(start + chunk_size, len(texts))) for start in range(0, len(texts), chunk_size)]
         dims, sources, unpersisted = self._encode_missing(key, texts, encode, folder, ranges, progress, positions,
-                                                          memory)
+                                                          in_memory=in_memory)
         if unpersisted:
             vectors = _fill(np.empty((len(texts), dims), key.dtype), ranges, positions, sources)
         else:
@@ -228,7 +230,7 @@ class EmbeddingStore:
 
     def _repair(self, key: StoreKey, texts: Sequence[str], encode: Callable[[list[str]], Any], folder: Path,
                 entry: _Entry, progress: bool, positions: np.ndarray | None) -> np.memmap:
-        """Encode again the chunks whose rows sit in blocks that fail their checksum, and rewrite the entry.
+        """Encode again the chunks that hold the rows failing their checksum, and rewrite the entry.
 
         The chunks are those the entry was encoded in (its manifest records them), in the same
         order, so each batch holds the texts it held the first time.
@@ -239,14 +241,13 @@ class EmbeddingStore:
         rank[np.arange(n) if positions is None else positions] = np.arange(n)  # text row -> position in the order
         starts = np.array([a for a, _ in ranges])
         touched = sorted({ranges[i] for i in np.searchsorted(starts, rank[entry.damaged], side="right") - 1})
+        again = sum(b - a for a, b in touched)
         logger.warning("Embedding cache %s fails its checksum in %s: the file was damaged on disk; re-encoding "
                        "the %d %s of the %d chunk(s) that hold them.", folder / "embeddings.npy",
-                       entry.describe_damage(), sum(b - a for a, b in touched),
-                       "passages" if key.side == "corpus" else "queries", len(touched))
+                       entry.describe_damage(), again, "passages" if key.side == "corpus" else "queries", len(touched))
         dim = int((entry.manifest or {})["dim"])
         fresh: dict[tuple[int, int], np.ndarray] = {}
-        for (start, stop), vectors in self._encoded(key, texts, encode, touched, progress, positions, done=n - sum(
-                b - a for a, b in touched)):
+        for (start, stop), vectors in self._encoded(key, texts, encode, touched, progress, positions, done=n - again):
             if vectors.shape[1] != dim:
                 raise ValueError(f"The encoder returned dimension {vectors.shape[1]} for rows {start}-{stop} but "
                                  f"{folder / 'embeddings.npy'} holds {dim}-dimensional vectors of the same model name "
@@ -254,14 +255,14 @@ class EmbeddingStore:
             fresh[(start, stop)] = vectors
         return _repaired(key, folder, entry, positions, fresh)
 
-    def _unpersisted(self, folder: Path, error: OSError) -> dict[tuple[int, int], np.ndarray]:
-        """Warn (once per store) that ``folder`` cannot be written; the vectors stay in memory."""
+    def _unpersisted(self, folder: Path, error: OSError) -> bool:
+        """Warn (once per store) that ``folder`` cannot be written; True: the vectors stay in memory."""
         if not self._unwritable:
             self._unwritable = True
             logger.warning("Embedding cache %s cannot be written (%s): keeping the vectors in memory, nothing is "
                            "persisted. Pass --cache-dir DIR (cache_dir=) for a writable folder, or --no-cache "
                            "(cache_dir=False) to silence this.", folder, error.strerror or error)
-        return {}
+        return True
 
     def _stale(self, key: StoreKey, vectors: np.ndarray, folder: Path, *, fresh: bool) -> bool:
         """Whether cached ``vectors`` are stale: the model name and revision just gave another dimension.
@@ -306,18 +307,17 @@ class EmbeddingStore:
 
     def _encode_missing(self, key: StoreKey, texts: Sequence[str], encode: Callable[[list[str]], Any],
                         folder: Path, ranges: list[tuple[int, int]], progress: bool, positions: np.ndarray | None,
-                        memory: dict[tuple[int, int], np.ndarray] | None,
-                        ) -> tuple[int, dict[tuple[int, int], Path | np.ndarray], bool]:
+                        *, in_memory: bool) -> tuple[int, dict[tuple[int, int], Path | np.ndarray], bool]:
         """Encode every chunk without a verified file; return the dimension, each chunk's source, and whether in memory.
 
         Chunk files that fail their checks (unreadable, wrong shape, bytes that fail the checksum
         in their name) are reported in one warning naming them, deleted and encoded again. Chunk
         files of another dimension than the encoder's current output (or, when nothing needed
-        encoding, than most chunks) are stale: they are deleted and encoded again. With ``memory``
+        encoding, than most chunks) are stale: they are deleted and encoded again. With ``in_memory``
         (the folder cannot be written) no file is read or written; a chunk file that fails to be
-        written switches to memory for the rest.
+        written switches to memory for the rest (the returned flag).
         """
-        files = {} if memory is not None else _chunk_files(folder)
+        files = {} if in_memory else _chunk_files(folder)
         sources: dict[tuple[int, int], Path | np.ndarray] = {}
         done: dict[tuple[int, int], int] = {}
         bad: list[str] = []
@@ -343,19 +343,19 @@ class EmbeddingStore:
                                      f"{fresh} for earlier rows; it must return one dimension.")
                 fresh = done[(start, stop)] = vectors.shape[1]
                 sources[(start, stop)] = vectors
-                if memory is None:
+                if not in_memory:
                     path = folder / _chunk_name((start, stop), checksum(vectors))
                     try:
                         _replace_atomic(path, lambda handle, v=vectors: np.save(handle, v, allow_pickle=False))
                     except OSError as error:  # read-only, full disk: go on in memory
-                        memory = self._unpersisted(folder, error)
+                        in_memory = self._unpersisted(folder, error)
                     else:
                         sources[(start, stop)] = path  # the chunk's vectors need not stay in memory
             dims = list(done.values())
             reference = fresh if fresh is not None else max(sorted(set(dims)), key=dims.count)
             stale = [r for r, dim in done.items() if dim != reference]
             if not stale:
-                return reference, sources, memory is not None
+                return reference, sources, in_memory
             logger.warning("Embedding cache %s holds %d chunk file(s) of dimension %s, not %d: re-encoding them.",
                            folder, len(stale), "/".join(sorted({str(done[r]) for r in stale})), reference)
             for r in stale:

@@ -153,7 +153,7 @@ def _reloaded(key: StoreKey, n_rows: int, folder: Path) -> np.memmap:
 
 
 def _load_entry(key: StoreKey, n_rows: int, folder: Path) -> _Entry:
-    """Read a finished entry: its memory map and the blocks that fail their checksum, or why it cannot be used."""
+    """Read a finished entry: its memory map and the rows that fail their checksum, or why it cannot be used."""
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
