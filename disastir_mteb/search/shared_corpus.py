@@ -75,7 +75,7 @@ class SharedCorpusSearch:
         progress: progress bar (rate, ETA) while encoding the corpus.
         dtype: storage precision of persisted embeddings (``float32`` or ``float16``).
         chunk_size: passages per persisted chunk (rounded up to whole batches): a killed run loses at most one
-            chunk of work. The default, :data:`~disastir_mteb.search.store.CHUNK_SIZE` (1,024), is about 30 s of
+            chunk of work. The default, :data:`~disastir_mteb.search.store.CHUNK_SIZE` (1,024), is 15-35 s of
             all-MiniLM-L6-v2 on a 2-core CPU, whatever the corpus size.
         devices: spread corpus encoding over several devices with sentence-transformers'
             multi-process pool (e.g. ``["cuda:0", "cuda:1"]``); ``"auto"`` = every visible CUDA
