@@ -1,10 +1,11 @@
 """Autoload hook of disastir-mteb, run from ``disastir_mteb.pth`` at every interpreter start.
 
 It must stay tiny: it imports nothing beyond ``os`` and ``sys`` (both already loaded), and it
-never imports mteb or torch itself. It puts a one-shot finder on ``sys.meta_path`` that waits
-for someone to import ``mteb``; right after mteb's ``__init__`` has run, it registers the
-DisastIR tasks (``disastir_mteb.register``). Any failure there becomes a warning: mteb keeps
-working without the DisastIR tasks. ``DISASTIR_MTEB_AUTOLOAD=0`` turns the hook off.
+never imports mteb, torch or the plugin itself at start. It puts a one-shot finder on
+``sys.meta_path`` that waits for someone to import ``mteb``; right after mteb's ``__init__`` has
+run, it registers the DisastIR tasks (``disastir_mteb.register``, :mod:`disastir_mteb.registration`).
+Any failure there becomes a warning: mteb keeps working without the DisastIR tasks.
+``DISASTIR_MTEB_AUTOLOAD=0`` turns the hook off (then ``import disastir_mteb`` registers).
 """
 
 import os
@@ -17,8 +18,11 @@ class _AfterMtebImport:
     """Meta-path finder that wraps the loader of the top-level ``mteb`` package.
 
     It stays in place until mteb has actually been executed: ``python -m mteb`` asks for the
-    spec once (runpy) and then imports the package through a second lookup.
+    spec once (runpy) and then imports the package through a second lookup. ``import disastir_mteb``
+    looks for :attr:`registers_disastir_mteb` to know that the hook will register, so it need not.
     """
+
+    registers_disastir_mteb = True
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "mteb":
@@ -71,20 +75,14 @@ def _register():
         )
 
 
-def arm():
-    """Register now if mteb is imported, else put the finder in place (``import disastir_mteb`` calls this)."""
-    if "mteb" in sys.modules:
-        _register()
-        return
-    if not any(isinstance(f, _AfterMtebImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterMtebImport())
-
-
 def install():
-    """Arm the hook at interpreter start, unless DISASTIR_MTEB_AUTOLOAD turns it off."""
+    """Arm the hook at interpreter start (register at once if mteb is already imported), unless turned off."""
     if os.environ.get("DISASTIR_MTEB_AUTOLOAD", "1").strip().lower() in _OFF:
         return
-    arm()
+    if "mteb" in sys.modules:
+        _register()
+    elif not any(isinstance(f, _AfterMtebImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterMtebImport())
 
 
 install()

@@ -191,19 +191,19 @@ def run_runner(args: argparse.Namespace) -> None:
     import tempfile
     from pathlib import Path
 
-    from disastir_mteb.benchmark.sample import sample_dir
-    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
     from disastir_mteb.models.hashing_encoder import HashingEncoder
     from disastir_mteb.results.compare import compare_sets
     from disastir_mteb.results.result_sets import find_result_sets, load_result_set
-    from disastir_mteb.runner import evaluate
+    from disastir_mteb.runner.run import evaluate
+    from disastir_mteb.sample.generator import sample_dir
     from disastir_mteb.search.exact_search import ExactIndex
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
+    from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     work = Path(tempfile.mkdtemp(prefix="ann-runner-"))
     if args.runner_passages:
-        from disastir_mteb.benchmark.sample import SampleScale, write_sample
+        from disastir_mteb.sample.generator import SampleScale, write_sample
 
         n = args.runner_passages
         scale = SampleScale(f"ann{n}", n_passages=n, queries_per_task=min(200, n // 96), judged_per_query=30,

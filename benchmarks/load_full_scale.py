@@ -19,7 +19,7 @@ def main() -> None:
     parser.add_argument("--data", help="a folder in the published layout (default: the full synthetic sample)")
     args = parser.parse_args()
     if args.data is None:
-        from disastir_mteb.benchmark.sample import sample_dir
+        from disastir_mteb.sample.generator import sample_dir
 
         started = time.perf_counter()
         args.data = str(sample_dir("full"))

@@ -76,7 +76,7 @@ def fidelity(original: Path, rebuilt: Path) -> float:
     """Minimum cosine between the two models' embeddings of 200 synthetic passages."""
     from sentence_transformers import SentenceTransformer
 
-    from disastir_mteb.benchmark.sample import sample_dir
+    from disastir_mteb.sample.generator import sample_dir
 
     texts = [line.split('"text": "', 1)[1][:2000] for line in
              (sample_dir("small") / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:200]]

@@ -54,7 +54,7 @@ def _machine() -> str:
 
     info = machine()
     try:
-        from disastir_mteb.task_pool import worker_count
+        from disastir_mteb.runner.task_pool import worker_count
     except ImportError:  # a tree from before the task pool (to measure the change from the outside)
         processes = "1 process (no task pool in this tree)"
     else:
@@ -65,7 +65,7 @@ def _machine() -> str:
 
 def small_data(root: Path, passage_words: int) -> Path:
     """The 4,000-passage, 288-query set: the small sample's shape (14 judged per query), seed 1."""
-    from disastir_mteb.benchmark.sample import SampleScale, write_sample
+    from disastir_mteb.sample.generator import SampleScale, write_sample
 
     out = root / f"data-4000-{passage_words}w"
     if not (out / "corpus.jsonl").is_file():
@@ -84,8 +84,8 @@ def texts(data: Path) -> tuple[list[str], list[str]]:
 
 def _timed_evaluate(searcher: Any, output: Path) -> tuple[float, float]:
     """(seconds of ``disastir_mteb.evaluate`` on the 48 tasks, seconds of it after the shared pass)."""
-    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
-    from disastir_mteb.runner import evaluate
+    from disastir_mteb.runner.run import evaluate
+    from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     passes: list[float] = []
     prefetch = searcher.prefetch
@@ -105,7 +105,7 @@ def _timed_evaluate(searcher: Any, output: Path) -> tuple[float, float]:
 def part_small(work: Path, runs: int, device: str, passage_words: int) -> dict[str, Any]:
     """Encode-once limit vs cold runner, back to back, ``runs`` times; the median ratio."""
     from disastir_mteb.models.bundled import load_bundled_model
-    from disastir_mteb.runner import build_search
+    from disastir_mteb.runner.run import build_search
 
     data = small_data(work, passage_words)
     os.environ["DISASTIR_DATA_DIR"] = str(data)
@@ -146,7 +146,7 @@ def part_full(work: Path, data: Path | None) -> dict[str, Any]:
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
     if data is None:
-        from disastir_mteb.benchmark.sample import sample_dir
+        from disastir_mteb.sample.generator import sample_dir
 
         data = sample_dir("full", cache_dir=work)
     os.environ["DISASTIR_DATA_DIR"] = str(data)
@@ -158,7 +158,7 @@ def part_full(work: Path, data: Path | None) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for label, processes in (("every core", None), ("one process", "1")):
         if processes:
-            os.environ["DISASTIR_PROCESSES"] = processes  # disastir_mteb.task_pool.PROCESSES_ENV (older trees: none)
+            os.environ["DISASTIR_PROCESSES"] = processes  # runner.task_pool.PROCESSES_ENV (older trees: none)
         try:
             load_before = _load()
             seconds, after = _timed_evaluate(SharedCorpusSearch(HashingEncoder(), store=store, progress=False),

@@ -87,12 +87,12 @@ def timed(function: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:
 def run_runner(model: Any, work: Path, name: str, *, store: Path, batch_size: int, precision: str | None,
                search: str = "exact") -> dict[str, Any]:
     """``disastir_mteb.evaluate`` on all 48 tasks; seconds, counters and the encoding summary."""
-    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
-    from disastir_mteb.runner import build_search, evaluate
+    from disastir_mteb.runner.run import build_search, evaluate
+    from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     ann = None
     if search == "ann":
-        from disastir_mteb.runner import check_search
+        from disastir_mteb.runner.run import check_search
 
         ann = check_search("ann")
     searcher = build_search(model, cache_dir=store, progress=False, devices=None, batch_size=batch_size,
@@ -127,8 +127,8 @@ def main() -> None:
 
     import mteb
 
-    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
     from disastir_mteb.search.precision import apply_precision
+    from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     work = Path(args.work or tempfile.mkdtemp(prefix="runner-speed-"))
     work.mkdir(parents=True, exist_ok=True)

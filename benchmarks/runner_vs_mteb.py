@@ -3,7 +3,7 @@
 Run: python benchmarks/runner_vs_mteb.py [--part A B C] [--passages 20000] [--minilm-passages 2000]
 
 Every part measures both sides in the same run, on synthetic data in the published layout
-written by ``disastir_mteb.benchmark.sample`` (never the real DisastIR), and prints what it measured:
+written by ``disastir_mteb.sample.generator`` (never the real DisastIR), and prints what it measured:
 
 - A: all 48 tasks on a scaled corpus (default 20,000 passages, 200 queries per task; fewer
   queries below 19,200 passages) with the cheap deterministic ``HashingEncoder`` (labelled: not
@@ -35,7 +35,7 @@ def _peak_rss_gb() -> float:
 
 
 def _data(passages: int, root: Path) -> Path:
-    from disastir_mteb.benchmark.sample import SampleScale, sample_dir
+    from disastir_mteb.sample.generator import SampleScale, sample_dir
 
     queries_per_task = min(200, passages // 96)  # the generator needs >= 2 passages per query
     scale = "full" if passages >= 239_704 else SampleScale(
@@ -45,7 +45,7 @@ def _data(passages: int, root: Path) -> Path:
         return sample_dir(scale)
     out = root / f"data-{passages}"
     if not (out / "corpus.jsonl").exists():
-        from disastir_mteb.benchmark.sample import write_sample
+        from disastir_mteb.sample.generator import write_sample
 
         write_sample(out, scale=scale)
     return out
@@ -71,11 +71,11 @@ def part_a(passages: int, work: Path) -> None:
     import mteb
     from mteb.models.cache_wrappers import CachedEmbeddingWrapper
 
-    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
     from disastir_mteb.models.hashing_encoder import HashingEncoder
-    from disastir_mteb.runner import evaluate
+    from disastir_mteb.runner.run import evaluate
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
+    from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     data = _data(passages, work)
     os.environ["DISASTIR_DATA_DIR"] = str(data)
@@ -106,10 +106,10 @@ def part_a(passages: int, work: Path) -> None:
 
 def part_b_child(dim: int) -> None:
     """One full-scale runner measurement in this process (called in a subprocess by part B)."""
-    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
     from disastir_mteb.models.hashing_encoder import HashingEncoder
-    from disastir_mteb.runner import evaluate
+    from disastir_mteb.runner.run import evaluate
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     data = _data(239_704, Path(tempfile.gettempdir()))
     os.environ["DISASTIR_DATA_DIR"] = str(data)
@@ -135,7 +135,7 @@ def part_c(passages: int, work: Path, benchmark: str) -> None:
     import mteb
 
     from disastir_mteb.models.bundled import load_bundled_model
-    from disastir_mteb.runner import evaluate
+    from disastir_mteb.runner.run import evaluate
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
 

@@ -1,21 +1,20 @@
 """disastir-mteb: the DisastIR disaster-management retrieval benchmark as 48 mteb tasks.
 
-Importing the package registers the tasks and benchmarks with mteb: at once when mteb is
-already imported, otherwise the moment it is (the same finder the autoload hook uses), so that
-``import disastir_mteb`` and the ``disastir-mteb`` command stay fast (mteb and torch take
-seconds to import) and ``--help`` answers at once. The names below are the public API; those
-that need mteb load on first use.
+Importing the package registers the tasks, benchmarks and models with mteb
+(:mod:`disastir_mteb.registration`): the autoload hook does it the moment mteb is imported, so that
+``import disastir_mteb`` and the ``disastir-mteb`` command stay fast (mteb and torch take seconds to
+import) and ``--help`` answers at once; where the hook will not (mteb already imported, or
+``DISASTIR_MTEB_AUTOLOAD=0``), the import registers at once. The names below are the public API;
+those that need mteb load on first use.
 """
 
 from __future__ import annotations
 
 import sys
 
-from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, TASK_NAMES, Category, Intent
-from disastir_mteb.models.instructions import INSTRUCTION_SETS, TEMPLATES
-from disastir_mteb.registry import register
-from disastir_mteb.runner import evaluate
-from disastir_mteb.util import moved_modules
+from disastir_mteb.registration import register
+from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
+from disastir_mteb.vocabulary.taxonomy import CATEGORIES, INTENTS, TASK_NAMES, Category, Intent
 
 __all__ = [
     "CATEGORIES",
@@ -38,9 +37,9 @@ __all__ = [
 
 #: Names imported on first use, by module: they import mteb (seconds) or USearch.
 _LAZY = {
-    "PRESETS": "search.ann_params", "AnnParams": "search.ann_params", "UsearchIndex": "search.usearch_index",
-    "DATASET_REPO": "benchmark.tasks", "DATASET_REVISION": "benchmark.tasks", "get_tasks": "benchmark.tasks",
-    "with_instructions": "models.adapter",
+    "PRESETS": "vocabulary.ann_params", "AnnParams": "vocabulary.ann_params", "UsearchIndex": "search.usearch_index",
+    "DATASET_REPO": "vocabulary.metadata", "DATASET_REVISION": "vocabulary.metadata", "get_tasks": "tasks.retrieval",
+    "with_instructions": "models.adapter", "evaluate": "runner.run",
 }
 
 
@@ -59,18 +58,10 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-def _register_with_mteb() -> None:
-    """Register now if mteb is loaded; otherwise right after it is (whatever DISASTIR_MTEB_AUTOLOAD says)."""
-    if "mteb" in sys.modules:
-        register()
-        return
-    try:
-        from _disastir_mteb_autoload import arm
-    except ImportError:  # the hook module is not on the path (a vendored copy): register eagerly
-        register()
-        return
-    arm()
+def _autoload_hook_is_waiting() -> bool:
+    """The autoload hook's finder is on ``sys.meta_path``, waiting for mteb (it marks itself for this check)."""
+    return any(getattr(finder, "registers_disastir_mteb", False) for finder in sys.meta_path)
 
 
-moved_modules.install()
-_register_with_mteb()
+if "mteb" in sys.modules or not _autoload_hook_is_waiting():
+    register()

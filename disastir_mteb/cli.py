@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable
 
 from disastir_mteb import commands
+from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT
 
 __all__ = ["main"]
 
@@ -77,12 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "full-set names from -t/-b become the split's. Without it, -t/-b names select their own "
                           "split; each corpus is encoded once")
     run.add_argument("--instructions", default=None,
-                     help="disastir | dmretriever | none (default: the model as it is, like `mteb run`)")
+                     help=f"{' | '.join(INSTRUCTION_SETS)} (default: the model as it is, like `mteb run`)")
     run.add_argument("--template", default=None,
-                     help="instruct-query | colon | a format string with {instruction} and {query} "
+                     help=f"{' | '.join(TEMPLATES)} | a format string with {{instruction}} and {{query}} "
                           "(default: the set's published template)")
     run.add_argument("--instruct-passages", action="store_true", help="also instruct passages (the authors never do)")
-    run.add_argument("--search", default="exact", choices=["exact", "ann"],
+    run.add_argument("--search", default=EXACT, choices=[EXACT, "ann"],
                      help="exact (default) or ann: USearch HNSW, one index for all tasks, results filed apart")
     run.add_argument("--ann-preset", default="paper",
                      help="paper (the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10; all cores) | exact | "
@@ -103,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="spread corpus encoding over devices, e.g. cuda:0 cuda:1 (default: every visible GPU "
                           "when there are two or more; one process otherwise)")
     run.add_argument("--batch-size", type=_at_least(1), default=None,
-                     help="texts per forward pass (default 32, mteb's); passages go longest first, in the batches "
+                     help=f"texts per forward pass (default {DEFAULT_BATCH_SIZE}, mteb's); passages go longest first, "
+                          "in the batches "
                           "of one SentenceTransformer.encode call over the corpus")
     run.add_argument("--precision", default=None, choices=["fp32", "fp16", "bf16"],
                      help="cast the model's weights before encoding (default: the model's own, fp32 for the "

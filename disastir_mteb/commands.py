@@ -67,10 +67,10 @@ def run(args: argparse.Namespace) -> int:
 
     from tqdm.auto import tqdm
 
-    from disastir_mteb.benchmark.data_source import data_folders
-    from disastir_mteb.benchmark.taxonomy import Split, benchmark_name
     from disastir_mteb.results.grid import grids_by_split
-    from disastir_mteb.runner import build_search, check_search, evaluate, resolve_tasks, result_folder
+    from disastir_mteb.runner.data_source import data_folders
+    from disastir_mteb.runner.run import build_search, check_search, evaluate, resolve_tasks, result_folder
+    from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name
 
     local_model = args.model == "bundled" or Path(args.model).exists()
     local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
@@ -116,10 +116,10 @@ def compare(args: argparse.Namespace) -> int:
     when the folders hold several. One folder: its exact runs against its ANN runs, or, without ANN runs,
     its plain runs against its experiments (instructions, precision).
     """
-    from disastir_mteb.benchmark.taxonomy import SPLITS
     from disastir_mteb.results.compare import pair_sets, pairing_text
     from disastir_mteb.results.result_sets import collect_result_sets
     from disastir_mteb.results.split_agreement import split_agreement
+    from disastir_mteb.vocabulary.taxonomy import SPLITS
 
     def sets(path: str) -> list:
         found = collect_result_sets(path)
@@ -186,7 +186,7 @@ def report(args: argparse.Namespace) -> int:
 
 def submit(args: argparse.Namespace) -> int:
     """``disastir-mteb submit``: copy result sets into a results-repository layout and check them."""
-    from disastir_mteb.results.submit import submit, validate_submission
+    from disastir_mteb.submission.submit import submit, validate_submission
 
     if args.check:
         problems = validate_submission(args.out)
@@ -207,8 +207,8 @@ def export(args: argparse.Namespace) -> int:
     import os
     import time
 
-    from disastir_mteb.benchmark.data_source import data_folders
-    from disastir_mteb.benchmark.export import export_beir, export_mteb
+    from disastir_mteb.exports import export_beir, export_mteb
+    from disastir_mteb.runner.data_source import data_folders
 
     os.environ.update(data_folders(args.data, as_options=True))
     _quiet(args.quiet)
@@ -229,7 +229,7 @@ def export(args: argparse.Namespace) -> int:
 
 def leaderboard(args: argparse.Namespace) -> int:
     """``disastir-mteb leaderboard``: mteb's leaderboard app over the result folders, offline."""
-    from disastir_mteb.leaderboard import serve
+    from disastir_mteb.leaderboard.app import serve
 
     results = args.results
     if results == ["results"] and not Path("results").exists() and not args.no_published:  # the default, not there yet
@@ -242,7 +242,7 @@ def leaderboard(args: argparse.Namespace) -> int:
 
 def upstream(args: argparse.Namespace) -> int:
     """``disastir-mteb upstream``: the mteb-side files of DisastIR, written into an mteb checkout."""
-    from disastir_mteb.benchmark.upstream import write_upstream
+    from disastir_mteb.exports.upstream import write_upstream
 
     result = write_upstream(args.mteb, revision=args.revision, dataset_path=args.dataset, stats_dir=args.stats)
     print(result.to_text())
@@ -253,14 +253,14 @@ def sample(args: argparse.Namespace) -> int:
     """``disastir-mteb sample``: write the synthetic dataset in the published layout."""
     import time
 
-    from disastir_mteb.benchmark.sample import write_sample
+    from disastir_mteb.sample.generator import write_sample
 
     started = time.perf_counter()
     out = write_sample(args.out, scale=args.scale, seed=args.seed, overwrite=args.overwrite,
                        progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
     print(f"Wrote the {args.scale} synthetic DisastIR sample to {out} in {time.perf_counter() - started:.1f} s.")
     if getattr(args, "devlite", None):  # a DisastIR-DevLite folder split from it (benchmark.sample_devlite)
-        from disastir_mteb.benchmark.sample_devlite import write_devlite_sample
+        from disastir_mteb.sample.devlite import write_devlite_sample
 
         devlite = write_devlite_sample(out, args.devlite_out or f"{out}-devlite", layout=args.devlite, seed=args.seed,
                                        overwrite=args.overwrite)
@@ -271,9 +271,9 @@ def sample(args: argparse.Namespace) -> int:
 
 def stats(args: argparse.Namespace) -> int:
     """``disastir-mteb stats``: descriptive statistics, the paper's or recomputed from the data."""
-    from disastir_mteb.benchmark.statistics import compute_statistics, paper_statistics
-    from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+    from disastir_mteb.tasks.statistics import compute_statistics, paper_statistics
     from disastir_mteb.util.atomic import write_json_atomic
+    from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     out = Path(args.out)
     if args.paper:

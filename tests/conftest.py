@@ -23,7 +23,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def sample_data(cache_dir: Path) -> Path:
     """The small synthetic dataset in the published layout (generated once per session)."""
-    from disastir_mteb.benchmark.sample import sample_dir
+    from disastir_mteb.sample.generator import sample_dir
 
     return sample_dir("small", cache_dir=cache_dir)
 
@@ -31,7 +31,7 @@ def sample_data(cache_dir: Path) -> Path:
 @pytest.fixture
 def use_data(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """Point DISASTIR_DATA_DIR at a folder for one test, with the task-file cache reset."""
-    from disastir_mteb.benchmark import tasks
+    from disastir_mteb.tasks import retrieval as tasks
 
     def use(path: Path) -> None:
         monkeypatch.setenv("DISASTIR_DATA_DIR", str(path))

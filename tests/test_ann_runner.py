@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from disastir_mteb import cli
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.results.compare import compare_sets
 from disastir_mteb.results.result_sets import find_result_sets, load_result_set, resolve_result_set
-from disastir_mteb.runner import evaluate
+from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore
 from disastir_mteb.search.usearch_index import PRESETS, resolve_params
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 CORES = os.cpu_count() or 1  # the paper preset builds on all cores and says how many in its label
 PAPER_FOLDER = f"disastir_search_ann-hnsw-ip-f32-M16-efC128-ef64-k10-t{CORES}"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from disastir_mteb import cli
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
 from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.runner import evaluate
+from disastir_mteb.runner.run import evaluate
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 
 def test_several_models_give_rows_and_kendall_tau(sample_data: Path, use_data: object, tmp_path: Path,
@@ -62,7 +62,7 @@ TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]  # one categ
 def partial_runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three tasks, four settings: ``exact-ann`` holds exact and ANN runs, ``plain`` exact and instructions runs,
     ``ann`` ANN and ANN-with-instructions runs (one embedding cache: each text is encoded once)."""
-    from disastir_mteb.benchmark import tasks as task_module
+    from disastir_mteb.tasks import retrieval as task_module
 
     root = tmp_path_factory.mktemp("partial")
     runs = [("exact-ann", {}), ("exact-ann", {"search": "ann"}), ("plain", {}),

@@ -10,10 +10,10 @@ import mteb
 import pytest
 
 from conftest import write_layout
-from disastir_mteb.benchmark.data import load_task
-from disastir_mteb.benchmark.layout import find_task_files, resolve_data_dir
-from disastir_mteb.benchmark.reading import load_corpus
-from disastir_mteb.benchmark.taxonomy import TASK_SPECS, get_spec
+from disastir_mteb.data.layout import find_task_files, resolve_data_dir
+from disastir_mteb.data.published import load_task
+from disastir_mteb.data.reading import load_corpus
+from disastir_mteb.vocabulary.taxonomy import TASK_SPECS, get_spec
 
 CORPUS = {"d1": "Flood warning for the river delta.", "d2": "Boil water before drinking after floods.",
           "d3": "Earthquake drills in schools.", "d4": " Flood warning for the river delta. "}
@@ -59,7 +59,7 @@ def test_corpus_is_read_once_and_shared_by_all_tasks(tmp_path: Path, use_data: o
 @pytest.mark.parametrize("style", ["authors", "abbrev", "lower", "ampersand", "spaces"])
 def test_every_file_name_style_reaches_all_48_tasks(tmp_path: Path, style: str) -> None:
     def stem(spec: object) -> str:
-        from disastir_mteb.benchmark.taxonomy import CATEGORY_FULL_NAMES, INTENT_FILE_KEYS
+        from disastir_mteb.vocabulary.taxonomy import CATEGORY_FULL_NAMES, INTENT_FILE_KEYS
 
         full = CATEGORY_FULL_NAMES[spec.category]
         return {"authors": f"{INTENT_FILE_KEYS[spec.intent]}_{full.replace(' & ', '_')}",

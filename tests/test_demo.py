@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 
 def test_demo_evaluates_all_48_tasks_with_one_corpus_encoding(
         cache_dir: Path, sample_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from disastir_mteb.benchmark import tasks
     from disastir_mteb.demo import run_demo
+    from disastir_mteb.tasks import retrieval as tasks
 
     monkeypatch.setenv("DISASTIR_CACHE_DIR", str(cache_dir))
     monkeypatch.setenv("DISASTIR_DATA_DIR", "")  # the demo points it at the sample itself

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from conftest import write_layout
-from disastir_mteb.benchmark.taxonomy import Intent
 from disastir_mteb.models.adapter import with_instructions
 from disastir_mteb.models.bundled import bundled_model_path
 from disastir_mteb.models.dmretriever import DMRetrieverEncoder
-from disastir_mteb.models.instructions import INSTRUCTION_SETS
+from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS
+from disastir_mteb.vocabulary.taxonomy import Intent
 
 _TRANSFORMER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
                       "special_tokens_map.json")

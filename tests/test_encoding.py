@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.runner import evaluate
+from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.encoding import SentenceTransformerPipeline, length_order
 from disastir_mteb.search.precision import apply_precision, parse_precision
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
@@ -208,8 +208,8 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(sample_data: Path, use
                                                           caplog: pytest.LogCaptureFixture) -> None:
     """Queries of many tasks, with the DisastIR instructions, encoded together: the vectors each task's own
     encode gives (to float rounding: other batches), under the same store keys, so a rerun encodes nothing."""
-    from disastir_mteb.benchmark.taxonomy import get_spec
     from disastir_mteb.models.adapter import with_instructions
+    from disastir_mteb.vocabulary.taxonomy import get_spec
 
     use_data(sample_data)
     model = with_instructions(bundled_model, "disastir")

@@ -11,11 +11,11 @@ import pytrec_eval
 from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores
 
 from authors_metric import authors_ndcg_at_10
-from disastir_mteb.benchmark.export import export_beir, export_mteb, mteb_subset
-from disastir_mteb.benchmark.layout import find_task_files
-from disastir_mteb.benchmark.tasks import TASK_CLASSES
-from disastir_mteb.benchmark.taxonomy import get_spec
+from disastir_mteb.data.layout import find_task_files
+from disastir_mteb.exports import export_beir, export_mteb, mteb_subset
 from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.tasks.retrieval import TASK_CLASSES
+from disastir_mteb.vocabulary.taxonomy import get_spec
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
 

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.runner import evaluate
+from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore
 from disastir_mteb.search.usearch_index import resolve_params
@@ -36,7 +36,7 @@ N_PASSAGES, CHUNK = 300, 64  # 5 chunk files: 64 x 4 + 44
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from disastir_mteb.benchmark.sample import SampleScale, write_sample
+    from disastir_mteb.sample.generator import SampleScale, write_sample
 
     scale = SampleScale("tiny", n_passages=N_PASSAGES, queries_per_task=2, judged_per_query=6, passage_words=16)
     return write_sample(tmp_path_factory.mktemp("tiny") / "data", scale=scale)
@@ -58,7 +58,7 @@ cfg = json.loads(sys.argv[1])
 os.environ["DISASTIR_DATA_DIR"] = cfg["data"]
 import mteb
 from disastir_mteb.search import store
-from disastir_mteb.runner import evaluate
+from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
 def die():
@@ -516,7 +516,7 @@ def _edit(path: Path, **fields: Any) -> None:
 
 def test_submit_refuses_names_that_read_as_paths(reference: Path, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from disastir_mteb.results.submit import submit
+    from disastir_mteb.submission.submit import submit
 
     results = _result_set(reference, tmp_path)
     folder = next(results.rglob("model_meta.json")).parent
@@ -544,7 +544,7 @@ def test_submit_refuses_names_that_read_as_paths(reference: Path, tmp_path: Path
 
 
 def test_submit_never_writes_through_a_symlink_out_of_out(reference: Path, tmp_path: Path) -> None:
-    from disastir_mteb.results.submit import submit
+    from disastir_mteb.submission.submit import submit
 
     results, outside = _result_set(reference, tmp_path), tmp_path / "outside"
     outside.mkdir()
@@ -568,7 +568,7 @@ def test_submit_never_writes_through_a_symlink_out_of_out(reference: Path, tmp_p
 
 
 def test_export_never_writes_outside_out(on_tiny: Path, tmp_path: Path) -> None:
-    from disastir_mteb.benchmark.export import export_beir
+    from disastir_mteb.exports import export_beir
 
     with pytest.raises(KeyError, match=r"Unknown DisastIR task '../../x'"):
         export_beir(tmp_path / "out", ["../../x"])
@@ -596,7 +596,7 @@ def test_export_never_writes_outside_out(on_tiny: Path, tmp_path: Path) -> None:
 
 
 def _run(model: Any, tasks: list[str], cache: Path, out: Path, **settings: Any) -> SharedCorpusSearch:
-    from disastir_mteb.runner import build_search
+    from disastir_mteb.runner.run import build_search
 
     search = {"search": "ann", "ann_params": {"threads": 1}} if settings.pop("search", None) == "ann" else {}
     searcher = build_search(model, cache_dir=cache, progress=False, devices=None,

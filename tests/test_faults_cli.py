@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from disastir_mteb.cli import main
-from disastir_mteb.search.ann_params import resolve_params
+from disastir_mteb.vocabulary.ann_params import resolve_params
 
 RUN = ["run", "-m", "bundled", "--data", "sample", "--quiet", "--no-cache"]
 
@@ -128,7 +128,7 @@ def test_a_huge_connectivity_warns_with_the_memory_it_needs(sample_data: Path, u
                                                             caplog: pytest.LogCaptureFixture) -> None:
     """The issue's case: ``--connectivity 100000 --ann-k 5000`` on the 1,500-passage sample (1.2 GB graph)."""
     from disastir_mteb.models.hashing_encoder import HashingEncoder
-    from disastir_mteb.runner import evaluate
+    from disastir_mteb.runner.run import evaluate
 
     use_data(sample_data)
     with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.usearch_index"):
@@ -151,7 +151,7 @@ TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """200 passages, 2 queries per task: all 48 tasks, MiniLM encodes it in seconds."""
-    from disastir_mteb.benchmark.sample import SampleScale, write_sample
+    from disastir_mteb.sample.generator import SampleScale, write_sample
 
     scale = SampleScale("tiny", n_passages=200, queries_per_task=2, judged_per_query=6, passage_words=16)
     return write_sample(tmp_path_factory.mktemp("tiny") / "data", scale=scale)
@@ -173,7 +173,7 @@ def test_unreadable_result_files_are_set_aside_and_computed_again(tiny: Path, us
     """A result file, a per-query file, or both, cut short: renamed beside themselves, one warning each, rerun."""
 
     from disastir_mteb.models.hashing_encoder import HashingEncoder
-    from disastir_mteb.runner import evaluate
+    from disastir_mteb.runner.run import evaluate
 
     use_data(tiny)
     out = tmp_path / "out"
@@ -301,7 +301,7 @@ def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path: Path
     The corpus is one chunk and a bit (short passages, so MiniLM gets there fast); the signal comes once the
     first chunk file is stored, so the rerun encodes the rest only and writes every result.
     """
-    from disastir_mteb.benchmark.sample import SampleScale, write_sample
+    from disastir_mteb.sample.generator import SampleScale, write_sample
     from disastir_mteb.search.store import CHUNK_SIZE
 
     extra = 76

@@ -20,10 +20,10 @@ from typing import Any, NamedTuple
 import pytest
 
 import disastir_mteb
-from disastir_mteb.benchmark.data import TaskData, load_task
-from disastir_mteb.benchmark.layout import find_task_files
-from disastir_mteb.benchmark.reading import load_corpus
-from disastir_mteb.benchmark.taxonomy import get_spec
+from disastir_mteb.data.layout import find_task_files
+from disastir_mteb.data.published import TaskData, load_task
+from disastir_mteb.data.reading import load_corpus
+from disastir_mteb.vocabulary.taxonomy import get_spec
 
 QUERY, QRELS, CORPUS = "query/QA_Biological.json", "qrels/QA_Biological_qrels.json", "corpus.jsonl"
 Damage = Callable[[Path], object]  # may return the {line}, {offset} that the expected message names
@@ -239,7 +239,7 @@ def test_unknown_extra_files_are_named_in_a_warning_and_skipped(damaged: Path, s
     _write(damaged, "query/notes.json", {"author": "me"})
     (damaged / "qrels" / "README.txt").write_text("my notes", encoding="utf-8")
     (damaged / "query" / ".DS_Store").write_bytes(b"\0")  # hidden files are nobody's business
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.benchmark.layout"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.data.layout"):
         loaded = _load(damaged, "DisastIR-QA-Bio", "mteb", use_data)
     _same_as_clean(loaded, sample_data, "DisastIR-QA-Bio")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -260,7 +260,7 @@ def test_qrels_naming_unknown_passages_or_queries_are_dropped_and_counted(
     rows[1] = {**rows[1], "user_query": "A query nobody asked?"}
     rows[2] = {**rows[2], "passage": "Another passage nobody wrote."}
     _write(damaged, QRELS, rows)
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.benchmark.data"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.data.published"):
         task = _load(damaged, "DisastIR-QA-Bio", "mteb", use_data)
     report = task.load_report
     assert (report.qrels_rows, report.unmatched_passage_rows, report.unmatched_query_rows) == (112, 2, 1)

@@ -12,9 +12,9 @@ from mteb.mocks.mock_tasks.retrieval import MockRetrievalTask
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from conftest import write_layout
-from disastir_mteb.benchmark.taxonomy import INTENT_FILE_KEYS, INTENTS, Intent
 from disastir_mteb.models.adapter import with_instructions
-from disastir_mteb.models.instructions import INSTRUCTION_SETS, TEMPLATES, resolve_instructions
+from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES, resolve_instructions
+from disastir_mteb.vocabulary.taxonomy import INTENT_FILE_KEYS, INTENTS, Intent
 
 PASSAGES = {"d1": "Evacuate low-lying areas before the storm surge.", "d2": "Boil water for one minute.",
             "d3": "Aftershocks can last for weeks."}

@@ -1,34 +1,35 @@
-"""The package's architecture, checked: layers import downward only, modules stay short, the API stays put."""
+"""The architecture, checked: layers import downward, private names stay in their module, the API stays put."""
 
 from __future__ import annotations
 
 import ast
-import importlib
 import subprocess
 import sys
-import warnings
 from importlib.metadata import entry_points
 from pathlib import Path
 
-import pytest
-
 import disastir_mteb
-from disastir_mteb.util.moved_modules import MOVED
 
 PACKAGE = Path(disastir_mteb.__file__).parent
 
-#: Each layer and the layers it may import (itself included). Everything else in the package root
-#: (cli, demo, runner, registry, the package itself) is the top and may import any layer.
+#: Each layer and the layers it may import (itself included), from the bottom up. Everything else in the
+#: package root (cli, commands, demo, registration, the package itself) is the top and may import any layer.
+#: The README's design section draws the same table.
 ALLOWED: dict[str, set[str]] = {
     "util": {"util"},
-    "benchmark": {"util", "benchmark"},
-    "models": {"util", "benchmark", "models"},
-    "search": {"util", "benchmark", "models", "search"},
-    "results": {"util", "benchmark", "results"},  # results are read from files: no model, no search
+    "vocabulary": {"util", "vocabulary"},
+    "data": {"util", "vocabulary", "data"},
+    "tasks": {"util", "vocabulary", "data", "tasks"},
+    "sample": {"util", "vocabulary", "data", "sample"},
+    "models": {"util", "vocabulary", "models"},
+    "search": {"util", "vocabulary", "models", "search"},
+    "results": {"util", "vocabulary", "data", "results"},  # read from files: no model, no search, no task class
+    "exports": {"util", "vocabulary", "data", "tasks", "exports"},
+    "submission": {"util", "vocabulary", "results", "submission"},
+    "leaderboard": {"util", "vocabulary", "results", "leaderboard"},
+    "runner": {"util", "vocabulary", "data", "tasks", "sample", "models", "search", "results", "runner"},
 }
 TOP = "top"
-MAX_LINES = 350
-LONG_REASON = "Longer than 350 lines because"
 
 #: The public API: ``disastir_mteb.__all__`` exactly.
 PUBLIC = [
@@ -77,44 +78,62 @@ def test_every_module_sits_in_a_known_layer() -> None:
 
 
 def test_layers_import_downward_only() -> None:
-    wrong = []
-    for path in _modules():
-        layer = _layer(_module_name(path))
-        if layer == TOP:
-            continue
-        for line, target in _imported(path):
-            target_layer = "relative import" if target == "relative import" else _layer(target)
-            if target_layer not in ALLOWED[layer]:
-                wrong.append(f"{path.relative_to(PACKAGE)}:{line} ({layer}) imports {target} ({target_layer})")
+    wrong = [error for path in _modules() if (layer := _layer(_module_name(path))) != TOP
+             for error in _layering_errors(path, layer)]
     assert not wrong, "imports against the layering (see the README's design section):\n" + "\n".join(wrong)
 
 
-def test_private_names_stay_inside_their_layer() -> None:
-    """``_name`` is a layer's internal: modules of one layer share them, no other layer imports them."""
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_reads(path: Path) -> list[str]:
+    """Where ``path`` takes another module's ``_name``: ``from m import _x``, or ``m._x`` on a module it imported."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    modules: set[str] = set()  # local names bound to disastir_mteb modules
     wrong = []
-    for path in _modules():
-        layer = _layer(_module_name(path))
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("disastir_mteb."):
-                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
-                if private and _layer(node.module) != layer:
-                    wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno} imports {private} from {node.module}")
-    assert not wrong, "private names imported across layers:\n" + "\n".join(wrong)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("disastir_mteb"):
+            private = [a.name for a in node.names if _private(a.name)]
+            if private:
+                wrong.append(f"{path.name}:{node.lineno} imports {private} from {node.module}")
+            for alias in node.names:  # ``from disastir_mteb.search import store``: ``store`` is a module
+                if (PACKAGE.parent / f"{node.module}.{alias.name}".replace(".", "/")).with_suffix(".py").is_file():
+                    modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname or a.name for a in node.names if a.name.startswith("disastir_mteb"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr) and ast.unparse(node.value) in modules:
+            wrong.append(f"{path.name}:{node.lineno} reads {ast.unparse(node)}")
+    return wrong
 
 
-def test_the_layering_check_catches_an_upward_import(tmp_path: Path) -> None:
-    """The check itself can fail: a lower layer importing a higher one is reported."""
-    module = tmp_path / "probe.py"
-    module.write_text("def f():\n    from disastir_mteb.search.store import EmbeddingStore\n")
-    (target,) = _imported(module)
-    assert _layer(target[1]) == "search" and "search" not in ALLOWED["benchmark"]
+def _layering_errors(path: Path, layer: str) -> list[str]:
+    wrong = []
+    for line, target in _imported(path):
+        target_layer = "relative import" if target == "relative import" else _layer(target)
+        if target_layer not in ALLOWED[layer]:
+            wrong.append(f"{path.name}:{line} ({layer}) imports {target} ({target_layer})")
+    return wrong
 
 
-def test_no_module_is_long_without_a_reason() -> None:
-    long = [f"{p.relative_to(PACKAGE)} ({n} lines)" for p in _modules()
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-            and LONG_REASON not in (ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "")]
-    assert not long, f"past {MAX_LINES} lines with no '{LONG_REASON} ...' in the docstring: {long}"
+def test_no_module_reads_another_modules_private_names() -> None:
+    """``_name`` is its module's own: no other module imports it or reads it off the module object."""
+    wrong = [error for path in _modules() for error in _private_reads(path)]
+    assert not wrong, "private names taken across modules:\n" + "\n".join(wrong)
+
+
+def test_the_checks_catch_an_upward_import_and_a_private_read(tmp_path: Path) -> None:
+    """The checks themselves can fail: run on a probe module that breaks both rules, they report it."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from disastir_mteb.search import store\n\n\ndef f():\n"
+                     "    from disastir_mteb.search.store import EmbeddingStore, _internal\n"
+                     "    return store._LOCK, EmbeddingStore, _internal\n")
+    assert _layering_errors(probe, "data") == [
+        "probe.py:1 (data) imports disastir_mteb.search (search)",
+        "probe.py:5 (data) imports disastir_mteb.search.store (search)"]
+    assert _private_reads(probe) == ["probe.py:5 imports ['_internal'] from disastir_mteb.search.store",
+                                     "probe.py:6 reads store._LOCK"]
 
 
 def test_public_api_is_unchanged() -> None:
@@ -129,28 +148,3 @@ def test_cli_entry_point_and_autoload_hook_resolve() -> None:
     done = subprocess.run([sys.executable, "-c", "import mteb; print(mteb.get_task('DisastIR-QA-Bio').metadata.name)"],
                           capture_output=True, text=True, timeout=300, cwd="/")
     assert done.stdout.strip() == "DisastIR-QA-Bio", done.stderr
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_old_flat_paths_still_import_with_a_warning(old: str) -> None:
-    """Code written against the flat layout (``from disastir_mteb.compare import ...``) keeps working."""
-    new = importlib.import_module(f"disastir_mteb.{MOVED[old]}")
-    if old not in {"search", "results"}:
-        sys.modules.pop(f"disastir_mteb.{old}", None)  # imported once already: import it afresh
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        if old in {"search", "results"}:  # now the layer's package: the old module's names are forwarded
-            name = next(n for n in new.__all__ if n not in vars(sys.modules[f"disastir_mteb.{old}"]))
-            value = getattr(importlib.import_module(f"disastir_mteb.{old}"), name)
-            assert value is getattr(new, name)
-        else:
-            assert importlib.import_module(f"disastir_mteb.{old}") is new
-            assert new.__spec__.name == new.__name__ == f"disastir_mteb.{MOVED[old]}"
-    assert any(issubclass(w.category, DeprecationWarning) and MOVED[old] in str(w.message) for w in caught)
-
-
-def test_old_sample_path_runs_as_a_script() -> None:
-    """``python -m disastir_mteb.sample`` was in the README."""
-    done = subprocess.run([sys.executable, "-m", "disastir_mteb.sample", "--help"], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0 and "--scale" in done.stdout, done.stderr

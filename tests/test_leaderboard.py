@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from disastir_mteb import cli
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
-from disastir_mteb.results.leaderboard_rows import (
+from disastir_mteb.leaderboard.rows import (
     PUBLISHED_MARK,
     SYNTHETIC_MARK,
     published_rows,
     result_rows,
 )
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 pytest.importorskip("gradio", reason="the leaderboard extra is part of the test extra")
 
@@ -35,8 +35,8 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 @pytest.fixture(scope="module")
 def runs(cache_dir: Path, sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's results (bundled MiniLM, 48 tasks), an ANN run and a DisastIR-Test run of 6 tasks, in one folder."""
-    from disastir_mteb.benchmark import tasks
     from disastir_mteb.demo import run_demo
+    from disastir_mteb.tasks import retrieval as tasks
 
     out = tmp_path_factory.mktemp("leaderboard") / "results"
     saved = {name: os.environ.get(name) for name in ("DISASTIR_CACHE_DIR", "DISASTIR_DATA_DIR")}
@@ -60,7 +60,7 @@ def runs(cache_dir: Path, sample_data: Path, tmp_path_factory: pytest.TempPathFa
 
 
 def _browser() -> None:
-    from disastir_mteb.leaderboard import find_browser
+    from disastir_mteb.leaderboard.app import find_browser
 
     if find_browser() is None:
         if os.environ.get("CI"):
@@ -117,8 +117,8 @@ def test_mteb_internals_the_page_needs_are_there_and_restored() -> None:
     import mteb.results.benchmark_results as results
     from mteb.models.model_implementations import MODEL_REGISTRY
 
-    from disastir_mteb.leaderboard import _menu
-    from disastir_mteb.leaderboard_patch import missing, patched
+    from disastir_mteb.leaderboard.app import _menu
+    from disastir_mteb.leaderboard.mteb_patch import missing, patched
 
     assert missing() == []
     board = logging.getLogger("mteb.leaderboard")
@@ -140,7 +140,7 @@ def test_mteb_internals_the_page_needs_are_there_and_restored() -> None:
 def test_a_changed_mteb_gets_a_warning_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
     import mteb.leaderboard.app as app
 
-    from disastir_mteb.leaderboard_patch import missing, patched
+    from disastir_mteb.leaderboard.mteb_patch import missing, patched
 
     monkeypatch.delattr(app, "R_BENCHMARK_ENTRIES")
     assert missing() == ["mteb.leaderboard.app.R_BENCHMARK_ENTRIES"]
@@ -150,7 +150,7 @@ def test_a_changed_mteb_gets_a_warning_not_a_crash(monkeypatch: pytest.MonkeyPat
 
 
 def test_without_gradio_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from disastir_mteb.leaderboard import _require_gradio
+    from disastir_mteb.leaderboard.app import _require_gradio
 
     monkeypatch.setitem(sys.modules, "gradio", None)
     with pytest.raises(ImportError, match=r"pip install 'disastir-mteb\[leaderboard\]'"):
@@ -160,7 +160,7 @@ def test_without_gradio_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatc
 def test_the_app_tables_hold_the_run_and_the_published_rows(runs: Path) -> None:
     import gradio
 
-    from disastir_mteb.leaderboard import leaderboard_app
+    from disastir_mteb.leaderboard.app import leaderboard_app
 
     with leaderboard_app([runs]) as (app, rows):
         frames = [block.value for block in app.blocks.values() if isinstance(block, gradio.DataFrame)]
@@ -183,7 +183,7 @@ def test_the_app_tables_hold_the_run_and_the_published_rows(runs: Path) -> None:
 
 def test_screenshot_holds_the_whole_page_and_every_table_column(tmp_path: Path) -> None:
     """A table wider than its scrolling box, on a page taller than the window: all of it is in the PNG."""
-    from disastir_mteb.leaderboard import screenshot
+    from disastir_mteb.leaderboard.app import screenshot
 
     _browser()
     cells = "".join(f"<th style='min-width:150px'>column {i}</th>" for i in range(20))  # 3,000 px and more

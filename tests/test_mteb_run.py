@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from authors_metric import authors_ndcg_at_10
-from disastir_mteb.benchmark.data import find_task_files
-from disastir_mteb.benchmark.taxonomy import get_spec
+from disastir_mteb.data.published import find_task_files
 from disastir_mteb.models.bundled import BUNDLED_MODEL, seed_hf_cache
+from disastir_mteb.vocabulary.taxonomy import get_spec
 
 ROUNDED = 1e-6  # mteb stores task scores rounded to 6 decimals (ndcg_at_10 to 5)
 

@@ -53,7 +53,7 @@ def test_evaluate_accepts_a_plain_sentence_transformer(tiny: Path, use_data: obj
 def test_build_search_refuses_what_cannot_embed_in_one_sentence() -> None:
     from sentence_transformers import CrossEncoder  # noqa: F401 - the class the message is about
 
-    from disastir_mteb.runner import build_search
+    from disastir_mteb.runner.run import build_search
 
     with pytest.raises(TypeError, match=r"evaluate\(\) takes a SentenceTransformer, an mteb encoder"):
         build_search(42, cache_dir=False)

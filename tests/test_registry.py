@@ -9,8 +9,8 @@ from pathlib import Path
 import mteb
 import pytest
 
-from disastir_mteb import registry
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+from disastir_mteb import registration as registry
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -98,19 +98,21 @@ def test_mteb_cli_lists_and_runs_benchmark_names() -> None:
 
 
 @pytest.mark.parametrize("first", [
-    "import disastir_mteb.benchmark.tasks",
+    "import disastir_mteb.tasks.retrieval",
     "import disastir_mteb.models.dmretriever",
     "from disastir_mteb.models.adapter import with_instructions",
-    "import disastir_mteb.tasks",  # the flat path of earlier releases
+    "import disastir_mteb.tasks",
+    "import disastir_mteb.search.shared_corpus",
+    "import disastir_mteb.tasks.benchmarks",
 ])
-def test_registration_waits_for_the_module_that_first_imports_mteb(first: str) -> None:
-    """The plugin's own module importing mteb first fires the hook mid-import: each layer's step waits, then runs."""
+def test_registration_is_complete_whichever_module_first_imports_mteb(first: str) -> None:
+    """A plugin module importing mteb first fires the hook: registration still finds every module whole."""
     proc = _python(f"""
         import sys, warnings
         warnings.simplefilter("error", RuntimeWarning)
         {first}
         assert "mteb" in sys.modules
-        from disastir_mteb import registry
+        from disastir_mteb import registration as registry
         import mteb
         print(registry.is_registered(), mteb.get_task("DisastIR-QA-Bio").metadata.name,
               mteb.get_model_meta("DMIR01/DMRetriever-33M").name)
@@ -126,13 +128,21 @@ def test_a_benchmark_mteb_ships_itself_is_kept(caplog: pytest.LogCaptureFixture)
 
     from mteb import Benchmark
 
-    from disastir_mteb.benchmark.registration import _wrap_benchmark_registry
-
     upstream = Benchmark(name="DisastIR", tasks=mteb.get_tasks(tasks=["DisastIR-QA-Bio"]), description="mteb's own")
     module = types.SimpleNamespace(_build_registry=lambda: {"DisastIR": upstream})
-    _wrap_benchmark_registry(module)
-    with caplog.at_level("WARNING", logger="disastir_mteb.benchmark.registration"):
-        registry = module._build_registry()
-    assert registry["DisastIR"] is upstream
-    assert len(registry["DisastIR-QA"].tasks) == 8  # the plugin's others are still added
+    registry.wrap_benchmark_registry(module)
+    with caplog.at_level("WARNING", logger="disastir_mteb.registration"):
+        built = module._build_registry()
+    assert built["DisastIR"] is upstream
+    assert len(built["DisastIR-QA"].tasks) == 8  # the plugin's others are still added
     assert "keeping mteb's own" in caplog.text
+
+
+def test_with_the_autoload_off_importing_the_plugin_registers() -> None:
+    """``DISASTIR_MTEB_AUTOLOAD=0``: nothing registers on ``import mteb``, but ``import disastir_mteb`` does."""
+    proc = _python("""
+        import disastir_mteb, mteb
+        print(mteb.get_task('DisastIR-QA-Bio').metadata.name, mteb.get_model_meta('DMIR01/DMRetriever-33M').name)
+    """, DISASTIR_MTEB_AUTOLOAD="0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["DisastIR-QA-Bio", "DMIR01/DMRetriever-33M"]

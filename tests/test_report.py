@@ -12,8 +12,7 @@ import pytest
 
 from conftest import write_layout
 from disastir_mteb import cli
-from disastir_mteb.benchmark.sample import MARKER
-from disastir_mteb.benchmark.taxonomy import INTENTS, TASK_NAMES
+from disastir_mteb.data.layout import MARKER
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.results.per_query import PerQuery, data_provenance, per_query_file, write_per_query
 from disastir_mteb.results.provenance import provenance_of
@@ -22,8 +21,9 @@ from disastir_mteb.results.report import build_report, report_text, write_report
 from disastir_mteb.results.report_format import Image, Notice
 from disastir_mteb.results.result_sets import ResultSet, describe_setting, find_result_sets, load_result_set
 from disastir_mteb.results.significance import kendall_tau, paired_test
-from disastir_mteb.runner import evaluate
+from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.usearch_index import PRESETS, resolve_params
+from disastir_mteb.vocabulary.taxonomy import INTENTS, TASK_NAMES
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SYNTHETIC = "Synthetic data: scores exercise the pipeline and are not DisastIR results."
@@ -151,7 +151,7 @@ def test_synthetic_data_is_said_from_the_generator_to_the_report(sample_data: Pa
 
 
 def test_real_and_unrecorded_data_make_no_synthetic_claim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from disastir_mteb.benchmark.tasks import DATASET_REPO, DATASET_REVISION
+    from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 
     monkeypatch.delenv("DISASTIR_DATA_DIR", raising=False)
     assert data_provenance() == {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}

@@ -9,12 +9,12 @@ import mteb
 import numpy as np
 import pytest
 
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
 from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.runner import evaluate
+from disastir_mteb.runner.run import evaluate
+from disastir_mteb.runner.task_pool import PROCESSES_ENV
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore
-from disastir_mteb.task_pool import PROCESSES_ENV
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 SIX = ["DisastIR-QA-Bio", "DisastIR-QAdoc-Chem", "DisastIR-Twitter-Env", "DisastIR-FC-Geo", "DisastIR-NLI-Soc",
        "DisastIR-STS-Tech"]

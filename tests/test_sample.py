@@ -12,17 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from disastir_mteb.benchmark import sample
-from disastir_mteb.benchmark.sample import (
-    FULL,
-    SMALL,
-    SampleScale,
-    plan_grade_counts,
-    sample_dir,
+from disastir_mteb.sample import generator as sample
+from disastir_mteb.sample.generator import sample_dir, write_sample
+from disastir_mteb.sample.plan import plan_grade_counts
+from disastir_mteb.sample.scale import FULL, SMALL, SampleScale
+from disastir_mteb.vocabulary.taxonomy import (
+    CATEGORIES,
+    MAX_GRADE,
+    TASK_SPECS,
+    Category,
+    Intent,
+    parse_task_file,
     task_file_stem,
-    write_sample,
 )
-from disastir_mteb.benchmark.taxonomy import CATEGORIES, MAX_GRADE, TASK_SPECS, Category, Intent, parse_task_file
 
 RESOURCES = files("disastir_mteb") / "resources"
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"

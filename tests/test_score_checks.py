@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from disastir_mteb import cli
+from disastir_mteb.leaderboard.rows import result_rows
 from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.results.leaderboard_rows import result_rows
 from disastir_mteb.results.per_query import per_query_file, read_per_query
 from disastir_mteb.results.result_sets import load_result_set
 from disastir_mteb.results.score_checks import TOLERANCE, metric_range
-from disastir_mteb.runner import evaluate
+from disastir_mteb.runner.run import evaluate
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
 EDITED = "DisastIR-QA-Bio"
@@ -35,7 +35,7 @@ RERUN = (r"; the file was edited or damaged: rerun the task \(disastir-mteb run 
 @pytest.fixture(scope="module")
 def runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An exact and an ANN run of three tasks in one output folder, as the runner writes them."""
-    from disastir_mteb.benchmark import tasks as task_module
+    from disastir_mteb.tasks import retrieval as task_module
 
     out = tmp_path_factory.mktemp("scores")
     with pytest.MonkeyPatch.context() as patch:

@@ -13,7 +13,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from conftest import write_layout
-from disastir_mteb.benchmark.data import grade_to_gain
+from disastir_mteb.data.published import grade_to_gain
 
 ROUNDED = 1e-6  # mteb stores task scores rounded to 6 decimals (ndcg_at_10 to 5)
 

@@ -21,9 +21,9 @@ import sklearn.metrics
 from mteb._evaluators.retrieval_metrics import nauc
 
 from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.runner import evaluate
-from disastir_mteb.scoring_patch import exact_auc, faster_scoring, missing
-from disastir_mteb.task_pool import PROCESSES_ENV, worker_count
+from disastir_mteb.runner.run import evaluate
+from disastir_mteb.runner.scoring_patch import exact_auc, faster_scoring, missing
+from disastir_mteb.runner.task_pool import PROCESSES_ENV, worker_count
 
 SIX = ["DisastIR-QA-Bio", "DisastIR-QAdoc-Chem", "DisastIR-Twitter-Env", "DisastIR-FC-Geo", "DisastIR-NLI-Soc",
        "DisastIR-STS-Tech"]

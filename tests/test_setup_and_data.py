@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from disastir_mteb.benchmark.data_source import data_folders
 from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.runner import evaluate
+from disastir_mteb.runner.data_source import data_folders
+from disastir_mteb.runner.run import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "DisastIR-QA-Bio"
@@ -48,7 +48,7 @@ def test_evaluate_reads_the_data_given_for_this_call_only(folder: Path, tmp_path
 
 
 def test_evaluate_data_sample_is_the_command_lines_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from disastir_mteb.benchmark.sample import sample_dir
+    from disastir_mteb.sample.generator import sample_dir
 
     monkeypatch.delenv("DISASTIR_DATA_DIR", raising=False)
     result = evaluate(HashingEncoder(), [TASK], data="sample", cache_dir=False, output_folder=tmp_path / "out",

@@ -18,10 +18,12 @@ import pytest
 
 import disastir_mteb
 from disastir_mteb import cli
-from disastir_mteb.benchmark import split_data, tasks
-from disastir_mteb.benchmark.sample_devlite import devlite_queries_per_task, devlite_sample_dir, write_devlite_sample
-from disastir_mteb.benchmark.split_layout import find_split_files, resolve_devlite_dir
-from disastir_mteb.benchmark.taxonomy import SPLIT_TASK_NAMES, TASK_NAMES, Split, benchmark_name, get_spec
+from disastir_mteb.data import devlite as split_data
+from disastir_mteb.data.devlite_layout import find_split_files, resolve_devlite_dir
+from disastir_mteb.sample.devlite import devlite_queries_per_task, devlite_sample_dir, write_devlite_sample
+from disastir_mteb.tasks import retrieval as tasks
+from disastir_mteb.vocabulary import metadata
+from disastir_mteb.vocabulary.taxonomy import SPLIT_TASK_NAMES, TASK_NAMES, Split, benchmark_name, get_spec
 
 LAYOUTS = ("eval-code", "card")
 PIN = Path(__file__).with_name("pinned_full_tasks.json")
@@ -194,7 +196,7 @@ def test_other_layout_spellings_and_strays(devlite_dirs: dict[str, Path], tmp_pa
     (folder / "ordered_corpus_full.json").write_text("[]")
     (folder / "README.md").write_text("card")
     (folder / "notes.txt").write_text("stray")
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.benchmark.split_layout"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.data.devlite_layout"):
         files = find_split_files(folder)
     assert files.layout == "eval-code" and len(files.devlite_queries) == len(files.qrels) == 48
     assert files.full_corpus == folder / "ordered_corpus_full.json"
@@ -207,16 +209,16 @@ def test_devlite_dir_env_and_hub_snapshot(devlite_dirs: dict[str, Path], tmp_pat
 
     monkeypatch.setenv("DISASTIR_DEVLITE_DIR", str(tmp_path / "nowhere"))
     with pytest.raises(FileNotFoundError, match="DISASTIR_DEVLITE_DIR"):
-        resolve_devlite_dir(tasks.DEVLITE_REPO, tasks.DEVLITE_REVISION)
+        resolve_devlite_dir(metadata.DEVLITE_REPO, metadata.DEVLITE_REVISION)
     monkeypatch.delenv("DISASTIR_DEVLITE_DIR")
     revision = "0" * 40
     repo = tmp_path / "datasets--DMIR01--DisastIR-DevLite"
     shutil.copytree(devlite_dirs["card"], repo / "snapshots" / revision)
     (repo / "refs").mkdir()
-    (repo / "refs" / tasks.DEVLITE_REVISION).write_text(revision)
+    (repo / "refs" / metadata.DEVLITE_REVISION).write_text(revision)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
-    assert resolve_devlite_dir("DMIR01/DisastIR-DevLite", tasks.DEVLITE_REVISION) == repo / "snapshots" / revision
+    assert resolve_devlite_dir("DMIR01/DisastIR-DevLite", metadata.DEVLITE_REVISION) == repo / "snapshots" / revision
     with pytest.raises(FileNotFoundError, match=r"DisastIR-DevLite data .* not in the Hugging Face cache"):
         resolve_devlite_dir("DMIR01/DisastIR-DevLite", "1234567")
 
@@ -234,15 +236,15 @@ def test_mteb_resolves_the_split_tasks_and_benchmarks(capsys: pytest.CaptureFixt
         assert [g.label for g in groupings["Intent"].groups] == ["QA", "QAdoc", "Twitter", "FC", "NLI", "STS"]
         assert len(groupings["Category"].groups) == 8
     test, devlite = mteb.get_task("DisastIR-Test-QA-Bio").metadata, mteb.get_task("DisastIR-DevLite-QA-Bio").metadata
-    assert test.dataset == {"path": "DMIR01/DisastIR", "revision": tasks.DATASET_REVISION}
-    assert devlite.dataset == {"path": "DMIR01/DisastIR-DevLite", "revision": tasks.DEVLITE_REVISION}
+    assert test.dataset == {"path": "DMIR01/DisastIR", "revision": metadata.DATASET_REVISION}
+    assert devlite.dataset == {"path": "DMIR01/DisastIR-DevLite", "revision": metadata.DEVLITE_REVISION}
     assert test.adapted_from == devlite.adapted_from == ["DisastIR-QA-Bio"]
     assert test.description.startswith("DisastIR-Test ") and "DisastIR-Test query set" in test.description
     assert "pooled corpus of 9,316 passages" in devlite.description
     assert test.main_score == devlite.main_score == "ndcg_at_10" and test.prompt == devlite.prompt
-    for metadata in (test, devlite):
-        metadata._validate_metadata()
-        assert metadata.is_filled()
+    for declared in (test, devlite):
+        declared._validate_metadata()
+        assert declared.is_filled()
     assert [t.metadata.name for t in mteb.get_benchmark("DisastIR").tasks] == list(TASK_NAMES)
     assert [t.metadata.name for t in disastir_mteb.get_tasks()] == list(TASK_NAMES)
     assert [t.metadata.name for t in tasks.get_tasks(["QA"], ["Bio"], split="devlite")] == ["DisastIR-DevLite-QA-Bio"]
@@ -306,7 +308,7 @@ def test_devlite_sample_is_deterministic_and_cli_writes_it(sample_data: Path, de
 
 
 def test_export_stays_full_only(tmp_path: Path) -> None:
-    from disastir_mteb.benchmark.export import export_beir
+    from disastir_mteb.exports import export_beir
 
     with pytest.raises(ValueError, match=r"export writes the 48 full DisastIR tasks only \(e.g. DisastIR-QA-Bio\)"):
         export_beir(tmp_path / "out", ["DisastIR-Test-QA-Bio"])

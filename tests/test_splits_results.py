@@ -17,7 +17,6 @@ import pytest
 from scipy.stats import kendalltau
 
 from disastir_mteb import cli
-from disastir_mteb.benchmark.taxonomy import INTENTS, SPLIT_TASK_NAMES, TASK_NAMES, Intent, Split
 from disastir_mteb.results.provenance import provenance_of
 from disastir_mteb.results.published import published_for
 from disastir_mteb.results.report import build_report, report_text, write_report
@@ -30,7 +29,8 @@ from disastir_mteb.results.result_sets import (
     resolve_result_set,
 )
 from disastir_mteb.results.split_agreement import split_agreement
-from disastir_mteb.task_selection import corpus_groups, resolve_tasks
+from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
+from disastir_mteb.vocabulary.taxonomy import INTENTS, SPLIT_TASK_NAMES, TASK_NAMES, Intent, Split
 
 REVISION = "a" * 40
 TABLE2 = "DMRetriever paper, Table 2, DisastIR-Test (dmretriever instructions)"
@@ -253,8 +253,8 @@ def test_exact_and_ann_compare_per_query_set(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_submit_copies_split_task_files(tmp_path: Path) -> None:
-    from disastir_mteb.results.submission_checks import submitted_folders
-    from disastir_mteb.results.submit import submit
+    from disastir_mteb.submission.checks import submitted_folders
+    from disastir_mteb.submission.submit import submit
 
     _run(tmp_path / "runs", "org/alpha", {Split.full: _flat(0.5), Split.test: _flat(0.4)})
     _run(tmp_path / "runs", "org/test-only", {Split.devlite: _flat(0.4)})
@@ -286,7 +286,7 @@ def test_split_tasks_get_their_intents_instruction() -> None:
     from torch.utils.data import DataLoader
 
     from disastir_mteb.models.adapter import with_instructions
-    from disastir_mteb.models.instructions import INSTRUCTION_SETS
+    from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS
 
     seen: list[str] = []
 
@@ -331,8 +331,9 @@ needs_split_tasks = pytest.mark.skipif(not _split_tasks_registered(),
 @pytest.fixture
 def split_sample(sample_data: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The small sample as the full set and a DevLite folder split from it (2 of 8 queries per task)."""
-    from disastir_mteb.benchmark import split_data, tasks
-    from disastir_mteb.benchmark.sample_devlite import devlite_sample_dir
+    from disastir_mteb.data import devlite as split_data
+    from disastir_mteb.sample.devlite import devlite_sample_dir
+    from disastir_mteb.tasks import retrieval as tasks
 
     monkeypatch.setenv("DISASTIR_DATA_DIR", str(sample_data))
     monkeypatch.setenv("DISASTIR_DEVLITE_DIR", str(devlite_sample_dir("small", cache_dir=cache_dir)))
@@ -346,7 +347,7 @@ def split_sample(sample_data: Path, cache_dir: Path, monkeypatch: pytest.MonkeyP
 @needs_split_tasks
 def test_runner_runs_devlite_and_test_each_corpus_encoded_once(split_sample: Path, tmp_path: Path) -> None:
     from disastir_mteb.models.hashing_encoder import HashingEncoder
-    from disastir_mteb.runner import evaluate
+    from disastir_mteb.runner.run import evaluate
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
 

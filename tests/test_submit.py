@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from conftest import write_layout
-from disastir_mteb.benchmark.sample import MARKER
+from disastir_mteb.data.layout import MARKER
 from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.results import results_repository
-from disastir_mteb.results.results_repository import CHECKS
-from disastir_mteb.results.submit import Problem, submit, validate_submission
-from disastir_mteb.runner import evaluate
+from disastir_mteb.runner.run import evaluate
+from disastir_mteb.submission import results_repository
+from disastir_mteb.submission.results_repository import CHECKS
+from disastir_mteb.submission.submit import Problem, submit, validate_submission
 
 HASHING = "disastir-mteb/hashing-encoder"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -34,7 +34,7 @@ EXPERIMENT = "disastir_instructions_disastir__disastir_template_instruct-query" 
 
 def _run(data: Path, model: Any, tasks: list[str], out: Path, **kwargs: Any) -> None:
     """The real runner on ``data`` (a module-scoped stand-in for the ``use_data`` fixture)."""
-    from disastir_mteb.benchmark import tasks as task_module
+    from disastir_mteb.tasks import retrieval as task_module
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DISASTIR_DATA_DIR", str(data))

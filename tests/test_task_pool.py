@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from disastir_mteb.task_pool import PROCESSES_ENV, evaluate_tasks, worker_count
+from disastir_mteb.runner.task_pool import PROCESSES_ENV, evaluate_tasks, worker_count
 
 needs_two_cores = pytest.mark.skipif(worker_count(2) == 0, reason="one usable core or not Linux: tasks run in-process")
 PARENT = os.getpid()
@@ -57,7 +57,7 @@ def _dies_in_workers(number: int) -> int:
 
 @needs_two_cores
 def test_a_worker_killed_from_outside_leaves_its_tasks_to_this_process(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.task_pool"):
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.runner.task_pool"):
         done = [result for _, result, _ in evaluate_tasks(range(6), _dies_in_workers, parallel=lambda n: True)]
     assert done == list(range(6))
     assert sum("ended abruptly" in r.getMessage() for r in caplog.records) == 1

@@ -20,9 +20,9 @@ import mteb
 import pytest
 from mteb.abstasks import AbsTaskRetrieval
 
-from disastir_mteb.benchmark.statistics import PROVENANCE_KINDS, paper_statistics
-from disastir_mteb.benchmark.tasks import metadata_dir
-from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES, SPLIT_TASK_NAMES, Split
+from disastir_mteb.tasks.statistics import PROVENANCE_KINDS, paper_statistics
+from disastir_mteb.vocabulary.metadata import metadata_dir
+from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, SPLIT_TASK_NAMES, Split
 
 NAMES = sorted(ALL_TASK_NAMES)
 

@@ -6,8 +6,9 @@ import mteb
 import pytest
 
 import disastir_mteb
-from disastir_mteb.benchmark.tasks import DATASET_REPO, DATASET_REVISION, K_VALUES, TASK_CLASSES, AbsTaskDisastIR
-from disastir_mteb.benchmark.taxonomy import SPLIT_TASK_NAMES, TASK_NAMES, Split, get_spec
+from disastir_mteb.tasks.retrieval import TASK_CLASSES, AbsTaskDisastIR
+from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION, K_VALUES
+from disastir_mteb.vocabulary.taxonomy import SPLIT_TASK_NAMES, TASK_NAMES, Split, get_spec
 
 DISASTIR_INSTRUCTIONS = {
     "QA": "Given the question, retrieve the most relevant passage answering it",
@@ -65,7 +66,7 @@ def test_paper_statistics_match_the_published_tables() -> None:
 
 
 def test_shipped_statistics_equal_a_fresh_build_from_the_csvs() -> None:
-    from disastir_mteb.benchmark.statistics import paper_statistics
+    from disastir_mteb.tasks.statistics import paper_statistics
 
     for name, stats in paper_statistics().items():
         assert mteb.get_task(name).metadata.descriptive_stats == stats
@@ -73,8 +74,8 @@ def test_shipped_statistics_equal_a_fresh_build_from_the_csvs() -> None:
 
 def test_generated_classes_look_hand_written() -> None:
     cls = TASK_CLASSES["DisastIR-NLI-Soc"]
-    assert cls.__name__ == "DisastIRNLISoc" and cls.__module__ == "disastir_mteb.benchmark.tasks"
-    import disastir_mteb.benchmark.tasks as module
+    assert cls.__name__ == "DisastIRNLISoc" and cls.__module__ == "disastir_mteb.tasks.retrieval"
+    import disastir_mteb.tasks.retrieval as module
 
     assert module.DisastIRNLISoc is cls
 

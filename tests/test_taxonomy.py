@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from disastir_mteb.benchmark.taxonomy import (
+from disastir_mteb.vocabulary.taxonomy import (
     TASK_NAMES,
     Category,
     Intent,

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from disastir_mteb import cli
-from disastir_mteb.benchmark.export import export_mteb, mteb_subset
-from disastir_mteb.benchmark.tasks import TASK_CLASSES, benchmarks
-from disastir_mteb.benchmark.taxonomy import TASK_NAMES
+from disastir_mteb.exports import export_mteb, mteb_subset
+from disastir_mteb.tasks.benchmarks import benchmarks
+from disastir_mteb.tasks.retrieval import TASK_CLASSES
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 MTEB_PACKAGE = Path(importlib.util.find_spec("mteb").origin).parent  # type: ignore[arg-type, union-attr]
 TASK_FILE = Path("mteb/tasks/retrieval/eng/disastir_retrieval.py")
@@ -131,7 +132,7 @@ def checkout(first_run: tuple[Path, str]) -> Path:
 @pytest.fixture(scope="session")
 def exported(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """Two tasks exported as mteb-format data (the sample), and what the plugin's tasks load from it."""
-    from disastir_mteb.benchmark import tasks
+    from disastir_mteb.tasks import retrieval as tasks
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DISASTIR_DATA_DIR", str(sample_data))

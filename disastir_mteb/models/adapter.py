@@ -25,8 +25,9 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
-from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES, TaskSpec, get_spec
-from disastir_mteb.models.instructions import InstructionConfig, resolve_instructions
+from disastir_mteb.vocabulary.instructions import MODEL_OWN, InstructionConfig, resolve_instructions
+from disastir_mteb.vocabulary.settings import INSTRUCTIONS_KEY, TEMPLATE_KEY
+from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, TaskSpec, get_spec
 
 if TYPE_CHECKING:
     from mteb.abstasks.task_metadata import TaskMetadata
@@ -172,7 +173,7 @@ class InstructedEncoder:
         experiment = dict(meta.experiment_kwargs or {}) if meta is not None else {}
         experiment.update(config.experiment_kwargs())
         if self.model_prompt == "leave":
-            experiment.update({"disastir_instructions": "model", "disastir_template": "model"})
+            experiment.update({INSTRUCTIONS_KEY: MODEL_OWN, TEMPLATE_KEY: MODEL_OWN})
         self.mteb_model_meta = meta.model_copy(update={"experiment_kwargs": experiment}) if meta is not None else None
         name = getattr(meta, "name", None) or type(self.model).__name__
         if self.model_prompt == "take-over":

@@ -35,8 +35,8 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
-from disastir_mteb.benchmark.taxonomy import SPLIT_TASK_SPECS, Intent
-from disastir_mteb.models.instructions import INSTRUCTION_SETS
+from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS
+from disastir_mteb.vocabulary.taxonomy import SPLIT_TASK_SPECS, Intent
 
 if TYPE_CHECKING:
     from mteb.abstasks.task_metadata import TaskMetadata
@@ -251,7 +251,3 @@ def _meta(size: str) -> ModelMeta:
 #: ModelMeta of the six published sizes, keyed by Hub id (registered into mteb by ``register()``).
 DMRETRIEVER_MODELS: dict[str, ModelMeta] = {f"DMIR01/DMRetriever-{size}": _meta(size) for size in _SIZES}
 
-
-from disastir_mteb.models.registration import MODELS_STEP  # noqa: E402
-
-MODELS_STEP.module_finished(__name__)  # last: a registration that this module's `import mteb` triggered runs now

@@ -27,11 +27,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from disastir_mteb.benchmark.taxonomy import INTENTS, Intent, get_spec
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.pairing import Pairing, pair_sets
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
+from disastir_mteb.vocabulary.taxonomy import INTENTS, Intent, get_spec
 
 __all__ = ["PARTIAL", "Comparison", "Pairing", "compare_sets", "pair_sets", "pairing_text", "rankings_text",
            "top10_recall"]  # Pairing and pair_sets are re-exported from pairing

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from disastir_mteb.benchmark.taxonomy import (
+from disastir_mteb.vocabulary.taxonomy import (
     ALL_TASK_NAMES,
     CATEGORIES,
     INTENTS,

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.vocabulary.settings import SEARCH_KEY
 
 __all__ = ["Pairing", "pair_sets"]
 
@@ -46,7 +47,7 @@ def _setting(result: ResultSet) -> tuple[str, str, str]:
 
 
 def _setting_but_search(result: ResultSet) -> tuple[str, str, str]:
-    settings = {k: v for k, v in result.experiment.items() if k != "disastir_search"}
+    settings = {k: v for k, v in result.experiment.items() if k != SEARCH_KEY}
     return result.model, repr(sorted(settings.items())), result.split.value
 
 

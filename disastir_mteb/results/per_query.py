@@ -103,13 +103,13 @@ def data_provenance() -> dict[str, object]:
 
     mteb's result file names the dataset revision the task declares, not the folder actually read,
     so a score on the generated sample would look like a DisastIR score. ``synthetic`` is true when
-    the folder carries the generator's marker (:data:`disastir_mteb.benchmark.sample.MARKER`).
+    the folder carries the generator's marker (:data:`disastir_mteb.data.layout.MARKER`).
 
     Returns:
         ``{"source": folder or "hf:<repo>@<revision>", "synthetic": bool}``, plus ``"generator"``
         (the marker's content) for a generated folder.
     """
-    from disastir_mteb.benchmark.sample import read_marker
+    from disastir_mteb.data.layout import read_marker
 
     folder = os.environ.get("DISASTIR_DATA_DIR")
     if folder:
@@ -119,7 +119,7 @@ def data_provenance() -> dict[str, object]:
         if marker:
             record["generator"] = marker
         return record
-    from disastir_mteb.benchmark.tasks import DATASET_REPO, DATASET_REVISION
+    from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 
     return {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
 

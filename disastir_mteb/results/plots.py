@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from disastir_mteb.benchmark.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Intent
 from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.vocabulary.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Intent
 
 __all__ = ["COLOUR_SCALES", "FIGURE_FORMATS", "colour_limits", "heatmap", "intent_bars"]
 

@@ -4,7 +4,7 @@ A DisastIR score depends on six facts besides the model. :func:`provenance_of` g
 a run leaves behind, most direct first:
 
 - each task file's own record (``disastir_version``, ``disastir_data``, ``disastir_gain``), which every
-  DisastIR task writes, under plain ``mteb run`` too (:mod:`disastir_mteb.benchmark.task_record`);
+  DisastIR task writes, under plain ``mteb run`` too (:mod:`disastir_mteb.vocabulary.task_record`);
 - the set's mteb experiment settings (``model_meta.json``): ``disastir_instructions``, ``disastir_template``,
   ``disastir_passages``, ``disastir_search``, ``disastir_precision``;
 - the per-query files of ``disastir-mteb run`` (:mod:`disastir_mteb.results.per_query`): their ``data``
@@ -30,10 +30,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from disastir_mteb.benchmark.task_record import DATA_KEY, GAIN_KEY, VERSION_KEY, hub_data, local_data
-from disastir_mteb.benchmark.taxonomy import Split
+from disastir_mteb.results.describe import describe_search
 from disastir_mteb.results.result_sets import ResultSet
-from disastir_mteb.results.settings import _OWN_TEMPLATE, describe_search
+from disastir_mteb.vocabulary import instructions
+from disastir_mteb.vocabulary.settings import (
+    INSTRUCTED_PASSAGES,
+    INSTRUCTIONS_KEY,
+    PASSAGES_KEY,
+    PRECISION_KEY,
+    TEMPLATE_KEY,
+)
+from disastir_mteb.vocabulary.task_record import DATA_KEY, GAIN_KEY, VERSION_KEY, hub_data, local_data
+from disastir_mteb.vocabulary.taxonomy import Split
 
 __all__ = ["MODEL_OWN", "NOT_RECORDED", "PLAIN_INSTRUCTIONS", "PRECISION_NAMES", "Provenance", "TaskProvenance",
            "provenance_of"]
@@ -142,16 +150,16 @@ def _joined(values: Sequence[str | None]) -> str | None:
 
 def _instructions(experiment: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     """What was put before the queries, from the experiment settings (or what a plain run does)."""
-    name = experiment.get("disastir_instructions")
+    name = experiment.get(INSTRUCTIONS_KEY)
     if name is None:
         declared = meta.get("use_instructions")
         return PLAIN_INSTRUCTIONS[declared if isinstance(declared, bool) else None]
     name = str(name)
-    if name == "model":  # with_instructions(model_prompt="leave"): the model adds the task's prompt itself
+    if name == instructions.MODEL_OWN:  # with_instructions(model_prompt="leave"): the model adds the task's prompt
         return MODEL_OWN
     text = "none" if name == "none" else (
-        f"{name} (template {experiment.get('disastir_template', _OWN_TEMPLATE.get(name, 'instruct-query'))})")
-    if experiment.get("disastir_passages") == "instructed" and name != "none":
+        f"{name} (template {experiment.get(TEMPLATE_KEY, instructions.default_template_name(name))})")
+    if experiment.get(PASSAGES_KEY) == INSTRUCTED_PASSAGES and name != "none":
         text += ", also on passages"
     return text
 
@@ -175,7 +183,7 @@ def _dataset(record: Mapping[str, Any], per_query: Mapping[str, Any] | None, *, 
         return local_data(source, {"synthetic": True} if per_query.get("synthetic") else None)
     revision = record.get("dataset_revision")
     if declared and isinstance(revision, str) and revision:
-        from disastir_mteb.benchmark.tasks import DATASET_REPO
+        from disastir_mteb.vocabulary.metadata import DATASET_REPO
 
         return f"{hub_data(DATASET_REPO, revision).removeprefix('hf:')} (declared by the task)"
     return None
@@ -196,8 +204,8 @@ def _gain(record: Mapping[str, Any]) -> tuple[str | None, bool]:
 
 
 def _precision(experiment: Mapping[str, Any], encoding: Mapping[str, Any] | None) -> str | None:
-    if "disastir_precision" in experiment:
-        return str(experiment["disastir_precision"])
+    if PRECISION_KEY in experiment:
+        return str(experiment[PRECISION_KEY])
     dtype = (encoding or {}).get("model_dtype")
     return PRECISION_NAMES.get(str(dtype), str(dtype)) if dtype else None
 

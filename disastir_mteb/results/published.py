@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
 
-from disastir_mteb.benchmark.taxonomy import CATEGORIES, INTENTS, Category, Intent, Split, task_name
+from disastir_mteb.vocabulary.taxonomy import CATEGORIES, INTENTS, Category, Intent, Split, task_name
 
 __all__ = [
     "SOURCES",

@@ -19,7 +19,7 @@ precision (:mod:`disastir_mteb.results.provenance`). Scores on generated data sa
 every figure title: a sample number must never pass for a DisastIR result. Sets that do not record
 their data (task files from before the record, without per-query files) are claimed neither way.
 
-Query sets (:class:`~disastir_mteb.benchmark.taxonomy.Split`): a DisastIR-Test or DisastIR-DevLite set
+Query sets (:class:`~disastir_mteb.vocabulary.taxonomy.Split`): a DisastIR-Test or DisastIR-DevLite set
 names its query set in every heading, label, title and file name (a full set's are as they always
 were), and is set beside published numbers of the same query set only
 (:data:`~disastir_mteb.results.published.SOURCE_SPLITS`): a Test set beside DMRetriever's Table 2, a
@@ -33,15 +33,6 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from disastir_mteb.benchmark.task_record import DATA_KEY
-from disastir_mteb.benchmark.taxonomy import (
-    CATEGORIES,
-    INTENTS,
-    Intent,
-    Split,
-    get_spec,
-    task_name,
-)
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.provenance import NOT_RECORDED, provenance_of
 from disastir_mteb.results.published import SOURCES, PublishedScores, published_for
@@ -70,6 +61,15 @@ from disastir_mteb.results.report_format import (
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.table2_standing import standing_blocks
 from disastir_mteb.util.atomic import write_text_atomic
+from disastir_mteb.vocabulary.task_record import DATA_KEY
+from disastir_mteb.vocabulary.taxonomy import (
+    CATEGORIES,
+    INTENTS,
+    Intent,
+    Split,
+    get_spec,
+    task_name,
+)
 
 __all__ = ["FORMATS", "build_report", "provenance_blocks", "report_text", "write_report"]
 

@@ -16,9 +16,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from disastir_mteb.benchmark.taxonomy import SPLITS, Intent, Split, benchmark_name
 from disastir_mteb.results.published import published_for
 from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.vocabulary.taxonomy import SPLITS, Intent, Split, benchmark_name
 
 __all__ = ["SYNTHETIC_NOTICE", "SYNTHETIC_TAG", "bars_tag", "benchmark_names", "check_figure_options",
            "figure_metadata", "heatmap_names", "legend_labels", "published_ticks", "tagged", "write_figures"]

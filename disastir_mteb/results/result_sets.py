@@ -9,7 +9,7 @@ folder and resolve it to the result sets beneath it.
 
 Query sets: mteb files every task of a model setting in one folder, so one folder may hold
 ``DisastIR-QA-Bio.json`` (full), ``DisastIR-Test-QA-Bio.json`` and ``DisastIR-DevLite-QA-Bio.json`` side by
-side: three result sets, one per :class:`~disastir_mteb.benchmark.taxonomy.Split`. :attr:`ResultSet.scores`
+side: three result sets, one per :class:`~disastir_mteb.vocabulary.taxonomy.Split`. :attr:`ResultSet.scores`
 are keyed by the full set's task names whatever the split (grids, means, comparisons and plots work alike),
 :attr:`ResultSet.split` says which queries they were computed on, :meth:`ResultSet.file_task` gives a task's
 own name (:attr:`ResultSet.file_scores`: the scores under those). Labels people read name the split.
@@ -20,7 +20,7 @@ Reading: :func:`load_result_set` and :func:`find_result_sets` read the full set 
 Every set is read through :func:`load_result_set`, which refuses impossible scores
 (:mod:`~disastir_mteb.results.score_checks`): what ``report``, ``compare``, the leaderboard and ``submit`` show.
 
-Labels: :attr:`ResultSet.setting` is readable ("ANN (HNSW M=16, ef=64)", :mod:`disastir_mteb.results.settings`,
+Labels: :attr:`ResultSet.setting` is readable ("ANN (HNSW M=16, ef=64)", :mod:`disastir_mteb.results.describe`,
 whose :func:`describe_setting` and :func:`describe_search` this module re-exports); the raw values stay in
 :attr:`ResultSet.label` and in the files' metadata.
 """
@@ -32,8 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from disastir_mteb.benchmark.task_record import DATA_KEY, is_synthetic
-from disastir_mteb.benchmark.taxonomy import (
+from disastir_mteb.results.describe import describe_search, describe_setting
+from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
+from disastir_mteb.results.score_checks import read_task_record, refuse_impossible_scores
+from disastir_mteb.vocabulary.ann_params import ANN_PREFIX
+from disastir_mteb.vocabulary.settings import EXACT, SEARCH_KEY
+from disastir_mteb.vocabulary.task_record import DATA_KEY, is_synthetic
+from disastir_mteb.vocabulary.taxonomy import (
     ALL_TASK_NAMES,
     SPLITS,
     Split,
@@ -42,10 +48,6 @@ from disastir_mteb.benchmark.taxonomy import (
     parse_split,
     task_name,
 )
-from disastir_mteb.results.grid import ScoreGrid
-from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
-from disastir_mteb.results.score_checks import read_task_record, refuse_impossible_scores
-from disastir_mteb.results.settings import describe_search, describe_setting
 
 __all__ = ["ResultSet", "collect_result_sets", "describe_search", "describe_setting", "find_result_sets",
            "load_result_set", "load_result_sets", "resolve_result_set"]
@@ -88,12 +90,12 @@ class ResultSet:
     @property
     def search(self) -> str:
         """``exact``, or the ANN label (``ann-hnsw-ip-f32-M16-...``) of an ANN run."""
-        return str(self.experiment.get("disastir_search", "exact"))
+        return str(self.experiment.get(SEARCH_KEY, EXACT))
 
     @property
     def is_ann(self) -> bool:
         """Whether the set was searched approximately."""
-        return self.search.startswith("ann-")
+        return self.search.startswith(ANN_PREFIX)
 
     @property
     def benchmark(self) -> str:
@@ -176,7 +178,7 @@ class ResultSet:
         """A task file's score block (``scores["test"][0]``) with its ``dataset_revision``; {} without a readable file.
 
         Besides the scores the block holds what the task records about itself (``disastir_version``,
-        ``disastir_gain``, ``disastir_data``: :mod:`disastir_mteb.benchmark.task_record`), in files written since.
+        ``disastir_gain``, ``disastir_data``: :mod:`disastir_mteb.vocabulary.task_record`), in files written since.
         """
         if task not in self._records:
             try:

@@ -1,7 +1,7 @@
 """Is a result file's score possible? Ranges, finiteness, and agreement with the per-query file beside it.
 
 A DisastIR score reaches people through one door: :func:`~disastir_mteb.results.result_sets.load_result_set`,
-which ``report``, ``compare``, the leaderboard (:mod:`~disastir_mteb.results.leaderboard_rows`) and ``submit`` all
+which ``report``, ``compare``, the leaderboard (:mod:`~disastir_mteb.leaderboard.rows`) and ``submit`` all
 read through. It reads each task file with :func:`read_task_record` and refuses, with one sentence, a set holding
 a score that no run can produce (:func:`refuse_impossible_scores`), so an edited or damaged file is never shown
 as 750.00 or submitted as ready for a pull request.

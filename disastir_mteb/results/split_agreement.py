@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from disastir_mteb.benchmark.taxonomy import INTENTS, SPLITS, Intent, Split, benchmark_name
 from disastir_mteb.results.result_sets import ResultSet, describe_setting
 from disastir_mteb.results.significance import kendall_tau
+from disastir_mteb.vocabulary.taxonomy import INTENTS, SPLITS, Intent, Split, benchmark_name
 
 __all__ = ["AUTHORS_TAU", "SplitAgreement", "split_agreement"]
 

@@ -8,10 +8,10 @@ where it would stand. A run that lacks tasks has no intent means, and is not pla
 
 from __future__ import annotations
 
-from disastir_mteb.benchmark.taxonomy import INTENTS, Split
 from disastir_mteb.results.published import published_source
 from disastir_mteb.results.report_format import Block, Heading, Paragraph, Table
 from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.vocabulary.taxonomy import INTENTS, Split
 
 __all__ = ["standing_blocks"]
 

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from mteb._create_dataloaders import create_dataloader
 from mteb.types import PromptType
 
-from disastir_mteb.benchmark.taxonomy import ALL_TASK_NAMES, get_spec
-from disastir_mteb.models.instructions import InstructionConfig
 from disastir_mteb.search.encoding import EncodingReport, SentenceTransformerPipeline, plain_sentence_transformer
 from disastir_mteb.search.precision import module_device
+from disastir_mteb.vocabulary.instructions import InstructionConfig
+from disastir_mteb.vocabulary.settings import QUERY_SIDE_KEYS
+from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, get_spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -55,11 +56,6 @@ def _task_prompt(model: Any, task_metadata: TaskMetadata, prompt_type: PromptTyp
     return str(prompts.get(name, name))
 
 
-#: Experiment settings that only decide what QUERIES look like (``with_instructions``): they key query
-#: vectors, never passage vectors, unless the passages are instructed too.
-_QUERY_SIDE_SETTINGS = ("disastir_instructions", "disastir_template")
-
-
 def _instructs_passages(model: Any) -> bool:
     """Whether the instruction settings reach passages: instructed passages, or a model instructing its own."""
     from disastir_mteb.models.adapter import InstructedEncoder
@@ -86,7 +82,7 @@ def _passage_prompt(model: Any, task_metadata: TaskMetadata, *, queries: bool = 
     parts = []
     experiment = dict(getattr(getattr(model, "mteb_model_meta", None), "experiment_kwargs", None) or {})
     if not queries and not _instructs_passages(model):
-        for name in _QUERY_SIDE_SETTINGS:
+        for name in QUERY_SIDE_KEYS:  # they key query vectors, never passage vectors (unless instructed too)
             experiment.pop(name, None)
     if experiment:
         parts.append(json.dumps(experiment, sort_keys=True, default=str))

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from disastir_mteb.search.precision import PRECISIONS, apply_precision, module_dtype, parse_precision, torch_module
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -147,7 +148,7 @@ class SentenceTransformerPipeline:
         ValueError: ``batch_size`` or ``tokenize_threads`` below their minimum.
     """
 
-    def __init__(self, model: Any, *, batch_size: int = 32, prompt: str | None = None,
+    def __init__(self, model: Any, *, batch_size: int = DEFAULT_BATCH_SIZE, prompt: str | None = None,
                  tokenize_threads: int | None = None, report: EncodingReport | None = None,
                  side: Literal["document", "query"] = "document") -> None:
         check_count("batch_size", batch_size, 1)

@@ -18,6 +18,7 @@ from mteb.types import PromptType
 from disastir_mteb.search.encoder_routes import _DISASTIR, _query_prompt, _sentence_transformer_route
 from disastir_mteb.search.encoding import SentenceTransformerPipeline, length_order
 from disastir_mteb.search.store import _encode_in_memory
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,7 +43,7 @@ def prefetch_queries(searcher: SharedCorpusSearch, tasks: Sequence[Any], *,
     """
     from tqdm.auto import tqdm
 
-    encode_kwargs = dict(encode_kwargs or {"batch_size": searcher.batch_size or 32})
+    encode_kwargs = dict(encode_kwargs or {"batch_size": searcher.batch_size or DEFAULT_BATCH_SIZE})
     items: list[tuple[Any, Any]] = []
     owners: list[tuple[_PrefetchKey, list[str], int]] = []
     ours = [task for task in tasks if task.metadata.name in _DISASTIR]  # other tasks keep the per-task path
@@ -86,7 +87,7 @@ def answered_by_prefetch(searcher: SharedCorpusSearch, task: Any) -> bool:
 
     True when each (split, subset) mteb evaluates has its top-k filed, at least as deep as the task
     asks, for the corpus held now, and has no ``top_ranked`` (a reranking task is searched per task).
-    The runner evaluates such tasks in forked worker processes (:mod:`disastir_mteb.task_pool`),
+    The runner evaluates such tasks in forked worker processes (:mod:`disastir_mteb.runner.task_pool`),
     which must never run the model.
     """
     if not task.data_loaded or searcher._held is None:

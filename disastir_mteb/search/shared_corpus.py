@@ -48,6 +48,8 @@ from disastir_mteb.search.precision import (
 from disastir_mteb.search.query_prefetch import _PrefetchKey, prefetch_queries
 from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, _encode_in_memory, fingerprint_texts
 from disastir_mteb.search.usearch_index import AnnParams, UsearchIndex, resolve_params
+from disastir_mteb.vocabulary.ann_params import search_setting
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, PRECISION_KEY, SEARCH_KEY
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -114,7 +116,7 @@ class SharedCorpusSearch:
                  dtype: str = "float32", chunk_size: int = CHUNK_SIZE, devices: Sequence[str] | str | None = "auto",
                  ann: AnnParams | str | None = None, batch_size: int | None = None, precision: str | None = None,
                  tokenize_threads: int | None = None) -> None:
-        check_count("batch_size", batch_size, 1, "mteb's 32")
+        check_count("batch_size", batch_size, 1, f"mteb's {DEFAULT_BATCH_SIZE}")
         check_count("tokenize_threads", tokenize_threads, 0, "automatic")
         model = as_mteb_encoder(model, "SharedCorpusSearch")
         self.model = model
@@ -129,9 +131,9 @@ class SharedCorpusSearch:
             module._disastir_own_dtype = own  # a model cast here keeps its own dtype on record for later searches
         experiment: dict[str, Any] = {}
         if self.model_dtype is not None and own is not None and self.model_dtype != own:
-            experiment["disastir_precision"] = next(k for k, v in PRECISIONS.items() if v == self.model_dtype)
+            experiment[PRECISION_KEY] = next(k for k, v in PRECISIONS.items() if v == self.model_dtype)
         if self.ann is not None:
-            experiment["disastir_search"] = f"ann-{self.ann.label()}"
+            experiment[SEARCH_KEY] = search_setting(self.ann)
         meta = model.mteb_model_meta
         if experiment and meta is not None:
             meta = meta.model_copy(update={"experiment_kwargs": {**(meta.experiment_kwargs or {}), **experiment}})
@@ -219,7 +221,7 @@ class SharedCorpusSearch:
 
     def _batch_size(self, encode_kwargs: EncodeKwargs) -> int:
         """The batch size in force: the constructor's, else what mteb passes, else mteb's default 32."""
-        return int(self.batch_size or encode_kwargs.get("batch_size") or 32)
+        return int(self.batch_size or encode_kwargs.get("batch_size") or DEFAULT_BATCH_SIZE)
 
     def _embed(self, side: str, texts: list[str], prompt: str, encode: Callable[[list[str]], Any], *,
                batch_size: int, order: np.ndarray | None = None) -> np.ndarray:

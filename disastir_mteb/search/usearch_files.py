@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from disastir_mteb.search.ann_params import _FORMAT, _hash
 from disastir_mteb.search.store_chunks import _replace_atomic
 from disastir_mteb.search.store_key import fingerprint_texts
+from disastir_mteb.vocabulary.ann_params import _FORMAT, _hash
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from disastir_mteb.search.ann_params import AnnParams
     from disastir_mteb.search.exact_search import Similarity
+    from disastir_mteb.vocabulary.ann_params import AnnParams
 
 __all__ = ["cache_entry", "manifest_mismatch", "write_entry"]
 

@@ -9,7 +9,7 @@ turned into a similarity (higher is better) once, here. Results are ordered by s
 by lower corpus row, and never contain USearch's padding (sentinel keys, NaN distances).
 
 The parameters and presets (:class:`AnnParams`, :data:`PRESETS`, :func:`resolve_params`, re-exported
-here) live in :mod:`disastir_mteb.search.ann_params`, with how threads bear on determinism; the
+here) live in :mod:`disastir_mteb.vocabulary.ann_params`, with how threads bear on determinism; the
 cache of built graphs (manifest, SHA-256, damaged or unwritable files) in
 :mod:`disastir_mteb.search.usearch_files`.
 """
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from disastir_mteb.search.ann_params import PRESETS, AnnParams, resolve_params
 from disastir_mteb.search.exact_search import (
     ExactIndex,
     Similarity,
@@ -34,6 +33,7 @@ from disastir_mteb.search.exact_search import (
 )
 from disastir_mteb.search.top_k import _as_float32
 from disastir_mteb.search.usearch_files import cache_entry, manifest_mismatch, write_entry
+from disastir_mteb.vocabulary.ann_params import PRESETS, AnnParams, resolve_params
 
 if TYPE_CHECKING:
     from collections.abc import Callable

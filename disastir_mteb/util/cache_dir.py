@@ -14,7 +14,7 @@ def cache_root() -> Path:
     """``DISASTIR_CACHE_DIR``, else ``$XDG_CACHE_HOME/disastir_mteb``, else ``~/.cache/disastir_mteb``.
 
     The one root for everything the package caches: generated samples
-    (:func:`disastir_mteb.benchmark.sample.sample_dir`), embeddings and indexes.
+    (:func:`disastir_mteb.sample.generator.sample_dir`), embeddings and indexes.
     """
     env = os.environ.get(CACHE_DIR_ENV)
     xdg = os.environ.get("XDG_CACHE_HOME")

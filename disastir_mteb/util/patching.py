@@ -1,7 +1,7 @@
 """The names of other libraries' internals that the plugin's patches use, checked in one way.
 
-The leaderboard page (:mod:`disastir_mteb.leaderboard_patch`) and the faster scoring
-(:mod:`disastir_mteb.scoring_patch`) replace names inside mteb and scikit-learn that are not public
+The leaderboard page (:mod:`disastir_mteb.leaderboard.mteb_patch`) and the faster scoring
+(:mod:`disastir_mteb.runner.scoring_patch`) replace names inside mteb and scikit-learn that are not public
 API. Each declares what it uses as ``{module: (name, ...)}``; :func:`missing_names` says which of them
 the installed versions lack, so that a step whose names are gone is skipped (mteb's own behaviour,
 slower or plainer) and the canary tests fail, naming them.

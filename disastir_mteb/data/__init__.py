@@ -1,0 +1,10 @@
+"""Where the data is read: the published layout and DMRetriever's DevLite layout, as mteb split data.
+
+- ``layout`` finds the published files, ``reading`` reads their rows (file and line in every error) and the
+  shared corpus, ``published`` joins queries and judgements to ids with the paper's gains.
+- ``devlite_layout`` finds a DisastIR-DevLite folder (either layout); ``devlite`` loads DisastIR-DevLite and
+  DisastIR-Test (Test derived: the full set minus DevLite's queries).
+- ``source``: which data the tasks read (``--data``, ``evaluate(data=)``): a folder, the sample or the Hub.
+
+May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`.
+"""

@@ -1,0 +1,171 @@
+"""Finding the published DisastIR layout: the data folder, and each task's query and qrels file in it.
+
+The folder is a local one named by ``DISASTIR_DATA_DIR`` or the Hugging Face snapshot of ``DMIR01/DisastIR``;
+every file of its ``query/`` and ``qrels/`` is placed on one of the 48 tasks through the alias table in
+:mod:`disastir_mteb.vocabulary.taxonomy`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from disastir_mteb.vocabulary.task_record import hub_data, local_data
+from disastir_mteb.vocabulary.taxonomy import TASK_SPECS, TaskSpec, parse_task_file, task_file_stem
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DATA_DIR_ENV", "MARKER", "TaskFiles", "describe_data", "find_task_files", "read_marker", "resolve_data_dir"]
+
+#: The provenance file at the top of a generated folder. Results computed on it say "synthetic"
+#: (the runner records it per task); the data loader scans ``query/`` and ``qrels/`` only, so it never
+#: mistakes the marker for a task file.
+MARKER = "DISASTIR_SAMPLE.json"
+
+DATA_DIR_ENV = "DISASTIR_DATA_DIR"
+_JSON_SUFFIXES = (".json", ".jsonl")
+
+
+def resolve_data_dir(repo: str, revision: str) -> Path:
+    """The folder holding the published layout: ``DISASTIR_DATA_DIR`` or the Hub snapshot.
+
+    The Hub snapshot goes through ``huggingface_hub.snapshot_download``, so it honours
+    ``HF_HUB_OFFLINE=1`` and ``HF_HOME`` like every other Hugging Face download.
+
+    Raises:
+        FileNotFoundError: ``DISASTIR_DATA_DIR`` names no folder, or the data is neither cached
+            nor downloadable.
+    """
+    local = os.environ.get(DATA_DIR_ENV)
+    if local:
+        path = Path(local).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(f"{DATA_DIR_ENV}={local!r} is not a folder; point it at a folder holding "
+                                    "corpus.jsonl, query/ and qrels/ (the published DisastIR layout).")
+        return path.resolve()
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        snapshot = huggingface_hub.snapshot_download(
+            repo_id=repo,
+            repo_type="dataset",
+            revision=revision,
+            allow_patterns=["corpus.jsonl", "corpus/*", "query/*", "qrels/*", "README.md"],
+        )
+    except LocalEntryNotFoundError:
+        raise FileNotFoundError(  # the last line of mteb run's traceback: it says what to set
+            f"DisastIR data {repo}@{revision} is not in the Hugging Face cache and the Hub cannot be reached "
+            f"(offline?); set {DATA_DIR_ENV} to a folder in the published layout (disastir-mteb run: --data DIR) or "
+            f"download it once online; `disastir-mteb sample --out DIR` writes synthetic data in that layout to try "
+            f"the tools with (its scores are not DisastIR results)."
+        ) from None
+    return Path(snapshot)
+
+
+@dataclass(frozen=True)
+class TaskFiles:
+    """Where each part of the published layout lives inside one data folder."""
+
+    root: Path
+    corpus: Path
+    queries: dict[TaskSpec, Path]
+    qrels: dict[TaskSpec, Path]
+
+    def for_task(self, spec: TaskSpec) -> tuple[Path, Path]:
+        """The (query file, qrels file) of one task.
+
+        Raises:
+            FileNotFoundError: the folder has no query or no qrels file for this task.
+        """
+        missing = [kind for kind, files in (("query", self.queries), ("qrels", self.qrels)) if spec not in files]
+        if missing:
+            stem = task_file_stem(spec.intent, spec.category)
+            expected = " and ".join(f"query/{stem}.json" if kind == "query" else f"qrels/{stem}_qrels.json"
+                                    for kind in missing)
+            absent = sorted(s.name for s in TASK_SPECS if s not in self.queries or s not in self.qrels)
+            raise FileNotFoundError(
+                f"{self.root}: no {' and no '.join(missing)} file for task {spec.name}; "
+                f"{len(absent)} of 48 tasks lack a file ({', '.join(absent[:6])}{', ...' if len(absent) > 6 else ''}); "
+                f"expected {expected}."
+            )
+        return self.queries[spec], self.qrels[spec]
+
+
+def _place_files(folder: Path) -> dict[TaskSpec, Path]:
+    """Place each JSON file of ``query/`` or ``qrels/`` on its task.
+
+    A file that names no task is an error while some task has no file (it is probably that task's
+    file, misspelt); once all 48 tasks have theirs, stray files are only a warning naming them.
+    """
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    placed: dict[TaskSpec, Path] = {}
+    unplaced: list[str] = []
+    for path in files:
+        try:
+            spec = parse_task_file(path.stem) if path.suffix in _JSON_SUFFIXES else None
+        except ValueError:
+            spec = None
+        if spec is None:
+            unplaced.append(path.name)
+            continue
+        if spec in placed:
+            raise ValueError(f"{folder}: both {placed[spec].name!r} and {path.name!r} map to task {spec.name}; "
+                             "remove one of them.")
+        placed[spec] = path
+    absent = sorted(s.name for s in TASK_SPECS if s not in placed)
+    unplaced_json = [name for name in unplaced if name.endswith(_JSON_SUFFIXES)]
+    if unplaced_json and absent:
+        raise ValueError(
+            f"{folder}: {len(unplaced_json)} file(s) name no DisastIR task ({', '.join(unplaced_json[:5])}"
+            f"{', ...' if len(unplaced_json) > 5 else ''}); expected '{{intent}}_{{category}}.json', and "
+            f"{len(absent)} task(s) have no file{': ' + ', '.join(absent[:6]) if absent else ''}."
+        )
+    if unplaced:
+        logger.warning("%s: ignoring %d file(s) that are no task's JSON file (%s).",
+                       folder, len(unplaced), ", ".join(unplaced[:5]) + (", ..." if len(unplaced) > 5 else ""))
+    return placed
+
+
+def find_task_files(root: str | Path) -> TaskFiles:
+    """Scan a folder in the published layout and place every file on one of the 48 tasks.
+
+    Raises:
+        FileNotFoundError: ``root`` is no folder, or ``corpus.jsonl``, ``query/`` or ``qrels/`` is missing.
+        ValueError: a JSON file names no task while a task has no file, or two files name one task.
+    """
+    root = Path(root)
+    layout = "a DisastIR data folder holds corpus.jsonl, query/ and qrels/ (the published layout)"
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a folder; {layout}.")
+    corpus = root / "corpus.jsonl"
+    missing = [f"'{p.name}'" for p in (corpus, root / "query", root / "qrels") if not p.exists()]
+    if missing:
+        raise FileNotFoundError(f"{root}: missing {', '.join(missing)}; {layout}.")
+    return TaskFiles(root=root, corpus=corpus, queries=_place_files(root / "query"),
+                     qrels=_place_files(root / "qrels"))
+
+
+def read_marker(folder: str | Path) -> dict[str, object] | None:
+    """The provenance marker of a generated folder, or None when there is none (or it is unreadable).
+
+    An unreadable marker still means the folder came from this generator: it counts as synthetic.
+    """
+    path = Path(folder).expanduser() / MARKER
+    if not path.is_file():
+        return None
+    try:
+        marker = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"synthetic": True}
+    return marker if isinstance(marker, dict) else {"synthetic": True}
+
+
+def describe_data(folder: str | Path | None, *, repo: str, revision: str) -> str:
+    """The data string of ``DISASTIR_DATA_DIR=folder`` (the Hub ``repo@revision`` when None or empty)."""
+    if not folder:
+        return hub_data(repo, revision)
+    return local_data(folder, read_marker(folder))

@@ -1,0 +1,276 @@
+"""Published DisastIR layout -> mteb's ``RetrievalSplitData``.
+
+The published dataset (``DMIR01/DisastIR``) keys its judgements by TEXT: each qrels row holds
+a query text, a passage text and an integer grade. This module joins texts to ids and turns grades
+into gains; :mod:`disastir_mteb.data.layout` finds the files (a local folder named by
+``DISASTIR_DATA_DIR`` or the Hugging Face snapshot) and places every file on one of the 48 tasks, and
+:mod:`disastir_mteb.data.reading` reads them, the one shared corpus once per process for all tasks.
+
+Evaluation policies (the authors' evaluation code is the reference):
+
+- Texts are matched after ``str.strip()`` and otherwise exactly (the authors strip corpus and
+  query texts, and look qrels up by exact text); models also receive the stripped texts.
+- A qrels text that matches several ids (duplicate texts) gives its grade to every one of them:
+  the authors retrieve by text, so every copy of a judged text earns its gain.
+- Qrels rows whose query or passage text is not found are dropped and counted; the counts are
+  logged and kept in :class:`LoadReport`. A task left without queries or judgements is an error.
+- A (query, passage) pair judged twice keeps the last grade, as the authors' dict does; counted.
+- Queries without any judged passage are dropped (the authors skip them); counted.
+- Unjudged passages count as non-relevant (gain 0): the "zero-fill" variant the paper reports.
+- Gain: ``2**grade - 1`` by default, so trec_eval's linear-gain NDCG equals the authors'
+  exponential-gain NDCG@10; ``gain="linear"`` keeps the grades as they are.
+
+DisastIR-Test and DisastIR-DevLite (:mod:`disastir_mteb.data.devlite`) join through :func:`join_task` too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from disastir_mteb.data.layout import TaskFiles, find_task_files, resolve_data_dir
+from disastir_mteb.data.reading import Corpus, _read_records, load_corpus
+from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, TaskSpec
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "Gain",
+    "LoadReport",
+    "TaskFiles",
+    "find_task_files",
+    "grade_to_gain",
+    "join_task",
+    "load_corpus",
+    "load_task",
+    "read_queries",
+    "resolve_data_dir",
+]
+
+Gain = Literal["exponential", "linear"]
+GAINS: tuple[Gain, ...] = ("exponential", "linear")
+GAIN_ENV = "DISASTIR_GAIN"
+
+
+def grade_to_gain(grade: int, gain: Gain = "exponential") -> int:
+    """The qrels value handed to trec_eval for a DisastIR grade.
+
+    ``exponential``: 2^g - 1 (0, 1, 3, 7, 15, 31), the gain of the authors' NDCG
+    (DMRetriever ``eva/evaluation/metrics.py``). trec_eval uses the qrels value as a linear
+    gain, so this mapping makes its ``ndcg_cut_10`` equal the authors' NDCG@10, while MAP,
+    recall, precision and MRR are unchanged (they only ask whether the value is > 0).
+    ``linear``: the grade itself.
+    """
+    if gain == "exponential":
+        return (1 << grade) - 1
+    if gain == "linear":
+        return grade
+    raise ValueError(f"Unknown gain {gain!r}; expected one of {list(GAINS)}.")
+
+
+def default_gain() -> Gain:
+    """The gain named by ``DISASTIR_GAIN`` (default ``exponential``), validated."""
+    value = os.environ.get(GAIN_ENV, "exponential").strip().lower() or "exponential"
+    if value not in GAINS:
+        raise ValueError(f"{GAIN_ENV}={value!r} is not a gain; expected one of {list(GAINS)}.")
+    return value  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- one task
+
+
+@dataclass
+class LoadReport:
+    """What joining one task's text-keyed qrels to ids found; logged, and kept on the task."""
+
+    task: str
+    query_file: str
+    qrels_file: str
+    queries: int = 0
+    queries_kept: int = 0
+    queries_without_judgements: int = 0
+    duplicate_query_texts: int = 0
+    qrels_rows: int = 0
+    judgements: int = 0
+    unmatched_query_rows: int = 0
+    unmatched_passage_rows: int = 0
+    repeated_pairs: int = 0
+    grade_counts: dict[int, int] = field(default_factory=dict)
+    unmatched_examples: list[str] = field(default_factory=list)
+    #: DisastIR-Test / DevLite only: qrels rows of the other split's queries of the same task (expected, skipped).
+    other_split_rows: int = 0
+    #: DevLite only: rows whose passage is in the full corpus, not the pooled one (dropped; counted, no error).
+    outside_corpus_rows: int = 0
+
+    @property
+    def clean(self) -> bool:
+        """True when every row and every query found its match."""
+        return not (self.unmatched_query_rows or self.unmatched_passage_rows or self.duplicate_query_texts
+                    or self.repeated_pairs or self.queries_without_judgements)
+
+    def summary(self) -> str:
+        """One line for the log."""
+        return (f"{self.task}: {self.queries_kept}/{self.queries} queries, {self.judgements} judgements from "
+                f"{self.qrels_rows} qrels rows; unmatched rows: {self.unmatched_query_rows} query text, "
+                f"{self.unmatched_passage_rows} passage text; {self.repeated_pairs} repeated pair(s), "
+                f"{self.duplicate_query_texts} duplicate query text(s), "
+                f"{self.queries_without_judgements} quer(y/ies) without judgements"
+                + (f"; {self.other_split_rows} row(s) of the other split's queries skipped" if self.other_split_rows
+                   else "")
+                + (f"; {self.outside_corpus_rows} judgement(s) outside the pooled corpus dropped"
+                   if self.outside_corpus_rows else ""))
+
+
+@dataclass
+class TaskData:
+    """One task's data joined to ids: queries, gains for mteb, the raw grades, and the report."""
+
+    queries: Dataset
+    corpus: Dataset
+    relevant_docs: dict[str, dict[str, int]]
+    grades: dict[str, dict[str, int]]
+    report: LoadReport
+
+
+def read_queries(spec: TaskSpec, query_path: Path) -> dict[str, str]:
+    """A published query file as {query id: text}, in file order.
+
+    Raises:
+        ValueError: malformed rows, or one id twice (the message names the file and task).
+    """
+    query_text_by_id: dict[str, str] = {}
+    for _, record in _read_records(query_path, ("query_id", "user_query")):
+        query_id, text = str(record["query_id"]), str(record["user_query"])
+        if query_id in query_text_by_id:
+            raise ValueError(f"{query_path}: query_id {query_id!r} appears twice in task {spec.name}; "
+                             "ids must be unique.")
+        query_text_by_id[query_id] = text
+    return query_text_by_id
+
+
+def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
+              log: logging.Logger | None = None) -> TaskData:
+    """Load one task: its queries, its qrels joined to query and corpus ids, and the shared corpus.
+
+    The one-line load report goes to ``log`` (default: this module's logger; the mteb tasks pass
+    one under mteb's, so that ``mteb run``'s verbosity shows or hides it), info when clean, else a warning.
+
+    Raises:
+        FileNotFoundError: the task has no query or qrels file.
+        ValueError: malformed rows, grades outside the intent's scale, or a task left without
+            queries or judgements after the join (the message names file, task and counts).
+    """
+    query_path, qrels_path = files.for_task(spec)
+    corpus = load_corpus(files.corpus)
+    report = LoadReport(task=spec.name, query_file=str(query_path), qrels_file=str(qrels_path))
+    return join_task(spec, read_queries(spec, query_path), qrels_path, corpus, report=report, gain=gain, log=log,
+                     query_source=query_path.name, corpus_source=files.corpus.name)
+
+
+def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corpus: Corpus, *, report: LoadReport,
+              gain: Gain = "exponential", log: logging.Logger | None = None, query_source: str, corpus_source: str,
+              other_queries: frozenset[str] = frozenset(), outside: Corpus | None = None) -> TaskData:
+    """Join one task's text-keyed qrels rows to the ids of ``queries`` {id: text} and ``corpus``; gains and report.
+
+    The policies are the module's (strip, exact match; every copy of a text judged; unjudged queries dropped).
+
+    Args:
+        spec: the task (its intent bounds the grades; its name is in messages).
+        queries: {query id: text} of the task, in order.
+        qrels_path: the text-keyed qrels file (``user_query``, ``passage``, ``score``).
+        corpus: the corpus the task searches, indexed by text.
+        report: filled in place (the caller names the files in it).
+        gain: see :func:`grade_to_gain`.
+        log: where the one-line report goes (default: this module's logger).
+        other_queries: stripped query texts of the same task in the other split (DisastIR-Test / DevLite): their
+            rows are expected in a shared qrels file and are skipped, counted as ``other_split_rows``.
+        outside: the full corpus when ``corpus`` is a pooled one (DevLite): rows whose passage is in it but not in
+            ``corpus`` are dropped, counted as ``outside_corpus_rows``.
+        query_source: how the error message names the query set.
+        corpus_source: how the error message names the corpus.
+
+    Raises:
+        ValueError: grades outside the intent's scale, or a task left without queries or judgements.
+    """
+    from datasets import Dataset
+
+    query_ids_by_text: dict[str, list[str]] = defaultdict(list)
+    for query_id, text in queries.items():
+        query_ids_by_text[text.strip()].append(query_id)
+    query_text_by_id = dict(queries)
+    report.queries = len(query_text_by_id)
+    report.duplicate_query_texts = sum(len(v) - 1 for v in query_ids_by_text.values())
+
+    top = MAX_GRADE[spec.intent]
+    grades: dict[str, dict[str, int]] = defaultdict(dict)
+    for where, record in _read_records(qrels_path, ("user_query", "passage", "score")):
+        report.qrels_rows += 1
+        grade = record["score"]
+        if isinstance(grade, float) and grade.is_integer():
+            grade = int(grade)
+        if not isinstance(grade, int) or isinstance(grade, bool) or not 0 <= grade <= top:
+            raise ValueError(f"{qrels_path}: {where} has score {record['score']!r}; task {spec.name} "
+                             f"grades are integers 0..{top}.")
+        query_text = str(record["user_query"]).strip()
+        query_ids = query_ids_by_text.get(query_text)
+        if not query_ids:
+            if query_text in other_queries:
+                report.other_split_rows += 1
+                continue
+            report.unmatched_query_rows += 1
+            if len(report.unmatched_examples) < 3:
+                report.unmatched_examples.append(f"query {str(record['user_query'])[:60]!r}")
+            continue
+        doc_ids = corpus.ids_for(str(record["passage"]))
+        if not doc_ids:
+            if outside is not None and outside.ids_for(str(record["passage"])):
+                report.outside_corpus_rows += 1
+                continue
+            report.unmatched_passage_rows += 1
+            if len(report.unmatched_examples) < 3:
+                report.unmatched_examples.append(f"passage {str(record['passage'])[:60]!r}")
+            continue
+        for query_id in query_ids:
+            judged = grades[query_id]
+            for doc_id in doc_ids:
+                if doc_id in judged:
+                    report.repeated_pairs += 1
+                judged[doc_id] = grade
+
+    kept = [qid for qid in query_text_by_id if grades.get(qid)]
+    report.queries_kept = len(kept)
+    report.queries_without_judgements = report.queries - len(kept)
+    report.judgements = sum(len(v) for v in grades.values())
+    counts: dict[int, int] = defaultdict(int)
+    for judged in grades.values():
+        for grade in judged.values():
+            counts[grade] += 1
+    report.grade_counts = dict(sorted(counts.items()))
+
+    if not kept or not report.judgements:
+        raise ValueError(
+            f"Task {spec.name} has no usable judgements: {qrels_path} has {report.qrels_rows} rows, of which "
+            f"{report.unmatched_query_rows} name no query of {query_source} ({report.queries} queries) and "
+            f"{report.unmatched_passage_rows} name no passage of {corpus_source}"
+            f"{' (e.g. ' + '; '.join(report.unmatched_examples) + ')' if report.unmatched_examples else ''}."
+        )
+    log = log or logger
+    if report.clean:
+        log.info("%s", report.summary())
+    else:
+        log.warning("%s%s", report.summary(),
+                    f" (e.g. {'; '.join(report.unmatched_examples)})" if report.unmatched_examples else "")
+
+    # models see stripped queries, as in the authors' pipeline (they strip every user_query)
+    query_set = Dataset.from_dict({"id": kept, "text": [query_text_by_id[q].strip() for q in kept]})
+    relevant = {qid: {doc: grade_to_gain(g, gain) for doc, g in grades[qid].items()} for qid in kept}
+    return TaskData(queries=query_set, corpus=corpus.dataset, relevant_docs=relevant,
+                    grades={qid: dict(grades[qid]) for qid in kept}, report=report)

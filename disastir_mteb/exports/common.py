@@ -1,0 +1,127 @@
+"""What the BEIR and mteb exports share: the tasks to export, loaded as mteb loads them, and the export folder.
+
+Both exports read the data through the mteb task objects (``task.load_data()``), so what is
+written is by construction what the tasks score: same ids, same stripped texts, same judgements.
+The shared corpus is loaded once per process (:func:`disastir_mteb.data.reading.load_corpus` caches it)
+and written once per export.
+
+Writes are atomic at folder level: everything is written into a temporary folder beside ``out``
+and renamed into place with ``os.replace``, so a killed export leaves no half-written file or
+folder behind. A folder that is not empty is refused unless ``overwrite=True``, and even then
+only an earlier export (its README carries this module's marker) is replaced. Nothing is written
+through a symbolic link: links inside ``out`` go with the old folder, and an ``out`` that is a
+link is replaced by the new folder, leaving its target untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from disastir_mteb.data.layout import DATA_DIR_ENV
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, Split, get_spec
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
+
+    from disastir_mteb.data.published import Gain
+    from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
+
+__all__: list[str] = []
+
+# The flat-layout module name, kept: folders exported before the package was layered are still recognised.
+_MARKER = "<!-- written by disastir_mteb.export -->"
+
+
+def _task_names(tasks: Iterable[str] | None) -> list[str]:
+    """Validated task names in the given order, without repeats; all 48 when None."""
+    if tasks is None:
+        return list(TASK_NAMES)
+    names = list(dict.fromkeys([tasks] if isinstance(tasks, str) else tasks))
+    for name in names:
+        if get_spec(name).split is not Split.full:  # get_spec: KeyError with close matches for an unknown name
+            raise ValueError(f"{name} is a DisastIR-Test/DevLite task; export writes the 48 full DisastIR tasks only "
+                             f"(e.g. {get_spec(name).base.name}).")
+    if not names:
+        raise ValueError("No DisastIR tasks to export: pass task names, or None for all 48.")
+    return names
+
+
+def _load(name: str, gain: Gain | None) -> tuple[AbsTaskDisastIR, RetrievalSplitData]:
+    """One task loaded exactly as mteb loads it, and its evaluation split."""
+    from disastir_mteb.tasks.retrieval import TASK_CLASSES
+
+    task = TASK_CLASSES[name](gain=gain)
+    task.load_data()
+    return task, task.dataset["default"][task.metadata.eval_splits[0]]
+
+
+def _source() -> str:
+    """Where the exported data came from, for the README."""
+    from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
+
+    local = os.environ.get(DATA_DIR_ENV)
+    return f"the local folder {local} ({DATA_DIR_ENV})" if local else f"{DATASET_REPO} at revision {DATASET_REVISION}"
+
+
+def _check_corpus(shared: Dataset, corpus: Dataset, name: str) -> None:
+    """Every task must see the one corpus written once (reading.py caches it per process)."""
+    if corpus is not shared and len(corpus) != len(shared):
+        raise ValueError(f"Task {name} loaded a corpus of {len(corpus)} passages, not the {len(shared)} already "
+                         "exported; the data folder changed during the export, so rerun it.")
+
+
+def _refuse(out: Path, overwrite: bool) -> None:
+    """Raise unless ``out`` is absent, empty, or (with ``overwrite``) an earlier export."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"Cannot export to {out}: it is a file, not a folder.")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise FileExistsError(f"Refusing to export to {out}: it exists and is not empty; pass overwrite=True "
+                              "(--overwrite) to replace an earlier export.")
+    readme = out / "README.md"
+    if not (readme.is_file() and _MARKER in readme.read_text(encoding="utf-8", errors="replace")):
+        raise FileExistsError(f"Refusing to overwrite {out}: it is not a DisastIR export (no README.md written "
+                              "by disastir_mteb.exports), so choose a new or empty folder.")
+
+
+@contextmanager
+def _staged_folder(out: Path, overwrite: bool) -> Iterator[Path]:
+    """Yield a temporary folder beside ``out``; on success rename it to ``out`` (atomically)."""
+    _refuse(out, overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        _refuse(out, overwrite)  # another process may have written it meanwhile
+        if out.is_dir() and any(out.iterdir()):
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            _remove(old)
+            os.replace(out, old)
+            os.replace(tmp, out)
+            _remove(old)
+        else:
+            if out.is_symlink():  # a link to an empty folder: replace the link, not its target
+                out.unlink()
+            elif out.is_dir():
+                out.rmdir()
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder, or only the link when ``path`` is a symbolic link (never what it points to)."""
+    if path.is_symlink():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,9 @@
+"""Where the leaderboard is: mteb's own leaderboard app, offline, with DisastIR in its menu.
+
+- ``app``: ``disastir-mteb leaderboard`` (serve, or one PNG); ``rows`` its rows (the user's result sets and
+  the authors' published models); ``mteb_patch`` the one place it touches mteb's app where mteb offers no
+  setting.
+
+May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.tasks`,
+:mod:`disastir_mteb.results`.
+"""

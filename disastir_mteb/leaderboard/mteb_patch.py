@@ -1,0 +1,245 @@
+"""The one place the DisastIR leaderboard touches mteb's leaderboard app where mteb offers no setting.
+
+``mteb.leaderboard.get_leaderboard_app(cache, rebuild, cache_repo_id)`` takes results and nothing
+else. What it shows is fixed by module state of mteb 2.26, touched here and nowhere else:
+
+1. **Menu.** The benchmark buttons come only from ``GP_BENCHMARK_ENTRIES`` and ``R_BENCHMARK_ENTRIES``
+   (names bound in ``mteb.leaderboard.app``); the app also precomputes every benchmark in them, and a
+   benchmark without results breaks that. The DisastIR menu replaces them while the app is built
+   and served.
+2. **First page.** ``DEFAULT_BENCHMARK_NAME`` (bound in ``mteb.leaderboard.app`` and
+   ``...benchmark_selector``) is what opens, and what a link without ``?benchmark_name=`` opens.
+3. **Model registry.** Rows appear only for names in ``MODEL_REGISTRY`` (an inner join); published rows
+   and runs with settings have names of their own, registered for the app's lifetime. The caches mteb
+   builds from the registry and per benchmark are cleared on entry and exit.
+4. **Table styling.** mteb 2.26's summary styling rounds every column but a fixed list and fails on
+   its own text column ``_experiment_id``. The rows carry their setting in their name (see
+   :mod:`disastir_mteb.leaderboard.rows`), so the column is dropped before styling. The
+   tables also get the height to show every row (mteb's is 500 px, about 8 rows).
+5. **Group headers.** A ``CustomGrouping`` mean is a column named ``__cg__{grouping}::{label}``
+   (``_CUSTOM_GROUP_COL_PREFIX`` in ``mteb.benchmarks._create_table``), and the same styling humanises
+   every header not starting with "Mean" with ``_split_on_capital``, which keeps only letter runs and
+   splits at capitals: ``__cg__Intent::QAdoc`` became "cg Intent Q Adoc". These columns are renamed
+   ``Mean (Intent: QAdoc)`` before styling, which that step leaves as it is.
+6. **Logging.** ``get_leaderboard_app`` sets the ``mteb.leaderboard`` logger to INFO and, when no
+   logging is configured, gives it a handler of its own on stderr: about 23 KB of timings per page
+   (and "Couldn't produce radar chart" for every benchmark of one task type). A handler of ours on
+   that logger keeps mteb from adding its own, so its records go where the caller's logging sends them
+   (only WARNING and above, to stderr, when none is configured, as for the command line). The warning
+   of mteb's event logger (analytics of the hosted leaderboard, off without ``MONGO_URI``) is
+   silenced, and so is the progress bar mteb draws while it splits its results cache by benchmark
+   (``tqdm`` as bound in ``mteb.results.benchmark_results``), a second on this page.
+
+The app's title and its opening blurb ("100+ text and image embedding models ...") are literals in
+``get_leaderboard_app``; :func:`replace_blurb` swaps them in the built app.
+
+Everything is restored on exit. :func:`missing` lists what a newer mteb no longer has; the canary test
+fails on it, and :func:`patched` warns and skips that step instead of breaking.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from disastir_mteb.util.patching import missing_names
+
+__all__ = ["EXPERIMENT_COLUMN", "MTEB_BLURB_START", "REQUIRED", "ROW_PIXELS", "group_header", "missing", "patched",
+           "replace_blurb"]
+
+EXPERIMENT_COLUMN = "_experiment_id"
+ROW_PIXELS = 64
+"""Height allowed per table row (two-line model names included)."""
+MTEB_BLURB_START = "## Embedding Leaderboard"
+"""How the Markdown of mteb's opening blurb starts (mteb 2.26: "This leaderboard compares 100+ text and image ...")."""
+
+#: module -> the names used from it. The canary test checks each.
+REQUIRED: Mapping[str, tuple[str, ...]] = {
+    "mteb.leaderboard.app": ("GP_BENCHMARK_ENTRIES", "R_BENCHMARK_ENTRIES", "DEFAULT_BENCHMARK_NAME",
+                             "get_leaderboard_app", "_cache_on_benchmark_select"),
+    "mteb.leaderboard.benchmark_selector": ("DEFAULT_BENCHMARK_NAME",),
+    "mteb.leaderboard.table": ("_apply_summary_table_styling", "_apply_per_task_table_styling"),
+    "mteb.benchmarks._leaderboard_menu": ("MenuEntry",),
+    "mteb.models.model_implementations": ("MODEL_REGISTRY",),
+    "mteb.results.benchmark_results": ("tqdm",),
+    "mteb.benchmarks._create_table": ("_static_model_meta", "_meta_df_no_zs", "_meta_df_with_zs",
+                                      "_training_datasets_cached", "_zero_shot_pct_cached", "_EXPERIMENT_ID_COL",
+                                      "_CUSTOM_GROUP_COL_PREFIX"),
+}
+_QUIET = ("mteb.leaderboard.event_logger",)
+"""Loggers raised to ERROR while the app lives: mteb's hosted-leaderboard analytics, which warn offline."""
+
+_CACHED = ("_static_model_meta", "_meta_df_no_zs", "_meta_df_with_zs", "_training_datasets_cached",
+           "_zero_shot_pct_cached")
+
+
+def missing() -> list[str]:
+    """``module.name`` for each name of :data:`REQUIRED` the installed mteb lacks (empty when all are there)."""
+    return missing_names(REQUIRED)
+
+
+def _clear_caches() -> None:
+    create_table = importlib.import_module("mteb.benchmarks._create_table")
+    for name in _CACHED:
+        getattr(getattr(create_table, name, None), "cache_clear", lambda: None)()
+    cached = getattr(importlib.import_module("mteb.leaderboard.app"), "_cache_on_benchmark_select", None)
+    cache = getattr(cached, "cache", None)
+    if cache is not None:
+        cache.clear()
+
+
+@contextmanager
+def _set(module: Any, name: str, value: Any) -> Iterator[None]:
+    had = hasattr(module, name)
+    old = getattr(module, name, None)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        if had:
+            setattr(module, name, old)
+        else:
+            delattr(module, name)
+
+
+def group_header(column: str, prefix: str = "__cg__") -> str:
+    """The header of a ``CustomGrouping`` column: ``__cg__Intent::QA`` -> ``Mean (Intent: QA)``; others unchanged.
+
+    Examples:
+        >>> group_header("__cg__Category::Meteorological & Hydrological")
+        'Mean (Category: Meteorological & Hydrological)'
+    """
+    if not column.startswith(prefix) or "::" not in column:
+        return column
+    grouping, label = column.removeprefix(prefix).split("::", 1)
+    return f"Mean ({grouping}: {label})"
+
+
+def _styled_table(style: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    prefix = getattr(importlib.import_module("mteb.benchmarks._create_table"), "_CUSTOM_GROUP_COL_PREFIX", "__cg__")
+
+    @functools.wraps(style)
+    def styled(frame: Any) -> Any:
+        frame = frame.drop(columns=[EXPERIMENT_COLUMN], errors="ignore")
+        table = style(frame.rename(columns={c: group_header(c, prefix) for c in frame.columns}))
+        # Every row in view (the page scrolls, not the table): a browser renders only the rows in view,
+        # and a user's run ranked below the 30 published models would otherwise be out of sight.
+        height = ROW_PIXELS * (len(frame) + 2)
+        if hasattr(table, "max_height"):
+            table.max_height = height
+            getattr(table, "constructor_args", {})["max_height"] = height  # what a callback's update sends
+        return table
+    return styled
+
+
+@contextmanager
+def _registered(metas: Sequence[Any]) -> Iterator[None]:
+    registry: dict[str, Any] = importlib.import_module("mteb.models.model_implementations").MODEL_REGISTRY
+    added = [meta for meta in metas if meta.name not in registry]
+    registry.update({meta.name: meta for meta in added})
+    try:
+        yield
+    finally:
+        for meta in added:
+            registry.pop(meta.name, None)
+
+
+class _LastResort(logging.Handler):
+    """What Python does for records no handler takes: WARNING and above to stderr, only when no logging is configured.
+
+    Being a handler of ``mteb.leaderboard``, it also keeps mteb's app from adding its own INFO handler there.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Hand the record to ``logging.lastResort`` unless the root logger has handlers (they get it anyway)."""
+        if not logging.getLogger().handlers and logging.lastResort is not None:
+            logging.lastResort.handle(record)
+
+
+@contextmanager
+def _quiet_logging() -> Iterator[None]:
+    """Send mteb's leaderboard logs only where the caller's logging sends them (module point 6); restored on exit."""
+    board = logging.getLogger("mteb.leaderboard")
+    quiet = [logging.getLogger(name) for name in _QUIET]
+    saved = board.level, [logger.level for logger in quiet]
+    handler = _LastResort()
+    board.addHandler(handler)
+    for logger in quiet:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        board.removeHandler(handler)
+        board.setLevel(saved[0])
+        for logger, level in zip(quiet, saved[1], strict=True):
+            logger.setLevel(level)
+
+
+def replace_blurb(app: Any, markdown: str, *, title: str | None = None) -> bool:
+    """Put ``markdown`` in place of mteb's opening blurb in the built ``app`` (and ``title`` on the browser tab).
+
+    Call it before the app's Blocks context is entered again (leaving it rebuilds the page's config).
+
+    Returns:
+        False, with one warning, when mteb's blurb is not found (a newer mteb): the page keeps it.
+    """
+    import gradio
+
+    if title is not None:
+        app.title = title
+    for block in app.blocks.values():
+        if isinstance(block, gradio.Markdown) and str(block.value).lstrip().startswith(MTEB_BLURB_START):
+            block.value = markdown
+            return True
+    warnings.warn(f"mteb's leaderboard app has no Markdown starting {MTEB_BLURB_START!r} any more; the DisastIR "
+                  "page keeps mteb's own blurb. Please report this to disastir-mteb.", stacklevel=2)
+    return False
+
+
+@contextmanager
+def patched(menu: Sequence[Any], default: str, metas: Sequence[Any]) -> Iterator[None]:
+    """Mteb's leaderboard app showing ``menu`` (MenuEntry objects), opening on ``default``, knowing ``metas``.
+
+    A step whose mteb names are gone is skipped with one warning naming them (see :func:`missing`).
+    """
+    with _quiet_logging(), _patched(menu, default, metas):
+        yield
+
+
+@contextmanager
+def _patched(menu: Sequence[Any], default: str, metas: Sequence[Any]) -> Iterator[None]:
+    lost = missing()  # imports mteb.leaderboard.app, whose event logger warns at import: after _quiet_logging
+    if lost:
+        import mteb
+
+        warnings.warn(f"mteb {getattr(mteb, '__version__', '?')} changed its leaderboard app ({', '.join(lost)}); "
+                      "the DisastIR leaderboard may lack its menu entry or rows. Please report this to disastir-mteb.",
+                      stacklevel=3)
+    app = importlib.import_module("mteb.leaderboard.app")
+    selector = importlib.import_module("mteb.leaderboard.benchmark_selector")
+    table = importlib.import_module("mteb.leaderboard.table")
+    with ExitStack() as stack:
+        if not {"mteb.leaderboard.app.GP_BENCHMARK_ENTRIES", "mteb.leaderboard.app.R_BENCHMARK_ENTRIES"} & set(lost):
+            stack.enter_context(_set(app, "GP_BENCHMARK_ENTRIES", list(menu)))
+            stack.enter_context(_set(app, "R_BENCHMARK_ENTRIES", []))
+        for module in (app, selector):
+            if hasattr(module, "DEFAULT_BENCHMARK_NAME"):
+                stack.enter_context(_set(module, "DEFAULT_BENCHMARK_NAME", default))
+        results = importlib.import_module("mteb.results.benchmark_results")
+        if hasattr(results, "tqdm"):
+            stack.enter_context(_set(results, "tqdm", functools.partial(results.tqdm, disable=True)))
+        for name in ("_apply_summary_table_styling", "_apply_per_task_table_styling"):
+            if hasattr(table, name):
+                stack.enter_context(_set(table, name, _styled_table(getattr(table, name))))
+        stack.enter_context(_registered(metas))
+        _clear_caches()
+        stack.callback(_clear_caches)
+        yield

@@ -1,0 +1,374 @@
+"""``disastir_mteb.evaluate``: a model x DisastIR tasks -> mteb results, one corpus encoding for all.
+
+The runner resolves the model (a name for ``mteb.get_model``, ``"bundled"`` for the packaged
+MiniLM, or any model object), optionally wraps it with :func:`~disastir_mteb.models.adapter.with_instructions`,
+and evaluates each task with ``mteb.evaluate``, so scores and result files are mteb's own. The
+search goes through :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`: the shared corpus is encoded
+once (and persisted under ``DISASTIR_CACHE_DIR``, so a killed run resumes and a second run encodes
+nothing), indexed once (exactly, or as one USearch HNSW graph with ``search="ann"``), and searched by
+every task. Beside each mteb result file the runner writes the task's per-query NDCG@10 and top-10
+rankings (:mod:`disastir_mteb.results.per_query`), which ``disastir-mteb compare`` reads.
+
+Query sets (``split``): the full set's 48 tasks (default), DisastIR-Test's (same corpus, 9,120 queries)
+or DisastIR-DevLite's (480 queries over a corpus of its own). Encoding once is per corpus: tasks are
+run grouped by the corpus they search (full and Test tasks share DisastIR's; DevLite's is another),
+each group's queries searched in one pass, so a run mixing DevLite with full or Test tasks encodes
+and indexes each corpus once. The embedding cache is keyed by the corpus texts' fingerprint, never by
+task or split, so the two corpora never share an entry, and full and Test runs share one.
+
+After a group's pass, the tasks it answered are scored and written on every core
+(:mod:`disastir_mteb.runner.task_pool`), through mteb's scoring without its repeated checks
+(:mod:`disastir_mteb.runner.scoring_patch`); every stored number is the one a plain run writes.
+
+Longer than 350 lines because the run and the steps of one task it hands to a worker process (evaluate,
+per-query file, a result file set aside) are one flow, read top to bottom.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from disastir_mteb.models.loading import ModelLoadError
+from disastir_mteb.models.loading import load_model as _load_encoder
+from disastir_mteb.runner.data_source import data_folders, use_environment
+from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
+from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split
+
+if TYPE_CHECKING:
+    from mteb import AbsTask
+    from mteb.results import ModelResult, TaskResult
+
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.search.usearch_index import AnnParams
+    from disastir_mteb.vocabulary.instructions import InstructionConfig
+
+logger = logging.getLogger(__name__)
+
+_DISASTIR_TASKS = ALL_TASK_NAMES  # every query set's tasks
+
+__all__ = ["ModelLoadError", "build_search", "check_search", "evaluate", "load_model", "resolve_tasks",
+           "result_folder"]
+
+Search = Literal["exact", "ann"]
+
+
+def load_model(model: Any, *, device: str | None = None) -> Any:
+    """An mteb encoder from a name (``mteb.get_model``), ``"bundled"`` (packaged MiniLM) or an object.
+
+    As :func:`disastir_mteb.models.loading.load_model`; a ready ``SharedCorpusSearch`` is returned as it is.
+    """
+    if not isinstance(model, str):
+        from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+
+        if isinstance(model, SharedCorpusSearch):
+            return model
+    return _load_encoder(model, device=device)
+
+
+def check_search(search: str, ann_preset: str = "paper",
+                 ann_params: Mapping[str, Any] | None = None) -> AnnParams | None:
+    """The ANN parameters a search mode asks for (None for exact), checked before any model is loaded.
+
+    Args:
+        search: ``"exact"`` or ``"ann"``.
+        ann_preset: a preset of :data:`~disastir_mteb.search.usearch_index.PRESETS` (``paper`` = the DisastIR setting).
+        ann_params: overrides of single parameters, e.g. ``{"expansion_search": 128}``.
+
+    Raises:
+        ValueError: an unknown ``search`` value, preset or parameter, or ANN parameters given for exact search.
+    """
+    if search == "ann":
+        from disastir_mteb.search.usearch_index import resolve_params
+
+        return resolve_params(ann_preset, **dict(ann_params or {}))
+    if search != "exact":
+        raise ValueError(f"Unknown search {search!r}; expected 'exact' or 'ann'.")
+    if ann_params:
+        raise ValueError(f"ANN parameters {sorted(ann_params)} were given for search='exact'; add search='ann'.")
+    return None
+
+
+def build_search(
+    model: Any,
+    *,
+    instructions: str | Mapping[str, str] | InstructionConfig | None = None,
+    template: str | None = None,
+    instruct_passages: bool = False,
+    cache_dir: str | Path | Literal[False] | None = None,
+    devices: Sequence[str] | str | None = "auto",
+    progress: bool = True,
+    ann: AnnParams | None = None,
+    batch_size: int | None = None,
+    precision: str | None = None,
+    tokenize_threads: int | None = None,
+) -> SharedCorpusSearch:
+    """The search model the runner evaluates: model -> instructions -> store -> ``SharedCorpusSearch``.
+
+    Arguments as in :func:`evaluate`; ``devices``, ``ann`` and ``tokenize_threads`` as in
+    :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`.
+    """
+    from disastir_mteb.models.adapter import with_instructions
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.search.store import EmbeddingStore
+
+    encoder = load_model(model)
+    if instructions is not None:
+        encoder = with_instructions(encoder, instructions, template, passages=instruct_passages)
+    store = None if cache_dir is False else EmbeddingStore(cache_dir)
+    return SharedCorpusSearch(encoder, store=store, progress=progress, devices=devices, ann=ann,
+                              batch_size=batch_size, precision=precision, tokenize_threads=tokenize_threads)
+
+
+def evaluate(
+    model: Any,
+    tasks: Iterable[str | AbsTask] | str | None = None,
+    *,
+    split: Split | str | None = None,
+    search: Search = "exact",
+    ann_preset: str = "paper",
+    ann_params: Mapping[str, Any] | None = None,
+    instructions: str | Mapping[str, str] | InstructionConfig | None = None,
+    template: str | None = None,
+    instruct_passages: bool = False,
+    cache_dir: str | Path | Literal[False] | None = None,
+    output_folder: str | Path | None = None,
+    overwrite: bool = False,
+    show_progress: bool = True,
+    on_task_done: Callable[[TaskResult, float], None] | None = None,
+    batch_size: int | None = None,
+    precision: str | None = None,
+    data: str | Path | None = None,
+    devlite: str | Path | None = None,
+) -> ModelResult:
+    """Evaluate a model on DisastIR tasks (the 48 of the full set by default) with one encoding per corpus.
+
+    Args:
+        model: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, a model
+            name for ``mteb.get_model``, ``"bundled"``, or a ready
+            :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` (whose counters then tell what was
+            encoded).
+        tasks: task names or mteb task objects (any mteb retrieval task works; tasks sharing a
+            corpus share its encoding and index; tasks of other corpora are run after them, grouped
+            by corpus). A name of any query set selects that set (``DisastIR-DevLite-QA-Bio``).
+        split: the query set, as in :func:`resolve_tasks`: ``full``, ``test`` (DisastIR-Test, same corpus)
+            or ``devlite`` (DisastIR-DevLite, its own corpus); the full set's names become the split's, and
+            with no ``tasks`` the split's 48 tasks run. None: the names as given (the full set's 48 by default).
+        search: ``"exact"`` (blocked exact inner product) or ``"ann"`` (USearch HNSW, built once for
+            all tasks and persisted with the embeddings; results go to their own mteb experiment
+            folder, labelled with every parameter).
+        ann_preset: the ANN preset: ``paper`` (the DisastIR setting), ``exact``, ``f16``, ``i8``, ``b1``.
+        ann_params: overrides of single ANN parameters, e.g. ``{"expansion_search": 128}``.
+        instructions: None (the model as it is), ``"disastir"``, ``"dmretriever"``, ``"none"`` or a
+            mapping {intent: instruction}; see :func:`~disastir_mteb.models.adapter.with_instructions`.
+        template: the instruction template (default: the set's published one).
+        instruct_passages: also put the instruction before passages.
+        cache_dir: where embeddings persist (default ``DISASTIR_CACHE_DIR``); ``False`` keeps them
+            in memory for this call only.
+        output_folder: mteb results folder; default mteb's own cache (``MTEB_CACHE``).
+        overwrite: rerun tasks that already have results there.
+        show_progress: progress bars: task loading, corpus encoding (rate and ETA), query encoding, and
+            the tasks being evaluated (print per-task lines with ``tqdm.write`` to keep them above it).
+        on_task_done: called with each task's result and its wall time, as tasks finish.
+        batch_size: texts per forward pass (default 32, mteb's). Passages are encoded longest
+            first, in the batches of one ``SentenceTransformer.encode`` call over the corpus.
+        precision: ``fp32``, ``fp16`` or ``bf16``: the model's weights are cast in place before
+            encoding (default: the model's own dtype, float32 for the DisastIR baselines). A
+            precision other than the model's own files its results under their own mteb
+            experiment (``disastir_precision``); the embedding cache keys the dtype and batch size.
+        data: the data the tasks read, as ``disastir-mteb run --data``: a folder in the published layout,
+            ``"sample"`` (the small synthetic sample; its scores are not DisastIR results), or None
+            (``DISASTIR_DATA_DIR``, else the Hub). Set for this call only
+            (:func:`~disastir_mteb.runner.data_source.data_folders`).
+        devlite: a DisastIR-DevLite folder for DisastIR-Test and DevLite tasks, as ``run --devlite``
+            (default ``DISASTIR_DEVLITE_DIR``, else the Hub; with ``data="sample"``, the sample's).
+
+    Returns:
+        mteb's ``ModelResult`` holding every evaluated task.
+
+    Raises:
+        ValueError: an unknown ``search`` value, ANN preset, parameter, precision or split, a batch size
+            below 1, a task of another query set than ``split``, or a ready search model whose search
+            setting differs from ``search``.
+        FileNotFoundError: ``data`` or ``devlite`` is not a folder.
+    """
+    from tqdm.auto import tqdm
+
+    from disastir_mteb.results.per_query import data_provenance
+    from disastir_mteb.runner.scoring_patch import faster_scoring
+    from disastir_mteb.runner.task_pool import evaluate_tasks
+    from disastir_mteb.search.encoding import check_count, parse_precision
+    from disastir_mteb.search.query_prefetch import answered_by_prefetch, forget_prefetched
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.util.atomic import atomic_result_cache
+
+    ann = check_search(search, ann_preset, ann_params)
+    check_count("batch_size", batch_size, 1, f"the default, {DEFAULT_BATCH_SIZE}")  # before any model is loaded
+    parse_precision(precision)
+    groups = corpus_groups(resolve_tasks(tasks, split=split))
+    task_list = [task for group in groups for task in group]
+    folders = data_folders(data, devlite, task_names=[t.metadata.name for t in task_list])  # before a model loads
+    if isinstance(model, SharedCorpusSearch):
+        if instructions is not None or precision is not None or batch_size is not None:
+            raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
+                             "build_search), not to evaluate() together with a ready search model.")
+        if (model.ann is None) != (ann is None) or (ann is not None and model.ann != ann):
+            raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked for "
+                             f"search={search!r}; build it with the same setting or leave search at its default.")
+        searcher = model
+    else:
+        searcher = build_search(model, instructions=instructions, template=template, ann=ann,
+                                instruct_passages=instruct_passages, cache_dir=cache_dir, progress=show_progress,
+                                batch_size=batch_size, precision=precision)
+    encode_kwargs: dict[str, Any] = {"batch_size": searcher.batch_size or DEFAULT_BATCH_SIZE}
+    if not show_progress:
+        encode_kwargs["show_progress_bar"] = False  # what mteb.evaluate sets when it builds encode_kwargs itself
+    cache = atomic_result_cache(output_folder)  # mteb's layout; each file lands whole or not at all
+    _check_inside(cache, task_list, searcher)
+    searcher.keep_rankings = True  # per-query files need each task's search results
+    preloaded = {task.metadata.name for task in task_list if task.data_loaded}
+    task_results: list[TaskResult] = []
+    result: ModelResult | None = None
+    with _datasets_bars_off(), use_environment(folders), faster_scoring():  # datasets' "Map" bars would print over ours
+        provenance = data_provenance()  # one data folder (or Hub revision) for the whole run
+        run = functools.partial(_run_task, searcher=searcher, cache=cache, encode_kwargs=encode_kwargs,
+                                overwrite=overwrite, provenance=provenance)
+        answered = functools.partial(answered_by_prefetch, searcher)  # such tasks are scored on every core
+        if len(groups[0]) > 1:
+            searcher.prefetch(groups[0], encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
+        bar = tqdm(total=len(task_list), desc="Evaluating tasks", unit=" tasks", dynamic_ncols=True,
+                   disable=not show_progress or len(task_list) < 2)
+        for number, group in enumerate(groups):
+            if number and len(group) > 1:  # a corpus after the first (DevLite's): its group's pass when reached
+                searcher.prefetch(group, encode_kwargs=encode_kwargs)
+            started = time.perf_counter()
+            for task, result, seconds in evaluate_tasks(group, run, parallel=answered):
+                forget_prefetched(searcher, task)
+                task_results.extend(result.task_results)
+                if task.metadata.name not in preloaded:
+                    task.unload_data()  # frees the task's queries and qrels; the shared corpus stays with the loader
+                for task_result in result.task_results if on_task_done is not None else ():
+                    on_task_done(task_result, seconds)  # type: ignore[misc]
+                bar.update()
+            logger.info("%d task(s) scored and written in %.1f s after the search.", len(group),
+                        time.perf_counter() - started)
+        bar.close()
+    logger.info("%d task(s), %s: %d index build(s), %d loaded from cache, %d passages and %d queries encoded.",
+                len(task_list), searcher.describe_search(), searcher.index_builds, searcher.index_loads,
+                searcher.passages_encoded, searcher.queries_encoded)
+    logger.info("Passages: %s.", searcher.describe_encoding())
+    if result is None:
+        raise ValueError("No tasks to evaluate.")
+    return result.model_copy(update={"task_results": task_results})
+
+
+def result_folder(searcher: SharedCorpusSearch, task_name: str, output_folder: str | Path | None = None) -> Path:
+    """Where mteb files ``task_name``'s result for this search model: ``<output>/results/<org>__<model>/<revision>``.
+
+    (plus ``experiments/<settings>`` for an ANN, instruction or precision run); the runner's summary names it.
+    """
+    from disastir_mteb.util.atomic import atomic_result_cache
+
+    return Path(atomic_result_cache(output_folder).get_task_result_path(task_name, searcher.mteb_model_meta)).parent
+
+
+def _check_inside(cache: Any, tasks: Sequence[AbsTask], searcher: SharedCorpusSearch) -> None:
+    """Refuse a model name or revision that would put result files outside the output folder (``../..``)."""
+    if not tasks:
+        return
+    root = Path(cache.cache_path).resolve()
+    path = Path(cache.get_task_result_path(tasks[0].metadata.name, searcher.mteb_model_meta)).resolve()
+    if not path.is_relative_to(root):
+        meta = searcher.mteb_model_meta
+        raise ValueError(f"Model {getattr(meta, 'name', '?')!r} revision {getattr(meta, 'revision', '?')!r} "
+                         f"would write its results to {path}, outside {root}; fix the model's name or revision.")
+
+
+@contextlib.contextmanager
+def _datasets_bars_off() -> Iterator[None]:
+    """Silence the ``datasets`` library's bars for the duration (restored after, if they were on)."""
+    from datasets.utils import logging as datasets_logging
+
+    was_on = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            datasets_logging.enable_progress_bar()
+
+
+def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode_kwargs: Mapping[str, Any],
+              overwrite: bool, provenance: Mapping[str, object]) -> ModelResult:
+    """One task through ``mteb.evaluate`` (its search from the shared pass when prefetched), then its per-query file.
+
+    Runs in this process or in a forked worker (:mod:`disastir_mteb.runner.task_pool`): it writes the same files.
+    """
+    import mteb
+
+    if not task.data_loaded:
+        task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
+    rerun = overwrite or _lacks_per_query(searcher, task, cache)
+    result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=False,  # the runner's bar is the one
+                           encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
+                           overwrite_strategy="always" if rerun else "only-missing")
+    _write_per_query(searcher, task, cache, provenance)
+    return result
+
+
+def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, data: Mapping[str, object]) -> None:
+    """Score the task's last search per query and write it beside mteb's result file (if it was searched).
+
+    ``data``: which data the run read (:func:`~disastir_mteb.results.per_query.data_provenance`), recorded beside.
+    """
+    from disastir_mteb.results.per_query import per_query_path, score_queries, write_per_query
+
+    splits, subsets = list(task.metadata.eval_splits), list(task.hf_subsets)
+    found = [searcher.rankings.pop((task.metadata.name, split, subset), None) for split in splits for subset in subsets]
+    dataset = getattr(task, "dataset", None) or {}
+    if len(found) != 1 or found[0] is None or _split_missing(dataset, subsets[0], splits[0]):
+        return  # results came from mteb's cache, the data was unloaded, or several splits (one file per task)
+    record = score_queries(task.metadata.name, found[0], dataset[subsets[0]][splits[0]]["relevant_docs"])
+    write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)), record,
+                    settings=searcher.encoding_settings(), data=data)
+
+
+def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
+    """Whether mteb holds the task's result but its per-query file is missing or unreadable.
+
+    Missing: a run killed between the two writes. Unreadable (cut short, not JSON): set aside, renamed
+    ``<Task>_per_query.json.unreadable-<UTC time>`` (never deleted), with one warning. Such a task is
+    evaluated again (from the stored embeddings) so that the file appears; its result file is read
+    through ``cache`` first, so that an unreadable one is set aside too, not overwritten.
+    """
+    from disastir_mteb.results.per_query import per_query_path, read_per_query
+    from disastir_mteb.util.atomic import set_aside
+
+    name = task.metadata.name
+    if name not in _DISASTIR_TASKS:
+        return False
+    result_path = cache.get_task_result_path(name, searcher.mteb_model_meta)
+    per_query = per_query_path(result_path)
+    if not result_path.is_file():
+        return False
+    if per_query.is_file():
+        try:
+            read_per_query(per_query)
+            return False
+        except ValueError as error:  # its message names the file and what is wrong with it
+            moved = set_aside(per_query)
+            logger.warning("%s; moved it to %s beside it and evaluating %s again.", str(error).rstrip("."),
+                           moved.name, name)
+    cache.load_task_result(name, searcher.mteb_model_meta)  # an unreadable result file is set aside as well
+    return True
+
+
+def _split_missing(dataset: Any, subset: str, split: str) -> bool:
+    """Whether a task's loaded ``dataset`` lacks ``subset``/``split``."""
+    return subset not in dataset or split not in dataset[subset]

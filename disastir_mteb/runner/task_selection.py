@@ -1,0 +1,104 @@
+"""Which tasks a run evaluates: task names, benchmarks and the query set, grouped by the corpus they search.
+
+:func:`resolve_tasks` turns names, task objects and benchmark names into mteb tasks; a ``split``
+(:class:`~disastir_mteb.vocabulary.taxonomy.Split`) turns the full set's DisastIR names into that query
+set's (``DisastIR-QA-Bio`` -> ``DisastIR-Test-QA-Bio``). :func:`corpus_groups` orders them so that tasks
+searching one corpus run together: the full set's and DisastIR-Test's tasks search DisastIR's corpus,
+DisastIR-DevLite's tasks a corpus of their own; the runner encodes, indexes and prefetches once per group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from disastir_mteb.vocabulary.taxonomy import (
+    ALL_TASK_NAMES,
+    SPLIT_TASK_NAMES,
+    Split,
+    get_spec,
+    parse_split,
+    task_name,
+)
+
+if TYPE_CHECKING:
+    from mteb import AbsTask
+
+__all__ = ["corpus_groups", "resolve_tasks"]
+
+
+
+
+def _in_split(name: str, split: Split | None) -> str:
+    """``name`` in the query set ``split``: a full-set DisastIR name becomes the split's; other names stay.
+
+    Raises:
+        ValueError: ``name`` is a task of another query set than ``split``.
+    """
+    if split is None or name not in ALL_TASK_NAMES:
+        return name
+    spec = get_spec(name)
+    if spec.split is Split.full:
+        return task_name(spec.intent, spec.category, split)
+    if spec.split is not split:
+        raise ValueError(f"Task {name!r} is in {spec.split.value!r}, but split={split.value!r} was asked for; drop "
+                         f"the split to run the names as given, or name the task of the full set "
+                         f"({spec.base.name!r}), which the split turns into its own.")
+    return name
+
+
+def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
+                  benchmarks: Iterable[str] | None = None, *, split: Split | str | None = None) -> list[AbsTask]:
+    """Task objects from names, task objects and/or benchmark names; the 48 of ``split`` when nothing is given.
+
+    Args:
+        tasks: task names or objects; a name of any query set selects that set (``DisastIR-Test-QA-Bio``).
+        benchmarks: benchmark names (``DisastIR``, ``DisastIR-QA``, ``DisastIR-Test``, ...).
+        split: ``full``, ``test`` or ``devlite``: the tasks' query set. The full set's DisastIR names (given or
+            from a benchmark) become that split's (``DisastIR-QA-Bio`` -> ``DisastIR-DevLite-QA-Bio``);
+            with no tasks and no benchmarks, the split's 48 tasks. None (default): the names as given, and
+            the full set's 48 tasks when none are.
+
+    Raises:
+        KeyError: an unknown task or benchmark name (with the closest valid names).
+        ValueError: an unknown split, or a task of another query set than ``split``.
+    """
+    import mteb
+
+    wanted = None if split is None else parse_split(split)
+    chosen: list[str | AbsTask] = []
+    for benchmark in benchmarks or ():
+        chosen.extend(mteb.get_benchmark(benchmark).tasks)
+    for task in [tasks] if isinstance(tasks, str) else (tasks or ()):
+        if isinstance(task, str) and task.startswith("DisastIR-"):
+            get_spec(task)  # the plugin's own message for a mistyped DisastIR name
+        chosen.append(task)
+    if not chosen:
+        chosen = list(SPLIT_TASK_NAMES[wanted or Split.full])
+    unique: dict[str, AbsTask] = {}
+    for task in chosen:
+        name = task if isinstance(task, str) else task.metadata.name
+        own = _in_split(name, wanted)
+        if own not in unique:
+            unique[own] = mteb.get_task(own) if isinstance(task, str) or own != name else task
+    return list(unique.values())
+
+
+def corpus_groups(tasks: Sequence[AbsTask]) -> list[list[AbsTask]]:
+    """The tasks grouped by the corpus they search, in first-seen order; one group when they share one.
+
+    DisastIR's corpus serves the full set's and DisastIR-Test's tasks, DevLite's corpus DevLite's; other
+    tasks (each with its own corpus, searched task by task) stay in one group of their own.
+    """
+    def corpus(task: AbsTask) -> str:
+        name = task.metadata.name
+        if name not in ALL_TASK_NAMES:
+            return "other"
+        return "devlite" if get_spec(name).split is Split.devlite else "disastir"
+
+    groups: dict[str, list[AbsTask]] = {}
+    for task in tasks:
+        groups.setdefault(corpus(task), []).append(task)
+    if len([key for key in groups if key != "other"]) <= 1:
+        return [list(tasks)]  # one DisastIR corpus: the order as given, as before DevLite
+    return list(groups.values())

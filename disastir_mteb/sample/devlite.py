@@ -1,0 +1,170 @@
+"""DisastIR-DevLite folders derived from a dataset in the published layout (usually the generated sample).
+
+DMRetriever's DevLite holds 10 of each task's 200 queries over a pooled corpus of 9,316 of the 239,704 passages;
+Test is the other 190 queries over the full corpus. :func:`write_devlite_sample` makes the same kind of split of
+any folder in the published layout, in one of the two layouts :mod:`disastir_mteb.data.devlite_layout` accepts:
+
+- per task, :func:`devlite_queries_per_task` queries drawn at random (10 of 200 as in the paper; 2 of the small
+  sample's 8; never all of them, so Test keeps some);
+- the pooled corpus: every passage judged for a DevLite query, plus randomly drawn others, enough to reach the real
+  share of the corpus (9,316 / 239,704, about 3.9%) and never fewer than a tenth of the judged ones, so that the
+  pool always holds unjudged distractors (the synthetic judgements spread wider than the real ones: at full scale
+  the pool is larger than 9,316);
+- ``eval-code``: ``test_query_eva/`` and ``test_query_test/`` (rows ``{"user_query": ...}``, no ids, as the authors'
+  code reads them), ``qrels_with_added/`` (the DevLite queries' rows of the main qrels) and
+  ``corpus/ordered_corpus_eva.json`` (a JSON array of strings);
+- ``card``: ``DisastIR_devlite_query.json`` (an array of rows naming ``intent`` and ``event``, no ids),
+  ``DisastIR_test_query.json`` (JSON lines naming ``query_type`` and ``category``, with the main ids) and
+  ``DisastIR_devlite_passage.json`` (rows ``{"_id": "p00001", "contents": ...}``, ids of its own); no qrels file,
+  so the loader joins the main dataset's qrels.
+
+Deterministic for a seed. The folder carries the generator's marker (``DISASTIR_SAMPLE.json``, with ``devlite``
+details), so results on it say "synthetic sample"; the DevLite choice is made up even when the source data is real.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from disastir_mteb.data.devlite_layout import LAYOUTS, SplitLayout
+from disastir_mteb.data.layout import MARKER, find_task_files, read_marker
+from disastir_mteb.data.published import read_queries
+from disastir_mteb.data.reading import _read_records
+from disastir_mteb.sample.generator import sample_dir
+from disastir_mteb.vocabulary.taxonomy import CATEGORY_FULL_NAMES, INTENT_FILE_KEYS, TASK_SPECS, task_file_stem
+
+__all__ = ["DEVLITE_GENERATOR_VERSION", "POOL_SHARE", "devlite_queries_per_task", "devlite_sample_dir",
+           "write_devlite_sample"]
+
+#: Bump whenever the bytes written for a given source, layout and seed change (invalidates cached folders).
+DEVLITE_GENERATOR_VERSION = 1
+#: The real DevLite pool's share of the corpus.
+POOL_SHARE = 9_316 / 239_704
+
+
+def devlite_queries_per_task(queries: int) -> int:
+    """DevLite queries drawn from a task of ``queries``: 10 of 200 as in DMRetriever, at least 2, never all."""
+    return max(1, min(queries - 1, max(2, round(queries * 10 / 200))))
+
+
+def _dump(rows: list[object]) -> str:
+    return "[\n" + ",\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n]\n"
+
+
+def _fill(root: Path, source: Path, layout: SplitLayout, seed: int) -> dict[str, object]:
+    """Write the DevLite folder's files under ``root``; returns the marker's ``devlite`` details."""
+    files = find_task_files(source)
+    corpus: list[tuple[str, str]] = []
+    with files.corpus.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                record = json.loads(line)
+                corpus.append((str(record["corpus_id"]), str(record["text"]).strip()))
+    position = {text: i for i, (_, text) in reversed(list(enumerate(corpus)))}  # first copy of each text
+    devlite_rows: list[dict[str, str]] = []
+    test_rows: list[dict[str, str]] = []
+    judged: set[int] = set()
+    for spec in TASK_SPECS:
+        stem = task_file_stem(spec.intent, spec.category)
+        query_path, qrels_path = files.for_task(spec)
+        queries = read_queries(spec, query_path)
+        rng = random.Random(f"devlite-{seed}-{spec.name}")
+        chosen = set(rng.sample(sorted(queries), devlite_queries_per_task(len(queries))))
+        texts = {queries[q].strip() for q in chosen}
+        rows = [record for _, record in _read_records(qrels_path, ("user_query", "passage", "score"))
+                if str(record["user_query"]).strip() in texts]
+        judged.update(position[p] for r in rows if (p := str(r["passage"]).strip()) in position)
+        names = {"intent": INTENT_FILE_KEYS[spec.intent], "event": CATEGORY_FULL_NAMES[spec.category]}
+        for query_id, text in queries.items():
+            if query_id in chosen:
+                devlite_rows.append({**names, "user_query": text})
+            else:
+                test_rows.append({"query_type": spec.intent.value, "category": spec.category.value,
+                                  "query_id": query_id, "user_query": text})
+        if layout == "eval-code":
+            for folder, keep in (("test_query_eva", True), ("test_query_test", False)):
+                (root / folder).mkdir(exist_ok=True)
+                (root / folder / f"{stem}.json").write_text(
+                    _dump([{"user_query": t} for q, t in queries.items() if (q in chosen) is keep]), encoding="utf-8")
+            (root / "qrels_with_added").mkdir(exist_ok=True)
+            (root / "qrels_with_added" / f"{stem}_qrels.json").write_text(_dump(rows), encoding="utf-8")
+    others = sorted(set(range(len(corpus))) - judged)
+    extra = min(len(others), max(round(len(corpus) * POOL_SHARE) - len(judged), math.ceil(len(judged) / 10)))
+    pool = sorted(judged | set(random.Random(f"devlite-pool-{seed}").sample(others, extra)))
+    if layout == "eval-code":
+        (root / "corpus").mkdir()
+        (root / "corpus" / "ordered_corpus_eva.json").write_text(_dump([corpus[i][1] for i in pool]), encoding="utf-8")
+    else:
+        (root / "DisastIR_devlite_query.json").write_text(_dump(devlite_rows), encoding="utf-8")
+        (root / "DisastIR_test_query.json").write_text(
+            "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in test_rows), encoding="utf-8")
+        (root / "DisastIR_devlite_passage.json").write_text(
+            _dump([{"_id": f"p{n:05d}", "contents": corpus[i][1]} for n, i in enumerate(pool, 1)]), encoding="utf-8")
+    return {"layout": layout, "devlite_queries": len(devlite_rows), "test_queries": len(test_rows),
+            "pooled_passages": len(pool), "judged_passages": len(judged), "source": source.name}
+
+
+def write_devlite_sample(
+    full_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    layout: SplitLayout = "eval-code",
+    seed: int = 0,
+    overwrite: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Write a DevLite folder split from ``full_dir`` (published layout) to ``out_dir``, atomically; return its path.
+
+    Raises:
+        ValueError: ``layout`` is not one of :data:`disastir_mteb.data.devlite_layout.LAYOUTS`.
+        FileExistsError: ``out_dir`` exists, is not empty and ``overwrite`` is False.
+        FileNotFoundError: ``full_dir`` is not in the published layout.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"Unknown DevLite layout {layout!r}; expected one of {list(LAYOUTS)}.")
+    source, out = Path(full_dir).expanduser().absolute(), Path(out_dir).expanduser().absolute()
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"Refusing to write the DevLite sample: {out} exists and is not empty.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        details = _fill(tmp, source, layout, seed)
+        origin = read_marker(source) or {}
+        marker = {"synthetic": True, "generator": "disastir_mteb.sample_devlite",
+                  "generator_version": DEVLITE_GENERATOR_VERSION, "scale": origin.get("scale"), "seed": seed,
+                  "devlite": details}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            os.replace(out, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if progress:
+        progress(f"DevLite ({layout}): {details['devlite_queries']} queries, {details['pooled_passages']} passages")
+    return out
+
+
+def devlite_sample_dir(scale: str = "small", *, layout: SplitLayout = "eval-code", cache_dir: str | Path | None = None,
+                       seed: int = 0) -> Path:
+    """A cached DevLite folder beside the cached sample of :func:`~disastir_mteb.sample.generator.sample_dir`."""
+    full = sample_dir(scale, cache_dir=cache_dir, seed=seed)
+    target = full.parent / f"{full.name}-devlite-{layout}-v{DEVLITE_GENERATOR_VERSION}"
+    if (target / MARKER).is_file():
+        return target
+    try:
+        return write_devlite_sample(full, target, layout=layout, seed=seed)
+    except (FileExistsError, OSError):
+        if (target / MARKER).is_file():  # lost the race: the winner's copy is complete
+            return target
+        raise

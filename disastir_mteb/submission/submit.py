@@ -1,0 +1,306 @@
+"""``disastir-mteb submit``: DisastIR results -> a folder the results repository's checks accept.
+
+The MTEB leaderboard reads ``embeddings-benchmark/results``: one ``results/<org>__<model>/<revision>/``
+folder per model revision holding mteb's ``<Task>.json`` files, ``model_meta.json`` and
+``run_settings.jsonl``, and one ``<revision>/experiments/<experiment_name>/`` folder per run with
+experiment settings (ANN search, instructions), where that repository's folder test expects it.
+:func:`submit` files each result set where mteb's ``ResultCache`` files it (the model's folder name,
+the revision, ``ModelMeta.experiment_name``) and copies its files byte for byte, each written
+atomically (never ``disastir_per_query/``), then validates what it wrote with the repository's
+checks (:mod:`disastir_mteb.submission.checks`).
+
+mteb's ``ResultCache.submit_results`` is not used: it pulls the results repository over the network,
+commits on a new branch (and may open the pull request), and its copy step replaces
+``model_meta.json``, copies every task's ``run_settings.jsonl`` lines and merges into task files already
+there by rewriting them; here the pull request stays the user's, nothing goes over the network, and
+a file that differs is refused unless ``overwrite``.
+
+Nothing is written outside ``out``: folder names come from the result folders (resolved, so
+``..`` never names one), a model or task name that would read as a path (``..``, ``/``) is refused,
+and so is any target that a symbolic link inside ``out`` leads outside it, and an ``out`` whose
+``results/`` folder already holds the result sets to submit (the run's own folder).
+
+Only DisastIR results are submitted: a set computed on generated data (``--data sample``; its task files and
+per-query files record it) is refused before anything is written, and so is a set holding an impossible score
+(read through :func:`~disastir_mteb.results.result_sets.load_result_set`, :mod:`~disastir_mteb.results.score_checks`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from disastir_mteb.results.provenance import provenance_of
+from disastir_mteb.results.result_sets import ResultSet, find_result_sets, load_result_sets
+from disastir_mteb.submission import results_repository as repo
+from disastir_mteb.submission.checks import Problem, validate_folders, validate_submission
+from disastir_mteb.submission.results_repository import EXPERIMENTS, MODEL_META, RUN_SETTINGS
+from disastir_mteb.util.atomic import write_bytes_atomic
+from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES
+
+__all__ = ["Problem", "SubmissionReport", "submit", "validate_submission"]
+
+_TASKS = ALL_TASK_NAMES  # the full set's tasks and DisastIR-Test's and DevLite's: all real mteb tasks
+
+
+@dataclass(frozen=True)
+class SubmissionReport:
+    """What :func:`submit` wrote and what the validation found.
+
+    Attributes:
+        folder: the ``results/`` folder written (``out/results``).
+        sources: the result-set folders submitted (plain runs and ``experiments/<name>/`` sets).
+        written: files created or replaced.
+        unchanged: files already there with the same content (or the same model's ``model_meta.json``).
+        problems: the checks of :func:`validate_submission` on the submitted model folders, warnings only for
+            the submitted result sets.
+    """
+
+    folder: Path
+    sources: tuple[Path, ...]
+    written: tuple[Path, ...]
+    unchanged: tuple[Path, ...]
+    problems: tuple[Problem, ...]
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        """The problems that fail the results repository's checks."""
+        return tuple(p for p in self.problems if p.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[Problem, ...]:
+        """Advice, and checks that only a change to mteb makes pass (for the submitted sets only)."""
+        return tuple(p for p in self.problems if p.severity == "warning")
+
+    @property
+    def ok(self) -> bool:
+        """Whether the folder passes every check (warnings aside)."""
+        return not self.errors
+
+    def to_text(self) -> str:
+        """A short human summary: what was written, then errors, then warnings."""
+        experiments = sum(path.parent.name == EXPERIMENTS for path in self.sources)
+        lines = [f"Submitted {len(self.sources)} result set(s) ({experiments} with experiment settings, filed under "
+                 f"experiments/) to {self.folder}: {len(self.written)} file(s) written, "
+                 f"{len(self.unchanged)} unchanged."]
+        lines += [str(problem) for problem in (*self.errors, *self.warnings)]
+        lines.append(f"{len(self.errors)} error(s): fix them before opening a pull request." if self.errors else
+                     "No errors: ready for a pull request to embeddings-benchmark/results.")
+        return "\n".join(lines)
+
+
+def submit(results: str | Path, out: str | Path, *, model: str | None = None,
+           overwrite: bool = False) -> SubmissionReport:
+    """Copy the DisastIR result sets under ``results`` into ``out/results/`` as mteb files them, then validate.
+
+    ``out`` is meant to be a clone of ``embeddings-benchmark/results`` (or an empty folder), named apart from
+    ``results``. A plain run goes to ``results/<org>__<model>/<revision>/``, a run with experiment settings to
+    ``.../<revision>/experiments/<ModelMeta.experiment_name>/``. Copied are the ``DisastIR-*.json`` task files,
+    ``model_meta.json`` and the tasks' lines of ``run_settings.jsonl`` (merged with lines for other tasks
+    already there); nothing else (no ``disastir_per_query/``). A ``model_meta.json`` already there for the
+    same model name and revision is kept. Every file is written atomically, and only after all conflicts
+    have been checked.
+
+    Args:
+        results: any folder :func:`~disastir_mteb.results.result_sets.find_result_sets` resolves (an mteb output
+            folder, a model folder, one result set).
+        out: the folder to write ``results/`` into; a clone's exemption lists (in its ``tests/``) are honoured.
+        model: submit only this model (``org/name`` or ``org__name``) when ``results`` holds several.
+        overwrite: replace task files (and a different ``model_meta.json``) already in ``out``.
+
+    Returns:
+        What was written, and the validation of the written model folders.
+
+    Raises:
+        FileNotFoundError: ``results`` does not exist or holds no DisastIR results.
+        ValueError: a set was computed on generated data (the sample: not DisastIR results); ``out/results``
+            already holds the sets; no result set of ``model``; an experiment set
+            whose revision folder would have no ``model_meta.json``; two sets for one target folder.
+        FileExistsError: files in ``out`` differ from the ones to submit and ``overwrite`` is False.
+    """
+    sources = _pick_result_sets(Path(results).resolve(), model)
+    _refuse_synthetic(sources)
+    _refuse_copy_onto_itself(Path(results), Path(out), sources)
+    root = Path(out) / "results"
+    targets: dict[Path, ResultSet] = {}
+    for source in sources:
+        if "\\" in source.model or any(part in ("", ".", "..") for part in source.model.split("/")):
+            raise ValueError(f"Refusing to submit {source.folder}: its model name {source.model!r} (model_meta.json) "
+                             "reads as a file path ('..', '.', an empty part or '\\'); fix the model's name and rerun.")
+        target = _target(root, source)
+        if target in targets:
+            raise ValueError(f"Two result sets under {results} are for {source.label} at revision {source.revision} "
+                             f"({targets[target].folder} and {source.folder}): pass the one folder to submit.")
+        targets[target] = source
+    _refuse_lone_experiments(targets)
+    writes: dict[Path, bytes] = {}
+    keep_meta: set[Path] = set()
+    for target, source in targets.items():
+        _check_inside(Path(out), target)  # before reading the run_settings.jsonl already there
+        tasks = sorted(path for path in source.folder.glob("*.json") if path.stem in _TASKS)
+        writes.update({target / path.name: _task_bytes(path) for path in tasks})
+        meta = source.folder / MODEL_META
+        if meta.is_file():
+            writes[target / MODEL_META] = meta.read_bytes()
+            if _same_model(target / MODEL_META, meta):
+                keep_meta.add(target / MODEL_META)
+        settings = _merge_run_settings(source.folder / RUN_SETTINGS, target / RUN_SETTINGS, {p.stem for p in tasks})
+        if settings is not None:
+            writes[target / RUN_SETTINGS] = settings
+    for path in writes:
+        _check_inside(Path(out), path)
+    unchanged = {path for path, data in writes.items() if path in keep_meta or (path.is_file() and
+                                                                                path.read_bytes() == data)}
+    conflicts = sorted(path for path in writes if path.exists() and path not in unchanged and path.name != RUN_SETTINGS)
+    if conflicts and not overwrite:
+        shown = ", ".join(str(path) for path in conflicts[:3])
+        raise FileExistsError(f"{len(conflicts)} file(s) in {root} differ from the results to submit (first: {shown}); "
+                              "pass overwrite=True (--overwrite) to replace them.")
+    for path, data in writes.items():
+        if path not in unchanged:
+            write_bytes_atomic(path, data)
+    model_dirs = sorted({root / target.relative_to(root).parts[0] for target in targets})
+    problems = validate_folders(root, model_dirs, submitted=set(targets), changed=set(writes),
+                                exemptions=repo.read_exemptions(Path(out)))
+    return SubmissionReport(folder=root, sources=tuple(s.folder for s in targets.values()),
+                            written=tuple(sorted(set(writes) - unchanged)), unchanged=tuple(sorted(unchanged)),
+                            problems=tuple(problems))
+
+
+def _refuse_synthetic(sources: list[ResultSet]) -> None:
+    """Refuse result sets computed on generated data: they exercise the pipeline and are not DisastIR results.
+
+    Any query set of a source's folder counts (the folder is copied as a whole). Sets that do not record their data
+    (:attr:`ResultSet.synthetic` None: files from before the record) are not refused: nothing says they are generated.
+    """
+    synthetic = [found for source in sources for found in load_result_sets(source.folder) if found.synthetic]
+    if synthetic:
+        first, others = synthetic[0], len(synthetic) - 1
+        more = f" (and {others} more result set(s) here)" if others else ""
+        raise ValueError(f"Refusing to submit {first.folder}{more}: its scores were computed on generated data "
+                         f"({provenance_of(first).dataset}), so they are not DisastIR results; run the model on the "
+                         "DisastIR data (without --data sample or a generated DISASTIR_DATA_DIR) and submit that.")
+
+
+def _refuse_copy_onto_itself(results: Path, out: Path, sources: list[ResultSet]) -> None:
+    """Refuse an ``out`` whose ``results/`` already holds the sets to submit (``submit results --out results``)."""
+    target = (out / "results").resolve()
+    inside = [source.folder for source in sources if source.folder == target or target in source.folder.parents]
+    if inside:
+        raise ValueError(f"Refusing to submit {results} into {out}: its result sets already lie in {out / 'results'} "
+                         f"(first: {inside[0]}), so submit would copy the run onto itself, per-query files beside, "
+                         "instead of into a clone; clone embeddings-benchmark/results into a folder of its own (git "
+                         "clone https://github.com/embeddings-benchmark/results mteb-results) and pass --out "
+                         "mteb-results.")
+
+
+def _pick_result_sets(results: Path, model: str | None) -> list[ResultSet]:
+    """The result sets to submit: every one under ``results``, or ``model``'s.
+
+    One per folder, whatever query sets it holds (the full set's when it holds that): a folder is copied as a
+    whole, its DisastIR-Test and DevLite task files with the full set's.
+    """
+    found = [load_result_sets(folder)[0] for folder in find_result_sets(results, split=None)]
+    if not found:
+        raise FileNotFoundError(f"{results} holds no DisastIR result files (DisastIR-*.json); run "
+                                "`disastir-mteb run -m MODEL` first.")
+    if model is not None:
+        wanted = model.replace("__", "/")
+        names = sorted({s.model for s in found})
+        found = [s for s in found if s.model == wanted]
+        if not found:
+            close = difflib.get_close_matches(wanted, names, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"No results for model {model!r} under {results}; it holds {', '.join(names)}.{hint}")
+    return found
+
+
+def _target(root: Path, source: ResultSet) -> Path:
+    """Where mteb's ``ResultCache`` files ``source`` (``get_task_result_path``), and the folder test expects it.
+
+    The model's folder is ``ModelMeta.model_name_as_path()`` of its name, the revision the source's folder
+    name, and an experiment's folder ``ModelMeta.experiment_name`` of its ``model_meta.json`` (the source's
+    folder name if that file does not validate: the checks afterwards report it).
+    """
+    folder = root / repo.model_folder_name(source.model) / source.revision
+    if not _is_experiment(source):
+        return folder
+    try:
+        meta = json.loads((source.folder / MODEL_META).read_text(encoding="utf-8"))
+        name = repo.experiment_name(meta) if isinstance(meta, dict) else None
+    except (OSError, ValueError):
+        name = None
+    if name is None or name in (".", "..") or "/" in name or "\\" in name:
+        name = source.folder.name
+    return folder / EXPERIMENTS / name
+
+
+def _refuse_lone_experiments(targets: dict[Path, ResultSet]) -> None:
+    """Refuse an experiment set whose revision folder would have no ``model_meta.json`` (only a plain run writes it)."""
+    with_meta = {target for target, source in targets.items() if not _is_experiment(source)
+                 and (source.folder / MODEL_META).is_file()}
+    for target, source in sorted(targets.items()):
+        revision = target.parent.parent
+        if _is_experiment(source) and revision not in with_meta and not (revision / MODEL_META).is_file():
+            raise ValueError(f"Refusing to submit {source.folder} alone: the results repository needs a "
+                             f"model_meta.json in {revision} ({repo.CHECKS['meta']}), which only a plain run writes; "
+                             f"run `disastir-mteb run -m {source.model}` without --search ann and --instructions, and "
+                             "submit both.")
+
+
+def _check_inside(out: Path, path: Path) -> None:
+    """Refuse ``path`` unless it stays inside ``out`` once every symbolic link on the way is followed."""
+    real, home = path.resolve(), out.resolve()
+    if real != home and home not in real.parents:
+        raise ValueError(f"Refusing to write {path}: a symbolic link leads it to {real}, outside {out}; remove the "
+                         "link or choose another output folder.")
+
+
+def _task_bytes(path: Path) -> bytes:
+    """The bytes of a task file, refused when its ``task_name`` reads as a file path."""
+    data = path.read_bytes()
+    try:
+        name = json.loads(data).get("task_name")
+    except (ValueError, AttributeError):
+        return data  # not JSON: the validation after copying reports it
+    if isinstance(name, str) and ("/" in name or "\\" in name or ".." in name):
+        raise ValueError(f"Refusing to submit {path}: its task_name {name!r} reads as a file path ('..', '/' or "
+                         "'\\'), and the results repository names files after tasks; fix the name and rerun the task.")
+    return data
+
+
+def _is_experiment(result_set: ResultSet) -> bool:
+    return result_set.folder.parent.name == "experiments" or bool(result_set.experiment)
+
+
+def _same_model(existing: Path, new: Path) -> bool:
+    """Whether ``existing`` is a model_meta.json of the same model name and revision as ``new``."""
+    try:
+        old, ours = json.loads(existing.read_text(encoding="utf-8")), json.loads(new.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(old, dict) and isinstance(ours, dict) and all(old.get(k) == ours.get(k) for k in ("name",
+                                                                                                        "revision"))
+
+
+def _line_task(line: str) -> str | None:
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    return entry.get("task") if isinstance(entry, dict) else None
+
+
+def _merge_run_settings(source: Path, target: Path, tasks: set[str]) -> bytes | None:
+    """The source's lines for ``tasks`` after the target's lines for other tasks (lines kept verbatim)."""
+    if not source.is_file():
+        return None
+    ours = [line for line in source.read_text(encoding="utf-8").splitlines()
+            if line.strip() and _line_task(line) in tasks | {None}]
+    theirs = [line for line in target.read_text(encoding="utf-8").splitlines()
+              if line.strip() and _line_task(line) not in tasks] if target.is_file() else []
+    return "".join(line + "\n" for line in (*theirs, *ours)).encode("utf-8")
+
+

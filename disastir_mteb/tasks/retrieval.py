@@ -1,0 +1,322 @@
+"""The 48 DisastIR tasks (and their DisastIR-Test and DevLite versions) as mteb ``AbsTaskRetrieval`` classes.
+
+Every fact about the tasks lives as data in ``task_metadata/`` (written once: per intent, per
+category, shared); :func:`make_task_class` combines them into a validated ``TaskMetadata`` and a
+class named after the task, bound into this module so ``repr``, pickling and ``grep`` behave as
+for hand-written classes. No class has its own ``load_data``: the base class hands its spec to
+:mod:`disastir_mteb.data.published` (full set) or :mod:`disastir_mteb.data.devlite` (DMRetriever's splits).
+
+The factory also makes 48 ``DisastIR-Test-*`` and 48 ``DisastIR-DevLite-*`` tasks (``SPLIT_TASK_CLASSES``; own
+descriptions, ``adapted_from`` the full task; DevLite declares the repository of ``task_metadata/devlite.json``).
+``TASK_CLASSES``, and what is built from it (export, upstream), stays the 48 full tasks, unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytrec_eval
+from mteb.abstasks.retrieval import AbsTaskRetrieval
+from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
+from mteb.abstasks.task_metadata import TaskMetadata
+from mteb.timing import TimingStack
+
+from disastir_mteb.data.devlite import cached_split_files, load_split_task
+from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
+from disastir_mteb.data.layout import describe_data
+from disastir_mteb.data.published import (
+    GAINS,
+    Gain,
+    LoadReport,
+    TaskFiles,
+    default_gain,
+    find_task_files,
+    grade_to_gain,
+    load_task,
+    resolve_data_dir,
+)
+from disastir_mteb.vocabulary.metadata import (
+    CATEGORIES_METADATA,
+    CITATION,
+    DATASET,
+    DATASET_REPO,
+    DATASET_REVISION,
+    DEVLITE,
+    DEVLITE_REPO,
+    DEVLITE_REVISION,
+    INTENTS_METADATA,
+    K_VALUES,
+    metadata_dir,
+)
+from disastir_mteb.vocabulary.task_record import task_record
+from disastir_mteb.vocabulary.taxonomy import (
+    SPLIT_LABELS,
+    SPLIT_TASK_SPECS,
+    TASK_SPECS,
+    Category,
+    Intent,
+    Split,
+    TaskSpec,
+    parse_category,
+    parse_intent,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+logger = logging.getLogger(__name__)
+#: Load reports and scores of the tasks, under mteb's logger: `mteb run -v 2` (its default) shows them, `-v 1` not.
+mteb_logger = logging.getLogger("mteb.disastir")
+
+__all__ = [
+    "ALL_TASK_CLASSES",
+    "SPLIT_TASK_CLASSES",
+    "TASK_CLASSES",
+    "AbsTaskDisastIR",
+    "DisastIRTaskMetadata",
+    "get_tasks",
+    "make_task_class",
+]
+
+
+class DisastIRTaskMetadata(TaskMetadata):
+    """mteb's ``TaskMetadata`` with descriptive statistics read from this package, not mteb's folder."""
+
+    @property
+    def descriptive_stat_path(self) -> Path:
+        """``task_metadata/descriptive_stats/<task>.json`` (paper figures until recomputed on real data)."""
+        return metadata_dir() / "descriptive_stats" / f"{self.name}.json"
+
+
+def _description(spec: TaskSpec) -> str:
+    intent, category = INTENTS_METADATA[spec.intent.value], CATEGORIES_METADATA[spec.category.value]
+    what = (f"{intent['title']}, {category['full_name']} disasters ({category['examples']}). "
+            f"{intent['description']} {intent['relevance']}")
+    if spec.split is Split.full:
+        return (
+            f"DisastIR {what} One of 48 DisastIR tasks (6 search intents x 8 "
+            f"disaster categories) searching one shared corpus of {DATASET['corpus_size']:,} disaster-management "
+            "passages; NDCG@10 uses the authors' exponential gain 2^grade - 1."
+        )
+    if spec.split is Split.test:
+        which = (f"DisastIR-Test query set (DMRetriever): the {DEVLITE['test_queries_per_task']} queries of "
+                 f"{spec.base.name} outside DisastIR-DevLite ({DEVLITE['test_queries']:,} in all), searching the full "
+                 f"shared corpus of {DATASET['corpus_size']:,} passages")
+    else:
+        which = (f"DisastIR-DevLite query set (DMRetriever's development set): {DEVLITE['devlite_queries_per_task']} "
+                 f"of the {DATASET['queries_per_task']} queries of {spec.base.name} ({DEVLITE['devlite_queries']} "
+                 f"in all), searching DevLite's pooled corpus of {DEVLITE['devlite_corpus_size']:,} passages; its "
+                 "scores are not comparable with the full task's")
+    return f"DisastIR-{SPLIT_LABELS[spec.split]} {what} The {which}; NDCG@10 uses the exponential gain 2^grade - 1."
+
+
+def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
+    """The complete, validated ``TaskMetadata`` of one task."""
+    intent = INTENTS_METADATA[spec.intent.value]
+    full, devlite = spec.split is Split.full, spec.split is Split.devlite
+    split_only: dict[str, Any] = {} if full else {"adapted_from": [spec.base.name]}  # full: as before, field unset
+    metadata = DisastIRTaskMetadata(
+        name=spec.name,
+        description=_description(spec),
+        reference=DATASET["reference"] if full else DEVLITE["reference"],
+        dataset={"path": DEVLITE_REPO, "revision": DEVLITE_REVISION} if devlite else
+        {"path": DATASET_REPO, "revision": DATASET_REVISION},
+        type="Retrieval",
+        category="t2t",
+        modalities=["text"],
+        eval_splits=list(DATASET["eval_splits"]),
+        eval_langs=list(DATASET["eval_langs"]),
+        main_score=DATASET["main_score"],
+        date=tuple(DATASET["date"]),
+        domains=list(intent["domains"]),
+        task_subtypes=list(intent["task_subtypes"]),
+        license=DATASET["license"],
+        annotations_creators=DATASET["annotations_creators"],
+        dialect=list(DATASET["dialect"]),
+        sample_creation=DATASET["sample_creation"],
+        bibtex_citation=CITATION,
+        prompt={"query": intent["instruction"]},
+        **split_only,
+    )
+    metadata._validate_metadata()
+    return metadata
+
+
+@cache
+def _task_files(repo: str, revision: str, data_dir: str | None) -> TaskFiles:
+    """Find and place the data files once per (source, revision) and process."""
+    del data_dir  # part of the cache key only: resolve_data_dir reads the environment itself
+    return find_task_files(resolve_data_dir(repo, revision))
+
+
+def _ndcg_at_10(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> float:
+    """Mean trec_eval ``ndcg_cut_10`` over the judged queries (0 for a query with no results)."""
+    if not qrels:
+        return 0.0
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"})
+    per_query = evaluator.evaluate({q: run.get(q, {}) for q in qrels})
+    return sum(per_query.get(q, {}).get("ndcg_cut_10", 0.0) for q in qrels) / len(qrels)
+
+
+class AbsTaskDisastIR(AbsTaskRetrieval):
+    """Base of the 48 DisastIR tasks: loads the published layout, scores like the authors.
+
+    Args:
+        gain: ``"exponential"`` (default, also ``DISASTIR_GAIN``): qrels values are 2^grade - 1,
+            so ``ndcg_at_10`` is the authors' NDCG@10. ``"linear"``: the raw grades. Both
+            variants are always reported too, as ``ndcg_at_10_exponential_gain`` and
+            ``ndcg_at_10_linear_gain``, so a result file says which is which.
+        **kwargs: passed to ``AbsTaskRetrieval`` (``seed``).
+    """
+
+    spec: TaskSpec
+    k_values = K_VALUES
+    load_report: LoadReport | None = None
+    data_source: str | None = None  # what was loaded, as recorded (disastir_mteb.data.layout.describe_data)
+
+    def __init__(self, gain: Gain | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gain: Gain = gain if gain is not None else default_gain()
+        if self.gain not in GAINS:
+            raise ValueError(f"Unknown gain {self.gain!r}; expected one of {list(GAINS)}.")
+        self._grades: dict[str, dict[str, dict[str, int]]] = {}
+
+    def grades(self, split: str = "test") -> dict[str, dict[str, int]]:
+        """The raw judgement grades {query id: {passage id: grade}} of a loaded split (the qrels hold gains).
+
+        Raises:
+            ValueError: the task's data is not loaded.
+        """
+        if split not in self._grades:
+            raise ValueError(f"{self.metadata.name}: no grades for split {split!r}; call load_data() first.")
+        return self._grades[split]
+
+    def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
+        """Load this task's queries and judgements and the shared corpus (read once per process)."""
+        if self.data_loaded:
+            return
+        timer = timer or TimingStack()
+        folder = os.environ.get("DISASTIR_DATA_DIR")
+        source = describe_data(folder, repo=DATASET_REPO, revision=DATASET_REVISION)
+        with timer("Data loading", log_message=f"Loading dataset {self.metadata.name}..."):
+            files = _task_files(DATASET_REPO, DATASET_REVISION, folder)
+            if self.spec.split is Split.full:
+                data = load_task(self.spec, files, gain=self.gain, log=mteb_logger)
+            else:
+                devlite_dir = os.environ.get(DEVLITE_DIR_ENV)
+                split_files = cached_split_files(DEVLITE_REPO, DEVLITE_REVISION, devlite_dir)
+                data = load_split_task(self.spec, split_files, files, gain=self.gain, log=mteb_logger)
+                devlite = describe_data(devlite_dir, repo=DEVLITE_REPO, revision=DEVLITE_REVISION)
+                judged = "" if self.spec.base in split_files.qrels else f" with the judgements of {source}"
+                source = (f"{source} without the DevLite queries of {devlite}" if self.spec.split is Split.test
+                          else devlite + judged)
+        split = self.metadata.eval_splits[0]
+        self.dataset = {"default": {split: RetrievalSplitData(
+            corpus=data.corpus, queries=data.queries, relevant_docs=data.relevant_docs, top_ranked=None,
+        )}}
+        self._grades = {split: data.grades}
+        self.load_report = data.report
+        self.data_source = source
+        self.data_loaded = True
+
+    def evaluate(self, model: Any, split: str = "test", subsets_to_run: list[str] | None = None,
+                 **kwargs: Any) -> Mapping[str, dict[str, Any]]:
+        """Run mteb's evaluation, then log one line with the score (``mteb run`` prints none of its own)."""
+        scores = super().evaluate(model, split, subsets_to_run, **kwargs)
+        for subset, values in scores.items():
+            report = self.load_report
+            queries = f" over {report.queries_kept} queries" if report is not None else ""
+            subset_name = "" if subset == "default" else f" [{subset}]"
+            mteb_logger.info("%s%s: ndcg@10 %.2f%s (main score; x100)", self.metadata.name, subset_name,
+                             100 * values.get("ndcg_at_10", float("nan")), queries)
+        return scores
+
+    def task_specific_scores(
+        self,
+        scores: dict[str, dict[str, float]],
+        qrels: dict[str, dict[str, int]],
+        results: dict[str, dict[str, float]],
+        hf_split: str,
+        hf_subset: str,
+    ) -> dict[str, Any]:
+        """Both NDCG@10 variants by name, the share of unjudged passages in the top 10, and the task's record.
+
+        ``unjudged_at_10``: fraction of top-10 hits without a judgement (the authors log it
+        beside their zero-fill NDCG; high values mean the pool misses this model's hits). The record
+        (:mod:`disastir_mteb.vocabulary.task_record`): ``disastir_version``, ``disastir_gain``, ``disastir_data``.
+        """
+        grades = {q: g for q, g in self._grades.get(hf_split, {}).items() if q in qrels}
+        extra = {
+            f"ndcg_at_10_{name}_gain": _ndcg_at_10(
+                {q: {d: grade_to_gain(g, name) for d, g in judged.items()} for q, judged in grades.items()}, results)
+            for name in GAINS
+        }
+        hits = unjudged = 0
+        for query_id in qrels:
+            ranked = sorted(results.get(query_id, {}).items(), key=lambda item: (item[1], item[0]), reverse=True)[:10]
+            hits += len(ranked)
+            unjudged += sum(1 for doc_id, _ in ranked if doc_id not in qrels[query_id])
+        extra["unjudged_at_10"] = unjudged / hits if hits else 0.0
+        data = self.data_source or describe_data(os.environ.get("DISASTIR_DATA_DIR"), repo=DATASET_REPO,
+                                                 revision=DATASET_REVISION)
+        return {**extra, **task_record(gain=self.gain, data=data)}
+
+
+def make_task_class(spec: TaskSpec) -> type[AbsTaskDisastIR]:
+    """One task class from its spec: the only way task classes are made."""
+    cls = type(spec.class_name, (AbsTaskDisastIR,), {
+        "metadata": build_metadata(spec),
+        "spec": spec,
+        "__module__": __name__,
+        "__qualname__": spec.class_name,
+        "__doc__": f"DisastIR task {spec.name}.",
+    })
+    return cls
+
+
+TASK_CLASSES: dict[str, type[AbsTaskDisastIR]] = {spec.name: make_task_class(spec) for spec in TASK_SPECS}
+#: split -> its 48 task classes by name (the full split's are TASK_CLASSES).
+SPLIT_TASK_CLASSES: dict[Split, dict[str, type[AbsTaskDisastIR]]] = {
+    split: TASK_CLASSES if split is Split.full else {spec.name: make_task_class(spec) for spec in specs}
+    for split, specs in SPLIT_TASK_SPECS.items()}
+#: All 144 task classes, full ones first (what registration puts into mteb).
+ALL_TASK_CLASSES: dict[str, type[AbsTaskDisastIR]] = {
+    name: cls for classes in SPLIT_TASK_CLASSES.values() for name, cls in classes.items()}
+globals().update({cls.__name__: cls for cls in ALL_TASK_CLASSES.values()})
+
+
+def get_tasks(
+    intents: Iterable[str | Intent] | None = None,
+    categories: Iterable[str | Category] | None = None,
+    *,
+    gain: Gain | None = None,
+    split: Split | str = Split.full,
+) -> list[AbsTaskDisastIR]:
+    """Instances of the chosen tasks, in the paper's order (intent-major).
+
+    Args:
+        intents: any accepted spellings ('QA', 'FactCheck', 'TW', ...); all six when None.
+        categories: abbreviations or full names; all eight when None.
+        gain: see :class:`AbsTaskDisastIR`.
+        split: ``full`` (default, the 48 DisastIR tasks), ``test`` or ``devlite``.
+
+    Examples:
+        >>> [t.metadata.name for t in get_tasks(["FC"], ["Bio", "chemical"])]
+        ['DisastIR-FC-Bio', 'DisastIR-FC-Chem']
+    """
+    wanted_intents = {parse_intent(str(i.value if isinstance(i, Intent) else i)) for i in intents} if intents else None
+    wanted_categories = ({parse_category(str(c.value if isinstance(c, Category) else c)) for c in categories}
+                         if categories else None)
+    classes = SPLIT_TASK_CLASSES[Split(split)]
+    return [
+        classes[spec.name](gain=gain)
+        for spec in SPLIT_TASK_SPECS[Split(split)]
+        if (wanted_intents is None or spec.intent in wanted_intents)
+        and (wanted_categories is None or spec.category in wanted_categories)
+    ]
+

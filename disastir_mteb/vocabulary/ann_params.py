@@ -1,0 +1,305 @@
+"""USearch parameters: :class:`AnnParams`, the named :data:`PRESETS` and :func:`resolve_params`.
+
+Threads and determinism: every preset builds and searches on all cores (``threads=0``), resolved
+to a concrete count by :meth:`AnnParams.resolved` (``os.cpu_count()``) before anything is built or
+labelled, so a result folder says how its graph was built (``...-k10-t16`` on 16 cores). Search is
+deterministic whatever the thread count: each query walks the fixed graph on one thread. The build
+is not: threads insert concurrently in a racy order, so two multi-threaded builds of the same
+vectors differ in a few edges and so in a few results. ``threads=1`` (``--ann-threads 1``)
+inserts in row order and gives a bit-identical graph from run to run. A built graph is cached per
+thread count (see :attr:`AnnParams.digest`), so a rerun memory-maps the same graph and repeats its
+results exactly, whichever build made it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from disastir_mteb.vocabulary.settings import EXACT
+
+__all__ = ["ANN_PREFIX", "PRESETS", "AnnParams", "parse_search_setting", "resolve_params", "search_setting"]
+
+_FORMAT = 1  # bump when the index files or their manifest change: cached indexes are then rebuilt
+_DTYPES = ("f32", "f16", "i8", "b1")
+_BYTES_PER_SCALAR = {"f32": 4, "f16": 2, "i8": 1}  # b1: one bit per dimension, rows padded to whole bytes
+MEMORY_WARNING_BYTES = 256 * 2**20  # see AnnParams.memory_warning for why
+#: What the search setting of an ANN run starts with: ``ann-<label>`` (:func:`search_setting`).
+ANN_PREFIX = "ann-"
+#: :meth:`AnnParams.label`, read back by :meth:`AnnParams.from_label` (one format, written and parsed here).
+_LABEL = re.compile(r"(?P<kind>hnsw|exact)-(?P<metric>[a-z]+)-(?P<dtype>[a-z0-9]+)"
+                    r"(?:-M(?P<M>\d+)-efC(?P<efC>\d+)-ef(?P<ef>\d+))?-k(?P<k>\d+|all)-t(?P<t>\d+)(?:-x(?P<x>\d+))?")
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _all_cores() -> int:
+    """The thread count that ``threads=0`` stands for: ``os.cpu_count()``, 1 if unknown.
+
+    The same count usearch's own ``threads=0`` uses (``std::thread::hardware_concurrency``), but
+    resolved here and passed explicitly, so the label and the build cannot disagree.
+    """
+    return os.cpu_count() or 1
+
+
+def _physical_memory() -> int | None:
+    """This machine's physical memory in bytes, None where the OS does not say (the warning then omits it)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # Windows has no sysconf
+        return None
+
+
+@dataclass(frozen=True)
+class AnnParams:
+    """One USearch configuration. Build parameters are fixed per index; the others are per search.
+
+    Attributes:
+        metric: USearch's metric: ``ip`` (on normalised vectors for cosine models, raw for dot
+            models) for f32/f16/i8; ``hamming`` on sign bits for b1.
+        dtype: storage precision: ``f32``, ``f16``, ``i8`` (USearch compares int8 codes by angle,
+            so a dot model's candidates ignore norms until rescored) or ``b1`` (one sign bit per dim).
+        connectivity: graph edges per node ("M" in the HNSW paper).
+        expansion_add: candidate list while inserting ("efConstruction").
+        expansion_search: candidate list while searching ("ef"); the effective breadth is
+            ``max(expansion_search, candidates)``, so a large ``top_k`` makes the search nearly exact.
+        threads: threads for building and searching; 0 = all cores (the presets' default: a
+            build at DisastIR scale takes minutes on one thread), turned into the machine's count
+            by :meth:`resolved`. A multi-threaded build is not reproducible (see the module
+            docstring); 1 gives a bit-identical graph run to run. Search is deterministic either way.
+        rescore: search ``rescore * top_k`` candidates, then re-rank them exactly in float32 from
+            the original vectors; ``None`` ranks by the index's own distances (f32/f16 only: i8 and
+            b1 distances are not similarities, so their ``top_k`` candidates are always re-scored).
+        exact: brute force through ``usearch.index.search(exact=True)``; no graph is built.
+        k: results per query taken from the index, whatever depth mteb asks for (the paper searched
+            top-10, so its breadth was ``max(64, 10) = 64``; asking mteb's 100 would widen it to 100
+            and hide part of the drop). Metrics beyond ``@k`` are then computed on ``k`` results.
+            ``None`` returns as many as mteb asks (``min(top_k, n_docs)``).
+    """
+
+    metric: Literal["ip", "hamming"] = "ip"
+    dtype: Literal["f32", "f16", "i8", "b1"] = "f32"
+    connectivity: int = 16
+    expansion_add: int = 128
+    expansion_search: int = 64
+    threads: int = 0
+    rescore: int | None = None
+    exact: bool = False
+    k: int | None = 10
+
+    def __post_init__(self) -> None:
+        """Check every field and name every bad one in one sentence (not only the first a user would fix)."""
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"AnnParams.dtype={self.dtype!r} is not supported; valid: {', '.join(_DTYPES)}.")
+        expected = "hamming" if self.dtype == "b1" else "ip"
+        if self.metric != expected:
+            raise ValueError(f"AnnParams.metric={self.metric!r} does not fit dtype={self.dtype!r}: use metric="
+                             f"{expected!r} ('hamming' on sign bits for b1, 'ip' for f32, f16 and i8).")
+        bad = []  # "name=value", "an integer >= 1": one clause per bad field, all in one sentence
+        for name in ("connectivity", "expansion_add", "expansion_search", "threads", "rescore", "k"):
+            value = getattr(self, name)
+            lowest = {"threads": 0, "connectivity": 2}.get(name, 1)  # USearch: "at least 2, otherwise ... ropes"
+            optional = name in ("rescore", "k")
+            if (value is not None or not optional) and (type(value) is not int or value < lowest):
+                bad.append((f"{name}={value!r}", f"an integer >= {lowest}{' or None' if optional else ''}"))
+        if bad:
+            clauses = [f"{given} {'must be ' if i == 0 else ''}{rule}" for i, (given, rule) in enumerate(bad)]
+            listed = clauses[0] if len(clauses) == 1 else f"{', '.join(clauses[:-1])} and {clauses[-1]}"
+            raise ValueError(f"AnnParams.{listed}.")
+        if self.exact and (self.dtype != "f32" or self.rescore is not None):
+            raise ValueError(f"AnnParams(exact=True) searches float32 vectors without rescoring; got "
+                             f"dtype={self.dtype!r}, rescore={self.rescore!r}.")
+
+    def memory_bytes(self, n_vectors: int, dimensions: int) -> int:
+        """Bytes the index of ``n_vectors`` vectors of ``dimensions`` holds: its graph and its vectors.
+
+        USearch's HNSW layout: each node stores its key (8 bytes) and level (2 bytes), its vector
+        (``dimensions`` x 4 / 2 / 1 bytes for f32 / f16 / i8, ``ceil(dimensions / 8)`` for b1) and, per
+        level it reaches, a neighbour count (4 bytes) and neighbour slots of 4 bytes: ``2 * M`` on level
+        0, ``M`` on each level above. A node reaches level ``l`` with probability ``M ** -l`` (levels are
+        drawn with multiplier ``1 / ln M``), so the upper levels add ``(4 + 4M) / (M - 1)`` bytes per
+        node on average. With ``M = connectivity`` and ``v`` the vector's bytes::
+
+            bytes = n_vectors * (8 + 2 + v + 4 + 8M + (4 + 4M) / (M - 1))
+
+        Slots are reserved whether filled or not, which is why ``M`` far above the corpus size costs
+        memory and buys nothing. Checked against ``usearch.index.Index.serialized_length`` (the file
+        it saves, which is also what it holds in memory): within 1% at M = 2 to 300, d = 32 to 384,
+        every dtype (``tests/test_usearch_index.py``); at 1,500 x 384 f32 with M = 100,000 it gives
+        1.20 GB, the serialized 1,202.3 MB (the process grew by 1.48 GB while building, and USearch's
+        own ``memory_usage`` counted 2.15 GB of reserved arena). ``exact`` builds no graph: its bytes
+        are the float32 copy it searches.
+        """
+        if self.exact:
+            return n_vectors * dimensions * 4
+        vector = -(-dimensions // 8) if self.dtype == "b1" else dimensions * _BYTES_PER_SCALAR[self.dtype]
+        m = self.connectivity
+        return round(n_vectors * (8 + 2 + vector + 4 + 8 * m + (4 + 4 * m) / (m - 1)))
+
+    def memory_warning(self, n_vectors: int, dimensions: int) -> str | None:
+        """A sentence when these parameters make the index unusually large for its vectors, else None.
+
+        Threshold: the index needs more than :data:`MEMORY_WARNING_BYTES` (256 MiB) *and* more than
+        twice what connectivity 16 (the paper's M, also USearch's default) needs for the same vectors.
+        The ratio speaks about the parameters, not the corpus: a large corpus or a wide model (DisastIR's
+        239,704 passages at d=4,096 take 3.9 GB in f32 whatever M) needs its memory and gets no warning,
+        and M up to 128 at full scale stays below 2x (618 MB against 403 MB at d=384). The floor keeps small
+        indexes quiet: a quarter GiB is a few percent of the smallest machine that runs an embedding model.
+        ``--connectivity 100000`` on the 1,500-passage sample (1.2 GB, 476x the paper's) warns; the paper
+        preset never does.
+        """
+        if self.exact:
+            return None
+        needed = self.memory_bytes(n_vectors, dimensions)
+        paper = AnnParams().connectivity  # 16
+        usual = dataclasses.replace(self, connectivity=paper).memory_bytes(n_vectors, dimensions)
+        if needed <= MEMORY_WARNING_BYTES or needed <= 2 * usual:
+            return None
+        physical = _physical_memory()
+        share = f", {needed / physical:.0%} of this machine's {physical / 2**30:.0f} GiB" if physical else ""
+        wasted = (f"; no node here can have more than {n_vectors - 1:,} neighbours, so connectivity above that "
+                  "only reserves empty slots" if self.connectivity >= n_vectors else "")
+        return (f"USearch HNSW with connectivity={self.connectivity} needs about {needed / 1e9:.1f} GB of memory for "
+                f"{n_vectors:,} vectors of {dimensions} dimensions ({self.dtype}{share}), {needed / usual:.0f}x what "
+                f"connectivity {paper} (the paper's) needs: 2 x {self.connectivity:,} neighbour slots of 4 bytes per "
+                f"vector{wasted}. Building it anyway; lower --connectivity (connectivity=) if that was not meant.")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field by name, as given (``threads=0`` stays 0), for result labels and manifests."""
+        return dataclasses.asdict(self)
+
+    def resolved(self) -> AnnParams:
+        """These parameters with ``threads=0`` replaced by this machine's core count (:func:`_all_cores`).
+
+        The one place where "all cores" becomes a number. :meth:`describe`, :meth:`label` and
+        :attr:`digest` use it, and :class:`UsearchIndex` keeps the resolved parameters, so the label,
+        the cache entry and the threads given to USearch agree. Equality compares the fields as
+        given: ``threads=0`` and ``threads=16`` are different settings, even on a 16-core machine.
+        """
+        return self if self.threads else dataclasses.replace(self, threads=_all_cores())
+
+    def describe(self) -> str:
+        """One line with the thread count resolved, e.g. ``HNSW ip f32 M=16 efC=128 ef=64 k=10 threads=16``."""
+        threads = self.resolved().threads
+        k = f" k={self.k if self.k is not None else 'all'}"
+        if self.exact:
+            return f"USearch exact {self.metric} {self.dtype}{k} threads={threads}"
+        rescore = f" rescore x{self.rescore}" if self.rescore else ""
+        return (f"HNSW {self.metric} {self.dtype} M={self.connectivity} efC={self.expansion_add} "
+                f"ef={self.expansion_search}{k} threads={threads}{rescore}")
+
+    def label(self) -> str:
+        """:meth:`describe` in a short, file-name-safe form, e.g. ``hnsw-ip-f32-M16-efC128-ef64-k10-t16``.
+
+        Used as the mteb experiment setting of ANN runs, so each configuration has its own results
+        folder. The thread count is the resolved one: the default preset files its results under
+        ``-t16`` on 16 cores and ``-t2`` on 2, because their graphs were built differently (and the
+        ``-t1`` folder holds the reproducible build).
+        """
+        text = self.describe().replace("USearch exact", "exact").replace("HNSW", "hnsw")
+        return text.replace("threads=", "t").replace("rescore x", "x").replace("=", "").replace(" ", "-")
+
+    @classmethod
+    def from_label(cls, label: str) -> AnnParams:
+        """The parameters a :meth:`label` names, threads as they were resolved then.
+
+        Raises:
+            ValueError: ``label`` is not one :meth:`label` writes.
+        """
+        match = _LABEL.fullmatch(label)
+        if match is None:
+            raise ValueError(f"{label!r} is not an ANN label (e.g. 'hnsw-ip-f32-M16-efC128-ef64-k10-t16').")
+        part = match.groupdict()
+        graph = {} if part["kind"] == "exact" else {
+            "connectivity": int(part["M"]), "expansion_add": int(part["efC"]), "expansion_search": int(part["ef"])}
+        return cls(metric=part["metric"], dtype=part["dtype"], threads=int(part["t"]), exact=part["kind"] == "exact",
+                   rescore=int(part["x"]) if part["x"] else None, k=None if part["k"] == "all" else int(part["k"]),
+                   **graph)
+
+    @property
+    def digest(self) -> str:
+        """A stable 32-hex-character hash of every field, threads resolved, for cache keys.
+
+        Builds with different thread counts never share a cached index. A ``threads=1`` run promises
+        the bit-identical graph a fresh one-thread build gives, which a racy multi-threaded graph is
+        not. Two multi-threaded graphs (say 2 and 16 threads) would serve equally well, but the
+        result folder of a run that loaded one would then name a thread count its graph was not
+        built with. The price is one rebuild when a cache moves to a machine with another core count.
+        """
+        return _hash(json.dumps({"format": _FORMAT, **self.resolved().as_dict()}, sort_keys=True).encode())
+
+
+PRESETS: MappingProxyType[str, AnnParams] = MappingProxyType({
+    # DisastIR paper, Section 5.2 and src/retrieval/index_builder.py. The paper searched top-10, so
+    # its effective breadth was max(64, 10) = 64; the runner's top_k plays that role here. Built on
+    # all cores (threads=0, labelled with the resolved count); threads=1 for the reproducible build.
+    "paper": AnnParams(),
+    # Brute force, no graph: the parity reference for the ANN presets.
+    "exact": AnnParams(exact=True, k=None),
+    # Memory-bound variants (f32 graph 562 MB at d=384): f16 halves, i8 quarters the vectors, b1 keeps
+    # one sign bit per dimension. Recall@10 measured on 50k clustered unit vectors (d=64 / d=384), by
+    # rescore factor: f16 x1 0.999/0.996, x2 1.000/0.998 (f16 orders like f32); i8 x1 0.92/0.83, x2
+    # 0.998/0.987, x4 0.998/0.998; b1 (Hamming distances tie by the hundred) x10 0.80/0.81, x20
+    # 0.96/0.98, x40 0.99/1.00, so x32. Rescoring multiplies the breadth: keep top_k small (10, not 1,000).
+    "f16": AnnParams(dtype="f16", rescore=2),
+    "i8": AnnParams(dtype="i8", rescore=4),
+    "b1": AnnParams(metric="hamming", dtype="b1", rescore=32),
+})
+
+
+def _unknown(what: str, value: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(value, valid, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"Unknown {what} {value!r}; valid: {', '.join(valid)}.{hint}"
+
+
+def resolve_params(preset: str | AnnParams = "paper", **overrides: Any) -> AnnParams:
+    """The parameters of ``preset`` (a name in :data:`PRESETS` or an :class:`AnnParams`) with ``overrides``.
+
+    Overriding ``dtype`` alone also sets the metric it needs (``hamming`` for b1, else ``ip``).
+    ``threads=0`` is returned as given (so the result equals the preset it came from); it becomes a
+    count in :meth:`AnnParams.resolved`, which labels and builds use.
+
+    Raises:
+        ValueError: an unknown preset or field name (the valid ones are listed), or invalid values.
+
+    Examples:
+        >>> resolve_params("paper", expansion_search=128, threads=1).describe()
+        'HNSW ip f32 M=16 efC=128 ef=128 k=10 threads=1'
+    """
+    if not isinstance(preset, AnnParams) and preset not in PRESETS:
+        raise ValueError(_unknown("preset", preset, list(PRESETS)))
+    fields = [field.name for field in dataclasses.fields(AnnParams)]
+    for name in overrides:
+        if name not in fields:
+            raise ValueError(_unknown("AnnParams field", name, fields))
+    if "dtype" in overrides and "metric" not in overrides:
+        overrides["metric"] = "hamming" if overrides["dtype"] == "b1" else "ip"
+    return dataclasses.replace(preset if isinstance(preset, AnnParams) else PRESETS[preset], **overrides)
+
+
+def search_setting(ann: AnnParams | None) -> str:
+    """The value of the ``disastir_search`` setting: ``exact``, or ``ann-<label>`` with the threads resolved."""
+    return EXACT if ann is None else ANN_PREFIX + ann.resolved().label()
+
+
+def parse_search_setting(value: str) -> AnnParams | None:
+    """What :func:`search_setting` wrote: None for exact search, else the ANN parameters.
+
+    Raises:
+        ValueError: ``value`` is neither ``exact`` nor ``ann-<label>``.
+    """
+    if value == EXACT:
+        return None
+    if not value.startswith(ANN_PREFIX):
+        raise ValueError(f"{value!r} is not a DisastIR search setting ('exact' or 'ann-<label>').")
+    return AnnParams.from_label(value.removeprefix(ANN_PREFIX))

@@ -1,0 +1,181 @@
+r"""Per-intent instructions and the authors' two conventions: instruction sets and templates.
+
+DisastIR's published numbers depend on the instruction put in front of each query and on the
+template joining them. This module holds them as data and resolves a user's choice into one
+:class:`InstructionConfig`; :func:`disastir_mteb.models.adapter.with_instructions` applies it to any model,
+sending ``template.format(instruction=<the task's intent instruction>, query=<query>)``.
+
+Two published conventions (facts, section 4):
+
+- ``disastir``: the benchmark's instructions with ``"Instruct: {instruction}\\nQuery: {query}"``,
+  used for the 30 baselines of the DisastIR paper (Table 3, Tables 19-23).
+- ``dmretriever``: the DMRetriever evaluation code's instructions with ``"{instruction}: {query}"``
+  (DMRetriever paper, Table 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from disastir_mteb.vocabulary.settings import INSTRUCTED_PASSAGES, INSTRUCTIONS_KEY, PASSAGES_KEY, TEMPLATE_KEY
+from disastir_mteb.vocabulary.taxonomy import INTENTS, Intent, parse_intent
+
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "INSTRUCTION_SETS",
+    "MODEL_OWN",
+    "RAW",
+    "TEMPLATES",
+    "InstructionConfig",
+    "default_template_name",
+    "resolve_instructions",
+]
+
+#: The two published instruction sets (and ``none``), keyed by intent.
+INSTRUCTION_SETS: Mapping[str, Mapping[Intent, str] | None] = MappingProxyType({
+    "disastir": MappingProxyType({
+        Intent.QA: "Given the question, retrieve the most relevant passage answering it",
+        Intent.QAdoc: "Given the question, retrieve the most relevant document answering it",
+        Intent.Twitter: "Given the user query, retrieve the most relevant Twitter text",
+        Intent.FC: "Given the claim, retrieve the most relevant document that supports or refutes it",
+        Intent.NLI: "Given the premise, retrieve the most relevant entailed hypothesis",
+        Intent.STS: "Given the sentence, retrieve a semantically equivalent sentence",
+    }),
+    "dmretriever": MappingProxyType({
+        Intent.QA: "Given the question, retrieve most relevant passage that best answers the question",
+        Intent.QAdoc: "Given the question, retrieve the most relevant document that answers the question",
+        Intent.Twitter: "Given the user query, retrieve the most relevant Twitter text that meets the request",
+        Intent.FC: "Given the claim, retrieve most relevant document that supports or refutes the claim",
+        Intent.NLI: "Given the premise, retrieve most relevant hypothesis that is entailed by the premise",
+        Intent.STS: "Given the sentence, retrieve the sentence with the same meaning",
+    }),
+    "none": None,
+})
+
+#: The two published templates, by short name.
+TEMPLATES: Mapping[str, str] = MappingProxyType({
+    "instruct-query": "Instruct: {instruction}\nQuery: {query}",
+    "colon": "{instruction}: {query}",
+})
+
+#: The template each published set was used with.
+DEFAULT_TEMPLATE: Mapping[str, str] = MappingProxyType({"disastir": "instruct-query", "dmretriever": "colon"})
+#: The set and template names of a model that brings its own instructions (``with_instructions(model, "model")``).
+MODEL_OWN = "model"
+#: The template name of queries sent as they are (the ``none`` set).
+RAW = "raw"
+
+
+def default_template_name(name: str) -> str:
+    """The template a set is used with unless another is chosen: the published one, ``instruct-query`` for custom sets.
+
+    ``none`` sends queries raw and ``model`` uses the model's own, so theirs are ``raw`` and ``model``.
+    """
+    return {"none": RAW, MODEL_OWN: MODEL_OWN}.get(name) or DEFAULT_TEMPLATE.get(name, "instruct-query")
+
+
+def _short_hash(payload: object) -> str:
+    return hashlib.blake2b(json.dumps(payload, sort_keys=True).encode(), digest_size=4).hexdigest()
+
+
+@dataclass(frozen=True)
+class InstructionConfig:
+    """Which instruction goes in front of which DisastIR query, and how.
+
+    Attributes:
+        name: ``disastir``, ``dmretriever``, ``none``, or ``custom-<hash>`` for a user mapping.
+        instructions: intent -> instruction text; None for ``none`` (queries sent raw).
+        template: a format string with ``{instruction}`` and ``{query}`` (``{text}`` for passages).
+        template_name: ``instruct-query``, ``colon``, ``raw`` or ``custom-<hash>``.
+        passages: also prefix passages (the authors never do; off by default).
+    """
+
+    name: str
+    instructions: Mapping[Intent, str] | None
+    template: str
+    template_name: str
+    passages: bool = False
+
+    def format(self, intent: Intent, text: str) -> str:
+        """The exact string the model receives for one DisastIR query (or passage)."""
+        if self.instructions is None:
+            return text
+        return self.template.format(instruction=self.instructions[intent], query=text)
+
+    def experiment_kwargs(self) -> dict[str, str]:
+        """What mteb records as experiment settings, so differently instructed runs never overwrite each other."""
+        kwargs = {INSTRUCTIONS_KEY: self.name, TEMPLATE_KEY: self.template_name}
+        if self.passages:
+            kwargs[PASSAGES_KEY] = INSTRUCTED_PASSAGES
+        return kwargs
+
+    def describe(self) -> str:
+        """One line for logs: set, template and where it applies."""
+        where = "queries and passages" if self.passages else "queries only"
+        return f"instructions={self.name}, template={self.template_name} ({self.template!r}), {where}"
+
+
+def resolve_instructions(
+    instructions: str | Mapping[str, str] | InstructionConfig | None = "disastir",
+    template: str | None = None,
+    *,
+    passages: bool = False,
+) -> InstructionConfig:
+    """Turn user-facing choices into an :class:`InstructionConfig`.
+
+    Args:
+        instructions: ``"disastir"``, ``"dmretriever"``, ``"none"`` (or None), a mapping
+            {intent: instruction} naming all six intents (any accepted spelling), or a ready config.
+        template: a template name (``"instruct-query"``, ``"colon"``) or a format string with
+            ``{instruction}`` and ``{query}``; default: the template the chosen set was published
+            with (``instruct-query`` for custom mappings).
+        passages: also put the instruction in front of passages.
+
+    Raises:
+        ValueError: unknown set or template name, a mapping missing intents, or a format string
+            without both fields.
+
+    Examples:
+        >>> resolve_instructions("dmretriever").format(Intent.STS, "Roads flooded.")
+        'Given the sentence, retrieve the sentence with the same meaning: Roads flooded.'
+    """
+    if isinstance(instructions, InstructionConfig):
+        return instructions
+    if instructions is None:
+        instructions = "none"
+    if isinstance(instructions, str):
+        key = instructions.strip().lower()
+        if key not in INSTRUCTION_SETS:
+            raise ValueError(f"Unknown instruction set {instructions!r}; expected one of {sorted(INSTRUCTION_SETS)} "
+                             "or a mapping {intent: instruction}.")
+        name, mapping = key, INSTRUCTION_SETS[key]
+    else:
+        parsed = {parse_intent(str(k)): str(v) for k, v in instructions.items()}
+        missing = [i.value for i in INTENTS if i not in parsed]
+        if missing:
+            raise ValueError(f"Custom instructions lack intent(s) {missing}; "
+                             f"give all six: {[i.value for i in INTENTS]}.")
+        mapping = MappingProxyType(parsed)
+        name = "custom-" + _short_hash({i.value: parsed[i] for i in INTENTS})
+
+    if mapping is None:
+        return InstructionConfig(name="none", instructions=None, template="{query}", template_name=RAW,
+                                 passages=passages)
+    chosen = template if template is not None else default_template_name(name)
+    if chosen in TEMPLATES:
+        template_name, fmt = chosen, TEMPLATES[chosen]
+    else:
+        if "{instruction}" not in chosen or "{query}" not in chosen:
+            raise ValueError(f"Template {chosen!r} must contain '{{instruction}}' and '{{query}}', or be one of "
+                             f"{sorted(TEMPLATES)}.")
+        try:
+            chosen.format(instruction="", query="")
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(f"Template {chosen!r} is not a valid format string ({error}).") from None
+        template_name, fmt = "custom-" + _short_hash(chosen), chosen
+    return InstructionConfig(name=name, instructions=mapping, template=fmt, template_name=template_name,
+                             passages=passages)

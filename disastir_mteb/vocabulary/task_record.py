@@ -1,0 +1,73 @@
+"""What every DisastIR task writes about itself into its result file: plugin version, gain, data.
+
+mteb's ``<Task>.json`` names the mteb version and the dataset revision the task *declares*; it does
+not say which plugin scored it, which gain its main score uses, or which data was actually read
+(``DISASTIR_DATA_DIR`` replaces the Hub revision). The task adds three strings to its scores
+(``scores["test"][0]``, where mteb already keeps ``hf_subset``), so a set written by plain
+``mteb run -t DisastIR-...`` carries them as well as one written by ``disastir-mteb run``:
+
+- ``disastir_version``: the installed plugin version (``unknown`` outside an installed package);
+- ``disastir_gain``: ``exponential`` or ``linear``, the gain of ``ndcg_at_10`` and the main score;
+- ``disastir_data``: ``hf:DMIR01/DisastIR@<revision>``, or ``local folder <name>`` with
+  `` (synthetic sample, scale <scale>, seed <seed>)`` for a folder the sample generator wrote.
+  Result files get submitted, so a local folder is named by its last component only, never its path.
+
+Names start with ``disastir_``, so they never collide with an mteb metric.
+:mod:`disastir_mteb.results.provenance` reads them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+__all__ = ["DATA_KEY", "DISTRIBUTION", "GAIN_KEY", "RECORD_KEYS", "SYNTHETIC_SAMPLE", "VERSION_KEY", "hub_data",
+           "is_synthetic", "local_data", "plugin_version", "task_record"]
+
+VERSION_KEY = "disastir_version"
+GAIN_KEY = "disastir_gain"
+DATA_KEY = "disastir_data"
+RECORD_KEYS = (VERSION_KEY, GAIN_KEY, DATA_KEY)
+#: The distribution whose version is recorded.
+DISTRIBUTION = "disastir-mteb"
+#: What a ``disastir_data`` string says of a folder the sample generator wrote.
+SYNTHETIC_SAMPLE = "synthetic sample"
+
+
+def plugin_version() -> str:
+    """The installed ``disastir-mteb`` version, or ``unknown`` when the package is not installed."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def hub_data(repo: str, revision: str) -> str:
+    """``hf:<repo>@<revision>``: the data string of the Hub dataset."""
+    return f"hf:{repo}@{revision}"
+
+
+def local_data(folder: str | Path, marker: Mapping[str, object] | None) -> str:
+    """``local folder <name>``, plus ``(synthetic sample, scale <scale>, seed <seed>)`` under a generator marker.
+
+    Args:
+        folder: the data folder; only its last component is kept.
+        marker: the generator's marker (:func:`disastir_mteb.data.layout.read_marker`), None without one.
+    """
+    path = Path(folder).expanduser()
+    text = f"local folder {path.resolve().name or path}"
+    if marker and marker.get("synthetic", True):
+        details = [f"{key} {marker[key]}" for key in ("scale", "seed") if marker.get(key) is not None]
+        text += f" ({', '.join([SYNTHETIC_SAMPLE, *details])})"
+    return text
+
+
+def is_synthetic(data: str) -> bool:
+    """Whether a ``disastir_data`` string names generated data."""
+    return f"({SYNTHETIC_SAMPLE}" in data
+
+
+def task_record(*, gain: str, data: str) -> dict[str, str]:
+    """The three entries a task adds to its scores."""
+    return {VERSION_KEY: plugin_version(), GAIN_KEY: gain, DATA_KEY: data}
