@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-__all__ = ["compare", "demo", "export", "leaderboard", "report", "run", "sample", "seed", "stats", "submit", "tasks",
-           "upstream"]
+__all__ = ["compare", "demo", "export", "leaderboard", "offline_if_unreachable", "report", "run", "sample", "seed",
+           "stats", "submit", "tasks", "upstream"]
 
 _ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add",
                 "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
@@ -30,7 +30,7 @@ def _quiet(quiet: bool) -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def _offline_if_unreachable(needs_hub: bool) -> None:
+def offline_if_unreachable(needs_hub: bool) -> None:
     """Without a network, load from the local Hugging Face cache at once instead of retrying for minutes.
 
     Only when HF_HUB_OFFLINE is unset and the model or the data would come from the Hub; huggingface-hub
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     local_model = args.model == "bundled" or Path(args.model).exists()
     local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
-    _offline_if_unreachable(needs_hub=not (local_model and local_data))
+    offline_if_unreachable(needs_hub=not (local_model and local_data))
     _quiet(args.quiet)
     tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
     names = [task.metadata.name for task in tasks]

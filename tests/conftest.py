@@ -35,10 +35,10 @@ def use_data(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
     def use(path: Path) -> None:
         monkeypatch.setenv("DISASTIR_DATA_DIR", str(path))
-        tasks._task_files.cache_clear()
+        tasks.forget_data_files()
 
     yield use
-    tasks._task_files.cache_clear()
+    tasks.forget_data_files()
 
 
 @pytest.fixture(scope="session")

@@ -70,13 +70,13 @@ def partial_runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) ->
             ("ann", {"search": "ann", "instructions": "disastir"})]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DISASTIR_DATA_DIR", str(sample_data))
-        task_module._task_files.cache_clear()
+        task_module.forget_data_files()
         try:
             for folder, settings in runs:
                 evaluate(HashingEncoder(), TASKS, cache_dir=root / "cache", output_folder=root / folder,
                          show_progress=False, **settings)
         finally:
-            task_module._task_files.cache_clear()
+            task_module.forget_data_files()
     return root
 
 

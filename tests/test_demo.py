@@ -19,9 +19,9 @@ def test_demo_evaluates_all_48_tasks_with_one_corpus_encoding(
 
     monkeypatch.setenv("DISASTIR_CACHE_DIR", str(cache_dir))
     monkeypatch.setenv("DISASTIR_DATA_DIR", "")  # the demo points it at the sample itself
-    tasks._task_files.cache_clear()
+    tasks.forget_data_files()
     grid = run_demo(output_folder=tmp_path / "results", show_progress=False, report=tmp_path / "report")
-    tasks._task_files.cache_clear()
+    tasks.forget_data_files()
     assert os.environ["DISASTIR_DATA_DIR"] == str(sample_data)
 
     assert set(grid.scores) == set(TASK_NAMES)

@@ -42,7 +42,7 @@ def runs(cache_dir: Path, sample_data: Path, tmp_path_factory: pytest.TempPathFa
     saved = {name: os.environ.get(name) for name in ("DISASTIR_CACHE_DIR", "DISASTIR_DATA_DIR")}
     os.environ["DISASTIR_CACHE_DIR"] = str(cache_dir)  # embeddings the demo test already computed
     try:
-        tasks._task_files.cache_clear()
+        tasks.forget_data_files()
         run_demo(output_folder=out, show_progress=False, report=None)
         assert cli.main(["run", "-m", "bundled", "--data", "sample", "--search", "ann", "--ann-threads", "1",
                          "-t", *TASK_NAMES[:6], "--output-folder", str(out), "--cache-dir", str(cache_dir),
@@ -55,7 +55,7 @@ def runs(cache_dir: Path, sample_data: Path, tmp_path_factory: pytest.TempPathFa
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        tasks._task_files.cache_clear()
+        tasks.forget_data_files()
     return out
 
 

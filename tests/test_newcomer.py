@@ -187,8 +187,8 @@ def test_no_network_goes_offline_at_once(monkeypatch: pytest.MonkeyPatch, capsys
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     monkeypatch.delenv("HF_ENDPOINT", raising=False)
     monkeypatch.setattr(socket, "create_connection", unreachable)
-    commands._offline_if_unreachable(needs_hub=False)  # nothing from the Hub: no probe
+    commands.offline_if_unreachable(needs_hub=False)  # nothing from the Hub: no probe
     assert "HF_HUB_OFFLINE" not in os.environ
-    commands._offline_if_unreachable(needs_hub=True)
+    commands.offline_if_unreachable(needs_hub=True)
     assert os.environ["HF_HUB_OFFLINE"] == os.environ["HF_DATASETS_OFFLINE"] == "1"
     assert "huggingface.co cannot be reached; using the local Hugging Face cache only" in capsys.readouterr().err

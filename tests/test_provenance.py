@@ -37,7 +37,7 @@ def runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     out = tmp_path_factory.mktemp("provenance")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DISASTIR_DATA_DIR", str(sample_data))
-        task_module._task_files.cache_clear()
+        task_module.forget_data_files()
         run = {"cache_dir": False, "show_progress": False}
         evaluate(HashingEncoder(), TASKS, output_folder=out / "runner", **run)
         evaluate(HashingEncoder(), TASKS[:2], output_folder=out / "runner", search="ann", instructions="dmretriever",
@@ -46,7 +46,7 @@ def runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
                       show_progress_bar=False)  # what `mteb run -t DisastIR-QA-Bio` does: no runner, no per-query files
         patch.setenv("DISASTIR_GAIN", "linear")
         evaluate(HashingEncoder(), TASKS[:1], output_folder=out / "linear", **run)
-        task_module._task_files.cache_clear()
+        task_module.forget_data_files()
     sets = {load_result_set(folder).search: load_result_set(folder) for folder in find_result_sets(out / "runner")}
     return {"exact": sets["exact"], "ann": next(s for k, s in sets.items() if k != "exact"),
             "plain": load_result_set(find_result_sets(out / "plain")[0]),

@@ -40,13 +40,13 @@ def runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("scores")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DISASTIR_DATA_DIR", str(sample_data))
-        task_module._task_files.cache_clear()
+        task_module.forget_data_files()
         try:
             for search in ("exact", "ann"):
                 evaluate(HashingEncoder(), TASKS, search=search, cache_dir=out / "cache", output_folder=out / "results",
                          show_progress=False)
         finally:
-            task_module._task_files.cache_clear()
+            task_module.forget_data_files()
     return out / "results"
 
 

@@ -42,11 +42,11 @@ def use_split(monkeypatch: pytest.MonkeyPatch, sample_data: Path) -> Callable[[P
     def use(devlite: Path) -> None:
         monkeypatch.setenv("DISASTIR_DATA_DIR", str(sample_data))
         monkeypatch.setenv("DISASTIR_DEVLITE_DIR", str(devlite))
-        tasks._task_files.cache_clear()
+        tasks.forget_data_files()
         split_data.cached_split_files.cache_clear()
 
     yield use
-    tasks._task_files.cache_clear()
+    tasks.forget_data_files()
     split_data.cached_split_files.cache_clear()
 
 

@@ -337,10 +337,10 @@ def split_sample(sample_data: Path, cache_dir: Path, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setenv("DISASTIR_DATA_DIR", str(sample_data))
     monkeypatch.setenv("DISASTIR_DEVLITE_DIR", str(devlite_sample_dir("small", cache_dir=cache_dir)))
-    tasks._task_files.cache_clear()
+    tasks.forget_data_files()
     split_data.cached_split_files.cache_clear()
     yield sample_data
-    tasks._task_files.cache_clear()
+    tasks.forget_data_files()
     split_data.cached_split_files.cache_clear()
 
 

@@ -38,11 +38,11 @@ def _run(data: Path, model: Any, tasks: list[str], out: Path, **kwargs: Any) -> 
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DISASTIR_DATA_DIR", str(data))
-        task_module._task_files.cache_clear()
+        task_module.forget_data_files()
         try:
             evaluate(model, tasks, cache_dir=False, output_folder=out, show_progress=False, **kwargs)
         finally:
-            task_module._task_files.cache_clear()
+            task_module.forget_data_files()
 
 
 @pytest.fixture(scope="module")

@@ -136,7 +136,7 @@ def exported(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DISASTIR_DATA_DIR", str(sample_data))
-        tasks._task_files.cache_clear()
+        tasks.forget_data_files()
         out = export_mteb(tmp_path_factory.mktemp("export") / "mteb", LOADED)
         plugin = {}
         for name in LOADED:
@@ -145,7 +145,7 @@ def exported(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
             split = task.dataset["default"]["test"]
             plugin[name] = {"qrels": split["relevant_docs"], "queries": list(split["queries"]["id"]),
                             "corpus": len(split["corpus"])}
-    tasks._task_files.cache_clear()
+    tasks.forget_data_files()
     return out, plugin
 
 

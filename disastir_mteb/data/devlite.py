@@ -43,7 +43,7 @@ from disastir_mteb.data.devlite_layout import (
 )
 from disastir_mteb.data.layout import TaskFiles
 from disastir_mteb.data.published import Gain, LoadReport, TaskData, join_task, read_queries
-from disastir_mteb.data.reading import Corpus, _digest, field_value, load_corpus, read_rows
+from disastir_mteb.data.reading import Corpus, field_value, load_corpus, read_rows, text_digest
 from disastir_mteb.vocabulary.taxonomy import Split, TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def load_devlite_corpus(path: str | Path, main: Corpus) -> Corpus:
     for where, record in read_rows(path):
         text = str(field_value(record, PASSAGE_TEXT_FIELDS, path=path, where=where, text=True)).strip()
         own = field_value(record, PASSAGE_ID_FIELDS, path=path, where=where, text=False)
-        digest = _digest(text)
+        digest = text_digest(text)
         main_ids = main.ids_for(text)
         copy = copies[digest]
         copies[digest] += 1

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from disastir_mteb.data.layout import TaskFiles, find_task_files, resolve_data_dir
-from disastir_mteb.data.reading import Corpus, _read_records, load_corpus
+from disastir_mteb.data.reading import Corpus, load_corpus, read_records
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, TaskSpec
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def read_queries(spec: TaskSpec, query_path: Path) -> dict[str, str]:
         ValueError: malformed rows, or one id twice (the message names the file and task).
     """
     query_text_by_id: dict[str, str] = {}
-    for _, record in _read_records(query_path, ("query_id", "user_query")):
+    for _, record in read_records(query_path, ("query_id", "user_query")):
         query_id, text = str(record["query_id"]), str(record["user_query"])
         if query_id in query_text_by_id:
             raise ValueError(f"{query_path}: query_id {query_id!r} appears twice in task {spec.name}; "
@@ -211,7 +211,7 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
 
     top = MAX_GRADE[spec.intent]
     grades: dict[str, dict[str, int]] = defaultdict(dict)
-    for where, record in _read_records(qrels_path, ("user_query", "passage", "score")):
+    for where, record in read_records(qrels_path, ("user_query", "passage", "score")):
         report.qrels_rows += 1
         grade = record["score"]
         if isinstance(grade, float) and grade.is_integer():

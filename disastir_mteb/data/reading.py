@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Corpus", "field_value", "load_corpus", "read_rows"]
+__all__ = ["Corpus", "field_value", "load_corpus", "read_records", "read_rows", "text_digest"]
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -54,7 +54,7 @@ def _check_row(record: object, keys: tuple[str, ...], path: Path, where: str) ->
         raise ValueError(f"{path}: {where} has null {null}; every row needs a value for {list(keys)}.")
 
 
-def _read_records(path: Path, keys: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
+def read_records(path: Path, keys: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
     """(where, row) pairs of a JSON array or JSON lines file (the Hub's json builder reads both), rows checked.
 
     Rows are named as a user finds them: ``row i`` (from 0, as in ``jq '.[i]'``) in an array,
@@ -181,7 +181,7 @@ def _corpus_fault(path: Path, *, duplicates: int = 0) -> str | None:
     return None
 
 
-def _digest(text: str) -> bytes:
+def text_digest(text: str) -> bytes:
     """A 16-byte key of a stripped text: the corpus index holds these, not 240k full strings."""
     return hashlib.blake2b(text.strip().encode("utf-8"), digest_size=16).digest()
 
@@ -197,7 +197,7 @@ class Corpus:
 
     def ids_for(self, text: str) -> list[str]:
         """Corpus ids whose stripped text equals the stripped ``text`` (empty when unknown)."""
-        return self.ids_by_text.get(_digest(text), [])
+        return self.ids_by_text.get(text_digest(text), [])
 
 
 _CORPUS_CACHE: dict[tuple[str, int, int], Corpus] = {}
@@ -245,7 +245,7 @@ def load_corpus(path: str | Path) -> Corpus:
     ids_by_text: dict[bytes, list[str]] = defaultdict(list)
     for batch in table.to_batches(max_chunksize=65_536):  # bounded: never all 240k texts as Python strings
         for doc_id, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-            ids_by_text[_digest(text)].append(doc_id)
+            ids_by_text[text_digest(text)].append(doc_id)
     duplicates = table.num_rows - len(ids_by_text)
     dataset = Dataset(table)  # the Arrow table itself, no copy through Python lists
     corpus = Corpus(path=path, dataset=dataset, ids_by_text=dict(ids_by_text), duplicate_texts=duplicates)

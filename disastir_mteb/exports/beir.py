@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.data.published import GAINS
 from disastir_mteb.exports.common import (
-    _MARKER,
-    _check_corpus,
-    _load,
-    _source,
-    _staged_folder,
-    _task_names,
+    EXPORT_MARKER,
+    check_corpus,
+    describe_source,
+    export_task_names,
+    load_for_export,
+    staged_folder,
 )
 
 if TYPE_CHECKING:
@@ -117,19 +117,19 @@ def export_beir(
     """
     if gain is not None and gain not in GAINS:
         raise ValueError(f"Unknown gain {gain!r} for the BEIR export; expected one of {list(GAINS)} or None.")
-    names = _task_names(tasks)
+    names = export_task_names(tasks)
     out = Path(out).expanduser().absolute()
     say = progress or (lambda _message: None)
     shared: Dataset | None = None
     used_gain = gain
-    with _staged_folder(out, overwrite) as tmp:
+    with staged_folder(out, overwrite) as tmp:
         corpus_file = tmp / "corpus.jsonl"
         for name in names:
-            task, data = _load(name, gain)  # type: ignore[arg-type]  # validated above
+            task, data = load_for_export(name, gain)  # type: ignore[arg-type]  # validated above
             if shared is None:
                 shared, used_gain = data["corpus"], task.gain
                 _write_jsonl(corpus_file, _beir_corpus_rows(shared))
-            _check_corpus(shared, data["corpus"], name)
+            check_corpus(shared, data["corpus"], name)
             folder = tmp / name
             (folder / "qrels").mkdir(parents=True)
             how = _share(corpus_file, folder / "corpus.jsonl")
@@ -147,9 +147,9 @@ def export_beir(
 def _beir_readme(names: list[str], gain: str | None, passages: int) -> str:
     return f"""# DisastIR in BEIR format
 
-{_MARKER}
+{EXPORT_MARKER}
 
-{len(names)} DisastIR task(s) exported by `disastir_mteb.export.export_beir` from {_source()}.
+{len(names)} DisastIR task(s) exported by `disastir_mteb.export.export_beir` from {describe_source()}.
 Each task folder is a BEIR `GenericDataLoader` folder (`corpus.jsonl`, `queries.jsonl`,
 `qrels/test.tsv`). The {passages:,}-passage corpus is shared by all tasks: it is written once as
 `corpus.jsonl` here and linked into every task folder (hard link, else symlink, else copy).

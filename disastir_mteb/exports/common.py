@@ -32,13 +32,13 @@ if TYPE_CHECKING:
     from disastir_mteb.data.published import Gain
     from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
 
-__all__: list[str] = []
+__all__ = ["EXPORT_MARKER", "check_corpus", "describe_source", "export_task_names", "load_for_export", "staged_folder"]
 
 # The flat-layout module name, kept: folders exported before the package was layered are still recognised.
-_MARKER = "<!-- written by disastir_mteb.export -->"
+EXPORT_MARKER = "<!-- written by disastir_mteb.export -->"
 
 
-def _task_names(tasks: Iterable[str] | None) -> list[str]:
+def export_task_names(tasks: Iterable[str] | None) -> list[str]:
     """Validated task names in the given order, without repeats; all 48 when None."""
     if tasks is None:
         return list(TASK_NAMES)
@@ -52,7 +52,7 @@ def _task_names(tasks: Iterable[str] | None) -> list[str]:
     return names
 
 
-def _load(name: str, gain: Gain | None) -> tuple[AbsTaskDisastIR, RetrievalSplitData]:
+def load_for_export(name: str, gain: Gain | None) -> tuple[AbsTaskDisastIR, RetrievalSplitData]:
     """One task loaded exactly as mteb loads it, and its evaluation split."""
     from disastir_mteb.tasks.retrieval import TASK_CLASSES
 
@@ -61,7 +61,7 @@ def _load(name: str, gain: Gain | None) -> tuple[AbsTaskDisastIR, RetrievalSplit
     return task, task.dataset["default"][task.metadata.eval_splits[0]]
 
 
-def _source() -> str:
+def describe_source() -> str:
     """Where the exported data came from, for the README."""
     from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 
@@ -69,7 +69,7 @@ def _source() -> str:
     return f"the local folder {local} ({DATA_DIR_ENV})" if local else f"{DATASET_REPO} at revision {DATASET_REVISION}"
 
 
-def _check_corpus(shared: Dataset, corpus: Dataset, name: str) -> None:
+def check_corpus(shared: Dataset, corpus: Dataset, name: str) -> None:
     """Every task must see the one corpus written once (reading.py caches it per process)."""
     if corpus is not shared and len(corpus) != len(shared):
         raise ValueError(f"Task {name} loaded a corpus of {len(corpus)} passages, not the {len(shared)} already "
@@ -86,13 +86,13 @@ def _refuse(out: Path, overwrite: bool) -> None:
         raise FileExistsError(f"Refusing to export to {out}: it exists and is not empty; pass overwrite=True "
                               "(--overwrite) to replace an earlier export.")
     readme = out / "README.md"
-    if not (readme.is_file() and _MARKER in readme.read_text(encoding="utf-8", errors="replace")):
+    if not (readme.is_file() and EXPORT_MARKER in readme.read_text(encoding="utf-8", errors="replace")):
         raise FileExistsError(f"Refusing to overwrite {out}: it is not a DisastIR export (no README.md written "
                               "by disastir_mteb.exports), so choose a new or empty folder.")
 
 
 @contextmanager
-def _staged_folder(out: Path, overwrite: bool) -> Iterator[Path]:
+def staged_folder(out: Path, overwrite: bool) -> Iterator[Path]:
     """Yield a temporary folder beside ``out``; on success rename it to ``out`` (atomically)."""
     _refuse(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)

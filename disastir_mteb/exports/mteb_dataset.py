@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.exports.common import (
-    _MARKER,
-    _check_corpus,
-    _load,
-    _source,
-    _staged_folder,
-    _task_names,
+    EXPORT_MARKER,
+    check_corpus,
+    describe_source,
+    export_task_names,
+    load_for_export,
+    staged_folder,
 )
 from disastir_mteb.vocabulary.taxonomy import get_spec
 
@@ -92,20 +92,20 @@ def export_mteb(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    names = _task_names(tasks)
+    names = export_task_names(tasks)
     out = Path(out).expanduser().absolute()
     say = progress or (lambda _message: None)
     qrels_schema = pa.schema([("query-id", pa.string()), ("corpus-id", pa.string()),
                               ("score", pa.int32()), ("grade", pa.int32())])
     shared: Dataset | None = None
-    with _staged_folder(out, overwrite) as tmp:
+    with staged_folder(out, overwrite) as tmp:
         for name in names:
-            task, data = _load(name, "exponential")
+            task, data = load_for_export(name, "exponential")
             if shared is None:
                 shared = data["corpus"]
                 (tmp / "corpus").mkdir()
                 pq.write_table(_arrow(shared), tmp / "corpus" / "test.parquet")
-            _check_corpus(shared, data["corpus"], name)
+            check_corpus(shared, data["corpus"], name)
             subset = mteb_subset(name)
             grades = task.grades(task.metadata.eval_splits[0])  # raw grades kept by the task beside its gains
             rows: dict[str, list[Any]] = {"query-id": [], "corpus-id": [], "score": [], "grade": []}
@@ -155,10 +155,10 @@ configs:
 
 # DisastIR (mteb format)
 
-{_MARKER}
+{EXPORT_MARKER}
 
 {len(names)} DisastIR disaster-management retrieval task(s) in the format mteb's `RetrievalDatasetLoader`
-reads, exported by `disastir_mteb.export.export_mteb` from {_source()}. All tasks share one corpus of
+reads, exported by `disastir_mteb.export.export_mteb` from {describe_source()}. All tasks share one corpus of
 {passages:,} passages (`corpus/test.parquet`); task `DisastIR-{{Intent}}-{{Category}}` has the configs
 `{{Intent}}-{{Category}}-corpus`, `-queries` and `-qrels`.
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from disastir_mteb.data.devlite_layout import LAYOUTS, SplitLayout
 from disastir_mteb.data.layout import MARKER, find_task_files, read_marker
 from disastir_mteb.data.published import read_queries
-from disastir_mteb.data.reading import _read_records
+from disastir_mteb.data.reading import read_records
 from disastir_mteb.sample.generator import sample_dir
 from disastir_mteb.vocabulary.taxonomy import CATEGORY_FULL_NAMES, INTENT_FILE_KEYS, TASK_SPECS, task_file_stem
 
@@ -77,7 +77,7 @@ def _fill(root: Path, source: Path, layout: SplitLayout, seed: int) -> dict[str,
         rng = random.Random(f"devlite-{seed}-{spec.name}")
         chosen = set(rng.sample(sorted(queries), devlite_queries_per_task(len(queries))))
         texts = {queries[q].strip() for q in chosen}
-        rows = [record for _, record in _read_records(qrels_path, ("user_query", "passage", "score"))
+        rows = [record for _, record in read_records(qrels_path, ("user_query", "passage", "score"))
                 if str(record["user_query"]).strip() in texts]
         judged.update(position[p] for r in rows if (p := str(r["passage"]).strip()) in position)
         names = {"intent": INTENT_FILE_KEYS[spec.intent], "event": CATEGORY_FULL_NAMES[spec.category]}

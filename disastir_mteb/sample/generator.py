@@ -2,7 +2,7 @@
 
 The output has the published layout (``corpus.jsonl``, ``query/<File>.json``, ``qrels/<File>_qrels.json``).
 Each query targets a cell (event, aspect, place); grades follow how much of the cell a passage shares
-(intent grade -> level in ``_LEVELS``), so an embedding model ranks clearly above random but not perfectly.
+(intent grade -> level in ``LEVELS``), so an embedding model ranks clearly above random but not perfectly.
 Query ids are ``<Intent>-<Category>-qNNN`` (e.g. ``FC-Bio-q007``), unique across all files; corpus ids are
 ``dNNNNNN`` in a shuffled order, so ids leak nothing about relevance.
 
@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from disastir_mteb.data.layout import MARKER
-from disastir_mteb.sample.plan import _generate
+from disastir_mteb.sample.plan import generate
 from disastir_mteb.sample.scale import SCALES, SampleScale
 from disastir_mteb.vocabulary.taxonomy import task_file_stem
 
 if TYPE_CHECKING:
-    from disastir_mteb.sample.plan import _Task
-    from disastir_mteb.sample.text import _Builder
+    from disastir_mteb.sample.plan import PlannedTask
+    from disastir_mteb.sample.text import PassageBuilder
 
 __all__ = ["GENERATOR_VERSION", "main", "sample_dir", "write_sample"]
 
@@ -39,7 +39,7 @@ __all__ = ["GENERATOR_VERSION", "main", "sample_dir", "write_sample"]
 GENERATOR_VERSION = 2
 
 def _write_files(
-    root: Path, b: _Builder, tasks: list[_Task], seed: int, progress: Callable[[str], None]
+    root: Path, b: PassageBuilder, tasks: list[PlannedTask], seed: int, progress: Callable[[str], None]
 ) -> int:
     """Write the published layout under ``root``; qrels are streamed query by query. Returns judged pairs."""
     order = list(range(len(b.texts)))
@@ -92,7 +92,7 @@ def _write_sample(out_dir: str | Path, scale: str | SampleScale, seed: int, over
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        b, tasks, short = _generate(sc, seed, say)
+        b, tasks, short = generate(sc, seed, say)
         pairs = _write_files(tmp, b, tasks, seed, say)
         _write_marker(tmp, sc, seed)
         stats = {"passages": len(b.texts), "queries": sum(len(t.queries) for t in tasks), "pairs": pairs,

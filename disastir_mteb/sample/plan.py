@@ -1,8 +1,8 @@
 """What the synthetic sample holds: per-query grade counts after Table 14, query cells and texts, judgements.
 
 Each query targets a globally unique cell (event, aspect, place); each grade it is judged at is filled
-with passages at that grade's level (``_LEVELS``), reused from other queries first and written anew
-(:class:`~disastir_mteb.sample.text._Builder`) when none is left.
+with passages at that grade's level (``LEVELS``), reused from other queries first and written anew
+(:class:`~disastir_mteb.sample.text.PassageBuilder`) when none is left.
 """
 
 from __future__ import annotations
@@ -15,29 +15,29 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from disastir_mteb.sample.text import (
-    _ACTORS,
-    _ASPECTS,
-    _LEVELS,
-    _PLACES,
-    _QUERY,
-    _STYLE_OF,
-    _STYLES,
-    _Builder,
-    _resource,
+    ACTORS,
+    ASPECTS,
+    LEVELS,
+    PLACES,
+    QUERY_TEMPLATES,
+    STYLE_OF,
+    STYLES,
+    PassageBuilder,
+    resource,
 )
 from disastir_mteb.vocabulary.taxonomy import CATEGORIES, MAX_GRADE, TASK_SPECS, Category, Intent
 
 if TYPE_CHECKING:
     from disastir_mteb.sample.scale import SampleScale
 
-__all__ = ["plan_grade_counts"]
+__all__ = ["PlannedTask", "generate", "plan_grade_counts"]
 
 _PAPER_QUERIES = 200
 
 
 def _table14() -> dict[tuple[str, str], list[int]]:
     """Grade counts per (intent, category) from the shipped Table 14, so full scale matches the paper."""
-    with _resource("published", "disastir_paper_table14_qrels_by_grade.csv").open(encoding="utf-8") as fh:
+    with resource("published", "disastir_paper_table14_qrels_by_grade.csv").open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     return {(r["intent"], r["category"]): [int(r[f"rel{g}"]) for g in range(6)] for r in rows}
 
@@ -92,7 +92,9 @@ def plan_grade_counts(
 
 
 @dataclass
-class _Task:
+class PlannedTask:
+    """One task's planned queries: their cells (event, aspect, place, actor), grade counts and judged pairs."""
+
     intent: Intent
     category: Category
     queries: list[str]
@@ -102,7 +104,7 @@ class _Task:
     judged: list[list[tuple[int, int]]]
 
 
-def _plan_queries(b: _Builder, scale: SampleScale, seed: int) -> list[_Task]:
+def _plan_queries(b: PassageBuilder, scale: SampleScale, seed: int) -> list[PlannedTask]:
     """Give every query a globally unique cell; few active events per category at small scales share pools."""
     rng, n_q = b.rng, scale.queries_per_task
     n_active = [min(len(ev), max(2, math.ceil(len(ev) and 6 * n_q / 12))) for ev in b.cat_events]
@@ -111,18 +113,18 @@ def _plan_queries(b: _Builder, scale: SampleScale, seed: int) -> list[_Task]:
     for spec in TASK_SPECS:
         ci = CATEGORIES.index(spec.category)
         counts = plan_grade_counts(spec.intent, spec.category, scale, seed)
-        task = _Task(spec.intent, spec.category, [], [], [], counts, [])
+        task = PlannedTask(spec.intent, spec.category, [], [], [], counts, [])
         offset, seen = rng.randrange(n_active[ci]), set()
         for i in range(n_q):
             e = active[ci][(offset + i) % n_active[ci]]
-            a, p = rng.randrange(len(_ASPECTS)), rng.randrange(len(_PLACES))
+            a, p = rng.randrange(len(ASPECTS)), rng.randrange(len(PLACES))
             while (e, a, p) in b.cells:
-                a, p = rng.randrange(len(_ASPECTS)), rng.randrange(len(_PLACES))
+                a, p = rng.randrange(len(ASPECTS)), rng.randrange(len(PLACES))
             b.cells.add((e, a, p))
-            actor = rng.randrange(len(_ACTORS))
-            text = rng.choice(_QUERY[spec.intent]).format(**b.slots(e, a, p, actor))
+            actor = rng.randrange(len(ACTORS))
+            text = rng.choice(QUERY_TEMPLATES[spec.intent]).format(**b.slots(e, a, p, actor))
             while text in seen:
-                text = rng.choice(_QUERY[spec.intent]).format(**b.slots(e, a, p, actor))
+                text = rng.choice(QUERY_TEMPLATES[spec.intent]).format(**b.slots(e, a, p, actor))
             seen.add(text)
             task.queries.append(text)
             task.cells.append((e, a, p, ci))
@@ -132,18 +134,18 @@ def _plan_queries(b: _Builder, scale: SampleScale, seed: int) -> list[_Task]:
     return tasks
 
 
-def _judge(b: _Builder, task: _Task, qi: int, grade: int, need: int) -> int:
+def _judge(b: PassageBuilder, task: PlannedTask, qi: int, grade: int, need: int) -> int:
     """Judge ``need`` passages at ``grade`` for one query, reusing shared ones first; return the gap."""
-    q, levels = task.cells[qi], _LEVELS["sts" if task.intent is Intent.STS else "std"]
+    q, levels = task.cells[qi], LEVELS["sts" if task.intent is Intent.STS else "std"]
     picked: list[int] = []
     if grade == 0:
         picked = b.pick("lex", q, round(0.15 * need), set())
     level = levels[grade]
     if level != "cell":
         picked += b.pick(level, q, need - len(picked), set(picked))
-    own = _STYLE_OF[task.intent]
+    own = STYLE_OF[task.intent]
     for _ in range(need - len(picked)):
-        style = own if level == "cell" or b.rng.random() < 0.5 else b.rng.choice(_STYLES)
+        style = own if level == "cell" or b.rng.random() < 0.5 else b.rng.choice(STYLES)
         pid = b.make(level, q, style, task.actors[qi])
         if pid is not None:
             picked.append(pid)
@@ -151,13 +153,13 @@ def _judge(b: _Builder, task: _Task, qi: int, grade: int, need: int) -> int:
     return need - len(picked)
 
 
-def _generate(
+def generate(
     scale: SampleScale, seed: int, progress: Callable[[str], None]
-) -> tuple[_Builder, list[_Task], int]:
+) -> tuple[PassageBuilder, list[PlannedTask], int]:
     """Build queries, corpus and judgements in memory (texts once; qrels are (pid, grade) pairs)."""
     if scale.n_passages < 2 * len(TASK_SPECS) * scale.queries_per_task:
         raise ValueError(f"Scale {scale.name!r} needs n_passages >= 2 x the number of queries.")
-    b = _Builder(scale, seed)
+    b = PassageBuilder(scale, seed)
     tasks = _plan_queries(b, scale, seed)
     progress(f"planned {sum(len(t.queries) for t in tasks)} queries")
     b.budget = scale.n_passages - scale.n_passages // 10  # keep room for unjudged distractors
@@ -173,8 +175,8 @@ def _generate(
     b.budget = scale.n_passages
     while len(b.texts) < scale.n_passages:
         ci = len(b.texts) % len(CATEGORIES)
-        e, a = b.rng.choice(b.cat_events[ci]), b.rng.randrange(len(_ASPECTS))
-        b.add(e, a, b.free_place(e, a), b.rng.choice(_STYLES))
+        e, a = b.rng.choice(b.cat_events[ci]), b.rng.randrange(len(ASPECTS))
+        b.add(e, a, b.free_place(e, a), b.rng.choice(STYLES))
     progress(f"corpus complete: {len(b.texts)} passages")
     shuffle = random.Random(f"pairs-{seed}").shuffle  # qrels order must not reveal grades
     for task in tasks:

@@ -1,7 +1,7 @@
 """The synthetic sample's words: vocabularies, sentence templates, and the builder that writes passages.
 
 Each passage is written for an (event, aspect, place) and a style; the builder indexes passages by those
-attributes, so a passage at a given relevance level to a query's cell (``_LEVELS``) is found or made
+attributes, so a passage at a given relevance level to a query's cell (``LEVELS``) is found or made
 without comparing every pair. Used by :mod:`disastir_mteb.sample.plan`.
 """
 
@@ -19,10 +19,11 @@ from disastir_mteb.vocabulary.taxonomy import CATEGORIES, Intent
 if TYPE_CHECKING:
     from disastir_mteb.sample.scale import SampleScale
 
-__all__: list[str] = []
+__all__ = ["ACTORS", "ASPECTS", "LEVELS", "PLACES", "QUERY_TEMPLATES", "STYLES", "STYLE_OF", "PassageBuilder",
+           "resource"]
 
 # Vocabularies: aspect -> (label, keyword phrases); places; (actor, @handle); time phrases.
-_ASPECTS = [
+ASPECTS = [
     ("evacuation", "evacuation orders|emergency shelters|displaced families|relocation of residents|"
      "evacuation routes"),
     ("health effects", "respiratory illness|hospital admissions|injuries and infections|mental health strain|"
@@ -47,12 +48,12 @@ _ASPECTS = [
     ("risk assessment", "hazard maps|vulnerability surveys|exposure estimates|risk models|"
      "monitoring stations"),
 ]
-_ASPECTS = [(label, kws.split("|")) for label, kws in _ASPECTS]
-_PLACES = ("Manila|Dhaka|Jakarta|Lagos|Nairobi|Lima|Quito|Kathmandu|Karachi|Chennai|Osaka|Valparaiso|"
+ASPECTS = [(label, kws.split("|")) for label, kws in ASPECTS]
+PLACES = ("Manila|Dhaka|Jakarta|Lagos|Nairobi|Lima|Quito|Kathmandu|Karachi|Chennai|Osaka|Valparaiso|"
            "Port-au-Prince|Beira|Kampala|Accra|Hanoi|Cebu|Sendai|Christchurch|Naples|Izmir|Tbilisi|Almaty|"
            "Ulaanbaatar|Houston|New Orleans|Winnipeg|Oaxaca|Recife|Cape Town|Mombasa|Colombo|Yangon|Suva|"
            "Darwin|Rotterdam|Marseille|Bergen|Reykjavik").split("|")
-_ACTORS = [tuple(a.split("=")) for a in (
+ACTORS = [tuple(a.split("=")) for a in (
     "the Red Cross=@RedCross|the World Health Organization=@WHO|the national disaster agency=@NDMA_alerts|"
     "local health officials=@CityHealthDept|the civil protection service=@CivilProtection|"
     "the fire and rescue service=@FireRescue|the meteorological office=@MetOffice|UN OCHA=@UNOCHA|"
@@ -64,9 +65,9 @@ _TIMES = ["in {m} {y}", "in early {y}", "in late {y}", "during {m} {y}", "over t
           "last week", "in the winter of {y}", "since {m} {y}"]
 
 # Passage styles: one per intent (the style of its top-grade passages); the first three are long.
-_STYLE_OF = {Intent.QA: "passage", Intent.QAdoc: "doc", Intent.FC: "evidence", Intent.Twitter: "tweet",
+STYLE_OF = {Intent.QA: "passage", Intent.QAdoc: "doc", Intent.FC: "evidence", Intent.Twitter: "tweet",
              Intent.NLI: "hypothesis", Intent.STS: "paraphrase"}
-_STYLES = list(_STYLE_OF.values())
+STYLES = list(STYLE_OF.values())
 _LONG = {"passage", "doc", "evidence"}
 _CORE = {
     "passage": ["{Actor} reported {k1} in {place} {time} as the {ev} affected about {n} people.",
@@ -94,7 +95,7 @@ _FILL = ["{Actor} noted that {k1} remained a priority in {place}.",
          "Officials expect updated figures on {k2} {time}.",
          "About {n} households were covered by the survey.",
          "The situation was reviewed at a regional coordination meeting.", "{desc}"]
-_QUERY = {
+QUERY_TEMPLATES = {
     Intent.QA: ["What is known about {label} after the {ev} in {place}?",
                 "How did {actor} handle {k1} during the {ev} in {place}?",
                 "What {k1} occurred in {place} because of the {ev}?"],
@@ -113,11 +114,11 @@ _QUERY = {
 # What a passage shares with the query's cell (event e, aspect a, place p, category c), indexed by grade.
 # 0..3: other event of c (15% of grade 0: other category, same place) / e, other a / e+a, other p / e+a+p.
 # STS 0..5: other event and aspect / other event, same a / e, other a+p / e+p, other a / e+a, other p / cell.
-_LEVELS = {"std": ("c", "e", "ea", "cell"), "sts": ("c_na", "ca", "e_np", "ep", "ea", "cell")}
+LEVELS = {"std": ("c", "e", "ea", "cell"), "sts": ("c_na", "ca", "e_np", "ep", "ea", "cell")}
 _TAG_RE = re.compile(r"\s*\((?:human|animal|animal/plant|human and animal|animal and human|human, animal)\)")
 
 
-def _resource(*parts: str):
+def resource(*parts: str):
     """A shipped resource, read through importlib.resources so it also works from a wheel or zip."""
     node = files("disastir_mteb") / "resources"
     for part in parts:
@@ -125,13 +126,13 @@ def _resource(*parts: str):
     return node
 
 
-class _Builder:
+class PassageBuilder:
     """Holds the growing corpus with attribute indexes so relevance levels can be looked up without O(n^2)."""
 
     def __init__(self, scale: SampleScale, seed: int) -> None:
         self.rng = random.Random(f"text-{seed}")
         self.words = scale.passage_words
-        raw = json.loads(_resource("event_types.json").read_text(encoding="utf-8"))
+        raw = json.loads(resource("event_types.json").read_text(encoding="utf-8"))
         # (category index, surface name, hashtag, description sentences)
         self.events: list[tuple[int, str, str, list[str]]] = []
         self.cat_events: list[list[int]] = []
@@ -155,15 +156,16 @@ class _Builder:
         self.budget = scale.n_passages
 
     def slots(self, e: int, a: int, p: int, actor: int | None = None) -> dict[str, object]:
+        """The words that fill a sentence template for event ``e``, aspect ``a``, place ``p`` (and an actor)."""
         rng = self.rng
         _, name, tag, desc = self.events[e]
-        k1, k2 = rng.sample(_ASPECTS[a][1], 2)
-        act, handle = _ACTORS[rng.randrange(len(_ACTORS)) if actor is None else actor]
+        k1, k2 = rng.sample(ASPECTS[a][1], 2)
+        act, handle = ACTORS[rng.randrange(len(ACTORS)) if actor is None else actor]
         year = rng.randrange(1995, 2025)
         when = rng.choice(_TIMES).format(m=rng.choice(_MONTHS), y=year)
-        place = _PLACES[p]
+        place = PLACES[p]
         return {"ev": name, "tag": tag, "place": place, "ptag": place.replace(" ", "").replace("-", ""),
-                "label": _ASPECTS[a][0], "k1": k1, "k2": k2, "K1": k1[:1].upper() + k1[1:],
+                "label": ASPECTS[a][0], "k1": k1, "k2": k2, "K1": k1[:1].upper() + k1[1:],
                 "K2": k2[:1].upper() + k2[1:],
                 "actor": act, "Actor": act[:1].upper() + act[1:], "handle": handle, "time": when,
                 "n": rng.randrange(12, 90_000), "d": rng.randrange(2, 60), "desc": rng.choice(desc)}
@@ -203,10 +205,10 @@ class _Builder:
     def free_place(self, e: int, a: int, avoid: int = -1) -> int:
         """A place that makes (e, a, place) no query's cell, so no unjudged perfect match exists."""
         for _ in range(100):
-            p = self.rng.randrange(len(_PLACES))
+            p = self.rng.randrange(len(PLACES))
             if p != avoid and (e, a, p) not in self.cells:
                 return p
-        return (avoid + 1) % len(_PLACES)
+        return (avoid + 1) % len(PLACES)
 
     def make(self, level: str, q: tuple[int, int, int, int], style: str, actor: int) -> int | None:
         """Create a new passage that sits exactly at ``level`` relative to query cell ``q``."""
@@ -214,11 +216,11 @@ class _Builder:
         rng = self.rng
         if level == "cell":
             return self.add(e, a, p, style, actor)
-        other_a = rng.choice([x for x in range(len(_ASPECTS)) if x != a])
+        other_a = rng.choice([x for x in range(len(ASPECTS)) if x != a])
         if level == "ea":
             return self.add(e, a, self.free_place(e, a, p), style)
         if level == "ep":
-            free = [x for x in range(len(_ASPECTS)) if x != a and (e, x, p) not in self.cells]
+            free = [x for x in range(len(ASPECTS)) if x != a and (e, x, p) not in self.cells]
             return self.add(e, rng.choice(free), p, style) if free else None
         if level in ("e", "e_np"):
             return self.add(e, other_a, self.free_place(e, other_a, p), style)
@@ -226,10 +228,11 @@ class _Builder:
         e2 = rng.choice(others)
         if e2 == e:
             return None
-        a2 = a if level == "ca" else (other_a if level == "c_na" else rng.randrange(len(_ASPECTS)))
+        a2 = a if level == "ca" else (other_a if level == "c_na" else rng.randrange(len(ASPECTS)))
         return self.add(e2, a2, self.free_place(e2, a2), style)
 
     def matches(self, level: str, q: tuple[int, int, int, int], pid: int) -> bool:
+        """Whether passage ``pid`` shares with query cell ``q`` what relevance ``level`` asks for."""
         e, a, p, _ = q
         pe, pa, pp = self.E[pid], self.A[pid], self.P[pid]
         same_e = pe == e

@@ -79,6 +79,7 @@ __all__ = [
     "TASK_CLASSES",
     "AbsTaskDisastIR",
     "DisastIRTaskMetadata",
+    "forget_data_files",
     "get_tasks",
     "make_task_class",
 ]
@@ -152,6 +153,16 @@ def _task_files(repo: str, revision: str, data_dir: str | None) -> TaskFiles:
     """Find and place the data files once per (source, revision) and process."""
     del data_dir  # part of the cache key only: resolve_data_dir reads the environment itself
     return find_task_files(resolve_data_dir(repo, revision))
+
+
+def forget_data_files() -> None:
+    """Find the data files afresh at the next load: after a data folder's files were replaced in place.
+
+    Where the files are is looked up once per process and data folder (the lookup walks the folder);
+    a folder whose files change while the process runs (a test writing another sample into one path)
+    must be looked up again.
+    """
+    _task_files.cache_clear()
 
 
 def _ndcg_at_10(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> float:
