@@ -6,6 +6,8 @@ import csv
 import filecmp
 import json
 import os
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from importlib.resources import files
 from pathlib import Path
@@ -241,3 +243,10 @@ def test_main_prints_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit):
         sample.main(["--scale", "small", "--out", str(tmp_path / "cli")])
     assert os.path.isdir(tmp_path / "cli")
+
+
+def test_the_generator_runs_as_a_module() -> None:
+    """``python -m disastir_mteb.sample`` (the README's way without the console script) is the ``sample`` command."""
+    done = subprocess.run([sys.executable, "-m", "disastir_mteb.sample", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "--scale" in done.stdout, done.stderr
