@@ -105,7 +105,7 @@ def _timed_evaluate(searcher: Any, output: Path) -> tuple[float, float]:
 def part_small(work: Path, runs: int, device: str, passage_words: int) -> dict[str, Any]:
     """Encode-once limit vs cold runner, back to back, ``runs`` times; the median ratio."""
     from disastir_mteb.models.bundled import load_bundled_model
-    from disastir_mteb.runner.run import build_search
+    from disastir_mteb.runner.run import RunSettings, build_search
 
     data = small_data(work, passage_words)
     os.environ["DISASTIR_DATA_DIR"] = str(data)
@@ -120,15 +120,15 @@ def part_small(work: Path, runs: int, device: str, passage_words: int) -> dict[s
         load_before = _load()
         fresh = Path(tempfile.mkdtemp(prefix=f"run{run}-", dir=work))  # an empty store: a cold run every time
         if run % 2:  # every other run the runner goes first: a machine getting busier or quieter favours neither
-            seconds, after = _timed_evaluate(build_search(model, cache_dir=fresh / "store", progress=False,
-                                                          devices=None), fresh / "results")
+            seconds, after = _timed_evaluate(build_search(model, RunSettings(cache_dir=fresh / "store", progress=False,
+                                                                             devices=None)), fresh / "results")
         started = time.perf_counter()
         model.model.encode(corpus, batch_size=32)
         model.model.encode(queries, batch_size=32)
         limit = time.perf_counter() - started
         if not run % 2:
-            seconds, after = _timed_evaluate(build_search(model, cache_dir=fresh / "store", progress=False,
-                                                          devices=None), fresh / "results")
+            seconds, after = _timed_evaluate(build_search(model, RunSettings(cache_dir=fresh / "store", progress=False,
+                                                                             devices=None)), fresh / "results")
         shutil.rmtree(fresh, ignore_errors=True)
         rows.append({"limit": limit, "runner": seconds, "after_pass": after, "ratio": seconds / limit,
                      "load": (load_before, _load())})

@@ -87,16 +87,11 @@ def timed(function: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:
 def run_runner(model: Any, work: Path, name: str, *, store: Path, batch_size: int, precision: str | None,
                search: str = "exact") -> dict[str, Any]:
     """``disastir_mteb.evaluate`` on all 48 tasks; seconds, counters and the encoding summary."""
-    from disastir_mteb.runner.run import build_search, evaluate
+    from disastir_mteb.runner.run import RunSettings, build_search, evaluate
     from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
-    ann = None
-    if search == "ann":
-        from disastir_mteb.runner.run import check_search
-
-        ann = check_search("ann")
-    searcher = build_search(model, cache_dir=store, progress=False, devices=None, batch_size=batch_size,
-                            precision=precision, ann=ann)
+    searcher = build_search(model, RunSettings.from_options(search=search, cache_dir=store, progress=False,
+                                                            devices=None, batch_size=batch_size, precision=precision))
     seconds, result = timed(evaluate, searcher, list(TASK_NAMES), search=search, output_folder=work / name,
                             show_progress=False, overwrite=True)
     scores = {r.task_name: r.get_score() for r in result.task_results}

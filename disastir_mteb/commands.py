@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
 
     from disastir_mteb.results.grid import grids_by_split
     from disastir_mteb.runner.data_source import data_folders
-    from disastir_mteb.runner.run import build_search, check_search, evaluate, resolve_tasks, result_folder
+    from disastir_mteb.runner.run import build_search, resolve_tasks, result_folder, run_tasks
+    from disastir_mteb.vocabulary.run_settings import RunSettings
     from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name
 
     local_model = args.model == "bundled" or Path(args.model).exists()
@@ -82,20 +83,19 @@ def run(args: argparse.Namespace) -> int:
     ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items() if getattr(args, name) is not None}
     if args.ann_dtype is not None:
         ann_params["dtype"] = args.ann_dtype
-    ann = check_search(args.search, args.ann_preset, ann_params)  # before loading a model
-    searcher = build_search(args.model, instructions=args.instructions, template=args.template,
-                            instruct_passages=args.instruct_passages, ann=ann,
-                            cache_dir=False if args.no_cache else args.cache_dir,
-                            devices=args.devices or "auto", progress=not args.quiet, batch_size=args.batch_size,
-                            precision=args.precision, tokenize_threads=args.tokenize_threads)
+    settings = RunSettings.from_options(  # every option checked here, before a model loads
+        search=args.search, ann_preset=args.ann_preset, ann_params=ann_params, instructions=args.instructions,
+        template=args.template, instruct_passages=args.instruct_passages, batch_size=args.batch_size,
+        precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
+        cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
+    searcher = build_search(args.model, settings)
 
     def summary(task_result: object, seconds: float) -> None:
         score = task_result.get_score()  # type: ignore[attr-defined]
         tqdm.write(f"{task_result.task_name:<24} ndcg@10 {100 * score:6.2f}  ({seconds:.1f} s)")  # type: ignore[attr-defined]  # above the task bar
 
-    result = evaluate(searcher, tasks, search=args.search, ann_preset=args.ann_preset, ann_params=ann_params,
-                      output_folder=args.output_folder, overwrite=args.overwrite, show_progress=not args.quiet,
-                      on_task_done=summary)
+    result = run_tasks(searcher, tasks, output_folder=args.output_folder, overwrite=args.overwrite,
+                       show_progress=not args.quiet, on_task_done=summary)
     for split, grid in grids_by_split(result.task_results).items():  # the full set's exactly as it always was
         print(grid.to_text("NDCG@10 x100" if split is Split.full else f"{benchmark_name(split)} NDCG@10 x100"))
     loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""

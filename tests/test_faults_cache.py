@@ -596,11 +596,11 @@ def test_export_never_writes_outside_out(on_tiny: Path, tmp_path: Path) -> None:
 
 
 def _run(model: Any, tasks: list[str], cache: Path, out: Path, **settings: Any) -> SharedCorpusSearch:
-    from disastir_mteb.runner.run import build_search
+    from disastir_mteb.runner.run import RunSettings, build_search
 
     search = {"search": "ann", "ann_params": {"threads": 1}} if settings.pop("search", None) == "ann" else {}
-    searcher = build_search(model, cache_dir=cache, progress=False, devices=None,
-                            ann=resolve_params("paper", threads=1) if search else None, **settings)
+    searcher = build_search(model, RunSettings.from_options(cache_dir=cache, progress=False, devices=None, **search,
+                                                            **settings))
     evaluate(searcher, tasks, output_folder=out, show_progress=False, **search)
     return searcher
 

@@ -56,7 +56,7 @@ def test_build_search_refuses_what_cannot_embed_in_one_sentence() -> None:
     from disastir_mteb.runner.run import build_search
 
     with pytest.raises(TypeError, match=r"evaluate\(\) takes a SentenceTransformer, an mteb encoder"):
-        build_search(42, cache_dir=False)
+        build_search(42)
 
 
 def test_run_writes_results_where_the_readme_says(tiny: Path, tmp_path: Path) -> None:

@@ -38,7 +38,8 @@ from disastir_mteb.models.loading import ModelLoadError
 from disastir_mteb.models.loading import load_model as _load_encoder
 from disastir_mteb.runner.data_source import data_folders, use_environment
 from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
-from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
+from disastir_mteb.vocabulary.run_settings import RunSettings, Search
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split
 
 if TYPE_CHECKING:
@@ -46,17 +47,15 @@ if TYPE_CHECKING:
     from mteb.results import ModelResult, TaskResult
 
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
-    from disastir_mteb.search.usearch_index import AnnParams
     from disastir_mteb.vocabulary.instructions import InstructionConfig
 
 logger = logging.getLogger(__name__)
 
 _DISASTIR_TASKS = ALL_TASK_NAMES  # every query set's tasks
 
-__all__ = ["ModelLoadError", "build_search", "check_search", "evaluate", "load_model", "resolve_tasks",
-           "result_folder"]
+__all__ = ["ModelLoadError", "RunSettings", "build_search", "evaluate", "load_model", "resolve_tasks", "result_folder",
+           "run_tasks"]
 
-Search = Literal["exact", "ann"]
 
 
 def load_model(model: Any, *, device: str | None = None) -> Any:
@@ -72,58 +71,28 @@ def load_model(model: Any, *, device: str | None = None) -> Any:
     return _load_encoder(model, device=device)
 
 
-def check_search(search: str, ann_preset: str = "paper",
-                 ann_params: Mapping[str, Any] | None = None) -> AnnParams | None:
-    """The ANN parameters a search mode asks for (None for exact), checked before any model is loaded.
-
-    Args:
-        search: ``"exact"`` or ``"ann"``.
-        ann_preset: a preset of :data:`~disastir_mteb.search.usearch_index.PRESETS` (``paper`` = the DisastIR setting).
-        ann_params: overrides of single parameters, e.g. ``{"expansion_search": 128}``.
-
-    Raises:
-        ValueError: an unknown ``search`` value, preset or parameter, or ANN parameters given for exact search.
-    """
-    if search == "ann":
-        from disastir_mteb.search.usearch_index import resolve_params
-
-        return resolve_params(ann_preset, **dict(ann_params or {}))
-    if search != "exact":
-        raise ValueError(f"Unknown search {search!r}; expected 'exact' or 'ann'.")
-    if ann_params:
-        raise ValueError(f"ANN parameters {sorted(ann_params)} were given for search='exact'; add search='ann'.")
-    return None
-
-
-def build_search(
-    model: Any,
-    *,
-    instructions: str | Mapping[str, str] | InstructionConfig | None = None,
-    template: str | None = None,
-    instruct_passages: bool = False,
-    cache_dir: str | Path | Literal[False] | None = None,
-    devices: Sequence[str] | str | None = "auto",
-    progress: bool = True,
-    ann: AnnParams | None = None,
-    batch_size: int | None = None,
-    precision: str | None = None,
-    tokenize_threads: int | None = None,
-) -> SharedCorpusSearch:
+def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpusSearch:
     """The search model the runner evaluates: model -> instructions -> store -> ``SharedCorpusSearch``.
 
-    Arguments as in :func:`evaluate`; ``devices``, ``ann`` and ``tokenize_threads`` as in
-    :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`.
+    Args:
+        model: as :func:`evaluate`'s ``model`` (a ready search model is returned as it is).
+        settings: how it encodes and searches (default: exact search, the model as it is, the default store);
+            build them with :meth:`RunSettings.from_options`, which takes :func:`evaluate`'s keywords.
     """
     from disastir_mteb.models.adapter import with_instructions
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
 
+    settings = settings or RunSettings()
     encoder = load_model(model)
-    if instructions is not None:
-        encoder = with_instructions(encoder, instructions, template, passages=instruct_passages)
-    store = None if cache_dir is False else EmbeddingStore(cache_dir)
-    return SharedCorpusSearch(encoder, store=store, progress=progress, devices=devices, ann=ann,
-                              batch_size=batch_size, precision=precision, tokenize_threads=tokenize_threads)
+    if isinstance(encoder, SharedCorpusSearch):
+        return encoder
+    if settings.instructions is not None:
+        encoder = with_instructions(encoder, settings.instructions)
+    store = None if settings.cache_dir is False else EmbeddingStore(settings.cache_dir)
+    return SharedCorpusSearch(encoder, store=store, progress=settings.progress, devices=settings.devices,
+                              ann=settings.ann, batch_size=settings.batch_size, precision=settings.precision,
+                              tokenize_threads=settings.tokenize_threads)
 
 
 def evaluate(
@@ -198,34 +167,53 @@ def evaluate(
             setting differs from ``search``.
         FileNotFoundError: ``data`` or ``devlite`` is not a folder.
     """
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+
+    settings = RunSettings.from_options(search=search, ann_preset=ann_preset, ann_params=ann_params,
+                                        instructions=instructions, template=template,
+                                        instruct_passages=instruct_passages, batch_size=batch_size,
+                                        precision=precision, cache_dir=cache_dir, progress=show_progress)
+    tasks_to_run = resolve_tasks(tasks, split=split)  # before a model loads, as the settings and the data are
+    environment = data_folders(data, devlite, task_names=[t.metadata.name for t in tasks_to_run])
+    if isinstance(model, SharedCorpusSearch):  # it carries its own settings: the keywords may only name them
+        if instructions is not None or precision is not None or batch_size is not None:
+            raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
+                             "build_search), not to evaluate() together with a ready search model.")
+        if search != EXACT and model.ann != settings.ann:
+            raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked for "
+                             f"search={search!r}; build it with the same setting or leave search at its default.")
+    return run_tasks(build_search(model, settings), tasks_to_run, output_folder=output_folder, overwrite=overwrite,
+                     show_progress=show_progress, on_task_done=on_task_done, environment=environment)
+
+
+def run_tasks(
+    searcher: SharedCorpusSearch,
+    tasks: Sequence[AbsTask],
+    *,
+    output_folder: str | Path | None = None,
+    overwrite: bool = False,
+    show_progress: bool = True,
+    on_task_done: Callable[[TaskResult, float], None] | None = None,
+    environment: Mapping[str, str] | None = None,
+) -> ModelResult:
+    """Evaluate ``tasks`` (resolved, as :func:`resolve_tasks` returns them) with one encoding per corpus.
+
+    The steps after the settings: what :func:`evaluate` and ``disastir-mteb run`` share. Arguments as in
+    :func:`evaluate` (the batch size is the search model's, else
+    :data:`~disastir_mteb.vocabulary.settings.DEFAULT_BATCH_SIZE`). ``environment``: the data folders for
+    this call only (:func:`~disastir_mteb.runner.data_source.data_folders`; the command line sets them for
+    its whole process instead).
+    """
     from tqdm.auto import tqdm
 
     from disastir_mteb.results.per_query import data_provenance
     from disastir_mteb.runner.scoring_patch import faster_scoring
     from disastir_mteb.runner.task_pool import evaluate_tasks
-    from disastir_mteb.search.encoding import check_count, parse_precision
     from disastir_mteb.search.query_prefetch import answered_by_prefetch, forget_prefetched
-    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.util.atomic import atomic_result_cache
 
-    ann = check_search(search, ann_preset, ann_params)
-    check_count("batch_size", batch_size, 1, f"the default, {DEFAULT_BATCH_SIZE}")  # before any model is loaded
-    parse_precision(precision)
-    groups = corpus_groups(resolve_tasks(tasks, split=split))
+    groups = corpus_groups(tasks)
     task_list = [task for group in groups for task in group]
-    folders = data_folders(data, devlite, task_names=[t.metadata.name for t in task_list])  # before a model loads
-    if isinstance(model, SharedCorpusSearch):
-        if instructions is not None or precision is not None or batch_size is not None:
-            raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
-                             "build_search), not to evaluate() together with a ready search model.")
-        if (model.ann is None) != (ann is None) or (ann is not None and model.ann != ann):
-            raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked for "
-                             f"search={search!r}; build it with the same setting or leave search at its default.")
-        searcher = model
-    else:
-        searcher = build_search(model, instructions=instructions, template=template, ann=ann,
-                                instruct_passages=instruct_passages, cache_dir=cache_dir, progress=show_progress,
-                                batch_size=batch_size, precision=precision)
     encode_kwargs: dict[str, Any] = {"batch_size": searcher.batch_size or DEFAULT_BATCH_SIZE}
     if not show_progress:
         encode_kwargs["show_progress_bar"] = False  # what mteb.evaluate sets when it builds encode_kwargs itself
@@ -235,7 +223,8 @@ def evaluate(
     preloaded = {task.metadata.name for task in task_list if task.data_loaded}
     task_results: list[TaskResult] = []
     result: ModelResult | None = None
-    with _datasets_bars_off(), use_environment(folders), faster_scoring():  # datasets' "Map" bars would print over ours
+    # datasets' "Map" bars would print over ours
+    with _datasets_bars_off(), use_environment(environment or {}), faster_scoring():
         provenance = data_provenance()  # one data folder (or Hub revision) for the whole run
         run = functools.partial(_run_task, searcher=searcher, cache=cache, encode_kwargs=encode_kwargs,
                                 overwrite=overwrite, provenance=provenance)

@@ -12,6 +12,8 @@ The ANN value of :data:`SEARCH_KEY` is written and parsed by one pair:
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "EXACT",
@@ -19,10 +21,14 @@ __all__ = [
     "INSTRUCTED_PASSAGES",
     "INSTRUCTIONS_KEY",
     "PASSAGES_KEY",
+    "PRECISIONS",
     "PRECISION_KEY",
     "QUERY_SIDE_KEYS",
     "SEARCH_KEY",
     "TEMPLATE_KEY",
+    "Precision",
+    "check_count",
+    "parse_precision",
 ]
 
 #: The search: absent or ``exact`` for exact search, ``ann-<label>`` for USearch (``AnnParams.label``).
@@ -44,3 +50,36 @@ QUERY_SIDE_KEYS = (INSTRUCTIONS_KEY, TEMPLATE_KEY)
 EXACT = "exact"
 #: Texts per forward pass unless told otherwise: mteb's own default (``encode_kwargs``).
 DEFAULT_BATCH_SIZE = 32
+
+Precision = Literal["fp32", "fp16", "bf16"]
+#: Accepted precision names -> torch dtype names. ``None`` (the default everywhere) keeps the model's own.
+PRECISIONS: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+
+
+def parse_precision(value: str | None) -> Precision | None:
+    """``fp32``, ``fp16`` or ``bf16`` (also ``float16``, ``half``, ``bfloat16``, ``float32``), or ``None``.
+
+    Raises:
+        ValueError: an unknown name (the valid ones are listed).
+    """
+    if value is None:
+        return None
+    name = _ALIASES.get(str(value).lower(), str(value).lower())
+    if name not in PRECISIONS:
+        raise ValueError(f"Unknown precision {value!r}; valid: {', '.join(PRECISIONS)} (or leave it unset for the "
+                         "model's own dtype).")
+    return name  # type: ignore[return-value]
+
+
+def check_count(name: str, value: int | None, lowest: int, unset: str | None = None) -> None:
+    """Refuse ``value`` unless it is an integer >= ``lowest``, or None where ``unset`` says what None means.
+
+    Raises:
+        ValueError: one sentence naming the parameter, the value and what is accepted.
+    """
+    if value is None and unset is not None:
+        return
+    if type(value) is not int or value < lowest:
+        accepted = f" (or None for {unset})" if unset is not None else ""
+        raise ValueError(f"{name}={value!r} must be an integer >= {lowest}{accepted}.")
