@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from disastir_mteb.search import store_entry
+from disastir_mteb.search import store as store_module
 from disastir_mteb.search.store import EmbeddingStore, StoreKey, fingerprint_texts
 
 
@@ -58,13 +58,13 @@ def entry_figures(n: int, dim: int, repeat: int) -> None:
         size = sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file()) / 1e6
         store = EmbeddingStore(root)
         verified = _median_seconds(lambda: store.cached(key, n), repeat)
-        real = store_entry.row_checksums
+        real = store_module.row_checksums
         recorded = np.load(store.folder(key) / "checksums.npy")
-        store_entry.row_checksums = lambda array: recorded  # the same call, with every row taken as sound
+        store_module.row_checksums = lambda array: recorded  # the same call, with every row taken as sound
         try:
             unverified = _median_seconds(lambda: store.cached(key, n), repeat)
         finally:
-            store_entry.row_checksums = real
+            store_module.row_checksums = real
         print(f"entry {n:,} x {dim} float32 ({size:,.0f} MB on disk), built through the store in {built:.1f} s")
         print(f"serve without row checksums (manifest, memory map, shape and size): {unverified * 1000:8.1f} ms")
         print(f"serve with every row hashed and compared (EmbeddingStore.cached):    {verified * 1000:8.1f} ms")
@@ -80,7 +80,7 @@ def warm_run_figures(data: Path) -> None:
     with tempfile.TemporaryDirectory() as root:
         disastir_mteb.evaluate(HashingEncoder(), cache_dir=Path(root) / "cache", output_folder=Path(root) / "cold",
                                show_progress=False)
-        real, spent = store_entry.row_checksums, []
+        real, spent = store_module.row_checksums, []
 
         def timed(array: np.ndarray) -> np.ndarray:
             started = time.perf_counter()
@@ -89,14 +89,14 @@ def warm_run_figures(data: Path) -> None:
             finally:
                 spent.append(time.perf_counter() - started)
 
-        store_entry.row_checksums = timed
+        store_module.row_checksums = timed
         try:
             started = time.perf_counter()
             disastir_mteb.evaluate(HashingEncoder(), cache_dir=Path(root) / "cache", output_folder=Path(root) / "warm",
                                    show_progress=False)
             warm = time.perf_counter() - started
         finally:
-            store_entry.row_checksums = real
+            store_module.row_checksums = real
         print(f"warm run, 48 tasks, hashing encoder, everything cached: {warm:.1f} s, of which hashing rows "
               f"{sum(spent):.2f} s over {len(spent)} entries ({100 * sum(spent) / warm:.1f} %)")
 

@@ -9,9 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disastir_mteb.search.store import EmbeddingStore, StoreKey, fingerprint_texts
-from disastir_mteb.search.store_chunks import checksum
-from disastir_mteb.search.store_entry import row_checksums
+from disastir_mteb.search.store import EmbeddingStore, StoreKey, checksum, fingerprint_texts, row_checksums
 from disastir_mteb.util.cache_dir import cache_root
 
 TEXTS = [f"passage number {i} about floods" for i in range(50)]

@@ -17,7 +17,7 @@ from mteb.types import PromptType
 
 from disastir_mteb.search.encoder_routes import _DISASTIR, _query_prompt, _sentence_transformer_route
 from disastir_mteb.search.encoding import SentenceTransformerPipeline, length_order
-from disastir_mteb.search.store import _encode_in_memory
+from disastir_mteb.search.store import encode_in_memory
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def _joint_query_embeddings(searcher: SharedCorpusSearch, items: list[tuple[Any,
         texts = [text for n in members for text in planned[n][2]]
         pipeline = SentenceTransformerPipeline(routes[0].model, batch_size=batch_size, prompt=prompt,  # type: ignore[union-attr]
                                                tokenize_threads=searcher.tokenize_threads, side="query")
-        encoded = _encode_in_memory(texts, pipeline, length_order(texts), searcher._chunk_size(batch_size),
+        encoded = encode_in_memory(texts, pipeline, length_order(texts), searcher._chunk_size(batch_size),
                                     progress="queries" if searcher.progress else None)
         searcher.queries_encoded += len(texts)
         row = 0

@@ -46,7 +46,7 @@ from disastir_mteb.search.precision import (
     torch_module,
 )
 from disastir_mteb.search.query_prefetch import _PrefetchKey, prefetch_queries
-from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, _encode_in_memory, fingerprint_texts
+from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, encode_in_memory, fingerprint_texts
 from disastir_mteb.search.usearch_index import AnnParams, UsearchIndex, resolve_params
 from disastir_mteb.vocabulary.ann_params import search_setting
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, PRECISION_KEY, SEARCH_KEY
@@ -227,7 +227,7 @@ class SharedCorpusSearch:
                batch_size: int, order: np.ndarray | None = None) -> np.ndarray:
         """Vectors of ``texts`` (row ``i`` = text ``i``) from the store, encoding what is missing in ``order``."""
         if self.store is None:
-            return _encode_in_memory(texts, encode, order, self._chunk_size(batch_size),
+            return encode_in_memory(texts, encode, order, self._chunk_size(batch_size),
                                      progress=side if self.progress and side == "corpus" else None)
         key = self._store_key(side, texts, prompt, batch_size)
         return self.store.get_or_encode(key, texts, encode, chunk_size=self._chunk_size(batch_size),

@@ -1,29 +1,51 @@
-"""A persistent, memory-mapped store of corpus and query embeddings.
+"""A persistent, memory-mapped store of corpus and query embeddings: :class:`EmbeddingStore`.
 
 All 48 DisastIR tasks search one corpus of 239,704 passages, which takes about two hours to
 encode on a laptop CPU. The store encodes it once per (model, revision, passage-side prompt,
 corpus texts) and keeps the vectors under ``DISASTIR_CACHE_DIR`` as plain ``.npy`` files read
 through ``np.load(mmap_mode="r")``: never pickles, so a cache folder cannot run code.
 
+The module reads top to bottom as an entry lives: its key, its chunk files while it is encoded,
+the finished entry, and the store that serves, verifies, repairs and encodes entries (the steps of
+one :meth:`EmbeddingStore.get_or_encode`, under one lock), then the encoding loop they share.
+
+The key. A :class:`StoreKey` names the model (name and revision), the side, the passage-side
+prompt or instructions, the texts (:func:`fingerprint_texts`), the storage dtype, the batch size
+and the model's precision: change any of them and the vectors are looked up (or encoded) under
+another folder. The store format number (``_FORMAT``) is hashed in too, so a change in how vectors
+are laid out or computed rebuilds old entries instead of serving them.
+
 Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
 
 - ``chunk_<start>_<stop>_<checksum>.npy``: positions ``start:stop`` of the encoding order, one file
   per finished chunk (:data:`CHUNK_SIZE` texts) while encoding. The order is the caller's (the runner
   passes :func:`~disastir_mteb.search.encoding.length_order`, longest passage first, so batches carry
-  little padding); ``order.json`` records its digest, and chunks written under another order are
-  discarded. A run killed at any point (exception, Ctrl-C, SIGKILL, out of memory) resumes from the
-  last finished chunk, because every file is written under a temporary name, fsynced and renamed.
-- ``embeddings.npy`` and ``manifest.json``: the consolidated array (row ``i`` = text ``i``, whatever
-  the encoding order) and what it was built from, with a checksum per block of rows.
-  The manifest is written last, so an entry without one is unfinished and never served.
+  little padding); ``order.json`` records its digest, and chunks written under another order hold
+  other rows and are discarded. A run killed at any point (exception, Ctrl-C, SIGKILL, out of
+  memory) resumes from the last finished chunk, because every file is written under a pid-named
+  temporary name, fsynced and renamed. The checksum in the name is :func:`checksum` of the vectors
+  the file holds, computed before they were written. The encoder's output is checked (2-D, float,
+  finite) before it is written.
+- ``embeddings.npy``, ``checksums.npy`` and ``manifest.json``: the consolidated array (row ``i`` =
+  text ``i``, whatever the encoding order), the xxh3-64 digest of every row's bytes
+  (:func:`row_checksums`), and what the entry was built from: the :class:`StoreKey` fields, the
+  format, shape, the chunks the vectors were encoded in (ranges of the encoding order), the order's
+  digest, the checksum of ``checksums.npy``, date and library versions. The manifest is written
+  last, so an entry without one is unfinished and never served.
 
-Every byte is verified before it is used: a chunk file against the checksum in its name, the
-finished array block by block against its manifest. A damaged chunk file is encoded again; a
-damaged block of the finished array has the chunks holding its rows encoded again (in their
-original batches) and the entry rewritten; either after one warning naming the file.
+Every byte is verified before it is used. A chunk file is used only if it has a readable header,
+the expected rows and dtype, and bytes that still hash to its name (a file damaged in the middle
+keeps its shape, so only the checksum catches it); a damaged one is encoded again. A finished
+entry is served only when its manifest matches the key, its array has the expected shape, dtype
+and file size, and every row still hashes to its recorded checksum: bytes damaged on disk
+(zeroed, flipped, overwritten in place, which leave the shape intact) are found before a single
+vector is used. The chunks holding damaged rows are encoded again (in their original batches) and
+the entry rewritten; either after one warning naming the file.
 
-What an entry depends on is :mod:`~disastir_mteb.search.store_key`; the chunk files are
-:mod:`~disastir_mteb.search.store_chunks`; the finished entry is :mod:`~disastir_mteb.search.store_entry`.
+Why a checksum per row rather than per block: the rows are stored in the texts' order but encoded
+in length order, so any block of stored rows holds rows of nearly every encoding chunk. Knowing the
+damaged rows themselves, a repair encodes again only the chunks that hold them (a damaged 4 KB page
+is at most four chunks, not the corpus). Hashing 239,704 rows of 384 float32 takes about 0.1 s here.
 
 Concurrency: a run writing an entry holds its lock (``.lock``, POSIX ``flock``); a second run that
 needs the same entry waits for it, after one warning, and then serves what the first wrote (or
@@ -36,45 +58,487 @@ not stop a run: the vectors are kept in memory for this process, after one warni
 folder. The key trusts the model name and revision; when one store serves two dimensions for one
 model name and revision, a changed model is behind that name, and the entry that cannot be right is
 rebuilt (a cached one beside fresh vectors), or the run stops with one sentence saying what to delete.
-
-Longer than 350 lines because it is one class: serving, verifying, repairing and encoding an entry are
-the steps of one :meth:`EmbeddingStore.get_or_encode`, under one lock.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from disastir_mteb.search.store_chunks import (
-    _check_output,
-    _checked_order,
-    _chunk_dim,
-    _chunk_files,
-    _chunk_name,
-    _chunk_texts,
-    _discard_chunks_of_another_order,
-    _entry_lock,
-    _fill,
-    _order_digest,
-    _remove_orphan_temporaries,
-    _replace_atomic,
-    _unlink_quietly,
-    checksum,
-)
-from disastir_mteb.search.store_entry import _consolidate, _Entry, _load_entry, _repaired
-from disastir_mteb.search.store_key import StoreKey, _model, fingerprint_texts
+from disastir_mteb.util.atomic import writer_gone
 from disastir_mteb.util.cache_dir import cache_root
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from typing import IO
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "encode_chunks", "fingerprint_texts"]
+__all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "checksum", "encode_chunks", "encode_in_memory",
+           "fingerprint_texts", "row_checksums"]
+
+
+# ---------------------------------------------------------------------- the key
+
+# Bump when the layout, the manifest or the way vectors are computed changes: old entries are then rebuilt.
+# 2: length-ordered chunks (other batches, so other float rounding than format 1), batch size and precision keyed.
+# 3: checksums: in every chunk file's name, and per block of embeddings.npy in the manifest (older entries
+#    cannot be verified, so they are encoded again); corpus keys no longer hold query-side instruction settings.
+_FORMAT = 3
+_VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
+
+
+def fingerprint_texts(texts: Iterable[str]) -> str:
+    """A 32-hex-character blake2b digest of ``texts`` in order (row ``i`` is text ``i``).
+
+    Each text is length-prefixed, so ``["ab", "c"]`` and ``["a", "bc"]`` differ.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for text in texts:
+        data = text.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class StoreKey:
+    """Everything the vectors of one store entry depend on.
+
+    Attributes:
+        model_name: the model's name, e.g. ``sentence-transformers/all-MiniLM-L6-v2``.
+        model_revision: the model's revision (commit), ``None`` when unknown.
+        side: ``corpus`` for passages, ``queries`` for queries.
+        prompt: the passage-side prompt or instruction prepended for the corpus, ``""`` if none.
+        instructions: instruction-set name and template for queries, ``""`` for the corpus.
+        texts_fingerprint: :func:`fingerprint_texts` of the encoded texts.
+        dtype: storage precision; ``float16`` halves the disk and page-cache footprint.
+        batch_size: texts per forward pass. It decides each batch's padded length and so the float
+            rounding of the vectors (about 1e-7), which is why it is part of the key.
+        precision: the model's weights while encoding (``float32``, ``float16``, ``bfloat16``;
+            ``None`` for encoders without torch weights).
+
+    Examples:
+        >>> key = StoreKey("org/model", "abc123", "corpus", "", "", fingerprint_texts(["a", "b"]))
+        >>> len(key.digest)
+        32
+    """
+
+    model_name: str
+    model_revision: str | None
+    side: Literal["corpus", "queries"]
+    prompt: str
+    instructions: str
+    texts_fingerprint: str
+    dtype: Literal["float32", "float16"] = "float32"
+    batch_size: int | None = None
+    precision: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.side not in ("corpus", "queries"):
+            raise ValueError(f"StoreKey.side={self.side!r} is not a side; expected 'corpus' or 'queries'.")
+        if self.dtype not in ("float32", "float16"):
+            raise ValueError(f"StoreKey.dtype={self.dtype!r} is not supported; expected 'float32' or 'float16'.")
+        if not self.model_name or not self.texts_fingerprint:
+            raise ValueError(f"StoreKey needs a model_name and a texts_fingerprint; got {self.describe()!r}.")
+
+    @property
+    def digest(self) -> str:
+        """A stable 32-hex-character hash of every field (and of the store format)."""
+        payload = json.dumps({"format": _FORMAT, **asdict(self)}, sort_keys=True, ensure_ascii=False)
+        return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
+
+    @property
+    def folder_name(self) -> str:
+        """``<side>/<sanitised model name>/<digest[:16]>``, relative to the store root."""
+        model = re.sub(r"[^A-Za-z0-9._-]+", "__", self.model_name).strip(".") or "model"
+        return f"{self.side}/{model}/{self.digest[:16]}"
+
+    def describe(self) -> str:
+        """One line for logs, e.g. ``corpus of org/model@abc123 (float32, no prompt, texts 1a2b3c4d5e6f)``."""
+        prompt = f"prompt {self.prompt!r}" if self.prompt else "no prompt"
+        instructions = f", instructions {self.instructions!r}" if self.instructions else ""
+        batch = f", batch {self.batch_size}" if self.batch_size else ""
+        precision = f", model {self.precision}" if self.precision else ""
+        return (f"{self.side} of {self.model_name}@{self.model_revision or 'unknown revision'} "
+                f"({self.dtype}{precision}{batch}, {prompt}{instructions}, texts {self.texts_fingerprint[:12]})")
+
+
+def _model(key: StoreKey) -> tuple[str, str | None]:
+    """The (model name, revision) an entry was encoded by: one model's entries share one dimension."""
+    return key.model_name, key.model_revision
+
+
+def _library_versions() -> dict[str, str | None]:
+    """The installed versions of the libraries in ``_VERSIONED`` (None if absent), recorded in each manifest."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def _version(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {name: _version(name) for name in _VERSIONED}
+
+# ---------------------------------------------------------------------- chunk files (an unfinished entry)
+
+_ORDER_FILE = "order.json"
+_CHUNK = re.compile(r"chunk_(\d{10})_(\d{10})(?:_([0-9a-f]{32}))?\.npy")
+
+
+def checksum(array: np.ndarray) -> str:
+    """The xxh3-128 digest (32 hex characters) of an array's bytes in C order.
+
+    xxh3 rather than SHA-256 (the USearch index's) because every byte of an entry is hashed on
+    every run that reads it: 239,704 x 384 float32 (368 MB) take about 0.04 s here, SHA-256 0.34 s.
+    It guards against damage, not against someone who forges a cache (a cache is never unpickled).
+    """
+    import xxhash
+
+    return xxhash.xxh3_128_hexdigest(np.ascontiguousarray(array).data)
+
+
+def _chunk_name(rows: tuple[int, int], digest: str) -> str:
+    return f"chunk_{rows[0]:010d}_{rows[1]:010d}_{digest}.npy"
+
+
+def _chunk_files(folder: Path) -> dict[tuple[int, int], list[Path]]:
+    """The chunk files in ``folder`` by the rows they claim (several when runs left more than one)."""
+    found: dict[tuple[int, int], list[Path]] = {}
+    for path in sorted(folder.glob("chunk_*.npy")):
+        match = _CHUNK.fullmatch(path.name)
+        if match:
+            found.setdefault((int(match[1]), int(match[2])), []).append(path)
+    return found
+
+
+def _fill(out: np.ndarray, ranges: list[tuple[int, int]], positions: np.ndarray | None,
+          sources: dict[tuple[int, int], Path | np.ndarray]) -> np.ndarray:
+    """Put each chunk (an array, or the file it was verified in) at its rows of ``out`` (the texts' order)."""
+    for rows in ranges:
+        source = sources[rows]
+        out[slice(*rows) if positions is None else positions[rows[0]:rows[1]]] = (
+            np.load(source, mmap_mode="r") if isinstance(source, Path) else source)
+    return out
+
+
+def _unlink_quietly(*paths: Path) -> None:
+    """Delete ``paths`` where possible: a read-only cache keeps them, and later loads verify them anyway."""
+    for path in paths:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            continue
+
+
+def _checked_order(order: Sequence[int] | np.ndarray | None, n: int) -> np.ndarray | None:
+    """``order`` as an int64 array after checking it is a permutation of ``range(n)``; None stays None."""
+    if order is None:
+        return None
+    positions = np.asarray(order, dtype=np.int64)
+    if positions.shape != (n,) or not np.array_equal(np.sort(positions), np.arange(n)):
+        raise ValueError(f"order must be a permutation of range({n}); got shape {positions.shape}.")
+    return positions
+
+
+def _order_digest(positions: np.ndarray | None) -> str:
+    """``as given`` for no order, else a 32-hex digest of the permutation."""
+    if positions is None:
+        return "as given"
+    return hashlib.blake2b(positions.astype("<i8").tobytes(), digest_size=16).hexdigest()
+
+
+def _discard_chunks_of_another_order(folder: Path, digest: str) -> None:
+    """Delete chunk files encoded under another order (they hold other rows), then record ``digest``."""
+    path = folder / _ORDER_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8")).get("order")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if recorded == digest:
+        return
+    chunks = list(folder.glob("chunk_*.npy"))
+    if chunks:
+        logger.warning("Embedding cache %s holds %d chunk file(s) encoded in another order (%s): re-encoding them.",
+                       folder, len(chunks), "no record" if recorded is None else f"order {str(recorded)[:12]}")
+        for chunk in chunks:
+            chunk.unlink(missing_ok=True)
+    _replace_atomic(path, lambda handle: handle.write(json.dumps({"order": digest}).encode()))
+
+
+def _chunk_texts(texts: Sequence[str], positions: np.ndarray | None, rows: tuple[int, int]) -> list[str]:
+    """The texts of one chunk, in encoding order."""
+    start, stop = rows
+    if positions is None:
+        return [texts[i] for i in range(start, stop)]
+    return [texts[int(i)] for i in positions[start:stop]]
+
+
+def _chunk_dim(path: Path, n_rows: int, dtype: str) -> int | str:
+    """The dimension of a finished chunk file whose bytes match the checksum in its name, or why it cannot be used."""
+    match = _CHUNK.fullmatch(path.name)
+    if match is None or match[3] is None:
+        return "no checksum in its name (written by an earlier version)"
+    try:
+        array = np.load(path, mmap_mode="r")
+    except (OSError, ValueError, EOFError):  # EOFError: an empty file
+        return "unreadable or truncated"
+    if array.ndim != 2 or array.shape[0] != n_rows or array.dtype != np.dtype(dtype):
+        return f"shape {array.shape} {array.dtype}, expected ({n_rows}, dim) {dtype}"
+    if path.stat().st_size != array.offset + array.nbytes:
+        return f"{path.stat().st_size} bytes, not {array.offset + array.nbytes}"
+    if checksum(array) != match[3]:
+        return "damaged: its bytes fail their checksum"
+    return int(array.shape[1])
+
+
+def _check_output(output: Any, start: int, stop: int, dtype: str) -> np.ndarray:
+    """The encoder's output for rows ``start:stop`` as a finite 2-D array of ``dtype``."""
+    if hasattr(output, "detach"):  # torch tensor, possibly bfloat16 or on a GPU
+        output = output.detach().float().cpu().numpy()
+    array = np.asarray(output)
+    where = f"rows {start}-{stop}"
+    if array.ndim != 2 or array.shape[0] != stop - start:
+        raise ValueError(f"The encoder returned shape {array.shape} for {where}; expected ({stop - start}, dim).")
+    if not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(f"The encoder returned dtype {array.dtype} for {where}; expected a float array.")
+    with np.errstate(over="ignore"):  # float16 overflow becomes inf, refused just below
+        array = array.astype(dtype, copy=False)
+    if not np.isfinite(array).all():
+        bad = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0]) + start
+        raise ValueError(f"The encoder returned NaN or infinite values (as {dtype}) for {where}, first in row {bad}.")
+    return array
+
+
+def _replace_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write through a pid-named temporary file, fsync, then ``os.replace``: readers never see half a file."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _remove_orphan_temporaries(folder: Path) -> None:
+    """Delete temporary files left by processes that died mid-write (a killed run's 1 GB leftovers)."""
+    for path in folder.glob(".*.tmp"):
+        if writer_gone(path.name.rsplit(".", 2)[-2]):
+            path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _entry_lock(folder: Path) -> Iterator[None]:
+    """Hold the entry's lock (``folder/.lock``, POSIX ``flock``) while its files are read and written.
+
+    A second run that needs the same entry waits here (after one warning naming the folder and the
+    holder's process id) and then finds the entry finished, or the chunks of a run that died:
+    nothing is encoded twice. The kernel drops the lock of a killed process, so a ``kill -9`` never
+    leaves an entry locked. Where there is no ``flock`` (Windows) or no writable lock file, runs do
+    not wait: every file still appears through an atomic rename, so the cost is work, not damage.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        handle = open(folder / ".lock", "a+")  # held open for the lock's lifetime
+    except OSError:
+        yield
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            logger.warning("Embedding cache %s is being encoded by another run (process %s): waiting for it, so "
+                           "that nothing is encoded twice.", folder, holder)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+        except OSError:
+            pass
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+# ---------------------------------------------------------------------- the finished entry
+
+_ROW_CHECKSUM = "xxh3_64 per row"
+
+
+def row_checksums(array: np.ndarray) -> np.ndarray:
+    """The xxh3-64 digest of each row's bytes, as uint64, shape (n_rows,)."""
+    import xxhash
+
+    data = memoryview(np.ascontiguousarray(array)).cast("B")
+    width = array.shape[1] * array.dtype.itemsize if array.ndim == 2 else 0
+    return np.fromiter((xxhash.xxh3_64_intdigest(data[i * width:(i + 1) * width]) for i in range(len(array))),
+                       dtype=np.uint64, count=len(array))
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """What reading a finished entry found.
+
+    Attributes:
+        array: the memory map (None when the entry cannot be used at all).
+        problem: why it cannot be used at all ('' when ``array`` is set).
+        damaged: rows (texts' order) whose bytes fail their checksum.
+        manifest: the manifest as read (None when unreadable).
+    """
+
+    array: np.memmap | None
+    problem: str = ""
+    damaged: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    manifest: dict[str, Any] | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.array is not None and not len(self.damaged)
+
+    def describe_damage(self) -> str:
+        """``rows 1100-1162, 2001`` (at most three runs of consecutive rows, then ``...``)."""
+        runs: list[list[int]] = []
+        for row in self.damaged.tolist():
+            if runs and row == runs[-1][1] + 1:
+                runs[-1][1] = row
+            else:
+                runs.append([row, row])
+        shown = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs[:3])
+        return f"row{'s' if len(self.damaged) > 1 else ''} {shown}{', ...' if len(runs) > 3 else ''}"
+
+    def chunks(self) -> list[tuple[int, int]]:
+        """The ranges of the encoding order the vectors were encoded in, as the manifest records them."""
+        return [(int(a), int(b)) for a, b in (self.manifest or {}).get("chunks", [])]
+
+
+def _write_entry(key: StoreKey, folder: Path, n_rows: int, dim: int, ranges: list[tuple[int, int]],
+                 positions: np.ndarray | None, fill: Callable[[np.ndarray], np.ndarray], chunk_size: int) -> None:
+    """Write ``embeddings.npy`` (``fill(out)`` puts the rows in place), fsync it, then the manifest last."""
+    final = folder / "embeddings.npy"
+    temporary = folder / f".embeddings.npy.{os.getpid()}.tmp"
+    try:
+        out = fill(np.lib.format.open_memmap(temporary, mode="w+", dtype=key.dtype, shape=(n_rows, dim)))
+        out.flush()
+        rows = row_checksums(out)
+        del out
+        with open(temporary, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temporary, final)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _replace_atomic(folder / "checksums.npy", lambda handle: np.save(handle, rows, allow_pickle=False))
+    manifest = {**asdict(key), "format": _FORMAT, "n_rows": n_rows, "dim": dim, "chunk_size": chunk_size,
+                "chunks": [list(r) for r in ranges], "order": _order_digest(positions),
+                "row_checksums": _ROW_CHECKSUM, "checksums": checksum(rows),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": _library_versions()}
+    _replace_atomic(folder / "manifest.json", lambda handle: handle.write(json.dumps(manifest, indent=2).encode()))
+
+
+def _consolidate(key: StoreKey, n_rows: int, folder: Path, ranges: list[tuple[int, int]], dim: int,
+                 chunk_size: int, positions: np.ndarray | None,
+                 sources: dict[tuple[int, int], Path | np.ndarray]) -> np.memmap:
+    """Join the chunks into ``embeddings.npy`` (in the texts' order), write the manifest, drop the chunk files."""
+    try:
+        _write_entry(key, folder, n_rows, dim, ranges, positions, lambda out: _fill(out, ranges, positions, sources),
+                     chunk_size)
+    except FileNotFoundError:  # another process (without a working lock) consolidated and removed the chunks first
+        entry = _load_entry(key, n_rows, folder)
+        if not entry.usable:
+            raise FileNotFoundError(f"Embedding cache {folder}: chunk files vanished while consolidating "
+                                    f"and no finished entry replaced them ({entry.problem}); run again.") from None
+        return entry.array  # type: ignore[return-value]
+    for path in folder.glob("chunk_*.npy"):
+        path.unlink(missing_ok=True)
+    (folder / _ORDER_FILE).unlink(missing_ok=True)
+    return _reloaded(key, n_rows, folder)
+
+
+def _repaired(key: StoreKey, folder: Path, entry: _Entry, positions: np.ndarray | None,
+              fresh: dict[tuple[int, int], np.ndarray]) -> np.memmap:
+    """Rewrite ``embeddings.npy`` with the re-encoded chunks ``fresh`` over the damaged entry's rows."""
+    old, manifest = entry.array, entry.manifest or {}
+    ranges = entry.chunks()
+
+    def fill(out: np.ndarray) -> np.ndarray:
+        step = max(1, (64 << 20) // max(1, out.shape[1] * out.itemsize))  # copy 64 MB at a time
+        for start in range(0, len(out), step):
+            out[start:start + step] = old[start:start + step]  # type: ignore[index]
+        return _fill(out, list(fresh), positions, dict(fresh))
+
+    _write_entry(key, folder, int(manifest["n_rows"]), int(manifest["dim"]), ranges, positions, fill,
+                 int(manifest.get("chunk_size", 0)))
+    return _reloaded(key, int(manifest["n_rows"]), folder)
+
+
+def _reloaded(key: StoreKey, n_rows: int, folder: Path) -> np.memmap:
+    entry = _load_entry(key, n_rows, folder)
+    if not entry.usable:
+        problem = entry.problem or f"fails its checksum in {entry.describe_damage()}"
+        raise OSError(f"Embedding cache {folder} {problem} right after writing it; is the disk full or failing?")
+    return entry.array  # type: ignore[return-value]
+
+
+def _load_entry(key: StoreKey, n_rows: int, folder: Path) -> _Entry:
+    """Read a finished entry: its memory map and the rows that fail their checksum, or why it cannot be used."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return _Entry(None, "has an unreadable manifest")
+    if not isinstance(manifest, dict):
+        return _Entry(None, "has an unreadable manifest")
+    for name, value in {**asdict(key), "format": _FORMAT}.items():
+        if manifest.get(name) != value:
+            return _Entry(None, f"was built for {name}={manifest.get(name)!r}, not {value!r}", manifest=manifest)
+    if manifest.get("n_rows") != n_rows:
+        unit = "passages" if key.side == "corpus" else "queries"
+        return _Entry(None, f"was built for {manifest.get('n_rows')} {unit}, not {n_rows}", manifest=manifest)
+    try:
+        recorded = np.load(folder / "checksums.npy", allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        recorded = None
+    if (manifest.get("row_checksums") != _ROW_CHECKSUM or recorded is None or recorded.shape != (n_rows,)
+            or recorded.dtype != np.uint64 or checksum(recorded) != manifest.get("checksums")):
+        return _Entry(None, "has no sound checksums.npy (a checksum of every row)", manifest=manifest)
+    path = folder / "embeddings.npy"
+    try:
+        array = np.load(path, mmap_mode="r")
+    except (OSError, ValueError, EOFError) as error:
+        return _Entry(None, f"has an unreadable or truncated embeddings.npy ({error})", manifest=manifest)
+    expected = (n_rows, manifest.get("dim"))
+    if array.shape != expected or array.dtype != np.dtype(key.dtype):
+        return _Entry(None, f"holds a {array.dtype} array of shape {array.shape}, not {key.dtype} {expected}",
+                      manifest=manifest)
+    if path.stat().st_size != array.offset + array.nbytes:
+        return _Entry(None, f"has an embeddings.npy of {path.stat().st_size} bytes, not {array.offset + array.nbytes}",
+                      manifest=manifest)
+    return _Entry(array, damaged=np.flatnonzero(row_checksums(array) != recorded), manifest=manifest)
+
+
+# ---------------------------------------------------------------------- the store
 
 #: Texts per chunk file: what a killed run loses at most, for any corpus size. 1,024 passages of
 #: all-MiniLM-L6-v2 on a 2-core CPU: about 35 s on full-length DisastIR passages (~30 passages/s,
@@ -366,6 +830,7 @@ class EmbeddingStore:
                     _unlink_quietly(source)
                 del done[r]
 
+
 # ---------------------------------------------------------------------- encoding chunk by chunk
 
 
@@ -391,11 +856,24 @@ def _per_chunk(encode: Callable[[list[str]], Any], chunks: Sequence[list[str]],
         yield output
 
 
-def _encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], order: np.ndarray | None,
-                      chunk_size: int, progress: str | None = None) -> np.ndarray:
+def encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], order: np.ndarray | None,
+                     chunk_size: int, progress: str | None = None) -> np.ndarray:
     """What the store does, without files: encode ``texts`` chunk by chunk in ``order``, return them in theirs.
 
-    ``progress`` names the side ("corpus", "queries") for a bar like the store's; None = no bar.
+    For a search without a store (``SharedCorpusSearch(store=None)``), and for queries encoded
+    together across tasks before each task's share is filed in the store: the chunks, and so the
+    batches and the float rounding of the vectors, are the ones :meth:`EmbeddingStore.get_or_encode`
+    would make. Nothing is written, checked or cached.
+
+    Args:
+        texts: the texts; row ``i`` of the result is text ``i``.
+        encode: as for :meth:`EmbeddingStore.get_or_encode` (``encode_stream`` used when present).
+        order: encode in this order (a permutation of ``range(len(texts))``); ``None`` = as given.
+        chunk_size: texts per ``encode`` call.
+        progress: the side (``"corpus"``, ``"queries"``) named on a bar like the store's; ``None`` = no bar.
+
+    Returns:
+        float32 vectors, shape (len(texts), dim); (0, 1) when ``texts`` is empty.
     """
     from tqdm.auto import tqdm
 

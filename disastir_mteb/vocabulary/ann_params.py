@@ -25,9 +25,13 @@ from typing import Any, Literal
 
 from disastir_mteb.vocabulary.settings import EXACT
 
-__all__ = ["ANN_PREFIX", "PRESETS", "AnnParams", "parse_search_setting", "resolve_params", "search_setting"]
+__all__ = ["ANN_PREFIX", "INDEX_FORMAT", "PRESETS", "AnnParams", "parse_search_setting", "resolve_params",
+           "search_setting"]
 
-_FORMAT = 1  # bump when the index files or their manifest change: cached indexes are then rebuilt
+#: The format of cached USearch indexes: bump it when the index files or their manifest change, and cached
+#: indexes are rebuilt. :attr:`AnnParams.digest` hashes it in; ``search/usearch_files`` records it in each
+#: index's manifest.
+INDEX_FORMAT = 1
 _DTYPES = ("f32", "f16", "i8", "b1")
 _BYTES_PER_SCALAR = {"f32": 4, "f16": 2, "i8": 1}  # b1: one bit per dimension, rows padded to whole bytes
 MEMORY_WARNING_BYTES = 256 * 2**20  # see AnnParams.memory_warning for why
@@ -235,7 +239,7 @@ class AnnParams:
         result folder of a run that loaded one would then name a thread count its graph was not
         built with. The price is one rebuild when a cache moves to a machine with another core count.
         """
-        return _hash(json.dumps({"format": _FORMAT, **self.resolved().as_dict()}, sort_keys=True).encode())
+        return _hash(json.dumps({"format": INDEX_FORMAT, **self.resolved().as_dict()}, sort_keys=True).encode())
 
 
 PRESETS: MappingProxyType[str, AnnParams] = MappingProxyType({
