@@ -209,7 +209,7 @@ def run_tasks(
     from disastir_mteb.results.per_query import data_provenance
     from disastir_mteb.runner.scoring_patch import faster_scoring
     from disastir_mteb.runner.task_pool import evaluate_tasks
-    from disastir_mteb.search.query_prefetch import answered_by_prefetch, forget_prefetched
+    from disastir_mteb.search.shared_corpus import answered_by_prefetch, forget_prefetched
     from disastir_mteb.util.atomic import atomic_result_cache
 
     groups = corpus_groups(tasks)

@@ -13,29 +13,44 @@ own search) or, with ``ann=``, a :class:`~disastir_mteb.search.usearch_index.Use
 setting joins the model's mteb experiment settings, so ANN results are filed apart from exact ones;
 the embeddings, which do not depend on it, are shared by both.
 
-How a task's texts reach the model (and which prompts key their vectors) is
-:mod:`~disastir_mteb.search.encoder_routes`; searching every task's queries in one pass
-(:meth:`SharedCorpusSearch.prefetch`) is :mod:`~disastir_mteb.search.query_prefetch`.
+How a task's texts reach the model: a plain SentenceTransformer behind known wrappers
+(``with_instructions``, mteb's SentenceTransformer wrapper) is found with its prompt and text
+transform (a ``_Route``); its passages then go through the pipelined encoder
+(:class:`~disastir_mteb.search.encoding.SentenceTransformerPipeline`) or, over several devices,
+sentence-transformers' multi-process pool; everything else goes through mteb's ``encode``. The
+prompts found on the way are also what the embedding cache key records besides the texts.
+
+Every task's queries in one pass: :meth:`SharedCorpusSearch.prefetch` indexes the shared corpus,
+encodes every task's queries (together, longest first, when they all reach one plain
+SentenceTransformer), searches them all at once and files each task's top-k, which that task's own
+``search`` then hands back at once. :func:`answered_by_prefetch` tells the runner which tasks need
+no model any more, :func:`forget_prefetched` drops what a task did not take.
+
+One module because it is one class: the routes, the encoders and the prefetch read and write the
+searcher's own state (its held corpus, its counters, what the pass filed).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from mteb._create_dataloaders import _retrieval_texts
+from mteb._create_dataloaders import _retrieval_texts, create_dataloader
 from mteb.types import PromptType
 
 from disastir_mteb.models.adapter import as_mteb_encoder
-from disastir_mteb.search.encoder_routes import (
-    _declared_dimension,
-    _encoder,
-    _passage_prompt,
-    _query_prompt,
-    _resolve_devices,
+from disastir_mteb.search.encoding import (
+    EncodingReport,
+    SentenceTransformerPipeline,
+    check_count,
+    length_order,
+    plain_sentence_transformer,
 )
-from disastir_mteb.search.encoding import EncodingReport, check_count, length_order
 from disastir_mteb.search.exact_search import ExactIndex
 from disastir_mteb.search.precision import (
     PRECISIONS,
@@ -45,11 +60,12 @@ from disastir_mteb.search.precision import (
     parse_precision,
     torch_module,
 )
-from disastir_mteb.search.query_prefetch import _PrefetchKey, prefetch_queries
 from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, encode_in_memory, fingerprint_texts
 from disastir_mteb.search.usearch_index import AnnParams, UsearchIndex, resolve_params
 from disastir_mteb.vocabulary.ann_params import search_setting
-from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, PRECISION_KEY, SEARCH_KEY
+from disastir_mteb.vocabulary.instructions import InstructionConfig
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, PRECISION_KEY, QUERY_SIDE_KEYS, SEARCH_KEY
+from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, get_spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -65,7 +81,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SharedCorpusSearch"]
+__all__ = ["SharedCorpusSearch", "answered_by_prefetch", "forget_prefetched"]
+
+_DISASTIR = ALL_TASK_NAMES  # every query set's tasks: DisastIR-Test-QA-Bio gets QA's instruction too
+_PrefetchKey = tuple[str, str, str, "tuple[str, str] | None"]  # task, split, subset, held corpus
 
 
 class SharedCorpusSearch:
@@ -228,7 +247,7 @@ class SharedCorpusSearch:
         """Vectors of ``texts`` (row ``i`` = text ``i``) from the store, encoding what is missing in ``order``."""
         if self.store is None:
             return encode_in_memory(texts, encode, order, self._chunk_size(batch_size),
-                                     progress=side if self.progress and side == "corpus" else None)
+                                    progress=side if self.progress and side == "corpus" else None)
         key = self._store_key(side, texts, prompt, batch_size)
         return self.store.get_or_encode(key, texts, encode, chunk_size=self._chunk_size(batch_size),
                                         progress=self.progress and side == "corpus", order=order)
@@ -246,24 +265,165 @@ class SharedCorpusSearch:
     def _count_passages(self, n: int) -> None:
         self.passages_encoded += n
 
+    def _encoder(self, task_metadata: TaskMetadata, prompt_type: PromptType, hf_split: str, hf_subset: str,
+                 encode_kwargs: EncodeKwargs, num_proc: int | None) -> Callable[[list[str]], Any]:
+        """The encoder of one task's texts: pipelined, pooled or mteb's ``encode``; it counts (and times) here.
+
+        For passages it also starts :attr:`encoding`, the report of how the corpus was encoded.
+        """
+        from datasets import Dataset
+
+        batch_size = self._batch_size(encode_kwargs)
+        encode_kwargs = {**encode_kwargs, "batch_size": batch_size}  # type: ignore[typeddict-item]
+        route = (_sentence_transformer_route(self.model, task_metadata, prompt_type)
+                 if prompt_type == PromptType.document else None)
+        if prompt_type == PromptType.document:
+            limit = getattr(route.model, "max_seq_length", None) if route else None
+            self.encoding = EncodingReport("model.encode (mteb)", batch_size, precision=self.model_dtype,
+                                           device=module_device(self.model), max_seq_length=limit)
+        if route is not None and len(self.devices) > 1:
+            pool_model, prompt = route.model, route.prompt
+            logger.info("Encoding passages on %s with sentence-transformers' multi-process pool.", self.devices)
+            self.encoding.path = "multi-process pool"  # type: ignore[union-attr]
+            self.encoding.device = ", ".join(self.devices)  # type: ignore[union-attr]
+
+            def encode_on_devices(texts: list[str]) -> Any:
+                output = pool_model.encode_document(texts, prompt=prompt, device=list(self.devices),
+                                                    convert_to_numpy=True, batch_size=batch_size,
+                                                    show_progress_bar=False)
+                self.passages_encoded += len(texts)
+                return output
+
+            return _timed(encode_on_devices, self.encoding)
+        if route is not None:
+            pipeline = SentenceTransformerPipeline(route.model, batch_size=batch_size, prompt=route.prompt,
+                                                   tokenize_threads=self.tokenize_threads, report=self.encoding)
+            return _Counted(pipeline, self._count_passages)
+
+        if prompt_type == PromptType.document and self.progress:
+            encode_kwargs["show_progress_bar"] = False  # the corpus bar counts these texts; one bar, not two
+
+        def encode(texts: list[str]) -> Any:
+            loader = create_dataloader(Dataset.from_dict({"id": [str(i) for i in range(len(texts))], "text": texts}),
+                                       task_metadata=task_metadata, prompt_type=prompt_type, num_proc=num_proc,
+                                       **encode_kwargs)
+            output = self.model.encode(loader, task_metadata=task_metadata, hf_split=hf_split,
+                                       hf_subset=hf_subset, prompt_type=prompt_type, **encode_kwargs)
+            if prompt_type == PromptType.document:
+                self.passages_encoded += len(texts)
+            else:
+                self.queries_encoded += len(texts)
+            return output
+
+        return _timed(encode, self.encoding) if prompt_type == PromptType.document else encode
+
     def _query_embeddings(self, queries: QueryDatasetType, task_metadata: TaskMetadata, hf_split: str,
                           hf_subset: str, encode_kwargs: EncodeKwargs, num_proc: int | None) -> np.ndarray:
         texts = _retrieval_texts(queries, PromptType.query)
         if not texts:
             return np.zeros((0, 1), np.float32)
-        encode = _encoder(self, task_metadata, PromptType.query, hf_split, hf_subset, encode_kwargs, num_proc)
+        encode = self._encoder(task_metadata, PromptType.query, hf_split, hf_subset, encode_kwargs, num_proc)
         prompt = _query_prompt(self.model, task_metadata)
         return np.asarray(self._embed("queries", texts, prompt, encode, batch_size=self._batch_size(encode_kwargs)))
 
     def prefetch(self, tasks: Sequence[Any], *, encode_kwargs: EncodeKwargs | None = None) -> int:
         """Search all tasks' queries in ONE pass over the corpus, before mteb asks task by task.
 
-        A task's own ``search`` then returns its share at once. Searching per task streams the
-        whole corpus once per task (48 passes); one pass for all 9,600 queries costs about what a
-        single task's pass does. Only DisastIR tasks are prefetched, and only when they share one
-        corpus and passage prompt; the others are searched as usual. Returns how many were.
+        It indexes the shared corpus, encodes every task's queries (together, longest first, when
+        they all reach one plain SentenceTransformer), searches them all at once and files each
+        task's top-k, which that task's own :meth:`search` then hands back at once. Searching per
+        task streams the whole corpus once per task (48 passes); one pass for all 9,600 queries
+        costs about what a single task's pass does. Only DisastIR tasks are prefetched, and only
+        when they share one corpus and passage prompt; the others are searched as usual.
+
+        Returns:
+            How many tasks were prefetched (0 when they do not share one corpus).
         """
-        return prefetch_queries(self, tasks, encode_kwargs=encode_kwargs)
+        from tqdm.auto import tqdm
+
+        encode_kwargs = dict(encode_kwargs or {"batch_size": self.batch_size or DEFAULT_BATCH_SIZE})
+        items: list[tuple[Any, Any]] = []
+        owners: list[tuple[_PrefetchKey, list[str], int]] = []
+        ours = [task for task in tasks if task.metadata.name in _DISASTIR]  # other tasks keep the per-task path
+        for task in tqdm(ours, desc="Loading tasks", unit=" tasks", disable=not self.progress, leave=False,
+                         dynamic_ncols=True):
+            if not task.data_loaded:
+                task.load_data()
+        for task in ours:  # the first indexes (encodes) the shared corpus, under its own bar; the rest reuse it
+            split, subset = task.metadata.eval_splits[0], "default"
+            data = task.dataset[subset][split]
+            self.index(data["corpus"], task_metadata=task.metadata, hf_split=split, hf_subset=subset,
+                       encode_kwargs=encode_kwargs)
+            if owners and owners[0][0][3] != self._held:  # not one shared corpus after all: do nothing early
+                logger.info("Tasks do not share one corpus; searching task by task.")
+                return 0
+            items.append((task, data))
+            owners.append(((task.metadata.name, split, subset, self._held),
+                           [str(i) for i in data["queries"]["id"]], int(getattr(task, "_top_k", 100))))
+        if not owners:
+            return 0
+        blocks = self._joint_query_embeddings(items, encode_kwargs)
+        if blocks is None:
+            blocks = [self._query_embeddings(data["queries"], task.metadata, task.metadata.eval_splits[0],
+                                             "default", encode_kwargs, None) for task, data in items]
+        top_k = max(k for _, _, k in owners)
+        values, indices = self.index_backend.search(np.concatenate(blocks), top_k,
+                                                    similarity_fn=self.model.similarity)
+        self.corpus_passes += 1
+        row = 0
+        for key, query_ids, _ in owners:
+            self._prefetched[key] = (top_k, {
+                qid: {self._doc_ids[int(i)]: float(v) for v, i in zip(values[row + n], indices[row + n], strict=True)}
+                for n, qid in enumerate(query_ids)})
+            row += len(query_ids)
+        logger.info("Searched %d queries of %d task(s) in one pass over the corpus.", row, len(owners))
+        return len(owners)
+
+    def _joint_query_embeddings(self, items: list[tuple[Any, Any]],
+                                encode_kwargs: EncodeKwargs) -> list[np.ndarray] | None:
+        """Every task's query vectors from ONE length-sorted pass over all their queries, or None.
+
+        48 encode calls of 200 queries each sort and pad worse and pay the per-call cost 48 times.
+        When every task's queries reach the same plain SentenceTransformer through known steps
+        (:func:`_sentence_transformer_route`), the queries still missing from the store are encoded
+        together (per distinct prompt), longest first, then filed per task under the same keys as
+        task-by-task encoding; otherwise (None) each task encodes its own.
+        """
+        routes = [_sentence_transformer_route(self.model, task.metadata, PromptType.query) for task, _ in items]
+        if not routes or any(r is None or r.model is not routes[0].model for r in routes):  # type: ignore[union-attr]
+            return None
+        batch_size = self._batch_size(encode_kwargs)
+        planned = []
+        for (task, data), route in zip(items, routes, strict=True):
+            raw = _retrieval_texts(data["queries"], PromptType.query)
+            key_prompt = _query_prompt(self.model, task.metadata)
+            cached = None if self.store is None else self.store.cached(
+                self._store_key("queries", raw, key_prompt, batch_size), len(raw))
+            final = raw if route.transform is None else [route.transform(text) for text in raw]  # type: ignore[union-attr]
+            planned.append((raw, key_prompt, final, route.prompt, cached))  # type: ignore[union-attr]
+        vectors: dict[int, np.ndarray] = {}
+        for prompt in dict.fromkeys(p[3] for p in planned if p[4] is None):
+            members = [n for n, p in enumerate(planned) if p[4] is None and p[3] == prompt]
+            texts = [text for n in members for text in planned[n][2]]
+            pipeline = SentenceTransformerPipeline(routes[0].model, batch_size=batch_size, prompt=prompt,  # type: ignore[union-attr]
+                                                   tokenize_threads=self.tokenize_threads, side="query")
+            encoded = encode_in_memory(texts, pipeline, length_order(texts), self._chunk_size(batch_size),
+                                       progress="queries" if self.progress else None)
+            self.queries_encoded += len(texts)
+            row = 0
+            for n in members:
+                vectors[n] = encoded[row:row + len(planned[n][2])]
+                row += len(planned[n][2])
+        blocks = []
+        for n, (raw, key_prompt, _, _, cached) in enumerate(planned):
+            if cached is not None:
+                blocks.append(np.asarray(cached))
+            else:
+                blocks.append(np.asarray(self._embed("queries", raw, key_prompt, _Rows(vectors[n]),
+                                                     batch_size=batch_size)))
+        if vectors:
+            logger.info("Encoded the queries of %d task(s) in one length-sorted pass.", len(vectors))
+        return blocks
 
     # ------------------------------------------------------------------ mteb SearchProtocol
     def index(self, corpus: CorpusDatasetType, *, task_metadata: TaskMetadata, hf_split: str, hf_subset: str,
@@ -280,7 +440,7 @@ class SharedCorpusSearch:
         self._text_fingerprints[identity] = text_fingerprint
         if self._held == (text_fingerprint, prompt):  # same texts under another datasets fingerprint
             return
-        encode = _encoder(self, task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
+        encode = self._encoder(task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
         embeddings = self._embed("corpus", texts, prompt, encode, batch_size=self._batch_size(encode_kwargs),
                                  order=length_order(texts))
         self._doc_ids = [str(i) for i in corpus["id"]]
@@ -323,3 +483,198 @@ class SharedCorpusSearch:
         if self.keep_rankings:
             self.rankings[(task, split, subset)] = results
         return results
+
+
+def answered_by_prefetch(searcher: SharedCorpusSearch, task: Any) -> bool:
+    """Whether mteb's evaluation of ``task`` takes every search from the shared pass, so runs no model.
+
+    True when each (split, subset) mteb evaluates has its top-k filed, at least as deep as the task
+    asks, for the corpus held now, and has no ``top_ranked`` (a reranking task is searched per task).
+    The runner evaluates such tasks in forked worker processes (:mod:`disastir_mteb.runner.task_pool`),
+    which must never run the model.
+    """
+    if not task.data_loaded or searcher._held is None:
+        return False
+    top_k = int(getattr(task, "_top_k", 100))
+    for split in task.metadata.eval_splits:
+        for subset in task.hf_subsets or ["default"]:
+            ready = searcher._prefetched.get((task.metadata.name, split, subset, searcher._held))
+            data = task.dataset.get(subset, {}).get(split) if isinstance(task.dataset, dict) else None
+            if ready is None or ready[0] < top_k or data is None or data.get("top_ranked") is not None:
+                return False
+    return True
+
+
+def forget_prefetched(searcher: SharedCorpusSearch, task: Any) -> None:
+    """Drop what the pass filed for ``task`` (its search ran in a worker process, which took its own copy)."""
+    name = task.metadata.name
+    for key in [key for key in searcher._prefetched if key[0] == name]:
+        del searcher._prefetched[key]
+
+
+# ---------------------------------------------------------------------- how a task's texts reach the model
+
+
+def _task_prompt(model: Any, task_metadata: TaskMetadata, prompt_type: PromptType = PromptType.document) -> str:
+    """The prompt TEXT a wrapper puts before passages or queries ('' when none; mteb returns prompt names)."""
+    get_prompt = getattr(model, "get_prompt", None)
+    if not callable(get_prompt):
+        return ""
+    try:
+        name = get_prompt(task_metadata, prompt_type)
+    except Exception:
+        return ""
+    if not name:
+        return ""
+    prompts = getattr(model, "model_prompts", None) or {}
+    return str(prompts.get(name, name))
+
+
+def _instructs_passages(model: Any) -> bool:
+    """Whether the instruction settings reach passages: instructed passages, or a model instructing its own."""
+    from disastir_mteb.models.adapter import InstructedEncoder
+
+    if not isinstance(model, InstructedEncoder):
+        return True  # settings named by someone else: keep them all, a changed key costs work, never a wrong vector
+    return model.config.passages or (model.model_prompt is not None
+                                     and bool(getattr(model.model, "apply_instruction_to_passages", False)))
+
+
+def _query_prompt(model: Any, task_metadata: TaskMetadata) -> str:
+    """Everything besides the text that decides a query embedding (the task, every setting); part of the cache key."""
+    return f"task={task_metadata.name} | {_passage_prompt(model, task_metadata, queries=True)}"
+
+
+def _passage_prompt(model: Any, task_metadata: TaskMetadata, *, queries: bool = False) -> str:
+    """Everything besides the text that decides a passage embedding; part of the cache key.
+
+    Query-side settings (the instruction set and template of ``with_instructions``) are left out
+    unless they reach the passages, so a run with other instructions serves the corpus it already
+    encoded: the passages it would send are byte for byte the same. ``queries``: keep them (for
+    :func:`_query_prompt`).
+    """
+    parts = []
+    experiment = dict(getattr(getattr(model, "mteb_model_meta", None), "experiment_kwargs", None) or {})
+    if not queries and not _instructs_passages(model):
+        for name in QUERY_SIDE_KEYS:  # they key query vectors, never passage vectors (unless instructed too)
+            experiment.pop(name, None)
+    if experiment:
+        parts.append(json.dumps(experiment, sort_keys=True, default=str))
+    config = getattr(model, "config", None)
+    if isinstance(config, InstructionConfig) and config.passages and task_metadata.name in _DISASTIR:
+        parts.append(config.format(get_spec(task_metadata.name).intent, "{passage}"))
+    prompt = _task_prompt(model, task_metadata)
+    if prompt:
+        parts.append(f"prompt={prompt}")
+    if getattr(model, "apply_instruction_to_passages", False) and getattr(model, "instruction_template", None):
+        parts.append(f"task={task_metadata.name}")  # the model instructs passages per task
+    return " | ".join(parts)
+
+
+def _declared_dimension(model: Any) -> int | None:
+    """The output dimension a SentenceTransformer (bare or behind known wrappers) computes from its modules."""
+    inner = getattr(getattr(model, "model", None), "model", None) or getattr(model, "model", None) or model
+    if not plain_sentence_transformer(inner):
+        return None
+    dimension = getattr(inner, "get_embedding_dimension", None) or inner.get_sentence_embedding_dimension  # ST < 6
+    dim = dimension()
+    return int(dim) if dim else None
+
+
+def _resolve_devices(devices: Sequence[str] | str | None) -> tuple[str, ...]:
+    """The devices of the multi-process pool: ``"auto"`` = every CUDA device when there are two or more, else none."""
+    if devices is None:
+        return ()
+    if devices == "auto":
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return tuple(f"cuda:{i}" for i in range(count)) if count > 1 else ()
+    return (devices,) if isinstance(devices, str) else tuple(devices)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Route:
+    """A plain SentenceTransformer behind known wrappers: its prompt and the text transform on the way."""
+
+    model: Any
+    prompt: str | None
+    transform: Callable[[str], str] | None
+
+
+def _sentence_transformer_route(model: Any, task_metadata: TaskMetadata,
+                                prompt_type: PromptType) -> _Route | None:
+    """How texts of ``prompt_type`` reach a plain SentenceTransformer, if they do unchanged but for a known step.
+
+    Only wrappers whose effect is known are looked through: ``with_instructions`` (queries get
+    ``config.format(intent, query)``; instructed passages are not routed) and mteb's
+    SentenceTransformer wrapper (its prompt for the task, else the model's own, as
+    ``encode_query`` / ``encode_document`` pick it). The pipeline then runs exactly what the
+    model's own ``encode`` would; anything else (None) goes through that ``encode``.
+    """
+    from mteb.models import SentenceTransformerEncoderWrapper
+
+    from disastir_mteb.models.adapter import InstructedEncoder
+
+    transform = None
+    if isinstance(model, InstructedEncoder):
+        config = model.config
+        if model.model_prompt is not None:
+            return None
+        if prompt_type == PromptType.document and config.passages and config.instructions is not None:
+            return None
+        if prompt_type == PromptType.query and config.instructions is not None and task_metadata.name in _DISASTIR:
+            intent = get_spec(task_metadata.name).intent
+            transform = functools.partial(config.format, intent)
+        model = model.model
+    prompt = None
+    if isinstance(model, SentenceTransformerEncoderWrapper):
+        if type(model).encode is not SentenceTransformerEncoderWrapper.encode:
+            return None
+        prompt = _task_prompt(model, task_metadata, prompt_type) or None
+        model = model.model
+    return _Route(model, prompt, transform) if plain_sentence_transformer(model) else None
+
+
+class _Counted:
+    """An encoder (plain callable or one with ``encode_stream``) that reports each finished chunk's size."""
+
+    def __init__(self, inner: Any, count: Callable[[int], None]) -> None:
+        self.inner, self.count = inner, count
+
+    def __call__(self, texts: list[str]) -> Any:
+        output = self.inner(texts)
+        self.count(len(texts))
+        return output
+
+    def encode_stream(self, chunks: Sequence[list[str]], on_batch: Callable[[int], None] | None = None) -> Any:
+        """The inner stream, counting each chunk as it comes out."""
+        for chunk, output in zip(chunks, self.inner.encode_stream(chunks, on_batch=on_batch), strict=True):
+            self.count(len(chunk))
+            yield output
+
+
+def _timed(encode: Callable[[list[str]], Any], report: EncodingReport | None) -> Callable[[list[str]], Any]:
+    """``encode`` adding its texts and seconds to ``report``."""
+    if report is None:
+        return encode
+
+    def timed(texts: list[str]) -> Any:
+        started = time.perf_counter()
+        output = encode(texts)
+        report.add(len(texts), time.perf_counter() - started)
+        return output
+
+    return timed
+
+
+class _Rows:
+    """An "encoder" that hands out rows of vectors already computed, in the order chunks ask for them."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.vectors, self.row = vectors, 0
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        out = self.vectors[self.row:self.row + len(texts)]
+        self.row += len(texts)
+        return out
