@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 
 from disastir_mteb import commands
+from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT
 
@@ -127,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("results", nargs="+",
                          help="A B (result folders; A is the reference, e.g. exact), one folder holding exact "
                               "and ANN runs, or DevLite and full runs (one folder holding both, or one each)")
+    compare.add_argument("--metric", default=MAIN_METRIC.key,
+                         help=f"the metric compared, as mteb's result files name it (default {MAIN_METRIC.key}; e.g. "
+                              "recall_at_100, map_at_10, mrr_at_10); the paired tests need per-query files, which "
+                              f"hold {MAIN_METRIC.key} only")
     compare.set_defaults(func=commands.compare)
 
     report = sub.add_parser("report", help="Tables, published numbers beside ours, heatmaps and bar charts for "
@@ -145,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                         choices=["data", "0-100"],
                         help="heatmap colours: data (default: fitted to each grid's lowest and highest score) or "
                              "0-100 (fixed, so heatmaps of several models compare by eye); the colour bar says which")
+    report.add_argument("--metric", default=MAIN_METRIC.key,
+                        help=f"the metric reported, as mteb's result files name it (default {MAIN_METRIC.key}, the "
+                             "main score; e.g. recall_at_100, map_at_10, mrr_at_10, precision_at_5); the authors "
+                             f"publish {MAIN_METRIC.key} only")
     report.set_defaults(func=commands.report)
 
     board = sub.add_parser("leaderboard", help="Serve mteb's leaderboard app offline with DisastIR in its menu: your "

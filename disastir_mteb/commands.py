@@ -130,12 +130,13 @@ def compare(args: argparse.Namespace) -> int:
     if len(args.results) == 2:
         first, second = sets(args.results[0]), sets(args.results[1])
         if not {s.split for s in first} & {s.split for s in second}:  # e.g. DevLite runs and full runs
-            print("\n\n".join(agreement.to_text() for agreement in split_agreement([*first, *second])))
+            print("\n\n".join(agreement.to_text() for agreement in split_agreement([*first, *second],
+                                                                                     metric=args.metric)))
             return 0
     elif len(args.results) == 1:
         found = sets(args.results[0])
         if len({s.split for s in found}) > 1:  # several query sets in one folder: rankings across them
-            print("\n\n".join(agreement.to_text() for agreement in split_agreement(found)))
+            print("\n\n".join(agreement.to_text() for agreement in split_agreement(found, metric=args.metric)))
             return 0
         first, second = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
         if not second:  # no ANN run: the plain runs against the experiments (instructions, precision)
@@ -151,7 +152,7 @@ def compare(args: argparse.Namespace) -> int:
     texts = []
     for split in shared:  # one query set (always so before DisastIR-Test and DevLite): exactly the output it was
         pairing = pair_sets([s for s in first if s.split is split], [s for s in second if s.split is split])
-        text = pairing_text(pairing)
+        text = pairing_text(pairing, metric=args.metric)
         texts.append(text if len(shared) == 1 else f"{pairing.pairs[0][0].benchmark}:\n{text}")
     print("\n\n".join(texts))
     return 0
@@ -174,10 +175,11 @@ def report(args: argparse.Namespace) -> int:
         flags = [flag for flag, given in figures.items() if given]
         raise ValueError(f"{' and '.join(flags)} {'shape' if len(flags) > 1 else 'shapes'} the figures written with "
                          "--out; pass --out DIR.")
-    print(report_text(sets), end="")
+    print(report_text(sets, metric=args.metric), end="")
     if args.out:
         written = write_report(sets, args.out, formats=args.format or ["md", "csv"], figure_formats=args.figure_format,
-                               figure_titles=not args.no_figure_title, colour_scale=args.colour_scale)
+                               figure_titles=not args.no_figure_title, colour_scale=args.colour_scale,
+                               metric=args.metric)
         print(f"Wrote {len(written)} file(s) to {Path(args.out).resolve()}: "
               f"{', '.join(sorted({p.name for p in written if not p.name.startswith('heatmap-')}))} "
               f"and {sum(p.name.startswith('heatmap-') for p in written)} heatmap file(s).")

@@ -21,9 +21,10 @@ import pytest
 from disastir_mteb import cli
 from disastir_mteb.leaderboard.rows import result_rows
 from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.results.metrics import metric_range
 from disastir_mteb.results.per_query import per_query_file, read_per_query
 from disastir_mteb.results.result_sets import load_result_set
-from disastir_mteb.results.score_checks import TOLERANCE, metric_range
+from disastir_mteb.results.score_checks import TOLERANCE
 from disastir_mteb.runner.run import evaluate
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]

@@ -1,28 +1,22 @@
-"""Layer 3, what a run leaves behind: result files read back, scored, compared, reported and published.
+"""Where a run's result files are read back, checked, compared and reported, whatever model and search wrote them.
 
 - ``result_sets`` finds and reads mteb result folders (a result file is read here), one set per model
-  setting and query set (full, DisastIR-Test, DisastIR-DevLite), refusing impossible scores
-  (``score_checks``: metric ranges, the per-query mean); ``settings`` names settings readably;
-  ``per_query`` writes and reads the per-query scores the runner keeps beside them; ``grid`` is the 6 x 8
-  table; ``provenance``: plugin version, data, gain, instructions, search and precision of a set.
+  setting and query set (full, DisastIR-Test, DisastIR-DevLite), any metric's 6 x 8 grid on request;
+  ``score_checks`` refuses impossible scores (ranges, the per-query mean) for every reader;
+  ``describe`` names settings readably; ``provenance``: plugin version, data, gain, instructions, search and
+  precision of a set; ``per_query`` writes and reads the per-query NDCG@10 the runner keeps beside them.
+- ``metrics``: the metric vocabulary (mteb's key, the readable name, the range), NDCG@10 the default; a
+  new metric family is one line there, and reports, figures and comparisons show it on request.
+- ``grid``: the 6 x 8 table of one metric, with the paper's means of means.
 - ``compare`` (with ``pairing``: which sets face which) and ``significance``: two sets side by side, paired
-  tests, Kendall's tau;
-  ``split_agreement``: Kendall's tau between model rankings on two query sets (DevLite and full).
-- ``published``: the authors' numbers; ``report`` (``report_format``, ``report_figures``) and ``plots``:
-  reports, figures (PNG, PDF, SVG);
-  ``leaderboard_rows``: the rows of the leaderboard page (runs named by setting, published models).
-- ``submit`` and ``submission_checks`` (with ``results_repository``, ``run_settings_check``): a folder the
-  results repository accepts.
+  tests, Kendall's tau; ``split_agreement``: Kendall's tau between model rankings on two query sets.
+- ``published``: the authors' numbers (NDCG@10); ``report`` (``report_format``: blocks and their Markdown,
+  HTML and text; ``report_figures``: the figure files; ``table2_standing``: a Test run among DMRetriever's
+  Table 2) and ``plots``: reports and figures (PNG, PDF, SVG).
 
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.benchmark`; never ``models`` or ``search``:
-results are read from files, whatever model and search produced them.
+The leaderboard page (:mod:`disastir_mteb.leaderboard`) and the submission folder
+(:mod:`disastir_mteb.submission`) are built on these, on the main score only.
+
+May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.data`; never
+``models``, ``search`` or ``tasks``: results are read from files.
 """
-
-from __future__ import annotations
-
-
-def __getattr__(name: str) -> object:
-    """``from disastir_mteb.results import find_result_sets``: this package was once that one module."""
-    from disastir_mteb.util.moved_modules import forward_attribute
-
-    return forward_attribute("results", name)

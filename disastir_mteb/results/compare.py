@@ -1,7 +1,8 @@
 """Two result sets side by side: the paper's exact-vs-ANN columns (Table 3), for any two runs.
 
-Scores are NDCG@10 per task; an intent's score is the mean of its categories and the overall score the
-mean of the intents, as in the paper, over the tasks BOTH sets hold. With all 48 that is the paper's
+Scores are NDCG@10 per task, or another metric the task files hold (``metric=``, ``disastir-mteb compare
+--metric``: :mod:`disastir_mteb.results.metrics`); an intent's score is the mean of its categories and the
+overall score the mean of the intents, as in the paper, over the tasks BOTH sets hold. With all 48 that is the paper's
 number. A run of a few tasks (3 tasks exact and ANN) still gives what those tasks allow: each intent's
 mean over the categories held and the overall mean over the intents held, marked ``†`` and said once
 under the table with how much they cover; a cell stays empty (``-``) only where nothing can be computed,
@@ -17,6 +18,10 @@ one Table 3 row each, labelled by model and settings (``all-MiniLM-L6-v2 — exa
 ef=64)``), and Kendall's tau between the A and B rankings of the rows, computed on the tasks every pair
 holds; where it cannot be computed, the reason is said once.
 
+The per-query files hold NDCG@10 only (:mod:`disastir_mteb.results.per_query`): with another metric the
+paired tests are not run, and the text says so once instead of inventing per-query scores. Recall@10 of B
+against A compares the rankings themselves, whatever the metric.
+
 Which sets are compared with which is :mod:`disastir_mteb.results.pairing` (on one query set; rankings across
 query sets are :mod:`disastir_mteb.results.split_agreement`); :func:`pairing_text` prints its pairs, and names
 the sets left without one.
@@ -28,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.pairing import Pairing, pair_sets
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
@@ -81,13 +87,17 @@ def _head(text: str, width: int) -> str:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Scores of two result sets on the tasks both hold, and the top-10 recall of B against A."""
+    """Scores of two result sets on the tasks both hold, and the top-10 recall of B against A.
+
+    ``metric``: the metric of ``a_grid`` and ``b_grid`` (NDCG@10, the main score, unless another was asked).
+    """
 
     a: ResultSet
     b: ResultSet
     a_grid: ScoreGrid
     b_grid: ScoreGrid
     recall_grid: ScoreGrid
+    metric: Metric = MAIN_METRIC
     _tests: dict[Intent | None, PairedTest | None] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -124,8 +134,11 @@ class Comparison:
     def paired(self, intent: Intent | None = None) -> PairedTest | None:
         """B against A on the paired per-query scores of the intent's tasks both sets hold (all of them for None).
 
-        None when no task of the intent is in both sets, or one of them lacks per-query files.
+        None when no task of the intent is in both sets, one of them lacks per-query files, or :attr:`metric` is not
+        the NDCG@10 the per-query files hold.
         """
+        if not self.metric.is_main:
+            return None
         if intent not in self._tests:
             names = sorted(name for name in self.a_grid.scores if intent is None or get_spec(name).intent is intent)
             a_scores: list[float] = []
@@ -164,7 +177,7 @@ class Comparison:
         first, second = self.names
         width = max(28, len(self.label) + 2)
         lines = [f"{first}: {_label(self.a)}  [{self.a.folder}]", f"{second}: {_label(self.b)}  [{self.b.folder}]",
-                 f"{self.common_tasks} of 48 tasks in both sets; NDCG@10 x100.", "",
+                 f"{self.common_tasks} of 48 tasks in both sets; {self.metric.name} x100.", "",
                  f"Table 3 format (intents of {first}):", self.table3_header(width), self.table3_row(width), "",
                  f"{'intent':<10}{_head(first, 9)}{_head(second, 9)}{_head('Drop %', 9)}{_head('Recall@10', 11)}"
                  f"{_head('B - A', 9)}{'95% CI':>18}{'p (1-sided)':>13}"]
@@ -180,7 +193,9 @@ class Comparison:
                          f"{_cell(recall, 11, scale=1, digits=3, partial=not _complete(self.recall_grid, intent))}"
                          f"{_cell(test.difference if test else None, 9, partial=partial)}{interval:>18}{p_value:>13}")
         lines.append("B - A: mean per-query NDCG@10 difference x100 with a paired bootstrap 95% CI; p: one-sided "
-                     "Wilcoxon signed-rank in the observed direction (* below 0.05).")
+                     "Wilcoxon signed-rank in the observed direction (* below 0.05)." if self.metric.is_main else
+                     f"B - A and its tests: not run on {self.metric.name}; the per-query files they need hold "
+                     f"{MAIN_METRIC.name} only ({MAIN_METRIC.key}, the default metric, has them).")
         return "\n".join(line.rstrip() for line in [*lines, *self.notes()])
 
 
@@ -213,12 +228,16 @@ def _notes(comparisons: Sequence[Comparison]) -> list[str]:
     return notes
 
 
-def compare_sets(a: ResultSet, b: ResultSet) -> Comparison:
+def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METRIC) -> Comparison:
     """Compare ``b`` with ``a`` (``a`` = the reference, e.g. the exact run) on the tasks both hold.
 
+    ``metric``: mteb's key of the metric compared (``recall_at_100``); default ``ndcg_at_10``, the main score.
+
     Raises:
-        ValueError: the sets are on different query sets, or share no DisastIR task.
+        ValueError: the sets are on different query sets, share no DisastIR task, or the metric is unknown or missing
+            from a task file (the sentence names the file and the metrics it holds).
     """
+    metric = get_metric(metric)
     if a.split is not b.split:
         raise ValueError(f"{a.folder} holds {a.benchmark} and {b.folder} {b.benchmark} results: compare_sets compares "
                          "two runs on one query set; for model rankings across query sets use split_agreement "
@@ -228,9 +247,10 @@ def compare_sets(a: ResultSet, b: ResultSet) -> Comparison:
         raise ValueError(f"{a.folder} and {b.folder} share no DisastIR task: {a.display_label} holds "
                          f"{len(a.scores)}, {b.display_label} {len(b.scores)}, none of them the same; run the same "
                          "tasks on both (-t).")
+    a_scores, b_scores = a.scores_of(metric), b.scores_of(metric)
     recalls = {task: recall for task in common if (recall := top10_recall(a, b, task)) is not None}
-    return Comparison(a, b, ScoreGrid({t: a.scores[t] for t in common}), ScoreGrid({t: b.scores[t] for t in common}),
-                      ScoreGrid(recalls))
+    return Comparison(a, b, ScoreGrid({t: a_scores[t] for t in common}), ScoreGrid({t: b_scores[t] for t in common}),
+                      ScoreGrid(recalls), metric)
 
 
 def _row_labels(comparisons: Sequence[Comparison]) -> list[str]:
@@ -293,19 +313,20 @@ def rankings_text(comparisons: Sequence[Comparison]) -> str:
     return "\n".join(line.rstrip() for line in [*lines, *_notes(ordered), *_tau_lines(ordered, labels)])
 
 
-def pairing_text(pairing: Pairing) -> str:
+def pairing_text(pairing: Pairing, *, metric: str | Metric = MAIN_METRIC) -> str:
     """What ``disastir-mteb compare`` prints for one query set: one pair in detail, several as ranked rows.
 
-    Pairs that share no task are named once and left out; so are the sets left without a pair.
+    Pairs that share no task are named once and left out; so are the sets left without a pair. ``metric``: as
+    :func:`compare_sets`.
 
     Raises:
-        ValueError: no pair shares a task.
+        ValueError: no pair shares a task, or the metric is unknown or missing from a task file.
     """
     shared = [(a, b) for a, b in pairing.pairs if set(a.scores) & set(b.scores)]
     disjoint = [f"{a.display_label} and {b.display_label}" for a, b in pairing.pairs if (a, b) not in shared]
     if not shared:
         raise ValueError(f"No pair shares a DisastIR task ({'; '.join(disjoint)}); run the same tasks on both (-t).")
-    comparisons = [compare_sets(a, b) for a, b in shared]
+    comparisons = [compare_sets(a, b, metric=metric) for a, b in shared]
     lines = [comparisons[0].to_text() if len(comparisons) == 1 else rankings_text(comparisons)]
     if disjoint:
         lines.append(f"Left out, sharing no task: {'; '.join(disjoint)}.")

@@ -4,8 +4,10 @@ Aggregation follows the paper: intent score = mean of its 8 categories, category
 its 6 intents, overall = mean of the 6 intent means (= the mean of the 48 tasks when all are
 present). A missing task is shown as missing and leaves its row and column means undefined,
 never averaged over silently. Scores are kept as fractions; they are scaled x100 and rounded
-only when rendered. A grid is keyed by the full set's task names; a DisastIR-Test or DevLite grid files
-its tasks' scores under them (:func:`grids_by_split`), so every query set aggregates alike.
+only when rendered. A grid holds one metric, whichever (the main score NDCG@10, or another metric a
+result set reads: :meth:`~disastir_mteb.results.result_sets.ResultSet.grid_of`). A grid is keyed by the
+full set's task names; a DisastIR-Test or DevLite grid files its tasks' scores under them
+(:func:`grids_by_split`), so every query set aggregates alike.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.vocabulary.taxonomy import (
     ALL_TASK_NAMES,
     CATEGORIES,
@@ -34,7 +37,7 @@ def _mean(values: list[float | None]) -> float | None:
 
 @dataclass(frozen=True)
 class ScoreGrid:
-    """Main scores (fractions, e.g. NDCG@10 = 0.6229) keyed by task name."""
+    """One metric's scores (fractions, e.g. NDCG@10 = 0.6229) keyed by task name."""
 
     scores: Mapping[str, float]
 
@@ -75,8 +78,12 @@ class ScoreGrid:
         means = [mean for i in INTENTS if (mean := self.partial_intent_mean(i)) is not None]
         return sum(means) / len(means) if means else None
 
-    def to_text(self, title: str = "NDCG@10 (x100)") -> str:
-        """A fixed-width table: intents as rows (paper order), categories as columns, with means."""
+    def to_text(self, title: str | None = None) -> str:
+        """A fixed-width table: intents as rows (paper order), categories as columns, with means.
+
+        ``title``: the top-left cell; by default the main score's, ``NDCG@10 (x100)``.
+        """
+        title = f"{MAIN_METRIC.name} (x100)" if title is None else title
         def fmt(value: float | None) -> str:
             return f"{100 * value:7.2f}" if value is not None else "      -"
 
@@ -96,7 +103,7 @@ class ScoreGrid:
 
 
 def grid_from_results(task_results: Iterable[object]) -> ScoreGrid:
-    """A grid from mteb ``TaskResult`` objects (their main score on the test split); full-set tasks only."""
+    """A grid of the main score (NDCG@10) from mteb ``TaskResult`` objects, on the test split; full-set tasks only."""
     return grids_by_split(task_results).get(Split.full, ScoreGrid({}))
 
 

@@ -1,4 +1,7 @@
-"""Figures for reports: the 6 x 8 NDCG@10 heatmap of one result set, per-intent bars across sets.
+"""Figures for reports: the 6 x 8 heatmap of one result set, per-intent bars across sets, of one metric.
+
+The metric is NDCG@10, the main score, unless another is asked (``metric=``: any fraction a result file
+holds, :mod:`~disastir_mteb.results.metrics`); it names the colour bar, the axis and the default titles.
 
 matplotlib with the Agg backend (no display needed). Each figure is written in every format asked
 (:data:`FIGURE_FORMATS`): PNG at 200 dpi for the reports to embed, PDF and SVG for papers (vector; PDF
@@ -22,13 +25,15 @@ from pathlib import Path
 import numpy as np
 
 from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.vocabulary.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Intent
 
 __all__ = ["COLOUR_SCALES", "FIGURE_FORMATS", "colour_limits", "heatmap", "intent_bars"]
 
 #: The formats a figure can be written in (a file suffix each).
 FIGURE_FORMATS = ("png", "pdf", "svg")
-#: ``data``: the heatmap's colours span the grid's own lowest and highest value; ``0-100``: the full NDCG@10 range.
+#: ``data``: the heatmap's colours span the grid's own lowest and highest value; ``0-100``: a metric's full range
+#: (every metric a report shows is a fraction, x100).
 COLOUR_SCALES = ("data", "0-100")
 
 _DPI = 200
@@ -120,7 +125,7 @@ def colour_limits(grid: ScoreGrid, colour_scale: str = "data") -> tuple[float, f
 
 
 def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metadata: Mapping[str, str] | None = None,
-            colour_scale: str = "data") -> Path:
+            colour_scale: str = "data", metric: str | Metric = MAIN_METRIC) -> Path:
     """The 6 x 8 grid (x100) with intent means as a last column and category means as a last row.
 
     Args:
@@ -131,10 +136,13 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metada
             the title and the rest as its subject, an SVG the title and the rest as its description).
         colour_scale: ``data`` (default): colours span the grid's own range (:func:`colour_limits`); ``0-100``:
             the full range, for heatmaps of several models compared by eye. The colour bar says which.
+        metric: the grid's metric (mteb's key or a :class:`~disastir_mteb.results.metrics.Metric`), named on the
+            colour bar and in the generic title.
 
     Raises:
-        ValueError: an unknown colour scale or file suffix.
+        ValueError: an unknown colour scale, file suffix or metric.
     """
+    metric = get_metric(metric)
     low, high = colour_limits(grid, colour_scale)
     plt = _pyplot()
     values = _heatmap_values(grid)
@@ -168,10 +176,10 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metada
         spine.set_visible(False)
     bar = figure.colorbar(image, ax=axes, fraction=0.03, pad=0.02)
     fitted = colour_scale == "data" and bool(grid.scores)
-    bar.set_label(f"NDCG@10 (x100), scale fitted: {low:.2f}–{high:.2f}" if fitted
-                  else "NDCG@10 (x100), fixed scale 0–100")
+    bar.set_label(f"{metric.name} (x100), scale fitted: {low:.2f}–{high:.2f}" if fitted
+                  else f"{metric.name} (x100), fixed scale 0–100")
     if title is not None:
-        axes.set_title(_title(title or "DisastIR NDCG@10", "heatmap"), fontsize=11, loc="left")
+        axes.set_title(_title(title or f"DisastIR {metric.name}", "heatmap"), fontsize=11, loc="left")
     path = _save(figure, Path(path), metadata)
     plt.close(figure)
     return path
@@ -179,7 +187,7 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metada
 
 def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str | None = "",
                 published: Mapping[str, Mapping[Intent | None, float]] | None = None,
-                metadata: Mapping[str, str] | None = None) -> Path:
+                metadata: Mapping[str, str] | None = None, metric: str | Metric = MAIN_METRIC) -> Path:
     """Grouped bars: per intent (and the overall mean), one bar per result set.
 
     Args:
@@ -189,7 +197,12 @@ def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str 
         published: legend label -> {intent (None = overall): published score}, drawn as black
             ticks over that set's bars.
         metadata: ``Title``, ``Description`` and other entries stored in the file (as :func:`heatmap` stores them).
+        metric: the grids' metric, named on the axis and in the generic title.
+
+    Raises:
+        ValueError: an unknown file suffix or metric.
     """
+    metric = get_metric(metric)
     plt = _pyplot()
     labels: Sequence[str] = list(grids)
     groups: list[Intent | None] = [*INTENTS, None]
@@ -215,7 +228,7 @@ def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str 
                 axes.plot([position - width * 0.45, position + width * 0.45], [100 * reference] * 2, color="black",
                           linewidth=2, label="published" if n == 0 and group is INTENTS[0] else None)
     axes.set_xticks(range(len(groups)), [g.value if g is not None else "Avg" for g in groups])
-    axes.set_ylabel("NDCG@10 (x100)")
+    axes.set_ylabel(f"{metric.name} (x100)")
     axes.set_ylim(0, 100)
     axes.grid(axis="y", alpha=0.3)
     axes.set_axisbelow(True)
@@ -228,7 +241,7 @@ def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str 
     axes.legend(handles, names, fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.09),
                 ncol=1 if max(map(len, names)) > 40 else min(3, len(names)))
     if title is not None:
-        axes.set_title(_title(title or "DisastIR NDCG@10 per intent", "bars"), fontsize=11, loc="left")
+        axes.set_title(_title(title or f"DisastIR {metric.name} per intent", "bars"), fontsize=11, loc="left")
     path = _save(figure, Path(path), metadata)
     plt.close(figure)
     return path

@@ -1,13 +1,19 @@
 """Reports on DisastIR result sets: tables, published numbers beside ours, figures, Markdown/CSV/HTML.
 
 A report takes any number of result sets (models, exact and ANN, instruction settings; see
-:mod:`disastir_mteb.results.result_sets`) and gives, for each, the 6 x 8 NDCG@10 table (x100, two decimals,
-the paper's row and column order) with per-intent, per-category and overall means (means of
-means, as the paper), and, where the model is in the published tables (:mod:`disastir_mteb.results.published`),
-the published numbers beside ours with the difference. Figures: a heatmap per set and per-intent
-bars across sets, in PNG, PDF or SVG, titled or not, the heatmaps' colours fitted to each grid or on the fixed
-0-100 scale (:mod:`disastir_mteb.results.report_figures`, drawn by :mod:`disastir_mteb.results.plots`).
-Missing tasks are shown as missing; a mean over them is never computed.
+:mod:`disastir_mteb.results.result_sets`) and gives, for each, the 6 x 8 table of one metric (NDCG@10 unless
+another is asked; x100, two decimals, the paper's row and column order) with per-intent, per-category and
+overall means (means of means, as the paper), and, where the model is in the published tables
+(:mod:`disastir_mteb.results.published`), the published numbers beside ours with the difference. Figures: a
+heatmap per set and per-intent bars across sets, in PNG, PDF or SVG, titled or not, the heatmaps' colours
+fitted to each grid or on the fixed 0-100 scale (:mod:`disastir_mteb.results.report_figures`, drawn by
+:mod:`disastir_mteb.results.plots`). Missing tasks are shown as missing; a mean over them is never computed.
+
+The metric is a parameter (``metric=``, ``disastir-mteb report --metric``): NDCG@10, the main score, by
+default, or any fraction the task files hold (``recall_at_100``, ``map_at_10``, ``mrr_at_10``:
+:mod:`disastir_mteb.results.metrics`), in every table, caption, figure and the CSV's last column. The authors
+publish NDCG@10 only: with another metric the report says so in one line, and shows neither the published
+numbers nor a Test set's standing among DMRetriever's Table 2.
 
 The content is built once as a list of blocks (headings, paragraphs, tables, images) and rendered
 to Markdown, HTML or plain text (:mod:`disastir_mteb.results.report_format`), so the formats cannot drift apart.
@@ -34,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.provenance import NOT_RECORDED, provenance_of
 from disastir_mteb.results.published import SOURCES, PublishedScores, published_for
 from disastir_mteb.results.report_figures import (
@@ -128,12 +135,12 @@ def _model_cell(result: ResultSet) -> str:
     return result.model if result.split is Split.full else f"{result.model} ({result.benchmark})"
 
 
-def grid_table(grid: ScoreGrid) -> Table:
-    """The 6 x 8 table: intents as rows, categories as columns, means in the last row and column."""
+def grid_table(grid: ScoreGrid, metric: Metric = MAIN_METRIC) -> Table:
+    """The 6 x 8 table of ``metric``: intents as rows, categories as columns, means in the last row and column."""
     rows = [[intent.value, *(_x100(grid.cell(intent, c)) for c in CATEGORIES), _x100(grid.intent_mean(intent))]
             for intent in INTENTS]
     rows.append(["Mean", *(_x100(grid.category_mean(c)) for c in CATEGORIES), _x100(grid.overall())])
-    return Table(["NDCG@10 x100", *(c.value for c in CATEGORIES), "Mean"], rows)
+    return Table([f"{metric.name} x100", *(c.value for c in CATEGORIES), "Mean"], rows)
 
 
 def _published_blocks(result: ResultSet, records: list[PublishedScores]) -> list[Block]:
@@ -169,15 +176,22 @@ def _published_blocks(result: ResultSet, records: list[PublishedScores]) -> list
 
 
 def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str | None = None,
-                 figure_format: str = "png") -> list[Block]:
+                 figure_format: str = "png", metric: str | Metric = MAIN_METRIC) -> list[Block]:
     """The report's blocks for ``sets``; figure blocks name the files :func:`write_report` draws.
 
     ``title``: the report's title; by default ``DisastIR report``, with the query sets named when any set is
     not on the full set (``DisastIR report: DisastIR-Test``). ``figure_format``: the suffix of the figures the
-    report embeds (``png`` or ``svg``).
+    report embeds (``png`` or ``svg``). ``metric``: mteb's key of the metric shown (``recall_at_100``; default
+    ``ndcg_at_10``, the main score).
+
+    Raises:
+        ValueError: no result sets, an unknown metric, or one a set's task files lack (the sentence names the file
+            and the metrics it holds).
     """
     if not sets:
         raise ValueError("No result sets to report on.")
+    metric = get_metric(metric)
+    grids = {id(result): result.grid_of(metric) for result in sets}
     if title is None:
         title = "DisastIR report" + ("" if all(r.split is Split.full for r in sets) else f": {benchmark_names(sets)}")
     synthetic = [r for r in sets if r.synthetic]
@@ -190,18 +204,21 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
     if synthetic:
         which = f" ({len(synthetic)} of {len(sets)} result sets, marked below)" if mixed else ""
         blocks.append(Notice(SYNTHETIC_NOTICE.removesuffix(".") + which + "."))
+    blocks.append(Paragraph(f"{len(sets)} result set(s). {metric.name} x100; intent = mean of its 8 categories, "
+                            "category = mean of its 6 intents, overall = mean of the 6 intents (the paper's "
+                            "aggregation). '–' marks a task that was not evaluated and every mean that would need it."))
+    if not metric.is_main:
+        blocks.append(Paragraph(f"The authors publish {MAIN_METRIC.name} only: no published numbers are set beside "
+                                f"{metric.name}."))
     blocks += [
-        Paragraph(f"{len(sets)} result set(s). NDCG@10 x100; intent = mean of its 8 categories, category = mean of "
-                  "its 6 intents, overall = mean of the 6 intents (the paper's aggregation). '–' marks a task "
-                  "that was not evaluated and every mean that would need it."),
         Heading("Overview"),
         Table(["model", "setting", *(i.value for i in INTENTS), "Avg", "tasks"],
-              [[r.model, marked(r.setting, r), *(_x100(r.grid.intent_mean(i)) for i in INTENTS),
-                _x100(r.grid.overall()), f"{len(r.scores)}/48"] for r in sets])]
+              [[r.model, marked(r.setting, r), *(_x100(grids[id(r)].intent_mean(i)) for i in INTENTS),
+                _x100(grids[id(r)].overall()), f"{len(r.scores)}/48"] for r in sets])]
     if figures:
-        ticks = " (black ticks: published)" if published_ticks(legend_labels(sets)) else ""
+        ticks = " (black ticks: published)" if metric.is_main and published_ticks(legend_labels(sets)) else ""
         blocks.append(Image(f"intents.{figure_format}",
-                            f"Per-intent NDCG@10 of every result set{ticks}{bars_tag(sets)}."))
+                            f"Per-intent {metric.name} of every result set{ticks}{bars_tag(sets)}."))
     blocks += provenance_blocks(sets)
     for result, heatmap_file in zip(sets, heatmap_names(sets), strict=True):
         raw = f" Settings as mteb files them: `{_raw_setting(result)}`." if result.experiment else ""
@@ -214,30 +231,35 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
             blocks.append(Paragraph(_SPLIT_NOTES[result.split]))
         if figures:
             blocks.append(Image(f"{heatmap_file}.{figure_format}",
-                                tagged(f"NDCG@10 of {result.display_label}", result) + "."))
-        blocks.append(grid_table(result.grid))
+                                tagged(f"{metric.name} of {result.display_label}", result) + "."))
+        blocks.append(grid_table(grids[id(result)], metric))
         missing = [task_name(i, c, result.split) for i in INTENTS for c in CATEGORIES
                    if task_name(i, c) not in result.scores]
         if missing:
             blocks.append(Paragraph(f"Missing ({len(missing)}): {', '.join(missing)}."))
-        records = published_for(result.model, result.split)  # the same query set only
-        blocks += _published_blocks(result, records) if records else []
-        blocks += standing_blocks(result)  # a Test run among Table 2's models
+        if metric.is_main:  # the authors publish the main score only
+            records = published_for(result.model, result.split)  # the same query set only
+            blocks += _published_blocks(result, records) if records else []
+            blocks += standing_blocks(result)  # a Test run among Table 2's models
     return blocks
 
 
-def report_text(sets: Sequence[ResultSet]) -> str:
-    """What ``disastir-mteb report`` prints: the tables of :func:`build_report`, fixed width."""
-    return render_text(build_report(sets, figures=False))
+def report_text(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_METRIC) -> str:
+    """What ``disastir-mteb report`` prints: the tables of :func:`build_report`, fixed width.
+
+    Raises:
+        ValueError: as :func:`build_report`.
+    """
+    return render_text(build_report(sets, figures=False, metric=metric))
 
 
-def _csv(sets: Sequence[ResultSet]) -> str:
+def _csv(sets: Sequence[ResultSet], metric: Metric) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["model", "revision", "setting", "experiment", "search", "data", "synthetic", "task", "intent",
-                     "category", "ndcg_at_10"])
+                     "category", metric.key])
     for result in sets:
-        for name, score in sorted(result.scores.items()):
+        for name, score in sorted(result.scores_of(metric).items()):
             spec = get_spec(name)
             ours, recorded = (result.task_data(name) or {}).get("source"), result.task_record(name).get(DATA_KEY, "")
             source = ours or recorded if result.split is Split.full else recorded or ours  # a split task's own record
@@ -250,12 +272,13 @@ def _csv(sets: Sequence[ResultSet]) -> str:
 
 def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequence[str] = ("md",),
                  figure_formats: Sequence[str] | None = None, figure_titles: bool = True,
-                 colour_scale: str = "data") -> list[Path]:
+                 colour_scale: str = "data", metric: str | Metric = MAIN_METRIC) -> list[Path]:
     """Write the report files and figures into ``out``; returns what was written.
 
     ``md`` writes ``report.md``, ``html`` ``report.html`` (both embed the figures), ``csv``
-    ``scores.csv`` (one row per set and task, with the readable and the raw settings and the
-    recorded data source). The figure files' metadata keeps the raw settings behind the readable titles.
+    ``scores.csv`` (one row per set and task, with the readable and the raw settings, the
+    recorded data source, and the metric's value in a column named by its key: ``ndcg_at_10`` by default).
+    The figure files' metadata keeps the raw settings behind the readable titles.
 
     Args:
         sets: the result sets.
@@ -268,9 +291,11 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
             still name each figure.
         colour_scale: the heatmaps' colours: ``data`` (fitted to each grid's scores) or ``0-100``
             (:func:`~disastir_mteb.results.plots.colour_limits`).
+        metric: mteb's key of the metric reported (``recall_at_100``); default ``ndcg_at_10``, the main score.
 
     Raises:
-        ValueError: an unknown format, figure format or colour scale, or no result sets.
+        ValueError: an unknown format, figure format, colour scale or metric, a metric a set's task files lack, or
+            no result sets; nothing is written then.
     """
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -283,11 +308,14 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
     shown = next((kind for kind in kinds if kind in ("png", "svg")), "png")
     if embedded and shown not in kinds:
         kinds.insert(0, shown)
-    blocks = build_report(sets, figures=embedded, figure_format=shown)
+    metric = get_metric(metric)
+    blocks = build_report(sets, figures=embedded, figure_format=shown, metric=metric)
     if kinds:
-        written += write_figures(sets, out, kinds=kinds, titles=figure_titles, colour_scale=colour_scale)
+        written += write_figures(sets, out, kinds=kinds, titles=figure_titles, colour_scale=colour_scale,
+                                 metric=metric)
     renderers = {"md": ("report.md", lambda: render_markdown(blocks)),
-                 "html": ("report.html", lambda: render_html(blocks)), "csv": ("scores.csv", lambda: _csv(sets))}
+                 "html": ("report.html", lambda: render_html(blocks)),
+                 "csv": ("scores.csv", lambda: _csv(sets, metric))}
     for name in formats:
         file, render = renderers[name]
         written.append(write_text_atomic(out / file, render()))

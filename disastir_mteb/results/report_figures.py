@@ -3,7 +3,8 @@
 :mod:`disastir_mteb.results.report` builds the report's text and calls :func:`write_figures` for its
 figures (:mod:`disastir_mteb.results.plots` draws them): one heatmap per result set and the per-intent
 bars across sets, each in every format asked (PNG for the reports to embed, PDF and SVG for papers),
-with or without titles, the heatmaps' colours fitted to each grid or on the fixed 0-100 scale.
+with or without titles, the heatmaps' colours fitted to each grid or on the fixed 0-100 scale, of one metric
+(NDCG@10 unless another is asked; the published ticks only on NDCG@10, the one metric the authors publish).
 
 What people read is readable (``e5-small-v2 — ANN (HNSW M=16, ef=64)``); each file's metadata keeps the
 raw settings and folder behind every label. Scores on generated data say so in every title and label
@@ -16,6 +17,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.published import published_for
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.vocabulary.taxonomy import SPLITS, Intent, Split, benchmark_name
@@ -122,7 +124,7 @@ def figure_metadata(title: str, labels: dict[str, ResultSet]) -> dict[str, str]:
 
 
 def write_figures(sets: Sequence[ResultSet], out: Path, *, kinds: Sequence[str], titles: bool = True,
-                  colour_scale: str = "data") -> list[Path]:
+                  colour_scale: str = "data", metric: str | Metric = MAIN_METRIC) -> list[Path]:
     """Each set's heatmap and the per-intent bars, in each of ``kinds`` (``png``, ``pdf``, ``svg``); what was written.
 
     Args:
@@ -131,19 +133,27 @@ def write_figures(sets: Sequence[ResultSet], out: Path, *, kinds: Sequence[str],
         kinds: the formats, each figure written in each.
         titles: False leaves the titles out of the figures (the metadata still holds them).
         colour_scale: the heatmaps' colours, ``data`` or ``0-100`` (:func:`~disastir_mteb.results.plots.colour_limits`).
+        metric: the metric drawn (mteb's key or a :class:`~disastir_mteb.results.metrics.Metric`; NDCG@10 by default),
+            named in every title; published ticks are drawn on the main score only.
+
+    Raises:
+        ValueError: an unknown metric, or one a set's task files lack (before any figure is written).
     """
     from disastir_mteb.results.plots import heatmap, intent_bars
 
+    metric = get_metric(metric)
+    grids = {id(result): result.grid_of(metric) for result in sets}
     written: list[Path] = []
     for result, name in zip(sets, heatmap_names(sets), strict=True):
-        title = tagged(f"{result.display_label}: NDCG@10", result)
+        title = tagged(f"{result.display_label}: {metric.name}", result)
         metadata = figure_metadata(title, {result.display_label: result})
-        written += [heatmap(result.grid, out / f"{name}.{kind}", title=title if titles else None, metadata=metadata,
-                            colour_scale=colour_scale) for kind in kinds]
+        written += [heatmap(grids[id(result)], out / f"{name}.{kind}", title=title if titles else None,
+                            metadata=metadata, colour_scale=colour_scale, metric=metric) for kind in kinds]
     labels = legend_labels(sets)
-    title = f"{benchmark_names(sets)} NDCG@10 per intent{bars_tag(sets)}"
+    title = f"{benchmark_names(sets)} {metric.name} per intent{bars_tag(sets)}"
     metadata = figure_metadata(title, labels)
-    grids = {label: r.grid for label, r in labels.items()}
-    written += [intent_bars(grids, out / f"intents.{kind}", title=title if titles else None,
-                            published=published_ticks(labels), metadata=metadata) for kind in kinds]
+    published = published_ticks(labels) if metric.is_main else {}
+    written += [intent_bars({label: grids[id(r)] for label, r in labels.items()}, out / f"intents.{kind}",
+                            title=title if titles else None, published=published, metadata=metadata, metric=metric)
+                for kind in kinds]
     return written

@@ -20,6 +20,10 @@ Reading: :func:`load_result_set` and :func:`find_result_sets` read the full set 
 Every set is read through :func:`load_result_set`, which refuses impossible scores
 (:mod:`~disastir_mteb.results.score_checks`): what ``report``, ``compare``, the leaderboard and ``submit`` show.
 
+Metrics: :attr:`ResultSet.scores` are the main score, NDCG@10; :meth:`ResultSet.scores_of` and
+:meth:`ResultSet.grid_of` give any metric the task files hold (``recall_at_100``, ``map_at_10``:
+:mod:`~disastir_mteb.results.metrics`), and name the file and the metrics it holds when one lacks it.
+
 Labels: :attr:`ResultSet.setting` is readable ("ANN (HNSW M=16, ef=64)", :mod:`disastir_mteb.results.describe`,
 whose :func:`describe_setting` and :func:`describe_search` this module re-exports); the raw values stay in
 :attr:`ResultSet.label` and in the files' metadata.
@@ -34,6 +38,7 @@ from typing import Any
 
 from disastir_mteb.results.describe import describe_search, describe_setting
 from disastir_mteb.results.grid import ScoreGrid
+from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric, missing_metric
 from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
 from disastir_mteb.results.score_checks import read_task_record, refuse_impossible_scores
 from disastir_mteb.vocabulary.ann_params import ANN_PREFIX
@@ -72,7 +77,8 @@ class ResultSet:
         experiment: mteb experiment settings (instructions, ``disastir_search``), empty for a plain run.
         scores: task name of the full set (``DisastIR-QA-Bio``) -> main score (NDCG@10, fraction). A Test or
             DevLite set files its tasks' scores (``DisastIR-Test-QA-Bio.json``) under the same names, so that
-            grids, means, comparisons and plots treat every split alike; :meth:`file_task` maps back.
+            grids, means, comparisons and plots treat every split alike; :meth:`file_task` maps back. Another
+            metric's scores, keyed alike: :meth:`scores_of`.
         split: the query set the scores were computed on (full, DisastIR-Test or DisastIR-DevLite).
         meta: the folder's ``model_meta.json`` as read (empty without one).
     """
@@ -212,8 +218,41 @@ class ResultSet:
 
     @property
     def grid(self) -> ScoreGrid:
-        """The 6 x 8 grid of the set's scores."""
+        """The 6 x 8 grid of the set's main scores (NDCG@10)."""
         return ScoreGrid(self.scores)
+
+    def scores_of(self, metric: str | Metric = MAIN_METRIC) -> dict[str, float]:
+        """One metric's value per task, keyed like :attr:`scores` (``recall_at_100`` -> 0.41, a fraction).
+
+        The main score is :attr:`scores` itself (its files' ``main_score``, checked equal to ``ndcg_at_10``); any
+        other metric is read from each task file's score block (:meth:`task_record`), as mteb wrote it.
+
+        Args:
+            metric: mteb's key of the metric (``recall_at_100``), or a :class:`~disastir_mteb.results.metrics.Metric`.
+
+        Raises:
+            ValueError: not a metric a report can show, or a task file lacks it (the sentence names the metric, the
+                file and the metrics the file holds).
+        """
+        metric = get_metric(metric)
+        if metric.is_main:
+            return dict(self.scores)
+        found: dict[str, float] = {}
+        for task in self.scores:
+            record = self.task_record(task)
+            value = record.get(metric.key)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(missing_metric(metric, self.folder / f"{self.file_task(task)}.json", record))
+            found[task] = float(value)
+        return found
+
+    def grid_of(self, metric: str | Metric = MAIN_METRIC) -> ScoreGrid:
+        """The 6 x 8 grid of one metric (:meth:`scores_of`); :attr:`grid` for the main score.
+
+        Raises:
+            ValueError: as :meth:`scores_of`.
+        """
+        return ScoreGrid(self.scores_of(metric))
 
     def has_per_query(self, task: str) -> bool:
         """Whether per-query scores were saved for ``task``."""

@@ -8,15 +8,10 @@ as 750.00 or submitted as ready for a pull request.
 
 What is checked, per task file (``scores["test"][0]``):
 
-- every metric of a known kind lies in its range (:func:`metric_range`): mteb's retrieval metrics
-  (``ndcg_at_k``, ``map_at_k``, ``recall_at_k``, ``precision_at_k``, ``mrr_at_k``, ``hit_rate_at_k``,
-  ``accuracy``), the plugin's (``ndcg_at_10_exponential_gain``, ``ndcg_at_10_linear_gain``,
-  ``unjudged_at_10``) and ``main_score`` are fractions in [0, 1], and finite. mteb's abstention metrics
-  (``nauc_*``, mteb's ``retrieval_metrics.nauc``, after arXiv:2402.12997) are (AUC - flat AUC) / (oracle AUC -
-  flat AUC): bounded above by 1 (no confidence ranking beats the oracle), with no fixed lower bound (negative
-  when the confidence ranks queries worse than chance, how far depends on the scores), and NaN where mteb
-  finds the oracle curve flat (every query scored alike), so only values above 1 or infinite are refused.
-  Other numbers (an mteb metric of a later release) make no claim;
+- every metric of a known kind lies in its range (:func:`~disastir_mteb.results.metrics.metric_range`, the
+  metric vocabulary): mteb's retrieval metrics, the plugin's and ``main_score`` are fractions in [0, 1], and
+  finite; mteb's abstention metrics (``nauc_*``) are at most 1 or NaN, with no fixed lower bound, so only
+  values above 1 or infinite are refused. Other numbers (an mteb metric of a later release) make no claim;
 - ``main_score`` equals ``ndcg_at_10``, the DisastIR tasks' main score, within :data:`TOLERANCE`;
 - with the per-query file ``disastir-mteb run`` writes beside it (:mod:`~disastir_mteb.results.per_query`),
   the mean of its queries' NDCG@10 equals ``ndcg_at_10`` within :data:`TOLERANCE`: both come from
@@ -33,40 +28,19 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.results.metrics import metric_range
 from disastir_mteb.results.per_query import PerQuery
 
-__all__ = ["TOLERANCE", "impossible_score", "metric_range", "read_task_record", "refuse_impossible_scores"]
+__all__ = ["TOLERANCE", "impossible_score", "read_task_record", "refuse_impossible_scores"]
 
 #: How far ``main_score`` and the per-query mean may lie from ``ndcg_at_10`` (fractions; see the module docstring).
 TOLERANCE = 1e-5
 
-_FRACTION = re.compile(r"main_score|accuracy|(ndcg|map|recall|precision|mrr|hit_rate|cv_recall)_at_\d+"
-                       r"|ndcg_at_10_(exponential|linear)_gain|unjudged_at_10")
-_NAUC = re.compile(r"nauc_\w+")
 _SHOWN = 3  # offending metrics named per file; the rest are counted
-
-
-def metric_range(name: str) -> tuple[float, float, bool] | None:
-    """The valid range of a metric in a DisastIR task file: (lowest, highest, NaN allowed), or None if unknown.
-
-    Examples:
-        >>> metric_range("ndcg_at_10")
-        (0.0, 1.0, False)
-        >>> metric_range("nauc_ndcg_at_10_max")
-        (-inf, 1.0, True)
-        >>> metric_range("evaluation_time") is None
-        True
-    """
-    if _FRACTION.fullmatch(name):
-        return 0.0, 1.0, False
-    if _NAUC.fullmatch(name):
-        return -math.inf, 1.0, True
-    return None
 
 
 def _describe(low: float, high: float, nan: bool) -> str:

@@ -16,7 +16,9 @@ because the model rankings it gives agree with the full set's: Kendall's tau 0.9
   rankings): it needs at least two models on both sides, and is undefined when one side ties them all.
 
 The reference is the full set when it is among the sets, else DisastIR-Test; every other query set
-present is set against it (DevLite and Test runs with full runs give two comparisons).
+present is set against it (DevLite and Test runs with full runs give two comparisons). Models are ranked by
+NDCG@10, the main score the authors rank by, or by another metric the task files hold (``metric=``,
+``disastir-mteb compare --metric``: :mod:`disastir_mteb.results.metrics`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.result_sets import ResultSet, describe_setting
 from disastir_mteb.results.significance import kendall_tau
 from disastir_mteb.vocabulary.taxonomy import INTENTS, SPLITS, Intent, Split, benchmark_name
@@ -41,9 +44,9 @@ def _key(result: ResultSet) -> tuple[str, str]:
     return result.model, repr(sorted(result.experiment.items()))
 
 
-def _score(result: ResultSet, intent: Intent | None) -> float | None:
-    """The set's intent mean (its overall score for None), or None when a task it needs is missing."""
-    grid = result.grid
+def _score(result: ResultSet, intent: Intent | None, metric: Metric) -> float | None:
+    """The set's intent mean of ``metric`` (its overall score for None), or None when a task it needs is missing."""
+    grid = result.grid_of(metric)
     return grid.overall() if intent is None else grid.intent_mean(intent)
 
 
@@ -61,12 +64,14 @@ class SplitAgreement:
         reference: the query set it is compared with (the full set, or DisastIR-Test).
         pairs: (set on ``split``, set on ``reference``) of one model and setting, best on the reference first.
         unpaired: sets of either query set with no counterpart on the other.
+        metric: what the models are ranked by (NDCG@10, the main score, unless another was asked).
     """
 
     split: Split
     reference: Split
     pairs: tuple[tuple[ResultSet, ResultSet], ...]
     unpaired: tuple[ResultSet, ...] = ()
+    metric: Metric = MAIN_METRIC
 
     def scores(self, intent: Intent | None = None) -> tuple[dict[str, float], dict[str, float]]:
         """Per pair, keyed by the reference set's :attr:`~ResultSet.label`: its score on ``split`` and on ``reference``.
@@ -77,9 +82,9 @@ class SplitAgreement:
         first: dict[str, float] = {}
         second: dict[str, float] = {}
         for ours, theirs in self.pairs:
-            if (value := _score(ours, intent)) is not None:
+            if (value := _score(ours, intent, self.metric)) is not None:
                 first[theirs.label] = value
-            if (value := _score(theirs, intent)) is not None:
+            if (value := _score(theirs, intent, self.metric)) is not None:
                 second[theirs.label] = value
         return first, second
 
@@ -95,8 +100,8 @@ class SplitAgreement:
         """The paired models' overall scores and ranks on both query sets, then Kendall's tau overall and per intent."""
         mine, theirs = _COLUMN[self.split], _COLUMN[self.reference]
         lines = [f"Model rankings on {benchmark_name(self.split)} and on {benchmark_name(self.reference)}: "
-                 f"{len(self.pairs)} model setting(s) paired by model and setting. NDCG@10 x100, averaged as the "
-                 "authors do (intent = mean of its 8 categories, overall = mean of the 6 intents)."]
+                 f"{len(self.pairs)} model setting(s) paired by model and setting. {self.metric.name} x100, averaged "
+                 "as the authors do (intent = mean of its 8 categories, overall = mean of the 6 intents)."]
         synthetic = sum(1 for pair in self.pairs for result in pair if result.synthetic)
         if synthetic:
             lines.append(f"{synthetic} of {2 * len(self.pairs)} sets ran on synthetic data: these rankings exercise "
@@ -121,7 +126,8 @@ class SplitAgreement:
             value = f"{tau:.3f}" if tau == tau else "undefined (one side ranks every model the same)"
             lines.append(f"Kendall's tau between the model rankings ({which}, {n} models): {value}")
         if {self.split, self.reference} == {Split.devlite, Split.full}:
-            lines.append(f"For DevLite against the full set, {AUTHORS_TAU}.")
+            ranked = "" if self.metric.is_main else f" (ranking by {MAIN_METRIC.name})"
+            lines.append(f"For DevLite against the full set, {AUTHORS_TAU}{ranked}.")
         if self.unpaired:
             lines.append("Not paired (no run of the same model and setting on the other query set): "
                          + "; ".join(result.display_label for result in self.unpaired) + ".")
@@ -145,13 +151,19 @@ def _by_key(sets: Sequence[ResultSet], split: Split) -> dict[tuple[str, str], Re
     return found
 
 
-def split_agreement(sets: Sequence[ResultSet]) -> list[SplitAgreement]:
+def split_agreement(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_METRIC) -> list[SplitAgreement]:
     """Each query set among ``sets`` other than the reference (the full set, else Test), ranked against it.
+
+    ``metric``: mteb's key of the metric the models are ranked by; default ``ndcg_at_10``, the main score.
 
     Raises:
         ValueError: the sets are on fewer than two query sets, a query set holds two sets of one model and
-            setting, or no model and setting has runs on two query sets.
+            setting, no model and setting has runs on two query sets, or the metric is unknown or missing from a
+            task file.
     """
+    metric = get_metric(metric)
+    for result in sets:  # a task file lacking the metric is named before anything is ranked
+        result.scores_of(metric)
     present = [split for split in SPLITS if any(result.split is split for result in sets)]
     if len(present) < 2:
         raise ValueError(f"Rankings across query sets need result sets on two of them (e.g. DevLite and full); "
@@ -164,10 +176,10 @@ def split_agreement(sets: Sequence[ResultSet]) -> list[SplitAgreement]:
             continue
         mine = _by_key(sets, split)
         pairs = [(mine[key], result) for key, result in theirs.items() if key in mine]
-        pairs.sort(key=lambda pair: -(pair[1].grid.overall() or -1.0))
+        pairs.sort(key=lambda pair: -(pair[1].grid_of(metric).overall() or -1.0))
         unpaired = [result for key, result in mine.items() if key not in theirs]
         unpaired += [result for key, result in theirs.items() if key not in mine]
-        agreements.append(SplitAgreement(split, reference, tuple(pairs), tuple(unpaired)))
+        agreements.append(SplitAgreement(split, reference, tuple(pairs), tuple(unpaired), metric))
     if not any(agreement.pairs for agreement in agreements):
         raise ValueError(f"No model has runs with the same settings on {benchmark_name(reference)} and on "
                          f"{', '.join(benchmark_name(a.split) for a in agreements)}; nothing to rank.")
