@@ -33,7 +33,7 @@ BACKENDS = ["torch", "numpy"]
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "numpy":
         for module in (exact_search, kernel):  # the backend's and the kernel's
-            monkeypatch.setattr(module, "_torch", lambda: None)
+            monkeypatch.setattr(module, "import_torch", lambda: None)
     return request.param
 
 
@@ -361,14 +361,14 @@ def test_cuda_device_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-    assert torch_device._resolve_device("cuda", torch) == torch.device("cuda:1")
-    assert torch_device._resolve_device(torch.device("cuda:0"), torch) == torch.device("cuda:0")
+    assert torch_device.resolve_device("cuda", torch) == torch.device("cuda:1")
+    assert torch_device.resolve_device(torch.device("cuda:0"), torch) == torch.device("cuda:0")
     with pytest.raises(ValueError, match=r"device='cuda:2' names a GPU that does not exist: torch sees 2"):
-        torch_device._resolve_device("cuda:2", torch)
+        torch_device.resolve_device("cuda:2", torch)
 
 
 def test_numpy_fallback_accepts_device_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kernel, "_torch", lambda: None)
+    monkeypatch.setattr(kernel, "import_torch", lambda: None)
     rng = np.random.default_rng(2)
     queries, corpus = planted_ties(rng, 9, 40, 4)
     expected = brute_force(queries, corpus, 6)
@@ -431,12 +431,12 @@ CALLER_TF32 = {
 def test_tf32_is_off_during_a_cuda_search_and_restored_after(caller: str, restore_tf32: None) -> None:
     CALLER_TF32[caller]()
     before = _tf32_state()
-    with torch_device._float32_matmul(torch, torch.device("cuda")):
+    with torch_device.float32_matmul(torch, torch.device("cuda")):
         inside = _tf32_state()
     assert _tf32_state() == before
     assert inside["matmul"] == inside["conv"] == inside["rnn"] == "ieee"
     assert inside["matmul.allow_tf32"] is False
-    with torch_device._float32_matmul(torch, torch.device("cpu")):
+    with torch_device.float32_matmul(torch, torch.device("cpu")):
         assert _tf32_state() == before  # the CPU search touches nothing
 
 
@@ -470,11 +470,10 @@ def test_exact_index_resident_copy_life_cycle(monkeypatch: pytest.MonkeyPatch) -
     index.device = "cpu"  # as the search wrapper sets it from the model's device
     assert index.search(queries, 10, dot_score) == plain.search(queries, 10, dot_score)
     assert index.device_copies == 1 and index.device_bytes == 200 * 8 * 2  # float16 stays float16
-    resident = index._resident
     index.clear()
     index.add_documents(documents.copy(), ids)  # the next task's same corpus
     assert index.search(queries, 10, dot_score) == plain.search(queries, 10, dot_score)
-    assert index.device_copies == 1 and index._resident is resident
+    assert index.device_copies == 1 and index.device_bytes == 200 * 8 * 2  # the same copy, kept
     assert index.search(queries, 10, cos_sim) == plain.search(queries, 10, cos_sim)
     assert index.device_copies == 2 and index.device_bytes == 200 * 8 * 4  # normalised: float32
     assert index.search(queries, 10, cos_sim) == plain.search(queries, 10, cos_sim)

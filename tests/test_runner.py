@@ -143,5 +143,5 @@ def test_corpus_encoding_spreads_over_devices_with_identical_vectors(tmp_path: P
             searcher.index(corpus, task_metadata=task.metadata, hf_split="test", hf_subset="default",
                            encode_kwargs={"batch_size": 8})
     assert sum("multi-process pool" in r.getMessage() for r in caplog.records) == 1  # only the pooled searcher
-    np.testing.assert_allclose(pooled.index_backend._documents, single.index_backend._documents, atol=1e-5)
+    np.testing.assert_allclose(pooled.corpus_embeddings, single.corpus_embeddings, atol=1e-5)
     assert pooled.passages_encoded == single.passages_encoded == 24

@@ -4,8 +4,10 @@
 (:func:`top_k_inner_product`, re-exported here), on the CPU or the model's GPU. This module adds
 what a backend needs around it: telling cosine from dot-product models (:func:`similarity_kind`),
 normalising vectors as mteb's ``cos_sim`` does, and keeping the documents (and, on a GPU, one
-resident copy of them) across mteb's per-task calls. The input helpers are shared with
-:class:`~disastir_mteb.search.usearch_index.UsearchIndex`.
+resident copy of them) across mteb's per-task calls. The input helpers (:func:`as_documents`,
+:func:`same_documents`, :func:`normalised`) are public because
+:class:`~disastir_mteb.search.usearch_index.UsearchIndex` takes its documents the same way, so both
+backends accept, keep and normalise the same vectors.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from disastir_mteb.search.top_k import _as_float32, top_k_inner_product
-from disastir_mteb.search.torch_device import _resolve_device, _torch
+from disastir_mteb.search.top_k import as_float32, top_k_inner_product
+from disastir_mteb.search.torch_device import import_torch, resolve_device
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,31 +28,49 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExactIndex", "similarity_kind", "top_k_inner_product"]
+__all__ = ["ExactIndex", "as_documents", "normalised", "same_documents", "similarity_kind", "top_k_inner_product"]
 
 Similarity = Literal["cosine", "dot"]
 
 
-def _as_documents(embeddings: Any, idxs: list[str]) -> tuple[list[str], np.ndarray]:
+def as_documents(embeddings: Any, idxs: list[str]) -> tuple[list[str], np.ndarray]:
     """(ids, vectors) for an index backend's ``add_documents``, one row per id.
 
     A 2-D NumPy array is kept as it is (float16 memory maps stay float16: searches upcast per
     block); anything else becomes float32.
+
+    Args:
+        embeddings: document vectors, shape (len(idxs), dim): a NumPy array (possibly a memory
+            map) or a torch tensor.
+        idxs: the document ids, in row order.
+
+    Returns:
+        (ids as a new list, vectors).
 
     Raises:
         ValueError: the array is not 2-D or its row count differs from ``len(idxs)``.
     """
     ids = list(idxs)
     plain = not hasattr(embeddings, "detach") and isinstance(embeddings, np.ndarray) and embeddings.ndim == 2
-    documents = embeddings if plain else _as_float32(embeddings, "document embeddings")
+    documents = embeddings if plain else as_float32(embeddings, "document embeddings")
     if documents.ndim != 2 or len(documents) != len(ids):
         raise ValueError(f"add_documents got {len(ids)} ids but embeddings of shape {documents.shape}; "
                          "expected one row per id.")
     return ids, documents
 
 
-def _same_documents(ids: list[str], documents: np.ndarray, held_ids: list[str], held: np.ndarray | None) -> bool:
-    """Whether ``ids``/``documents`` are what a backend already holds (the next task's same corpus)."""
+def same_documents(ids: list[str], documents: np.ndarray, held_ids: list[str], held: np.ndarray | None) -> bool:
+    """Whether ``ids``/``documents`` are what a backend already holds (the next task's same corpus).
+
+    The same array object is taken at once; another array is compared value by value, so a corpus
+    read again from the store is recognised too.
+
+    Args:
+        ids: the ids offered, in row order.
+        documents: the vectors offered.
+        held_ids: the ids held, in row order.
+        held: the vectors held, ``None`` when nothing is held.
+    """
     return held is not None and ids == held_ids and (documents is held or np.array_equal(documents, held))
 
 
@@ -90,8 +110,19 @@ def similarity_kind(similarity_fn: Callable[[Array, Array], Array], dim: int) ->
                      "(Euclidean or MaxSim?); use mteb's default search (no index_backend) for this model.")
 
 
-def _normalised(vectors: np.ndarray, block: int = 65536) -> np.ndarray:
-    """Unit-length float32 rows, as ``torch.nn.functional.normalize`` (eps 1e-12) inside mteb's ``cos_sim``."""
+def normalised(vectors: np.ndarray, block: int = 65536) -> np.ndarray:
+    """Unit-length float32 rows, as ``torch.nn.functional.normalize`` (eps 1e-12) inside mteb's ``cos_sim``.
+
+    Cosine models are searched by inner product on these rows, by both backends, so their scores
+    are mteb's cosine similarities.
+
+    Args:
+        vectors: shape (rows, dim), any float dtype (a float16 memory map included).
+        block: rows converted at a time, so a memory-mapped corpus is never read into RAM twice.
+
+    Returns:
+        a new float32 array of the same shape.
+    """
     out = np.empty(vectors.shape, np.float32)
     for start in range(0, len(vectors), block):
         rows = np.asarray(vectors[start:start + block], dtype=np.float32)
@@ -195,7 +226,7 @@ class ExactIndex:
 
     @device.setter
     def device(self, device: str | torch_module.device | None) -> None:
-        resolved = _resolve_device(device, _torch())
+        resolved = resolve_device(device, import_torch())
         if resolved != self._device:
             self._resident = None
         self._device = resolved
@@ -214,8 +245,8 @@ class ExactIndex:
         Raises:
             ValueError: the row count differs from ``len(idxs)`` or the array is not 2-D.
         """
-        ids, documents = _as_documents(embeddings, idxs)
-        if self.keep_on_clear and _same_documents(ids, documents, self.idxs, self._documents):
+        ids, documents = as_documents(embeddings, idxs)
+        if self.keep_on_clear and same_documents(ids, documents, self.idxs, self._documents):
             self.adds_skipped += 1
             return
         self.idxs, self._documents, self._unit_documents, self._resident = ids, documents, None, None
@@ -251,13 +282,13 @@ class ExactIndex:
         """
         if self._documents is None:
             raise ValueError("ExactIndex holds no documents; call add_documents() before search().")
-        queries = _as_float32(embeddings, "query embeddings")
+        queries = as_float32(embeddings, "query embeddings")
         kind = similarity_kind(similarity_fn, queries.shape[1])
         documents = self._documents
         if kind == "cosine":
-            queries = _normalised(queries)
+            queries = normalised(queries)
             if self._unit_documents is None:
-                self._unit_documents = _normalised(self._documents)
+                self._unit_documents = normalised(self._documents)
             documents = self._unit_documents
         if top_ranked is None:
             corpus = self._on_device(kind, documents) if _wants_resident_copy(self._device) else documents
@@ -272,7 +303,7 @@ class ExactIndex:
         """The resident device copy of ``documents`` (searched as ``kind``), made on first use."""
         if self._resident is None or self._resident[0] != kind:
             self._resident = None  # free the old copy before allocating the new one
-            self._resident = (kind, _to_device(documents, self._device, _torch()))
+            self._resident = (kind, _to_device(documents, self._device, import_torch()))
             self.device_copies += 1
             logger.info("ExactIndex copied %d documents to %s (%.0f MB).", len(documents), self._device,
                         self.device_bytes / 1e6)

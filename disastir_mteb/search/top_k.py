@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from disastir_mteb.search.torch_device import _float32_matmul, _resolve_device, _torch
+from disastir_mteb.search.torch_device import float32_matmul, import_torch, resolve_device
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     import torch as torch_module
 
-__all__ = ["top_k_inner_product"]
+__all__ = ["as_float32", "top_k_inner_product"]
 
 _QUERY_BLOCK = {"cpu": 1024, "cuda": 4096}
 """Default ``query_block`` per device type: 1024 x 65536 float32 scores are 256 MB of RAM; 4096 on a GPU are 1 GiB."""
@@ -39,8 +39,23 @@ _TIE_ROWS = 256
 """Score rows fetched to the CPU at once to resolve ties at the k-th place (64 MB at ``corpus_block=65536``)."""
 
 
-def _as_float32(array: Any, what: str) -> np.ndarray:
-    """A C-contiguous float32 NumPy copy-or-view of a 2-D NumPy array or torch tensor."""
+def as_float32(array: Any, what: str) -> np.ndarray:
+    """A writable, C-contiguous float32 NumPy copy-or-view of a 2-D NumPy array or torch tensor.
+
+    How every search input (the kernel's queries, the backends' queries and documents) enters: a
+    tensor (bfloat16 or on a GPU included) comes to the CPU as float32, and a read-only memory map
+    or a float16 array is copied as float32; a writable float32 C-contiguous array is used as it is.
+
+    Args:
+        array: vectors, shape (rows, dim).
+        what: what they are, for the error message (e.g. ``"query embeddings"``).
+
+    Returns:
+        float32 array of shape (rows, dim).
+
+    Raises:
+        ValueError: ``array`` is not 2-D.
+    """
     if hasattr(array, "detach"):
         array = array.detach().float().cpu().numpy()
     array = np.asarray(array)
@@ -209,8 +224,8 @@ def top_k_inner_product(
             infinite values, or ``device`` is unsupported or not available (e.g. ``"cuda"`` on a
             machine without CUDA).
     """
-    torch = _torch()
-    target = _resolve_device(device, torch)
+    torch = import_torch()
+    target = resolve_device(device, torch)
     if target is None and torch is not None:
         target = corpus.device if hasattr(corpus, "detach") else torch.device("cpu")
     if query_block is None:
@@ -218,7 +233,7 @@ def top_k_inner_product(
     if top_k < 1 or query_block < 1 or corpus_block < 1:
         raise ValueError(f"top_k={top_k!r}, query_block={query_block!r} and corpus_block={corpus_block!r} "
                          "must all be at least 1.")
-    queries = _as_float32(queries, "queries")
+    queries = as_float32(queries, "queries")
     if len(corpus.shape) != 2 or corpus.shape[1] != queries.shape[1]:
         raise ValueError(f"corpus must be 2-D with the queries' dimension {queries.shape[1]}; "
                          f"got shape {tuple(corpus.shape)}.")
@@ -230,7 +245,7 @@ def top_k_inner_product(
         return np.zeros((n_queries, top_k), np.float32), np.zeros((n_queries, top_k), np.int64)
     query_rows = queries if torch is None else torch.from_numpy(queries).to(target)
     best: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    with _float32_matmul(torch, target):
+    with float32_matmul(torch, target):
         for doc_start in range(0, n_docs, corpus_block):
             block = _corpus_block(corpus, doc_start, doc_start + corpus_block, target, torch)
             for q_start in range(0, n_queries, query_block):

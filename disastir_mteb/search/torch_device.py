@@ -1,8 +1,8 @@
 """Which torch device exact search runs on, and float32 (not TF32) products while it runs on CUDA.
 
 With torch, exact search runs on a torch device: the CPU by default, or the model's GPU
-(``device="cuda:0"``). :func:`_resolve_device` checks the name a caller gives and fails early with
-a message saying what is available; :func:`_float32_matmul` switches TF32 off for the search, so
+(``device="cuda:0"``). :func:`resolve_device` checks the name a caller gives and fails early with
+a message saying what is available; :func:`float32_matmul` switches TF32 off for the search, so
 scores are float32 products on every device and the ranking is the CPU's. Without torch, only the
 CPU (NumPy) is available.
 """
@@ -17,13 +17,18 @@ if TYPE_CHECKING:
 
     import torch as torch_module
 
-__all__ = ["DEVICE_TYPES"]
+__all__ = ["DEVICE_TYPES", "float32_matmul", "import_torch", "resolve_device"]
 
 DEVICE_TYPES = ("cpu", "cuda")
 """Torch device types exact search runs on (other accelerators are not verified to be exact)."""
 
 
-def _torch() -> Any:
+def import_torch() -> Any:
+    """The ``torch`` module, or ``None`` where torch is not installed (exact search then runs on NumPy).
+
+    One function, so that the kernel and the backend decide alike, and so that a test can take torch
+    away from both.
+    """
     try:
         import torch
     except ImportError:
@@ -31,8 +36,16 @@ def _torch() -> Any:
     return torch
 
 
-def _resolve_device(device: str | torch_module.device | None, torch: Any) -> Any:
+def resolve_device(device: str | torch_module.device | None, torch: Any) -> Any:
     """The torch device ``device`` names, checked; ``None`` stays ``None`` (and ``"cpu"`` without torch).
+
+    Args:
+        device: ``None``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``.
+        torch: :func:`import_torch`'s answer (``None`` without torch).
+
+    Returns:
+        A ``torch.device`` (``"cuda"`` resolved to the current GPU's index), or ``None`` for the
+        default CPU path.
 
     Raises:
         ValueError: ``device`` is not a torch device of a supported type, needs torch when it is
@@ -76,7 +89,7 @@ def _read_flag(read: Callable[[], Any]) -> Any:
 
 
 @contextlib.contextmanager
-def _float32_matmul(torch: Any, device: Any) -> Iterator[None]:
+def float32_matmul(torch: Any, device: Any) -> Iterator[None]:
     """Switch TF32 off for cuBLAS and cuDNN while a CUDA search runs, then restore the caller's settings.
 
     TF32 keeps 10 mantissa bits, so with it on (``torch.backends.cuda.matmul.allow_tf32 = True``
@@ -86,6 +99,10 @@ def _float32_matmul(torch: Any, device: Any) -> Iterator[None]:
     ``fp32_precision``) and raises when a legacy flag is read after the new API set a different
     value, so both are saved where readable, both are set off, and both are restored, legacy first.
     The flags are process-wide: a concurrent CUDA matmul in another thread also runs without TF32.
+
+    Args:
+        torch: the torch module.
+        device: the search's device (:func:`resolve_device`); nothing is touched unless it is CUDA.
     """
     if device is None or device.type != "cuda":
         yield

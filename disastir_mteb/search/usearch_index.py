@@ -26,12 +26,12 @@ import numpy as np
 from disastir_mteb.search.exact_search import (
     ExactIndex,
     Similarity,
-    _as_documents,
-    _normalised,
-    _same_documents,
+    as_documents,
+    normalised,
+    same_documents,
     similarity_kind,
 )
-from disastir_mteb.search.top_k import _as_float32
+from disastir_mteb.search.top_k import as_float32
 from disastir_mteb.search.usearch_files import cache_entry, manifest_mismatch, write_entry
 from disastir_mteb.vocabulary.ann_params import PRESETS, AnnParams, resolve_params
 
@@ -138,8 +138,8 @@ class UsearchIndex:
 
     def add_documents(self, embeddings: Array, idxs: list[str]) -> None:
         """Hold ``embeddings`` (one row per id), replacing earlier documents unless they are the same."""
-        ids, documents = _as_documents(embeddings, idxs)
-        if _same_documents(ids, documents, self.idxs, self._documents):
+        ids, documents = as_documents(embeddings, idxs)
+        if same_documents(ids, documents, self.idxs, self._documents):
             self.builds_skipped += 1
             return
         self._reset()
@@ -157,7 +157,7 @@ class UsearchIndex:
         self._kind = similarity
         if self.params.exact:
             documents = self._documents
-            self._space = _normalised(documents) if similarity == "cosine" else np.asarray(documents, np.float32)
+            self._space = normalised(documents) if similarity == "cosine" else np.asarray(documents, np.float32)
             self.builds += 1
             return
         entry = self._cache_entry(similarity)
@@ -204,7 +204,7 @@ class UsearchIndex:
         """
         if self._documents is None:
             raise ValueError("UsearchIndex holds no documents; call add_documents() before search().")
-        queries = _as_float32(embeddings, "query embeddings")
+        queries = as_float32(embeddings, "query embeddings")
         if top_ranked is not None:  # candidates are given: exact re-scoring, the same as ExactIndex
             if self._reranker is None:
                 self._reranker = ExactIndex()
@@ -216,7 +216,7 @@ class UsearchIndex:
             return [[] for _ in queries], [[] for _ in queries]
         self.build(kind)
         if kind == "cosine":
-            queries = _normalised(queries)
+            queries = normalised(queries)
         if self.params.exact:
             return _joined([_best(1 - distances, keys, valid, top_k) for keys, distances, valid in (
                 _batch(_usearch().search(self._space, queries[start:start + _EXACT_QUERY_BLOCK], top_k, metric="ip",
@@ -255,7 +255,7 @@ class UsearchIndex:
     def _encode(self, rows: np.ndarray, *, queries: bool = False) -> np.ndarray:
         """Rows in the index's input form: float32 (normalised for cosine), or packed sign bits for b1."""
         if not queries:
-            rows = _normalised(rows) if self._kind == "cosine" else np.asarray(rows, np.float32)
+            rows = normalised(rows) if self._kind == "cosine" else np.asarray(rows, np.float32)
         return np.packbits(rows > 0, axis=1) if self.params.dtype == "b1" else rows
 
     def _rescore(self, queries: np.ndarray, keys: np.ndarray, valid: np.ndarray,
@@ -268,7 +268,7 @@ class UsearchIndex:
             rows, ok = np.where(valid[start:start + step], keys[start:start + step], 0), valid[start:start + step]
             vectors = np.asarray(self._documents[rows.ravel()], np.float32)  # type: ignore[index]
             if self._kind == "cosine":
-                vectors = _normalised(vectors)
+                vectors = normalised(vectors)
             scores = np.matmul(vectors.reshape(len(rows), width, dim), queries[start:start + step, :, None])[..., 0]
             blocks.append(_best(scores, rows, ok, top_k))
         return _joined(blocks)
