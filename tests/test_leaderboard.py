@@ -117,7 +117,7 @@ def test_mteb_internals_the_page_needs_are_there_and_restored() -> None:
     import mteb.results.benchmark_results as results
     from mteb.models.model_implementations import MODEL_REGISTRY
 
-    from disastir_mteb.leaderboard.app import _menu
+    from disastir_mteb.leaderboard.app import menu
     from disastir_mteb.leaderboard.mteb_patch import missing, patched
 
     assert missing() == []
@@ -130,7 +130,7 @@ def test_mteb_internals_the_page_needs_are_there_and_restored() -> None:
 
     before = state()
     meta = MODEL_REGISTRY[MINILM].model_copy(update={"name": "someone/thing (published: x)"})
-    with patched(_menu(), "DisastIR", [meta]):
+    with patched(menu(), "DisastIR", [meta]):
         assert [entry.name for entry in app.GP_BENCHMARK_ENTRIES] == ["Disaster management"]
         assert app.DEFAULT_BENCHMARK_NAME == "DisastIR" and "someone/thing (published: x)" in MODEL_REGISTRY
         assert len(board.handlers) == len(before[6]) + 1  # so that mteb's app adds no stderr handler of its own
@@ -150,11 +150,12 @@ def test_a_changed_mteb_gets_a_warning_not_a_crash(monkeypatch: pytest.MonkeyPat
 
 
 def test_without_gradio_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from disastir_mteb.leaderboard.app import _require_gradio
+    from disastir_mteb.leaderboard.app import leaderboard_app
 
     monkeypatch.setitem(sys.modules, "gradio", None)
     with pytest.raises(ImportError, match=r"pip install 'disastir-mteb\[leaderboard\]'"):
-        _require_gradio()
+        with leaderboard_app([], published=False):
+            pass
 
 
 def test_the_app_tables_hold_the_run_and_the_published_rows(runs: Path) -> None:

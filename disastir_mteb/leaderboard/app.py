@@ -35,7 +35,7 @@ from disastir_mteb.util.atomic import write_text_atomic
 from disastir_mteb.util.browser import find_browser, screenshot
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Split, benchmark_name
 
-__all__ = ["BENCHMARKS", "DEFAULT", "TITLE", "blurb", "find_browser", "leaderboard_app", "provenance_markdown",
+__all__ = ["BENCHMARKS", "DEFAULT", "TITLE", "blurb", "find_browser", "leaderboard_app", "menu", "provenance_markdown",
            "screenshot", "serve"]
 
 DEFAULT = "DisastIR"
@@ -62,7 +62,11 @@ def _require_gradio() -> Any:
     return gradio
 
 
-def _menu() -> list[Any]:
+def menu() -> list[Any]:
+    """The page's menu, as mteb's ``MenuEntry`` list: DisastIR, its per-intent benchmarks, DMRetriever's query sets.
+
+    What :func:`~disastir_mteb.leaderboard.mteb_patch.patched` puts in place of mteb's own menu (:data:`BENCHMARKS`).
+    """
     import mteb
     from mteb.benchmarks._leaderboard_menu import MenuEntry
 
@@ -182,7 +186,7 @@ def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) ->
     if not rows:
         raise ValueError("Nothing to show: pass result folders, or keep the published models (no --no-published).")
     metas = [_meta_for(row, MODEL_REGISTRY) for row in rows if row.name not in MODEL_REGISTRY]
-    with tempfile.TemporaryDirectory(prefix="disastir-leaderboard-") as work, patched(_menu(), DEFAULT, metas):
+    with tempfile.TemporaryDirectory(prefix="disastir-leaderboard-") as work, patched(menu(), DEFAULT, metas):
         cache = _write_cache(rows, Path(work))
         from mteb.leaderboard import get_leaderboard_app
 
