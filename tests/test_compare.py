@@ -4,6 +4,7 @@ present allow, every row labelled by its settings, each empty cell and each miss
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -147,3 +148,41 @@ def test_a_revision_folder_against_an_instructions_experiment(partial_runs: Path
     assert "\nB: disastir-mteb/hashing-encoder — instructions: disastir (synthetic data)  [" in printed
     assert cli.main(["compare", str(partial_runs / "plain"), str(partial_runs / "plain")]) == 2
     assert "No pair to compare: no set has one of the same model and settings" in capsys.readouterr().err
+
+
+def test_compare_on_another_metric_shows_the_result_files_numbers(partial_runs: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``--metric map_at_10``: mteb's numbers, read here from the JSON files; no per-query test is invented."""
+    from disastir_mteb.results.compare import compare_sets
+    from disastir_mteb.results.result_sets import collect_result_sets
+    from disastir_mteb.vocabulary.taxonomy import Intent
+
+    exact, ann = sorted(collect_result_sets(partial_runs / "exact-ann"), key=lambda result: result.is_ann)
+
+    def files(folder: Path, key: str) -> dict[str, float]:
+        return {task: json.loads((folder / f"{task}.json").read_text())["scores"]["test"][0][key] for task in TASKS}
+
+    a, b = files(exact.folder, "map_at_10"), files(ann.folder, "map_at_10")
+    assert a != files(exact.folder, "ndcg_at_10")  # another number than NDCG@10
+    comparison = compare_sets(exact, ann, metric="map_at_10")
+    qa_bio, fc_geo, sts_tech = TASKS
+    assert comparison.scores(Intent.QA) == (a[qa_bio], b[qa_bio]) and comparison.scores(Intent.STS) == (
+        a[sts_tech], b[sts_tech])
+    assert comparison.scores() == (pytest.approx((a[qa_bio] + a[fc_geo] + a[sts_tech]) / 3),
+                                   pytest.approx((b[qa_bio] + b[fc_geo] + b[sts_tech]) / 3))
+    assert comparison.paired(Intent.QA) is None and compare_sets(exact, ann).paired(Intent.QA) is not None
+
+    assert cli.main(["compare", str(partial_runs / "exact-ann"), "--metric", "map_at_10"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(comparison.to_text())
+    assert "3 of 48 tasks in both sets; MAP@10 x100." in printed and "NDCG@10 x100" not in printed
+    assert f"{100 * a[qa_bio]:.2f}†" in _lines(printed, "QA ")[0]
+    assert printed.count("B - A and its tests: not run on MAP@10; the per-query files they need hold NDCG@10 only "
+                         "(ndcg_at_10, the default metric, has them).") == 1
+    assert "Wilcoxon" not in printed
+
+    assert cli.main(["compare", str(partial_runs / "exact-ann"), "--metric", "recall_at_1000"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"disastir-mteb compare: {exact.folder / 'DisastIR-FC-Geo.json'} holds no recall_at_1000 "
+                            "(Recall@1000); the metrics it holds: ndcg_at_{1,3,5,10,20,100}, map_at_")
+    assert error.count("\n") == 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import re
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,17 @@ from conftest import write_layout
 from disastir_mteb import cli
 from disastir_mteb.data.layout import MARKER
 from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.results.metrics import MAIN_METRIC, get_metric
 from disastir_mteb.results.per_query import PerQuery, data_provenance, per_query_file, write_per_query
 from disastir_mteb.results.provenance import provenance_of
 from disastir_mteb.results.published import published_for
 from disastir_mteb.results.report import build_report, report_text, write_report
-from disastir_mteb.results.report_format import Image, Notice
+from disastir_mteb.results.report_format import Block, Image, Notice, Paragraph, Table
 from disastir_mteb.results.result_sets import ResultSet, describe_setting, find_result_sets, load_result_set
 from disastir_mteb.results.significance import kendall_tau, paired_test
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.usearch_index import PRESETS, resolve_params
-from disastir_mteb.vocabulary.taxonomy import INTENTS, TASK_NAMES
+from disastir_mteb.vocabulary.taxonomy import INTENTS, TASK_NAMES, get_spec
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SYNTHETIC = "Synthetic data: scores exercise the pipeline and are not DisastIR results."
@@ -46,6 +46,13 @@ def _recorded_set(folder: Path, *, synthetic: bool | None, model: str = "no/such
     for task in scores:
         write_per_query(per_query_file(folder, task), PerQuery(task, {"q1": 0.5}, {"q1": ["d1"]}), data=data)
     return ResultSet(folder=folder, model=model, revision="b" * 40, experiment=dict(experiment or {}), scores=scores)
+
+
+def _table(blocks: list[Block], *headers: str, after: str | None = None) -> Table:
+    """The first table of a report whose headings start with ``headers`` (after the paragraph starting ``after``)."""
+    start = 0 if after is None else next(n for n, b in enumerate(blocks)
+                                         if isinstance(b, Paragraph) and b.text.startswith(after))
+    return next(b for b in blocks[start:] if isinstance(b, Table) and b.headers[:len(headers)] == list(headers))
 
 
 def _published_set(model: str, drop: str | None = None) -> ResultSet:
@@ -76,18 +83,21 @@ def test_every_appendix_model_aggregates_to_its_table3_row() -> None:
 
 def test_report_puts_published_numbers_beside_ours_and_shows_missing(tmp_path: Path) -> None:
     complete = _published_set("intfloat/e5-small-v2")
-    text = report_text([complete])
-    assert "DisastIR paper, Table 3 (disastir instructions)" in text and "62.29" in text  # the paper's Avg
-    difference = next(line for line in text.splitlines() if line.startswith("this run − paper-table3"))
-    assert all(abs(float(cell)) <= 0.01 for cell in difference.split()[-8:-1])  # 6 intents + Avg; ANN Avg "–"
-    appendix_rows = text.split("this run minus DisastIR paper, Tables 19-23")[1].splitlines()[2:9]
-    assert all(cell == "+0.00" for row in appendix_rows for cell in row.split()[1:])
+    blocks = build_report([complete], figures=False)
+    published = _table(blocks, "source")
+    assert published.row("DisastIR paper, Table 3 (disastir instructions)")["Avg"] == "62.29"  # the paper's Avg
+    difference = published.row("this run − paper-table3")
+    assert all(abs(float(difference[column])) <= 0.01 for column in [*(i.value for i in INTENTS), "Avg"])
+    assert difference["ANN Avg"] == "–"
+    appendix = _table(blocks, "NDCG@10 x100", after="Per task, this run minus DisastIR paper, Tables 19-23")
+    assert [row[0] for row in appendix.rows] == [*(i.value for i in INTENTS), "Mean"]
+    assert all(cell == "+0.00" for row in appendix.rows for cell in row[1:])
 
     partial = _published_set("intfloat/e5-small-v2", drop="DisastIR-NLI-Geo")
-    text = report_text([partial])
-    nli = next(line for line in text.splitlines() if line.startswith("NLI "))
-    assert nli.split()[5] == "–" and nli.split()[-1] == "–"  # the cell and the NLI mean
-    assert "Missing (1): DisastIR-NLI-Geo." in text
+    blocks = build_report([partial], figures=False)
+    nli = _table(blocks, "NDCG@10 x100").row("NLI")
+    assert nli["Geo"] == "–" and nli["Mean"] == "–" and nli["Bio"] != "–"  # the cell and the NLI mean
+    assert "Missing (1): DisastIR-NLI-Geo." in report_text([partial])
 
     written = write_report([complete, partial], tmp_path / "report", formats=["md", "csv", "html"])
     names = {path.name for path in written}
@@ -121,6 +131,69 @@ def test_report_cli_on_runner_results(sample_data: Path, use_data: object, tmp_p
     assert "No results at" in capsys.readouterr().err
     [folder] = find_result_sets(tmp_path / "results")
     assert load_result_set(folder).has_per_query(TASK_NAMES[0])
+
+
+def test_metric_names_are_derived_from_mteb_keys_and_a_wrong_name_is_one_sentence() -> None:
+    names = {"ndcg_at_10": "NDCG@10", "recall_at_100": "Recall@100", "mrr_at_10": "MRR@10", "map_at_10": "MAP@10",
+             "precision_at_5": "Precision@5", "hit_rate_at_20": "Hit rate@20", "recall_at_1000": "Recall@1000",
+             "ndcg_at_10_linear_gain": "NDCG@10 (linear gain)", "accuracy": "Accuracy"}
+    assert {key: get_metric(key).name for key in names} == names
+    assert get_metric("ndcg_at_10") == MAIN_METRIC and get_metric("main_score") == MAIN_METRIC
+    assert MAIN_METRIC.is_main and not get_metric("ndcg_at_10_linear_gain").is_main
+    with pytest.raises(ValueError, match=r"^Unknown metric 'Recall@10' \(did you mean 'recall_at_10'\?\): name it as "
+                                         r"mteb's result files do, <family>_at_<k> with a family among ndcg, map, "):
+        get_metric("Recall@10")
+    with pytest.raises(ValueError, match=r"^'nauc_ndcg_at_10_max' is one of mteb's abstention metrics"):
+        get_metric("nauc_ndcg_at_10_max")
+
+
+def test_report_on_another_metric_shows_the_result_files_numbers(sample_data: Path, use_data: object, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``--metric recall_at_10`` / ``map_at_10``: the numbers are mteb's, read here from the JSON files."""
+    use_data(sample_data)  # type: ignore[operator]
+    tasks = TASK_NAMES[:8]  # the 8 categories of QA: its intent mean is defined
+    assert {get_spec(task).intent.value for task in tasks} == {"QA"}
+    evaluate(HashingEncoder(), tasks, cache_dir=False, output_folder=tmp_path / "results", show_progress=False)
+    [folder] = find_result_sets(tmp_path / "results")
+    blocks = {task: json.loads((folder / f"{task}.json").read_text())["scores"]["test"][0] for task in tasks}
+    for key, name in (("recall_at_10", "Recall@10"), ("map_at_10", "MAP@10")):
+        files = {task: block[key] for task, block in blocks.items()}
+        assert files != {task: block["ndcg_at_10"] for task, block in blocks.items()}  # another number than NDCG@10
+        out = tmp_path / key
+        assert cli.main(["report", str(tmp_path / "results"), "--metric", key, "--out", str(out),
+                         "--format", "md", "csv"]) == 0
+        printed = capsys.readouterr().out
+        rows = list(csv.DictReader((out / "scores.csv").open()))
+        assert {row["task"]: float(row[key]) for row in rows} == pytest.approx(files, abs=5e-6)  # 5 decimals
+        assert "ndcg_at_10" not in rows[0]
+
+        built = build_report([load_result_set(folder)], figures=False, metric=key)
+        qa = _table(built, f"{name} x100").row("QA")
+        assert {task: qa[get_spec(task).category.value] for task in tasks} == {
+            task: f"{100 * value:.2f}" for task, value in files.items()}
+        mean = f"{100 * sum(files.values()) / len(files):.2f}"
+        overview = _table(built, "model", "setting").row("disastir-mteb/hashing-encoder")
+        assert qa["Mean"] == mean and overview["QA"] == mean and overview["Avg"] == "–"  # 5 intents not run
+        assert f"\n{name} x100 " in printed and f"| {name} x100 | Bio |" in (out / "report.md").read_text()
+        assert printed.count(f"The authors publish NDCG@10 only: no published numbers are set beside {name}.") == 1
+        assert _png_text(out / "intents.png")["Title"] == f"DisastIR {name} per intent (synthetic data)"
+        [heatmap] = out.glob("heatmap-*.png")
+        assert _png_text(heatmap)["Title"].endswith(f": {name} (synthetic data)")
+
+    default = report_text([load_result_set(folder)])
+    assert "NDCG@10 x100" in default and "The authors publish" not in default and "Recall@10" not in default
+    assert report_text([load_result_set(folder)], metric="ndcg_at_10") == default
+
+    results = str(tmp_path / "results")
+    assert cli.main(["report", results, "--metric", "recall_at_7", "--out", str(tmp_path / "no")]) == 2
+    printed = capsys.readouterr()
+    first = folder / f"{sorted(tasks)[0]}.json"
+    assert printed.out == "" and not (tmp_path / "no").exists()  # nothing printed or written half-way
+    assert printed.err.startswith(f"disastir-mteb report: {first} holds no recall_at_7 (Recall@7); the metrics it "
+                                  "holds: ndcg_at_{1,3,5,10,20,100}, map_at_{1,3,5,10,20,100}, recall_at_{1,3,5,10,")
+    assert printed.err.endswith(" (the nearest: recall_at_5).\n") and printed.err.count("\n") == 1
+    assert cli.main(["report", results, "--metric", "NDCG@10"]) == 2
+    assert "Unknown metric 'NDCG@10' (did you mean 'ndcg_at_10'?)" in capsys.readouterr().err
 
 
 def test_synthetic_data_is_said_from_the_generator_to_the_report(sample_data: Path, use_data: object,
@@ -213,10 +286,8 @@ def test_readable_labels_for_people_raw_settings_in_the_files(tmp_path: Path) ->
     text = report_text([exact, ann, instructed])
     assert "intfloat/e5-small-v2 — ANN (HNSW M=16, ef=64)\n" in text and "intfloat/e5-small-v2 — exact\n" in text
     assert "intfloat/e5-small-v2 — instructions: disastir\n" in text
-    overview_text = text.split("\nOverview\n")[1].split("\nProvenance\n")[0]  # the provenance rows start alike
-    overview = [line for line in overview_text.splitlines() if line.startswith("intfloat/e5-small-v2  ")]
-    assert [re.split(r"\s{2,}", line)[1] for line in overview] == ["exact", "ANN (HNSW M=16, ef=64)",
-                                                                    "instructions: disastir"]  # not "plain"
+    overview = _table(build_report([exact, ann, instructed], figures=False), "model", "setting")
+    assert overview.column("setting") == ["exact", "ANN (HNSW M=16, ef=64)", "instructions: disastir"]  # not "plain"
     assert "Settings as mteb files them: `disastir_search=ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16`." in text
 
     written = write_report([exact, ann, instructed], tmp_path / "report", formats=["md", "csv"])

@@ -20,7 +20,7 @@ from disastir_mteb import cli
 from disastir_mteb.results.provenance import provenance_of
 from disastir_mteb.results.published import published_for
 from disastir_mteb.results.report import build_report, report_text, write_report
-from disastir_mteb.results.report_format import Heading
+from disastir_mteb.results.report_format import Heading, Table
 from disastir_mteb.results.result_sets import (
     collect_result_sets,
     find_result_sets,
@@ -120,8 +120,9 @@ def test_test_set_is_reported_beside_table2_only(tmp_path: Path) -> None:
     test = resolve_result_set(tmp_path, split="test")
     text = report_text([test])
     assert TABLE2 in text and not any(source in text for source in DISASTIR_PAPER)
-    difference = next(line for line in text.splitlines() if line.startswith("this run − dmretriever-table2"))
-    assert all(abs(float(cell)) <= 0.01 for cell in difference.split()[-8:-1])  # 6 intents + Avg, to Table 2's rounding
+    [published] = [b for b in build_report([test], figures=False) if isinstance(b, Table) and b.headers[0] == "source"]
+    difference = published.row("this run − dmretriever-table2")
+    assert all(abs(float(difference[c])) <= 0.01 for c in [*(i.value for i in INTENTS), "Avg"])  # Table 2's rounding
     headings = [b.text for b in build_report([test], figures=False) if isinstance(b, Heading)]
     assert headings[0] == "DisastIR report: DisastIR-Test"
     assert "thenlper/gte-base — DisastIR-Test; exact (Test: 9,120 queries)" in headings
@@ -139,11 +140,13 @@ def test_any_test_run_is_ranked_among_table2(tmp_path: Path) -> None:
     table2 = published_source("dmretriever-table2")
     second = sorted((record.overall for _, record in table2), reverse=True)[1]
     _run(tmp_path, "someone/new-model", {Split.test: _flat(second - 0.0001), Split.full: _flat(0.9)})
-    text = report_text(load_result_sets(tmp_path / "results" / "someone__new-model" / REVISION))
+    sets = load_result_sets(tmp_path / "results" / "someone__new-model" / REVISION)
+    text = report_text(sets)
     assert "new-model among DMRetriever's Table 2 (DisastIR-Test)" in text
     assert f"Rank 3 of {len(table2) + 1} by the average" in text
-    ranked = [line for line in text.splitlines() if "**this run** someone/new-model" in line]
-    assert len(ranked) == 1 and ranked[0].split()[0] == "3"
+    [standing] = [b for b in build_report(sets, figures=False) if isinstance(b, Table) and b.headers[0] == "#"]
+    assert [rank for rank, model in zip(standing.column("#"), standing.column("model"), strict=True)
+            if model.startswith("**this run** someone/new-model")] == ["3"]
     assert text.count("among DMRetriever's Table 2") == 1  # the full set gets no standing
 
     _run(tmp_path / "partial", "someone/new-model", {Split.test: _flat(0.5)})
@@ -234,6 +237,33 @@ def test_kendall_tau_between_devlite_and_full_rankings(tmp_path: Path, capsys: p
     assert cli.main(["compare", str(tmp_path / "one")]) == 0
     assert "Kendall's tau (overall): Kendall's tau needs at least two models in both result sets; found 1." in \
         capsys.readouterr().out
+
+
+def test_rankings_across_query_sets_on_another_metric(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--metric mrr_at_10`` ranks by the files' mrr_at_10: here the full set's NDCG@10 on both query sets."""
+    for model, (full, devlite) in MODELS.items():
+        _run(tmp_path, model, {Split.full: full, Split.devlite: devlite})
+    for path in sorted(tmp_path.rglob("DisastIR-*.json")):
+        record = json.loads(path.read_text())
+        full_file = path.with_name(path.name.replace("DisastIR-DevLite-", "DisastIR-"))
+        record["scores"]["test"][0]["mrr_at_10"] = json.loads(full_file.read_text())["scores"]["test"][0]["ndcg_at_10"]
+        path.write_text(json.dumps(record))
+    sets = collect_result_sets(tmp_path)
+    [agreement] = split_agreement(sets, metric="mrr_at_10")
+    first, second = agreement.scores()
+    assert first == pytest.approx(second) == {model: _mean(full) for model, (full, _) in MODELS.items()}
+    assert agreement.tau() == (pytest.approx(1.0), 4)  # and 2/3 on NDCG@10
+    assert split_agreement(sets)[0].tau() == (pytest.approx(2 / 3), 4)
+
+    assert cli.main(["compare", str(tmp_path), "--metric", "mrr_at_10"]) == 0
+    printed = capsys.readouterr().out
+    assert "MRR@10 x100, averaged as the authors do" in printed and "NDCG@10 x100" not in printed
+    assert "Kendall's tau between the model rankings (overall, 4 models): 1.000" in printed
+    assert "the DMRetriever authors report 0.90 overall and 0.73-0.91 per intent (ranking by NDCG@10)." in printed
+    assert cli.main(["compare", str(tmp_path), "--metric", "recall_at_10"]) == 2
+    assert capsys.readouterr().err == (
+        f"disastir-mteb compare: {sets[0].folder / 'DisastIR-FC-Bio.json'} holds no recall_at_10 (Recall@10); the "
+        "metrics it holds: main_score, ndcg_at_10, mrr_at_10.\n")
 
 
 def test_exact_and_ann_compare_per_query_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,10 +39,37 @@ class Notice:
 
 @dataclass(frozen=True)
 class Table:
-    """A table of already formatted cells; the first column is left-aligned, the others right."""
+    """A table of already formatted cells; the first column is left-aligned, the others right.
+
+    The first cell of a row names it (an intent, ``Mean``, a model, a source): :meth:`row` and :meth:`column`
+    read cells by those names and the headings, as a reader of the report finds them.
+    """
 
     headers: list[str]
     rows: list[list[str]]
+
+    def row(self, label: str) -> dict[str, str]:
+        """The first row whose first cell is ``label``, as heading -> cell (``table.row("NLI")["Geo"]``).
+
+        Raises:
+            KeyError: no row is named ``label`` (the names are listed).
+        """
+        for row in self.rows:
+            if row[0] == label:
+                return dict(zip(self.headers, row, strict=True))
+        raise KeyError(f"No row {label!r} in the table headed {self.headers[0]!r}; its rows: "
+                       f"{', '.join(row[0] for row in self.rows)}.")
+
+    def column(self, heading: str) -> list[str]:
+        """The cells under ``heading``, top to bottom.
+
+        Raises:
+            KeyError: no column is headed ``heading`` (the headings are listed).
+        """
+        if heading not in self.headers:
+            raise KeyError(f"No column {heading!r}; the headings: {', '.join(self.headers)}.")
+        index = self.headers.index(heading)
+        return [row[index] for row in self.rows]
 
 
 @dataclass(frozen=True)
