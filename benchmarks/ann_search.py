@@ -199,6 +199,7 @@ def run_runner(args: argparse.Namespace) -> None:
     from disastir_mteb.search.exact_search import ExactIndex
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
+    from disastir_mteb.vocabulary.run_settings import RunSettings
     from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     work = Path(tempfile.mkdtemp(prefix="ann-runner-"))
@@ -221,26 +222,26 @@ def run_runner(args: argparse.Namespace) -> None:
     else:
         model, label = HashingEncoder(), "HashingEncoder d=384"
     print(f"runner: {described}, 48 tasks, {label}, store {work}", flush=True)
-    exact = SharedCorpusSearch(model, store=store, progress=False)
+    exact = SharedCorpusSearch(model, RunSettings(progress=False), store=store)
     seconds, _ = timed(lambda: evaluate(exact, TASK_NAMES, output_folder=work / "results", show_progress=False))
     print(f"  exact run: {seconds:.1f} s incl. encoding {exact.passages_encoded:,} passages and "
           f"{exact.queries_encoded:,} queries; {exact.index_builds} index load(s), {exact.corpus_passes} "
           "search pass(es)", flush=True)
-    warm = SharedCorpusSearch(model, store=store, progress=False)
+    warm = SharedCorpusSearch(model, RunSettings(progress=False), store=store)
     exact_seconds, _ = timed(lambda: evaluate(warm, TASK_NAMES, output_folder=work / "exact-warm",
                                               show_progress=False))
     print(f"  exact run on the warm store: {exact_seconds:.1f} s ({warm.passages_encoded} passages encoded)",
           flush=True)
     for threads in args.runner_threads:
         params = resolve_params("paper", threads=threads)
-        ann = SharedCorpusSearch(model, store=store, progress=False, ann=params)
+        ann = SharedCorpusSearch(model, RunSettings(progress=False, ann=params), store=store)
         seconds, _ = timed(lambda a=ann, p=params: evaluate(a, TASK_NAMES, search="ann", ann_params={
             "threads": p.threads}, output_folder=work / "results", show_progress=False))
         print(f"  ANN run ({ann.describe_search()}): {seconds:.1f} s = {seconds / exact_seconds:.2f} x the warm "
               f"exact run (goal <= 1.2); index builds {ann.index_builds} (target 1), loads {ann.index_loads}, "
               f"{ann.passages_encoded} passages encoded, {ann.corpus_passes} search pass(es), "
               f"index {ann.index_backend.memory_bytes / 2**20:.0f} MB", flush=True)
-    again = SharedCorpusSearch(model, store=store, progress=False, ann="paper")
+    again = SharedCorpusSearch(model, RunSettings(progress=False, ann="paper"), store=store)
     seconds, _ = timed(lambda: evaluate(again, TASK_NAMES, search="ann", output_folder=work / "again",
                                         show_progress=False))
     print(f"  ANN rerun, new process state: {seconds:.1f} s; index builds {again.index_builds}, "

@@ -145,6 +145,7 @@ def part_full(work: Path, data: Path | None) -> dict[str, Any]:
     from disastir_mteb.models.hashing_encoder import HashingEncoder
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
+    from disastir_mteb.vocabulary.run_settings import RunSettings
     if data is None:
         from disastir_mteb.sample.generator import sample_dir
 
@@ -153,7 +154,8 @@ def part_full(work: Path, data: Path | None) -> dict[str, Any]:
     store = EmbeddingStore(work / "store-full")
     print(f"full: {data} (239,704 passages, 9,600 queries), HashingEncoder d=384 (not a retrieval model); "
           "a first run stores the vectors", flush=True)
-    first, _ = _timed_evaluate(SharedCorpusSearch(HashingEncoder(), store=store, progress=False), work / "full-0")
+    quiet = RunSettings(progress=False)
+    first, _ = _timed_evaluate(SharedCorpusSearch(HashingEncoder(), quiet, store=store), work / "full-0")
     print(f"  first run (encodes with HashingEncoder): {first:.1f} s; load {_load():.2f}", flush=True)
     figures: dict[str, Any] = {}
     for label, processes in (("every core", None), ("one process", "1")):
@@ -161,7 +163,7 @@ def part_full(work: Path, data: Path | None) -> dict[str, Any]:
             os.environ["DISASTIR_PROCESSES"] = processes  # runner.task_pool.PROCESSES_ENV (older trees: none)
         try:
             load_before = _load()
-            seconds, after = _timed_evaluate(SharedCorpusSearch(HashingEncoder(), store=store, progress=False),
+            seconds, after = _timed_evaluate(SharedCorpusSearch(HashingEncoder(), quiet, store=store),
                                              work / f"full-{label.replace(' ', '-')}")
         finally:
             os.environ.pop("DISASTIR_PROCESSES", None)

@@ -75,6 +75,7 @@ def part_a(passages: int, work: Path) -> None:
     from disastir_mteb.runner.run import evaluate
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
+    from disastir_mteb.vocabulary.run_settings import RunSettings
     from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     data = _data(passages, work)
@@ -87,7 +88,7 @@ def part_a(passages: int, work: Path) -> None:
     plain_seconds = time.perf_counter() - started
     plain_passages = plain_encoder.texts_encoded - n_queries
 
-    searcher = SharedCorpusSearch(HashingEncoder(), store=EmbeddingStore(work / "store-a"), progress=False)
+    searcher = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=EmbeddingStore(work / "store-a"))
     started = time.perf_counter()
     evaluate(searcher, list(TASK_NAMES), output_folder=work / "results-a", show_progress=False, overwrite=True)
     runner_seconds = time.perf_counter() - started
@@ -109,11 +110,12 @@ def part_b_child(dim: int) -> None:
     from disastir_mteb.models.hashing_encoder import HashingEncoder
     from disastir_mteb.runner.run import evaluate
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.vocabulary.run_settings import RunSettings
     from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     data = _data(239_704, Path(tempfile.gettempdir()))
     os.environ["DISASTIR_DATA_DIR"] = str(data)
-    searcher = SharedCorpusSearch(HashingEncoder(dim=dim), store=None, progress=False)
+    searcher = SharedCorpusSearch(HashingEncoder(dim=dim), RunSettings(progress=False), store=None)
     started = time.perf_counter()
     evaluate(searcher, list(TASK_NAMES), output_folder=Path(tempfile.mkdtemp()), show_progress=False, overwrite=True)
     runner_seconds = time.perf_counter() - started
@@ -138,6 +140,7 @@ def part_c(passages: int, work: Path, benchmark: str) -> None:
     from disastir_mteb.runner.run import evaluate
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
+    from disastir_mteb.vocabulary.run_settings import RunSettings
 
     data = _data(passages, work)
     os.environ["DISASTIR_DATA_DIR"] = str(data)
@@ -146,8 +149,8 @@ def part_c(passages: int, work: Path, benchmark: str) -> None:
     mteb.evaluate(load_bundled_model(device="cpu"), [mteb.get_task(n) for n in tasks], cache=None,
                   show_progress_bar=False)
     plain_seconds = time.perf_counter() - started
-    searcher = SharedCorpusSearch(load_bundled_model(device="cpu"), store=EmbeddingStore(work / "store-c"),
-                                  progress=False)
+    searcher = SharedCorpusSearch(load_bundled_model(device="cpu"), RunSettings(progress=False),
+                                  store=EmbeddingStore(work / "store-c"))
     started = time.perf_counter()
     evaluate(searcher, tasks, output_folder=work / "results-c", show_progress=False, overwrite=True)
     runner_seconds = time.perf_counter() - started

@@ -25,10 +25,8 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
     read it instead of the Hub. ``report``: a folder for the Markdown report and its heatmap (None: none).
     """
     from disastir_mteb.models.bundled import load_bundled_model
-    from disastir_mteb.runner.run import evaluate, result_folder
+    from disastir_mteb.runner.run import RunSettings, build_search, evaluate, result_folder
     from disastir_mteb.sample.generator import sample_dir
-    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
-    from disastir_mteb.search.store import EmbeddingStore
     from disastir_mteb.tasks.retrieval import get_tasks
 
     def say(message: str) -> None:
@@ -39,7 +37,7 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
     data = sample_dir(scale)
     os.environ["DISASTIR_DATA_DIR"] = str(data)
     say(f"Sample data ({scale}, synthetic, published layout): {data}")
-    searcher = SharedCorpusSearch(load_bundled_model(), store=EmbeddingStore(), progress=show_progress)
+    searcher = build_search(load_bundled_model(), RunSettings(progress=show_progress))  # the default store
     tasks = get_tasks()
     say(f"Evaluating {searcher.mteb_model_meta.name} on {len(tasks)} DisastIR tasks (offline) ...")
     result = evaluate(searcher, tasks, output_folder=output_folder, overwrite=True, show_progress=show_progress)

@@ -16,6 +16,7 @@ from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore
 from disastir_mteb.search.usearch_index import PRESETS, resolve_params
+from disastir_mteb.vocabulary.run_settings import RunSettings
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 CORES = os.cpu_count() or 1  # the paper preset builds on all cores and says how many in its label
@@ -30,9 +31,9 @@ def on_sample(sample_data: Path, use_data: object) -> Path:
 
 def test_one_index_for_48_tasks_persisted_and_filed_apart(on_sample: Path, tmp_path: Path) -> None:
     store = EmbeddingStore(tmp_path / "cache")
-    exact = SharedCorpusSearch(HashingEncoder(), store=store, progress=False)
+    exact = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store)
     evaluate(exact, TASK_NAMES, output_folder=tmp_path / "out", show_progress=False)
-    ann = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, ann="paper")
+    ann = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False, ann="paper"), store=store)
     result = evaluate(ann, TASK_NAMES, search="ann", output_folder=tmp_path / "out", show_progress=False)
 
     assert len(result.task_results) == 48
@@ -50,7 +51,7 @@ def test_one_index_for_48_tasks_persisted_and_filed_apart(on_sample: Path, tmp_p
     scores = json.loads((ann_folder / "DisastIR-QA-Bio.json").read_text())["scores"]["test"][0]
     assert scores["recall_at_100"] == scores["recall_at_10"]  # k=10 as the paper: ten results per query
 
-    again = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, ann="paper")
+    again = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False, ann="paper"), store=store)
     evaluate(again, TASK_NAMES[:3], search="ann", output_folder=tmp_path / "again", show_progress=False)
     assert (again.index_builds, again.index_loads) == (0, 1)  # memory-mapped from the cache
     for name in TASK_NAMES[:3]:
@@ -80,7 +81,7 @@ def test_exact_run_per_query_scores_average_to_mteb_scores(on_sample: Path, tmp_
 
 
 def test_search_settings_are_checked_before_work(tmp_path: Path) -> None:
-    exact = SharedCorpusSearch(HashingEncoder(), progress=False)
+    exact = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False))
     with pytest.raises(ValueError, match=r"searches exact .* search='ann'"):
         evaluate(exact, TASK_NAMES[:1], search="ann", output_folder=tmp_path)
     with pytest.raises(ValueError, match=r"Unknown preset 'papr'; .* Did you mean 'paper'"):

@@ -13,9 +13,11 @@ import torch
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.encoding import SentenceTransformerPipeline, length_order
-from disastir_mteb.search.precision import apply_precision, parse_precision
+from disastir_mteb.search.precision import apply_precision
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore
+from disastir_mteb.vocabulary.run_settings import RunSettings
+from disastir_mteb.vocabulary.settings import parse_precision
 
 _WORDS = ("flood river gauge levee storm surge evacuation shelter wildfire smoke drought crop earthquake "
           "aftershock landslide cholera outbreak hurricane wind damage power outage relief convoy").split()
@@ -83,8 +85,8 @@ def test_runner_stores_exactly_what_sentence_transformers_encodes(bundled_model:
                                                                   use_data: object) -> None:
     texts = _texts(90)
     task = _corpus_task(tmp_path, use_data, texts)
-    searcher = SharedCorpusSearch(bundled_model, store=EmbeddingStore(tmp_path / "cache"), progress=False,
-                                  chunk_size=20, devices=None)  # 20 -> 24: chunks hold whole batches of 8
+    searcher = SharedCorpusSearch(bundled_model, RunSettings(progress=False, devices=None),
+                                  store=EmbeddingStore(tmp_path / "cache"), chunk_size=20)  # 20 -> 24: batches of 8
     _index(searcher, task)
     np.testing.assert_array_equal(np.asarray(searcher.corpus_embeddings),
                                   bundled_model.model.encode_document(texts, batch_size=8))
@@ -111,12 +113,12 @@ def test_killed_pipelined_run_resumes_and_gives_the_same_bytes(tmp_path: Path, u
         return forward(*args, **kwargs)
 
     st.forward = dying_forward
-    first = SharedCorpusSearch(model, store=store, progress=False, chunk_size=24, devices=None)
+    first = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=store, chunk_size=24)
     with pytest.raises(KeyboardInterrupt):
         _index(first, task)
     assert first.passages_encoded == 48  # two whole chunks written, the third lost
     del st.forward
-    second = SharedCorpusSearch(model, store=store, progress=False, chunk_size=24, devices=None)
+    second = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=store, chunk_size=24)
     _index(second, task)
     assert second.passages_encoded == 90 - 48
     np.testing.assert_array_equal(np.asarray(second.corpus_embeddings), st.encode_document(texts, batch_size=8))
@@ -130,7 +132,7 @@ def test_prompted_models_get_their_prompt_on_the_pipelined_path(tmp_path: Path, 
     prompted.mteb_model_meta = prompted.mteb_model_meta.model_copy(update={"name": "test/prompted-minilm"})
     texts = _texts(40, seed=2)
     task = _corpus_task(tmp_path, use_data, texts)
-    searcher = SharedCorpusSearch(prompted, store=None, progress=False, devices=None)
+    searcher = SharedCorpusSearch(prompted, RunSettings(progress=False, devices=None), store=None)
     _index(searcher, task)
     assert searcher.encoding.path == "pipelined"
     np.testing.assert_array_equal(np.asarray(searcher.corpus_embeddings),
@@ -144,13 +146,15 @@ def test_batch_size_and_precision_are_part_of_the_cache_key(tmp_path: Path, use_
     store = EmbeddingStore(tmp_path / "cache")
     by_batch = {}
     for batch_size in (8, 16, 8):
-        searcher = SharedCorpusSearch(model, store=store, progress=False, devices=None, batch_size=batch_size)
+        searcher = SharedCorpusSearch(model, RunSettings(progress=False, devices=None, batch_size=batch_size),
+                                      store=store)
         _index(searcher, task)
         by_batch.setdefault(batch_size, []).append((searcher.passages_encoded, np.asarray(searcher.corpus_embeddings)))
     assert [n for n, _ in by_batch[8]] == [40, 0] and by_batch[16][0][0] == 40  # own entry per batch size
     np.testing.assert_allclose(by_batch[8][0][1], by_batch[16][0][1], atol=1e-5)  # rounding-level differences
 
-    half = SharedCorpusSearch(model, store=store, progress=False, devices=None, batch_size=8, precision="bf16")
+    half = SharedCorpusSearch(model, RunSettings(progress=False, devices=None, batch_size=8, precision="bf16"),
+                              store=store)
     assert next(model.model.parameters()).dtype == torch.bfloat16  # cast in place, like model.half()
     _index(half, task)
     assert half.passages_encoded == 40 and half.model_dtype == "bfloat16"
@@ -158,7 +162,7 @@ def test_batch_size_and_precision_are_part_of_the_cache_key(tmp_path: Path, use_
     cosine = np.sum(np.asarray(half.corpus_embeddings) * by_batch[8][0][1], axis=1) / (
         np.linalg.norm(np.asarray(half.corpus_embeddings), axis=1) * np.linalg.norm(by_batch[8][0][1], axis=1))
     assert cosine.min() > 0.99 and not np.array_equal(np.asarray(half.corpus_embeddings), by_batch[8][0][1])
-    again = SharedCorpusSearch(model, store=store, progress=False, devices=None, batch_size=8)
+    again = SharedCorpusSearch(model, RunSettings(progress=False, devices=None, batch_size=8), store=store)
     assert again.mteb_model_meta.experiment_kwargs["disastir_precision"] == "bf16"  # the cast model stays labelled
 
 
@@ -185,9 +189,9 @@ def test_precision_and_batch_size_errors_are_one_sentence() -> None:
     with pytest.raises(ValueError, match="needs a torch model, but HashingEncoder holds none"):
         apply_precision(HashingEncoder(), "fp16")
     with pytest.raises(ValueError, match="batch_size=0 must be an integer >= 1"):
-        SharedCorpusSearch(HashingEncoder(), batch_size=0)
+        SharedCorpusSearch(HashingEncoder(), RunSettings(batch_size=0))
     with pytest.raises(ValueError, match="tokenize_threads=-1"):
-        SharedCorpusSearch(HashingEncoder(), tokenize_threads=-1)
+        SharedCorpusSearch(HashingEncoder(), RunSettings(tokenize_threads=-1))
     for bad in ({"precision": "fp8"}, {"batch_size": 0}):  # refused before the (unloadable) model is looked up
         with pytest.raises(ValueError, match=r"Unknown precision 'fp8'|batch_size=0 must be an integer >= 1"):
             evaluate("no-such-org/no-such-model", ["DisastIR-QA-Bio"], cache_dir=False, **bad)
@@ -197,7 +201,8 @@ def test_other_encoders_keep_their_own_encode_in_length_order(tmp_path: Path, us
     texts = _texts(50, seed=4)
     task = _corpus_task(tmp_path, use_data, texts)
     encoder = HashingEncoder()
-    searcher = SharedCorpusSearch(encoder, store=EmbeddingStore(tmp_path / "cache"), progress=False, chunk_size=16)
+    searcher = SharedCorpusSearch(encoder, RunSettings(progress=False), store=EmbeddingStore(tmp_path / "cache"),
+                                  chunk_size=16)
     _index(searcher, task)
     assert searcher.encoding.path == "model.encode (mteb)"
     np.testing.assert_array_equal(np.asarray(searcher.corpus_embeddings), HashingEncoder().embed(texts))
@@ -216,14 +221,14 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(sample_data: Path, use
     names = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
     tasks = [mteb.get_task(name) for name in names]
     store = EmbeddingStore(tmp_path / "cache")
-    joint = SharedCorpusSearch(model, store=store, progress=False, devices=None)
+    joint = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=store)
     with caplog.at_level("INFO", logger="disastir_mteb.search"):
         joint.prefetch(tasks, encode_kwargs={"batch_size": 8})
     assert "Encoded the queries of 3 task(s) in one length-sorted pass" in caplog.text
     n_queries = sum(len(t.dataset["default"]["test"]["queries"]) for t in tasks)
     assert joint.queries_encoded == n_queries
 
-    separate = SharedCorpusSearch(model, store=None, progress=False, devices=None)
+    separate = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=None)
     st = bundled_model.model
     for task in tasks:
         data = task.dataset["default"]["test"]
@@ -234,6 +239,6 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(sample_data: Path, use
         np.testing.assert_allclose(stored, st.encode_query(instructed, batch_size=8), atol=1e-5)
     assert joint.queries_encoded == n_queries  # the per-task calls above were store hits
 
-    again = SharedCorpusSearch(model, store=store, progress=False, devices=None)
+    again = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=store)
     again.prefetch(tasks, encode_kwargs={"batch_size": 8})
     assert again.queries_encoded == 0 and again.passages_encoded == 0

@@ -28,10 +28,12 @@ from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore
 from disastir_mteb.search.usearch_index import resolve_params
+from disastir_mteb.vocabulary.run_settings import RunSettings
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
 PACKAGE = Path(__file__).resolve().parents[1] / "disastir_mteb"
 N_PASSAGES, CHUNK = 300, 64  # 5 chunk files: 64 x 4 + 44
+QUIET = RunSettings(progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +62,7 @@ import mteb
 from disastir_mteb.search import store
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+from disastir_mteb.vocabulary.run_settings import RunSettings
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
@@ -97,7 +100,7 @@ if cfg.get("barrier"):  # start the real work together with the other child
     while len(list(barrier.parent.glob(barrier.name + ".*"))) < 2:
         time.sleep(0.01)
 chunk = {"chunk_size": cfg["chunk_size"]} if cfg.get("chunk_size") else {}  # 0: the store's default
-searcher = SharedCorpusSearch(model, store=store.EmbeddingStore(cfg["cache"]), progress=False, **chunk)
+searcher = SharedCorpusSearch(model, RunSettings(progress=False), store=store.EmbeddingStore(cfg["cache"]), **chunk)
 evaluate(searcher, cfg["tasks"], output_folder=cfg["out"], show_progress=False,
          on_task_done=(lambda result, seconds: die()) if kill == "after-task" else None)
 print(json.dumps({"passages": searcher.passages_encoded, "queries": searcher.queries_encoded}))
@@ -178,18 +181,18 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def test_another_model_of_another_dimension_is_never_mixed_up(on_tiny: Path, tmp_path: Path) -> None:
     store = EmbeddingStore(tmp_path / "cache")
-    evaluate(SharedCorpusSearch(HashingEncoder(name="test/a"), store=store, progress=False), TASKS[:1],
+    evaluate(SharedCorpusSearch(HashingEncoder(name="test/a"), RunSettings(progress=False), store=store), TASKS[:1],
              output_folder=tmp_path / "a", show_progress=False)
     alone = _scores(evaluate(HashingEncoder(dim=64, name="test/b"), TASKS[:1], cache_dir=False,
                              output_folder=tmp_path / "alone", show_progress=False))
 
-    other = SharedCorpusSearch(HashingEncoder(dim=64, name="test/b"), store=store, progress=False)
+    other = SharedCorpusSearch(HashingEncoder(dim=64, name="test/b"), RunSettings(progress=False), store=store)
     assert _scores(evaluate(other, TASKS[:1], output_folder=tmp_path / "b", show_progress=False)) == alone
     assert other.passages_encoded == N_PASSAGES  # other name, other key: nothing of model a is read
 
     # Same name and revision, other dimension (a model changed in place): the first vectors it encodes
     # disagree with the cached corpus, and the run stops with one sentence naming both entries.
-    changed = SharedCorpusSearch(HashingEncoder(dim=64, name="test/a"), store=store, progress=False)
+    changed = SharedCorpusSearch(HashingEncoder(dim=64, name="test/a"), RunSettings(progress=False), store=store)
     with pytest.raises(ValueError, match=r"^The embedding cache mixes two models saved as test/a@1: .*queries.* holds "
                                          r"64-dimensional vectors but .*corpus.* holds 384-dimensional ones; delete "
                                          r".*corpus/test__a and .*queries/test__a, or pass another --cache-dir"):
@@ -228,13 +231,13 @@ def test_a_sentence_transformer_changed_in_place_is_not_served_its_old_vectors(
     from disastir_mteb.models.bundled import bundled_model_path
 
     store = EmbeddingStore(tmp_path / "cache")
-    evaluate(SharedCorpusSearch(bundled_model, store=store, progress=False), TASKS[:1],
+    evaluate(SharedCorpusSearch(bundled_model, RunSettings(progress=False), store=store), TASKS[:1],
              output_folder=tmp_path / "old", show_progress=False)
     model = SentenceTransformer(str(bundled_model_path()), device="cpu")
     model.append(Dense(384, 64))
     changed = SentenceTransformerEncoderWrapper(model)
     changed.mteb_model_meta = bundled_model.mteb_model_meta  # the name and revision of the cached vectors
-    searcher = SharedCorpusSearch(changed, store=EmbeddingStore(tmp_path / "cache"), progress=False)
+    searcher = SharedCorpusSearch(changed, RunSettings(progress=False), store=EmbeddingStore(tmp_path / "cache"))
     with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
         evaluate(searcher, TASKS[:1], output_folder=tmp_path / "new", show_progress=False)
     assert searcher.passages_encoded == N_PASSAGES  # rebuilt, not served
@@ -265,7 +268,7 @@ def test_damaged_chunk_file_is_re_encoded_with_a_warning_naming_it(on_tiny: Path
                                                                    monkeypatch: pytest.MonkeyPatch,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     store = EmbeddingStore(tmp_path / "cache")
-    _kill_after_chunks(SharedCorpusSearch(HashingEncoder(), store=store, progress=False, chunk_size=CHUNK), 3,
+    _kill_after_chunks(SharedCorpusSearch(HashingEncoder(), QUIET, store=store, chunk_size=CHUNK), 3,
                        monkeypatch)
     chunks = sorted(store.root.rglob("chunk_*.npy"))
     assert len(chunks) == 3
@@ -273,7 +276,7 @@ def test_damaged_chunk_file_is_re_encoded_with_a_warning_naming_it(on_tiny: Path
     chunks[1].write_bytes({"truncated": data[: len(data) // 2], "garbage header": os.urandom(128) + data[128:],
                            "empty": b""}[damage])
 
-    resumed = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, chunk_size=CHUNK)
+    resumed = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store, chunk_size=CHUNK)
     with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
         scores = _scores(evaluate(resumed, TASKS[:1], output_folder=tmp_path / "out", show_progress=False))
     assert resumed.passages_encoded == N_PASSAGES - 2 * CHUNK  # chunks 1 and 3 reused, 2, 4 and 5 encoded
@@ -285,7 +288,8 @@ def test_damaged_chunk_file_is_re_encoded_with_a_warning_naming_it(on_tiny: Path
 
 
 def _ann_searcher(store: EmbeddingStore) -> SharedCorpusSearch:
-    return SharedCorpusSearch(HashingEncoder(), store=store, progress=False, ann=resolve_params("paper", threads=1))
+    return SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False, ann=resolve_params("paper", threads=1)),
+                              store=store)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "header", "middle", "tail", "empty"])
@@ -372,10 +376,10 @@ def _nothing() -> Iterator[None]:
 def test_read_only_cache_that_is_filled_serves_without_writing(on_tiny: Path, tmp_path: Path,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     store = EmbeddingStore(tmp_path / "cache")
-    first = _scores(evaluate(SharedCorpusSearch(HashingEncoder(), store=store, progress=False), TASKS,
+    first = _scores(evaluate(SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store), TASKS,
                              output_folder=tmp_path / "a", show_progress=False))
     with _read_only(store.root), caplog.at_level(logging.WARNING):
-        again = SharedCorpusSearch(HashingEncoder(), store=EmbeddingStore(store.root), progress=False)
+        again = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=EmbeddingStore(store.root))
         assert _scores(evaluate(again, TASKS, output_folder=tmp_path / "b", show_progress=False)) == first
     assert again.passages_encoded == 0 and again.queries_encoded == 0 and _warnings(caplog) == []
 
@@ -420,9 +424,10 @@ def test_kill_9_after_the_first_task_result(tiny: Path, reference: Path, tmp_pat
     _child(tiny, tmp_path / "cache", tmp_path / "out", kill="after-task", killed=True)
     # The child's pipes closed, so no worker process outlived it (they die with the runner). OUT holds the
     # first task with its per-query file, and whatever the workers finished meanwhile (a task killed between
-    # its result and its per-query file is evaluated again by the rerun), none of it half-written.
+    # its result and its per-query file is evaluated again by the rerun), none of it half-written. A worker
+    # killed while mteb wrote into its hidden staging folder leaves that folder: the rerun removes it.
     written = [path.split("/")[-1].replace("_per_query", "") for path in _outputs(tmp_path / "out")]
-    assert written.count(f"{TASKS[0]}.json") == 2 and _broken_files(tmp_path / "out") == []
+    assert written.count(f"{TASKS[0]}.json") == 2 and _broken_files(tmp_path / "out", hidden_ok=True) == []
     assert _child(tiny, tmp_path / "cache", tmp_path / "out") == {"passages": 0, "queries": 0}  # all from the cache
     assert _outputs(tmp_path / "out") == _outputs(reference)
     assert _broken_files(tmp_path) == []
@@ -641,7 +646,7 @@ def test_embeddings_damaged_in_place_are_never_served(on_tiny: Path, tmp_path: P
                                                      caplog: pytest.LogCaptureFixture) -> None:
     """Before checksums: 64 KB zeroed in the corpus gave 62.13 / 39.14 instead of 71.37 / 57.35, exit code 0."""
     store = EmbeddingStore(tmp_path / "cache")
-    clean = _scores(evaluate(SharedCorpusSearch(HashingEncoder(), store=store, progress=False, chunk_size=CHUNK),
+    clean = _scores(evaluate(SharedCorpusSearch(HashingEncoder(), QUIET, store=store, chunk_size=CHUNK),
                              TASKS, output_folder=tmp_path / "a", show_progress=False))
     corpus = next((store.root / "corpus").rglob("embeddings.npy"))
     query = sorted((store.root / "queries").rglob("embeddings.npy"))[0]
@@ -653,7 +658,7 @@ def test_embeddings_damaged_in_place_are_never_served(on_tiny: Path, tmp_path: P
                                     else bytes(b ^ 0x80 if i % 4 == 3 else b for i, b in enumerate(part)))
         path.write_bytes(bytes(data))
 
-    again = SharedCorpusSearch(HashingEncoder(), store=EmbeddingStore(store.root), progress=False, chunk_size=CHUNK)
+    again = SharedCorpusSearch(HashingEncoder(), QUIET, store=EmbeddingStore(store.root), chunk_size=CHUNK)
     with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
         assert _scores(evaluate(again, TASKS, output_folder=tmp_path / "b", show_progress=False)) == clean
     warnings = _warnings(caplog)

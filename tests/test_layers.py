@@ -75,6 +75,9 @@ def test_every_module_sits_in_a_known_layer() -> None:
     """A new subpackage must be given a place in :data:`ALLOWED` (and in the README's drawing)."""
     folders = {p.parent.name for p in _modules() if p.parent != PACKAGE}
     assert folders == set(ALLOWED)
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    design = readme[readme.index("## Design"):readme.index("## Figures")]
+    assert [f for f in sorted(folders) if f"{f}/" not in design] == [], "a folder the README's design section omits"
 
 
 def test_layers_import_downward_only() -> None:
@@ -121,6 +124,24 @@ def test_no_module_reads_another_modules_private_names() -> None:
     """``_name`` is its module's own: no other module imports it or reads it off the module object."""
     wrong = [error for path in _modules() for error in _private_reads(path)]
     assert not wrong, "private names taken across modules:\n" + "\n".join(wrong)
+
+
+#: Private names tests still read, each because no public way exists: test file -> {read: why}.
+TESTS_READING_PRIVATE_NAMES = {
+    "test_faults_cache.py": {"store_module._replace_atomic": "the fault hook: a kill right after the n-th chunk file"},
+    "test_exact_search.py": {"kernel._exact_top_tensor": "a spy counting the blocked kernel's calls"},
+}
+
+
+def test_tests_use_public_names_where_one_exists() -> None:
+    """Tests follow public behaviour: a test reads a private name only where it is listed above, with why."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.parent.joinpath("tests").glob("*.py")):
+        for error in _private_reads(path):
+            found.setdefault(path.name, set()).add(error.split(" ", 2)[2])  # "reads x._y" / "imports [...] from m"
+    allowed = {name: set(reads) for name, reads in TESTS_READING_PRIVATE_NAMES.items()}
+    assert found == allowed, "tests reading private names (use a public way, or list it with why):\n" + "\n".join(
+        f"{name}: {sorted(reads)}" for name, reads in sorted(found.items()))
 
 
 def test_the_checks_catch_an_upward_import_and_a_private_read(tmp_path: Path) -> None:

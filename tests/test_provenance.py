@@ -19,10 +19,10 @@ from disastir_mteb.results.provenance import PLAIN_INSTRUCTIONS, PRECISION_NAMES
 from disastir_mteb.results.report import write_report
 from disastir_mteb.results.result_sets import ResultSet, find_result_sets, load_result_set
 from disastir_mteb.runner.run import evaluate
-from disastir_mteb.search.precision import PRECISIONS
 from disastir_mteb.tasks import retrieval as task_module
 from disastir_mteb.tasks.retrieval import get_tasks
 from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
+from disastir_mteb.vocabulary.settings import PRECISIONS
 from disastir_mteb.vocabulary.task_record import RECORD_KEYS
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]

@@ -14,6 +14,7 @@ from disastir_mteb.runner.run import evaluate
 from disastir_mteb.runner.task_pool import PROCESSES_ENV
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore
+from disastir_mteb.vocabulary.run_settings import RunSettings
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 SIX = ["DisastIR-QA-Bio", "DisastIR-QAdoc-Chem", "DisastIR-Twitter-Env", "DisastIR-FC-Geo", "DisastIR-NLI-Soc",
@@ -37,7 +38,7 @@ def _scores(result: object) -> dict[str, dict[str, float]]:
 def test_corpus_encoded_once_for_many_tasks_and_never_again(on_sample: Path, tmp_path: Path) -> None:
     encoder = HashingEncoder()
     store = EmbeddingStore(tmp_path / "cache")
-    searcher = SharedCorpusSearch(encoder, store=store, progress=False)
+    searcher = SharedCorpusSearch(encoder, RunSettings(progress=False), store=store)
     result = evaluate(searcher, SIX, cache_dir=tmp_path / "cache", output_folder=tmp_path / "r1", show_progress=False)
     n = _corpus_size(on_sample)
     assert len(result.task_results) == 6
@@ -45,7 +46,7 @@ def test_corpus_encoded_once_for_many_tasks_and_never_again(on_sample: Path, tmp
     assert searcher.corpus_passes == 1  # all six tasks' queries searched in one pass (prefetch)
     assert encoder.texts_encoded == n + searcher.queries_encoded
 
-    again = SharedCorpusSearch(HashingEncoder(), store=store, progress=False)
+    again = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store)
     evaluate(again, SIX, output_folder=tmp_path / "r2", show_progress=False)
     assert again.passages_encoded == 0 and again.queries_encoded == 0  # everything from the persistent store
 
@@ -94,27 +95,27 @@ class _Flaky(HashingEncoder):
 def test_killed_corpus_encoding_resumes_from_the_last_chunk(on_sample: Path, tmp_path: Path) -> None:
     store = EmbeddingStore(tmp_path / "cache")
     n = _corpus_size(on_sample)
-    first = SharedCorpusSearch(_Flaky(fail_after=700), store=store, progress=False, chunk_size=256)
+    first = SharedCorpusSearch(_Flaky(fail_after=700), RunSettings(progress=False), store=store, chunk_size=256)
     with pytest.raises(KeyboardInterrupt):
         evaluate(first, ["DisastIR-QA-Bio"], output_folder=tmp_path / "r", show_progress=False)
     done = first.passages_encoded
     assert 0 < done < n and done % 256 == 0
-    second = SharedCorpusSearch(HashingEncoder(), store=store, progress=False, chunk_size=256)
+    second = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store, chunk_size=256)
     evaluate(second, ["DisastIR-QA-Bio"], output_folder=tmp_path / "r", show_progress=False)
     assert second.passages_encoded == n - done
 
     fresh = _scores(evaluate(HashingEncoder(), ["DisastIR-QA-Bio"], cache_dir=False,
                              output_folder=tmp_path / "fresh", show_progress=False))
-    resumed = _scores(evaluate(SharedCorpusSearch(HashingEncoder(), store=store, progress=False),
+    resumed = _scores(evaluate(SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store),
                                ["DisastIR-QA-Bio"], output_folder=tmp_path / "again", show_progress=False))
     assert resumed["DisastIR-QA-Bio"]["ndcg_at_10"] == fresh["DisastIR-QA-Bio"]["ndcg_at_10"]
 
 
 def test_another_model_never_reuses_the_cache(on_sample: Path, tmp_path: Path) -> None:
     store = EmbeddingStore(tmp_path / "cache")
-    first = SharedCorpusSearch(HashingEncoder(name="test/model-a"), store=store, progress=False)
+    first = SharedCorpusSearch(HashingEncoder(name="test/model-a"), RunSettings(progress=False), store=store)
     evaluate(first, ["DisastIR-QA-Bio"], output_folder=tmp_path / "r", show_progress=False)
-    other = SharedCorpusSearch(HashingEncoder(dim=64, name="test/model-b"), store=store, progress=False)
+    other = SharedCorpusSearch(HashingEncoder(dim=64, name="test/model-b"), RunSettings(progress=False), store=store)
     evaluate(other, ["DisastIR-QA-Bio"], output_folder=tmp_path / "r", show_progress=False)
     assert other.passages_encoded == first.passages_encoded == _corpus_size(on_sample)
 
@@ -132,8 +133,8 @@ def test_corpus_encoding_spreads_over_devices_with_identical_vectors(tmp_path: P
                         {"QA_Bio": ([{"query_id": "q1", "user_query": "river levels rising at the gauge"}], qrels)})
     use_data(root)
     model = load_bundled_model(device="cpu")
-    pooled = SharedCorpusSearch(model, store=None, progress=False, devices=["cpu", "cpu"])
-    single = SharedCorpusSearch(model, store=None, progress=False, devices=None)
+    pooled = SharedCorpusSearch(model, RunSettings(progress=False, devices=["cpu", "cpu"]), store=None)
+    single = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=None)
     assert pooled.devices == ("cpu", "cpu") and single.devices == ()
     task = mteb.get_task("DisastIR-QA-Bio")
     task.load_data()
@@ -145,3 +146,26 @@ def test_corpus_encoding_spreads_over_devices_with_identical_vectors(tmp_path: P
     assert sum("multi-process pool" in r.getMessage() for r in caplog.records) == 1  # only the pooled searcher
     np.testing.assert_allclose(pooled.corpus_embeddings, single.corpus_embeddings, atol=1e-5)
     assert pooled.passages_encoded == single.passages_encoded == 24
+
+
+def test_one_settings_value_from_the_options_to_the_search_model() -> None:
+    """``RunSettings.from_options`` checks every option once; the search model holds that value and honours it."""
+    from disastir_mteb.runner.run import build_search
+    from disastir_mteb.vocabulary.ann_params import parse_search_setting
+
+    settings = RunSettings.from_options(search="ann", ann_params={"threads": 1}, instructions="dmretriever",
+                                        batch_size=8, cache_dir=False, progress=False, devices=["cpu"])
+    searcher = build_search(HashingEncoder(), settings)
+    assert searcher.settings is settings and searcher.store is None  # cache_dir=False: in memory
+    assert (searcher.ann, searcher.batch_size, searcher.progress) == (settings.ann, 8, False)
+    assert settings.devices == ("cpu",) and settings.ann is not None and settings.ann.threads == 1
+    experiment = searcher.mteb_model_meta.experiment_kwargs
+    assert parse_search_setting(experiment["disastir_search"]) == settings.ann.resolved()
+    assert experiment["disastir_instructions"] == "dmretriever" and experiment["disastir_template"] == "colon"
+    assert RunSettings(ann="paper").ann == RunSettings.from_options(search="ann").ann  # a preset name resolves
+    for options, message in [({"search": "hnsw"}, "Unknown search 'hnsw'"), ({"batch_size": 0}, "batch_size=0"),
+                             ({"precision": "fp8"}, "Unknown precision 'fp8'"),
+                             ({"instructions": "disastr"}, "Unknown instruction set 'disastr'"),
+                             ({"ann_params": {"connectivity": 8}}, "were given for search='exact'")]:
+        with pytest.raises(ValueError, match=message):
+            RunSettings.from_options(**options)

@@ -341,9 +341,10 @@ def test_the_embedding_cache_keeps_two_corpora_apart(tmp_path: Path) -> None:
     from disastir_mteb.models.hashing_encoder import HashingEncoder
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
+    from disastir_mteb.vocabulary.run_settings import RunSettings
 
     store = EmbeddingStore(tmp_path / "cache")
-    searcher = SharedCorpusSearch(HashingEncoder(), store=store, progress=False)
+    searcher = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store)
     metadata = mteb.get_task("DisastIR-QA-Bio").metadata
     full = Dataset.from_dict({"id": ["d1", "d2", "d3"], "text": ["flood water", "storm surge", "wildfire smoke"]})
     devlite = Dataset.from_dict({"id": ["d1", "d3"], "text": ["flood water", "wildfire smoke"]})  # a pooled subset
@@ -380,22 +381,23 @@ def test_runner_runs_devlite_and_test_each_corpus_encoded_once(split_sample: Pat
     from disastir_mteb.runner.run import evaluate
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
+    from disastir_mteb.vocabulary.run_settings import RunSettings
 
     store = EmbeddingStore(tmp_path / "cache")
-    devlite = SharedCorpusSearch(HashingEncoder(), store=store, progress=False)
+    devlite = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store)
     result = evaluate(devlite, split="devlite", output_folder=tmp_path / "out", show_progress=False)
     assert sorted(r.task_name for r in result.task_results) == sorted(SPLIT_TASK_NAMES[Split.devlite])
     assert devlite.corpus_indexings == 1 and devlite.corpus_passes == 1  # one corpus, one pass for 48 tasks
     devlite_passages = devlite.indexed_passages
     assert devlite.passages_encoded == devlite_passages
 
-    test = SharedCorpusSearch(HashingEncoder(), store=store, progress=False)
+    test = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store)
     result = evaluate(test, split="test", output_folder=tmp_path / "out", show_progress=False)
     assert sorted(r.task_name for r in result.task_results) == sorted(SPLIT_TASK_NAMES[Split.test])
     assert test.corpus_indexings == 1 and test.passages_encoded == test.indexed_passages != devlite_passages
     assert len(list((tmp_path / "cache" / "corpus").rglob("manifest.json"))) == 2  # two corpora, two entries
 
-    mixed = SharedCorpusSearch(HashingEncoder(), store=store, progress=False)
+    mixed = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store)
     names = ["DisastIR-DevLite-QA-Bio", "DisastIR-QA-Bio", "DisastIR-Test-QA-Chem", "DisastIR-DevLite-NLI-Geo"]
     result = evaluate(mixed, names, output_folder=tmp_path / "out", show_progress=False)
     assert [r.task_name for r in result.task_results] == [names[0], names[3], names[1], names[2]]  # by corpus

@@ -79,7 +79,6 @@ def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpu
         settings: how it encodes and searches (default: exact search, the model as it is, the default store);
             build them with :meth:`RunSettings.from_options`, which takes :func:`evaluate`'s keywords.
     """
-    from disastir_mteb.models.adapter import with_instructions
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
 
@@ -87,12 +86,8 @@ def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpu
     encoder = load_model(model)
     if isinstance(encoder, SharedCorpusSearch):
         return encoder
-    if settings.instructions is not None:
-        encoder = with_instructions(encoder, settings.instructions)
     store = None if settings.cache_dir is False else EmbeddingStore(settings.cache_dir)
-    return SharedCorpusSearch(encoder, store=store, progress=settings.progress, devices=settings.devices,
-                              ann=settings.ann, batch_size=settings.batch_size, precision=settings.precision,
-                              tokenize_threads=settings.tokenize_threads)
+    return SharedCorpusSearch(encoder, settings, store=store)
 
 
 def evaluate(

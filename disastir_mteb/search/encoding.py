@@ -39,31 +39,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from disastir_mteb.search.precision import PRECISIONS, apply_precision, module_dtype, parse_precision, torch_module
-from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
+from disastir_mteb.search.precision import module_dtype
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, check_count
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PRECISIONS", "EncodingReport", "SentenceTransformerPipeline", "apply_precision", "check_count",
-           "length_order", "parse_precision", "torch_module"]
+__all__ = ["EncodingReport", "SentenceTransformerPipeline", "length_order"]
 
 _DEPTH_PER_THREAD = 2  # tokenised batches waiting per worker: enough to hide a slow batch, bounded memory
-
-
-def check_count(name: str, value: int | None, lowest: int, unset: str | None = None) -> None:
-    """Refuse ``value`` unless it is an integer >= ``lowest``, or None where ``unset`` says what None means.
-
-    Raises:
-        ValueError: one sentence naming the parameter, the value and what is accepted.
-    """
-    if value is None and unset is not None:
-        return
-    if type(value) is not int or value < lowest:
-        accepted = f" (or None for {unset})" if unset is not None else ""
-        raise ValueError(f"{name}={value!r} must be an integer >= {lowest}{accepted}.")
 
 
 def length_order(texts: Sequence[str]) -> np.ndarray:

@@ -1,38 +1,21 @@
 """The model's torch weights: found behind wrappers, their dtype and device, cast in place to a precision.
 
-Precision (:data:`PRECISIONS`) casts the model's weights in place, like ``model.half()``; the
-default is the model's own dtype (float32 for the DisastIR baselines). The dtype in use is part of
-the embedding cache key, so vectors of another precision are never served for this one.
+Precision (:data:`~disastir_mteb.vocabulary.settings.PRECISIONS`) casts the model's weights in place,
+like ``model.half()``; the default is the model's own dtype (float32 for the DisastIR baselines). The
+dtype in use is part of the embedding cache key, so vectors of another precision are never served for
+this one.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Any
+
+from disastir_mteb.vocabulary.settings import PRECISIONS, parse_precision
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PRECISIONS", "apply_precision", "module_device", "module_dtype", "parse_precision", "torch_module"]
-
-Precision = Literal["fp32", "fp16", "bf16"]
-#: Accepted precision names -> torch dtype names. ``None`` (the default everywhere) keeps the model's own.
-PRECISIONS: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
-
-
-def parse_precision(value: str | None) -> Precision | None:
-    """``fp32``, ``fp16`` or ``bf16`` (also ``float16``, ``half``, ``bfloat16``, ``float32``), or ``None``.
-
-    Raises:
-        ValueError: an unknown name (the valid ones are listed).
-    """
-    if value is None:
-        return None
-    name = _ALIASES.get(str(value).lower(), str(value).lower())
-    if name not in PRECISIONS:
-        raise ValueError(f"Unknown precision {value!r}; valid: {', '.join(PRECISIONS)} (or leave it unset for the "
-                         "model's own dtype).")
-    return name  # type: ignore[return-value]
+__all__ = ["apply_precision", "module_device", "module_dtype", "torch_module"]
 
 def torch_module(model: Any) -> Any:
     """The first ``torch.nn.Module`` in ``model`` or under its ``.model`` attributes (wrappers), else None."""

@@ -43,28 +43,27 @@ import numpy as np
 from mteb._create_dataloaders import _retrieval_texts, create_dataloader
 from mteb.types import PromptType
 
-from disastir_mteb.models.adapter import as_mteb_encoder
+from disastir_mteb.models.adapter import as_mteb_encoder, with_instructions
 from disastir_mteb.search.encoding import (
     EncodingReport,
     SentenceTransformerPipeline,
-    check_count,
     length_order,
     plain_sentence_transformer,
 )
 from disastir_mteb.search.exact_search import ExactIndex
-from disastir_mteb.search.precision import (
-    PRECISIONS,
-    apply_precision,
-    module_device,
-    module_dtype,
-    parse_precision,
-    torch_module,
-)
+from disastir_mteb.search.precision import apply_precision, module_device, module_dtype, torch_module
 from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, encode_in_memory, fingerprint_texts
-from disastir_mteb.search.usearch_index import AnnParams, UsearchIndex, resolve_params
-from disastir_mteb.vocabulary.ann_params import search_setting
+from disastir_mteb.search.usearch_index import UsearchIndex
+from disastir_mteb.vocabulary.ann_params import AnnParams, search_setting
 from disastir_mteb.vocabulary.instructions import InstructionConfig
-from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, PRECISION_KEY, QUERY_SIDE_KEYS, SEARCH_KEY
+from disastir_mteb.vocabulary.run_settings import RunSettings
+from disastir_mteb.vocabulary.settings import (
+    DEFAULT_BATCH_SIZE,
+    PRECISION_KEY,
+    PRECISIONS,
+    QUERY_SIDE_KEYS,
+    SEARCH_KEY,
+)
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, get_spec
 
 if TYPE_CHECKING:
@@ -91,29 +90,32 @@ class SharedCorpusSearch:
     """An mteb search model: encode a shared corpus once, index it once, search it for every task.
 
     Args:
-        model: an mteb encoder (possibly wrapped by ``with_instructions``).
+        model: an mteb encoder, a SentenceTransformer or a callable (see ``as_mteb_encoder``).
+        settings: how it encodes and searches (:class:`~disastir_mteb.vocabulary.run_settings.RunSettings`;
+            default: exact search, the model as it is). Every field is honoured here but ``cache_dir``
+            (the store is given as ``store``):
+
+            - ``ann``: search with USearch instead of exactly; the index persists under the store's root.
+              Exact search runs on the model's GPU when it is on one (same rankings as on the CPU).
+            - ``instructions``: put in front of queries (and passages) here, with ``with_instructions``.
+            - ``batch_size``: texts per forward pass; None = what mteb passes (``encode_kwargs``, 32 by default).
+            - ``precision``: cast the model's weights in place before encoding (like ``model.half()``). A
+              precision other than the model's own joins the mteb experiment settings
+              (``disastir_precision``), so its results are filed apart; the dtype is part of the
+              embedding cache key either way.
+            - ``devices``: spread corpus encoding over several devices with sentence-transformers'
+              multi-process pool (e.g. ``("cuda:0", "cuda:1")``); ``"auto"`` = every visible CUDA device
+              when there are two or more, else one process (which on CPU uses all cores). Only for
+              SentenceTransformer-based models whose passages carry no prompt; others encode in one process.
+            - ``tokenize_threads``: threads tokenising passages ahead of the model on the pipelined path
+              (:class:`~disastir_mteb.search.encoding.SentenceTransformerPipeline`); None = 1 on a CPU, all
+              cores but one (at most 8) on a GPU.
+            - ``progress``: progress bars (rate, ETA) while encoding the corpus.
         store: where embeddings persist; None keeps them in memory for this process only.
-        progress: progress bar (rate, ETA) while encoding the corpus.
         dtype: storage precision of persisted embeddings (``float32`` or ``float16``).
         chunk_size: passages per persisted chunk (rounded up to whole batches): a killed run loses at most one
             chunk of work. The default, :data:`~disastir_mteb.search.store.CHUNK_SIZE` (1,024), is 15-35 s of
             all-MiniLM-L6-v2 on a 2-core CPU, whatever the corpus size.
-        devices: spread corpus encoding over several devices with sentence-transformers'
-            multi-process pool (e.g. ``["cuda:0", "cuda:1"]``); ``"auto"`` = every visible CUDA
-            device when there are two or more, else one process (which on CPU uses all cores).
-            Only for SentenceTransformer-based models whose passages carry no prompt; others
-            encode in one process.
-        ann: search with USearch (an :class:`~disastir_mteb.search.usearch_index.AnnParams` or a preset
-            name such as ``"paper"``) instead of exactly; the index persists under the store's root.
-            Exact search runs on the model's GPU when it is on one (same rankings as on the CPU).
-        batch_size: texts per forward pass; ``None`` = what mteb passes (``encode_kwargs``, 32 by default).
-        precision: ``fp32``, ``fp16`` or ``bf16``: cast the model's weights in place before encoding
-            (like ``model.half()``); ``None`` keeps the model's own dtype. A precision other than the
-            model's own joins the mteb experiment settings (``disastir_precision``), so its results
-            are filed apart; the dtype is part of the embedding cache key either way.
-        tokenize_threads: threads tokenising passages ahead of the model on the pipelined path
-            (see :class:`~disastir_mteb.search.encoding.SentenceTransformerPipeline`); ``None`` = 1 on a CPU,
-            all cores but one (at most 8) on a GPU.
 
     Attributes:
         corpus_indexings: how many times a corpus had to be (re)loaded into the index.
@@ -131,21 +133,16 @@ class SharedCorpusSearch:
             ``max_seq_length`` and how many passages reached it), for the run summary.
     """
 
-    def __init__(self, model: Any, *, store: EmbeddingStore | None = None, progress: bool = True,
-                 dtype: str = "float32", chunk_size: int = CHUNK_SIZE, devices: Sequence[str] | str | None = "auto",
-                 ann: AnnParams | str | None = None, batch_size: int | None = None, precision: str | None = None,
-                 tokenize_threads: int | None = None) -> None:
-        check_count("batch_size", batch_size, 1, f"mteb's {DEFAULT_BATCH_SIZE}")
-        check_count("tokenize_threads", tokenize_threads, 0, "automatic")
+    def __init__(self, model: Any, settings: RunSettings | None = None, *, store: EmbeddingStore | None = None,
+                 dtype: str = "float32", chunk_size: int = CHUNK_SIZE) -> None:
+        self.settings = settings = settings or RunSettings()
+        if settings.instructions is not None:
+            model = with_instructions(model, settings.instructions)
         model = as_mteb_encoder(model, "SharedCorpusSearch")
         self.model = model
-        self.ann = resolve_params(ann) if isinstance(ann, str) else ann
-        self.batch_size = batch_size
-        self.tokenize_threads = tokenize_threads
-        requested = parse_precision(precision)
         module = torch_module(model)
         own = getattr(module, "_disastir_own_dtype", None) or module_dtype(model)
-        self.model_dtype = apply_precision(model, requested)
+        self.model_dtype = apply_precision(model, settings.precision)
         if module is not None and own is not None:
             module._disastir_own_dtype = own  # a model cast here keeps its own dtype on record for later searches
         experiment: dict[str, Any] = {}
@@ -162,15 +159,14 @@ class SharedCorpusSearch:
         declared = _declared_dimension(model)
         if store is not None and declared:
             store.expect_dimension(*self._model_key(), declared)
-        self.progress = progress
         self.dtype = dtype
         self.chunk_size = chunk_size
-        self.devices = _resolve_devices(devices)
+        self.devices = _resolve_devices(settings.devices)
         self._prefetched: dict[_PrefetchKey, tuple[int, dict[str, dict[str, float]]]] = {}
         device = module_device(model)
         self.index_backend: ExactIndex | UsearchIndex = (
             ExactIndex(keep_on_clear=True, device=device if device and device.startswith("cuda") else None)
-            if self.ann is None else UsearchIndex(self.ann, keep_on_clear=True, progress=progress))
+            if self.ann is None else UsearchIndex(self.ann, keep_on_clear=True, progress=settings.progress))
         self.rankings: dict[tuple[str, str, str], RetrievalOutputType] = {}
         self.keep_rankings = False
         self._held: tuple[str, str] | None = None
@@ -181,6 +177,26 @@ class SharedCorpusSearch:
         self.corpus_passes = 0
         self.passages_encoded = 0
         self.queries_encoded = 0
+
+    @property
+    def ann(self) -> AnnParams | None:
+        """The USearch parameters (``settings.ann``), None for exact search."""
+        return self.settings.ann
+
+    @property
+    def batch_size(self) -> int | None:
+        """Texts per forward pass (``settings.batch_size``); None = what mteb passes."""
+        return self.settings.batch_size
+
+    @property
+    def tokenize_threads(self) -> int | None:
+        """Threads tokenising passages ahead of the model (``settings.tokenize_threads``); None = automatic."""
+        return self.settings.tokenize_threads
+
+    @property
+    def progress(self) -> bool:
+        """Whether progress bars are shown (``settings.progress``)."""
+        return self.settings.progress
 
     @property
     def indexed_passages(self) -> int:

@@ -1,8 +1,8 @@
-"""Layer 0, plumbing every layer shares: nothing here knows about DisastIR, mteb or models.
+"""Plumbing every folder shares: nothing here knows about DisastIR or its models.
 
-``atomic`` (write-then-rename, with the writer's pid in temporary names), ``cache_dir`` (the one
-cache root), ``deferred`` (a registration step that waits for a half-imported module),
-``moved_modules`` (the flat module paths of earlier releases, forwarded with a warning).
+``atomic`` (write-then-rename, with the writer's pid in temporary names; also mteb's result cache, atomic),
+``cache_dir`` (the one cache root), ``browser`` (headless Chromium: a page as one PNG), ``patching`` (the
+names of other libraries' internals a patch uses, checked one way).
 
-May import: nothing from the package (``tests/test_layers.py`` checks every layer's imports).
+May import: nothing from the package (``tests/test_layers.py`` checks every folder's imports).
 """

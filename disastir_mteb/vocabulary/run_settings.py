@@ -30,19 +30,19 @@ class RunSettings:
     """How one run encodes and searches.
 
     Attributes:
-        ann: the USearch parameters, or None for exact search.
+        ann: the USearch parameters (a preset name such as ``"paper"`` is resolved), or None for exact search.
         instructions: what goes in front of queries (and passages), or None for the model as it is.
         batch_size: texts per forward pass; None leaves it to the caller: mteb's ``encode_kwargs`` for a
             search model used by plain ``mteb.evaluate``, :data:`DEFAULT_BATCH_SIZE` for the runner.
         precision: ``fp32``, ``fp16`` or ``bf16`` weights, or None for the model's own dtype.
-        devices: devices to spread corpus encoding over, ``"auto"`` (every visible GPU when there are two
-            or more) or None (one process).
+        devices: devices to spread corpus encoding over (a list becomes a tuple), ``"auto"`` (every visible
+            GPU when there are two or more) or None (one process).
         tokenize_threads: threads tokenising passages ahead of the model; None = automatic.
         cache_dir: where embeddings persist (None: ``DISASTIR_CACHE_DIR``); False keeps them in memory.
         progress: progress bars while encoding and evaluating.
     """
 
-    ann: AnnParams | None = None
+    ann: AnnParams | None = None  # a preset name is accepted and resolved
     instructions: InstructionConfig | None = None
     batch_size: int | None = None
     precision: Precision | None = None
@@ -53,6 +53,10 @@ class RunSettings:
 
     def __post_init__(self) -> None:
         """Refuse a value no run can use, in one sentence naming it (the same checks for every front)."""
+        if isinstance(self.ann, str):
+            object.__setattr__(self, "ann", resolve_params(self.ann))
+        if isinstance(self.devices, Sequence) and not isinstance(self.devices, str):
+            object.__setattr__(self, "devices", tuple(self.devices))
         check_count("batch_size", self.batch_size, 1, f"the default, {DEFAULT_BATCH_SIZE}")
         check_count("tokenize_threads", self.tokenize_threads, 0, "automatic")
         object.__setattr__(self, "precision", parse_precision(self.precision))
@@ -106,6 +110,5 @@ class RunSettings:
         config = None if instructions is None else resolve_instructions(instructions, template,
                                                                         passages=instruct_passages)
         return cls(ann=ann, instructions=config, batch_size=batch_size, precision=precision,  # type: ignore[arg-type]
-                   devices=tuple(devices) if isinstance(devices, Sequence) and not isinstance(devices, str)
-                   else devices, tokenize_threads=tokenize_threads,  # type: ignore[arg-type]
-                   cache_dir=cache_dir, progress=progress)
+                   devices=devices, tokenize_threads=tokenize_threads, cache_dir=cache_dir,  # type: ignore[arg-type]
+                   progress=progress)
