@@ -1,4 +1,4 @@
-"""Layer 3, how the corpus is searched: encode it once, store it, index it once, answer every task.
+"""How the corpus is searched: encode it once, store it, index it once, answer every task.
 
 - ``shared_corpus``: ``SharedCorpusSearch``, the mteb search backend that ties the rest together, with
   how a task's texts reach the model and every task's queries searched in one pass.
