@@ -1,9 +1,10 @@
 """``disastir_mteb.evaluate``: a model x DisastIR tasks -> mteb results, one corpus encoding for all.
 
-The runner resolves the model (a name for ``mteb.get_model``, ``"bundled"`` for the packaged
-MiniLM, or any model object), optionally wraps it with :func:`~disastir_mteb.models.adapter.with_instructions`,
-and evaluates each task with ``mteb.evaluate``, so scores and result files are mteb's own. The
-search goes through :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`: the shared corpus is encoded
+The run's settings are one value (:class:`~disastir_mteb.vocabulary.run_settings.RunSettings`), built once
+from ``evaluate``'s keywords or the command line's options. The runner resolves the model (a name for
+``mteb.get_model``, ``"bundled"`` for the packaged MiniLM, or any model object), hands it with the
+settings to the search model (which puts the instructions in front, if any), and evaluates each task
+with ``mteb.evaluate``, so scores and result files are mteb's own. The search goes through :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`: the shared corpus is encoded
 once (and persisted under ``DISASTIR_CACHE_DIR``, so a killed run resumes and a second run encodes
 nothing), indexed once (exactly, or as one USearch HNSW graph with ``search="ann"``), and searched by
 every task. Beside each mteb result file the runner writes the task's per-query NDCG@10 and top-10
@@ -20,8 +21,8 @@ After a group's pass, the tasks it answered are scored and written on every core
 (:mod:`disastir_mteb.runner.task_pool`), through mteb's scoring without its repeated checks
 (:mod:`disastir_mteb.runner.scoring_patch`); every stored number is the one a plain run writes.
 
-Longer than 350 lines because the run and the steps of one task it hands to a worker process (evaluate,
-per-query file, a result file set aside) are one flow, read top to bottom.
+One module because the run and the steps of one task it hands to a worker process (evaluate, per-query
+file, a result file set aside) are one flow, read top to bottom.
 """
 
 from __future__ import annotations
