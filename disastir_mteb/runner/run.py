@@ -4,9 +4,10 @@ The run's settings are one value (:class:`~disastir_mteb.vocabulary.run_settings
 from ``evaluate``'s keywords or the command line's options. The runner resolves the model (a name for
 ``mteb.get_model``, ``"bundled"`` for the packaged MiniLM, or any model object), hands it with the
 settings to the search model (which puts the instructions in front, if any), and evaluates each task
-with ``mteb.evaluate``, so scores and result files are mteb's own. The search goes through :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`: the shared corpus is encoded
-once (and persisted under ``DISASTIR_CACHE_DIR``, so a killed run resumes and a second run encodes
-nothing), indexed once (exactly, or as one USearch HNSW graph with ``search="ann"``), and searched by
+with ``mteb.evaluate``, so scores and result files are mteb's own. The search goes through
+:class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`: the shared corpus is encoded once (and
+persisted under ``DISASTIR_CACHE_DIR``, so a killed run resumes and a second run encodes nothing),
+indexed once (exactly, or as one USearch HNSW graph with ``search="ann"``), and searched by
 every task. Beside each mteb result file the runner writes the task's per-query NDCG@10 and top-10
 rankings (:mod:`disastir_mteb.results.per_query`), which ``disastir-mteb compare`` reads.
 
