@@ -36,6 +36,7 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 from disastir_mteb.vocabulary.taxonomy import SPLIT_TASK_SPECS, Intent
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ class DMRetrieverEncoder(AbsEncoder):
         import torch.nn.functional as F
 
         texts = self.texts_for([t for batch in inputs for t in batch["text"]], task_metadata, prompt_type)
-        batch_size = int(kwargs.get("batch_size") or inputs.batch_size or 32)
+        batch_size = int(kwargs.get("batch_size") or inputs.batch_size or DEFAULT_BATCH_SIZE)
         outputs = []
         with torch.inference_mode():
             for start in range(0, len(texts), batch_size):
