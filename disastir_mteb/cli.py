@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from disastir_mteb import commands
 from disastir_mteb.results.metrics import MAIN_METRIC
+from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT
 
@@ -87,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--instruct-passages", action="store_true", help="also instruct passages (the authors never do)")
     run.add_argument("--search", default=EXACT, choices=[EXACT, "ann"],
                      help="exact (default) or ann: USearch HNSW, one index for all tasks, results filed apart")
-    run.add_argument("--ann-preset", default="paper",
+    run.add_argument("--ann-preset", default=DEFAULT_PRESET,
                      help="paper (the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10; all cores) | exact | "
                           "f16 | i8 | b1 (quantised, exact rescoring)")
     for flag, kind, text in _ANN_FLAGS:

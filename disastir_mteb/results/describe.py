@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from disastir_mteb.vocabulary.ann_params import PRESETS, parse_search_setting
+from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET, PRESETS, parse_search_setting
 from disastir_mteb.vocabulary.instructions import MODEL_OWN, default_template_name
 from disastir_mteb.vocabulary.settings import (
     EXACT,
@@ -40,7 +40,7 @@ def describe_search(search: str) -> str:
         return search
     if ann is None:
         return EXACT
-    paper = PRESETS["paper"]
+    paper = PRESETS[DEFAULT_PRESET]
     details = [] if ann.exact else [f"HNSW M={ann.connectivity}", f"ef={ann.expansion_search}"]
     if not ann.exact and ann.expansion_add != paper.expansion_add:
         details.append(f"efC={ann.expansion_add}")

@@ -40,6 +40,7 @@ from disastir_mteb.models.loading import ModelLoadError
 from disastir_mteb.models.loading import load_model as _load_encoder
 from disastir_mteb.runner.data_source import data_folders, use_environment
 from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
+from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
 from disastir_mteb.vocabulary.run_settings import RunSettings, Search
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split
@@ -98,7 +99,7 @@ def evaluate(
     *,
     split: Split | str | None = None,
     search: Search = "exact",
-    ann_preset: str = "paper",
+    ann_preset: str = DEFAULT_PRESET,
     ann_params: Mapping[str, Any] | None = None,
     instructions: str | Mapping[str, str] | InstructionConfig | None = None,
     template: str | None = None,

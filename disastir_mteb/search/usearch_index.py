@@ -33,7 +33,7 @@ from disastir_mteb.search.exact_search import (
 )
 from disastir_mteb.search.top_k import as_float32
 from disastir_mteb.search.usearch_files import cache_entry, manifest_mismatch, write_entry
-from disastir_mteb.vocabulary.ann_params import PRESETS, AnnParams, resolve_params
+from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET, PRESETS, AnnParams, resolve_params
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -110,7 +110,7 @@ class UsearchIndex:
         >>> search_model = SearchEncoderWrapper(model, index_backend=backend)  # doctest: +SKIP
     """
 
-    def __init__(self, params: AnnParams | str = "paper", *, keep_on_clear: bool = False,
+    def __init__(self, params: AnnParams | str = DEFAULT_PRESET, *, keep_on_clear: bool = False,
                  cache_dir: str | os.PathLike[str] | None = None, cache_key: str | None = None,
                  similarity: Similarity | None = None, progress: bool = False) -> None:
         self.params = (params if isinstance(params, AnnParams) else resolve_params(params)).resolved()

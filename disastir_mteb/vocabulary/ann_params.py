@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from disastir_mteb.vocabulary.settings import EXACT
 
-__all__ = ["ANN_PREFIX", "INDEX_FORMAT", "PRESETS", "AnnParams", "parse_search_setting", "resolve_params",
-           "search_setting"]
+__all__ = ["ANN_PREFIX", "DEFAULT_PRESET", "INDEX_FORMAT", "PRESETS", "AnnParams", "parse_search_setting",
+           "resolve_params", "search_setting"]
 
 #: The format of cached USearch indexes: bump it when the index files or their manifest change, and cached
 #: indexes are rebuilt. :attr:`AnnParams.digest` hashes it in; ``search/usearch_files`` records it in each
@@ -35,6 +35,8 @@ INDEX_FORMAT = 1
 _DTYPES = ("f32", "f16", "i8", "b1")
 _BYTES_PER_SCALAR = {"f32": 4, "f16": 2, "i8": 1}  # b1: one bit per dimension, rows padded to whole bytes
 MEMORY_WARNING_BYTES = 256 * 2**20  # see AnnParams.memory_warning for why
+#: The preset an ANN run uses unless told otherwise: the DisastIR paper's setting.
+DEFAULT_PRESET = "paper"
 #: What the search setting of an ANN run starts with: ``ann-<label>`` (:func:`search_setting`).
 ANN_PREFIX = "ann-"
 #: :meth:`AnnParams.label`, read back by :meth:`AnnParams.from_label` (one format, written and parsed here).
@@ -266,7 +268,7 @@ def _unknown(what: str, value: str, valid: list[str]) -> str:
     return f"Unknown {what} {value!r}; valid: {', '.join(valid)}.{hint}"
 
 
-def resolve_params(preset: str | AnnParams = "paper", **overrides: Any) -> AnnParams:
+def resolve_params(preset: str | AnnParams = DEFAULT_PRESET, **overrides: Any) -> AnnParams:
     """The parameters of ``preset`` (a name in :data:`PRESETS` or an :class:`AnnParams`) with ``overrides``.
 
     Overriding ``dtype`` alone also sets the metric it needs (``hamming`` for b1, else ``ip``).

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from disastir_mteb.vocabulary.ann_params import AnnParams, resolve_params
+from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET, AnnParams, resolve_params
 from disastir_mteb.vocabulary.instructions import InstructionConfig, resolve_instructions
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT, Precision, check_count, parse_precision
 
@@ -66,7 +66,7 @@ class RunSettings:
         cls,
         *,
         search: Search | str = EXACT,
-        ann_preset: str | AnnParams = "paper",
+        ann_preset: str | AnnParams = DEFAULT_PRESET,
         ann_params: Mapping[str, Any] | None = None,
         instructions: str | Mapping[str, str] | InstructionConfig | None = None,
         template: str | None = None,
