@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import mteb
@@ -166,3 +167,41 @@ def test_runs_with_different_instructions_are_separate_records(six_intents: Path
     assert len(folders) == 3
     assert any("dmretriever" in f and "colon" in f for f in folders)
     assert any("disastir_instructions_none" in f for f in folders)
+
+
+def test_a_new_instruction_set_is_one_entry_in_one_file(tmp_path: Path) -> None:
+    """The README's design section: a set added to ``vocabulary/instructions.py`` (with its template) reaches the
+    command line's help, the resolver and the results' readable setting names, with no copy elsewhere."""
+    import shutil
+    import subprocess
+    import sys
+
+    import disastir_mteb
+
+    tree = tmp_path / "tree"
+    shutil.copytree(Path(disastir_mteb.__file__).parents[1] / "disastir_mteb", tree / "disastir_mteb",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(disastir_mteb.__file__).parents[1] / "task_metadata", tree / "task_metadata")
+    source = tree / "disastir_mteb" / "vocabulary" / "instructions.py"
+    text = source.read_text(encoding="utf-8")
+    entry = '    "terse": MappingProxyType({i: "Find it" for i in Intent}),\n'
+    text = text.replace('    "none": None,\n})', entry + '    "none": None,\n})')
+    text = text.replace('{"disastir": "instruct-query", "dmretriever": "colon"}',
+                        '{"disastir": "instruct-query", "dmretriever": "colon", "terse": "colon"}')
+    source.write_text(text, encoding="utf-8")
+    code = """
+from disastir_mteb.cli import build_parser
+from disastir_mteb.results.describe import describe_setting
+from disastir_mteb.vocabulary.instructions import Intent, resolve_instructions
+config = resolve_instructions("terse")
+print(config.format(Intent.QA, "Flooded roads?"))
+print(describe_setting(config.experiment_kwargs()))
+print(" ".join(build_parser()._subparsers._group_actions[0].choices["run"].format_help().split()))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    formatted, described, help_text = done.stdout.splitlines()
+    assert formatted == "Find it: Flooded roads?"
+    assert described == "instructions: terse"  # its own template: not named as a departure
+    assert "disastir | dmretriever | terse | none" in help_text
