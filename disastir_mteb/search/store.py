@@ -77,6 +77,7 @@ import numpy as np
 
 from disastir_mteb.util.atomic import writer_gone
 from disastir_mteb.util.cache_dir import cache_root
+from disastir_mteb.util.digest import short_digest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -92,8 +93,9 @@ __all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "checksum", "encode_chunk
 
 # Bump when the layout, the manifest or the way vectors are computed changes: old entries are then rebuilt.
 # 2: length-ordered chunks (other batches, so other float rounding than format 1), batch size and precision keyed.
-# 3: checksums: in every chunk file's name, and per block of embeddings.npy in the manifest (older entries
-#    cannot be verified, so they are encoded again); corpus keys no longer hold query-side instruction settings.
+# 3: checksums: in every chunk file's name, and per row of embeddings.npy (checksums.npy, itself checksummed
+#    in the manifest; older entries cannot be verified, so they are encoded again); corpus keys no longer hold
+#    query-side instruction settings.
 _FORMAT = 3
 _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
 
@@ -156,7 +158,7 @@ class StoreKey:
     def digest(self) -> str:
         """A stable 32-hex-character hash of every field (and of the store format)."""
         payload = json.dumps({"format": _FORMAT, **asdict(self)}, sort_keys=True, ensure_ascii=False)
-        return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
+        return short_digest(payload.encode("utf-8"))
 
     @property
     def folder_name(self) -> str:
@@ -256,7 +258,7 @@ def _order_digest(positions: np.ndarray | None) -> str:
     """``as given`` for no order, else a 32-hex digest of the permutation."""
     if positions is None:
         return "as given"
-    return hashlib.blake2b(positions.astype("<i8").tobytes(), digest_size=16).hexdigest()
+    return short_digest(positions.astype("<i8").tobytes())
 
 
 def _discard_chunks_of_another_order(folder: Path, digest: str) -> None:

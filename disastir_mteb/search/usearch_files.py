@@ -25,6 +25,7 @@ import numpy as np
 
 from disastir_mteb.search.store import fingerprint_texts
 from disastir_mteb.util.atomic import write_bytes_atomic
+from disastir_mteb.util.digest import short_digest
 from disastir_mteb.vocabulary.ann_params import INDEX_FORMAT
 
 if TYPE_CHECKING:
@@ -41,13 +42,13 @@ def cache_entry(cache_dir: Path, cache_key: str, kind: Similarity, params: AnnPa
     """(index file, manifest file, expected manifest) of the entry for ``kind`` under ``cache_dir``."""
     from importlib.metadata import version
 
-    name = f"{re.sub(r'[^A-Za-z0-9._-]+', '_', cache_key)[:80]}-{_blake2b(cache_key.encode())[:12]}"
+    name = f"{re.sub(r'[^A-Za-z0-9._-]+', '_', cache_key)[:80]}-{short_digest(cache_key.encode())[:12]}"
     stem = cache_dir / "usearch" / name / f"{kind}-{params.digest[:16]}"
     sample = np.asarray(documents[np.linspace(0, len(documents) - 1, 64).astype(np.int64)], np.float32)
     return stem.with_suffix(".usearch"), stem.with_suffix(".json"), {
         "format": INDEX_FORMAT, "params": params.as_dict(), "similarity": kind, "n": len(idxs),
         "dim": int(documents.shape[1]), "ids": fingerprint_texts(idxs),
-        "vectors": _blake2b(sample.tobytes()), "usearch": version("usearch")}
+        "vectors": short_digest(sample.tobytes()), "usearch": version("usearch")}
 
 
 def manifest_mismatch(path: Path, manifest_path: Path, manifest: dict[str, Any]) -> str:
@@ -90,11 +91,6 @@ def write_entry(index: Any, path: Path, manifest_path: Path, manifest: dict[str,
         temporary.unlink(missing_ok=True)
         raise
     return None
-
-
-def _blake2b(data: bytes) -> str:
-    """The 32-hex-character blake2b digest that names an entry's folder and fingerprints its sampled vectors."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def _file_sha256(path: Path) -> str:

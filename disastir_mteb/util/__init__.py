@@ -1,8 +1,9 @@
 """Plumbing every folder shares: nothing here knows about DisastIR or its models.
 
 ``atomic`` (write-then-rename, with the writer's pid in temporary names; also mteb's result cache, atomic),
-``cache_dir`` (the one cache root), ``browser`` (headless Chromium: a page as one PNG), ``patching`` (the
-names of other libraries' internals a patch uses, checked one way).
+``cache_dir`` (the one cache root), ``digest`` (the short digest of cache names and keys), ``browser``
+(headless Chromium: a page as one PNG), ``patching`` (the names of other libraries' internals a patch uses,
+checked one way).
 
 May import: nothing from the package (``tests/test_layers.py`` checks every folder's imports).
 """

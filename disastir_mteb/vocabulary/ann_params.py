@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
 import json
 import os
 import re
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
+from disastir_mteb.util.digest import short_digest
 from disastir_mteb.vocabulary.settings import EXACT
 
 __all__ = ["ANN_PREFIX", "DEFAULT_PRESET", "INDEX_FORMAT", "PRESETS", "AnnParams", "parse_search_setting",
@@ -42,10 +42,6 @@ ANN_PREFIX = "ann-"
 #: :meth:`AnnParams.label`, read back by :meth:`AnnParams.from_label` (one format, written and parsed here).
 _LABEL = re.compile(r"(?P<kind>hnsw|exact)-(?P<metric>[a-z]+)-(?P<dtype>[a-z0-9]+)"
                     r"(?:-M(?P<M>\d+)-efC(?P<efC>\d+)-ef(?P<ef>\d+))?-k(?P<k>\d+|all)-t(?P<t>\d+)(?:-x(?P<x>\d+))?")
-
-
-def _hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def _all_cores() -> int:
@@ -241,7 +237,7 @@ class AnnParams:
         result folder of a run that loaded one would then name a thread count its graph was not
         built with. The price is one rebuild when a cache moves to a machine with another core count.
         """
-        return _hash(json.dumps({"format": INDEX_FORMAT, **self.resolved().as_dict()}, sort_keys=True).encode())
+        return short_digest(json.dumps({"format": INDEX_FORMAT, **self.resolved().as_dict()}, sort_keys=True).encode())
 
 
 PRESETS: MappingProxyType[str, AnnParams] = MappingProxyType({
