@@ -14,7 +14,8 @@ from disastir_mteb import commands
 from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
-from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT
+from disastir_mteb.vocabulary.run_settings import ANN
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT, PRECISIONS
 
 __all__ = ["main"]
 
@@ -86,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"{' | '.join(TEMPLATES)} | a format string with {{instruction}} and {{query}} "
                           "(default: the set's published template)")
     run.add_argument("--instruct-passages", action="store_true", help="also instruct passages (the authors never do)")
-    run.add_argument("--search", default=EXACT, choices=[EXACT, "ann"],
+    run.add_argument("--search", default=EXACT, choices=[EXACT, ANN],
                      help="exact (default) or ann: USearch HNSW, one index for all tasks, results filed apart")
     run.add_argument("--ann-preset", default=DEFAULT_PRESET,
                      help="paper (the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10; all cores) | exact | "
@@ -108,9 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "when there are two or more; one process otherwise)")
     run.add_argument("--batch-size", type=_at_least(1), default=None,
                      help=f"texts per forward pass (default {DEFAULT_BATCH_SIZE}, mteb's); passages go longest first, "
-                          "in the batches "
-                          "of one SentenceTransformer.encode call over the corpus")
-    run.add_argument("--precision", default=None, choices=["fp32", "fp16", "bf16"],
+                          "in the batches of one SentenceTransformer.encode call over the corpus")
+    run.add_argument("--precision", default=None, choices=list(PRECISIONS),
                      help="cast the model's weights before encoding (default: the model's own, fp32 for the "
                           "DisastIR baselines; DMRetriever's evaluation used fp16); other than the model's own, "
                           "results are filed under their own experiment")

@@ -1,9 +1,9 @@
 """Loading the model to evaluate: a name for ``mteb.get_model``, ``"bundled"``, a local folder, or an object.
 
 A name that cannot be loaded becomes one :class:`ModelLoadError` sentence saying what to do
-(offline cache, a local folder, ``-m bundled``). :func:`disastir_mteb.runner.run.load_model` also
-passes a ready :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` through (this layer
-cannot import the search layer).
+(offline cache, a local folder, ``-m bundled``). :func:`disastir_mteb.runner.run.build_search` passes a
+ready :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` through before it loads anything
+(this layer cannot import the search layer).
 """
 
 from __future__ import annotations

@@ -36,8 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from disastir_mteb.models.loading import ModelLoadError
-from disastir_mteb.models.loading import load_model as _load_encoder
+from disastir_mteb.models.loading import ModelLoadError, load_model
 from disastir_mteb.runner.data_source import data_folders, use_environment
 from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
@@ -56,22 +55,7 @@ logger = logging.getLogger(__name__)
 
 _DISASTIR_TASKS = ALL_TASK_NAMES  # every query set's tasks
 
-__all__ = ["ModelLoadError", "RunSettings", "build_search", "evaluate", "load_model", "resolve_tasks", "result_folder",
-           "run_tasks"]
-
-
-
-def load_model(model: Any, *, device: str | None = None) -> Any:
-    """An mteb encoder from a name (``mteb.get_model``), ``"bundled"`` (packaged MiniLM) or an object.
-
-    As :func:`disastir_mteb.models.loading.load_model`; a ready ``SharedCorpusSearch`` is returned as it is.
-    """
-    if not isinstance(model, str):
-        from disastir_mteb.search.shared_corpus import SharedCorpusSearch
-
-        if isinstance(model, SharedCorpusSearch):
-            return model
-    return _load_encoder(model, device=device)
+__all__ = ["ModelLoadError", "RunSettings", "build_search", "evaluate", "resolve_tasks", "result_folder", "run_tasks"]
 
 
 def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpusSearch:
@@ -85,12 +69,11 @@ def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpu
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
 
+    if isinstance(model, SharedCorpusSearch):  # ready: it holds its own settings and store
+        return model
     settings = settings or RunSettings()
-    encoder = load_model(model)
-    if isinstance(encoder, SharedCorpusSearch):
-        return encoder
     store = None if settings.cache_dir is False else EmbeddingStore(settings.cache_dir)
-    return SharedCorpusSearch(encoder, settings, store=store)
+    return SharedCorpusSearch(load_model(model), settings, store=store)
 
 
 def evaluate(
