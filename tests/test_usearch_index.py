@@ -359,3 +359,23 @@ def test_mock_retrieval_task_parity() -> None:
         ours = _scores(SearchEncoderWrapper(encoder, index_backend=UsearchIndex(params)), [MockRetrievalTask()])
         reference = _scores(SearchEncoderWrapper(encoder), [MockRetrievalTask()])
         assert ours[0] == pytest.approx(reference[0], abs=1e-5, nan_ok=True)
+
+
+def test_the_search_setting_is_written_and_read_back_by_one_pair() -> None:
+    """``search_setting`` writes what ``parse_search_setting`` reads: every preset and a hand-set graph round-trip
+    (threads as resolved); a damaged or impossible value is one ValueError sentence, never other parameters."""
+    from disastir_mteb.results.describe import describe_setting
+    from disastir_mteb.vocabulary.ann_params import parse_search_setting, search_setting
+
+    hand_set = resolve_params("paper", connectivity=4, expansion_add=16, expansion_search=12, k=None, threads=1)
+    for params in [*PRESETS.values(), hand_set]:
+        assert parse_search_setting(search_setting(params)) == params.resolved()
+    assert parse_search_setting("exact") is None and search_setting(None) == "exact"
+    for damaged, message in [("ann-", "is not an ANN label"),
+                             ("ann-hnsw-ip-f32-M16-efC128-ef64-k10", "is not an ANN label"),
+                             ("ann-hnsw-ip-f64-M16-efC128-ef64-k10-t2", "dtype='f64' is not supported"),
+                             ("ann-hnsw-ip-f32-M1-efC128-ef64-k10-t2", "connectivity=1 must be an integer >= 2"),
+                             ("hnsw-ip-f32-M16-efC128-ef64-k10-t2", "is not a DisastIR search setting")]:
+        with pytest.raises(ValueError, match=message):
+            parse_search_setting(damaged)
+        assert describe_setting({"disastir_search": damaged}) == damaged  # shown as written, never re-interpreted
