@@ -1,0 +1,8 @@
+"""OpenAI-compatible servers: the one place that handles endpoints, retries and keys.
+
+- :mod:`~disastir_mteb.endpoints.pool`: several base URLs sharing one stream of requests through the
+  official ``openai`` client, bounded concurrency per server, retries honouring ``Retry-After``, the key
+  from an environment variable only.
+- :mod:`~disastir_mteb.endpoints.loopback`: a small real server on loopback speaking the protocol
+  (chat completions), with fixed latency and injected faults: what the tests and benchmarks talk to.
+"""

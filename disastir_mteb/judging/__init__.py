@@ -1,0 +1,7 @@
+"""Judging the holes of the pool: unjudged top-10 passages labelled with the authors' own protocol.
+
+- :mod:`~disastir_mteb.judging.protocol`: the DisastIR paper's three prompts per intent (Appendix C), the
+  steps each one takes, strict parsing of an answer, and the authors' combination (majority, else mean).
+- :mod:`~disastir_mteb.judging.store`: the judgements in SQLite (WAL): every raw answer kept, keyed by
+  query text, passage text, judge model and prompt version; resumable, safe for two jobs at once.
+"""
