@@ -1,0 +1,274 @@
+"""One judging job: pairs in, grades out, through one or more chat-completions servers, resumable at any moment.
+
+The job plans before it spends (:func:`plan_job`: pairs, requests, a token estimate and, at a price the user
+gives, a cost), then runs the protocol (:mod:`~disastir_mteb.judging.protocol`) for every pair not yet graded
+in the store (:mod:`~disastir_mteb.judging.store`) through an :class:`~disastir_mteb.endpoints.pool.EndpointPool`:
+each pair's independent steps go out at once, each answer is read, kept and either used or asked again, and
+a pair whose steps are all answered gets its grade. Several servers share one queue; one that dies leaves its
+work to the others.
+
+Figures for the plan are estimates: tokens are counted as 4 characters each (the usual rule of thumb for
+English with OpenAI's tokenizers), and every answer as :data:`ANSWER_TOKENS` tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from disastir_mteb.endpoints.pool import EndpointPool, Server
+from disastir_mteb.judging.protocol import (
+    MAX_ANSWER_ATTEMPTS,
+    AnswerFault,
+    Request,
+    grade_of,
+    parse_answer,
+    pending_requests,
+)
+from disastir_mteb.judging.store import JudgementStore, Pair
+from disastir_mteb.vocabulary.taxonomy import Intent
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ANSWER_TOKENS", "CHARS_PER_TOKEN", "JobPlan", "JobSummary", "Price", "judge_pairs", "plan_job"]
+
+CHARS_PER_TOKEN = 4
+#: Tokens one answer costs (a short JSON object), for the estimate.
+ANSWER_TOKENS = 12
+#: Pairs claimed from the store at a time.
+_CLAIM_CHUNK = 64
+_RENEW_EVERY = 60.0
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per million tokens, as the provider lists them (input, output)."""
+
+    input: float
+    output: float
+
+    @classmethod
+    def parse(cls, text: str) -> Price:
+        """``"0.15,0.60"`` -> Price(0.15, 0.6); one number prices both.
+
+        Raises:
+            ValueError: not one or two non-negative numbers.
+        """
+        parts = [p.strip() for p in str(text).split(",")]
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            values = []
+        if len(values) not in (1, 2) or any(v < 0 or v != v for v in values):
+            raise ValueError(f"--price {text!r}: expected US dollars per million tokens, input and output, "
+                             "e.g. 0.15,0.60 (one number prices both).")
+        return cls(values[0], values[-1])
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What a job would do, before it does it."""
+
+    pairs: int
+    already_judged: int
+    to_judge: int
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+
+    def cost(self, price: Price | None) -> float | None:
+        """Estimated US dollars at ``price`` (None without one)."""
+        if price is None:
+            return None
+        return (self.prompt_tokens * price.input + self.completion_tokens * price.output) / 1e6
+
+    def describe(self, price: Price | None = None) -> str:
+        """One paragraph: pairs, requests, tokens and cost."""
+        cost = self.cost(price)
+        money = (f", about ${cost:,.2f} at ${price.input:g}/${price.output:g} per million tokens in/out"
+                 if cost is not None and price is not None else " (give --price IN,OUT per million tokens for a "
+                 "cost)")
+        return (f"{self.pairs:,} pair(s) to judge: {self.already_judged:,} already in the store, {self.to_judge:,} "
+                f"to ask; about {self.requests:,} request(s), {self.prompt_tokens:,} prompt and "
+                f"{self.completion_tokens:,} answer tokens (estimated){money}.")
+
+
+def _typical_requests(intent: Intent, query: str, passage: str) -> list[Request]:
+    """Every request of a pair whose answers all read: the first round, then each later one."""
+    answers: dict[str, Any] = {}
+    requests: list[Request] = []
+    while True:
+        step = pending_requests(intent, query, passage, answers)
+        if not step:
+            return requests
+        requests += step
+        for request in step:
+            answers[request.step] = "Yes" if request.key == "has_answer" else request.allowed[-1]
+
+
+def plan_job(pairs: Sequence[Pair], store: JudgementStore) -> JobPlan:
+    """Pairs, requests and tokens of judging ``pairs`` with what ``store`` already holds left out."""
+    done = store.judged(p.key for p in pairs)
+    requests = prompt = completion = 0
+    for pair in pairs:
+        if pair.key in done:
+            continue
+        for request in _typical_requests(pair.intent, pair.query, pair.passage):
+            requests += 1
+            prompt += sum(len(text) for _, text in request.messages) // CHARS_PER_TOKEN + 4 * len(request.messages)
+            completion += ANSWER_TOKENS
+    return JobPlan(len(pairs), len(done), len(pairs) - len(done), requests, prompt, completion)
+
+
+@dataclass
+class JobSummary:
+    """What a job did."""
+
+    judged: int = 0
+    failed: int = 0
+    held_elsewhere: int = 0
+    requests: int = 0
+    unparseable: int = 0
+    out_of_range: int = 0
+    seconds: float = 0.0
+    servers: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """One paragraph for the end of a job."""
+        rate = f" ({self.judged / self.seconds:.1f} pairs/s)" if self.seconds > 0 and self.judged else ""
+        faults = (f"; {self.unparseable} unreadable and {self.out_of_range} out-of-range answer(s), each asked again "
+                  f"(at most {MAX_ANSWER_ATTEMPTS} times)" if self.unparseable or self.out_of_range else "")
+        failed = (f"; {self.failed} pair(s) without any readable answer (no grade; the next run asks again)"
+                  if self.failed else "")
+        held = (f"; {self.held_elsewhere} pair(s) left to another job working on the same store"
+                if self.held_elsewhere else "")
+        return (f"Judged {self.judged} pair(s) with {self.requests} request(s) in {self.seconds:.1f} s{rate}"
+                f"{faults}{failed}{held}. Servers: " + "; ".join(self.servers) + ".")
+
+
+@dataclass
+class _Active:
+    pair: Pair
+    answers: dict[str, Any]
+    attempts: dict[str, int]
+    in_flight: set[str] = field(default_factory=set)
+
+
+def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool[Any, Any], *, model: str,
+                progress: Callable[[int], None] | None = None) -> JobSummary:
+    """Judge every pair of ``pairs`` the store has no grade for; returns what was done.
+
+    Args:
+        pairs: the pairs (their judge model must be ``model``).
+        store: where answers and grades go (and where earlier answers are read from).
+        pool: the servers.
+        model: the model name the servers serve.
+        progress: called with 1 per pair finished (a progress bar's ``update``).
+
+    Raises:
+        EndpointError: a server fault retrying cannot mend (answers already received are kept).
+    """
+    return asyncio.run(_judge(pairs, store, pool, model=model, progress=progress))
+
+
+async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool[Any, Any], *, model: str,
+                 progress: Callable[[int], None] | None) -> JobSummary:
+    summary = JobSummary()
+    started = time.perf_counter()
+    done_before = store.judged(p.key for p in pairs)
+    waiting = deque(p for p in pairs if p.key not in done_before)
+    store.add_pairs(waiting)
+    active: dict[str, _Active] = {}
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    last_renewal = time.monotonic()
+    stopped = False
+
+    def finish(state: _Active) -> None:
+        grade, votes = grade_of(state.pair.intent, state.answers)
+        store.record_judgement(state.pair.key, grade, votes)
+        if grade is None:
+            summary.failed += 1
+        else:
+            summary.judged += 1
+        del active[state.pair.key]
+        if progress is not None:
+            progress(1)
+
+    def push_next(state: _Active) -> None:
+        """Send what the pair needs next; grade it when nothing is left."""
+        for request in pending_requests(state.pair.intent, state.pair.query, state.pair.passage, state.answers):
+            if request.step not in state.in_flight:
+                state.in_flight.add(request.step)
+                queue.put_nowait((state.pair.key, request))
+        if not state.in_flight:
+            finish(state)
+
+    def feed() -> None:
+        """Keep the queue fed: claim more pairs while fewer than two requests per worker wait."""
+        nonlocal stopped
+        while queue.qsize() < 2 * pool.workers and waiting:
+            chunk = [waiting.popleft() for _ in range(min(_CLAIM_CHUNK, len(waiting)))]
+            by_key = {p.key: p for p in chunk}
+            claimed = store.claim(by_key)
+            summary.held_elsewhere += len(chunk) - len(claimed)
+            finished_elsewhere = store.judged(claimed)
+            for key in claimed:
+                if key in finished_elsewhere:
+                    continue
+                state = store.state(key)
+                active[key] = _Active(by_key[key], dict(state.answers), dict(state.attempts))
+                push_next(active[key])
+        if not waiting and not active and not stopped:
+            stopped = True
+            pool.stop(queue)
+
+    async def call(client: Any, item: tuple[str, Request]) -> Any:
+        _, request = item
+        return await client.chat.completions.create(**request.body(model))
+
+    def done(item: tuple[str, Request], response: Any, server: Server) -> None:
+        nonlocal last_renewal
+        key, request = item
+        state = active[key]
+        summary.requests += 1
+        text = response.choices[0].message.content if response.choices else None
+        usage = getattr(response, "usage", None)
+        tokens = {"prompt_tokens": getattr(usage, "prompt_tokens", None),
+                  "completion_tokens": getattr(usage, "completion_tokens", None)}
+        try:
+            value = parse_answer(text, request.key, request.allowed)
+        except AnswerFault as fault:
+            setattr(summary, fault.kind, getattr(summary, fault.kind) + 1)
+            store.record_answer(key, request.step, raw=text, fault=fault.kind, detail=str(fault), server=server.url,
+                                **tokens)
+            state.attempts[request.step] = state.attempts.get(request.step, 0) + 1
+            if state.attempts[request.step] < MAX_ANSWER_ATTEMPTS:
+                queue.put_nowait(item)  # asked again
+                return
+            logger.warning("%s: no readable answer to %s after %d tries (last: %s); the method has no vote.",
+                           server.url, request.step, state.attempts[request.step], fault)
+            value = None
+        else:
+            store.record_answer(key, request.step, raw=text, value=value, server=server.url, **tokens)
+        state.answers[request.step] = value
+        state.in_flight.discard(request.step)
+        push_next(state)
+        if time.monotonic() - last_renewal > _RENEW_EVERY:
+            store.renew_claims()
+            last_renewal = time.monotonic()
+        feed()
+
+    try:
+        feed()
+        await pool.serve(queue, call, done)
+    finally:
+        store.release_claims()
+        await pool.close()
+        summary.seconds = time.perf_counter() - started
+        summary.servers = [server.summary() for server in pool.servers]
+    return summary

@@ -1,0 +1,488 @@
+"""How the DisastIR authors labelled their pool, as requests to a chat model: prompts, steps, parsing, votes.
+
+The DisastIR paper (Section 3.5, Appendix C, Tables 10-13) judges each (query, passage) pair three ways and
+combines the three grades; the authors' labelling code (``KaiYin97/Disaster_IR``, ``src/scoring/``) fixes
+what the paper leaves open. This module is the protocol written once; :mod:`~disastir_mteb.judging.job`
+sends its requests and :mod:`~disastir_mteb.judging.store` keeps the answers.
+
+- Three methods per intent, each a few chat requests (temperature 0, a JSON object asked for):
+
+  - ``zero_shot``: one request, the grade directly.
+  - ``cot`` (chain of thought): does the passage answer / support / entail (``has_answer``, Yes or No)?
+    Then two criteria (Exactness and Coverage after a Yes, Contextual Fit and Topicality after a No), then
+    the final grade within the branch (2 or 3 after a Yes, 0 or 1 after a No).
+  - ``multi`` (multi-dimensional): four criteria (Exactness, Coverage, Topicality, Contextual Fit), then a
+    final grade given the four sub-scores (``N/A`` for one that could not be read).
+
+  STS uses ``zero_shot`` only, on a 0-5 scale (the paper: it agreed best with people); the other intents
+  use all three on 0-3. QA, QAdoc and Twitter share the paper's Table 10 prompts; FC (Table 11) and NLI
+  (Table 12) have their own; STS has Table 13's.
+- The query is sent with the authors' judging prefix, the ``disastir`` instruction of its intent and a
+  space (``Given the question, retrieve ... {query}``); the passage as it is.
+- Votes are combined as the authors' scorer does: the value given most often when exactly one is, else
+  the mean of the votes (two decimals). A method whose answer could not be read after the retries has no
+  vote; a pair with no vote at all has no grade (never a zero).
+- An answer is read strictly: the whole reply is one JSON object (optionally in a ```json fence) holding
+  the asked key with a value on the asked scale. Nothing is searched for inside free text, so words in a
+  passage (an instruction, a JSON key) cannot change what is read; an unreadable or out-of-range answer is
+  a :class:`AnswerFault`, counted and asked again.
+
+:data:`PROMPT_VERSION` names this protocol in every stored judgement; change it whenever a prompt, a scale
+or the combination changes (:data:`PROMPT_DIGEST` pins the texts, and a test checks the two move together).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from disastir_mteb.util.digest import short_digest
+from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS
+from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Intent
+
+__all__ = [
+    "MAX_ANSWER_ATTEMPTS",
+    "PROMPT_DIGEST",
+    "PROMPT_VERSION",
+    "TEMPERATURE",
+    "AnswerFault",
+    "Request",
+    "combine_votes",
+    "grade_of",
+    "judge_query",
+    "pair_key",
+    "parse_answer",
+    "pending_requests",
+    "requests_per_pair",
+]
+
+#: The protocol's name in every judgement: the paper's Appendix C prompts as this module writes them.
+PROMPT_VERSION = "disastir-appendix-c/1"
+#: How many times one step is asked when its answers cannot be read (then the step has no vote).
+MAX_ANSWER_ATTEMPTS = 3
+#: The authors' settings (``configs/gen_config.py``, the raters): deterministic, short JSON answers.
+TEMPERATURE = 0.0
+_MAX_TOKENS_ZERO_SHOT = 25
+_MAX_TOKENS = 30
+
+_SCORE_KEYS = ("final_score", "final_relevance_score", "final_similarity_score", "criterion_score",
+               "relevance_score")
+_YES_NO = ("Yes", "No")
+
+# --------------------------------------------------------------------------- the prompts (Appendix C)
+
+_SCALE_0_3_CRITERIA = ("0 = Not relevant at all / No information provided. 1 = Marginally relevant / Partially "
+                       "addresses the criterion. 2 = Fairly relevant / Adequately addresses the criterion. "
+                       "3 = Highly relevant / Fully satisfies the criterion.")
+
+
+@dataclass(frozen=True)
+class _Prompts:
+    """One intent family's prompts (Tables 10-12); ``{name}`` fields are filled in one pass."""
+
+    zero_shot_system: str
+    zero_shot_user: str
+    presence: str
+    criterion_system: str | None
+    criterion_user: str
+    final_yes_system: str
+    final_yes_user: str
+    final_no_system: str
+    final_no_user: str
+    multi_criterion_system: str
+    multi_criterion_user: str
+    multi_final_system: str
+    multi_final_user: str
+    criteria: Mapping[str, str]  # Exactness, Coverage, Topicality, Contextual Fit -> definition
+
+
+_CRITERION_OUT = 'Output JSON: {{"criterion_score": <integer_score_0_to_3>}}'
+_SUB_SCORES = ("Exactness: {Exactness}, Coverage: {Coverage}, Topicality: {Topicality}, "
+               "Contextual Fit: {Contextual Fit}")
+
+_QA = _Prompts(  # Table 10: QA, QAdoc and Twitter
+    zero_shot_system=("You are a search quality rater evaluating passage relevance based on detailed instructions "
+                      "and outputting JSON."),
+    zero_shot_user=("Given a query and a passage, provide a score (0-3): 0 = Irrelevant, 1 = Related, "
+                    "2 = Highly relevant, 3 = Perfectly relevant.\n"
+                    "Important: 1 if somewhat related but not completely, 2 if important info + extra, "
+                    "3 if only refers to topic.\n"
+                    "Query: {query}\nPassage: {passage}\n"
+                    "Consider intent, content match (M), trustworthiness (T), then decide final score (O).\n"
+                    'Output MUST be JSON: {{"final_score": <0-3>}}'),
+    presence=("Instruction: Given a passage and a query, predict whether the passage includes an answer to the "
+              'query by producing either "Yes" or "No".\nQuery: {query}\nPassage: {passage}\nAnswer:\n'
+              'Output your prediction as JSON: {{"has_answer": "Yes"}} or {{"has_answer": "No"}}'),
+    criterion_system=("Please assess how well the provided passage meets specific criteria in relation to the "
+                      f"query. Use the following scoring scale (0-3) for evaluation: {_SCALE_0_3_CRITERIA}\n"
+                      'Your output MUST be JSON: {{"criterion_score": <0-3>}}'),
+    criterion_user=("Please rate how well the given passage meets the {criterion_name} criterion in relation to the "
+                    "query. The output should be a single score (0-3) indicating {criterion_definition}.\n"
+                    f"Query: {{query}}\nPassage: {{passage}}\n{_CRITERION_OUT}"),
+    final_yes_system=("You are a search quality rater. Provide a final relevance score (2 or 3): "
+                      "2 = Highly relevant, 3 = Perfectly relevant. "
+                      'Your output MUST be JSON: {{"relevance_score": <2_or_3>}}'),
+    final_yes_user=("The passage is relevant. Rate how relevant (2 or 3).\nQuery: {query}\nPassage: {passage}\n"
+                    'Output JSON: {{"relevance_score": <2_or_3>}}'),
+    final_no_system=("You are a search quality rater. Provide a final relevance score (0 or 1): "
+                     "0 = Irrelevant, 1 = Related. "
+                     'Your output MUST be JSON: {{"relevance_score": <0_or_1>}}'),
+    final_no_user=("The passage is irrelevant. Rate how irrelevant (0 or 1).\nQuery: {query}\nPassage: {passage}\n"
+                   'Output JSON: {{"relevance_score": <0_or_1>}}'),
+    multi_criterion_system=("Please assess how well the provided passage meets specific criteria in relation to the "
+                            f"query. Use the following scoring scale (0-3): {_SCALE_0_3_CRITERIA}\n"
+                            'Your output MUST be JSON: {{"criterion_score": <0-3>}}'),
+    multi_criterion_user=("Please rate how well the given passage meets the {criterion_name} criterion in relation "
+                          "to the query. The output should be a single score (0-3) indicating "
+                          f"{{criterion_definition}}.\nQuery: {{query}}\nPassage: {{passage}}\n{_CRITERION_OUT}"),
+    multi_final_system=("You are a search quality rater evaluating overall relevance. Given a query, passage, and "
+                        "sub-scores, provide a final score (0-3): 3 = Perfectly relevant, 2 = Highly relevant, "
+                        "1 = Related, 0 = Irrelevant. "
+                        'Your output MUST be JSON: {{"final_relevance_score": <0-3>}}'),
+    multi_final_user=("Please rate how relevant the passage is based on the given sub-scores.\n"
+                      f"Query: {{query}}\nPassage: {{passage}}\n{_SUB_SCORES}\n"
+                      'Output your final rating as JSON: {{"final_relevance_score": <integer_score_0_to_3>}}'),
+    criteria=MappingProxyType({
+        "Exactness": "how precisely the passage answers the query",
+        "Coverage": "proportion of content discussing the query",
+        "Topicality": "subject alignment between passage and query",
+        "Contextual Fit": "presence of relevant background information",
+    }),
+)
+
+_FC = _Prompts(  # Table 11: fact checking
+    zero_shot_system="You are a search quality rater evaluating evidence for fact-checking and outputting JSON.",
+    zero_shot_user=("Given a claim and a passage, score relevance (0-3): 0 = Irrelevant, 1 = Related (no help), "
+                    "2 = Relevant (unclear/mixed), 3 = Direct support/refutation.\n"
+                    "Important: 1 if related but no help, 2 if important info + noise, "
+                    "3 if clearly supports/refutes.\n"
+                    "Claim: {query}\nPassage: {passage}\n"
+                    "Consider intent, support/refutation (M), trustworthiness (T), then decide final score (O).\n"
+                    'Output MUST be JSON: {{"final_score": <0_to_3>}}'),
+    presence=("Instruction: Given a passage and a claim, predict whether the passage includes information that "
+              'supports or refutes the claim by producing either "Yes" or "No".\nClaim: {query}\nPassage: {passage}\n'
+              'Output JSON: {{"has_answer": "Yes"}} or {{"has_answer": "No"}}'),
+    criterion_system=("Please assess how well the provided passage serves as evidence for evaluating the claim. "
+                      f"Use the following scoring scale (0-3): {_SCALE_0_3_CRITERIA}\n"
+                      'Your output MUST be JSON: {{"criterion_score": <0_to_3>}}'),
+    criterion_user=("Please rate how well the given passage meets the {criterion_name} criterion in relation to the "
+                    "claim. The output should be a single score (0-3) indicating {criterion_definition}.\n"
+                    f"Claim: {{query}}\nPassage: {{passage}}\n{_CRITERION_OUT}"),
+    final_yes_system=("You are a rater evaluating evidence for fact-checking. Score (2 or 3): 2 = Highly relevant "
+                      "(some support/refutation), 3 = Perfectly relevant (direct support/refutation). "
+                      'Your output MUST be JSON: {{"relevance_score": <2_or_3>}}'),
+    final_yes_user=("Passage is relevant. Rate its relevance (2 or 3).\nClaim: {query}\nPassage: {passage}\n"
+                    'Output JSON: {{"relevance_score": <2_or_3>}}'),
+    final_no_system=("You are a rater evaluating evidence for fact-checking. Score (0 or 1): 0 = Irrelevant, "
+                     "1 = Related (no support/refutation). "
+                     'Your output MUST be JSON: {{"relevance_score": <0_or_1>}}'),
+    final_no_user=("Passage irrelevant for evidence. Rate its relevance (0 or 1).\nClaim: {query}\n"
+                   'Passage: {passage}\nOutput JSON: {{"relevance_score": <0_or_1>}}'),
+    multi_criterion_system=("Please assess how well the provided passage serves as evidence for evaluating the claim "
+                            f"according to the following criteria. Use a score (0-3): {_SCALE_0_3_CRITERIA}\n"
+                            'Your output MUST be JSON: {{"criterion_score": <0_to_3>}}'),
+    multi_criterion_user=("Please rate how well the given passage meets the {criterion_name} criterion in relation "
+                          "to the claim. The output should be a single score (0-3) indicating "
+                          f"{{criterion_definition}}.\nClaim: {{query}}\nPassage: {{passage}}\n{_CRITERION_OUT}"),
+    multi_final_system=("You are a search quality rater evaluating evidence relevance for fact-checking. Given a "
+                        "claim, passage, and sub-scores, provide a final score (0-3): 3 = Perfectly relevant (direct "
+                        "support/refutation), 2 = Highly relevant (helps verification), 1 = Related (topic match, no "
+                        "verification aid), 0 = Irrelevant. "
+                        'Your output MUST be JSON: {{"final_relevance_score": <0_to_3>}}'),
+    multi_final_user=("Please rate how relevant the given passage is to the claim based on the given scores.\n"
+                      f"Claim: {{query}}\nPassage: {{passage}}\n{_SUB_SCORES}\n"
+                      'Output JSON: {{"final_relevance_score": <0_to_3>}}'),
+    criteria=MappingProxyType({
+        "Exactness": "how precisely the passage supports or refutes the claim",
+        "Coverage": "the extent to which the passage discusses content directly relevant to the claim",
+        "Topicality": "how closely the subject matter aligns with the claim topic",
+        "Contextual Fit": "how much relevant background/context is provided to verify the claim",
+    }),
+)
+
+_NLI = _Prompts(  # Table 12: entailment
+    zero_shot_system="You are a rater evaluating entailment. Output only the final score in JSON.",
+    zero_shot_user=("Given a premise and hypothesis, score entailment (0-3): 0 = Not entailed/Contradicted, "
+                    "1 = Related not entailed, 2 = Mostly entailed, 3 = Perfectly entailed.\n"
+                    "Important: 1 if related but not inferable, 2 if captures important implied content but not "
+                    "fully, 3 if clearly/fully supported.\n"
+                    "Premise: {query}\nHypothesis: {passage}\n"
+                    "Consider premise implications, logical following (E), info gaps, then decide final score (O).\n"
+                    'Output MUST be JSON: {{"final_score": <0_to_3>}}'),
+    presence=("Instruction: Given a hypothesis and a premise, predict whether the hypothesis is entailed by the "
+              'premise by producing either "Yes" or "No".\nPremise: {query}\nHypothesis: {passage}\n'
+              'Output JSON: {{"has_answer": "Yes"}} or {{"has_answer": "No"}}'),
+    criterion_system=None,  # Table 12 gives this step as one prompt
+    criterion_user=("Please assess how well the given hypothesis meets the {criterion_name} criterion in relation to "
+                    "the premise. Use a single score (0-3) indicating {criterion_definition}.\n"
+                    'Premise: {query}\nHypothesis: {passage}\nOutput JSON: {{"criterion_score": <0_to_3>}}'),
+    final_yes_system=("You are a rater evaluating entailment. Provide a final score (2 or 3): 2 = Mostly entailed, "
+                      '3 = Perfectly entailed. Your output MUST be JSON: {{"relevance_score": <2_or_3>}}'),
+    final_yes_user=("Hypothesis is entailed. Rate how well (2 or 3).\nPremise: {query}\nHypothesis: {passage}\n"
+                    'Output JSON: {{"relevance_score": <2_or_3>}}'),
+    final_no_system=("You are a rater evaluating entailment. Provide a final score (0 or 1): 0 = Not "
+                     "entailed/Contradicted, 1 = Related but not entailed. "
+                     'Your output MUST be JSON: {{"relevance_score": <0_or_1>}}'),
+    final_no_user=("Hypothesis is not entailed. Rate how (0 or 1).\nPremise: {query}\nHypothesis: {passage}\n"
+                   'Output JSON: {{"relevance_score": <0_or_1>}}'),
+    multi_criterion_system=("Please assess how well the hypothesis is entailed by the premise according to the "
+                            f"following criteria. Use a score (0-3): {_SCALE_0_3_CRITERIA}\n"
+                            'Your output MUST be JSON: {{"criterion_score": <0_to_3>}}'),
+    multi_criterion_user=("Please rate how well the given hypothesis meets the {criterion_name} criterion in "
+                          "relation to the premise. The output should be a single score (0-3) indicating "
+                          "{criterion_definition}.\nPremise: {query}\nHypothesis: {passage}\n"
+                          'Output JSON: {{"criterion_score": <0_to_3>}}'),
+    multi_final_system=("You are a search quality rater evaluating entailment. Given a premise, hypothesis, and "
+                        "sub-scores, provide a final score (0-3): 3 = Perfectly entailed, 2 = Mostly entailed, "
+                        "1 = Related but not entailed, 0 = Not entailed/Contradicted. "
+                        'Your output MUST be JSON: {{"final_relevance_score": <0_to_3>}}'),
+    multi_final_user=("Please rate how well the hypothesis is entailed by the premise based on the given scores.\n"
+                      f"Premise: {{query}}\nHypothesis: {{passage}}\n{_SUB_SCORES}\n"
+                      'Output JSON: {{"final_relevance_score": <0_to_3>}}'),
+    criteria=MappingProxyType({
+        "Exactness": "how precisely the hypothesis is entailed by the premise",
+        "Coverage": "the extent to which the hypothesis reflects core information from the premise",
+        "Topicality": "how closely the subject matter of the hypothesis aligns with that of the premise",
+        "Contextual Fit": "how well the hypothesis fits within the context or background established by the premise",
+    }),
+)
+
+#: Table 13: STS, zero-shot only, 0-5.
+_STS_SYSTEM = ("You are a semantic-similarity rater. Output JSON with a score (0-5) where 0 = unrelated, "
+               "5 = semantically equivalent.")
+_STS_USER = ("Rate the semantic similarity 0-5: 0 = unrelated | 1 = slight | 2 = partial | 3 = moderate | "
+             "4 = high | 5 = equivalent\nSentence A: {query}\nSentence B: {passage}\n"
+             'Output JSON: {{"final_similarity_score": <0_to_5>}}')
+
+_PROMPTS: Mapping[Intent, _Prompts] = MappingProxyType({
+    Intent.QA: _QA, Intent.QAdoc: _QA, Intent.Twitter: _QA, Intent.FC: _FC, Intent.NLI: _NLI})
+#: The chain of thought's criteria after each answer to its first question (the authors' ``rate_cot``).
+_COT_CRITERIA = MappingProxyType({"Yes": ("Exactness", "Coverage"), "No": ("Contextual Fit", "Topicality")})
+
+
+def _prompt_texts() -> list[str]:
+    texts = [_STS_SYSTEM, _STS_USER]
+    for prompts in (_QA, _FC, _NLI):
+        texts += [str(getattr(prompts, name)) for name in prompts.__dataclass_fields__ if name != "criteria"]
+        texts += [f"{name}={definition}" for name, definition in prompts.criteria.items()]
+    return texts
+
+
+#: A digest of every prompt text: a test pins it with :data:`PROMPT_VERSION`, so an edit must bump the version.
+PROMPT_DIGEST = short_digest(json.dumps(_prompt_texts()).encode("utf-8"))
+
+# --------------------------------------------------------------------------- requests
+
+_FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z_ ]*)\}")
+
+
+def _fill(template: str, values: Mapping[str, str]) -> str:
+    """``template`` with its ``{name}`` fields replaced in ONE pass (``{{``/``}}`` are braces).
+
+    One pass, so braces or field names inside a query or a passage are text, never filled again.
+    """
+    def replace(found: re.Match[str]) -> str:
+        token = found.group(0)
+        if token in ("{{", "}}"):
+            return token[0]
+        return values[found.group(1)]
+
+    return _FIELD.sub(replace, template)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One chat request of the protocol for one pair.
+
+    Attributes:
+        step: the step's name (``zero_shot``, ``cot/presence``, ``cot/criterion/Coverage``, ``cot/final``,
+            ``multi/criterion/Topicality``, ``multi/final``): with the pair, the key of its answer in the store.
+        messages: the chat messages (system, if any, then user).
+        key: the JSON key the answer must hold.
+        allowed: the values the key may take.
+        max_tokens: the authors' limit for this step.
+    """
+
+    step: str
+    messages: tuple[tuple[str, str], ...]
+    key: str
+    allowed: tuple[Any, ...]
+    max_tokens: int
+
+    def body(self, model: str) -> dict[str, Any]:
+        """The chat-completions request body for ``model`` (the same online and in a Batch API file)."""
+        return {
+            "model": model,
+            "messages": [{"role": role, "content": content} for role, content in self.messages],
+            "temperature": TEMPERATURE,
+            "max_tokens": self.max_tokens,
+            "response_format": {"type": "json_object"},
+        }
+
+
+def judge_query(intent: Intent, query: str) -> str:
+    """The query as the judge reads it: the intent's ``disastir`` instruction, a space, the query (stripped)."""
+    prefix = (INSTRUCTION_SETS["disastir"] or {}).get(intent, "")
+    return f"{prefix} {query}".strip() if prefix else query.strip()
+
+
+def _request(step: str, system: str | None, user: str, values: Mapping[str, str], key: str,
+             allowed: Sequence[Any], max_tokens: int = _MAX_TOKENS) -> Request:
+    messages = (("system", _fill(system, values)),) if system is not None else ()
+    return Request(step, (*messages, ("user", _fill(user, values))), key, tuple(allowed), max_tokens)
+
+
+def _scale(intent: Intent) -> tuple[int, ...]:
+    return tuple(range(MAX_GRADE[intent] + 1))
+
+
+def pending_requests(intent: Intent, query: str, passage: str, answers: Mapping[str, Any]) -> list[Request]:
+    """The requests a pair needs next, given the steps answered so far.
+
+    Args:
+        intent: the pair's intent (which prompts and scale).
+        query: the query text as published (the judging prefix is added here).
+        passage: the passage text.
+        answers: step -> the value read for it, or None for a step given up on (no readable answer after
+            :data:`MAX_ANSWER_ATTEMPTS`). Steps absent are not answered yet.
+
+    Returns:
+        Every request whose inputs are known and whose step is not in ``answers``; empty when the pair is
+        complete (then :func:`grade_of` gives its grade).
+    """
+    values = {"query": judge_query(intent, query), "passage": passage}
+    if intent is Intent.STS:
+        wanted = [_request("zero_shot", _STS_SYSTEM, _STS_USER, values, "final_similarity_score", _scale(intent),
+                           _MAX_TOKENS_ZERO_SHOT)]
+        return [r for r in wanted if r.step not in answers]
+    p = _PROMPTS[intent]
+    scale = _scale(intent)
+    wanted = [
+        _request("zero_shot", p.zero_shot_system, p.zero_shot_user, values, "final_score", scale,
+                 _MAX_TOKENS_ZERO_SHOT),
+        _request("cot/presence", None, p.presence, values, "has_answer", _YES_NO),
+    ]
+    for name, definition in p.criteria.items():
+        wanted.append(_request(f"multi/criterion/{name}", p.multi_criterion_system, p.multi_criterion_user,
+                               {**values, "criterion_name": name, "criterion_definition": definition},
+                               "criterion_score", scale))
+    presence = answers.get("cot/presence")
+    if presence in _COT_CRITERIA:
+        for name in _COT_CRITERIA[presence]:
+            wanted.append(_request(f"cot/criterion/{name}", p.criterion_system, p.criterion_user,
+                                   {**values, "criterion_name": name, "criterion_definition": p.criteria[name]},
+                                   "criterion_score", scale))
+        if presence == "Yes":
+            wanted.append(_request("cot/final", p.final_yes_system, p.final_yes_user, values, "relevance_score",
+                                   (2, 3)))
+        else:
+            wanted.append(_request("cot/final", p.final_no_system, p.final_no_user, values, "relevance_score",
+                                   (0, 1)))
+    criteria_steps = [f"multi/criterion/{name}" for name in p.criteria]
+    if all(step in answers for step in criteria_steps):
+        subs = {name: ("N/A" if answers[f"multi/criterion/{name}"] is None else str(answers[f"multi/criterion/{name}"]))
+                for name in p.criteria}
+        wanted.append(_request("multi/final", p.multi_final_system, p.multi_final_user, {**values, **subs},
+                               "final_relevance_score", scale))
+    return [r for r in wanted if r.step not in answers]
+
+
+def requests_per_pair(intent: Intent) -> int:
+    """How many requests one pair costs when every answer is readable: 1 for STS, 10 otherwise."""
+    if intent is Intent.STS:
+        return 1
+    p = _PROMPTS[intent]
+    return 1 + (1 + 2 + 1) + (len(p.criteria) + 1)
+
+
+# --------------------------------------------------------------------------- answers and votes
+
+
+class AnswerFault(ValueError):
+    """An answer that cannot be used: ``kind`` is ``unparseable`` or ``out_of_range``."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+_FENCE = re.compile(r"\A```(?:json)?\s*(?P<body>[\s\S]*?)\s*```\Z")
+
+
+def parse_answer(text: str | None, key: str, allowed: Sequence[Any]) -> Any:
+    """The value of ``key`` in a reply that is one JSON object (or one fenced in ```json), checked against ``allowed``.
+
+    Raises:
+        AnswerFault: ``unparseable`` (empty, not one JSON object, key missing, wrong type) or ``out_of_range``.
+    """
+    body = (text or "").strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced["body"]
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, RecursionError):
+        raise AnswerFault("unparseable", f"not one JSON object: {_clip(text)}") from None
+    if not isinstance(data, dict) or key not in data:
+        raise AnswerFault("unparseable", f"no {key!r} in {_clip(text)}")
+    value = data[key]
+    wants_int = all(isinstance(a, int) for a in allowed)
+    if wants_int and (not isinstance(value, int) or isinstance(value, bool)):
+        raise AnswerFault("unparseable", f"{key} is {value!r}, not an integer")
+    if not wants_int and not isinstance(value, str):
+        raise AnswerFault("unparseable", f"{key} is {value!r}, not one of {list(allowed)}")
+    if value not in allowed:
+        raise AnswerFault("out_of_range", f"{key}={value!r} is not one of {list(allowed)}")
+    return value
+
+
+def _clip(text: str | None, width: int = 80) -> str:
+    shown = repr(text if text is not None else "")
+    return shown if len(shown) <= width else shown[: width - 3] + "..."
+
+
+def combine_votes(votes: Sequence[int | None]) -> float | int | None:
+    """The authors' combination: the value given most often when exactly one is, else the mean (2 decimals).
+
+    Missing votes (None) are left out; no vote at all gives None.
+
+    Examples:
+        >>> combine_votes([2, 2, 3]), combine_votes([0, 1, 3]), combine_votes([None, 1, 2]), combine_votes([None])
+        (2, 1.33, 1.5, None)
+    """
+    values = [v for v in votes if isinstance(v, int | float) and not isinstance(v, bool)]
+    if not values:
+        return None
+    mean = round(sum(values) / len(values), 2)
+    if len(values) == 1:
+        return values[0]
+    counts = Counter(values)
+    mode, times = counts.most_common(1)[0]
+    return mode if list(counts.values()).count(times) == 1 else mean
+
+
+def grade_of(intent: Intent, answers: Mapping[str, Any]) -> tuple[float | int | None, dict[str, Any]]:
+    """A complete pair's grade and its votes by method (``zero_shot``, ``cot``, ``multi``).
+
+    Call when :func:`pending_requests` returns nothing. The grade is None when no method has a vote.
+    """
+    if intent is Intent.STS:
+        votes = {"zero_shot": answers.get("zero_shot")}
+        return votes["zero_shot"], votes
+    votes = {"multi": answers.get("multi/final"),
+             "cot": answers.get("cot/final") if answers.get("cot/presence") in _COT_CRITERIA else None,
+             "zero_shot": answers.get("zero_shot")}
+    return combine_votes([votes["multi"], votes["cot"], votes["zero_shot"]]), votes
+
+
+def pair_key(intent: Intent | str, query: str, passage: str, judge_model: str,
+             prompt_version: str = PROMPT_VERSION) -> str:
+    """The store's key of one judgement: a digest of intent, query text, passage text, judge model and version."""
+    fields = [str(getattr(intent, "value", intent)), query, passage, judge_model, prompt_version]
+    return short_digest(json.dumps(fields, ensure_ascii=False).encode("utf-8"))
+

@@ -1,0 +1,288 @@
+"""The judgement store: every answer a judge gave and every grade made from them, in one SQLite file (WAL).
+
+Judging costs money and hours, so nothing is asked twice and nothing is lost:
+
+- **Keys.** A pair is named by its intent, query text, passage text, judge model and prompt version
+  (:func:`~disastir_mteb.judging.protocol.pair_key`): the same pair judged by another model or protocol is
+  another judgement, and texts, not ids, make the key, as the published judgements are keyed.
+- **Raw answers kept.** Each answer of each step is a row (``answers``): the reply as received, the value
+  read from it or the fault (``unparseable``, ``out_of_range``), the server, the tokens. A step with a
+  readable answer is never asked again; a step whose answers cannot be read is asked at most
+  :data:`~disastir_mteb.judging.protocol.MAX_ANSWER_ATTEMPTS` times per run.
+- **Grades** (``judgements``): a complete pair's grade and its votes by method; ``failed`` when no method
+  gave a readable answer (counted and shown, never a zero; the next run asks again).
+- **Resume.** Every answer is committed as it arrives, so a job killed at any moment (``kill -9`` included)
+  loses at most the requests in flight; the next job reads what is there and asks only what is missing.
+- **Two jobs at once.** SQLite's write-ahead log lets readers and one writer proceed together, each write is
+  one short transaction, and a job *claims* the pairs it works on (``claims``): another job skips them.
+  A claim lapses when its job is gone (same machine, process no longer alive) or has not renewed it for
+  :data:`CLAIM_LEASE` seconds (another machine sharing the file).
+
+Format: :data:`FORMAT` in the ``meta`` table; a store of another format is refused with one sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from disastir_mteb.judging.protocol import MAX_ANSWER_ATTEMPTS, PROMPT_VERSION, pair_key
+from disastir_mteb.vocabulary.taxonomy import Intent, parse_intent
+
+__all__ = ["CLAIM_LEASE", "FORMAT", "Judgement", "JudgementStore", "Pair", "StepState"]
+
+#: The store's format, in its ``meta`` table.
+FORMAT = 1
+#: Seconds after which another machine's unrenewed claim lapses (a job renews its claims more often).
+CLAIM_LEASE = 600.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pairs (
+    pair TEXT PRIMARY KEY, intent TEXT NOT NULL, query TEXT NOT NULL, passage TEXT NOT NULL,
+    judge_model TEXT NOT NULL, prompt_version TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS answers (
+    pair TEXT NOT NULL REFERENCES pairs(pair), step TEXT NOT NULL, attempt INTEGER NOT NULL,
+    raw TEXT, value TEXT, fault TEXT, detail TEXT, server TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
+    at REAL NOT NULL, PRIMARY KEY (pair, step, attempt));
+CREATE TABLE IF NOT EXISTS judgements (
+    pair TEXT PRIMARY KEY REFERENCES pairs(pair), status TEXT NOT NULL, grade REAL, votes TEXT NOT NULL,
+    rounds INTEGER NOT NULL DEFAULT 1, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS claims (
+    pair TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One (query, passage) pair to be judged by one judge model under one prompt version."""
+
+    intent: Intent
+    query: str
+    passage: str
+    judge_model: str
+    prompt_version: str = PROMPT_VERSION
+
+    @property
+    def key(self) -> str:
+        """The pair's key in the store."""
+        return pair_key(self.intent, self.query, self.passage, self.judge_model, self.prompt_version)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A pair's grade as stored: ``grade`` None when ``status`` is ``failed``."""
+
+    intent: Intent
+    query: str
+    passage: str
+    judge_model: str
+    prompt_version: str
+    status: str
+    grade: float | None
+    votes: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StepState:
+    """What the store holds for one pair: answered steps (value, or None when given up) and faulty attempts."""
+
+    answers: Mapping[str, Any]
+    attempts: Mapping[str, int]
+
+
+class JudgementStore:
+    """One SQLite judgement store, opened for reading and writing (created when absent).
+
+    Args:
+        path: the store file (``judgements.sqlite``); its folder is created.
+        timeout: seconds to wait for another job's write before failing.
+    """
+
+    def __init__(self, path: str | Path, *, timeout: float = 60.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            found = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            if found is None:
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (str(FORMAT),))
+            elif found[0] != str(FORMAT):
+                raise ValueError(f"{self.path} is a judgement store of format {found[0]}; this version reads "
+                                 f"format {FORMAT}.")
+        except sqlite3.DatabaseError as error:
+            raise ValueError(f"{self.path} is not a judgement store (SQLite says: {error}).") from None
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{time.time():.6f}"
+
+    def close(self) -> None:
+        """Close the connection (claims still held lapse with the process)."""
+        self._db.close()
+
+    def __enter__(self) -> JudgementStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- reading
+
+    def judged(self, keys: Iterable[str]) -> set[str]:
+        """The keys among ``keys`` that have a grade (status ``judged``)."""
+        wanted = list(keys)
+        found: set[str] = set()
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(row[0] for row in self._db.execute(
+                f"SELECT pair FROM judgements WHERE status = 'judged' AND pair IN ({marks})", chunk))
+        return found
+
+    def state(self, key: str) -> StepState:
+        """One pair's steps: each readable value (None once given up on this run), and this run's faulty tries.
+
+        A step is given up on after :data:`MAX_ANSWER_ATTEMPTS` unreadable answers per run (a pair that ended
+        ``failed`` gets as many again on the next run).
+        """
+        rounds_row = self._db.execute("SELECT rounds, status FROM judgements WHERE pair = ?", (key,)).fetchone()
+        earlier = MAX_ANSWER_ATTEMPTS * rounds_row[0] if rounds_row and rounds_row[1] == "failed" else 0
+        answers: dict[str, Any] = {}
+        attempts: dict[str, int] = {}
+        for step, value, fault in self._db.execute(
+                "SELECT step, value, fault FROM answers WHERE pair = ? ORDER BY attempt", (key,)):
+            if fault is None:
+                answers[step] = json.loads(value)
+            else:
+                attempts[step] = attempts.get(step, 0) + 1
+        attempts = {step: max(0, count - earlier) for step, count in attempts.items()}  # this run's
+        for step, count in attempts.items():
+            if step not in answers and count >= MAX_ANSWER_ATTEMPTS:
+                answers[step] = None
+        return StepState(answers, attempts)
+
+    def judgements(self, *, judge_model: str | None = None, prompt_version: str | None = None,
+                   status: str = "judged") -> Iterator[Judgement]:
+        """Every stored judgement of ``status``, optionally of one judge model and prompt version."""
+        sql = ("SELECT p.intent, p.query, p.passage, p.judge_model, p.prompt_version, j.status, j.grade, j.votes "
+               "FROM judgements j JOIN pairs p ON p.pair = j.pair WHERE j.status = ?")
+        args: list[Any] = [status]
+        if judge_model is not None:
+            sql += " AND p.judge_model = ?"
+            args.append(judge_model)
+        if prompt_version is not None:
+            sql += " AND p.prompt_version = ?"
+            args.append(prompt_version)
+        for intent, query, passage, model, version, state, grade, votes in self._db.execute(sql + " ORDER BY j.rowid",
+                                                                                            args):
+            yield Judgement(parse_intent(intent), query, passage, model, version, state, grade, json.loads(votes))
+
+    def counts(self) -> dict[str, int]:
+        """Totals: pairs judged and failed, answers, and unreadable answers by fault."""
+        result = {"judged": 0, "failed": 0}
+        for status, n in self._db.execute("SELECT status, COUNT(*) FROM judgements GROUP BY status"):
+            result[status] = n
+        result["answers"] = self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+        for fault in ("unparseable", "out_of_range"):
+            result[fault] = self._db.execute("SELECT COUNT(*) FROM answers WHERE fault = ?", (fault,)).fetchone()[0]
+        return result
+
+    def raw_answers(self, key: str) -> list[dict[str, Any]]:
+        """Every answer stored for one pair, in order: step, attempt, raw reply, value or fault, server."""
+        rows = self._db.execute("SELECT step, attempt, raw, value, fault, detail, server FROM answers WHERE pair = ? "
+                                "ORDER BY at, step, attempt", (key,))
+        return [{"step": s, "attempt": a, "raw": r, "value": None if v is None else json.loads(v), "fault": f,
+                 "detail": d, "server": srv} for s, a, r, v, f, d, srv in rows]
+
+    # ----------------------------------------------------------------- writing
+
+    def add_pairs(self, pairs: Iterable[Pair]) -> None:
+        """Record pairs (their texts) so that answers can refer to them; known pairs are left as they are."""
+        rows = [(p.key, p.intent.value, p.query, p.passage, p.judge_model, p.prompt_version) for p in pairs]
+        with self._transaction():
+            self._db.executemany("INSERT OR IGNORE INTO pairs VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    def record_answer(self, key: str, step: str, *, raw: str | None, value: Any = None, fault: str | None = None,
+                      detail: str | None = None, server: str | None = None, prompt_tokens: int | None = None,
+                      completion_tokens: int | None = None) -> None:
+        """Keep one answer: its raw reply and the value read, or the fault and why (committed at once)."""
+        with self._transaction():
+            attempt = self._db.execute("SELECT COALESCE(MAX(attempt), 0) + 1 FROM answers WHERE pair = ? AND step = ?",
+                                       (key, step)).fetchone()[0]
+            self._db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (key, step, attempt, raw, None if fault else json.dumps(value), fault, detail, server,
+                              prompt_tokens, completion_tokens, time.time()))
+
+    def record_judgement(self, key: str, grade: float | None, votes: Mapping[str, Any]) -> None:
+        """Keep a complete pair's grade (``failed`` when None) and release its claim."""
+        status = "judged" if grade is not None else "failed"
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO judgements VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(pair) DO UPDATE SET status = "
+                "excluded.status, grade = excluded.grade, votes = excluded.votes, rounds = judgements.rounds + 1, "
+                "at = excluded.at", (key, status, grade, json.dumps(votes, sort_keys=True), time.time()))
+            self._db.execute("DELETE FROM claims WHERE pair = ? AND owner = ?", (key, self.owner))
+
+    # ----------------------------------------------------------------- claims
+
+    def claim(self, keys: Iterable[str]) -> list[str]:
+        """Claim the pairs no live job holds; returns those now this job's (in the order given)."""
+        host, pid, now = socket.gethostname(), os.getpid(), time.time()
+        mine = []
+        with self._transaction():
+            for key in keys:
+                held = self._db.execute("SELECT owner, host, pid, at FROM claims WHERE pair = ?", (key,)).fetchone()
+                if held is not None and held[0] != self.owner and not _lapsed(held[1], held[2], held[3], now):
+                    continue
+                self._db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)",
+                                 (key, self.owner, host, pid, now))
+                mine.append(key)
+        return mine
+
+    def renew_claims(self) -> None:
+        """Renew this job's claims (a long job calls it well within :data:`CLAIM_LEASE`)."""
+        with self._transaction():
+            self._db.execute("UPDATE claims SET at = ? WHERE owner = ?", (time.time(), self.owner))
+
+    def release_claims(self) -> None:
+        """Give up every claim of this job (at its end, judged or not)."""
+        with self._transaction():
+            self._db.execute("DELETE FROM claims WHERE owner = ?", (self.owner,))
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``: one writer at a time, waiting (busy timeout) for another job's write."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _lapsed(host: str, pid: int, at: float, now: float) -> bool:
+    if now - at > CLAIM_LEASE:
+        return True
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
