@@ -4,5 +4,6 @@
   official ``openai`` client, bounded concurrency per server, retries honouring ``Retry-After``, the key
   from an environment variable only.
 - :mod:`~disastir_mteb.endpoints.loopback`: a small real server on loopback speaking the protocol
-  (chat completions), with fixed latency and injected faults: what the tests and benchmarks talk to.
+  (chat completions, embeddings, models), with fixed latency, scripted faults and counters, in a thread
+  or its own process, and a true-grade judge: what the tests and benchmarks talk to.
 """
