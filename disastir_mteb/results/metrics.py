@@ -8,16 +8,19 @@ A metric is named as mteb names it in a task file's score block (``scores["test"
 ``recall_at_100``, ``mrr_at_10``, ``map_at_10``, ``precision_at_5``. People read the name derived from the
 key by one rule, ``<family>_at_<k>[_<variant>]`` -> ``<Family>@<k> [(<variant>)]`` (:data:`FAMILIES`,
 :data:`VARIANTS`): ``NDCG@10``, ``Recall@100``, ``MRR@10``, ``MAP@10``, ``Precision@5``,
-``NDCG@10 (linear gain)``. A cut-off mteb adds needs no line here; a new family of mteb's costs one line
-in :data:`FAMILIES`, and every report, figure and comparison then shows it on request.
+``NDCG@10 (linear gain)``, ``MRR@10 (unjudged removed)``. A cut-off mteb adds needs no line here; a new
+family of mteb's costs one line in :data:`FAMILIES`, and every report, figure and comparison then shows it on
+request.
 
 Ranges (what :func:`metric_range` returns, and :mod:`~disastir_mteb.results.score_checks` refuses outside):
 
 - every metric of the families, with or without a variant, ``main_score`` and ``accuracy`` is a fraction in
   [0, 1] and finite: mteb's retrieval metrics (``ndcg_at_k``, ``map_at_k``, ``recall_at_k``,
   ``precision_at_k``, ``mrr_at_k``, ``hit_rate_at_k``, ``accuracy``) and the plugin's
-  (``ndcg_at_10_exponential_gain``, ``ndcg_at_10_linear_gain``, ``unjudged_at_10``). These are the metrics
-  a report can show, x100 like NDCG@10;
+  (``ndcg_at_10_exponential_gain``, ``ndcg_at_10_linear_gain``, ``unjudged_at_10``, and the authors'
+  "unjudged removed" variant, ``ndcg_at_10_unjudged_removed``, ``mrr_at_10_unjudged_removed``,
+  ``recall_at_10_unjudged_removed``: :mod:`disastir_mteb.scoring.authors`). These are the metrics a report can
+  show, x100 like NDCG@10;
 - mteb's abstention metrics (``nauc_*``, mteb's ``retrieval_metrics.nauc``, after arXiv:2402.12997) are
   (AUC - flat AUC) / (oracle AUC - flat AUC): bounded above by 1 (no confidence ranking beats the oracle),
   with no fixed lower bound, and NaN where mteb finds the oracle curve flat. They are checked, not shown;
@@ -58,6 +61,7 @@ FAMILIES: Mapping[str, str] = MappingProxyType({
 VARIANTS: Mapping[str, str] = MappingProxyType({
     "exponential_gain": "exponential gain",
     "linear_gain": "linear gain",
+    "unjudged_removed": "unjudged removed",  # the authors' second variant: unjudged passages out of the top k
 })
 #: Fractions named otherwise; ``main_score`` is :data:`MAIN_METRIC` under mteb's generic name.
 _OTHER_FRACTIONS: Mapping[str, str] = MappingProxyType({"accuracy": "Accuracy"})

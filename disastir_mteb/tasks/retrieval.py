@@ -40,6 +40,7 @@ from disastir_mteb.data.published import (
     load_task,
     resolve_data_dir,
 )
+from disastir_mteb.scoring.authors import TOP_K, ranking, score_run
 from disastir_mteb.vocabulary.metadata import (
     CATEGORIES_METADATA,
     CITATION,
@@ -255,24 +256,42 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         hf_split: str,
         hf_subset: str,
     ) -> dict[str, Any]:
-        """Both NDCG@10 variants by name, the share of unjudged passages in the top 10, and the task's record.
+        """Both NDCG@10 gains by name, every metric the DMRetriever authors report, and the task's record.
 
-        ``unjudged_at_10``: fraction of top-10 hits without a judgement (the authors log it
-        beside their zero-fill NDCG; high values mean the pool misses this model's hits). The record
-        (:mod:`disastir_mteb.vocabulary.task_record`): ``disastir_version``, ``disastir_gain``, ``disastir_data``.
+        The authors' metrics (:mod:`disastir_mteb.scoring.authors`, their ``eva/evaluation/metrics.py``) on the
+        raw grades, each query's top 10 ranked as mteb ranks it (similarity, then passage id, both descending):
+
+        - ``unjudged_at_10``: unjudged passages / passages in the top 10, pooled over the task's queries (the
+          authors' ``unannotated_ratio``; high values mean the pool misses this model's hits);
+        - ``ndcg_at_10_unjudged_removed``, ``mrr_at_10_unjudged_removed``, ``recall_at_10_unjudged_removed``:
+          the authors' second variant, each top 10 with its unjudged passages removed (the list gets shorter,
+          nothing moves up from below rank 10; the ideal DCG is unchanged). Recall equals ``recall_at_10`` by
+          construction; the authors report it, so it is kept under its name.
+
+        The zero-fill variant needs no keys of its own: it is mteb's. ``ndcg_at_10_exponential_gain`` is the
+        authors' zero-fill NDCG@10 (and so is ``ndcg_at_10``, the official score, with the default gain), and
+        mteb's ``mrr_at_10`` and ``recall_at_10`` are their MRR@10 and Recall@10: query for query, mteb's
+        reciprocal rank (``mrr``) and trec_eval's ``recall_10`` equal the authors' to the bit (same order of
+        ties, relevant = graded above 0, every judged query averaged), and the task means differ only by
+        mteb's rounding (every score to 6 decimals in the file, recall first to 5 in
+        ``calculate_retrieval_scores``). ``tests/test_authors_metrics.py`` checks it. With ``gain="linear"``
+        the authors' keys are unchanged: they read grades, not gains.
+
+        The record (:mod:`disastir_mteb.vocabulary.task_record`): ``disastir_version``, ``disastir_gain``,
+        ``disastir_data``.
         """
         grades = {q: g for q, g in self._grades.get(hf_split, {}).items() if q in qrels}
-        extra = {
+        extra: dict[str, Any] = {
             f"ndcg_at_10_{name}_gain": _ndcg_at_10(
                 {q: {d: grade_to_gain(g, name) for d, g in judged.items()} for q, judged in grades.items()}, results)
             for name in GAINS
         }
-        hits = unjudged = 0
-        for query_id in qrels:
-            ranked = sorted(results.get(query_id, {}).items(), key=lambda item: (item[1], item[0]), reverse=True)[:10]
-            hits += len(ranked)
-            unjudged += sum(1 for doc_id, _ in ranked if doc_id not in qrels[query_id])
-        extra["unjudged_at_10"] = unjudged / hits if hits else 0.0
+        # qrels holds the gains of these grades, query for query and passage for passage (load_data)
+        authors = score_run({q: ranking(results.get(q, {}), TOP_K) for q in qrels}, grades, TOP_K)
+        extra[f"unjudged_at_{TOP_K}"] = authors.unjudged_share
+        extra[f"ndcg_at_{TOP_K}_unjudged_removed"] = authors.ndcg_unjudged_removed
+        extra[f"mrr_at_{TOP_K}_unjudged_removed"] = authors.mrr_unjudged_removed
+        extra[f"recall_at_{TOP_K}_unjudged_removed"] = authors.recall_unjudged_removed
         data = self.data_source or describe_data(os.environ.get("DISASTIR_DATA_DIR"), repo=DATASET_REPO,
                                                  revision=DATASET_REVISION)
         return {**extra, **task_record(gain=self.gain, data=data)}
