@@ -4,4 +4,6 @@
   steps each one takes, strict parsing of an answer, and the authors' combination (majority, else mean).
 - :mod:`~disastir_mteb.judging.store`: the judgements in SQLite (WAL): every raw answer kept, keyed by
   query text, passage text, judge model and prompt version; resumable, safe for two jobs at once.
+- :mod:`~disastir_mteb.judging.completed`: pool-completed scores: the authors' metrics on the published
+  judgements plus the store's where none was published (never overriding one), per task, beside the official.
 """

@@ -10,6 +10,8 @@
 - ``grid``: the 6 x 8 table of one metric, with the paper's means of means.
 - ``compare`` (with ``pairing``: which sets face which) and ``significance``: two sets side by side, paired
   tests, Kendall's tau; ``split_agreement``: Kendall's tau between model rankings on two query sets.
+- ``completed_view``: a judge-completed NDCG@10 beside the official one (plain numbers the command line computes
+  with :mod:`disastir_mteb.judging.completed`; rendered here, labelled as a per-study estimate).
 - ``published``: the authors' numbers (NDCG@10); ``report`` (``report_format``: blocks and their Markdown,
   HTML and text; ``report_figures``: the figure files; ``table2_standing``: a Test run among DMRetriever's
   Table 2) and ``plots``: reports and figures (PNG, PDF, SVG).

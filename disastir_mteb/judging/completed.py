@@ -1,0 +1,281 @@
+"""Pool-completed scores: the authors' metrics on the published judgements plus a judge's, where none was published.
+
+A run's official NDCG@10 counts every unjudged top-10 passage as zero (:mod:`disastir_mteb.scoring.authors`, zero
+fill). Once the judge has labelled those holes (:mod:`disastir_mteb.judging.job`, kept in a
+:class:`~disastir_mteb.judging.store.JudgementStore`), the same metrics on the *merged* judgements give the
+completed scores: an estimate for one study, shown beside the official number and never in its place (nothing
+here writes a result file; :mod:`disastir_mteb.results.completed_view` shows it, labelled).
+
+How judgements are merged, per task (:func:`merge_grades`):
+
+- Published grades are never overridden: an added judgement fills only a (query id, corpus id) pair the
+  published data leaves without a grade. A judgement of a pair that has a published grade (the agreement check
+  judges such pairs, :mod:`disastir_mteb.judging.agreement`) is therefore never used here.
+- Judgements are keyed by text, as the published ones: an added judgement applies, in its intent's tasks, to
+  every query id whose stripped text equals its query and every corpus id whose stripped text equals its passage
+  (every copy of a judged text earns its grade, as :mod:`disastir_mteb.data.published` does).
+- Only queries that have published judgements are scored (the authors skip the others; so does the task).
+- Grades may be fractions (the authors' mean vote, 1.67): the metrics take real grades.
+
+Which judgements (:func:`load_added`): every graded judgement of the store, or those of one judge model and/or
+prompt version. A store holding two judges' grades for one pair is refused with one sentence asking to pick one:
+a completed score comes from one grade per pair, and choosing silently would mix judges.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from disastir_mteb.judging.holes import TaskTexts, load_task_texts
+from disastir_mteb.judging.store import JudgementStore
+from disastir_mteb.results.completed_view import CompletedView
+from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.scoring.authors import TOP_K, RunScores, score_run
+from disastir_mteb.vocabulary.taxonomy import Intent
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AddedJudgements", "CompletedScores", "CompletedTask", "Judge", "MergedGrades", "completed_scores",
+           "load_added", "merge_grades"]
+
+#: A judge: (judge model, prompt version).
+Judge = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class AddedJudgements:
+    """The graded judgements chosen from a store, by (intent, stripped query text, stripped passage text).
+
+    Attributes:
+        grades: (intent, query, passage) -> grade (a fraction for a mean vote).
+        judges: (intent, query, passage) -> the judge that gave it.
+        store: the store's path, as shown to readers.
+        judge_model: the judge model asked for, or None for every one.
+        prompt_version: the prompt version asked for, or None for every one.
+    """
+
+    grades: Mapping[tuple[Intent, str, str], float]
+    judges: Mapping[tuple[Intent, str, str], Judge]
+    store: str
+    judge_model: str | None = None
+    prompt_version: str | None = None
+
+    def by_query(self, intent: Intent) -> dict[str, dict[str, tuple[float, Judge]]]:
+        """One intent's judgements as query text -> {passage text: (grade, judge)}."""
+        found: dict[str, dict[str, tuple[float, Judge]]] = defaultdict(dict)
+        for key, grade in self.grades.items():
+            if key[0] is intent:
+                found[key[1]][key[2]] = (grade, self.judges[key])
+        return found
+
+
+def load_added(store: JudgementStore, *, judge_model: str | None = None,
+               prompt_version: str | None = None) -> AddedJudgements:
+    """The store's graded judgements (``failed`` pairs have no grade and are left out), optionally of one judge.
+
+    Args:
+        store: the judgement store.
+        judge_model: only this judge model's judgements (default: every model's).
+        prompt_version: only this prompt version's (default: every version's).
+
+    Raises:
+        ValueError: the chosen judgements hold two grades for one pair (two judge models or prompt versions); the
+            sentence names them and asks to pick one with ``--judge-model`` (and ``--prompt-version``).
+    """
+    grades: dict[tuple[Intent, str, str], float] = {}
+    judges: dict[tuple[Intent, str, str], Judge] = {}
+    clashes: Counter[tuple[Judge, Judge]] = Counter()
+    for judgement in store.judgements(judge_model=judge_model, prompt_version=prompt_version):
+        if judgement.grade is None:
+            continue
+        key = (judgement.intent, judgement.query.strip(), judgement.passage.strip())
+        judge = (judgement.judge_model, judgement.prompt_version)
+        if key in judges and judges[key] != judge:
+            clashes[tuple(sorted((judges[key], judge)))] += 1  # type: ignore[arg-type]
+            continue
+        grades[key] = float(judgement.grade)
+        judges[key] = judge
+    if clashes:
+        shown = sorted({_judge_name(judge) for pair in clashes for judge in pair})
+        raise ValueError(f"{store.path} holds judgements of {sum(clashes.values()):,} pair(s) by more than one judge "
+                         f"({'; '.join(shown)}); pick one with --judge-model (and --prompt-version) so that each "
+                         "completed score comes from one judge.")
+    return AddedJudgements(grades, judges, str(store.path), judge_model, prompt_version)
+
+
+def _judge_name(judge: Judge) -> str:
+    return f"{judge[0]} (prompt version {judge[1]})"
+
+
+@dataclass(frozen=True)
+class MergedGrades:
+    """One task's published grades with the added judgements merged in (never overriding a published grade).
+
+    Attributes:
+        grades: query id -> {corpus id: grade}; published grades as they are, added ones where none was published.
+        added: (query id, corpus id) -> the judge of each added grade.
+        not_used: added judgements of this task's texts that met a published grade (kept out; the published wins).
+    """
+
+    grades: Mapping[str, Mapping[str, float]]
+    added: Mapping[tuple[str, str], Judge]
+    not_used: int = 0
+
+    def judges(self) -> Counter[Judge]:
+        """How many grades each judge added to the task."""
+        return Counter(self.added.values())
+
+
+class _TextIndex:
+    """Stripped text -> ids, built once per corpus mapping (the shared corpus is one object for every task)."""
+
+    def __init__(self) -> None:
+        self._held: tuple[Mapping[str, str], dict[str, list[str]]] | None = None
+
+    def of(self, texts: Mapping[str, str]) -> dict[str, list[str]]:
+        if self._held is None or self._held[0] is not texts:
+            index: dict[str, list[str]] = defaultdict(list)
+            for doc_id, text in texts.items():
+                index[text.strip()].append(doc_id)
+            self._held = (texts, dict(index))
+        return self._held[1]
+
+
+_PASSAGE_INDEX = _TextIndex()
+
+
+def merge_grades(texts: TaskTexts, added: AddedJudgements) -> MergedGrades:
+    """The task's published grades plus the added judgements of its intent, by text, where none was published.
+
+    Only queries with published judgements take added ones (the others are not scored, here or by the task).
+    """
+    grades = {query_id: dict(judged) for query_id, judged in texts.grades.items()}
+    by_query = added.by_query(texts.intent)
+    if not by_query:
+        return MergedGrades(grades, {})
+    query_ids: dict[str, list[str]] = defaultdict(list)
+    for query_id in grades:
+        query_ids[texts.queries[query_id].strip()].append(query_id)
+    passages = _PASSAGE_INDEX.of(texts.passages)
+    merged: dict[tuple[str, str], Judge] = {}
+    not_used = 0
+    for query, judged in by_query.items():
+        for query_id in query_ids.get(query, ()):
+            target = grades[query_id]
+            for passage, (grade, judge) in judged.items():
+                for doc_id in passages.get(passage, ()):
+                    if doc_id in target:  # published: never overridden
+                        not_used += 1
+                        continue
+                    target[doc_id] = grade
+                    merged[(query_id, doc_id)] = judge
+    return MergedGrades(grades, merged, not_used)
+
+
+@dataclass(frozen=True)
+class CompletedTask:
+    """One task of a result set, scored on the published and on the merged judgements.
+
+    Attributes:
+        task: the task name.
+        official: the result file's main score (the official NDCG@10).
+        published: the authors' metrics of the stored top 10 on the published judgements (zero fill is the
+            official NDCG@10 again, to mteb's rounding).
+        completed: the same metrics on the merged judgements: ``ndcg_zero_fill`` is the completed NDCG@10.
+        added: grades the store added to the task (every query, not only this run's top 10).
+        filled: top-10 hits of this run graded by an added judgement.
+        judges: judge -> grades it added to the task.
+    """
+
+    task: str
+    official: float
+    published: RunScores
+    completed: RunScores
+    added: int
+    filled: int
+    judges: Mapping[Judge, int]
+
+
+@dataclass(frozen=True)
+class CompletedScores:
+    """One result set's completed scores, task by task.
+
+    Attributes:
+        result_set: the set.
+        tasks: task -> its scores, for every task with per-query rankings.
+        store: the judgement store read.
+        without_rankings: tasks of the set without per-query rankings (nothing to complete).
+        judges: judge -> grades it added over the set's tasks.
+    """
+
+    result_set: ResultSet
+    tasks: Mapping[str, CompletedTask]
+    store: str
+    without_rankings: tuple[str, ...] = ()
+    judges: Mapping[Judge, int] = field(default_factory=dict)
+
+    def view(self) -> CompletedView:
+        """The plain numbers the report and compare show (:mod:`disastir_mteb.results.completed_view`)."""
+        judges = [f"{model}, prompt version {version}: {count:,} judgement(s)"
+                  for (model, version), count in sorted(self.judges.items())]
+        return CompletedView(
+            folder=self.result_set.folder, label=self.result_set.display_label,
+            official={name: t.official for name, t in self.tasks.items()},
+            completed={name: t.completed.ndcg_zero_fill for name, t in self.tasks.items()},
+            unjudged_before={name: t.published.unjudged_share for name, t in self.tasks.items()},
+            unjudged_after={name: t.completed.unjudged_share for name, t in self.tasks.items()},
+            added={name: t.added for name, t in self.tasks.items()}, judges=judges, store=self.store,
+            without_rankings=self.without_rankings)
+
+
+def completed_scores(result_sets: Sequence[ResultSet], added: AddedJudgements, data_dir: str | Path | None = None,
+                     *, tasks: Iterable[str] | None = None) -> list[CompletedScores]:
+    """Each result set's tasks scored on the published judgements and on the merged ones.
+
+    Args:
+        result_sets: full-set result sets (:func:`~disastir_mteb.judging.holes.result_sets_of`).
+        added: the judgements to add (:func:`load_added`).
+        data_dir: the data the runs read (default: ``DISASTIR_DATA_DIR``, else the Hub).
+        tasks: only these tasks (default: every task of each set).
+
+    Raises:
+        ValueError: a ranking names a query the data does not hold (the runs read other data).
+    """
+    wanted = set(tasks) if tasks is not None else None
+    merged_by_task: dict[str, MergedGrades] = {}
+    found = []
+    for result_set in result_sets:
+        scored: dict[str, CompletedTask] = {}
+        missing: list[str] = []
+        judges: Counter[Judge] = Counter()
+        for task in sorted(result_set.scores):
+            if wanted is not None and task not in wanted:
+                continue
+            if not result_set.has_per_query(task):
+                missing.append(task)
+                continue
+            texts = load_task_texts(task, data_dir)
+            if task not in merged_by_task:
+                merged_by_task[task] = merge_grades(texts, added)
+            merged = merged_by_task[task]
+            top = {query_id: list(ranked[:TOP_K]) for query_id, ranked in result_set.per_query(task).top10.items()}
+            unknown = [query_id for query_id in top if query_id not in texts.queries]
+            if unknown:
+                raise ValueError(f"{result_set.folder}: {task} ranks query {unknown[0]!r}, which the data does not "
+                                 "hold; score with the data the run read (--data).")
+            filled = sum(1 for query_id, ranked in top.items() for doc_id in ranked
+                         if (query_id, doc_id) in merged.added)
+            task_judges = merged.judges()
+            judges.update(task_judges)
+            scored[task] = CompletedTask(
+                task=task, official=result_set.scores[task], published=score_run(top, texts.grades, TOP_K),
+                completed=score_run(top, merged.grades, TOP_K), added=len(merged.added), filled=filled,
+                judges=dict(task_judges))
+        found.append(CompletedScores(result_set, scored, added.store, tuple(missing), dict(judges)))
+        logger.info("%s: %d task(s) completed with %d added judgement(s).", result_set.display_label, len(scored),
+                    sum(t.added for t in scored.values()))
+    return found
