@@ -4,6 +4,8 @@
   shared corpus, ``published`` joins queries and judgements to ids with the paper's gains.
 - ``devlite_layout`` finds a DisastIR-DevLite folder (either layout); ``devlite`` loads DisastIR-DevLite and
   DisastIR-Test (Test derived: the full set minus DevLite's queries).
+- ``extra_qrels``: extra judgements, only when asked (``run --extra-judgements``): a ``qrels_with_added`` folder
+  whose integer grades fill pairs the published qrels lack, never overriding a published grade.
 - ``source``: which data the tasks read (``--data``, ``evaluate(data=)``): a folder, the sample or the Hub.
 
 May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`.

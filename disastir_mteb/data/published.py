@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from disastir_mteb.data.extra_qrels import ExtraReport, extra_grades
 from disastir_mteb.data.layout import TaskFiles, find_task_files, resolve_data_dir
 from disastir_mteb.data.reading import Corpus, load_corpus, read_records
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, TaskSpec
@@ -109,6 +110,8 @@ class LoadReport:
     other_split_rows: int = 0
     #: DevLite only: rows whose passage is in the full corpus, not the pooled one (dropped; counted, no error).
     outside_corpus_rows: int = 0
+    #: Extra judgements read on request (:mod:`disastir_mteb.data.extra_qrels`); None when none were asked for.
+    extra: ExtraReport | None = None
 
     @property
     def clean(self) -> bool:
@@ -157,22 +160,36 @@ def read_queries(spec: TaskSpec, query_path: Path) -> dict[str, str]:
 
 
 def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
-              log: logging.Logger | None = None) -> TaskData:
+              log: logging.Logger | None = None, extra: Path | None = None) -> TaskData:
     """Load one task: its queries, its qrels joined to query and corpus ids, and the shared corpus.
 
     The one-line load report goes to ``log`` (default: this module's logger; the mteb tasks pass
     one under mteb's, so that ``mteb run``'s verbosity shows or hides it), info when clean, else a warning.
 
+    ``extra``: a file of extra judgements, read only when given (:mod:`disastir_mteb.data.extra_qrels`: integer
+    grades of pairs the published qrels lack; a published grade is never changed). Its counts are kept in
+    ``report.extra`` and logged.
+
     Raises:
         FileNotFoundError: the task has no query or qrels file.
         ValueError: malformed rows, grades outside the intent's scale, or a task left without
-            queries or judgements after the join (the message names file, task and counts).
+            queries or judgements after the join (the message names file, task and counts); a fraction among
+            the extra grades.
     """
     query_path, qrels_path = files.for_task(spec)
     corpus = load_corpus(files.corpus)
     report = LoadReport(task=spec.name, query_file=str(query_path), qrels_file=str(qrels_path))
-    return join_task(spec, read_queries(spec, query_path), qrels_path, corpus, report=report, gain=gain, log=log,
+    queries = read_queries(spec, query_path)
+    data = join_task(spec, queries, qrels_path, corpus, report=report, gain=gain, log=log,
                      query_source=query_path.name, corpus_source=files.corpus.name)
+    if extra is None:
+        return data
+    report.extra = extra_grades(spec, extra, queries=queries, corpus=corpus, published=data.grades)
+    for query_id, judged in report.extra.grades.items():
+        data.grades[query_id].update(judged)
+        data.relevant_docs[query_id].update({doc: grade_to_gain(g, gain) for doc, g in judged.items()})
+    (log or logger).info("%s: %s", spec.name, report.extra.summary())
+    return data
 
 
 def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corpus: Corpus, *, report: LoadReport,

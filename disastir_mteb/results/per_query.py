@@ -107,21 +107,25 @@ def data_provenance() -> dict[str, object]:
 
     Returns:
         ``{"source": folder or "hf:<repo>@<revision>", "synthetic": bool}``, plus ``"generator"``
-        (the marker's content) for a generated folder.
+        (the marker's content) for a generated folder, and ``"extra_judgements"`` (the folder) when the tasks
+        read extra judgements (:mod:`disastir_mteb.data.extra_qrels`; absent otherwise).
     """
+    from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
     from disastir_mteb.data.layout import read_marker
-
-    folder = os.environ.get("DISASTIR_DATA_DIR")
-    if folder:
-        marker = read_marker(folder)
-        record: dict[str, object] = {"source": str(Path(folder).expanduser().resolve()),
-                                     "synthetic": bool(marker and marker.get("synthetic", True))}
-        if marker:
-            record["generator"] = marker
-        return record
     from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 
-    return {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
+    folder = os.environ.get("DISASTIR_DATA_DIR")
+    record: dict[str, object] = {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
+    if folder:
+        marker = read_marker(folder)
+        record = {"source": str(Path(folder).expanduser().resolve()),
+                  "synthetic": bool(marker and marker.get("synthetic", True))}
+        if marker:
+            record["generator"] = marker
+    extra = os.environ.get(EXTRA_QRELS_ENV, "").strip()
+    if extra:
+        record["extra_judgements"] = str(Path(extra).expanduser().resolve())
+    return record
 
 
 def write_per_query(path: str | Path, record: PerQuery, *, settings: Mapping[str, object] | None = None,

@@ -1,7 +1,8 @@
 """Which data the tasks read: a folder in the published layout, the synthetic sample, or the Hub.
 
 The tasks read ``DISASTIR_DATA_DIR`` (and ``DISASTIR_DEVLITE_DIR`` for DisastIR-Test and DevLite) when
-they load, and the Hub when it is unset, so choosing data is setting those variables.
+they load, and the Hub when it is unset, so choosing data is setting those variables; extra judgements, only
+when asked (``--extra-judgements``, ``evaluate(extra_judgements=)``), are ``DISASTIR_EXTRA_QRELS_DIR``.
 :func:`data_folders` turns a choice (``disastir-mteb run --data``, ``export --data``,
 ``disastir_mteb.evaluate(data=)``) into them, one meaning for all three; the command line sets them for
 its whole process, ``evaluate`` only while it runs (:func:`use_environment`).
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
+from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
 from disastir_mteb.data.layout import DATA_DIR_ENV
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split, get_spec
 
@@ -22,8 +24,8 @@ __all__ = ["data_folders", "use_environment"]
 
 
 def data_folders(data: str | Path | None, devlite: str | Path | None = None, *, task_names: Iterable[str] = (),
-                 as_options: bool = False) -> dict[str, str]:
-    """The environment variables that point the tasks at ``data`` and ``devlite``, checked.
+                 as_options: bool = False, extra_judgements: str | Path | None = None) -> dict[str, str]:
+    """The environment variables that point the tasks at ``data``, ``devlite`` and ``extra_judgements``, checked.
 
     Args:
         data: a folder in the published layout (``corpus.jsonl``, ``query/``, ``qrels/``), ``"sample"``
@@ -34,12 +36,16 @@ def data_folders(data: str | Path | None, devlite: str | Path | None = None, *, 
             unless ``DISASTIR_DEVLITE_DIR`` names one already.
         task_names: the tasks to be run (only whether one of them needs DevLite data matters).
         as_options: name the command line's ``--data``/``--devlite`` in errors (else ``data=``/``devlite=``).
+        extra_judgements: a ``qrels_with_added`` folder whose judgements the full set's tasks add to the published
+            ones (:mod:`disastir_mteb.data.extra_qrels`: never overriding a published grade, integer grades only,
+            and the scores labelled as not official), or None (none: the default).
 
     Returns:
-        Variable -> value for what was given; empty for ``data=None, devlite=None``.
+        Variable -> value for what was given; empty for ``data=None, devlite=None`` (and no ``extra_judgements``).
 
     Raises:
-        FileNotFoundError: ``data`` or ``devlite`` is not a folder (one sentence naming it as typed).
+        FileNotFoundError: ``data``, ``devlite`` or ``extra_judgements`` is not a folder (one sentence naming it as
+            typed).
     """
     def folder(given: str | Path, option: str, what: str) -> str:
         path = Path(given).expanduser().resolve()
@@ -49,6 +55,9 @@ def data_folders(data: str | Path | None, devlite: str | Path | None = None, *, 
         return str(path)
 
     chosen: dict[str, str] = {}
+    if extra_judgements is not None:
+        chosen[EXTRA_QRELS_ENV] = folder(extra_judgements, "extra-judgements" if as_options else "extra_judgements",
+                                         "a qrels_with_added folder ({Intent}_{event}_qrels.json files)")
     if devlite is not None:
         chosen[DEVLITE_DIR_ENV] = folder(devlite, "devlite", "a DisastIR-DevLite folder (e.g. one written by "
                                                              "`disastir-mteb sample --devlite eval-code`)")

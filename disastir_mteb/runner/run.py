@@ -96,6 +96,7 @@ def evaluate(
     precision: str | None = None,
     data: str | Path | None = None,
     devlite: str | Path | None = None,
+    extra_judgements: str | Path | None = None,
 ) -> ModelResult:
     """Evaluate a model on DisastIR tasks (the 48 of the full set by default) with one encoding per corpus.
 
@@ -138,6 +139,10 @@ def evaluate(
             (:func:`~disastir_mteb.runner.data_source.data_folders`).
         devlite: a DisastIR-DevLite folder for DisastIR-Test and DevLite tasks, as ``run --devlite``
             (default ``DISASTIR_DEVLITE_DIR``, else the Hub; with ``data="sample"``, the sample's).
+        extra_judgements: a ``qrels_with_added`` folder (as ``run --extra-judgements``; the judge's export writes
+            one) whose integer grades the full set's tasks add where the published qrels have none. The task files
+            then say so in ``disastir_data``, and ``submit`` refuses them: such scores are a per-study estimate,
+            not official ones. None (default): the published judgements alone, as always.
 
     Returns:
         mteb's ``ModelResult`` holding every evaluated task.
@@ -146,7 +151,7 @@ def evaluate(
         ValueError: an unknown ``search`` value, ANN preset, parameter, precision or split, a batch size
             below 1, a task of another query set than ``split``, or a ready search model whose search
             setting differs from ``search``.
-        FileNotFoundError: ``data`` or ``devlite`` is not a folder.
+        FileNotFoundError: ``data``, ``devlite`` or ``extra_judgements`` is not a folder.
     """
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
@@ -155,7 +160,8 @@ def evaluate(
                                         instruct_passages=instruct_passages, batch_size=batch_size,
                                         precision=precision, cache_dir=cache_dir, progress=show_progress)
     tasks_to_run = resolve_tasks(tasks, split=split)  # before a model loads, as the settings and the data are
-    environment = data_folders(data, devlite, task_names=[t.metadata.name for t in tasks_to_run])
+    environment = data_folders(data, devlite, task_names=[t.metadata.name for t in tasks_to_run],
+                               extra_judgements=extra_judgements)
     if isinstance(model, SharedCorpusSearch):  # it carries its own settings: the keywords may only name them
         if instructions is not None or precision is not None or batch_size is not None:
             raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
@@ -284,7 +290,7 @@ def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode
 
     if not task.data_loaded:
         task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
-    rerun = overwrite or _lacks_per_query(searcher, task, cache)
+    rerun = overwrite or _lacks_per_query(searcher, task, cache) or _other_judgements(searcher, task, cache)
     result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=False,  # the runner's bar is the one
                            encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
                            overwrite_strategy="always" if rerun else "only-missing")
@@ -337,6 +343,31 @@ def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
                            moved.name, name)
     cache.load_task_result(name, searcher.mteb_model_meta)  # an unreadable result file is set aside as well
     return True
+
+
+def _other_judgements(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
+    """Whether mteb holds the task's result scored with extra judgements and this run reads none, or the reverse.
+
+    A run with extra judgements (:mod:`disastir_mteb.data.extra_qrels`) files its results where a plain run of
+    the same model does; without this check either run would reuse the other's scores. Such a task is evaluated
+    again (from the stored embeddings). Runs without extra judgements on either side are never affected.
+    """
+    from disastir_mteb.results.score_checks import read_task_record
+    from disastir_mteb.vocabulary.task_record import DATA_KEY, is_extended
+
+    name = task.metadata.name
+    if name not in _DISASTIR_TASKS:
+        return False
+    path = cache.get_task_result_path(name, searcher.mteb_model_meta)
+    if not path.is_file():
+        return False
+    try:
+        recorded = read_task_record(path).get(DATA_KEY)
+    except (OSError, ValueError):
+        return False  # mteb reads it next, and sets an unreadable file aside
+    recorded = recorded if isinstance(recorded, str) else ""
+    now = getattr(task, "data_source", None) or ""
+    return (is_extended(recorded) or is_extended(now)) and recorded != now
 
 
 def _split_missing(dataset: Any, subset: str, split: str) -> bool:

@@ -21,7 +21,8 @@ and so is any target that a symbolic link inside ``out`` leads outside it, and a
 ``results/`` folder already holds the result sets to submit (the run's own folder).
 
 Only DisastIR results are submitted: a set computed on generated data (``--data sample``; its task files and
-per-query files record it) is refused before anything is written, and so is a set holding an impossible score
+per-query files record it) is refused before anything is written, and so are a set scored with extra judgements
+(``run --extra-judgements``: a per-study estimate) and a set holding an impossible score
 (read through :func:`~disastir_mteb.results.result_sets.load_result_set`, :mod:`~disastir_mteb.results.score_checks`).
 """
 
@@ -38,6 +39,7 @@ from disastir_mteb.submission import results_repository as repo
 from disastir_mteb.submission.checks import Problem, validate_folders, validate_submission
 from disastir_mteb.submission.results_repository import EXPERIMENTS, MODEL_META, RUN_SETTINGS
 from disastir_mteb.util.atomic import write_bytes_atomic
+from disastir_mteb.vocabulary.task_record import DATA_KEY, is_extended
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES
 
 __all__ = ["Problem", "SubmissionReport", "submit", "validate_submission"]
@@ -122,6 +124,7 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
     """
     sources = _pick_result_sets(Path(results).resolve(), model)
     _refuse_synthetic(sources)
+    _refuse_extended(sources)
     _refuse_copy_onto_itself(Path(results), Path(out), sources)
     root = Path(out) / "results"
     targets: dict[Path, ResultSet] = {}
@@ -182,6 +185,24 @@ def _refuse_synthetic(sources: list[ResultSet]) -> None:
         raise ValueError(f"Refusing to submit {first.folder}{more}: its scores were computed on generated data "
                          f"({provenance_of(first).dataset}), so they are not DisastIR results; run the model on the "
                          "DisastIR data (without --data sample or a generated DISASTIR_DATA_DIR) and submit that.")
+
+
+def _refuse_extended(sources: list[ResultSet]) -> None:
+    """Refuse result sets scored with extra judgements (``run --extra-judgements``): a per-study estimate, not official.
+
+    Their task files say so in ``disastir_data`` (:func:`~disastir_mteb.vocabulary.task_record.is_extended`), their
+    per-query files under ``extra_judgements``; any query set of a source's folder counts.
+    """
+    for source in sources:
+        for found in load_result_sets(source.folder):
+            for task in sorted(found.scores):
+                data = found.task_record(task).get(DATA_KEY)
+                extra = (found.task_data(task) or {}).get("extra_judgements")
+                if (isinstance(data, str) and is_extended(data)) or extra:
+                    raise ValueError(f"Refusing to submit {found.folder}: {found.file_task(task)} was scored with "
+                                     f"extra judgements ({data if isinstance(data, str) else extra}), a per-study "
+                                     "estimate rather than an official DisastIR score; run the model without "
+                                     "--extra-judgements and submit that.")
 
 
 def _refuse_copy_onto_itself(results: Path, out: Path, sources: list[ResultSet]) -> None:

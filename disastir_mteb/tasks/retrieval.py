@@ -28,6 +28,7 @@ from mteb.timing import TimingStack
 
 from disastir_mteb.data.devlite import cached_split_files, load_split_task
 from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
+from disastir_mteb.data.extra_qrels import describe_judges, extra_qrels_dir, extra_qrels_file
 from disastir_mteb.data.layout import describe_data
 from disastir_mteb.data.published import (
     GAINS,
@@ -54,7 +55,7 @@ from disastir_mteb.vocabulary.metadata import (
     K_VALUES,
     metadata_dir,
 )
-from disastir_mteb.vocabulary.task_record import task_record
+from disastir_mteb.vocabulary.task_record import extended_data, task_record
 from disastir_mteb.vocabulary.taxonomy import (
     SPLIT_LABELS,
     SPLIT_TASK_SPECS,
@@ -209,16 +210,25 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         return self._grades[split]
 
     def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
-        """Load this task's queries and judgements and the shared corpus (read once per process)."""
+        """Load this task's queries and judgements and the shared corpus (read once per process).
+
+        With ``DISASTIR_EXTRA_QRELS_DIR`` set (``run --extra-judgements``), a full-set task also reads that folder's
+        extra judgements (:mod:`disastir_mteb.data.extra_qrels`) and records it in its ``disastir_data``.
+        """
         if self.data_loaded:
             return
         timer = timer or TimingStack()
         folder = os.environ.get("DISASTIR_DATA_DIR")
         source = describe_data(folder, repo=DATASET_REPO, revision=DATASET_REVISION)
+        extra_dir = extra_qrels_dir()  # None unless asked (run --extra-judgements): the published qrels alone
         with timer("Data loading", log_message=f"Loading dataset {self.metadata.name}..."):
             files = _task_files(DATASET_REPO, DATASET_REVISION, folder)
+            extra = extra_qrels_file(extra_dir, self.spec) if extra_dir is not None else None
             if self.spec.split is Split.full:
-                data = load_task(self.spec, files, gain=self.gain, log=mteb_logger)
+                data = load_task(self.spec, files, gain=self.gain, log=mteb_logger, extra=extra)
+                if extra_dir is not None:  # labelled, so these scores never pass for official ones
+                    added = data.report.extra.added if data.report.extra is not None else 0
+                    source = extended_data(source, extra_dir, added, describe_judges(extra_dir))
             else:
                 devlite_dir = os.environ.get(DEVLITE_DIR_ENV)
                 split_files = cached_split_files(DEVLITE_REPO, DEVLITE_REVISION, devlite_dir)

@@ -11,6 +11,9 @@ not say which plugin scored it, which gain its main score uses, or which data wa
 - ``disastir_data``: ``hf:DMIR01/DisastIR@<revision>``, or ``local folder <name>`` with
   `` (synthetic sample, scale <scale>, seed <seed>)`` for a folder the sample generator wrote.
   Result files get submitted, so a local folder is named by its last component only, never its path.
+  A run that read extra judgements on request (``run --extra-judgements``) appends
+  ``; extra judgements: <n> added from folder <name>`` (:func:`extended_data`): its scores are not official ones,
+  and ``submit`` refuses them (:func:`is_extended`).
 
 Names start with ``disastir_``, so they never collide with an mteb metric.
 :mod:`disastir_mteb.results.provenance` reads them back.
@@ -22,8 +25,8 @@ from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-__all__ = ["DATA_KEY", "DISTRIBUTION", "GAIN_KEY", "RECORD_KEYS", "SYNTHETIC_SAMPLE", "VERSION_KEY", "hub_data",
-           "is_synthetic", "local_data", "plugin_version", "task_record"]
+__all__ = ["DATA_KEY", "DISTRIBUTION", "EXTRA_JUDGEMENTS", "GAIN_KEY", "RECORD_KEYS", "SYNTHETIC_SAMPLE", "VERSION_KEY",
+           "extended_data", "hub_data", "is_extended", "is_synthetic", "local_data", "plugin_version", "task_record"]
 
 VERSION_KEY = "disastir_version"
 GAIN_KEY = "disastir_gain"
@@ -33,6 +36,8 @@ RECORD_KEYS = (VERSION_KEY, GAIN_KEY, DATA_KEY)
 DISTRIBUTION = "disastir-mteb"
 #: What a ``disastir_data`` string says of a folder the sample generator wrote.
 SYNTHETIC_SAMPLE = "synthetic sample"
+#: What a ``disastir_data`` string says of a run that read extra judgements beside the published ones.
+EXTRA_JUDGEMENTS = "extra judgements"
 
 
 def plugin_version() -> str:
@@ -66,6 +71,25 @@ def local_data(folder: str | Path, marker: Mapping[str, object] | None) -> str:
 def is_synthetic(data: str) -> bool:
     """Whether a ``disastir_data`` string names generated data."""
     return f"({SYNTHETIC_SAMPLE}" in data
+
+
+def extended_data(data: str, folder: str | Path, added: int, judges: str | None = None) -> str:
+    """``data`` with ``; extra judgements: <added> added from folder <name>`` (and ``by <judges>`` when known).
+
+    Args:
+        data: the data string of what the published files are (:func:`hub_data`, :func:`local_data`).
+        folder: the folder of extra judgements; only its last component is kept.
+        added: the (query, passage) grades it added to the task.
+        judges: who judged, as the folder's export recorded it (``gpt-4o-mini, prompt version ...``), if known.
+    """
+    path = Path(folder).expanduser()
+    by = f" by {judges}" if judges else ""
+    return f"{data}; {EXTRA_JUDGEMENTS}: {added} added from folder {path.resolve().name or path}{by}"
+
+
+def is_extended(data: str) -> bool:
+    """Whether a ``disastir_data`` string names extra judgements (:func:`extended_data`): not an official score."""
+    return f"; {EXTRA_JUDGEMENTS}: " in data
 
 
 def task_record(*, gain: str, data: str) -> dict[str, str]:

@@ -1,0 +1,215 @@
+"""Extra judgements, only when asked: a ``qrels_with_added/`` folder whose rows fill pairs the published qrels lack.
+
+The DMRetriever authors evaluate against ``qrels_with_added/{Intent}_{event}_qrels.json``: the published
+judgements plus labels added after the pool was built. ``disastir-mteb judge`` writes such a folder
+(:mod:`disastir_mteb.judging.qrels_export`), and a run reads it as *extra* judgements only when asked
+(``disastir-mteb run --extra-judgements FOLDER``, ``evaluate(..., extra_judgements=FOLDER)``, both setting
+:data:`EXTRA_QRELS_ENV`). Unset, nothing changes: the tasks read the published qrels alone.
+
+Policies, when asked:
+
+- **Published grades win.** A row fills a (query, passage) pair only where the published qrels give no grade;
+  rows of published pairs (the export keeps the published rows) are counted and left as they are, whatever
+  their score.
+- **Text-keyed, as the published rows**: strip, exact match, every copy of a text judged
+  (:mod:`disastir_mteb.data.published`); rows whose query or passage is not found are counted, as are rows of
+  queries without published judgements (those queries stay unscored, so the query set stays the published one).
+- **Integer grades only.** mteb and pytrec_eval score integer qrels (the gain ``2**grade - 1`` of an integer
+  grade). A judge's mean vote (1.67) is a fraction: such a row is refused with one sentence rather than rounded
+  silently. Export the folder with rounded grades (:func:`round_grade`, half up) to run on it, or read the
+  fractions unrounded in the completed scores (``disastir-mteb report --judgements``).
+- **Labelled.** A task that read extra judgements records it in its ``disastir_data``
+  (:func:`~disastir_mteb.vocabulary.task_record.extended_data`), so its scores are never taken for official
+  ones: ``report`` shows it, ``submit`` refuses it.
+- Only the full query set's tasks (``DisastIR-QA-Bio`` ...): the judge completes the full set's pool.
+
+A folder holds any of the 48 files (a task without one reads its published qrels alone), named as the published
+ones (:func:`~disastir_mteb.vocabulary.taxonomy.parse_task_file`), and may hold :data:`ADDED_MARKER`, the export's
+record of who judged (read into the label when present).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from disastir_mteb.data.reading import Corpus, read_records
+from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Split, TaskSpec, parse_task_file
+
+__all__ = ["ADDED_MARKER", "EXTRA_QRELS_ENV", "ExtraReport", "describe_judges", "extra_grades", "extra_qrels_dir",
+           "extra_qrels_file", "read_added_marker", "round_grade"]
+
+#: The environment variable naming the folder of extra judgements (unset: none are read).
+EXTRA_QRELS_ENV = "DISASTIR_EXTRA_QRELS_DIR"
+#: The export's record of who judged, beside the qrels files.
+ADDED_MARKER = "DISASTIR_ADDED_JUDGEMENTS.json"
+_JSON_SUFFIXES = (".json", ".jsonl")
+
+
+def round_grade(grade: float) -> int:
+    """A grade rounded half up (1.5 -> 2, 1.33 -> 1, 2.67 -> 3): how a judge's mean vote becomes an integer.
+
+    Half up, not Python's ``round`` (half to even: ``round(2.5) == 2``): a mean of 2 and 3 counts as 3.
+    """
+    return math.floor(grade + 0.5)
+
+
+def extra_qrels_dir() -> Path | None:
+    """The folder :data:`EXTRA_QRELS_ENV` names, or None when unset (the default: no extra judgements).
+
+    Raises:
+        FileNotFoundError: the variable names no folder.
+    """
+    value = os.environ.get(EXTRA_QRELS_ENV, "").strip()
+    if not value:
+        return None
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{EXTRA_QRELS_ENV}={value!r} is not a folder; point it at a qrels_with_added "
+                                "folder ({Intent}_{event}_qrels.json files), e.g. one written by the judge's export.")
+    return folder.resolve()
+
+
+def extra_qrels_file(folder: Path, spec: TaskSpec) -> Path | None:
+    """The file of ``spec``'s task in ``folder``, or None when the folder has none for it.
+
+    Raises:
+        ValueError: ``spec`` is not a full-set task, or two files of the folder name its task.
+    """
+    if spec.split is not Split.full:
+        raise ValueError(f"Extra judgements apply to the full query set's tasks (DisastIR-<Intent>-<Category>), not "
+                         f"{spec.name}; run {spec.base.name} with them, or {spec.name} without {EXTRA_QRELS_ENV}.")
+    found = []
+    for path in sorted(folder.iterdir()):
+        if not path.is_file() or path.name.startswith(".") or path.suffix not in _JSON_SUFFIXES \
+                or path.name == ADDED_MARKER:
+            continue
+        try:
+            placed = parse_task_file(path.stem)
+        except ValueError:
+            continue
+        if placed == spec:
+            found.append(path)
+    if len(found) > 1:
+        raise ValueError(f"{folder}: both {found[0].name!r} and {found[1].name!r} map to task {spec.name}; remove one "
+                         "of them.")
+    return found[0] if found else None
+
+
+def read_added_marker(folder: Path) -> dict[str, Any] | None:
+    """The export's record in ``folder`` (:data:`ADDED_MARKER`), or None without a readable one."""
+    path = folder / ADDED_MARKER
+    try:
+        marker = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def describe_judges(folder: Path) -> str | None:
+    """Who judged, as the folder's export recorded it (``gpt-4o-mini, prompt version v``); None when not recorded."""
+    marker = read_added_marker(folder)
+    judges = marker.get("judges") if marker is not None else None
+    if not isinstance(judges, list) or not judges:
+        return None
+    named = [f"{judge.get('judge_model')}, prompt version {judge.get('prompt_version')}" for judge in judges
+             if isinstance(judge, dict)]
+    rounded = " (grades rounded half up)" if marker is not None and marker.get("rounded") else ""
+    return "; ".join(named) + rounded if named else None
+
+
+@dataclass
+class ExtraReport:
+    """What reading one task's extra judgements found (counts of rows, and the grades added).
+
+    Attributes:
+        file: the extra qrels file.
+        rows: rows read.
+        added: (query id, corpus id) grades added (pairs without a published grade).
+        published: rows of pairs the published qrels grade (left as published).
+        unscored_query_rows: rows of queries without published judgements (such queries stay unscored).
+        unmatched_query_rows: rows whose query text names no query of the task.
+        unmatched_passage_rows: rows whose passage text is not in the corpus.
+    """
+
+    file: str
+    rows: int = 0
+    added: int = 0
+    published: int = 0
+    unscored_query_rows: int = 0
+    unmatched_query_rows: int = 0
+    unmatched_passage_rows: int = 0
+    grades: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+
+    def summary(self) -> str:
+        """One line for the log."""
+        return (f"{self.file}: {self.added} extra judgement(s) added from {self.rows} row(s); {self.published} row(s) "
+                f"of published pairs kept as published; unmatched rows: {self.unmatched_query_rows} query text, "
+                f"{self.unmatched_passage_rows} passage text; {self.unscored_query_rows} row(s) of unscored queries")
+
+
+def extra_grades(spec: TaskSpec, path: Path, *, queries: Mapping[str, str], corpus: Corpus,
+                 published: Mapping[str, Mapping[str, int]]) -> ExtraReport:
+    """The grades ``path`` adds to a task: pairs of scored queries that ``published`` leaves without a grade.
+
+    Args:
+        spec: the task (its intent bounds the grades).
+        path: its extra qrels file (``user_query``, ``passage``, ``score`` rows).
+        queries: {query id: text} of the task.
+        corpus: the corpus the task searches, indexed by text.
+        published: {query id: {corpus id: grade}} from the published qrels; only these queries take extra grades,
+            and none of their graded pairs changes.
+
+    Returns:
+        The report, its ``grades`` holding what to add ({query id: {corpus id: grade}}).
+
+    Raises:
+        ValueError: a score that is not an integer on the intent's scale (a fraction names the export's rounding).
+    """
+    query_ids_by_text: dict[str, list[str]] = defaultdict(list)
+    for query_id, text in queries.items():
+        query_ids_by_text[text.strip()].append(query_id)
+    top = MAX_GRADE[spec.intent]
+    report = ExtraReport(file=str(path))
+    grades: dict[str, dict[str, int]] = defaultdict(dict)
+    for where, record in read_records(path, ("user_query", "passage", "score")):
+        report.rows += 1
+        grade = record["score"]
+        if isinstance(grade, float) and grade.is_integer():
+            grade = int(grade)
+        if isinstance(grade, float) and math.isfinite(grade) and 0 <= grade <= top:
+            raise ValueError(f"{path}: {where} has score {grade!r}, a fraction (a judge's mean vote); mteb scores "
+                             f"integer grades, so extra judgements for task {spec.name} must be integers 0..{top}: "
+                             "export them with rounded grades (half up), or read the fractions in the completed "
+                             "scores (disastir-mteb report --judgements).")
+        if not isinstance(grade, int) or isinstance(grade, bool) or not 0 <= grade <= top:
+            raise ValueError(f"{path}: {where} has score {record['score']!r}; task {spec.name} grades are integers "
+                             f"0..{top}.")
+        query_ids = query_ids_by_text.get(str(record["user_query"]).strip())
+        if not query_ids:
+            report.unmatched_query_rows += 1
+            continue
+        doc_ids = corpus.ids_for(str(record["passage"]))
+        if not doc_ids:
+            report.unmatched_passage_rows += 1
+            continue
+        scored = [query_id for query_id in query_ids if published.get(query_id)]
+        if not scored:
+            report.unscored_query_rows += 1
+            continue
+        if all(doc_id in published[query_id] for query_id in scored for doc_id in doc_ids):
+            report.published += 1
+            continue
+        for query_id in scored:
+            for doc_id in doc_ids:
+                if doc_id not in published[query_id]:
+                    grades[query_id][doc_id] = grade
+    report.grades = {query_id: dict(judged) for query_id, judged in grades.items()}
+    report.added = sum(len(judged) for judged in report.grades.values())
+    return report
