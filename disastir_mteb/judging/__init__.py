@@ -6,4 +6,6 @@
   query text, passage text, judge model and prompt version; resumable, safe for two jobs at once.
 - :mod:`~disastir_mteb.judging.completed`: pool-completed scores: the authors' metrics on the published
   judgements plus the store's where none was published (never overriding one), per task, beside the official.
+- :mod:`~disastir_mteb.judging.qrels_export`: the completed judgements as the authors' ``qrels_with_added/``
+  files (published rows kept, added rows appended; grades as judged or rounded for a run to read).
 """
