@@ -1,0 +1,305 @@
+"""Does a judge reproduce the published labels? Cohen's kappa on pairs that already have a published grade.
+
+Before trusting what a judge adds to the pool, ``disastir-mteb judge --agreement N`` has it judge N pairs whose
+grade is published, through the same job and store as the holes (:mod:`disastir_mteb.judging.job`), and
+compares. The completed scores never use these judgements: they only fill pairs without a published grade
+(:mod:`disastir_mteb.judging.completed`).
+
+- **Which pairs** (:func:`pick_agreement_pairs`): published (query, passage) pairs of the chosen tasks, one per
+  distinct text pair, stratified by intent and then by grade, as evenly as the data allows (each intent gets an
+  equal share, each grade an equal share of its intent's, and a stratum with too few pairs leaves the rest to
+  the others), drawn with a seeded generator: the same data, tasks, N and seed give the same pairs.
+- **Binary kappa**: relevant means grade > 0, for the published grade and the judge's (a mean vote such as 0.33
+  counts as relevant). It is the authors' relevance for MRR@10 and Recall@10, and the binarisation the DisastIR
+  paper uses against people (Section 4.2, ``score > 0``).
+- **Weighted kappa**: quadratic weights on the intent's scale (0-3, STS 0-5), weight ``(i - j)**2 / (k - 1)**2``
+  for grades ``i`` and ``j`` of ``k``; a judge's mean vote is rounded half up to a grade first
+  (:func:`~disastir_mteb.data.extra_qrels.round_grade`: 1.5 -> 2, 1.33 -> 1).
+- **Per intent, and their mean** (the pairs of one intent on one scale), beside :data:`PAPER_KAPPA`: the paper's
+  average over intents of its per-intent binary kappa, gpt-4o-mini against people. Here the reference is the
+  published labels, themselves gpt-4o-mini's: a judge close to them labels holes as the pool was labelled.
+
+Kappa is ``1 - observed disagreement / disagreement expected by chance`` (Cohen 1960; weighted: Cohen 1968),
+written here in a few lines (:func:`cohen_kappa`); undefined (None) when chance disagreement is zero, i.e. both
+raters gave one and the same label to every pair.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from disastir_mteb.data.extra_qrels import round_grade
+from disastir_mteb.judging.holes import load_task_texts
+from disastir_mteb.judging.protocol import PROMPT_VERSION
+from disastir_mteb.judging.store import JudgementStore, Pair
+from disastir_mteb.results.report_format import Paragraph, Table, render_text
+from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.vocabulary.taxonomy import INTENTS, MAX_GRADE, TASK_NAMES, Intent
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PAPER_KAPPA", "Agreement", "AgreementPair", "IntentAgreement", "agreement_of", "cohen_kappa",
+           "pick_agreement_pairs", "run_agreement", "spread"]
+
+#: The DisastIR paper's average Cohen's kappa over intents, LLM (gpt-4o-mini) labels against people (Section 4.2).
+PAPER_KAPPA = 0.77
+
+
+def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable], *, labels: Sequence[Hashable],
+                weights: Literal["quadratic"] | None = None) -> float | None:
+    """Cohen's kappa of two raters' labels of the same items: ``1 - sum(w * O) / sum(w * E)``.
+
+    ``O`` is the observed share of items per label pair (rater one's label i, rater two's j), ``E`` the share
+    expected by chance (the product of each rater's label shares), ``w`` the disagreement weight: 1 off the
+    diagonal (plain kappa) or ``(i - j)**2 / (k - 1)**2`` (quadratic weights, ``labels`` in scale order).
+
+    Args:
+        first: rater one's labels.
+        second: rater two's labels, item for item.
+        labels: every label, in scale order (the order matters for quadratic weights only).
+        weights: None (plain) or ``"quadratic"``.
+
+    Returns:
+        Kappa (1 = perfect agreement, 0 = chance); None for no items, or when chance disagreement is 0 (both
+        raters gave one and the same label to every item: kappa is undefined).
+
+    Raises:
+        ValueError: the raters label different numbers of items, or a label is not in ``labels``.
+
+    Examples:
+        >>> cohen_kappa([0, 0, 1, 1], [0, 1, 1, 1], labels=[0, 1])
+        0.5
+    """
+    if len(first) != len(second):
+        raise ValueError(f"The raters label {len(first)} and {len(second)} items; kappa compares the same items.")
+    index = {label: number for number, label in enumerate(labels)}
+    unknown = sorted({repr(label) for label in (*first, *second) if label not in index})
+    if unknown:
+        raise ValueError(f"Label(s) {', '.join(unknown)} are not among {list(labels)}.")
+    if not first:
+        return None
+    k, n = len(labels), len(first)
+
+    def weight(i: int, j: int) -> float:
+        if weights == "quadratic":
+            return (i - j) ** 2 / (k - 1) ** 2 if k > 1 else 0.0
+        return 0.0 if i == j else 1.0
+
+    counts = [[0] * k for _ in range(k)]
+    for a, b in zip(first, second, strict=True):
+        counts[index[a]][index[b]] += 1
+    rows = [sum(row) for row in counts]
+    columns = [sum(counts[i][j] for i in range(k)) for j in range(k)]
+    observed = sum(weight(i, j) * counts[i][j] for i in range(k) for j in range(k)) / n
+    expected = sum(weight(i, j) * rows[i] * columns[j] for i in range(k) for j in range(k)) / (n * n)
+    return None if expected == 0 else 1.0 - observed / expected
+
+
+@dataclass(frozen=True)
+class AgreementPair:
+    """A published pair to judge: its task, intent, texts (stripped) and published grade."""
+
+    task: str
+    intent: Intent
+    query: str
+    passage: str
+    published: int
+
+
+def spread(total: int, capacities: Sequence[int]) -> list[int]:
+    """``total`` shared as evenly as ``capacities`` allow: equal shares, a full one's rest going to the others.
+
+    A remainder too small to share goes one each to the first open places, in order.
+
+    Examples:
+        >>> spread(10, [2, 10, 10]), spread(5, [1, 1]), spread(4, [3, 3, 3])
+        ([2, 4, 4], [1, 1], [2, 1, 1])
+    """
+    given = [0] * len(capacities)
+    left = total
+    while left > 0:
+        open_ = [i for i, cap in enumerate(capacities) if given[i] < cap]
+        if not open_:
+            break
+        share = left // len(open_)
+        if share == 0:
+            for i in open_[:left]:
+                given[i] += 1
+            break
+        for i in open_:
+            take = min(share, capacities[i] - given[i])
+            given[i] += take
+            left -= take
+    return given
+
+
+def pick_agreement_pairs(n: int, tasks: Iterable[str] | None = None, data_dir: str | Path | None = None, *,
+                         seed: int = 0) -> list[AgreementPair]:
+    """``n`` published pairs of ``tasks``, stratified by intent and grade as evenly as the data allows, seeded.
+
+    Args:
+        n: how many pairs (fewer when the tasks hold fewer distinct pairs).
+        tasks: full-set task names (default: all 48).
+        data_dir: the data (default: ``DISASTIR_DATA_DIR``, else the Hub).
+        seed: the draw's seed; the same data, tasks, ``n`` and seed give the same pairs, in the same order.
+
+    Raises:
+        ValueError: ``n`` below 1, or a task that is not a full-set task.
+    """
+    if n < 1:
+        raise ValueError(f"--agreement {n}: judge at least one pair.")
+    names = sorted(set(tasks) if tasks is not None else set(TASK_NAMES), key=TASK_NAMES.index)
+    strata: dict[Intent, dict[int, list[AgreementPair]]] = defaultdict(lambda: defaultdict(list))
+    seen: set[tuple[Intent, str, str]] = set()
+    for task in names:
+        texts = load_task_texts(task, data_dir)
+        for query_id in sorted(texts.grades):
+            query = texts.queries[query_id].strip()
+            for doc_id, grade in sorted(texts.grades[query_id].items()):
+                key = (texts.intent, query, texts.passages[doc_id].strip())
+                if key not in seen:
+                    seen.add(key)
+                    strata[texts.intent][grade].append(AgreementPair(task, texts.intent, key[1], key[2], grade))
+    intents = [intent for intent in INTENTS if intent in strata]
+    per_intent = spread(n, [sum(len(pairs) for pairs in strata[intent].values()) for intent in intents])
+    picked: list[AgreementPair] = []
+    for intent, share in zip(intents, per_intent, strict=True):
+        grades = sorted(strata[intent])
+        for grade, count in zip(grades, spread(share, [len(strata[intent][g]) for g in grades]), strict=True):
+            draw = random.Random(f"{seed}:{intent.value}:{grade}")
+            picked += draw.sample(strata[intent][grade], count)
+    return picked
+
+
+@dataclass(frozen=True)
+class IntentAgreement:
+    """One intent's agreement: pairs compared, binary and quadratic-weighted kappa (None when undefined)."""
+
+    intent: Intent
+    pairs: int
+    binary: float | None
+    weighted: float | None
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """A judge's agreement with the published grades.
+
+    Attributes:
+        judge_model: the judge.
+        prompt_version: its prompt version.
+        intents: intent -> its agreement, for the intents with pairs.
+        asked: pairs picked.
+        ungraded: picked pairs the judge gave no grade (no readable answer): left out of every kappa.
+    """
+
+    judge_model: str
+    prompt_version: str
+    intents: dict[Intent, IntentAgreement]
+    asked: int
+    ungraded: int
+
+    def mean(self, which: Literal["binary", "weighted"]) -> float | None:
+        """The mean over intents of one kappa (the intents where it is defined), as the paper averages."""
+        values = [value for a in self.intents.values() if (value := getattr(a, which)) is not None]
+        return sum(values) / len(values) if values else None
+
+    def to_text(self) -> str:
+        """The table ``judge --agreement`` prints, with the definitions and the paper's figure beside."""
+        def shown(value: float | None) -> str:
+            return f"{value:.3f}" if value is not None else "–"
+
+        rows = [[a.intent.value, f"{a.pairs:,}", shown(a.binary), shown(a.weighted)] for a in self.intents.values()]
+        rows.append(["Mean over intents", f"{sum(a.pairs for a in self.intents.values()):,}",
+                     shown(self.mean("binary")), shown(self.mean("weighted"))])
+        rows.append(["DisastIR paper (Section 4.2)", "", f"{PAPER_KAPPA:.2f}", ""])
+        ungraded = (f" {self.ungraded} pair(s) got no readable answer and are left out." if self.ungraded else "")
+        return render_text([
+            Paragraph(f"Agreement with the published grades: {self.asked:,} pair(s) with a published grade, "
+                      f"stratified by intent and grade, judged by {self.judge_model} (prompt version "
+                      f"{self.prompt_version}).{ungraded}"),
+            Paragraph("Binary kappa: relevant = grade > 0 (the authors' relevance for MRR@10 and Recall@10, and the "
+                      "paper's binarisation). Weighted kappa: quadratic weights on the intent's scale (0-3, STS 0-5), "
+                      "a judge's mean vote rounded half up to a grade. '–': undefined (one label only)."),
+            Table(["intent", "pairs", "binary kappa", "weighted kappa"], rows),
+            Paragraph(f"The paper's {PAPER_KAPPA} is its mean over intents of the binary kappa of gpt-4o-mini against "
+                      "people; here the reference is the published labels (gpt-4o-mini's), so a judge near them "
+                      "labels the holes as the pool was labelled."),
+        ])
+
+
+def agreement_of(pairs: Sequence[AgreementPair], store: JudgementStore, *, judge_model: str,
+                 prompt_version: str = PROMPT_VERSION) -> Agreement:
+    """Kappa per intent between the published grades of ``pairs`` and the store's grades by ``judge_model``."""
+    judged = {(j.intent, j.query.strip(), j.passage.strip()): j.grade
+              for j in store.judgements(judge_model=judge_model, prompt_version=prompt_version)}
+    by_intent: dict[Intent, list[tuple[int, float]]] = defaultdict(list)
+    ungraded = 0
+    for pair in pairs:
+        grade = judged.get((pair.intent, pair.query, pair.passage))
+        if grade is None:
+            ungraded += 1
+            continue
+        by_intent[pair.intent].append((pair.published, grade))
+    intents = {}
+    for intent in INTENTS:
+        compared = by_intent.get(intent)
+        if not compared:
+            continue
+        published = [p for p, _ in compared]
+        judge = [g for _, g in compared]
+        binary = cohen_kappa([p > 0 for p in published], [g > 0 for g in judge], labels=[False, True])
+        weighted = cohen_kappa(published, [min(round_grade(g), MAX_GRADE[intent]) for g in judge],
+                               labels=list(range(MAX_GRADE[intent] + 1)), weights="quadratic")
+        intents[intent] = IntentAgreement(intent, len(compared), binary, weighted)
+    return Agreement(judge_model, prompt_version, intents, len(pairs), ungraded)
+
+
+def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementStore, args: Any,
+                  go_ahead: Callable[[str, int, Any], bool], say: Callable[[str], None] = print) -> Agreement | None:
+    """``judge --agreement N``: pick N published pairs, judge them through the job, print the kappa table.
+
+    Args:
+        result_sets: the command's result sets; their tasks are the ones sampled (all 48 when there are none).
+        n: how many pairs.
+        store: the judgement store (the same as the holes'; these judgements never enter completed scores).
+        args: the judge command's options: ``model``, ``base_url``, ``api_key_env``, ``concurrency``, ``timeout``,
+            ``price`` and ``tasks`` (only these tasks), and ``seed`` if given (default 0).
+        go_ahead: asked with the plan's text, its request count and ``args`` before anything is sent.
+        say: where the plan and the table go.
+
+    Returns:
+        The agreement, or None when the plan was not sent.
+
+    Raises:
+        ValueError: no ``--base-url`` (the agreement pairs are asked online), or as :func:`pick_agreement_pairs`.
+        EndpointError: as :func:`~disastir_mteb.judging.job.judge_pairs`.
+    """
+    from disastir_mteb.endpoints.pool import EndpointPool
+    from disastir_mteb.judging.job import Price, judge_pairs, plan_job
+
+    if not getattr(args, "base_url", None):
+        raise ValueError("--agreement asks a server: give --base-url (the Batch API files carry the holes only).")
+    tasks = args.tasks or sorted({task for result_set in result_sets for task in result_set.scores}) or None
+    picked = pick_agreement_pairs(n, tasks, seed=getattr(args, "seed", None) or 0)
+    pairs = [Pair(pair.intent, pair.query, pair.passage, args.model) for pair in picked]
+    price = Price.parse(args.price) if args.price else None
+    plan = plan_job(pairs, store)
+    text = f"Agreement check: {plan.describe(price)}"
+    say(text)
+    if plan.to_judge:
+        if not go_ahead(text, plan.requests, args):
+            say("Agreement check not sent.")
+            return None
+        pool = EndpointPool(args.base_url, key_env=args.api_key_env, concurrency=args.concurrency,
+                            timeout=args.timeout)
+        say(judge_pairs(pairs, store, pool, model=args.model).describe())
+    agreement = agreement_of(picked, store, judge_model=args.model)
+    say(agreement.to_text())
+    return agreement
