@@ -45,6 +45,20 @@ def _at_least(lowest: int) -> Callable[[str], int]:
     return parse
 
 
+def _judgement_options(parser: argparse.ArgumentParser) -> None:
+    """``--judgements STORE`` and what picks them: the completed NDCG@10 of ``report`` and ``compare``."""
+    parser.add_argument("--judgements", default=None, metavar="STORE",
+                        help="a judgement store (disastir-mteb judge --store): show the completed NDCG@10 (published "
+                             "judgements plus the store's, where none was published) beside the official one; a "
+                             "per-study estimate, never a leaderboard number")
+    parser.add_argument("--judge-model", default=None,
+                        help="with --judgements: only this judge model's judgements (needed when two judged one pair)")
+    parser.add_argument("--prompt-version", default=None,
+                        help="with --judgements: only judgements of this prompt version")
+    parser.add_argument("--data", help="with --judgements: the data the runs read, a folder in the published layout "
+                                       "or 'sample' (default: DISASTIR_DATA_DIR or the Hub)")
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -98,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(default: DISASTIR_DATA_DIR or the Hub)")
     run.add_argument("--devlite", help="a DisastIR-DevLite folder, for --split test/devlite (default: "
                                        "DISASTIR_DEVLITE_DIR or the Hub; with --data sample, the sample's)")
+    run.add_argument("--extra-judgements", default=None, metavar="FOLDER",
+                     help="also read the integer grades of a qrels_with_added folder (the judge's export, rounded) "
+                          "where the published qrels have none; the result files say so and submit refuses them: "
+                          "a per-study estimate, not an official score (default: the published judgements alone)")
     run.add_argument("--output-folder", default="results",
                      help="mteb results cache (default: ./results); files land in DIR/results/<org>__<model>/"
                           "<revision>/, as with mteb run")
@@ -133,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"the metric compared, as mteb's result files name it (default {MAIN_METRIC.key}; e.g. "
                               "recall_at_100, map_at_10, mrr_at_10); the paired tests need per-query files, which "
                               f"hold {MAIN_METRIC.key} only")
+    _judgement_options(compare)
     compare.set_defaults(func=commands.compare)
 
     report = sub.add_parser("report", help="Tables, published numbers beside ours, heatmaps and bar charts for "
@@ -155,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"the metric reported, as mteb's result files name it (default {MAIN_METRIC.key}, the "
                              "main score; e.g. recall_at_100, map_at_10, mrr_at_10, precision_at_5); the authors "
                              f"publish {MAIN_METRIC.key} only")
+    _judgement_options(report)
     report.set_defaults(func=commands.report)
 
     board = sub.add_parser("leaderboard", help="Serve mteb's leaderboard app offline with DisastIR in its menu: your "

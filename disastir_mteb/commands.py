@@ -9,6 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from disastir_mteb.results.completed_view import CompletedView
 
 __all__ = ["compare", "demo", "export", "leaderboard", "offline_if_unreachable", "report", "run", "sample", "seed",
            "stats", "submit", "tasks", "upstream"]
@@ -79,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     _quiet(args.quiet)
     tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
     names = [task.metadata.name for task in tasks]
-    os.environ.update(data_folders(args.data, args.devlite, task_names=names, as_options=True))  # the whole process
+    os.environ.update(data_folders(args.data, args.devlite, task_names=names, as_options=True,  # the whole process
+                                   extra_judgements=args.extra_judgements))
     ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items() if getattr(args, name) is not None}
     if args.ann_dtype is not None:
         ann_params["dtype"] = args.ann_dtype
@@ -105,6 +110,43 @@ def run(args: argparse.Namespace) -> int:
           f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}.")
     print(f"Passages: {searcher.describe_encoding()}.")
     return 0
+
+
+def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, CompletedView] | None:
+    """``--judgements STORE``: each full-set result set's completed NDCG@10 as plain numbers, or None without it.
+
+    Computed here, at the top, with :mod:`disastir_mteb.judging.completed` (the results layer never imports the
+    judge) and handed to the renderers as :class:`~disastir_mteb.results.completed_view.CompletedView` values.
+    """
+    import os
+
+    if not args.judgements:
+        given = [flag for flag, value in (("--judge-model", args.judge_model),
+                                          ("--prompt-version", args.prompt_version)) if value]
+        if given:
+            raise ValueError(f"{' and '.join(given)} pick judgements of a store: pass it with --judgements STORE.")
+        return None
+    from disastir_mteb.judging.completed import completed_scores, load_added
+    from disastir_mteb.judging.store import JudgementStore
+    from disastir_mteb.runner.data_source import data_folders
+    from disastir_mteb.vocabulary.taxonomy import Split
+
+    if not Path(args.judgements).is_file():
+        raise FileNotFoundError(f"--judgements {args.judgements}: no such judgement store; judge the runs first "
+                                "(disastir-mteb judge RESULTS --model M --base-url URL --store FILE).")
+    full = [s for s in sets if s.split is Split.full]
+    if not full:
+        raise ValueError("--judgements completes result sets of the full query set (DisastIR-<Intent>-<Category>); "
+                         "these folders hold none.")
+    os.environ.update(data_folders(args.data, as_options=True))
+    with JudgementStore(args.judgements) as store:
+        added = load_added(store, judge_model=args.judge_model, prompt_version=args.prompt_version)
+    if not added.grades:
+        which = " ".join(f"of {name} {value}" for name, value in (("judge model", args.judge_model),
+                                                                   ("prompt version", args.prompt_version)) if value)
+        raise ValueError(f"{args.judgements} holds no graded judgement{' ' + which if which else ''}; judge the "
+                         "runs first (disastir-mteb judge), or check --judge-model and --prompt-version.")
+    return {found.result_set.folder: found.view() for found in completed_scores(full, added)}
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -149,10 +191,11 @@ def compare(args: argparse.Namespace) -> int:
         raise ValueError(f"compare takes one folder (exact and ANN runs inside) or two result folders, "
                          f"not {len(args.results)}.")
     shared = [split for split in SPLITS if split in {s.split for s in first} & {s.split for s in second}]
+    completed = _completed_views([*first, *second], args)
     texts = []
     for split in shared:  # one query set (always so before DisastIR-Test and DevLite): exactly the output it was
         pairing = pair_sets([s for s in first if s.split is split], [s for s in second if s.split is split])
-        text = pairing_text(pairing, metric=args.metric)
+        text = pairing_text(pairing, metric=args.metric, completed=completed)
         texts.append(text if len(shared) == 1 else f"{pairing.pairs[0][0].benchmark}:\n{text}")
     print("\n\n".join(texts))
     return 0
@@ -175,11 +218,12 @@ def report(args: argparse.Namespace) -> int:
         flags = [flag for flag, given in figures.items() if given]
         raise ValueError(f"{' and '.join(flags)} {'shape' if len(flags) > 1 else 'shapes'} the figures written with "
                          "--out; pass --out DIR.")
-    print(report_text(sets, metric=args.metric), end="")
+    completed = _completed_views(sets, args)
+    print(report_text(sets, metric=args.metric, completed=completed), end="")
     if args.out:
         written = write_report(sets, args.out, formats=args.format or ["md", "csv"], figure_formats=args.figure_format,
                                figure_titles=not args.no_figure_title, colour_scale=args.colour_scale,
-                               metric=args.metric)
+                               metric=args.metric, completed=completed)
         print(f"Wrote {len(written)} file(s) to {Path(args.out).resolve()}: "
               f"{', '.join(sorted({p.name for p in written if not p.name.startswith('heatmap-')}))} "
               f"and {sum(p.name.startswith('heatmap-') for p in written)} heatmap file(s).")

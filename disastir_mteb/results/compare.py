@@ -29,9 +29,11 @@ the sets left without one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from disastir_mteb.results.completed_view import CompletedView, completed_text
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.pairing import Pairing, pair_sets
@@ -313,11 +315,14 @@ def rankings_text(comparisons: Sequence[Comparison]) -> str:
     return "\n".join(line.rstrip() for line in [*lines, *_notes(ordered), *_tau_lines(ordered, labels)])
 
 
-def pairing_text(pairing: Pairing, *, metric: str | Metric = MAIN_METRIC) -> str:
+def pairing_text(pairing: Pairing, *, metric: str | Metric = MAIN_METRIC,
+                 completed: Mapping[Path, CompletedView] | None = None) -> str:
     """What ``disastir-mteb compare`` prints for one query set: one pair in detail, several as ranked rows.
 
     Pairs that share no task are named once and left out; so are the sets left without a pair. ``metric``: as
-    :func:`compare_sets`.
+    :func:`compare_sets`. ``completed``: set folder -> its judge-completed NDCG@10 (``compare --judgements``):
+    each compared set's official and completed NDCG@10 per intent follow, labelled as an estimate
+    (:mod:`disastir_mteb.results.completed_view`).
 
     Raises:
         ValueError: no pair shares a task, or the metric is unknown or missing from a task file.
@@ -332,4 +337,7 @@ def pairing_text(pairing: Pairing, *, metric: str | Metric = MAIN_METRIC) -> str
         lines.append(f"Left out, sharing no task: {'; '.join(disjoint)}.")
     if pairing.unpaired:
         lines.append(pairing.unpaired_text())
+    views = [completed[result.folder] for pair in shared for result in pair if result.folder in (completed or {})]
+    if views:
+        lines.append(completed_text(list({id(view): view for view in views}.values())).rstrip("\n"))
     return "\n".join(lines)

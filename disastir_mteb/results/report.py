@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from disastir_mteb.results.completed_view import CompletedView, completed_blocks
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.provenance import NOT_RECORDED, provenance_of
@@ -176,13 +177,16 @@ def _published_blocks(result: ResultSet, records: list[PublishedScores]) -> list
 
 
 def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str | None = None,
-                 figure_format: str = "png", metric: str | Metric = MAIN_METRIC) -> list[Block]:
+                 figure_format: str = "png", metric: str | Metric = MAIN_METRIC,
+                 completed: Mapping[Path, CompletedView] | None = None) -> list[Block]:
     """The report's blocks for ``sets``; figure blocks name the files :func:`write_report` draws.
 
     ``title``: the report's title; by default ``DisastIR report``, with the query sets named when any set is
     not on the full set (``DisastIR report: DisastIR-Test``). ``figure_format``: the suffix of the figures the
     report embeds (``png`` or ``svg``). ``metric``: mteb's key of the metric shown (``recall_at_100``; default
-    ``ndcg_at_10``, the main score).
+    ``ndcg_at_10``, the main score). ``completed``: set folder -> its judge-completed NDCG@10
+    (``report --judgements``), shown in the set's section beside the official one, labelled as an estimate
+    (:mod:`disastir_mteb.results.completed_view`); None: no such section, the report as it always was.
 
     Raises:
         ValueError: no result sets, an unknown metric, or one a set's task files lack (the sentence names the file
@@ -241,16 +245,20 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
             records = published_for(result.model, result.split)  # the same query set only
             blocks += _published_blocks(result, records) if records else []
             blocks += standing_blocks(result)  # a Test run among Table 2's models
+        view = (completed or {}).get(result.folder)
+        if view is not None:
+            blocks += completed_blocks(view)
     return blocks
 
 
-def report_text(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_METRIC) -> str:
+def report_text(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_METRIC,
+                completed: Mapping[Path, CompletedView] | None = None) -> str:
     """What ``disastir-mteb report`` prints: the tables of :func:`build_report`, fixed width.
 
     Raises:
         ValueError: as :func:`build_report`.
     """
-    return render_text(build_report(sets, figures=False, metric=metric))
+    return render_text(build_report(sets, figures=False, metric=metric, completed=completed))
 
 
 def _csv(sets: Sequence[ResultSet], metric: Metric) -> str:
@@ -272,7 +280,8 @@ def _csv(sets: Sequence[ResultSet], metric: Metric) -> str:
 
 def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequence[str] = ("md",),
                  figure_formats: Sequence[str] | None = None, figure_titles: bool = True,
-                 colour_scale: str = "data", metric: str | Metric = MAIN_METRIC) -> list[Path]:
+                 colour_scale: str = "data", metric: str | Metric = MAIN_METRIC,
+                 completed: Mapping[Path, CompletedView] | None = None) -> list[Path]:
     """Write the report files and figures into ``out``; returns what was written.
 
     ``md`` writes ``report.md``, ``html`` ``report.html`` (both embed the figures), ``csv``
@@ -292,6 +301,8 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
         colour_scale: the heatmaps' colours: ``data`` (fitted to each grid's scores) or ``0-100``
             (:func:`~disastir_mteb.results.plots.colour_limits`).
         metric: mteb's key of the metric reported (``recall_at_100``); default ``ndcg_at_10``, the main score.
+        completed: set folder -> its judge-completed NDCG@10, as :func:`build_report` (report files only; the CSV
+            and the figures hold the official numbers alone).
 
     Raises:
         ValueError: an unknown format, figure format, colour scale or metric, a metric a set's task files lack, or
@@ -309,7 +320,7 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
     if embedded and shown not in kinds:
         kinds.insert(0, shown)
     metric = get_metric(metric)
-    blocks = build_report(sets, figures=embedded, figure_format=shown, metric=metric)
+    blocks = build_report(sets, figures=embedded, figure_format=shown, metric=metric, completed=completed)
     if kinds:
         written += write_figures(sets, out, kinds=kinds, titles=figure_titles, colour_scale=colour_scale,
                                  metric=metric)
