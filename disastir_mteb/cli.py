@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable
 
 from disastir_mteb import commands
+from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV
+from disastir_mteb.judging.store import JUDGEMENT_STORE_NAME
 from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
@@ -176,6 +178,44 @@ def build_parser() -> argparse.ArgumentParser:
                              f"publish {MAIN_METRIC.key} only")
     _judgement_options(report)
     report.set_defaults(func=commands.report)
+
+    judge = sub.add_parser("judge", help="Judge the unjudged top-10 passages of result sets with the DisastIR "
+                                          "authors' protocol (three prompts per intent, their vote) through any "
+                                          "OpenAI-compatible chat server; resumable, kept in an SQLite store. The "
+                                          "completed scores are a per-study estimate beside the official ones, never "
+                                          "in their place.")
+    judge.add_argument("results", nargs="+", help="mteb result folders (any level) whose top-10 holes are judged")
+    judge.add_argument("--model", required=True, help="the judge model as the server names it (e.g. gpt-4o-mini)")
+    judge.add_argument("--base-url", action="append", default=[], dest="base_url",
+                       help="an OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1 for vLLM; "
+                            "https://api.openai.com/v1 for OpenAI); repeat it to share the work between servers")
+    judge.add_argument("--store", default=None,
+                       help=f"the judgement store (default: {JUDGEMENT_STORE_NAME} in the cache folder, "
+                            "DISASTIR_CACHE_DIR); every answer is kept there, so a killed job resumes")
+    judge.add_argument("--concurrency", type=_at_least(1), default=8, help="requests in flight per server (default 8)")
+    judge.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (default 120)")
+    judge.add_argument("--api-key-env", default=DEFAULT_KEY_ENV,
+                       help=f"the environment variable holding the key (default {DEFAULT_KEY_ENV}); never a file "
+                            "or an option, so it stays out of shell history and logs")
+    judge.add_argument("--agreement", type=_at_least(1), default=None, metavar="N",
+                       help="first judge N pairs that have published grades (stratified by intent and grade) and "
+                            "print Cohen's kappa against them, beside the paper's 0.77 against people")
+    judge.add_argument("--price", default=None, metavar="IN,OUT",
+                       help="US dollars per million input and output tokens, for the cost estimate (e.g. 0.15,0.60)")
+    judge.add_argument("--confirm-above", type=_at_least(0), default=2000, metavar="REQUESTS",
+                       help="ask before sending more requests than this (default 2000); without a terminal the "
+                            "job stops instead of asking, unless --yes")
+    judge.add_argument("--yes", action="store_true", help="never ask: go ahead whatever the estimate")
+    judge.add_argument("--batch-requests", default=None, metavar="FILE",
+                       help="write OpenAI Batch API requests for the next round to FILE instead of calling a server")
+    judge.add_argument("--batch-results", default=None, metavar="FILE",
+                       help="read a Batch API output file into the store first (then --batch-requests writes the "
+                            "next round)")
+    judge.add_argument("-t", "--tasks", nargs="*", help="only these tasks (default: every task of the result sets)")
+    judge.add_argument("--data", help="the data the runs read: a folder in the published layout, or 'sample' "
+                                      "(default: DISASTIR_DATA_DIR or the Hub)")
+    judge.add_argument("--quiet", action="store_true", help="no progress bar")
+    judge.set_defaults(func=commands.judge)
 
     board = sub.add_parser("leaderboard", help="Serve mteb's leaderboard app offline with DisastIR in its menu: your "
                                                "result sets beside the DisastIR paper's 30 models (marked published).")

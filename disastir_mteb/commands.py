@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from disastir_mteb.results.completed_view import CompletedView
 
-__all__ = ["compare", "demo", "export", "leaderboard", "offline_if_unreachable", "report", "run", "sample", "seed",
-           "stats", "submit", "tasks", "upstream"]
+__all__ = ["compare", "demo", "export", "judge", "leaderboard", "offline_if_unreachable", "report", "run", "sample",
+           "seed", "stats", "submit", "tasks", "upstream"]
 
 _ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add",
                 "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
@@ -271,6 +271,90 @@ def export(args: argparse.Namespace) -> int:
         what = "an mteb-native Hugging Face dataset"
     print(f"Wrote {what} to {Path(args.out).resolve()} in {time.perf_counter() - started:.1f} s.")
     return 0
+
+
+def _go_ahead(plan_text: str, requests: int, args: argparse.Namespace) -> bool:
+    """Whether to send ``requests`` requests: yes under --confirm-above or with --yes; else ask a terminal, never wait.
+
+    Without a terminal (a script, CI) a job above the threshold stops with one sentence instead of waiting
+    for an answer nobody can give.
+    """
+    import os
+
+    if args.yes or requests <= args.confirm_above:
+        return True
+    if not sys.stdin.isatty() or os.environ.get("CI"):
+        raise ValueError(f"{requests:,} requests is more than --confirm-above {args.confirm_above:,}, and there is "
+                         "no terminal to ask: rerun with --yes to go ahead (or raise --confirm-above).")
+    answer = input(f"{plan_text}\nSend {requests:,} requests? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def judge(args: argparse.Namespace) -> int:
+    """``disastir-mteb judge``: the result sets' unjudged top-10 pairs, judged with the authors' protocol."""
+    import os
+
+    from disastir_mteb.endpoints.pool import EndpointPool
+    from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
+    from disastir_mteb.judging.holes import find_holes, result_sets_of
+    from disastir_mteb.judging.job import Price, judge_pairs, plan_job
+    from disastir_mteb.judging.protocol import PROMPT_VERSION
+    from disastir_mteb.judging.store import JudgementStore, Pair, default_store_path
+    from disastir_mteb.runner.data_source import data_folders
+
+    batch = bool(args.batch_requests or args.batch_results)
+    if not batch and not args.base_url:
+        raise ValueError("Name a server with --base-url (e.g. http://127.0.0.1:8000/v1), or write Batch API files "
+                         "with --batch-requests FILE.")
+    price = Price.parse(args.price) if args.price else None
+    os.environ.update(data_folders(args.data, None, as_options=True))
+    result_sets = result_sets_of(args.results)
+    holes = find_holes(result_sets, tasks=args.tasks)
+    for missing in holes.without_rankings:
+        print(f"No per-query rankings for {missing} (written by plain mteb run?): its holes cannot be found.",
+              file=sys.stderr)
+    print(f"{len(result_sets)} result set(s): {holes.retrieved:,} top-10 hits, {holes.unjudged:,} unjudged "
+          f"({100 * holes.unjudged_share:.1f} %), {len(holes.pairs):,} distinct pair(s) to judge.")
+    pairs = [Pair(hole.intent, hole.query, hole.passage, args.model) for hole in holes.pairs]
+    store_path = Path(args.store) if args.store else default_store_path()
+    with JudgementStore(store_path) as store:
+        if args.agreement:
+            from disastir_mteb.judging.agreement import run_agreement
+
+            run_agreement(result_sets, args.agreement, store=store, args=args, go_ahead=_go_ahead)
+        if batch:
+            if args.batch_results:
+                done = read_batch_results(pairs, store, args.batch_results)
+                print(f"{args.batch_results}: {done.requests} answer(s) read ({done.unreadable} unreadable, "
+                      f"{done.errors} error line(s): asked again); {done.judged} pair(s) graded, {done.failed} "
+                      f"without a readable answer, {done.remaining} waiting.")
+            if args.batch_requests:
+                round_ = write_batch_requests(pairs, store, args.batch_requests, model=args.model)
+                where = f"written to {args.batch_requests}" if round_.requests else "nothing left to ask"
+                print(f"{round_.requests} request(s) for {round_.remaining} pair(s) {where}; upload it to the Batch "
+                      "API, then rerun with --batch-results <its output file> (and --batch-requests for the next "
+                      f"round). Store: {store_path}.")
+            return 0
+        plan = plan_job(pairs, store)
+        text = plan.describe(price)
+        print(text)
+        if not plan.to_judge:
+            print(f"Nothing to ask: every pair has a grade in {store_path}.")
+            return 0
+        if not _go_ahead(text, plan.requests, args):
+            print("Not sent.")
+            return 1
+        pool = EndpointPool(args.base_url, key_env=args.api_key_env, concurrency=args.concurrency,
+                            timeout=args.timeout)
+        from tqdm.auto import tqdm
+
+        with tqdm(total=plan.to_judge, desc="judging", unit="pair", disable=args.quiet) as bar:
+            summary = judge_pairs(pairs, store, pool, model=args.model, progress=bar.update)
+        print(summary.describe())
+        counts = store.counts()
+        print(f"Store {store_path}: {counts['judged']:,} graded pair(s), {counts['failed']:,} without a grade; prompt "
+              f"version {PROMPT_VERSION}. Completed scores: disastir-mteb report RESULTS --judgements {store_path}.")
+    return 0 if not summary.failed else 1
 
 
 def leaderboard(args: argparse.Namespace) -> int:

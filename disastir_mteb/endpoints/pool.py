@@ -47,7 +47,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class EndpointError(RuntimeError):
+class EndpointError(OSError):
     """A server fault that stops the run: one sentence naming the server and what went wrong."""
 
 

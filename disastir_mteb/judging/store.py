@@ -34,12 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from disastir_mteb.judging.protocol import MAX_ANSWER_ATTEMPTS, PROMPT_VERSION, pair_key
+from disastir_mteb.util.cache_dir import cache_root
 from disastir_mteb.vocabulary.taxonomy import Intent, parse_intent
 
-__all__ = ["CLAIM_LEASE", "FORMAT", "Judgement", "JudgementStore", "Pair", "StepState"]
+__all__ = ["CLAIM_LEASE", "FORMAT", "JUDGEMENT_STORE_NAME", "Judgement", "JudgementStore", "Pair", "StepState",
+           "default_store_path"]
 
 #: The store's format, in its ``meta`` table.
 FORMAT = 1
+#: The store's file name in the cache folder, where it goes unless the user names one.
+JUDGEMENT_STORE_NAME = "judgements.sqlite"
 #: Seconds after which another machine's unrenewed claim lapses (a job renews its claims more often).
 CLAIM_LEASE = 600.0
 
@@ -58,6 +62,11 @@ CREATE TABLE IF NOT EXISTS judgements (
 CREATE TABLE IF NOT EXISTS claims (
     pair TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL);
 """
+
+
+def default_store_path() -> Path:
+    """``<cache folder>/judgements.sqlite``: one store for every study on this machine, so no pair is paid twice."""
+    return cache_root() / JUDGEMENT_STORE_NAME
 
 
 @dataclass(frozen=True)
