@@ -298,7 +298,7 @@ _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 # error names, else this folder (a plain write() names no file); commands absent here write nothing of theirs
 _OUTPUT_OPTION = {"run": ("--output-folder", "output_folder"), "demo": ("--output-folder", "output_folder"),
                   "report": ("--out", "out"), "submit": ("--out", "out"), "export": ("--out", "out"),
-                  "sample": ("--out", "out"), "stats": ("--out", "out")}
+                  "sample": ("--out", "out"), "stats": ("--out", "out"), "judge": ("--store", "store")}
 
 
 def _interrupted(args: argparse.Namespace) -> str:
@@ -308,6 +308,9 @@ def _interrupted(args: argparse.Namespace) -> str:
     whole or absent), and the embedding store keeps every finished chunk, so the same command
     evaluates only the tasks without a result and encodes only what is not stored yet.
     """
+    if args.command == "judge":
+        return ("disastir-mteb judge: interrupted; run the same command again to resume: every answer received is "
+                "kept in the store, and only what is missing is asked.")
     if args.command not in ("run", "demo"):
         return f"disastir-mteb {args.command}: interrupted."
     kept = ("the results of finished tasks are kept (with --no-cache the passages are encoded again)"
