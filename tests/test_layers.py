@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "sample": {"util", "vocabulary", "data", "sample"},
     "models": {"util", "vocabulary", "models"},
     "search": {"util", "vocabulary", "models", "search"},
-    "results": {"util", "vocabulary", "data", "scoring", "results"},  # read from files: no model, no search, no task class
+    # read from files: no model, no search, no task class
+    "results": {"util", "vocabulary", "data", "scoring", "results"},
     "exports": {"util", "vocabulary", "data", "tasks", "exports"},
     "submission": {"util", "vocabulary", "results", "submission"},
     "leaderboard": {"util", "vocabulary", "results", "leaderboard"},
