@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_layout
 from disastir_mteb import cli
 from disastir_mteb.judging.completed import completed_scores, load_added, merge_grades
 from disastir_mteb.judging.holes import find_holes, load_task_texts, result_sets_of
@@ -23,7 +24,6 @@ from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.results.completed_view import ESTIMATE_NOTE
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.vocabulary.taxonomy import Intent, get_spec, task_file_stem
-from tests.conftest import write_layout
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-STS-Geo"]  # both scales: 0-3 and 0-5
 JUDGE = "judge-a"
