@@ -241,7 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser("export", help="Write the tasks as BEIR folders or as an mteb-native Hugging Face "
                                             "dataset (for upstreaming).")
-    export.add_argument("--format", required=True, choices=["beir", "mteb"])
+    export.add_argument("--format", required=True, choices=["beir", "mteb", "qrels-with-added"],
+                        help="beir, mteb, or qrels-with-added: the published judgements plus a judgement store's, in "
+                             "the authors' qrels_with_added/{Intent}_{event}_qrels.json layout (needs --judgements)")
     export.add_argument("--out", required=True, help="target folder (absent or empty; --overwrite replaces an "
                                                      "earlier export as a whole)")
     export.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48)")
@@ -250,6 +252,15 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--gain", choices=["exponential", "linear"],
                         help="BEIR qrels scores: exponential 2^g-1 (default, the authors' NDCG with pytrec_eval) "
                              "or linear (the raw grade)")
+    export.add_argument("--judgements", default=None, metavar="STORE",
+                        help="qrels-with-added: the judgement store (disastir-mteb judge --store)")
+    export.add_argument("--judge-model", default=None,
+                        help="qrels-with-added: only this judge model's judgements (needed when two judged one pair)")
+    export.add_argument("--prompt-version", default=None,
+                        help="qrels-with-added: only judgements of this prompt version")
+    export.add_argument("--round-grades", action="store_true",
+                        help="qrels-with-added: round each added grade half up (a mean vote such as 1.67), as "
+                             "run --extra-judgements needs integers; default: as judged")
     export.add_argument("--overwrite", action="store_true")
     export.add_argument("--quiet", action="store_true")
     export.set_defaults(func=commands.export)

@@ -260,6 +260,30 @@ def export(args: argparse.Namespace) -> int:
     _quiet(args.quiet)
     say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.perf_counter()
+    judge_options = [flag for flag, value in (("--judgements", args.judgements), ("--judge-model", args.judge_model),
+                                              ("--prompt-version", args.prompt_version),
+                                              ("--round-grades", args.round_grades)) if value]
+    if args.format != "qrels-with-added" and judge_options:
+        raise ValueError(f"{', '.join(judge_options)} apply to --format qrels-with-added.")
+    if args.format == "qrels-with-added":
+        from disastir_mteb.judging.completed import load_added
+        from disastir_mteb.judging.qrels_export import export_qrels
+        from disastir_mteb.judging.store import JudgementStore
+
+        if not args.judgements or not Path(args.judgements).is_file():
+            missing = f" ({args.judgements} is not a file)" if args.judgements else ""
+            raise ValueError("--format qrels-with-added needs --judgements STORE, a judgement store written by "
+                             f"disastir-mteb judge{missing}.")
+        if args.gain is not None:
+            raise ValueError("--gain applies to --format beir; qrels_with_added holds the grades themselves.")
+        with JudgementStore(args.judgements) as store:
+            added = load_added(store, judge_model=args.judge_model, prompt_version=args.prompt_version)
+        written = export_qrels(args.out, added, tasks=args.tasks, rounded=args.round_grades, overwrite=args.overwrite)
+        print(written.describe())
+        print(f"Wrote the completed judgements to {written.folder.resolve()} in {time.perf_counter() - started:.1f} s; "
+              f"a run reads them only when asked: disastir-mteb run ... --extra-judgements {written.folder.resolve()}"
+              + ("." if args.round_grades else " (it takes integers: export with --round-grades)."))
+        return 0
     if args.format == "beir":
         folders = export_beir(args.out, args.tasks, gain=args.gain, overwrite=args.overwrite, progress=say)
         what = f"{len(folders)} BEIR task folder(s)"

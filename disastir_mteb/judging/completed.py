@@ -199,6 +199,16 @@ class CompletedTask:
     filled: int
     judges: Mapping[Judge, int]
 
+    @property
+    def completed_ndcg(self) -> float:
+        """The completed NDCG@10: the official score itself where the store added no grade to the task.
+
+        With nothing added the judgements are the published ones, so the score is the official one; the
+        recomputation from the stored top 10 agrees only to mteb's rounding (6 decimals), which a table at two
+        decimals could show as a change of 0.01 where nothing changed.
+        """
+        return self.completed.ndcg_zero_fill if self.added else self.official
+
 
 @dataclass(frozen=True)
 class CompletedScores:
@@ -225,7 +235,7 @@ class CompletedScores:
         return CompletedView(
             folder=self.result_set.folder, label=self.result_set.display_label,
             official={name: t.official for name, t in self.tasks.items()},
-            completed={name: t.completed.ndcg_zero_fill for name, t in self.tasks.items()},
+            completed={name: t.completed_ndcg for name, t in self.tasks.items()},
             unjudged_before={name: t.published.unjudged_share for name, t in self.tasks.items()},
             unjudged_after={name: t.completed.unjudged_share for name, t in self.tasks.items()},
             added={name: t.added for name, t in self.tasks.items()}, judges=judges, store=self.store,

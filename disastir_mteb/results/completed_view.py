@@ -131,10 +131,12 @@ def completed_blocks(view: CompletedView, *, per_task: bool = True) -> list[Bloc
         per_task: also the table of every task (the report has it; compare shows the summary only).
     """
     judges = "; ".join(view.judges) if view.judges else "none (the store adds no judgement to these tasks)"
+    reached = sum(1 for count in view.added.values() if count)
     blocks: list[Block] = [
         Heading(f"Completed NDCG@10 (estimate): {view.label}", 3),
         Paragraph(ESTIMATE_NOTE),
-        Paragraph(f"Judgements from {view.store}: {view.added_in():,} added to {len(view.tasks)} task(s), "
+        Paragraph(f"Judgements from {view.store}: {view.added_in():,} added to {reached} of {len(view.tasks)} "
+                  "task(s), "
                   f"never in place of a published grade. Judges: {judges}. Means are the paper's means of means "
                   "over the tasks shown (n/8: an intent with fewer tasks, partial)."),
         _summary_table(view)]
