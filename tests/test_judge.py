@@ -341,3 +341,22 @@ def test_the_batch_api_round_trip_gives_the_online_grades(runs: Path, holes: lis
             assert again.requests == 0  # the same file twice adds nothing
     assert rounds == 2  # the first round's answers unlock all the rest
     assert _grades_in(tmp_path / "b.sqlite") == _expected(holes)
+
+
+def test_the_completed_judgements_export_from_the_command_line(runs: Path, holes: list, tmp_path: Path,
+                                                              sample_data: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    with LoopbackServer(answer=_judge_of(holes)) as server:
+        assert _judge(runs, [server.base_url], tmp_path / "e.sqlite", "-t", "DisastIR-STS-Geo") == 0
+    assert cli.main(["export", "--format", "qrels-with-added", "--judgements", str(tmp_path / "e.sqlite"),
+                     "--out", str(tmp_path / "out"), "--data", str(sample_data), "-t", "DisastIR-STS-Geo"]) == 0
+    [written] = (tmp_path / "out" / "qrels_with_added").glob("STS_*_qrels.json")
+    rows = json.loads(written.read_text())
+    published = json.loads(next((sample_data / "qrels").glob(f"{written.name.split('_qrels')[0]}*")).read_text())
+    added = rows[len(published):]
+    assert rows[:len(published)] == published and set(rows[0]) == {"user_query", "passage", "score"}
+    assert {(r["user_query"], r["passage"]): r["score"] for r in added} == {
+        k: v for k, v in _expected([h for h in holes if h.intent is Intent.STS]).items()}
+    capsys.readouterr()
+    assert cli.main(["export", "--format", "qrels-with-added", "--out", str(tmp_path / "o2")]) == 2
+    assert "needs --judgements STORE" in capsys.readouterr().err
