@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 
 from disastir_mteb import commands
-from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV
+from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.judging.store import JUDGEMENT_STORE_NAME
 from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
@@ -137,6 +137,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tokenize-threads", type=_at_least(0), default=None,
                      help="threads tokenising passages ahead of the model (default: 1 on a CPU, all cores but one "
                           "up to 8 on a GPU; 0 = on the encoding thread)")
+    run.add_argument("--embeddings-url", action="append", default=[], dest="embeddings_url", metavar="URL",
+                     help="encode on an OpenAI-compatible /v1/embeddings server serving -m NAME (vLLM --runner "
+                          "pooling, text-embeddings-inference, a hosted API), e.g. http://gpu0:8000/v1; repeat it "
+                          "to share the corpus between servers")
+    run.add_argument("--embeddings-revision", default=None, metavar="REV",
+                     help="with --embeddings-url: pin the served model's revision in the embedding store and the "
+                          "results (default: a digest of what the servers report of the model)")
+    run.add_argument("--embeddings-concurrency", type=_at_least(1), default=DEFAULT_EMBEDDING_CONCURRENCY,
+                     help=f"with --embeddings-url: requests in flight per server (default "
+                          f"{DEFAULT_EMBEDDING_CONCURRENCY})")
+    run.add_argument("--api-key-env", default=DEFAULT_KEY_ENV,
+                     help=f"with --embeddings-url: the environment variable holding the servers' key (default "
+                          f"{DEFAULT_KEY_ENV}; unset: none is sent)")
     run.add_argument("--overwrite", action="store_true", help="rerun tasks that already have results")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(func=commands.run)

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from disastir_mteb.vocabulary.run_settings import RunSettings
     from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name
 
-    local_model = args.model == "bundled" or Path(args.model).exists()
+    local_model = args.model == "bundled" or Path(args.model).exists() or bool(args.embeddings_url)
     local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
     offline_if_unreachable(needs_hub=not (local_model and local_data))
     _quiet(args.quiet)
@@ -93,7 +93,15 @@ def run(args: argparse.Namespace) -> int:
         template=args.template, instruct_passages=args.instruct_passages, batch_size=args.batch_size,
         precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
         cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
-    searcher = build_search(args.model, settings)
+    served = None
+    if args.embeddings_url:
+        from disastir_mteb.runner.run import serve_model
+
+        served = serve_model(args.model, args.embeddings_url, revision=args.embeddings_revision,
+                             concurrency=args.embeddings_concurrency, key_env=args.api_key_env)
+    elif args.embeddings_revision:
+        raise ValueError("--embeddings-revision pins a served model: pass it with --embeddings-url.")
+    searcher = build_search(served or args.model, settings)
 
     def summary(task_result: object, seconds: float) -> None:
         score = task_result.get_score()  # type: ignore[attr-defined]
@@ -109,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
           f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
           f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}.")
     print(f"Passages: {searcher.describe_encoding()}.")
+    if served is not None:
+        print(f"Servers: {served.describe()}.")
+        served.close()
     return 0
 
 

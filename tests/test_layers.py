@@ -21,14 +21,15 @@ ALLOWED: dict[str, set[str]] = {
     "data": {"util", "vocabulary", "data"},
     "tasks": {"util", "vocabulary", "data", "scoring", "tasks"},
     "sample": {"util", "vocabulary", "data", "sample"},
-    "models": {"util", "vocabulary", "models"},
-    "search": {"util", "vocabulary", "models", "search"},
+    "models": {"util", "vocabulary", "endpoints", "models"},
+    "search": {"util", "vocabulary", "endpoints", "models", "search"},
     # read from files: no model, no search, no task class
     "results": {"util", "vocabulary", "data", "scoring", "results"},
     "exports": {"util", "vocabulary", "data", "tasks", "exports"},
     "submission": {"util", "vocabulary", "results", "submission"},
     "leaderboard": {"util", "vocabulary", "results", "leaderboard"},
-    "runner": {"util", "vocabulary", "data", "tasks", "sample", "models", "search", "results", "runner"},
+    "runner": {"util", "vocabulary", "data", "tasks", "sample", "endpoints", "models", "search", "results",
+               "runner"},
     "scoring": {"util", "vocabulary", "scoring"},  # the authors' metrics: pure functions of rankings and grades
     "endpoints": {"util", "vocabulary", "endpoints"},  # OpenAI-compatible servers (judge, embedding servers)
     "judging": {"util", "vocabulary", "data", "scoring", "results", "endpoints", "judging"},

@@ -35,10 +35,13 @@ from urllib.parse import urlsplit
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_KEY_ENV", "EndpointError", "EndpointPool", "Server", "read_key", "retry_after"]
+__all__ = ["DEFAULT_EMBEDDING_CONCURRENCY", "DEFAULT_KEY_ENV", "EndpointError", "EndpointPool", "Server", "read_key",
+           "retry_after"]
 
 #: Where the key is read from unless the user names another variable.
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+#: Requests in flight per embedding server unless the user says otherwise (``--embeddings-concurrency``).
+DEFAULT_EMBEDDING_CONCURRENCY = 4
 #: What a local server is sent when no key is set (the client insists on one; local servers ignore it).
 _NO_KEY = "no-key"
 _HOSTED = ("api.openai.com",)

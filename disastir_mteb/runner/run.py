@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.models.loading import ModelLoadError, load_model
 from disastir_mteb.runner.data_source import data_folders, use_environment
 from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from mteb import AbsTask
     from mteb.results import ModelResult, TaskResult
 
+    from disastir_mteb.models.embedding_servers import EmbeddingServers
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.vocabulary.instructions import InstructionConfig
 
@@ -55,7 +57,8 @@ logger = logging.getLogger(__name__)
 
 _DISASTIR_TASKS = ALL_TASK_NAMES  # every query set's tasks
 
-__all__ = ["ModelLoadError", "RunSettings", "build_search", "evaluate", "resolve_tasks", "result_folder", "run_tasks"]
+__all__ = ["ModelLoadError", "RunSettings", "build_search", "evaluate", "resolve_tasks", "result_folder", "run_tasks",
+           "serve_model"]
 
 
 def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpusSearch:
@@ -97,6 +100,10 @@ def evaluate(
     data: str | Path | None = None,
     devlite: str | Path | None = None,
     extra_judgements: str | Path | None = None,
+    embeddings_url: str | Sequence[str] | None = None,
+    embeddings_revision: str | None = None,
+    embeddings_concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY,
+    api_key_env: str = DEFAULT_KEY_ENV,
 ) -> ModelResult:
     """Evaluate a model on DisastIR tasks (the 48 of the full set by default) with one encoding per corpus.
 
@@ -143,6 +150,12 @@ def evaluate(
             one) whose integer grades the full set's tasks add where the published qrels have none. The task files
             then say so in ``disastir_data``, and ``submit`` refuses them: such scores are a per-study estimate,
             not official ones. None (default): the published judgements alone, as always.
+        embeddings_url: OpenAI-compatible embedding servers (``http://gpu0:8000/v1``; several share the corpus)
+            that serve ``model``, then the served model's name (as ``run --embeddings-url``):
+            :class:`~disastir_mteb.models.embedding_servers.EmbeddingServers`.
+        embeddings_revision: pin the served model's revision (default: a digest of what the servers report).
+        embeddings_concurrency: requests in flight per embedding server.
+        api_key_env: the environment variable holding the servers' key (never a file or an argument).
 
     Returns:
         mteb's ``ModelResult`` holding every evaluated task.
@@ -169,8 +182,33 @@ def evaluate(
         if search != EXACT and model.ann != settings.ann:
             raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked for "
                              f"search={search!r}; build it with the same setting or leave search at its default.")
-    return run_tasks(build_search(model, settings), tasks_to_run, output_folder=output_folder, overwrite=overwrite,
-                     show_progress=show_progress, on_task_done=on_task_done, environment=environment)
+    served = None
+    if embeddings_url:
+        served = model = serve_model(model, embeddings_url, revision=embeddings_revision,
+                                     concurrency=embeddings_concurrency, key_env=api_key_env)
+    try:
+        return run_tasks(build_search(model, settings), tasks_to_run, output_folder=output_folder,
+                         overwrite=overwrite, show_progress=show_progress, on_task_done=on_task_done,
+                         environment=environment)
+    finally:
+        if served is not None:
+            served.close()
+
+
+def serve_model(model: Any, urls: str | Sequence[str], *, revision: str | None = None,
+                concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY, key_env: str = DEFAULT_KEY_ENV) -> EmbeddingServers:
+    """The model ``model`` names, encoded on the embedding servers at ``urls`` (``--embeddings-url``).
+
+    Raises:
+        ValueError: ``model`` is not a name (a served model is named as its servers know it).
+        EndpointError: a server cannot be reached or does not serve it (one sentence naming the server).
+    """
+    from disastir_mteb.models.embedding_servers import EmbeddingServers
+
+    if not isinstance(model, str):
+        raise ValueError("With embedding servers the model is the served model's name as the servers know it "
+                         f"(e.g. 'Qwen/Qwen3-Embedding-8B'), not a {type(model).__name__} object.")
+    return EmbeddingServers(model, urls, revision=revision, concurrency=concurrency, key_env=key_env)
 
 
 def run_tasks(

@@ -1,0 +1,279 @@
+"""A model that runs on embedding servers: OpenAI-compatible ``/v1/embeddings`` endpoints, one or many.
+
+Models too big for this process (the 7B decoders of the DisastIR paper, DMRetriever-7.6B) are served by an
+engine built for it (vLLM with ``--runner pooling``, text-embeddings-inference, Infinity) on as many GPUs
+and machines as there are, or called from a hosted API. :class:`EmbeddingServers` is an mteb encoder whose
+forward pass is such servers, so everything built on an encoder works unchanged: the encode-once store,
+ANN, instructions (put in front of queries by the search model, as for any encoder), reports, resume.
+
+- **Sharing.** Each batch of texts the search model hands over is one request; the batches of a chunk go
+  to one queue that every server pulls from, ``concurrency`` requests in flight per server
+  (:class:`~disastir_mteb.endpoints.pool.EndpointPool`: retries honour ``Retry-After``, a server that
+  dies leaves its batches to the others, the key comes from an environment variable only).
+- **Identity.** The model is filed under its served name, and its revision is what the servers report of
+  it (``GET /v1/models``: id, owner, root, context length; never the start time) with the vectors'
+  dimension, digested: ``served-<digest>``. So vectors of two different servings never share a store
+  entry. ``revision=`` (``--embeddings-revision``) pins it by hand, e.g. to a checkpoint's commit, for
+  servers that report nothing useful.
+- **Checks.** Every answer must hold one vector per text, with indexes exactly ``0..n-1`` (vectors are
+  placed by index, so a server that lists them in another order is read right), each of the run's
+  dimension, finite and not all zero; anything else stops the run with one sentence naming the server.
+  Vectors are returned as the server sent them: the search normalises them (cosine), as it does for
+  in-process models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from mteb.models import ModelMeta
+from mteb.models.abs_encoder import AbsEncoder
+from mteb.models.model_meta import ScoringFunction
+
+from disastir_mteb.endpoints.pool import (
+    DEFAULT_EMBEDDING_CONCURRENCY,
+    DEFAULT_KEY_ENV,
+    EndpointError,
+    EndpointPool,
+    Server,
+)
+from disastir_mteb.util.digest import short_digest
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EmbeddingServers"]
+
+#: What the servers' model listing may say that changes from one start to the next (left out of the revision).
+_VOLATILE = frozenset({"created", "object"})
+_PROBE_TEXT = "DisastIR"
+
+
+class EmbeddingServers(AbsEncoder):
+    """An mteb encoder whose vectors come from OpenAI-compatible embedding servers.
+
+    Args:
+        model: the model name the servers serve (sent with every request). Results are filed under it when it
+            has an organisation (``Qwen/Qwen3-Embedding-8B``), else under ``served/<model>``.
+        base_urls: the servers (``http://gpu0:8000/v1``, ...); a string is one server.
+        revision: pin the model's revision by hand (default: a digest of what the servers report of it).
+        key_env: the environment variable holding the key (unset: none is sent to local servers).
+        concurrency: requests in flight per server.
+        timeout: seconds one request may take before it is retried.
+
+    Raises:
+        EndpointError: a server cannot be reached, does not serve ``model``, or the servers serve different
+            models or dimensions (checked once, here, before anything is encoded).
+    """
+
+    def __init__(self, model: str, base_urls: Sequence[str] | str, *, revision: str | None = None,
+                 key_env: str = DEFAULT_KEY_ENV, concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY,
+                 timeout: float = 120.0) -> None:
+        self.served_model = str(model).strip()
+        if not self.served_model:
+            raise ValueError("Name the served model (-m NAME), as the embedding servers know it.")
+        urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="embedding-servers", daemon=True)
+        self._thread.start()
+        self.pool: EndpointPool[Any, Any] = self._run(self._make_pool(urls, key_env, concurrency, timeout))
+        self.requests = 0
+        self.dimension = 0
+        facts = self._run(self._describe_servers())
+        self.served = facts
+        self.dimension = self._run(self._probe_dimension())
+        name = self.served_model if "/" in self.served_model else f"served/{self.served_model}"
+        pinned = revision.strip() if revision else None
+        self.model = None
+        self.mteb_model_meta = ModelMeta.create_empty(overwrites={
+            "name": name,
+            "revision": pinned or "served-" + short_digest(json.dumps(
+                {"facts": facts, "dimension": self.dimension}, sort_keys=True).encode("utf-8"))[:16],
+            "embed_dim": self.dimension,
+            "similarity_fn_name": ScoringFunction.COSINE,
+            "loader": None,
+        })
+
+    # ------------------------------------------------------------------ mteb's encoder interface
+
+    def encode(self, inputs: Any, *, task_metadata: Any = None, hf_split: str = "", hf_subset: str = "",
+               prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
+        """The vectors of every text of ``inputs`` (mteb's DataLoader): each of its batches is one request."""
+        batches = [list(batch["text"]) for batch in inputs]
+        return self.embed_batches(batches)
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """The vectors of ``texts``, sent ``batch_size`` texts per request (row ``i`` is ``texts[i]``)."""
+        texts = list(texts)
+        return self.embed_batches([texts[i:i + batch_size] for i in range(0, len(texts), batch_size)])
+
+    def embed_batches(self, batches: Sequence[Sequence[str]]) -> np.ndarray:
+        """One request per batch, spread over the servers; the rows in the batches' order.
+
+        Raises:
+            EndpointError: an answer of the wrong count, order, dimension or values (naming the server), a fault
+                retrying cannot mend, or every server given up on.
+        """
+        batches = [list(batch) for batch in batches if len(batch)]
+        if not batches:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._run(self._embed(batches))
+
+    @property
+    def servers(self) -> list[Server]:
+        """The servers, with what each answered and retried."""
+        return self.pool.servers
+
+    def describe(self) -> str:
+        """One line for the run summary: the servers and what they did."""
+        return (f"{self.served_model} on {len(self.servers)} embedding server(s), {self.requests} request(s): "
+                + "; ".join(server.summary() for server in self.servers))
+
+    def close(self) -> None:
+        """Close the servers' connections and stop the event loop thread."""
+        if self._loop.is_closed():
+            return
+        try:
+            self._run(self.pool.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+            self._loop.close()
+
+    # ------------------------------------------------------------------ the event loop thread
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    async def _make_pool(self, urls: list[str], key_env: str, concurrency: int, timeout: float) -> EndpointPool:
+        return EndpointPool(urls, key_env=key_env, concurrency=concurrency, timeout=timeout)
+
+    async def _describe_servers(self) -> list[dict[str, Any]]:
+        """What each server reports of the model (``GET /v1/models``), checked to be one model."""
+        import openai
+
+        described: dict[str, dict[str, Any]] = {}
+        for server in self.servers:
+            try:
+                listing = await server.client.models.list()
+            except openai.NotFoundError:  # a server without a model listing: nothing to add but the name
+                described[server.url] = {"id": self.served_model, "listing": "none"}
+                continue
+            except (openai.APIConnectionError, openai.APITimeoutError) as error:
+                raise EndpointError(f"{server.url} cannot be reached ({type(error).__name__}); start the "
+                                    "embedding server first, or check --embeddings-url.") from None
+            except openai.APIStatusError as error:
+                raise EndpointError(f"{server.url} refused to list its models: HTTP {error.status_code}"
+                                    + (f"; check the key in ${self.pool.key_env}" if error.status_code in (401, 403)
+                                       else "") + ".") from None
+            models = {entry.id: entry for entry in listing.data}
+            if self.served_model not in models:
+                shown = ", ".join(sorted(models)[:10]) or "none"
+                raise EndpointError(f"{server.url} does not serve {self.served_model!r}; it serves: {shown}.")
+            record = models[self.served_model].model_dump()
+            described[server.url] = {key: value for key, value in sorted(record.items())
+                                     if key not in _VOLATILE and value is not None}
+        facts = list(described.values())
+        if any(fact != facts[0] for fact in facts[1:]):
+            detail = "; ".join(f"{url}: {json.dumps(fact, sort_keys=True)}" for url, fact in described.items())
+            raise EndpointError(f"The embedding servers describe {self.served_model!r} differently, so their "
+                                f"vectors must not be mixed: {detail}.")
+        return facts[0:1]
+
+    async def _probe_dimension(self) -> int:
+        """The vectors' dimension, the same on every server (one short request to each)."""
+        dimensions = {}
+        for server in self.servers:
+            rows = await self._request(server, [_PROBE_TEXT], probe=True)
+            dimensions[server.url] = rows.shape[1]
+        if len(set(dimensions.values())) > 1:
+            detail = ", ".join(f"{url}: {dim}" for url, dim in dimensions.items())
+            raise EndpointError(f"The embedding servers answer {self.served_model!r} with different dimensions "
+                                f"({detail}); their vectors must not be mixed.")
+        return next(iter(dimensions.values()))
+
+    async def _request(self, server: Server, texts: list[str], *, probe: bool = False) -> np.ndarray:
+        """One request to ``server`` (no retries: for the probe), read and checked."""
+        response = await server.client.post("/embeddings", body=self._body(texts), cast_to=bytes)
+        return self._read(server.url, texts, response, check_dimension=not probe)
+
+    def _body(self, texts: list[str]) -> dict[str, Any]:
+        return {"model": self.served_model, "input": texts, "encoding_format": "base64"}
+
+    async def _embed(self, batches: list[list[str]]) -> np.ndarray:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        for number, batch in enumerate(batches):
+            queue.put_nowait((number, batch))
+        results: dict[int, np.ndarray] = {}
+
+        async def call(client: Any, item: tuple[int, list[str]]) -> Any:
+            _, batch = item
+            return await client.post("/embeddings", body=self._body(batch), cast_to=bytes)
+
+        def done(item: tuple[int, list[str]], response: Any, server: Server) -> None:
+            number, batch = item
+            results[number] = self._read(server.url, batch, response)
+            self.requests += 1
+            if len(results) == len(batches):
+                self.pool.stop(queue)
+
+        await self.pool.serve(queue, call, done)
+        return np.concatenate([results[number] for number in range(len(batches))], axis=0)
+
+    def _read(self, url: str, texts: list[str], response: Any, *, check_dimension: bool = True) -> np.ndarray:
+        """The vectors of one answer, in the texts' order, or one sentence naming ``url`` and what is wrong."""
+        try:  # the body as bytes (``cast_to=bytes``): no typed objects, one JSON parse, base64 straight to numpy
+            payload = json.loads(response)
+            data = payload["data"]
+        except (ValueError, KeyError, TypeError):
+            raise EndpointError(f"{url} answered an embeddings request with something that is not an embeddings "
+                                "response (no 'data' list).") from None
+        if not isinstance(data, list) or len(data) != len(texts):
+            got = len(data) if isinstance(data, list) else "no"
+            raise EndpointError(f"{url} returned {got} vector(s) for {len(texts)} text(s).")
+        indexes = [entry.get("index") if isinstance(entry, dict) else None for entry in data]
+        if sorted(i for i in indexes if isinstance(i, int)) != list(range(len(texts))):
+            raise EndpointError(f"{url} returned vectors whose indexes are not 0..{len(texts) - 1} "
+                                f"(got {indexes[:5]}{'...' if len(indexes) > 5 else ''}); their order cannot be "
+                                "trusted.")
+        rows: list[np.ndarray | None] = [None] * len(texts)
+        for entry, index in zip(data, indexes, strict=True):
+            rows[index] = _vector(entry.get("embedding"), url)
+        widths = {row.shape[0] for row in rows if row is not None}
+        if len(widths) != 1:
+            raise EndpointError(f"{url} returned vectors of different dimensions {sorted(widths)} in one answer.")
+        array = np.stack(rows)  # type: ignore[arg-type]
+        if check_dimension and array.shape[1] != self.dimension:
+            raise EndpointError(f"{url} returned {array.shape[1]}-dimensional vectors; {self.served_model} gave "
+                                f"{self.dimension} when the run began; the server's model changed, so the run stops "
+                                "rather than mix them.")
+        if not np.isfinite(array).all():
+            bad = int(np.argwhere(~np.isfinite(array).all(axis=1))[0][0])
+            raise EndpointError(f"{url} returned a vector with NaN or infinite values (text {bad} of the request: "
+                                f"{texts[bad][:60]!r}).")
+        if not np.abs(array).sum(axis=1).all():
+            bad = int(np.argwhere(np.abs(array).sum(axis=1) == 0)[0][0])
+            raise EndpointError(f"{url} returned an all-zero vector (text {bad} of the request: {texts[bad][:60]!r}); "
+                                "it has no direction to compare.")
+        return array
+
+
+def _vector(value: Any, url: str) -> np.ndarray:
+    if isinstance(value, str):  # base64 of little-endian float32, as OpenAI sends when asked
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except ValueError:
+            raise EndpointError(f"{url} returned an embedding that is neither a list of numbers nor base64.") from None
+        if len(raw) % 4:
+            raise EndpointError(f"{url} returned a base64 embedding of {len(raw)} bytes, not whole float32 values.")
+        return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    if isinstance(value, list) and value and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                                 for v in value):
+        return np.asarray(value, dtype=np.float32)
+    raise EndpointError(f"{url} returned an embedding that is neither a list of numbers nor base64.")
