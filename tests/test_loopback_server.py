@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import math
+import socket
 import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -271,3 +273,20 @@ def test_process_mode_prints_its_url_serves_grades_and_is_scripted_remotely(tmp_
         server.kill()
         with pytest.raises(openai.APIConnectionError):
             ask(api, prompt(QUERY, PASSAGE, "final_score"))
+
+
+def test_a_client_that_resets_its_connection_is_a_debug_line_not_a_traceback(
+        capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    """A client killed mid-run resets its kept-alive connection while the server waits for its next request."""
+    with caplog.at_level(logging.DEBUG, logger="disastir_mteb.endpoints.loopback"), LoopbackServer() as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as connection:
+            connection.sendall(b"GET /v1/models HTTP/1.1\r\nHost: loopback\r\n\r\n")
+            assert connection.recv(4096).startswith(b"HTTP/1.1 200")
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+        deadline = time.monotonic() + 5
+        while "went away (ConnectionResetError)" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [model.id for model in client(server).models.list().data] == ["loopback-judge"]  # still serving
+    assert "went away (ConnectionResetError)" in caplog.text
+    stderr = capfd.readouterr().err
+    assert "Traceback" not in stderr and "ConnectionResetError" not in stderr, stderr

@@ -284,6 +284,8 @@ class LoopbackServer:
         answer: The chat answer function (default: :func:`grade_judge` with no grades: grade 0 always).
         embed: The embeddings function; None serves 404 on ``/v1/embeddings``.
         model: The model name listed by ``/v1/models`` and answered when a request names none.
+        owned_by: The owner ``/v1/models`` reports for it: two servers that differ here describe the model
+            differently (what the embedding-server encoder refuses to mix).
         latency: Seconds every chat or embeddings request waits before it is answered.
         port: The port to bind; 0 picks a free one.
 
@@ -294,10 +296,12 @@ class LoopbackServer:
     """
 
     def __init__(self, *, answer: AnswerFunction | None = None, embed: EmbedFunction | None = None,
-                 model: str = DEFAULT_MODEL, latency: float = 0.0, port: int = 0) -> None:
+                 model: str = DEFAULT_MODEL, owned_by: str = "loopback", latency: float = 0.0,
+                 port: int = 0) -> None:
         self._answer = answer if answer is not None else grade_judge({})
         self._embed = embed
         self.model = model
+        self.owned_by = owned_by
         self._port = port
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -495,6 +499,18 @@ class _HTTPServer(ThreadingHTTPServer):
         self.server_name = str(host)
         self.server_port = int(port)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (killed, or its timeout) is normal here: a debug line, not a traceback.
+
+        ``socketserver`` prints every handler exception to standard error; a client killed mid-run (the
+        tests kill runs on purpose) resets its kept-alive connections, which is no fault of the server.
+        """
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionResetError, BrokenPipeError)):
+            logger.debug("loopback server: client %s went away (%s)", client_address, type(error).__name__)
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     """One connection: reads each request, applies latency and faults, answers in OpenAI's shapes."""
@@ -526,9 +542,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         loopback._received(path)
         if path == _MODELS:
-            self._send_json(200, {"object": "list", "data": [_model_record(loopback.model)]})
+            self._send_json(200, {"object": "list", "data": [_model_record(loopback.model, loopback.owned_by)]})
         elif path.startswith(_MODELS + "/") and path[len(_MODELS) + 1:] == loopback.model:
-            self._send_json(200, _model_record(loopback.model))
+            self._send_json(200, _model_record(loopback.model, loopback.owned_by))
         elif path == _STATS:
             self._send_json(200, loopback.stats().to_json())
         else:
@@ -868,8 +884,8 @@ def _header_seconds(seconds: float) -> str:
     return str(int(seconds)) if float(seconds).is_integer() else repr(float(seconds))
 
 
-def _model_record(model: str) -> dict[str, Any]:
-    return {"id": model, "object": "model", "created": 0, "owned_by": "loopback"}
+def _model_record(model: str, owned_by: str) -> dict[str, Any]:
+    return {"id": model, "object": "model", "created": 0, "owned_by": owned_by}
 
 
 def _seconds(value: float, name: str) -> float:
