@@ -130,18 +130,10 @@ def test_ties_are_ranked_as_trec_eval_and_mteb_rank_them() -> None:
 @pytest.fixture(scope="module")
 def sample_runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two cheap models (hashing encoders) on one task per intent of the sample: result files and per-query files."""
-    from disastir_mteb.tasks import retrieval as tasks
-
     root = tmp_path_factory.mktemp("authors-runs")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DISASTIR_DATA_DIR", str(sample_data))
-        tasks.forget_data_files()
-        try:
-            for dim in (384, 64):
-                evaluate(HashingEncoder(dim=dim, name=f"disastir-mteb/hashing-{dim}"), TASKS, cache_dir=False,
-                         output_folder=root / f"hashing-{dim}", show_progress=False)
-        finally:
-            tasks.forget_data_files()
+    for dim in (384, 64):
+        evaluate(HashingEncoder(dim=dim, name=f"disastir-mteb/hashing-{dim}"), TASKS, cache_dir=False,
+                 output_folder=root / f"hashing-{dim}", show_progress=False, data=sample_data)
     return root
 
 

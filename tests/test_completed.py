@@ -40,18 +40,10 @@ def judge_grade(intent: Intent, query: str, passage: str) -> float:
 @pytest.fixture(scope="module")
 def runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cheap model's plain run and an instructions run (for compare) on two tasks: per-query files, many holes."""
-    from disastir_mteb.tasks import retrieval as tasks
-
     root = tmp_path_factory.mktemp("completed-runs")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DISASTIR_DATA_DIR", str(sample_data))
-        tasks.forget_data_files()
-        try:
-            for instructions in (None, "disastir"):
-                evaluate(HashingEncoder(dim=64, name="disastir-mteb/hashing-64"), TASKS, cache_dir=False,
-                         output_folder=root, show_progress=False, instructions=instructions)
-        finally:
-            tasks.forget_data_files()
+    for instructions in (None, "disastir"):
+        evaluate(HashingEncoder(dim=64, name="disastir-mteb/hashing-64"), TASKS, cache_dir=False, output_folder=root,
+                 show_progress=False, instructions=instructions, data=sample_data)
     return root
 
 

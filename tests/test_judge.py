@@ -53,17 +53,9 @@ def true_grade(intent: Intent, query: str, passage: str) -> int:
 @pytest.fixture(scope="module")
 def runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cheap model's results (with per-query top-10 files) on two tasks of the sample: many holes."""
-    from disastir_mteb.tasks import retrieval as tasks
-
     root = tmp_path_factory.mktemp("judge-runs")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DISASTIR_DATA_DIR", str(sample_data))
-        tasks.forget_data_files()
-        try:
-            evaluate(HashingEncoder(dim=64, name="disastir-mteb/hashing-64"), TASKS, cache_dir=False,
-                     output_folder=root, show_progress=False)
-        finally:
-            tasks.forget_data_files()
+    evaluate(HashingEncoder(dim=64, name="disastir-mteb/hashing-64"), TASKS, cache_dir=False, output_folder=root,
+             show_progress=False, data=sample_data)
     return root
 
 
@@ -266,6 +258,13 @@ def _job(runs: Path, url: str, store: Path, data: Path) -> subprocess.Popen[byte
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def _grades_file(folder: Path, holes: list) -> Path:
+    """The true grades in the authors' qrels layout, for a loopback judge in its own process."""
+    path = folder / "grades.json"
+    path.write_text(json.dumps([{"user_query": q, "passage": p, "score": g} for (q, p), g in _expected(holes).items()]))
+    return path
+
+
 def _readable_answers_per_step(store: Path) -> list[int]:
     with sqlite3.connect(store) as db:
         return [n for (n,) in db.execute("SELECT COUNT(*) FROM answers WHERE fault IS NULL GROUP BY pair, step")]
@@ -273,9 +272,7 @@ def _readable_answers_per_step(store: Path) -> list[int]:
 
 def test_a_killed_job_resumes_without_asking_anything_twice(runs: Path, holes: list, tmp_path: Path,
                                                             sample_data: Path) -> None:
-    grades = tmp_path / "grades.json"
-    grades.write_text(json.dumps([{"user_query": q, "passage": p, "score": g} for (q, p), g in
-                                  _expected(holes).items()]))
+    grades = _grades_file(tmp_path, holes)
     store = tmp_path / "k.sqlite"
     with LoopbackProcess(latency=0.02, grades=grades) as server:
         job = _job(runs, server.base_url, store, sample_data)
@@ -296,9 +293,7 @@ def test_a_killed_job_resumes_without_asking_anything_twice(runs: Path, holes: l
 
 def test_two_jobs_on_one_store_share_it_without_harm(runs: Path, holes: list, tmp_path: Path,
                                                      sample_data: Path) -> None:
-    grades = tmp_path / "grades.json"
-    grades.write_text(json.dumps([{"user_query": q, "passage": p, "score": g} for (q, p), g in
-                                  _expected(holes).items()]))
+    grades = _grades_file(tmp_path, holes)
     store = tmp_path / "two.sqlite"
     with LoopbackProcess(latency=0.01, grades=grades) as server:
         jobs = [_job(runs, server.base_url, store, sample_data) for _ in range(2)]
