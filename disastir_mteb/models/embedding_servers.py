@@ -82,12 +82,17 @@ class EmbeddingServers(AbsEncoder):
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="embedding-servers", daemon=True)
         self._thread.start()
-        self.pool: EndpointPool[Any, Any] = self._run(self._make_pool(urls, key_env, concurrency, timeout))
+        self.timeout = timeout
         self.requests = 0
         self.dimension = 0
-        facts = self._run(self._describe_servers())
-        self.served = facts
-        self.dimension = self._run(self._probe_dimension())
+        try:
+            self.pool: EndpointPool[Any, Any] = self._run(self._make_pool(urls, key_env, concurrency, timeout))
+            facts = self._run(self._describe_servers())
+            self.served = facts
+            self.dimension = self._run(self._probe_dimension())
+        except BaseException:
+            self.close()  # a run that cannot start leaves no thread and no connection behind
+            raise
         name = self.served_model if "/" in self.served_model else f"served/{self.served_model}"
         pinned = revision.strip() if revision else None
         self.model = None
@@ -140,7 +145,8 @@ class EmbeddingServers(AbsEncoder):
         if self._loop.is_closed():
             return
         try:
-            self._run(self.pool.close())
+            if hasattr(self, "pool"):  # absent when the servers' URLs or key were refused
+                self._run(self.pool.close())
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
@@ -187,21 +193,41 @@ class EmbeddingServers(AbsEncoder):
         return facts[0:1]
 
     async def _probe_dimension(self) -> int:
-        """The vectors' dimension, the same on every server (one short request to each)."""
+        """The vectors' dimension, the same on every server (one short request to each, retried as the run's are)."""
         dimensions = {}
         for server in self.servers:
-            rows = await self._request(server, [_PROBE_TEXT], probe=True)
-            dimensions[server.url] = rows.shape[1]
+            dimensions[server.url] = await self._probe(server.url)
         if len(set(dimensions.values())) > 1:
             detail = ", ".join(f"{url}: {dim}" for url, dim in dimensions.items())
             raise EndpointError(f"The embedding servers answer {self.served_model!r} with different dimensions "
                                 f"({detail}); their vectors must not be mixed.")
         return next(iter(dimensions.values()))
 
-    async def _request(self, server: Server, texts: list[str], *, probe: bool = False) -> np.ndarray:
-        """One request to ``server`` (no retries: for the probe), read and checked."""
-        response = await server.client.post("/embeddings", body=self._body(texts), cast_to=bytes)
-        return self._read(server.url, texts, response, check_dimension=not probe)
+    async def _probe(self, url: str) -> int:
+        """The dimension ``url`` answers with: one one-text request through a pool of that server alone.
+
+        A pool of its own, not the run's (whose servers share one queue), so that this very server answers, with
+        the run's retries: a server still loading its model (503), rate limited (429) or slow is waited for, and
+        one that never answers is one sentence naming it, not the ``openai`` client's traceback.
+        """
+        pool: EndpointPool[list[str], bytes] = EndpointPool([url], key_env=self.pool.key_env, concurrency=1,
+                                                             timeout=self.timeout)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        queue.put_nowait([_PROBE_TEXT])
+        widths: list[int] = []
+
+        async def call(client: Any, texts: list[str]) -> Any:
+            return await client.post("/embeddings", body=self._body(texts), cast_to=bytes)
+
+        def done(texts: list[str], response: bytes, server: Server) -> None:
+            widths.append(self._read(server.url, texts, response, check_dimension=False).shape[1])
+            pool.stop(queue)
+
+        try:
+            await pool.serve(queue, call, done)
+        finally:
+            await pool.close()
+        return widths[0]
 
     def _body(self, texts: list[str]) -> dict[str, Any]:
         return {"model": self.served_model, "input": texts, "encoding_format": "base64"}
