@@ -1,0 +1,468 @@
+"""Runs whose vectors come from embedding servers (issue 24), scored exactly as in-process runs.
+
+The servers are real: :class:`~disastir_mteb.endpoints.loopback.LoopbackServer` on 127.0.0.1, talked to by
+the real ``openai`` client through :class:`~disastir_mteb.models.embedding_servers.EmbeddingServers`. Their
+embed function is the bundled MiniLM, memoised per text so that the corpus is encoded once per module however
+many runs ask for it; a text the client sends in another form (its instruction missing, say) is another text
+and gets its own vector, so the memo hides nothing. Data: a 300-passage generated sample and two tasks, one
+QA and one STS. The kill -9 test needs more than one store chunk, so it runs on the 1,500-passage sample with
+a hashing embedder behind the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from disastir_mteb import cli
+from disastir_mteb.endpoints.loopback import Fault, FaultKind, LoopbackServer, LoopbackStats
+from disastir_mteb.endpoints.pool import EndpointError
+from disastir_mteb.models.embedding_servers import EmbeddingServers
+from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.results.metrics import MAIN_METRIC
+from disastir_mteb.runner.run import build_search, evaluate, serve_model
+from disastir_mteb.search.store import CHUNK_SIZE
+from disastir_mteb.vocabulary.instructions import resolve_instructions
+from disastir_mteb.vocabulary.run_settings import RunSettings
+from disastir_mteb.vocabulary.taxonomy import get_spec, task_file_stem
+
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the served name: what the servers list and are asked for
+TASKS = ["DisastIR-QA-Bio", "DisastIR-STS-Tech"]
+HASHING = "disastir-tests/hashing"
+
+
+# ---------------------------------------------------------------------- data, the served model, the reference
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from disastir_mteb.sample.generator import write_sample
+    from disastir_mteb.sample.scale import SampleScale
+
+    scale = SampleScale("tiny", n_passages=300, queries_per_task=3, judged_per_query=6, passage_words=16)
+    return write_sample(tmp_path_factory.mktemp("servers") / "data", scale=scale)
+
+
+def corpus_texts(data: Path) -> list[str]:
+    with (data / "corpus.jsonl").open(encoding="utf-8") as handle:
+        return [json.loads(line)["text"] for line in handle]
+
+
+def query_texts(data: Path, instructions: str | None) -> list[str]:
+    """The tasks' queries exactly as the model must receive them (the instruction in front, or raw)."""
+    config = resolve_instructions(instructions)
+    texts = []
+    for name in TASKS:
+        spec = get_spec(name)
+        rows = json.loads((data / "query" / f"{task_file_stem(spec.intent, spec.category)}.json").read_text("utf-8"))
+        texts += [config.format(spec.intent, row["user_query"]) for row in rows]
+    return texts
+
+
+class MemoisedMiniLM:
+    """The bundled MiniLM as a server's embed function: each distinct text encoded once, under a lock."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.vectors: dict[str, list[float]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        with self.lock:
+            missing = [text for text in dict.fromkeys(texts) if text not in self.vectors]
+            if missing:
+                rows = self.model.encode(missing, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
+                self.vectors.update(zip(missing, rows.tolist(), strict=True))
+            return [self.vectors[text] for text in texts]
+
+
+@pytest.fixture(scope="module")
+def minilm(bundled_model: Any, tiny: Path) -> MemoisedMiniLM:
+    """Warm before any server starts, so that no answer is slow enough to meet a test's short timeout."""
+    embed = MemoisedMiniLM(bundled_model.model)
+    embed(corpus_texts(tiny) + query_texts(tiny, None) + query_texts(tiny, "disastir"))
+    return embed
+
+
+def ndcg(result: Any) -> dict[str, float]:
+    """NDCG@10 (the main score) per task of an mteb ModelResult."""
+    return {task.task_name: task.scores["test"][0][MAIN_METRIC.key] for task in result.task_results}
+
+
+@pytest.fixture(scope="module")
+def reference(bundled_model: Any, tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str | None,
+                                                                                                   dict[str, float]]:
+    """NDCG@10 per task of the in-process run (``-m bundled``), without and with the DisastIR instructions."""
+    store, out = tmp_path_factory.mktemp("reference-store"), tmp_path_factory.mktemp("reference-results")
+    scores = {instructions: ndcg(evaluate(bundled_model, TASKS, data=tiny, instructions=instructions, cache_dir=store,
+                                          output_folder=out, show_progress=False))
+              for instructions in (None, "disastir")}
+    assert scores[None] != pytest.approx(scores["disastir"], abs=1e-3)  # instructions change the scores
+    assert sorted(scores[None]) == sorted(TASKS)
+    return scores
+
+
+def sent_texts(stats: LoopbackStats) -> list[str]:
+    """The texts a server encoded for the run: its answered embeddings requests after the first (the probe)."""
+    return [text for request in stats.answered[1:] for text in request.texts]
+
+
+def run_on(served: EmbeddingServers, data: Path, out: Path, **options: Any) -> dict[str, float]:
+    """NDCG@10 per task of a run on ``served`` (closed afterwards), nothing persisted."""
+    try:
+        return ndcg(evaluate(served, TASKS, data=data, cache_dir=False, output_folder=out, show_progress=False,
+                             **options))
+    finally:
+        served.close()
+
+
+def run_cli(*arguments: str, data: Path, out: Path) -> int:
+    return cli.main(["run", *arguments, "--data", str(data), "-t", TASKS[0], "--output-folder", str(out),
+                     "--no-cache", "--quiet"])
+
+
+@pytest.fixture
+def on_tiny(tiny: Path, use_data: Callable[[Path], None]) -> Path:
+    """For command-line runs, which point the whole process at their data: restored after the test."""
+    use_data(tiny)
+    return tiny
+
+
+def one_sentence(stderr: str) -> str:
+    """The command's error sentence (its last line), checked to come without a traceback."""
+    assert "Traceback" not in stderr, stderr
+    line = stderr.strip().splitlines()[-1]
+    assert line.startswith("disastir-mteb run: "), stderr
+    return line
+
+
+@pytest.fixture
+def servers() -> Iterator[Callable[..., LoopbackServer]]:
+    """Start loopback servers for one test: ``start(**LoopbackServer keywords)``; all closed at its end."""
+    with ExitStack() as stack:
+        yield lambda **options: stack.enter_context(LoopbackServer(**options))
+
+
+def truncated(embed: Callable[[list[str]], Sequence[Sequence[float]]]) -> Callable[[list[str]], list[list[float]]]:
+    """The same vectors less their last coordinate: another serving of the model (e.g. Matryoshka-shortened)."""
+    return lambda texts: [list(vector)[:-1] for vector in embed(texts)]
+
+
+# ---------------------------------------------------------------------- the same scores as in-process
+
+
+@pytest.mark.parametrize("instructions", [None, "disastir"])
+def test_one_server_scores_as_the_in_process_model_and_receives_the_texts_it_would(
+        instructions: str | None, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+    server = servers(embed=minilm, model=MODEL)
+    result = evaluate(MODEL, TASKS, data=tiny, embeddings_url=server.base_url, instructions=instructions,
+                      cache_dir=False, output_folder=tmp_path, show_progress=False)
+    assert ndcg(result) == pytest.approx(reference[instructions], abs=1e-6)
+    # Every passage raw and every query in the form an in-process model gets it, each exactly once.
+    assert Counter(sent_texts(server.stats())) == Counter(corpus_texts(tiny) + query_texts(tiny, instructions))
+    assert all(request.request["model"] == MODEL for request in server.stats().answered)
+
+
+@pytest.mark.parametrize("n_servers", [2, 3])
+def test_several_servers_share_the_corpus_and_score_as_one(
+        n_servers: int, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+    started = [servers(embed=minilm, model=MODEL, latency=0.02) for _ in range(n_servers)]
+    result = evaluate(MODEL, TASKS, data=tiny, embeddings_url=[server.base_url for server in started],
+                      embeddings_concurrency=1, cache_dir=False, output_folder=tmp_path, show_progress=False)
+    assert ndcg(result) == pytest.approx(reference[None], abs=1e-6)
+    sent = [sent_texts(server.stats()) for server in started]
+    assert all(sent), [len(texts) for texts in sent]  # every server encoded part of the run
+    assert Counter(text for texts in sent for text in texts) == Counter(corpus_texts(tiny) + query_texts(tiny, None))
+
+
+def test_a_server_that_dies_mid_run_leaves_its_batches_to_the_others(
+        minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+    dying = servers(embed=minilm, model=MODEL, latency=0.1)
+    living = servers(embed=minilm, model=MODEL, latency=0.1)
+    served = EmbeddingServers(MODEL, [dying.base_url, living.base_url], concurrency=2)
+    served.pool.backoff = (0.05, 0.2)  # give the dead server up in a second, not in the default's 4 to 8
+    down, up = served.servers
+
+    def die_after_two_answers() -> None:  # the server goes away, port and all, with two requests in flight
+        deadline = time.monotonic() + 60
+        while down.answered < 2 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        dying.close()
+
+    death = threading.Thread(target=die_after_two_answers)
+    death.start()
+    assert run_on(served, tiny, tmp_path) == pytest.approx(reference[None], abs=1e-6)
+    death.join()
+    assert (down.alive, up.alive) == (False, True) and down.retried >= served.pool.max_attempts
+    assert 2 <= down.answered < up.answered
+    sent = Counter(sent_texts(dying.stats()) + sent_texts(living.stats()))
+    assert set(sent) == set(corpus_texts(tiny) + query_texts(tiny, None))  # a batch lost in the death is sent again
+
+
+# ---------------------------------------------------------------------- faults
+
+
+@pytest.mark.parametrize("fault", [Fault(FaultKind.RATE_LIMIT, retry_after=1), Fault(FaultKind.SERVER_ERROR),
+                                   Fault(FaultKind.HANG, seconds=30), Fault(FaultKind.CLOSE)],
+                         ids=lambda fault: fault.kind.value)
+def test_a_fault_that_retrying_mends_leaves_the_scores_unchanged(
+        fault: Fault, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+    server = servers(embed=minilm, model=MODEL)
+    served = EmbeddingServers(MODEL, server.base_url, concurrency=1, timeout=1.0)  # a hang ends after 1 s
+    server.add_faults(fault)  # after the probe: the fault meets a batch of the run
+    started = time.monotonic()
+    assert run_on(served, tiny, tmp_path) == pytest.approx(reference[None], abs=1e-6)
+    stats, (state,) = server.stats(), served.servers
+    assert stats.faults == {fault.kind.value: 1} and state.retried == 1 and state.alive
+    assert Counter(sent_texts(stats)) == Counter(corpus_texts(tiny) + query_texts(tiny, None))
+    if fault.kind is FaultKind.RATE_LIMIT:  # waited what Retry-After asked before asking again
+        (event,) = stats.fault_log
+        retry = next(request for request in stats.answered if request.answered_at > event.sent_at)
+        assert state.waits == [1.0] and state.rate_limited == 1 and retry.answered_at - event.sent_at >= 1.0
+    if fault.kind is FaultKind.HANG:  # given up after the timeout, not after the hang
+        assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize("fault", [Fault(FaultKind.SERVER_ERROR), Fault(FaultKind.RATE_LIMIT, retry_after=0.5)],
+                         ids=lambda fault: fault.kind.value)
+def test_a_fault_on_the_first_request_is_retried_as_well(
+        fault: Fault, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+    """The one-text probe that reads the dimension before the run: a server still loading its model answers 503."""
+    server = servers(embed=minilm, model=MODEL)
+    server.add_faults(fault)
+    result = evaluate(MODEL, TASKS, data=tiny, embeddings_url=server.base_url, cache_dir=False, output_folder=tmp_path,
+                      show_progress=False)
+    assert ndcg(result) == pytest.approx(reference[None], abs=1e-6)
+    stats = server.stats()
+    assert stats.faults == {fault.kind.value: 1} and stats.fault_log[0].sent_at < stats.answered[0].answered_at
+    assert len(stats.answered[0].texts) == 1  # the probe, answered when retried
+
+
+def test_vectors_listed_out_of_order_are_placed_by_their_index(
+        minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+    server = servers(embed=minilm, model=MODEL)
+    served = EmbeddingServers(MODEL, server.base_url)
+    server.fail_all(Fault(FaultKind.SHUFFLED))  # every answer lists its vectors last to first
+    assert run_on(served, tiny, tmp_path) == pytest.approx(reference[None], abs=1e-6)
+    stats = server.stats()
+    assert stats.faults["shuffled"] == len(stats.answered) - 1 > 1  # every request of the run
+
+
+WRONG_ANSWERS = [(FaultKind.WRONG_DIMENSION, "vectors of different dimensions [383, 384] in one answer"),
+                 (FaultKind.WRONG_COUNT, "returned 31 vector(s) for 32 text(s)"),
+                 (FaultKind.NON_FINITE, "a vector with NaN or infinite values (text 0 of the request")]
+
+
+@pytest.mark.parametrize(("kind", "says"), WRONG_ANSWERS, ids=[kind.value for kind, _ in WRONG_ANSWERS])
+def test_a_wrong_answer_stops_the_run_with_one_sentence_naming_the_server(
+        kind: FaultKind, says: str, minilm: MemoisedMiniLM, on_tiny: Path, servers: Callable[..., LoopbackServer],
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = servers(embed=minilm, model=MODEL), servers(embed=minilm, model=MODEL)
+    served = EmbeddingServers(MODEL, [good.base_url, bad.base_url])
+    bad.add_faults(Fault(kind))
+    with pytest.raises(EndpointError) as error:
+        run_on(served, on_tiny, tmp_path / "api")
+    assert str(error.value).startswith(f"{bad.base_url} ") and says in str(error.value)
+
+    # The command line: exit code 2 and the sentence, the probe (one text: the first fault) left whole.
+    bad.add_faults(Fault(FaultKind.SHUFFLED), Fault(kind))
+    assert run_cli("-m", MODEL, "--embeddings-url", bad.base_url, data=on_tiny, out=tmp_path / "cli") == 2
+    sentence = one_sentence(capsys.readouterr().err)
+    assert sentence.startswith(f"disastir-mteb run: {bad.base_url} ") and says in sentence
+
+
+def test_a_server_whose_vectors_change_dimension_mid_run_stops_it(
+        minilm: MemoisedMiniLM, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+    changed = threading.Event()
+    server = servers(embed=lambda texts: (truncated(minilm) if changed.is_set() else minilm)(texts), model=MODEL)
+    served = EmbeddingServers(MODEL, server.base_url)
+    changed.set()  # the server's model was swapped after the run began
+    with pytest.raises(EndpointError, match=f"^{server.base_url} returned 383-dimensional vectors; .* gave 384 when "
+                                            "the run began"):
+        run_on(served, tiny, tmp_path)
+
+
+def test_an_all_zero_vector_stops_the_run(minilm: MemoisedMiniLM, tiny: Path,
+                                          servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+    """A zero vector has no direction: cosine would rank its passage silently last (or NaN), never a score."""
+    empty = corpus_texts(tiny)[7]
+    server = servers(embed=lambda texts: [[0.0] * 384 if text == empty else vector
+                                          for text, vector in zip(texts, minilm(texts), strict=True)], model=MODEL)
+    with pytest.raises(EndpointError) as error:
+        run_on(EmbeddingServers(MODEL, server.base_url), tiny, tmp_path)
+    assert str(error.value).startswith(f"{server.base_url} returned an all-zero vector (text ")
+    assert repr(empty[:60]) in str(error.value)
+
+
+# ---------------------------------------------------------------------- the store
+
+
+def test_the_store_serves_a_rerun_and_keeps_different_servings_apart(
+        minilm: MemoisedMiniLM, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+    store, n_passages = tmp_path / "store", len(corpus_texts(tiny))
+
+    def run(server: LoopbackServer, revision: str | None = None) -> tuple[str, int, int, dict[str, float]]:
+        served = EmbeddingServers(MODEL, server.base_url, revision=revision)
+        searcher = build_search(served, RunSettings.from_options(cache_dir=store, progress=False))
+        try:
+            result = evaluate(searcher, TASKS, data=tiny, output_folder=tmp_path / f"results-{uuid.uuid4().hex}",
+                              show_progress=False)
+        finally:
+            served.close()
+        return served.mteb_model_meta.revision, searcher.passages_encoded, searcher.queries_encoded, ndcg(result)
+
+    first = servers(embed=minilm, model=MODEL)
+    revision, passages, queries, scores = run(first)
+    assert revision.startswith("served-") and (passages, queries) == (n_passages, len(query_texts(tiny, None)))
+
+    # The same model on another server (a restart: another port) is the same serving: nothing encoded again.
+    again = servers(embed=minilm, model=MODEL)
+    assert run(again) == (revision, 0, 0, scores)
+    assert sent_texts(again.stats()) == []  # only the probe
+
+    # Another serving of the name (other vectors, or another owner reported): another entry, encoded afresh.
+    shortened = run(servers(embed=truncated(minilm), model=MODEL))
+    owned = run(servers(embed=minilm, model=MODEL, owned_by="someone-else"))
+    assert len({revision, shortened[0], owned[0]}) == 3
+    assert shortened[1] == owned[1] == n_passages
+
+    # A pinned revision is the entry's name, whatever the servers report.
+    assert run(first, "checkpoint-a")[:2] == ("checkpoint-a", n_passages)
+    assert run(first, "checkpoint-b")[:2] == ("checkpoint-b", n_passages)
+    assert run(first, "checkpoint-a")[:3] == ("checkpoint-a", 0, 0)
+
+
+def hashing_embed() -> Callable[[list[str]], list[list[float]]]:
+    encoder = HashingEncoder()
+    return lambda texts: encoder.embed(list(texts)).tolist()
+
+
+def test_kill_9_of_a_run_mid_encoding_resumes_from_the_stored_chunks(
+        sample_data: Path, servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+    store, task = tmp_path / "store", TASKS[0]
+    n_passages = len(corpus_texts(sample_data))
+    assert CHUNK_SIZE < n_passages < 2 * CHUNK_SIZE  # two chunks: the first stored, the second in flight
+    released, embed = threading.Event(), hashing_embed()
+
+    def embed_until_a_chunk_is_stored(texts: list[str]) -> list[list[float]]:
+        if not released.is_set() and any(store.rglob("chunk_*.npy")):
+            released.wait(60)  # the second chunk's requests wait for the kill
+        return embed(texts)
+
+    server = servers(embed=embed_until_a_chunk_is_stored, model=HASHING)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    with (tmp_path / "stderr.txt").open("w+", encoding="utf-8") as stderr:
+        run = subprocess.Popen([sys.executable, "-m", "disastir_mteb.cli", "run", "-m", HASHING, "--embeddings-url",
+                                server.base_url, "--data", str(sample_data), "-t", task, "--cache-dir", str(store),
+                                "--output-folder", str(tmp_path / "killed"), "--quiet"],
+                               env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline = time.monotonic() + 120
+            while not any(store.rglob("chunk_*.npy")) and run.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            run.send_signal(signal.SIGKILL)
+            code = run.wait(timeout=30)
+            stderr.seek(0)
+            assert code == -signal.SIGKILL, stderr.read()[-3000:]  # killed, not finished or failed
+        finally:
+            if run.poll() is None:
+                run.kill()
+            released.set()
+    assert len(list(store.rglob("chunk_*.npy"))) == 1
+
+    served = EmbeddingServers(HASHING, server.base_url)
+    searcher = build_search(served, RunSettings.from_options(cache_dir=store, progress=False))
+    try:
+        resumed = ndcg(evaluate(searcher, [task], data=sample_data, output_folder=tmp_path / "killed",
+                                show_progress=False))
+    finally:
+        served.close()
+    assert searcher.passages_encoded == n_passages - CHUNK_SIZE  # the stored chunk is not asked for again
+    whole = ndcg(evaluate(HASHING, [task], data=sample_data, embeddings_url=server.base_url, cache_dir=False,
+                          output_folder=tmp_path / "whole", show_progress=False))
+    assert resumed == pytest.approx(whole, abs=1e-6) and set(resumed) == {task}
+
+
+# ---------------------------------------------------------------------- errors before any encoding
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("case", ["another model", "described differently", "other dimensions", "unreachable"])
+def test_servers_that_cannot_serve_the_run_are_one_sentence_before_any_encoding(
+        case: str, minilm: MemoisedMiniLM, on_tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    started = [servers(embed=minilm, model=MODEL)]
+    if case == "another model":
+        started = [servers(embed=minilm, model="BAAI/bge-small-en-v1.5")]
+        says = f"{started[0].base_url} does not serve {MODEL!r}; it serves: BAAI/bge-small-en-v1.5."
+    elif case == "described differently":
+        started.append(servers(embed=minilm, model=MODEL, owned_by="someone-else"))
+        says = f"The embedding servers describe {MODEL!r} differently, so their vectors must not be mixed: "
+    elif case == "other dimensions":
+        started.append(servers(embed=truncated(minilm), model=MODEL))
+        says = (f"The embedding servers answer {MODEL!r} with different dimensions ({started[0].base_url}: 384, "
+                f"{started[1].base_url}: 383); their vectors must not be mixed.")
+    urls = [server.base_url for server in started]
+    if case == "unreachable":
+        urls = [f"http://127.0.0.1:{free_port()}/v1"]
+        says = f"{urls[0]} cannot be reached (APIConnectionError); start the embedding server first"
+    options = [option for url in urls for option in ("--embeddings-url", url)]
+    assert run_cli("-m", MODEL, *options, data=on_tiny, out=tmp_path) == 2
+    captured = capsys.readouterr()
+    assert one_sentence(captured.err).startswith(f"disastir-mteb run: {says}"), captured.err
+    for server in started:  # nothing of the run was sent: at most the one-text probe
+        assert [len(request.texts) for request in server.stats().answered] in ([], [1])
+
+
+def test_the_key_comes_from_its_variable_and_is_never_printed_or_logged(
+        minilm: MemoisedMiniLM, on_tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    default_key, named_key = f"sk-default-{uuid.uuid4().hex}", f"sk-named-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", default_key)
+    monkeypatch.setenv("DISASTIR_TEST_EMBEDDINGS_KEY", named_key)
+    server = servers(embed=minilm, model=MODEL)
+    for key_env, key in (("OPENAI_API_KEY", default_key), ("DISASTIR_TEST_EMBEDDINGS_KEY", named_key)):
+        served = serve_model(MODEL, server.base_url, key_env=key_env)
+        try:
+            assert [state.client.api_key for state in served.servers] == [key]
+        finally:
+            served.close()
+    with caplog.at_level(logging.DEBUG):
+        server.add_faults(Fault(FaultKind.SHUFFLED), Fault(FaultKind.SERVER_ERROR))  # a 500 and its retry logged too
+        assert run_cli("-m", MODEL, "--embeddings-url", server.base_url, data=on_tiny, out=tmp_path / "a") == 0
+        assert run_cli("-m", MODEL, "--embeddings-url", server.base_url, "--api-key-env",
+                       "DISASTIR_TEST_EMBEDDINGS_KEY", data=on_tiny, out=tmp_path / "b") == 0
+        assert run_cli("-m", "served/unknown", "--embeddings-url", server.base_url, data=on_tiny,
+                       out=tmp_path / "c") == 2
+    captured = capsys.readouterr()
+    assert "Servers: " in captured.out and "does not serve 'served/unknown'" in captured.err
+    assert any("HTTP Request: POST" in record.getMessage() for record in caplog.records)  # DEBUG logs were on
+    for text in (captured.out, captured.err, caplog.text):
+        assert default_key not in text and named_key not in text
