@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from disastir_mteb.results.completed_view import CompletedView
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
 __all__ = ["compare", "demo", "export", "judge", "leaderboard", "offline_if_unreachable", "report", "run", "sample",
            "seed", "stats", "submit", "tasks", "upstream"]
@@ -69,13 +70,9 @@ def run(args: argparse.Namespace) -> int:
     """``disastir-mteb run``: evaluate a model on the tasks, corpus encoded once, results in mteb's layout."""
     import os
 
-    from tqdm.auto import tqdm
-
-    from disastir_mteb.results.grid import grids_by_split
     from disastir_mteb.runner.data_source import data_folders
-    from disastir_mteb.runner.run import build_search, resolve_tasks, result_folder, run_tasks
+    from disastir_mteb.runner.run import build_search, resolve_tasks
     from disastir_mteb.vocabulary.run_settings import RunSettings
-    from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name
 
     local_model = args.model == "bundled" or Path(args.model).exists() or bool(args.embeddings_url)
     local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
@@ -101,7 +98,23 @@ def run(args: argparse.Namespace) -> int:
                              concurrency=args.embeddings_concurrency, key_env=args.api_key_env)
     elif args.embeddings_revision:
         raise ValueError("--embeddings-revision pins a served model: pass it with --embeddings-url.")
-    searcher = build_search(served or args.model, settings)
+    try:
+        _run_and_summarise(build_search(served or args.model, settings), tasks, args)
+        if served is not None:
+            print(f"Servers: {served.describe()}.")
+    finally:
+        if served is not None:  # its event loop thread and connections, also when the run stops with an error
+            served.close()
+    return 0
+
+
+def _run_and_summarise(searcher: SharedCorpusSearch, tasks: list, args: argparse.Namespace) -> None:
+    """``run``'s tasks through the search model, then the grid and the one-paragraph summary."""
+    from tqdm.auto import tqdm
+
+    from disastir_mteb.results.grid import grids_by_split
+    from disastir_mteb.runner.run import result_folder, run_tasks
+    from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name
 
     def summary(task_result: object, seconds: float) -> None:
         score = task_result.get_score()  # type: ignore[attr-defined]
@@ -117,10 +130,6 @@ def run(args: argparse.Namespace) -> int:
           f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
           f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}.")
     print(f"Passages: {searcher.describe_encoding()}.")
-    if served is not None:
-        print(f"Servers: {served.describe()}.")
-        served.close()
-    return 0
 
 
 def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, CompletedView] | None:
