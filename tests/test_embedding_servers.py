@@ -466,3 +466,20 @@ def test_the_key_comes_from_its_variable_and_is_never_printed_or_logged(
     assert any("HTTP Request: POST" in record.getMessage() for record in caplog.records)  # DEBUG logs were on
     for text in (captured.out, captured.err, caplog.text):
         assert default_key not in text and named_key not in text
+
+
+def test_a_server_still_loading_its_model_is_waited_for() -> None:
+    """``GET /v1/models`` answered 503 then 429 (a server still loading, then busy): asked again, not an error."""
+    from disastir_mteb.endpoints.loopback import Fault, FaultKind, LoopbackServer
+    from disastir_mteb.models.embedding_servers import EmbeddingServers
+
+    with LoopbackServer(embed=lambda texts: [[1.0, float(len(t))] for t in texts], model="m") as server:
+        server.add_faults(Fault(FaultKind.SERVER_ERROR, path="/v1/models"),
+                          Fault(FaultKind.RATE_LIMIT, retry_after=0.2, path="/v1/models"))
+        served = EmbeddingServers("m", server.base_url)
+        try:
+            assert served.dimension == 2
+            assert [(e.kind, e.path) for e in server.stats().fault_log] == [("server_error", "/v1/models"),
+                                                                             ("rate_limit", "/v1/models")]
+        finally:
+            served.close()

@@ -151,6 +151,8 @@ class Fault:
             the hang at once.
         content: For ``malformed`` and ``out_of_range``: the answer text to send instead of the default
             bad one (a test may want a particular bad answer).
+        path: Only a request to this path spends it (``/v1/models`` too, for the faults of every route);
+            None: the next chat or embeddings request it applies to.
 
     Raises:
         ValueError: An unknown kind, a negative or non-finite duration, or ``content`` for another kind.
@@ -163,6 +165,7 @@ class Fault:
     retry_after: float = 1.0
     seconds: float = 30.0
     content: str | None = None
+    path: str | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -430,12 +433,13 @@ class LoopbackServer:
 
         The dead server's fault comes first; else the first queued fault that applies to ``path``.
         """
-        applies = _APPLIES[path]
+        applies = _APPLIES.get(path, _ANY_ROUTE)
         with self._lock:
-            fault = self._always if self._always is not None and self._always.kind in applies else None
+            fault = (self._always if self._always is not None and self._always.kind in applies and path in _APPLIES
+                     else None)
             if fault is None:
                 for position, queued in enumerate(self._faults):
-                    if queued.kind in applies:
+                    if queued.kind in applies and (queued.path == path if queued.path else path in _APPLIES):
                         fault = queued
                         del self._faults[position]
                         break
@@ -542,6 +546,15 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         loopback._received(path)
         if path == _MODELS:
+            fault, _ = loopback._take_fault(path)  # only a fault queued for this path (Fault(path=...))
+            if fault is not None and fault.kind is FaultKind.RATE_LIMIT:
+                return self._send_error(429, "Rate limit reached (scripted by the loopback server)", "requests",
+                                        "rate_limit_exceeded",
+                                        headers={"Retry-After": _header_seconds(fault.retry_after)})
+            if fault is not None:
+                return self._send_error(500 if fault.kind is FaultKind.SERVER_ERROR else 503,
+                                        "The server is not ready (scripted by the loopback server)", "server_error",
+                                        None)
             self._send_json(200, {"object": "list", "data": [_model_record(loopback.model, loopback.owned_by)]})
         elif path.startswith(_MODELS + "/") and path[len(_MODELS) + 1:] == loopback.model:
             self._send_json(200, _model_record(loopback.model, loopback.owned_by))

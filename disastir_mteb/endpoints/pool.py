@@ -213,7 +213,7 @@ class EndpointPool(Generic[T, R]):
                 if rate_limited > self.max_rate_limited:
                     raise EndpointError(f"{server.url} kept answering 429 (rate limited): {rate_limited} times "
                                         "for one request; lower --concurrency or try later.") from None
-                wait = retry_after(error.response) or self._backoff(rate_limited)
+                wait = retry_after(error.response) or self.backoff_wait(rate_limited)
                 server.waits.append(wait)
                 logger.debug("%s: 429, waiting %.2f s", server.url, wait)
                 await asyncio.sleep(wait)
@@ -227,14 +227,15 @@ class EndpointPool(Generic[T, R]):
                         logger.warning("Giving up on %s after %d failures in a row (%s); the other servers take "
                                        "its work.", server.url, failures, server.last_error)
                     raise _ServerDown from None
-                wait = retry_after(getattr(error, "response", None)) or self._backoff(failures)
+                wait = retry_after(getattr(error, "response", None)) or self.backoff_wait(failures)
                 await asyncio.sleep(wait)
             except openai.APIStatusError as error:
                 hint = (f"; check the key in ${self.key_env}" if error.status_code in (401, 403) else
                         "; check --model against the server's models" if error.status_code == 404 else "")
                 raise EndpointError(f"{server.url} refused a request: {_describe(error)}{hint}.") from None
 
-    def _backoff(self, attempt: int) -> float:
+    def backoff_wait(self, attempt: int) -> float:
+        """Seconds to wait before the ``attempt``-th retry: doubling from the first wait to the longest, with jitter."""
         first, longest = self.backoff
         return min(longest, first * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
 

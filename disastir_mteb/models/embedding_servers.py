@@ -43,6 +43,7 @@ from disastir_mteb.endpoints.pool import (
     EndpointError,
     EndpointPool,
     Server,
+    retry_after,
 )
 from disastir_mteb.util.digest import short_digest
 
@@ -167,7 +168,7 @@ class EmbeddingServers(AbsEncoder):
         described: dict[str, dict[str, Any]] = {}
         for server in self.servers:
             try:
-                listing = await server.client.models.list()
+                listing = await self._listing(server)
             except openai.NotFoundError:  # a server without a model listing: nothing to add but the name
                 described[server.url] = {"id": self.served_model, "listing": "none"}
                 continue
@@ -191,6 +192,23 @@ class EmbeddingServers(AbsEncoder):
             raise EndpointError(f"The embedding servers describe {self.served_model!r} differently, so their "
                                 f"vectors must not be mixed: {detail}.")
         return facts[0:1]
+
+    async def _listing(self, server: Server) -> Any:
+        """``GET /v1/models``, asked again after a 429 (as long as ``Retry-After`` says), 5xx or timeout.
+
+        A server still loading its model answers 503 for a while; the pool's limit on failures in a row applies.
+        """
+        import openai
+
+        attempt = 1
+        while True:
+            try:
+                return await server.client.models.list()
+            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError) as error:
+                if attempt >= self.pool.max_attempts:
+                    raise
+                await asyncio.sleep(retry_after(getattr(error, "response", None)) or self.pool.backoff_wait(attempt))
+                attempt += 1
 
     async def _probe_dimension(self) -> int:
         """The vectors' dimension, the same on every server (one short request to each, retried as the run's are)."""
