@@ -13,16 +13,18 @@ process, answering every request after a fixed ``--latency`` (100 ms by default)
 :func:`hash_embed` (1024 dimensions, picked by a hash of the text from a fixed table, so a server's own CPU is
 small and the figure is this project's side, not this machine's cores).
 
-Two ways of handing the passages over (``--chunk``): as a run does, in the embedding store's chunks of
-1,024 passages (:data:`~disastir_mteb.search.store.CHUNK_SIZE`: one ``embed`` call per chunk, each finished
-before the next is sent, so every chunk waits for its slowest request and for this process to read the last
-answers), and all in one call (the encoder's own figure). Ideal: ``servers * concurrency * batch / latency``
-passages per second (every request slot of every server always waiting on its server).
+Two ways of handing the passages over (``--chunk``): as a run encodes its corpus, through the embedding store
+(:class:`~disastir_mteb.search.store.EmbeddingStore`, a fresh one per run in a temporary folder) in its chunks
+of 1,024 passages (:data:`~disastir_mteb.search.store.CHUNK_SIZE`): one ``embed`` call per chunk, each chunk
+finished and its file written before the next is sent, so every chunk waits for its slowest request and for
+this process to read its last answers; and all in one ``embed`` call (the encoder's own figure). Ideal:
+``servers * concurrency * batch / latency`` passages per second (every request slot of every server always
+waiting on its server).
 
 Printed per number of servers and chunk, the medians over ``--runs`` runs (one encoder per number of servers,
 built and warmed once, as a real run keeps it for the whole corpus; the runs of the chunk sizes alternate):
-wall seconds of the ``embed`` calls, passages per second with the ideal and the ratio, and CPU milliseconds per
-request of this process (user + system, ``time.process_time`` around the calls: the event loop thread, the
+wall seconds of the encoding (the store included), passages per second with the ideal and the ratio, CPU ms per
+request of this process (user + system, ``time.process_time`` around the encoding: the event loop thread, the
 ``openai`` client, reading and checking the answers) and of the servers together (``/proc``). Two more columns
 say what bounds the figure: ``client max/s``, the passages per second this process's CPU alone would allow
 (passages / its CPU seconds: the ceiling of one client however many servers it drives), and ``other cores``,
@@ -40,22 +42,23 @@ so the requests are no lighter than the real ones), as many per configuration as
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from judge_throughput import machine, synthetic_pairs
 
 from disastir_mteb.endpoints.loopback import LoopbackProcess
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY
-from disastir_mteb.search.store import CHUNK_SIZE
+from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, fingerprint_texts
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 from disastir_mteb.vocabulary.taxonomy import Intent
 
@@ -121,25 +124,32 @@ def passages(n: int, words: int, seed: int) -> list[str]:
 
 
 def one_run(encoder: Any, texts: list[str], *, batch_size: int, chunk: int, server_pids: list[int]) -> dict[str, float]:
-    """``texts`` through ``embed``, ``chunk`` at a time (0: in one call): wall seconds, requests, CPU seconds.
+    """``texts`` encoded once: wall seconds, requests, and CPU seconds of this process, the servers and the rest.
 
-    CPU seconds of this process, of the servers, and of the rest of the machine.
-
+    With ``chunk``, as a run encodes its corpus: through the embedding store (a fresh one in a temporary folder)
+    in chunks of ``chunk`` passages, one ``embed`` call per chunk, each chunk's file written (with its checksum)
+    before the next chunk is sent, and the entry assembled at the end. With ``chunk`` 0: one ``embed`` call.
     ``others`` is the CPU the machine's other processes took meanwhile (busy cores, ``/proc/stat``, less this
-    process and the servers): the other work that shared the cores with this run, whose share of the figures
-    the table shows.
+    process and the servers): the other work that shared the cores with this run.
     """
     requests_before = encoder.requests
     servers_before, machine_before = _servers_cpu(server_pids), _machine_busy()
     cpu_before, started = time.process_time(), time.perf_counter()
-    step = chunk or len(texts)
-    vectors = np.concatenate([encoder.embed(texts[start:start + step], batch_size=batch_size)
-                              for start in range(0, len(texts), step)])
+    if chunk:
+        with tempfile.TemporaryDirectory(prefix="embedding-servers-") as folder:
+            key = StoreKey(MODEL, encoder.mteb_model_meta.revision, "corpus", "", "", fingerprint_texts(texts),
+                           batch_size=batch_size)
+            shape = EmbeddingStore(Path(folder)).get_or_encode(
+                key, texts, functools.partial(encoder.embed, batch_size=batch_size), chunk_size=chunk,
+                progress=False).shape
+    else:
+        shape = encoder.embed(texts, batch_size=batch_size).shape
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_before
     servers = _servers_cpu(server_pids) - servers_before
     others = _machine_busy() - machine_before - cpu - servers
-    if vectors.shape != (len(texts), DIMENSION):
-        raise RuntimeError(f"embed returned {vectors.shape}, not ({len(texts)}, {DIMENSION})")
+    if shape != (len(texts), DIMENSION):
+        raise RuntimeError(f"{len(texts)} passages came back as vectors of shape {shape}, not ({len(texts)}, "
+                           f"{DIMENSION})")
     return {"wall": wall, "requests": encoder.requests - requests_before, "cpu": cpu, "server_cpu": servers,
             "others": max(0.0, others)}
 
@@ -249,8 +259,8 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
                         help="texts per request (default: the runner's, %(default)s)")
     parser.add_argument("--chunk", type=int, nargs="+", default=[CHUNK_SIZE, 0],
-                        help="passages per encode call: the store's chunk (%(default)s: the runner's, each chunk "
-                             "finished before the next is sent) and 0 (the whole set in one call)")
+                        help="through the embedding store in chunks of N passages, as a run (the store's chunk, "
+                             f"{CHUNK_SIZE:,}, by default), and 0: in one embed call (default: both)")
     parser.add_argument("--latency", type=float, default=0.1, help="each server's seconds per request")
     parser.add_argument("--runs", type=int, default=3, help="runs per configuration (the median is quoted)")
     parser.add_argument("--seconds", type=float, default=3.0,
@@ -281,8 +291,8 @@ def main() -> int:
     for row in rows:
         if row["servers"] == GOAL_SERVERS:
             verdict = "meets" if row["ratio"] >= GOAL else "misses"
-            how = (f"in chunks of {row['chunk']:,}{' (as a run)' if row['chunk'] == CHUNK_SIZE else ''}"
-                   if row["chunk"] else "in one call")
+            how = (f"through the store in chunks of {row['chunk']:,}"
+                   f"{' (as a run)' if row['chunk'] == CHUNK_SIZE else ''}" if row["chunk"] else "in one call")
             print(f"{GOAL_SERVERS} servers, {how}: {row['ratio']:.3f} of the ideal ({verdict} the goal of {GOAL})")
     if args.out:
         args.out.write_text(json.dumps({"machine": label, "command": _command(), "latency": args.latency,
