@@ -1,6 +1,6 @@
 """Passages per second encoded through one, two and four embedding servers, as a share of the ideal, and the CPU.
 
-Run (about 100 seconds on 2 CPU cores):
+Run (about 80 seconds on 2 CPU cores):
     python benchmarks/embedding_servers.py
     python benchmarks/embedding_servers.py --servers 4 --chunk 1024 4096 0 --runs 5 --seconds 5
 
