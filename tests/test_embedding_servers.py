@@ -483,3 +483,24 @@ def test_a_server_still_loading_its_model_is_waited_for() -> None:
                                                                              ("rate_limit", "/v1/models")]
         finally:
             served.close()
+
+
+def test_the_store_streams_every_chunk_through_one_queue(tmp_path: Path) -> None:
+    """Chunks do not wait for each other: six one-batch chunks at 0.2 s take about one round trip, not six."""
+    from disastir_mteb.endpoints.loopback import LoopbackServer
+    from disastir_mteb.models.embedding_servers import EmbeddingServers
+
+    with LoopbackServer(embed=lambda texts: [[1.0, float(len(t))] for t in texts], model="m") as server:
+        served = EmbeddingServers("m", server.base_url, concurrency=6)
+        try:
+            server.set_latency(0.2)
+            chunks = [[f"passage {c}-{i}" for i in range(4)] for c in range(6)]
+            heard: list[int] = []
+            started = time.perf_counter()
+            outputs = list(served.encode_stream(chunks, heard.append, batch_size=4))
+            seconds = time.perf_counter() - started
+        finally:
+            served.close()
+    assert [o.tolist() for o in outputs] == [[[1.0, float(len(t))] for t in chunk] for chunk in chunks]
+    assert heard == [4] * 6
+    assert seconds < 0.8, seconds  # one chunk after the other: at least 6 x 0.2 s

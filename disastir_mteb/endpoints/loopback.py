@@ -57,6 +57,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
@@ -898,7 +899,12 @@ def _header_seconds(seconds: float) -> str:
 
 
 def _model_record(model: str, owned_by: str) -> dict[str, Any]:
-    return {"id": model, "object": "model", "created": 0, "owned_by": owned_by}
+    """The model as vLLM lists it: with what changes on every listing (the time, a permission record's random id)."""
+    now = int(time.time())
+    return {"id": model, "object": "model", "created": now, "owned_by": owned_by, "root": model, "parent": None,
+            "max_model_len": 512,
+            "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission", "created": now,
+                            "allow_sampling": True, "organization": "*", "is_blocking": False}]}
 
 
 def _seconds(value: float, name: str) -> float:

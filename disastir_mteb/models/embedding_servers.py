@@ -28,8 +28,10 @@ import asyncio
 import base64
 import json
 import logging
+import queue
 import threading
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,8 +53,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["EmbeddingServers"]
 
-#: What the servers' model listing may say that changes from one start to the next (left out of the revision).
-_VOLATILE = frozenset({"created", "object"})
+#: What of the servers' model listing names the served model (kept in the revision): never the start time, nor
+#: vLLM's ``permission`` records, which carry a new random id and time on every listing.
+_IDENTITY = ("id", "owned_by", "root", "parent", "max_model_len")
 _PROBE_TEXT = "DisastIR"
 
 
@@ -184,8 +187,7 @@ class EmbeddingServers(AbsEncoder):
                 shown = ", ".join(sorted(models)[:10]) or "none"
                 raise EndpointError(f"{server.url} does not serve {self.served_model!r}; it serves: {shown}.")
             record = models[self.served_model].model_dump()
-            described[server.url] = {key: value for key, value in sorted(record.items())
-                                     if key not in _VOLATILE and value is not None}
+            described[server.url] = {key: record[key] for key in _IDENTITY if record.get(key) is not None}
         facts = list(described.values())
         if any(fact != facts[0] for fact in facts[1:]):
             detail = "; ".join(f"{url}: {json.dumps(fact, sort_keys=True)}" for url, fact in described.items())
@@ -251,24 +253,72 @@ class EmbeddingServers(AbsEncoder):
         return {"model": self.served_model, "input": texts, "encoding_format": "base64"}
 
     async def _embed(self, batches: list[list[str]]) -> np.ndarray:
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        for number, batch in enumerate(batches):
-            queue.put_nowait((number, batch))
         results: dict[int, np.ndarray] = {}
+        await self._serve(list(enumerate(batches)), lambda number, rows: results.__setitem__(number, rows))
+        return np.concatenate([results[number] for number in range(len(batches))], axis=0)
 
-        async def call(client: Any, item: tuple[int, list[str]]) -> Any:
-            _, batch = item
-            return await client.post("/embeddings", body=self._body(batch), cast_to=bytes)
+    async def _serve(self, items: list[tuple[Any, list[str]]], deliver: Any) -> None:
+        """Send every ``(tag, batch)`` of ``items`` through the pool, FIFO; ``deliver(tag, rows)`` as each is read."""
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        for item in items:
+            queue.put_nowait(item)
+        answered = 0
 
-        def done(item: tuple[int, list[str]], response: Any, server: Server) -> None:
-            number, batch = item
-            results[number] = self._read(server.url, batch, response)
+        async def call(client: Any, item: tuple[Any, list[str]]) -> Any:
+            return await client.post("/embeddings", body=self._body(item[1]), cast_to=bytes)
+
+        def done(item: tuple[Any, list[str]], response: Any, server: Server) -> None:
+            nonlocal answered
+            tag, batch = item
+            deliver(tag, self._read(server.url, batch, response))
             self.requests += 1
-            if len(results) == len(batches):
+            answered += 1
+            if answered == len(items):
                 self.pool.stop(queue)
 
-        await self.pool.serve(queue, call, done)
-        return np.concatenate([results[number] for number in range(len(batches))], axis=0)
+        if items:
+            await self.pool.serve(queue, call, done)
+
+    def encode_stream(self, chunks: Sequence[list[str]], on_batch: Any = None, *,
+                      batch_size: int = 32) -> Iterator[np.ndarray]:
+        """Each chunk's vectors in order, the batches of every chunk on one queue (the store's streaming hook).
+
+        Handing the store chunk by chunk to :meth:`embed_batches` would leave every server idle while the last
+        answers of a chunk are read; here the next chunks' batches are already in flight, so the servers are
+        kept busy across chunk boundaries. ``on_batch`` hears of each batch's texts as they are read. A
+        consumer that stops early (a kill, an error) cancels what is still queued.
+        """
+        sizes = [len(chunk) for chunk in chunks]
+        items = [((number, start), list(chunk[start:start + batch_size]))
+                 for number, chunk in enumerate(chunks) for start in range(0, len(chunk), batch_size)]
+        expected = Counter(number for (number, _), _ in items)
+        inbox: queue.Queue[tuple[tuple[int, int], np.ndarray]] = queue.Queue()
+        serving = asyncio.run_coroutine_threadsafe(self._serve(items, lambda tag, rows: inbox.put((tag, rows))),
+                                                   self._loop)
+        parts: dict[int, dict[int, np.ndarray]] = {number: {} for number in range(len(chunks))}
+        try:
+            for number, size in enumerate(sizes):
+                while len(parts[number]) < expected[number]:
+                    try:
+                        (chunk_number, start), rows = inbox.get(timeout=0.2)
+                    except queue.Empty:
+                        if serving.done():
+                            serving.result()  # raises what stopped the servers
+                            if inbox.empty():
+                                raise EndpointError("The embedding servers stopped before every batch was "
+                                                    "answered.") from None
+                        continue
+                    parts[chunk_number][start] = rows
+                    if on_batch is not None:
+                        on_batch(rows.shape[0])
+                if not size:
+                    yield np.zeros((0, self.dimension), dtype=np.float32)
+                    continue
+                yield np.concatenate([parts[number][start] for start in sorted(parts[number])], axis=0)
+                del parts[number]
+        finally:
+            if not serving.done():
+                serving.cancel()
 
     def _read(self, url: str, texts: list[str], response: Any, *, check_dimension: bool = True) -> np.ndarray:
         """The vectors of one answer, in the texts' order, or one sentence naming ``url`` and what is wrong."""

@@ -78,6 +78,8 @@ if TYPE_CHECKING:
         TopRankedDocumentsType,
     )
 
+    from disastir_mteb.models.embedding_servers import EmbeddingServers
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["SharedCorpusSearch", "answered_by_prefetch", "forget_prefetched"]
@@ -315,6 +317,12 @@ class SharedCorpusSearch:
             pipeline = SentenceTransformerPipeline(route.model, batch_size=batch_size, prompt=route.prompt,
                                                    tokenize_threads=self.tokenize_threads, report=self.encoding)
             return _Counted(pipeline, self._count_passages)
+
+        served = _served_passages(self.model) if prompt_type == PromptType.document else None
+        if served is not None:
+            self.encoding.path = f"{len(served.servers)} embedding server(s)"  # type: ignore[union-attr]
+            self.encoding.device = ", ".join(server.url for server in served.servers)  # type: ignore[union-attr]
+            return _Counted(_ServedStream(served, batch_size, self.encoding), self._count_passages)
 
         if prompt_type == PromptType.document and self.progress:
             encode_kwargs["show_progress_bar"] = False  # the corpus bar counts these texts; one bar, not two
@@ -650,6 +658,39 @@ def _sentence_transformer_route(model: Any, task_metadata: TaskMetadata,
         prompt = _task_prompt(model, task_metadata, prompt_type) or None
         model = model.model
     return _Route(model, prompt, transform) if plain_sentence_transformer(model) else None
+
+
+def _served_passages(model: Any) -> EmbeddingServers | None:
+    """The embedding servers passages reach unchanged (through ``with_instructions`` when passages are raw), if any."""
+    from disastir_mteb.models.adapter import InstructedEncoder
+    from disastir_mteb.models.embedding_servers import EmbeddingServers
+
+    if isinstance(model, InstructedEncoder):
+        if model.config.passages and model.config.instructions is not None:
+            return None
+        model = model.model
+    return model if isinstance(model, EmbeddingServers) else None
+
+
+class _ServedStream:
+    """Passages to embedding servers: one chunk per call, or every chunk through one queue (``encode_stream``)."""
+
+    def __init__(self, served: EmbeddingServers, batch_size: int, report: EncodingReport | None) -> None:
+        self.served, self.batch_size, self.report = served, batch_size, report
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        return next(self.encode_stream([texts]))
+
+    def encode_stream(self, chunks: Sequence[list[str]], on_batch: Callable[[int], None] | None = None) -> Any:
+        """The servers' stream (:meth:`EmbeddingServers.encode_stream`), each chunk's texts and time reported."""
+        started = time.perf_counter()
+        for chunk, output in zip(chunks, self.served.encode_stream(chunks, on_batch, batch_size=self.batch_size),
+                                 strict=True):
+            if self.report is not None:
+                now = time.perf_counter()
+                self.report.add(len(chunk), now - started)
+                started = now
+            yield output
 
 
 class _Counted:
