@@ -15,9 +15,10 @@ small and the figure is this project's side, not this machine's cores).
 
 Two ways of handing the passages over (``--chunk``): as a run encodes its corpus, through the embedding store
 (:class:`~disastir_mteb.search.store.EmbeddingStore`, a fresh one per run in a temporary folder) in its chunks
-of 1,024 passages (:data:`~disastir_mteb.search.store.CHUNK_SIZE`): one ``embed`` call per chunk, each chunk
-finished and its file written before the next is sent, so every chunk waits for its slowest request and for
-this process to read its last answers; and all in one ``embed`` call (the encoder's own figure). Ideal:
+of 1,024 passages (:data:`~disastir_mteb.search.store.CHUNK_SIZE`), through the encoder's stream
+(``EmbeddingServers.passages``: every chunk's batches on one queue, each chunk's file written as it completes,
+so the servers never wait for a chunk's last answer); and all in one ``embed`` call (the encoder's own figure).
+Ideal:
 ``servers * concurrency * batch / latency`` passages per second (every request slot of every server always
 waiting on its server).
 
@@ -42,7 +43,6 @@ so the requests are no lighter than the real ones), as many per configuration as
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import json
 import os
@@ -127,8 +127,9 @@ def one_run(encoder: Any, texts: list[str], *, batch_size: int, chunk: int, serv
     """``texts`` encoded once: wall seconds, requests, and CPU seconds of this process, the servers and the rest.
 
     With ``chunk``, as a run encodes its corpus: through the embedding store (a fresh one in a temporary folder)
-    in chunks of ``chunk`` passages, one ``embed`` call per chunk, each chunk's file written (with its checksum)
-    before the next chunk is sent, and the entry assembled at the end. With ``chunk`` 0: one ``embed`` call.
+    in chunks of ``chunk`` passages, through the encoder's stream (``EmbeddingServers.passages``: every chunk's
+    batches on one queue, each chunk's file written with its checksum as it completes), and the entry assembled
+    at the end. With ``chunk`` 0: one ``embed`` call.
     ``others`` is the CPU the machine's other processes took meanwhile (busy cores, ``/proc/stat``, less this
     process and the servers): the other work that shared the cores with this run.
     """
@@ -140,7 +141,7 @@ def one_run(encoder: Any, texts: list[str], *, batch_size: int, chunk: int, serv
             key = StoreKey(MODEL, encoder.mteb_model_meta.revision, "corpus", "", "", fingerprint_texts(texts),
                            batch_size=batch_size)
             shape = EmbeddingStore(Path(folder)).get_or_encode(
-                key, texts, functools.partial(encoder.embed, batch_size=batch_size), chunk_size=chunk,
+                key, texts, encoder.passages(batch_size), chunk_size=chunk,
                 progress=False).shape
     else:
         shape = encoder.embed(texts, batch_size=batch_size).shape

@@ -51,7 +51,7 @@ from disastir_mteb.util.digest import short_digest
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EmbeddingServers"]
+__all__ = ["EmbeddingServers", "ServedPassages"]
 
 #: What of the servers' model listing names the served model (kept in the revision): never the start time, nor
 #: vLLM's ``permission`` records, which carry a new random id and time on every listing.
@@ -279,6 +279,10 @@ class EmbeddingServers(AbsEncoder):
         if items:
             await self.pool.serve(queue, call, done)
 
+    def passages(self, batch_size: int = 32) -> ServedPassages:
+        """What the embedding store calls for passages: one chunk per call, or every chunk as one stream."""
+        return ServedPassages(self, batch_size)
+
     def encode_stream(self, chunks: Sequence[list[str]], on_batch: Any = None, *,
                       batch_size: int = 32) -> Iterator[np.ndarray]:
         """Each chunk's vectors in order, the batches of every chunk on one queue (the store's streaming hook).
@@ -356,6 +360,25 @@ class EmbeddingServers(AbsEncoder):
             raise EndpointError(f"{url} returned an all-zero vector (text {bad} of the request: {texts[bad][:60]!r}); "
                                 "it has no direction to compare.")
         return array
+
+
+class ServedPassages:
+    """Passages to the servers in the store's terms (``encode(texts)`` and ``encode_stream(chunks, on_batch=)``).
+
+    The store hands a streaming encoder all missing chunks at once, so the servers never wait for a chunk's last
+    answer before the next chunk's batches go out (:meth:`EmbeddingServers.encode_stream`).
+    """
+
+    def __init__(self, served: EmbeddingServers, batch_size: int) -> None:
+        self.served, self.batch_size = served, batch_size
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        """One chunk's vectors."""
+        return self.served.embed(texts, self.batch_size)
+
+    def encode_stream(self, chunks: Sequence[list[str]], on_batch: Any = None) -> Iterator[np.ndarray]:
+        """Every chunk's vectors, in order, through one queue."""
+        return self.served.encode_stream(chunks, on_batch, batch_size=self.batch_size)
 
 
 def _vector(value: Any, url: str) -> np.ndarray:

@@ -679,12 +679,13 @@ class _ServedStream:
         self.served, self.batch_size, self.report = served, batch_size, report
 
     def __call__(self, texts: list[str]) -> np.ndarray:
-        return next(self.encode_stream([texts]))
+        """One chunk's vectors (through the stream, so it is timed and reported alike)."""
+        return next(iter(self.encode_stream([texts])))
 
     def encode_stream(self, chunks: Sequence[list[str]], on_batch: Callable[[int], None] | None = None) -> Any:
         """The servers' stream (:meth:`EmbeddingServers.encode_stream`), each chunk's texts and time reported."""
         started = time.perf_counter()
-        for chunk, output in zip(chunks, self.served.encode_stream(chunks, on_batch, batch_size=self.batch_size),
+        for chunk, output in zip(chunks, self.served.passages(self.batch_size).encode_stream(chunks, on_batch),
                                  strict=True):
             if self.report is not None:
                 now = time.perf_counter()
