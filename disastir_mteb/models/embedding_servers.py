@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import json
 import logging
 import queue
@@ -340,13 +341,10 @@ class EmbeddingServers(AbsEncoder):
             raise EndpointError(f"{url} returned vectors whose indexes are not 0..{len(texts) - 1} "
                                 f"(got {indexes[:5]}{'...' if len(indexes) > 5 else ''}); their order cannot be "
                                 "trusted.")
-        rows: list[np.ndarray | None] = [None] * len(texts)
+        values = [None] * len(texts)
         for entry, index in zip(data, indexes, strict=True):
-            rows[index] = _vector(entry.get("embedding"), url)
-        widths = {row.shape[0] for row in rows if row is not None}
-        if len(widths) != 1:
-            raise EndpointError(f"{url} returned vectors of different dimensions {sorted(widths)} in one answer.")
-        array = np.stack(rows)  # type: ignore[arg-type]
+            values[index] = entry.get("embedding")
+        array = _matrix(values, url)
         if check_dimension and array.shape[1] != self.dimension:
             raise EndpointError(f"{url} returned {array.shape[1]}-dimensional vectors; {self.served_model} gave "
                                 f"{self.dimension} when the run began; the server's model changed, so the run stops "
@@ -379,6 +377,28 @@ class ServedPassages:
     def encode_stream(self, chunks: Sequence[list[str]], on_batch: Any = None) -> Iterator[np.ndarray]:
         """Every chunk's vectors, in order, through one queue."""
         return self.served.encode_stream(chunks, on_batch, batch_size=self.batch_size)
+
+
+def _matrix(values: list[Any], url: str) -> np.ndarray:
+    """The answer's vectors as one (n, dim) float32 array: base64 decoded into one buffer, else row by row."""
+    if all(isinstance(value, str) for value in values):  # what the servers are asked for: one copy, one frombuffer
+        try:
+            raws = [binascii.a2b_base64(value, strict_mode=True) for value in values]
+        except (binascii.Error, ValueError):
+            raise EndpointError(f"{url} returned an embedding that is neither a list of numbers nor base64.") from None
+        widths = {len(raw) for raw in raws}
+        if len(widths) != 1:
+            raise EndpointError(f"{url} returned vectors of different dimensions "
+                                f"{sorted(width // 4 for width in widths)} in one answer.")
+        width = widths.pop()
+        if width % 4 or not width:
+            raise EndpointError(f"{url} returned a base64 embedding of {width} bytes, not whole float32 values.")
+        return np.frombuffer(b"".join(raws), dtype="<f4").reshape(len(raws), width // 4).astype(np.float32)
+    rows = [_vector(value, url) for value in values]
+    widths = {row.shape[0] for row in rows}
+    if len(widths) != 1:
+        raise EndpointError(f"{url} returned vectors of different dimensions {sorted(widths)} in one answer.")
+    return np.stack(rows)
 
 
 def _vector(value: Any, url: str) -> np.ndarray:
