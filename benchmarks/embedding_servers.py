@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from judge_throughput import machine, synthetic_pairs
+from judge_throughput import command, machine, print_header, print_row, synthetic_pairs
 
 from disastir_mteb.endpoints.loopback import LoopbackProcess
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY
@@ -229,28 +229,6 @@ _COLUMNS: tuple[tuple[str, int, Any], ...] = (
 )
 
 
-def print_header() -> None:
-    """The table's headings."""
-    print("  ".join(f"{name:>{width}}" for name, width, _ in _COLUMNS), flush=True)
-
-
-def print_row(figures: dict[str, Any]) -> None:
-    """One line of the table: one number of servers (medians of its runs)."""
-    print("  ".join(f"{cell(figures):>{width}}" for _, width, cell in _COLUMNS), flush=True)
-
-
-def _command() -> str:
-    import shlex
-
-    python = sys.executable
-    try:
-        relative = os.path.relpath(python)
-        python = relative if not relative.startswith("..") else python
-    except ValueError:
-        pass
-    return shlex.join([python, *sys.argv])
-
-
 def main() -> int:
     """Measure every number of servers and print the table (``--out FILE`` writes it as JSON too)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -272,7 +250,7 @@ def main() -> int:
     args = parser.parse_args()
     label = machine()
     print(f"Machine: {label}; load {_load():.2f}")
-    print(f"Command: {_command()}")
+    print(f"Command: {command()}")
     most = max(args.servers)
     largest = round(args.seconds * most * args.concurrency / args.latency) * args.batch_size
     warm = most * args.concurrency * args.batch_size
@@ -282,12 +260,12 @@ def main() -> int:
           f"vectors (base64); {args.batch_size} passages per request ({args.passage_words} words, "
           f"{mean_chars:,.0f} characters on average), {args.concurrency} requests in flight per server; medians of "
           f"{args.runs} runs; ideal = servers * concurrency * batch / latency passages/s\n")
-    print_header()
+    print_header(_COLUMNS)
     rows = []
     for n_servers in args.servers:
         for row in measure(n_servers, corpus, args):
             rows.append(row)
-            print_row(row)
+            print_row(row, _COLUMNS)
     print()
     for row in rows:
         if row["servers"] == GOAL_SERVERS:
@@ -296,7 +274,7 @@ def main() -> int:
                    f"{' (as a run)' if row['chunk'] == CHUNK_SIZE else ''}" if row["chunk"] else "in one call")
             print(f"{GOAL_SERVERS} servers, {how}: {row['ratio']:.3f} of the ideal ({verdict} the goal of {GOAL})")
     if args.out:
-        args.out.write_text(json.dumps({"machine": label, "command": _command(), "latency": args.latency,
+        args.out.write_text(json.dumps({"machine": label, "command": command(), "latency": args.latency,
                                         "runs": args.runs, "rows": rows}, indent=2), encoding="utf-8")
     return 0
 

@@ -185,17 +185,18 @@ _COLUMNS: tuple[tuple[str, int, Any], ...] = (
 )
 
 
-def print_header() -> None:
-    """The table's headings."""
-    print("  ".join(f"{name:>{width}}" for name, width, _ in _COLUMNS), flush=True)
+def print_header(columns: tuple = _COLUMNS) -> None:
+    """The table's headings (``columns``: (heading, width, cell) triples; this script's by default)."""
+    print("  ".join(f"{name:>{width}}" for name, width, _ in columns), flush=True)
 
 
-def print_row(figures: dict[str, Any]) -> None:
-    """One line of the table: one mix at one concurrency (medians of its runs)."""
-    print("  ".join(f"{cell(figures):>{width}}" for _, width, cell in _COLUMNS), flush=True)
+def print_row(figures: dict[str, Any], columns: tuple = _COLUMNS) -> None:
+    """One line of the table: here, one mix at one concurrency (medians of its runs)."""
+    print("  ".join(f"{cell(figures):>{width}}" for _, width, cell in columns), flush=True)
 
 
-def _command() -> str:
+def command() -> str:
+    """The command line that ran this script, to print beside its figures."""
     python = sys.executable
     try:
         relative = os.path.relpath(python)
@@ -223,7 +224,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     label = machine()
     print(f"Machine: {label}; load {_load():.2f}")
-    print(f"Command: {_command()}")
+    print(f"Command: {command()}")
     print(f"Server: loopback in its own process, {1000 * args.latency:g} ms per request; medians of {args.runs} "
           f"runs, each a fresh store and pool; ideal = concurrency / latency requests/s\n")
     print_header()
@@ -240,7 +241,7 @@ def main() -> int:
               end="")
     print()
     if args.out:
-        args.out.write_text(json.dumps({"machine": label, "command": _command(), "latency": args.latency,
+        args.out.write_text(json.dumps({"machine": label, "command": command(), "latency": args.latency,
                                         "runs": args.runs, "rows": rows}, indent=2), encoding="utf-8")
     return 0
 
