@@ -442,7 +442,9 @@ def test_kill_9_inside_the_result_writer_leaves_no_half_file(tiny: Path, referen
 
 
 def test_two_runs_at_once_on_one_cache_and_output_folder(tiny: Path, reference: Path, tmp_path: Path) -> None:
-    shared = {"barrier": str(tmp_path / "barrier"), "slow": 0.05}  # mteb writes go through atomic_result_cache
+    # mteb writes go through atomic_result_cache; "slow" keeps the first run's encoding (5 chunks) open for 1.5 s,
+    # so that the second, however late the machine lets it start after the barrier, meets the entry lock
+    shared = {"barrier": str(tmp_path / "barrier"), "slow": 0.3}
     children = [_start(tiny, tmp_path / "cache", tmp_path / "out", **shared) for _ in range(2)]
     counts, logs = [], []
     for child in children:
