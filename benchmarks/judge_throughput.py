@@ -74,13 +74,9 @@ def _load() -> float:
 def machine() -> str:
     """Platform, CPU model and cores, Python and openai versions: the figures' label."""
     import openai
+    from runner_speed import cpu_model  # the CPU label of the other benchmarks
 
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_model()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (f"{platform.platform()}, {cpu}, {os.cpu_count()} cores ({usable} usable), Python "
             f"{platform.python_version()}, openai {openai.__version__}")

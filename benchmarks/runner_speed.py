@@ -41,16 +41,20 @@ from runner_vs_mteb import _data, _texts
 CHECK_TASK = "DisastIR-QA-Bio"
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` says."""
+    try:
+        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown CPU"
+
+
 def machine() -> dict[str, Any]:
     """CPU model, cores, GPU name and library versions, for the figure's label."""
     import torch
 
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_model()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version(),
             "torch": torch.__version__, "tokenizers_parallelism": os.environ.get("TOKENIZERS_PARALLELISM", "unset")}
