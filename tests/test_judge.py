@@ -355,3 +355,14 @@ def test_the_completed_judgements_export_from_the_command_line(runs: Path, holes
     capsys.readouterr()
     assert cli.main(["export", "--format", "qrels-with-added", "--out", str(tmp_path / "o2")]) == 2
     assert "needs --judgements STORE" in capsys.readouterr().err
+
+
+def test_a_damaged_store_is_one_sentence(runs: Path, holes: list, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bad.sqlite").write_bytes(b"\x00" * 512 + b"not a database" * 100)
+    with LoopbackServer(answer=_judge_of(holes)) as server:
+        assert _judge(runs, [server.base_url], tmp_path / "bad.sqlite") == 2
+        assert sum(server.stats().requests.values()) == 0
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("bad.sqlite is not a judgement store (SQLite says: file is not a database).")
+    assert len(err.splitlines()) == 1
