@@ -14,11 +14,12 @@ descriptions, ``adapted_from`` the full task; DevLite declares the repository of
 from __future__ import annotations
 
 import logging
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytrec_eval
 from mteb.abstasks.retrieval import AbsTaskRetrieval
@@ -67,9 +68,6 @@ from disastir_mteb.vocabulary.taxonomy import (
     parse_category,
     parse_intent,
 )
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
 
 logger = logging.getLogger(__name__)
 #: Load reports and scores of the tasks, under mteb's logger: `mteb run -v 2` (its default) shows them, `-v 1` not.
@@ -167,6 +165,11 @@ def forget_data_files() -> None:
     _task_files.cache_clear()
 
 
+def _dcg(gains: Iterable[float]) -> float:
+    """``sum_i gain_i / log2(i + 1)`` over 1-based ranks ``i`` (trec_eval's DCG of qrels values)."""
+    return sum(gain / math.log2(rank + 2) for rank, gain in enumerate(gains))
+
+
 def _ndcg_at_10(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> float:
     """Mean trec_eval ``ndcg_cut_10`` over the judged queries (0 for a query with no results)."""
     if not qrels:
@@ -208,6 +211,24 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         if split not in self._grades:
             raise ValueError(f"{self.metadata.name}: no grades for split {split!r}; call load_data() first.")
         return self._grades[split]
+
+    def ndcg_at_10_per_query(self, top10: Mapping[str, Sequence[str]], split: str = "test") -> dict[str, float]:
+        """NDCG@10 of every judged query from its ranked passage ids (best first), as the main score counts it.
+
+        The one way a stored top 10 is scored against this task's data (result-file checks re-score per-query
+        files through it): the task's gain, the ideal DCG from every judgement of the query, unjudged passages
+        gain 0, a judged query without a list scores 0.
+
+        Raises:
+            ValueError: the task's data is not loaded.
+        """
+        scores: dict[str, float] = {}
+        for query_id, judged in self.grades(split).items():
+            gains = {doc: grade_to_gain(grade, self.gain) for doc, grade in judged.items()}
+            ideal = _dcg(sorted(gains.values(), reverse=True)[:TOP_K])
+            ranked = top10.get(query_id, ())[:TOP_K]
+            scores[query_id] = _dcg([gains.get(doc, 0) for doc in ranked]) / ideal if ideal else 0.0
+        return scores
 
     def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
         """Load this task's queries and judgements and the shared corpus (read once per process).
