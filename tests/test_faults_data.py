@@ -22,6 +22,7 @@ import pytest
 
 import disastir_mteb
 from disastir_mteb import cli
+from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
 from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.data.published import TaskData, load_task
 from disastir_mteb.data.reading import load_corpus
@@ -335,8 +336,11 @@ def _unjudged_pair(sample: Path) -> tuple[str, str]:
 
 
 def test_extra_judgements_grading_one_pair_differently_twice_are_refused(
-        tmp_path: Path, sample_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, sample_data: Path, use_data: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """Row order must not pick a score (the issue's 89.18 instead of 92.32): one sentence, file and first pair."""
+    use_data(sample_data)  # the command line sets these for its process: restored after the test
+    monkeypatch.setenv(EXTRA_QRELS_ENV, "")
     query, passage = _unjudged_pair(sample_data)
     published = _rows(sample_data, QRELS)[0]
     folder = tmp_path / "extra"
