@@ -146,6 +146,8 @@ def test_a_run_scores_duplicate_texts_and_ties_as_the_authors_code(
         assert block[key] == pytest.approx(port[name], abs=5e-6), key
         assert block[key] == pytest.approx(EXPECTED[key], abs=5e-6), key
     assert block["main_score"] == block["ndcg_at_10"]
+    assert (block["ndcg_at_10"], block["recall_at_10"]) == (round(EXPECTED["ndcg_at_10"], 5),
+                                                            round(EXPECTED["recall_at_10"], 5))  # as mteb rounds
     assert block["ndcg_at_10_exponential_gain"] == pytest.approx(EXPECTED["ndcg_at_10"], abs=5e-7)
     assert per_query == pytest.approx({"q1": NDCG_Q1, "q2": 0.0, "q3": NDCG_Q3}, abs=1e-12)
     assert sum(per_query.values()) / 3 == pytest.approx(block["ndcg_at_10"], abs=5e-6)
@@ -163,7 +165,10 @@ def test_mtebs_other_metrics_stay_keyed_by_id(run: tuple[dict[str, Any], dict[st
     assert block["ndcg_at_20"] == pytest.approx(sum(s["ndcg_cut_20"] for s in scores.values()) / 3, abs=5e-6)
     by_id_10 = sum(s["ndcg_cut_10"] for s in scores.values()) / 3
     assert abs(by_id_10 - block["ndcg_at_10"]) > 0.05  # the fixture does tell the two keyings apart
+    assert block["accuracy"] == pytest.approx((1 / 7 + 0 + 1 / 4) / 3, abs=5e-6)  # Recall@1 over 7 and 4 ids
+    # the same under either keying: every retrieved copy of a judged text is a hit
     assert block["precision_at_10"] == pytest.approx((4 / 10 + 0 + 1 / 10) / 3, abs=5e-6)
+    assert block["hit_rate_at_10"] == pytest.approx(2 / 3, abs=5e-6) and block["mrr_at_5"] == pytest.approx(2 / 3)
 
 
 def test_plain_mteb_gets_the_authors_numbers_and_the_load_report_counts(

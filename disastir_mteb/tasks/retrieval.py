@@ -306,7 +306,8 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
           authors' ``unannotated_ratio``; high values mean the pool misses this model's hits);
         - ``ndcg_at_10_unjudged_removed``, ``mrr_at_10_unjudged_removed``, ``recall_at_10_unjudged_removed``:
           the authors' second variant, each top 10 with its unjudged passages removed (the list gets shorter,
-          nothing moves up from below rank 10; the ideal DCG is unchanged, and so is NDCG's gain, the authors').
+          nothing moves up from below rank 10; the ideal DCG is unchanged; NDCG with the authors' exponential
+          gain whatever the task's, as RR and recall read grades, not gains).
           Recall equals ``recall_at_10`` by construction; the authors report it, so it is kept under its name.
 
         The zero-fill variant needs no keys of its own: it is mteb's ``ndcg_at_10`` (the official score, in the
@@ -320,11 +321,11 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         :meth:`ndcg_at_10_per_query` then agree with the authors' code.
 
         mteb's other metrics stay keyed by id, as mteb computes them: ``ndcg_at_k`` and ``recall_at_k`` for k other
-        than 10 and ``map_at_k`` (which count each copy of a judged text in their ideal or denominator), and
-        ``precision_at_k``, ``mrr_at_k``, ``hit_rate_at_k`` and ``accuracy`` (the same under either keying: each
-        retrieved copy of a judged text is a hit either way), and the ``nauc_*`` figures (computed by mteb from
-        its own per-query scores). The authors define no metric at other cut-offs, so there is nothing of theirs to
-        equal there, and re-deriving mteb's other metrics would make a second scorer of them.
+        than 10, ``accuracy`` (mteb's Recall@1) and ``map_at_k``, which count each copy of a judged text in their
+        ideal or denominator; ``precision_at_k``, ``mrr_at_k`` and ``hit_rate_at_k``, which are the same under
+        either keying (a retrieved copy of a judged text is a hit either way); and the ``nauc_*`` figures
+        (computed by mteb from its own per-query scores). The authors define no metric at other cut-offs, so there
+        is nothing of theirs to equal there, and re-deriving mteb's other metrics would make a second scorer.
 
         The record (:mod:`disastir_mteb.vocabulary.task_record`): ``disastir_version``, ``disastir_gain``,
         ``disastir_data``.
