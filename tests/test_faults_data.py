@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import shutil
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from typing import Any, NamedTuple
 import pytest
 
 import disastir_mteb
+from disastir_mteb import cli
+from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
 from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.data.published import TaskData, load_task
 from disastir_mteb.data.reading import load_corpus
@@ -273,7 +276,11 @@ def test_qrels_naming_unknown_passages_or_queries_are_dropped_and_counted(
 
 
 def test_one_text_under_two_ids_gives_both_the_grade(damaged: Path, use_data: Any) -> None:
-    """The documented policy: the authors retrieve by text, so every copy of a judged text earns its gain."""
+    """The documented policy: the authors retrieve by text, so every copy of a judged text earns its gain.
+
+    The text is counted once where the authors count it once: in the ideal DCG (and Recall's denominator), as the
+    load report's ``duplicate_judged_texts`` says.
+    """
     judged = _rows(damaged, QRELS)[0]
     _corpus_lines(damaged, lambda lines: [*lines, json.dumps({"corpus_id": "dcopy", "text": judged["passage"]}) + "\n"])
     task = _load(damaged, "DisastIR-QA-Bio", "mteb", use_data)
@@ -283,3 +290,79 @@ def test_one_text_under_two_ids_gives_both_the_grade(damaged: Path, use_data: An
     assert task.grades()[query_id]["dcopy"] == task.grades()[query_id][original] == judged["score"]
     copies = sum(row["passage"] == judged["passage"] for row in _rows(damaged, QRELS))
     assert task.load_report.clean and task.load_report.judgements == 112 + copies
+    report = task.load_report
+    assert (report.duplicate_judged_texts, report.duplicate_judged_ids) == (1, 2)
+    assert report.summary().endswith("; 1 judged text(s) held by 2 corpus ids, each text scored once as the authors "
+                                     "key by text")
+    # the text once in the ideal: either copy alone scores as if the other were not in the corpus at all
+    alone = {doc: grade for doc, grade in task.grades()[query_id].items() if doc != "dcopy"}
+    gains = sorted(((1 << g) - 1 for g in alone.values()), reverse=True)[:10]
+    ideal = sum(gain / math.log2(rank + 2) for rank, gain in enumerate(gains))
+    expected = ((1 << judged["score"]) - 1) / ideal
+    assert task.ndcg_at_10_per_query({query_id: [original]})[query_id] == pytest.approx(expected, abs=1e-15)
+    assert task.ndcg_at_10_per_query({query_id: ["dcopy"]})[query_id] == pytest.approx(expected, abs=1e-15)
+
+
+def test_published_pairs_graded_differently_keep_the_last_row_and_are_counted(
+        damaged: Path, use_data: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The authors' dict keeps a pair's last grade; the load report says how many pairs conflicted, and the grades."""
+    rows = _rows(damaged, QRELS)
+    first, second = rows[0], rows[1]
+    other = (first["score"] + 1) % 4
+    _write(damaged, QRELS, [*rows, {**first, "score": other}, dict(second)])  # a conflict, and a mere repeat
+    with caplog.at_level(logging.WARNING, logger="mteb.disastir"):
+        task = _load(damaged, "DisastIR-QA-Bio", "mteb", use_data)
+    report = task.load_report
+    assert (report.qrels_rows, report.repeated_pairs, report.conflicting_pairs) == (114, 2, 1)
+    (doc_id,) = load_corpus(damaged / CORPUS).ids_for(first["passage"])
+    query_id = next(q for q, docs in task.grades().items() if doc_id in docs)
+    assert task.grades()[query_id][doc_id] == other  # the last row's grade
+    example = (f"query {first['user_query'][:60]!r}, passage {first['passage'][:60]!r}: graded {first['score']}, "
+               f"then {other}; kept {other}")
+    assert report.conflict_examples == [example]
+    warning = next(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert warning.endswith(f"; 1 pair(s) graded differently by their repeated rows, each keeping its last row's "
+                            f"grade as the authors' code does (e.g. {example})")
+
+
+def _unjudged_pair(sample: Path) -> tuple[str, str]:
+    """A query of QA-Bio and a corpus passage it has no published judgement for."""
+    rows = _rows(sample, QRELS)
+    query = rows[0]["user_query"]
+    judged = {row["passage"] for row in rows if row["user_query"] == query}
+    with (sample / CORPUS).open(encoding="utf-8") as lines:
+        passage = next(text for line in lines if (text := json.loads(line)["text"]) not in judged)
+    return query, passage
+
+
+def test_extra_judgements_grading_one_pair_differently_twice_are_refused(
+        tmp_path: Path, sample_data: Path, use_data: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Row order must not pick a score (the issue's 89.18 instead of 92.32): one sentence, file and first pair."""
+    use_data(sample_data)  # the command line sets these for its process: restored after the test
+    monkeypatch.setenv(EXTRA_QRELS_ENV, "")
+    query, passage = _unjudged_pair(sample_data)
+    published = _rows(sample_data, QRELS)[0]
+    folder = tmp_path / "extra"
+    folder.mkdir()
+    path = folder / "QA_Biological_qrels.json"
+    _write(folder, path.name, [
+        {**published, "score": (published["score"] + 1) % 4},  # a published pair: never read, so exempt
+        {"user_query": query, "passage": passage, "score": 1},
+        {"user_query": query, "passage": passage, "score": 1},  # merely repeated: fine
+        {"user_query": f" {query}", "passage": f"{passage} ", "score": 3}])  # the same pair, once stripped
+    expected = (f"{path} grades 1 (query, passage) pair(s) differently in two rows, the first query {query[:60]!r} "
+                f"with passage {passage[:60]!r}: 1 in row 1, 3 in row 3; keep one row per pair (extra judgements give "
+                "each pair one grade, and row order must not pick a score).")
+    spec = get_spec("DisastIR-QA-Bio")
+    with pytest.raises(ValueError) as caught:
+        load_task(spec, find_task_files(sample_data), extra=path)
+    assert str(caught.value) == expected
+    assert cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--data", str(sample_data),
+                     "--extra-judgements", str(folder), "--output-folder", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"disastir-mteb run: {expected}")
+    assert not list((tmp_path / "out").rglob("*.json"))  # nothing written
+
+    _write(folder, path.name, _rows(folder, path.name)[:3])  # only the published pair conflicts: read
+    data = load_task(spec, find_task_files(sample_data), extra=path)
+    assert data.report.extra is not None and (data.report.extra.added, data.report.extra.published) == (1, 1)

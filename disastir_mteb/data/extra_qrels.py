@@ -14,6 +14,11 @@ Policies, when asked:
 - **Text-keyed, as the published rows**: strip, exact match, every copy of a text judged
   (:mod:`disastir_mteb.data.published`); rows whose query or passage is not found are counted, as are rows of
   queries without published judgements (those queries stay unscored, so the query set stays the published one).
+- **One grade per pair.** Two rows that grade one (query text, passage text) pair differently are refused with one
+  sentence naming the file, how many pairs and the first pair with its two rows: read one way or the other, row
+  order would pick a score silently. (The published qrels keep the last row, as the authors' dict does, and count
+  such pairs: :mod:`disastir_mteb.data.published`.) Rows of published pairs are exempt: they are never read, and
+  the export copies the published rows, repeated ones included.
 - **Integer grades only.** mteb and pytrec_eval score integer qrels (the gain ``2**grade - 1`` of an integer
   grade). A judge's mean vote (1.67) is a fraction: such a row is refused with one sentence rather than rounded
   silently. Export the folder with rounded grades (:func:`round_grade`, half up) to run on it, or read the
@@ -39,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from disastir_mteb.data.reading import Corpus, read_records
+from disastir_mteb.data.reading import Corpus, read_records, text_digest
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Split, TaskSpec, parse_task_file
 
 __all__ = ["ADDED_MARKER", "EXTRA_QRELS_ENV", "ExtraReport", "describe_judges", "extra_grades", "extra_qrels_dir",
@@ -170,7 +175,8 @@ def extra_grades(spec: TaskSpec, path: Path, *, queries: Mapping[str, str], corp
         The report, its ``grades`` holding what to add ({query id: {corpus id: grade}}).
 
     Raises:
-        ValueError: a score that is not an integer on the intent's scale (a fraction names the export's rounding).
+        ValueError: a score that is not an integer on the intent's scale (a fraction names the export's rounding), or
+            two rows grading one pair differently (see the module docstring).
     """
     query_ids_by_text: dict[str, list[str]] = defaultdict(list)
     for query_id, text in queries.items():
@@ -178,6 +184,9 @@ def extra_grades(spec: TaskSpec, path: Path, *, queries: Mapping[str, str], corp
     top = MAX_GRADE[spec.intent]
     report = ExtraReport(file=str(path))
     grades: dict[str, dict[str, int]] = defaultdict(dict)
+    first_row: dict[tuple[str, bytes], tuple[int, str]] = {}  # (query text, passage digest) -> (grade, where)
+    conflicts: list[tuple[str, str, str, int]] = []  # (query, passage, where, grade) of each row that disagrees
+    conflicting: set[tuple[str, bytes]] = set()
     for where, record in read_records(path, ("user_query", "passage", "score")):
         report.rows += 1
         grade = record["score"]
@@ -191,7 +200,8 @@ def extra_grades(spec: TaskSpec, path: Path, *, queries: Mapping[str, str], corp
         if not isinstance(grade, int) or isinstance(grade, bool) or not 0 <= grade <= top:
             raise ValueError(f"{path}: {where} has score {record['score']!r}; task {spec.name} grades are integers "
                              f"0..{top}.")
-        query_ids = query_ids_by_text.get(str(record["user_query"]).strip())
+        query_text = str(record["user_query"]).strip()
+        query_ids = query_ids_by_text.get(query_text)
         if not query_ids:
             report.unmatched_query_rows += 1
             continue
@@ -206,10 +216,22 @@ def extra_grades(spec: TaskSpec, path: Path, *, queries: Mapping[str, str], corp
         if all(doc_id in published[query_id] for query_id in scored for doc_id in doc_ids):
             report.published += 1
             continue
+        pair = (query_text, text_digest(str(record["passage"])))
+        earlier = first_row.setdefault(pair, (grade, where))
+        if earlier[0] != grade:
+            conflicts.append((query_text, str(record["passage"]).strip(), where, grade))
+            conflicting.add(pair)
         for query_id in scored:
             for doc_id in doc_ids:
                 if doc_id not in published[query_id]:
                     grades[query_id][doc_id] = grade
+    if conflicts:
+        query, passage, where, grade = conflicts[0]
+        first_grade, first_where = first_row[(query, text_digest(passage))]
+        raise ValueError(f"{path} grades {len(conflicting)} (query, passage) pair(s) differently in two rows, the "
+                         f"first query {query[:60]!r} with passage {passage[:60]!r}: {first_grade} in {first_where}, "
+                         f"{grade} in {where}; keep one row per pair (extra judgements give each pair one grade, and "
+                         "row order must not pick a score).")
     report.grades = {query_id: dict(judged) for query_id, judged in grades.items()}
     report.added = sum(len(judged) for judged in report.grades.values())
     return report

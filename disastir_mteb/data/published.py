@@ -11,10 +11,15 @@ Evaluation policies (the authors' evaluation code is the reference):
 - Texts are matched after ``str.strip()`` and otherwise exactly (the authors strip corpus and
   query texts, and look qrels up by exact text); models also receive the stripped texts.
 - A qrels text that matches several ids (duplicate texts) gives its grade to every one of them:
-  the authors retrieve by text, so every copy of a judged text earns its gain.
+  the authors retrieve by text, so every copy of a judged text earns its gain. Which ids share a
+  judged text is recorded (:attr:`TaskData.same_text`, counted in :class:`LoadReport`), so that the
+  tasks score such a text once where the authors count it once (the ideal DCG, Recall's
+  denominator; :func:`disastir_mteb.scoring.authors.key_by_text`).
 - Qrels rows whose query or passage text is not found are dropped and counted; the counts are
   logged and kept in :class:`LoadReport`. A task left without queries or judgements is an error.
-- A (query, passage) pair judged twice keeps the last grade, as the authors' dict does; counted.
+- A (query, passage) pair judged twice keeps the last grade, as the authors' dict does; counted,
+  and the pairs graded differently (not merely repeated) are counted apart, with an example
+  naming the grades in row order and the one kept, in the load report's warning.
 - Queries without any judged passage are dropped (the authors skip them); counted.
 - Unjudged passages count as non-relevant (gain 0): the "zero-fill" variant the paper reports.
 - Gain: ``2**grade - 1`` by default, so trec_eval's linear-gain NDCG equals the authors'
@@ -35,7 +40,7 @@ from typing import TYPE_CHECKING, Literal
 
 from disastir_mteb.data.extra_qrels import ExtraReport, extra_grades
 from disastir_mteb.data.layout import TaskFiles, find_task_files, resolve_data_dir
-from disastir_mteb.data.reading import Corpus, load_corpus, read_records
+from disastir_mteb.data.reading import Corpus, load_corpus, read_records, text_digest
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, TaskSpec
 
 if TYPE_CHECKING:
@@ -54,6 +59,7 @@ __all__ = [
     "load_task",
     "read_queries",
     "resolve_data_dir",
+    "shared_texts",
 ]
 
 Gain = Literal["exponential", "linear"]
@@ -90,7 +96,15 @@ def default_gain() -> Gain:
 
 @dataclass
 class LoadReport:
-    """What joining one task's text-keyed qrels to ids found; logged, and kept on the task."""
+    """What joining one task's text-keyed qrels to ids found; logged, and kept on the task.
+
+    Among the counts: ``repeated_pairs``, (query id, corpus id) pairs given a grade more than once;
+    ``conflicting_pairs``, (query text, passage text) pairs whose rows give different grades (the last row's grade
+    is kept, as the authors' dict keeps it; ``conflict_examples`` names up to three, grades in row order);
+    ``duplicate_judged_texts``, judged passage texts that more than one corpus id holds, and
+    ``duplicate_judged_ids``, how many ids hold them (scored once per text, as the authors count them; extra
+    judgements included once read).
+    """
 
     task: str
     query_file: str
@@ -104,6 +118,10 @@ class LoadReport:
     unmatched_query_rows: int = 0
     unmatched_passage_rows: int = 0
     repeated_pairs: int = 0
+    conflicting_pairs: int = 0
+    conflict_examples: list[str] = field(default_factory=list)
+    duplicate_judged_texts: int = 0
+    duplicate_judged_ids: int = 0
     grade_counts: dict[int, int] = field(default_factory=dict)
     unmatched_examples: list[str] = field(default_factory=list)
     #: DisastIR-Test / DevLite only: qrels rows of the other split's queries of the same task (expected, skipped).
@@ -129,18 +147,50 @@ class LoadReport:
                 + (f"; {self.other_split_rows} row(s) of the other split's queries skipped" if self.other_split_rows
                    else "")
                 + (f"; {self.outside_corpus_rows} judgement(s) outside the pooled corpus dropped"
-                   if self.outside_corpus_rows else ""))
+                   if self.outside_corpus_rows else "")
+                + (f"; {self.conflicting_pairs} pair(s) graded differently by their repeated rows, each keeping its "
+                   f"last row's grade as the authors' code does (e.g. {'; '.join(self.conflict_examples)})"
+                   if self.conflicting_pairs else "")
+                + (f"; {self.duplicate_judged_texts} judged text(s) held by {self.duplicate_judged_ids} corpus ids, "
+                   "each text scored once as the authors key by text" if self.duplicate_judged_texts else ""))
+
+    def count_shared(self, same_text: Mapping[str, str]) -> None:
+        """Set the duplicate judged text counts from a task's :attr:`TaskData.same_text`."""
+        self.duplicate_judged_texts = len(set(same_text.values()))
+        self.duplicate_judged_ids = len(same_text)
 
 
 @dataclass
 class TaskData:
-    """One task's data joined to ids: queries, gains for mteb, the raw grades, and the report."""
+    """One task's data joined to ids: queries, gains for mteb, the raw grades, and the report.
+
+    Attributes:
+        queries: the kept queries (``id``, stripped ``text``).
+        corpus: the corpus searched.
+        relevant_docs: {query id: {corpus id: gain}}, mteb's qrels; every copy of a judged text holds its gain.
+        grades: {query id: {corpus id: grade}}, the same pairs with their raw grades.
+        report: what the join found.
+        same_text: {corpus id: the id standing for its text} for every judged id whose text other ids also hold
+            (:func:`shared_texts`); empty when no judged text has a copy. The tasks score through it by text.
+    """
 
     queries: Dataset
     corpus: Dataset
     relevant_docs: dict[str, dict[str, int]]
     grades: dict[str, dict[str, int]]
     report: LoadReport
+    same_text: dict[str, str] = field(default_factory=dict)
+
+
+def shared_texts(grades: Mapping[str, Mapping[str, float]], corpus: Corpus) -> dict[str, str]:
+    """The judged ids that share their text with other ids: {id: the first id holding its text}.
+
+    The first id in corpus order (:attr:`~disastir_mteb.data.reading.Corpus.first_copy`) stands for the text, so
+    that a scorer can key judgements and rankings by text (:func:`disastir_mteb.scoring.authors.key_by_text`).
+    Every copy of a judged text is judged (the join grades them all), so the mapping holds every id of such a text.
+    """
+    judged = {doc_id for docs in grades.values() for doc_id in docs}
+    return {doc_id: corpus.first_copy[doc_id] for doc_id in sorted(judged) if doc_id in corpus.first_copy}
 
 
 def read_queries(spec: TaskSpec, query_path: Path) -> dict[str, str]:
@@ -188,6 +238,8 @@ def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
     for query_id, judged in report.extra.grades.items():
         data.grades[query_id].update(judged)
         data.relevant_docs[query_id].update({doc: grade_to_gain(g, gain) for doc, g in judged.items()})
+    data.same_text = shared_texts(data.grades, corpus)  # an added text may have copies too
+    report.count_shared(data.same_text)
     (log or logger).info("%s: %s", spec.name, report.extra.summary())
     return data
 
@@ -228,6 +280,8 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
 
     top = MAX_GRADE[spec.intent]
     grades: dict[str, dict[str, int]] = defaultdict(dict)
+    first_grade: dict[tuple[str, bytes], int] = {}  # (query text, passage digest) -> the grade of its first row
+    later_grades: dict[tuple[str, bytes], tuple[str, list[int]]] = {}  # repeated pairs: (passage, later grades)
     for where, record in read_records(qrels_path, ("user_query", "passage", "score")):
         report.qrels_rows += 1
         grade = record["score"]
@@ -255,6 +309,11 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
             if len(report.unmatched_examples) < 3:
                 report.unmatched_examples.append(f"passage {str(record['passage'])[:60]!r}")
             continue
+        pair = (query_text, text_digest(str(record["passage"])))
+        if pair in first_grade:
+            later_grades.setdefault(pair, (str(record["passage"]).strip(), []))[1].append(grade)
+        else:
+            first_grade[pair] = grade
         for query_id in query_ids:
             judged = grades[query_id]
             for doc_id in doc_ids:
@@ -262,6 +321,13 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
                     report.repeated_pairs += 1
                 judged[doc_id] = grade
 
+    for pair, (passage, later) in later_grades.items():
+        given = [first_grade[pair], *later]
+        if len(set(given)) > 1:
+            report.conflicting_pairs += 1
+            if len(report.conflict_examples) < 3:
+                report.conflict_examples.append(f"query {pair[0][:60]!r}, passage {passage[:60]!r}: graded "
+                                                f"{', then '.join(map(str, given))}; kept {given[-1]}")
     kept = [qid for qid in query_text_by_id if grades.get(qid)]
     report.queries_kept = len(kept)
     report.queries_without_judgements = report.queries - len(kept)
@@ -271,6 +337,9 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
         for grade in judged.values():
             counts[grade] += 1
     report.grade_counts = dict(sorted(counts.items()))
+    kept_grades = {qid: dict(grades[qid]) for qid in kept}
+    same_text = shared_texts(kept_grades, corpus)
+    report.count_shared(same_text)
 
     if not kept or not report.judgements:
         raise ValueError(
@@ -289,5 +358,5 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
     # models see stripped queries, as in the authors' pipeline (they strip every user_query)
     query_set = Dataset.from_dict({"id": kept, "text": [query_text_by_id[q].strip() for q in kept]})
     relevant = {qid: {doc: grade_to_gain(g, gain) for doc, g in grades[qid].items()} for qid in kept}
-    return TaskData(queries=query_set, corpus=corpus.dataset, relevant_docs=relevant,
-                    grades={qid: dict(grades[qid]) for qid in kept}, report=report)
+    return TaskData(queries=query_set, corpus=corpus.dataset, relevant_docs=relevant, grades=kept_grades,
+                    report=report, same_text=same_text)

@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -188,12 +188,25 @@ def text_digest(text: str) -> bytes:
 
 @dataclass
 class Corpus:
-    """The shared corpus: an mteb-ready ``Dataset`` (``id``, ``text``) and a text -> ids index."""
+    """The shared corpus: an mteb-ready ``Dataset`` (``id``, ``text``) and a text -> ids index.
+
+    Attributes:
+        path: the corpus file.
+        dataset: ``id``, ``text`` (stripped), in file order.
+        ids_by_text: :func:`text_digest` of a stripped text -> the ids holding it, in file order.
+        duplicate_texts: passages whose text an earlier passage already holds.
+        first_copy: for every id whose text another id also holds, the first id (in file order) holding it: the
+            one id that stands for the text where judgements are keyed by text (built from ``ids_by_text``).
+    """
 
     path: Path
     dataset: Dataset
     ids_by_text: dict[bytes, list[str]]
     duplicate_texts: int
+    first_copy: dict[str, str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.first_copy = {doc_id: ids[0] for ids in self.ids_by_text.values() if len(ids) > 1 for doc_id in ids}
 
     def ids_for(self, text: str) -> list[str]:
         """Corpus ids whose stripped text equals the stripped ``text`` (empty when unknown)."""

@@ -7,23 +7,29 @@ small file per task next to mteb's ``<Task>.json``:
 mteb's ``<Task>_predictions.json``). mteb's result loaders read ``*/*/*.json`` and
 ``*/*/experiments/*/*.json`` only, and the stem is not a task name, so they never pass for results.
 
-Scores come from ``pytrec_eval`` on the same run and qrels mteb scores (the task's gains, i.e.
-exponential by default), so their mean is the task's ``ndcg_at_10``.
+Each query's top 10 is its run ranked as it is scored (:func:`~disastir_mteb.scoring.authors.ranking`: similarity,
+then passage id, both descending, as ``trec_eval`` and mteb rank ties), so the stored list is the scored list. A
+DisastIR task scores it (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.ndcg_at_10_per_query`: the task's
+gain, keyed by text as the authors key it), so the mean is the task's ``ndcg_at_10``; any other retrieval task's
+per-query NDCG@10 is ``trec_eval``'s ``ndcg_cut_10`` on ids (:func:`ndcg_by_id`), mteb's own.
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from disastir_mteb.scoring.authors import TOP_K, ranking
 from disastir_mteb.util.atomic import write_json_atomic
 
-__all__ = ["FOLDER", "PerQuery", "data_provenance", "per_query_file", "per_query_path", "read_per_query",
-           "score_queries", "write_per_query"]
+__all__ = ["FOLDER", "PerQuery", "ScoreTop10", "data_provenance", "ndcg_by_id", "per_query_file", "per_query_path",
+           "read_per_query", "score_queries", "write_per_query"]
+
+#: NDCG@10 of every judged query from its ranked passage ids: ``{query id: [doc id, ...]} -> {query id: NDCG@10}``.
+ScoreTop10 = Callable[[Mapping[str, Sequence[str]]], Mapping[str, float]]
 
 FOLDER = "disastir_per_query"
 _FORMAT = 1
@@ -55,36 +61,41 @@ class PerQuery:
         return sum(self.ndcg_at_10.values()) / len(self.ndcg_at_10) if self.ndcg_at_10 else float("nan")
 
 
-def score_queries(task_name: str, results: Mapping[str, Mapping[str, float]],
-                  qrels: Mapping[str, Mapping[str, int]]) -> PerQuery:
-    """NDCG@10 of each query of ``results`` ({qid: {doc: score}}) against ``qrels``, as mteb computes it.
+def score_queries(task_name: str, results: Mapping[str, Mapping[str, float]], score: ScoreTop10) -> PerQuery:
+    """Each query's top 10 of ``results`` ({qid: {doc: similarity}}) and its NDCG@10 as ``score`` gives it.
 
-    Queries without judgements are left out, as mteb leaves them out. Only each query's head reaches
-    pytrec_eval (:func:`_head`: the 10 best and whatever ties the 10th), a tenth of a top-100 run: NDCG@10
-    and the top 10 read nothing below it, so both are the same to the bit as from the whole run.
+    Args:
+        task_name: the mteb task name.
+        results: the task's run, as mteb scores it.
+        score: NDCG@10 per judged query from the top-10 lists; a DisastIR task's ``ndcg_at_10_per_query``, or
+            :func:`ndcg_by_id` of the qrels for any other retrieval task.
+
+    Returns:
+        The record of every query ``score`` scores, each with the top 10 it was scored on (empty without a run).
     """
-    import pytrec_eval
-
-    judged = {qid: dict(docs) for qid, docs in qrels.items() if docs}
-    run = {qid: _head(docs, 10) for qid, docs in results.items() if qid in judged}
-    scores = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut.10"}).evaluate(run)
-    top10 = {qid: [doc for doc, _ in sorted(docs.items(), key=lambda item: -item[1])[:10]] for qid, docs in run.items()}
-    return PerQuery(task_name, {qid: float(values["ndcg_cut_10"]) for qid, values in scores.items()}, top10)
+    top10 = {query_id: ranking(similarities, TOP_K) for query_id, similarities in results.items()}
+    scores = score(top10)
+    return PerQuery(task_name, {query_id: float(value) for query_id, value in scores.items()},
+                    {query_id: top10.get(query_id, []) for query_id in scores})
 
 
-def _head(docs: Mapping[str, float], depth: int) -> dict[str, float]:
-    """``docs`` ({doc: similarity}) from the best down to the ``depth``-th, with every doc tied with it, in their order.
+def ndcg_by_id(qrels: Mapping[str, Mapping[str, int]]) -> ScoreTop10:
+    """``trec_eval``'s ``ndcg_cut_10`` of top-10 lists against id-keyed ``qrels`` (the values as gains): mteb's NDCG@10.
 
-    Every doc left out is strictly below the ``depth``-th similarity, so however trec_eval orders ties,
-    what it puts in the first ``depth`` places is among these. Whole when shorter, or when a similarity
-    is NaN (no order to trust).
+    Queries without judgements, or without a list, are left out, as mteb leaves them out.
     """
-    values = [float(value) for value in docs.values()]
-    if len(values) > depth:
-        floor = heapq.nlargest(depth, values)[-1]
-        if floor == floor and not any(value != value for value in values):  # no NaN
-            return {doc: value for doc, value in zip(docs, values, strict=True) if value >= floor}
-    return dict(zip(docs, values, strict=True))
+    judged = {query_id: dict(docs) for query_id, docs in qrels.items() if docs}
+
+    def score(top10: Mapping[str, Sequence[str]]) -> dict[str, float]:
+        import pytrec_eval
+
+        # falling similarities in list order: trec_eval ranks each list as given
+        run = {query_id: {doc: float(TOP_K - rank) for rank, doc in enumerate(ranked[:TOP_K])}
+               for query_id, ranked in top10.items() if query_id in judged}
+        scores = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut.10"}).evaluate(run)
+        return {query_id: float(values["ndcg_cut_10"]) for query_id, values in scores.items()}
+
+    return score
 
 
 def per_query_file(result_set_folder: str | Path, task_name: str) -> Path:

@@ -341,14 +341,17 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, da
 
     ``data``: which data the run read (:func:`~disastir_mteb.results.per_query.data_provenance`), recorded beside.
     """
-    from disastir_mteb.results.per_query import per_query_path, score_queries, write_per_query
+    from disastir_mteb.results.per_query import ndcg_by_id, per_query_path, score_queries, write_per_query
+    from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
 
     splits, subsets = list(task.metadata.eval_splits), list(task.hf_subsets)
     found = [searcher.rankings.pop((task.metadata.name, split, subset), None) for split in splits for subset in subsets]
     dataset = getattr(task, "dataset", None) or {}
     if len(found) != 1 or found[0] is None or _split_missing(dataset, subsets[0], splits[0]):
         return  # results came from mteb's cache, the data was unloaded, or several splits (one file per task)
-    record = score_queries(task.metadata.name, found[0], dataset[subsets[0]][splits[0]]["relevant_docs"])
+    score = (functools.partial(task.ndcg_at_10_per_query, split=splits[0]) if isinstance(task, AbsTaskDisastIR)
+             else ndcg_by_id(dataset[subsets[0]][splits[0]]["relevant_docs"]))  # a DisastIR task scores by text
+    record = score_queries(task.metadata.name, found[0], score)
     write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)), record,
                     settings=searcher.encoding_settings(), data=data)
 

@@ -31,15 +31,33 @@ Grades may be fractions (a judge's mean vote such as 1.67, as the authors' score
 most frequent): every formula takes real grades. Keys are opaque strings, ids or texts alike; nothing here
 reads a file or knows mteb. :func:`ranking` turns a run's similarities into the ranked list the way
 ``trec_eval`` and mteb's ``mrr`` order it, so a score here and mteb's agree on ties.
+
+**Keyed by text.** The authors look every grade up by the passage's TEXT: their judgements are a dict
+{query text: {passage text: grade}} (a pair graded twice keeps the last grade), and their retrieved lists hold
+texts. Where the corpus holds one judged text under several ids, that means: every retrieved copy earns the
+text's gain (in the DCG, and as a hit of RR and Recall), but the ideal DCG and Recall's denominator count the
+text once. :func:`key_by_text` turns id-keyed rankings and judgements into exactly these keys (one id stands
+for each shared text), after which every formula above is the authors' own. Two consequences of their
+definition are kept as they are: a query whose top ``k`` holds two copies of a judged text can score an NDCG
+or a Recall above 1 (two hits of a text counted once in the ideal), and such copies are always tied (equal
+texts, equal vectors), so :func:`ranking`'s tie rule decides which copy a cut at ``k`` keeps.
+
+``gain``: the NDCG's gain of a grade, ``2**g - 1`` by default (:func:`exponential_gain`, the authors'); the task's
+linear-gain variant passes the grade itself. RR and Recall ask only whether a grade is above 0.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["TOP_K", "QueryScores", "RunScores", "ranking", "score_query", "score_run"]
+__all__ = ["TOP_K", "Gain", "QueryScores", "RunScores", "exponential_gain", "key_by_text", "ranking", "score_query",
+           "score_run"]
+
+#: The gain of a grade in the DCG (see :func:`exponential_gain`).
+Gain = Callable[[float], float]
 
 #: The authors' cut-off (``DEFAULT_TOPK`` in DMRetriever's ``eva/utils/config.py``).
 TOP_K = 10
@@ -120,19 +138,55 @@ def ranking(similarities: Mapping[str, float], top_k: int = TOP_K) -> list[str]:
         similarities: passage -> similarity (higher is better).
         top_k: how many to keep.
     """
-    ordered = sorted(similarities.items(), key=lambda item: (item[1], item[0]), reverse=True)
-    return [doc_id for doc_id, _ in ordered[:top_k]]
+    best = heapq.nlargest(top_k, similarities.items(), key=lambda item: (item[1], item[0]))
+    return [doc_id for doc_id, _ in best]
 
 
-def _dcg(grades: Iterable[float]) -> float:
-    """``sum_i (2**g_i - 1) / log2(i + 1)`` over 1-based ranks ``i``."""
-    return sum((2.0 ** grade - 1.0) / math.log2(rank + 2) for rank, grade in enumerate(grades))
+def exponential_gain(grade: float) -> float:
+    """``2**grade - 1``: the authors' gain (0, 1, 3, 7 for grades 0-3; 15, 31 for STS's 4 and 5)."""
+    return 2.0 ** grade - 1.0
 
 
-def _at_k(retrieved: Sequence[float], judged: Sequence[float], ideal_dcg: float, top_k: int) -> tuple[float, ...]:
+def _dcg(grades: Iterable[float], gain: Gain) -> float:
+    """``sum_i gain(g_i) / log2(i + 1)`` over 1-based ranks ``i``.
+
+    Added one term at a time from rank 1, as ``trec_eval`` adds them (``sum`` compensates its rounding from
+    Python 3.12 on), so an NDCG here equals ``trec_eval``'s ``ndcg_cut`` of the same gains to the bit.
+    """
+    total = 0.0
+    for rank, grade in enumerate(grades):
+        total += gain(grade) / math.log2(rank + 2)
+    return total
+
+
+def key_by_text(top: Mapping[str, Sequence[str]], grades: Mapping[str, Mapping[str, float]],
+                same_text: Mapping[str, str]) -> tuple[dict[str, list[str]], dict[str, dict[str, float]]]:
+    """Id-keyed rankings and judgements keyed as the authors key them: by text (see the module docstring).
+
+    Args:
+        top: query -> its ranked passage ids, best first.
+        grades: query -> {passage id: grade}, every copy of a judged text graded alike (as the data layer joins
+            text-keyed judgements to ids).
+        same_text: passage id -> the id that stands for its text, for every id whose text another id also holds
+            (the data layer's record of a task's shared judged texts); an id not in it stands for itself.
+
+    Returns:
+        ``(top, grades)``: every ranked id replaced by the id standing for its text (a list may then hold one id
+        twice: each copy earns the text's gain), and each query's judgements with one entry per text.
+    """
+    if not same_text:
+        return {query: list(ranked) for query, ranked in top.items()}, {q: dict(g) for q, g in grades.items()}
+    keyed_top = {query: [same_text.get(doc, doc) for doc in ranked] for query, ranked in top.items()}
+    keyed_grades = {query: {same_text.get(doc, doc): grade for doc, grade in judged.items()}
+                    for query, judged in grades.items()}
+    return keyed_top, keyed_grades
+
+
+def _at_k(retrieved: Sequence[float], judged: Sequence[float], ideal_dcg: float, top_k: int,
+          gain: Gain) -> tuple[float, ...]:
     """(NDCG, RR, recall) of one list of retrieved grades, as the authors' ``_metrics_at_k``."""
     head = retrieved[:top_k]
-    ndcg = _dcg(head) / ideal_dcg if ideal_dcg else 0.0
+    ndcg = _dcg(head, gain) / ideal_dcg if ideal_dcg else 0.0
     rr = next((1.0 / (rank + 1) for rank, grade in enumerate(head) if grade > 0), 0.0)
     relevant = sum(1 for grade in judged if grade > 0)
     recall = sum(1 for grade in head if grade > 0) / relevant if relevant else 0.0
@@ -147,13 +201,15 @@ def _check_grades(grades: Mapping[str, float]) -> None:
                          "a grade is a judgement on the intent's scale (0-3, STS 0-5), a fraction for a mean vote.")
 
 
-def score_query(ranked: Sequence[str], grades: Mapping[str, float], top_k: int = TOP_K) -> QueryScores:
+def score_query(ranked: Sequence[str], grades: Mapping[str, float], top_k: int = TOP_K, *,
+                gain: Gain = exponential_gain) -> QueryScores:
     """The authors' metrics of one query.
 
     Args:
         ranked: passage keys, best first (:func:`ranking` makes one from similarities); cut at ``top_k``.
         grades: passage key -> grade, every judgement of the query (grade 0 included); floats allowed.
         top_k: the cut-off (the authors' 10).
+        gain: the NDCG's gain of a grade (default the authors' ``2**g - 1``); RR and recall do not read it.
 
     Raises:
         ValueError: ``grades`` is empty (the authors skip such a query: no metric is defined), or holds a grade
@@ -166,18 +222,18 @@ def score_query(ranked: Sequence[str], grades: Mapping[str, float], top_k: int =
     _check_grades(grades)
     head = list(ranked[:top_k])
     judged = list(grades.values())
-    ideal_dcg = _dcg(sorted(judged, reverse=True)[:top_k])
+    ideal_dcg = _dcg(sorted(judged, reverse=True)[:top_k], gain)
     zero_fill = [grades.get(doc, 0) for doc in head]
     removed = [grades[doc] for doc in head if doc in grades]
-    ndcg_z, rr_z, recall_z = _at_k(zero_fill, judged, ideal_dcg, top_k)
-    ndcg_r, rr_r, recall_r = _at_k(removed, judged, ideal_dcg, top_k)
+    ndcg_z, rr_z, recall_z = _at_k(zero_fill, judged, ideal_dcg, top_k, gain)
+    ndcg_r, rr_r, recall_r = _at_k(removed, judged, ideal_dcg, top_k, gain)
     return QueryScores(ndcg_zero_fill=ndcg_z, ndcg_unjudged_removed=ndcg_r, rr_zero_fill=rr_z,
                        rr_unjudged_removed=rr_r, recall_zero_fill=recall_z, recall_unjudged_removed=recall_r,
                        retrieved=len(head), unjudged=len(head) - len(removed))
 
 
 def score_run(top: Mapping[str, Sequence[str]], grades: Mapping[str, Mapping[str, float]],
-              top_k: int = TOP_K) -> RunScores:
+              top_k: int = TOP_K, *, gain: Gain = exponential_gain) -> RunScores:
     """The authors' metrics of a run: each judged query's, their means, and the pooled unjudged share.
 
     Args:
@@ -187,6 +243,7 @@ def score_run(top: Mapping[str, Sequence[str]], grades: Mapping[str, Mapping[str
             query missing from ``top`` is not part of the run and is not scored, as in the authors' script,
             which iterates over the retrieved lists.
         top_k: the cut-off (the authors' 10).
+        gain: the NDCG's gain of a grade (default the authors' ``2**g - 1``).
 
     Raises:
         ValueError: a grade that is negative, not finite or not a number; ``top_k`` below 1.
@@ -201,7 +258,7 @@ def score_run(top: Mapping[str, Sequence[str]], grades: Mapping[str, Mapping[str
             retrieved += len(ranked[:top_k])
             skipped += 1
             continue
-        scores = score_query(ranked, judged, top_k)
+        scores = score_query(ranked, judged, top_k, gain=gain)
         retrieved += scores.retrieved
         per_query[query] = scores
 

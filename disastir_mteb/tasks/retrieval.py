@@ -9,19 +9,24 @@ for hand-written classes. No class has its own ``load_data``: the base class han
 The factory also makes 48 ``DisastIR-Test-*`` and 48 ``DisastIR-DevLite-*`` tasks (``SPLIT_TASK_CLASSES``; own
 descriptions, ``adapted_from`` the full task; DevLite declares the repository of ``task_metadata/devlite.json``).
 ``TASK_CLASSES``, and what is built from it (export, upstream), stays the 48 full tasks, unchanged.
+
+Scoring (:meth:`AbsTaskDisastIR.task_specific_scores`): mteb scores by passage id; the authors key their
+judgements and their retrieved lists by passage TEXT (:mod:`disastir_mteb.scoring.authors`). The two agree query
+for query unless the corpus holds a judged text under several ids; for such a task the text-keyed numbers replace
+mteb's own under its keys (``ndcg_at_10``, ``mrr_at_10``, ``recall_at_10``), so the main score is the authors'.
+One private method (``_authors_run``) computes every text-keyed number, for the result file, the per-query file and
+:meth:`AbsTaskDisastIR.ndcg_at_10_per_query`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
-import pytrec_eval
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 from mteb.abstasks.task_metadata import TaskMetadata
@@ -42,7 +47,7 @@ from disastir_mteb.data.published import (
     load_task,
     resolve_data_dir,
 )
-from disastir_mteb.scoring.authors import TOP_K, ranking, score_run
+from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, ranking, score_run
 from disastir_mteb.vocabulary.metadata import (
     CATEGORIES_METADATA,
     CITATION,
@@ -165,18 +170,9 @@ def forget_data_files() -> None:
     _task_files.cache_clear()
 
 
-def _dcg(gains: Iterable[float]) -> float:
-    """``sum_i gain_i / log2(i + 1)`` over 1-based ranks ``i`` (trec_eval's DCG of qrels values)."""
-    return sum(gain / math.log2(rank + 2) for rank, gain in enumerate(gains))
-
-
-def _ndcg_at_10(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> float:
-    """Mean trec_eval ``ndcg_cut_10`` over the judged queries (0 for a query with no results)."""
-    if not qrels:
-        return 0.0
-    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"})
-    per_query = evaluator.evaluate({q: run.get(q, {}) for q in qrels})
-    return sum(per_query.get(q, {}).get("ndcg_cut_10", 0.0) for q in qrels) / len(qrels)
+#: mteb stores its mean NDCG and recall rounded to 5 decimals (``parse_metrics_from_scores``); a text-keyed number
+#: stored under the same key is rounded alike, so the file reads the same however the key was computed.
+_MTEB_DECIMALS = 5
 
 
 class AbsTaskDisastIR(AbsTaskRetrieval):
@@ -201,6 +197,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         if self.gain not in GAINS:
             raise ValueError(f"Unknown gain {self.gain!r}; expected one of {list(GAINS)}.")
         self._grades: dict[str, dict[str, dict[str, int]]] = {}
+        self._same_text: dict[str, dict[str, str]] = {}
 
     def grades(self, split: str = "test") -> dict[str, dict[str, int]]:
         """The raw judgement grades {query id: {passage id: grade}} of a loaded split (the qrels hold gains).
@@ -215,20 +212,28 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
     def ndcg_at_10_per_query(self, top10: Mapping[str, Sequence[str]], split: str = "test") -> dict[str, float]:
         """NDCG@10 of every judged query from its ranked passage ids (best first), as the main score counts it.
 
-        The one way a stored top 10 is scored against this task's data (result-file checks re-score per-query
-        files through it): the task's gain, the ideal DCG from every judgement of the query, unjudged passages
-        gain 0, a judged query without a list scores 0.
+        The one way a stored top 10 is scored against this task's data (the runner's per-query file, and the
+        result-file checks that re-score it): the task's gain, keyed by text as the authors key it (every listed
+        copy of a judged text earns its gain, the ideal DCG counts each judged text once; see
+        :mod:`disastir_mteb.scoring.authors`), unjudged passages gain 0, a judged query without a list scores 0.
+        The mean of the values is the task's ``ndcg_at_10`` (to mteb's rounding).
 
         Raises:
             ValueError: the task's data is not loaded.
         """
-        scores: dict[str, float] = {}
-        for query_id, judged in self.grades(split).items():
-            gains = {doc: grade_to_gain(grade, self.gain) for doc, grade in judged.items()}
-            ideal = _dcg(sorted(gains.values(), reverse=True)[:TOP_K])
-            ranked = top10.get(query_id, ())[:TOP_K]
-            scores[query_id] = _dcg([gains.get(doc, 0) for doc in ranked]) / ideal if ideal else 0.0
-        return scores
+        return {query_id: scores.ndcg_zero_fill
+                for query_id, scores in self._authors_run(top10, split, self.gain).per_query.items()}
+
+    def _authors_run(self, top10: Mapping[str, Sequence[str]], split: str, gain: Gain) -> RunScores:
+        """The authors' metrics of ranked passage ids against a loaded split, keyed by text: their one computation.
+
+        Every judged query is scored (one without a list scores 0); ids sharing a judged text
+        (:attr:`disastir_mteb.data.published.TaskData.same_text`) stand for one text. ``gain`` is the NDCG's.
+        """
+        grades = self.grades(split)
+        top, judged = key_by_text({query_id: top10.get(query_id, ()) for query_id in grades}, grades,
+                                  self._same_text.get(split, {}))
+        return score_run(top, judged, TOP_K, gain=partial(grade_to_gain, gain=gain))
 
     def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
         """Load this task's queries and judgements and the shared corpus (read once per process).
@@ -263,6 +268,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             corpus=data.corpus, queries=data.queries, relevant_docs=data.relevant_docs, top_ranked=None,
         )}}
         self._grades = {split: data.grades}
+        self._same_text = {split: data.same_text}
         self.load_report = data.report
         self.data_source = source
         self.data_loaded = True
@@ -287,42 +293,56 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         hf_split: str,
         hf_subset: str,
     ) -> dict[str, Any]:
-        """Both NDCG@10 gains by name, every metric the DMRetriever authors report, and the task's record.
+        """The authors' metrics, keyed by text as theirs (both NDCG@10 gains by name too), and the task's record.
 
-        The authors' metrics (:mod:`disastir_mteb.scoring.authors`, their ``eva/evaluation/metrics.py``) on the
-        raw grades, each query's top 10 ranked as mteb ranks it (similarity, then passage id, both descending):
+        Every number here is the authors' (:mod:`disastir_mteb.scoring.authors`, their ``eva/evaluation/metrics.py``)
+        on the raw grades, each query's top 10 ranked as mteb ranks it (similarity, then passage id, both
+        descending), keyed by TEXT as their code keys it: every retrieved copy of a judged text earns its gain, the
+        ideal DCG and Recall's denominator count the text once.
 
+        - ``ndcg_at_10_exponential_gain``, ``ndcg_at_10_linear_gain``: zero-fill NDCG@10 with each gain, whichever
+          the task uses (the exponential one is the authors' NDCG@10);
         - ``unjudged_at_10``: unjudged passages / passages in the top 10, pooled over the task's queries (the
           authors' ``unannotated_ratio``; high values mean the pool misses this model's hits);
         - ``ndcg_at_10_unjudged_removed``, ``mrr_at_10_unjudged_removed``, ``recall_at_10_unjudged_removed``:
           the authors' second variant, each top 10 with its unjudged passages removed (the list gets shorter,
-          nothing moves up from below rank 10; the ideal DCG is unchanged). Recall equals ``recall_at_10`` by
-          construction; the authors report it, so it is kept under its name.
+          nothing moves up from below rank 10; the ideal DCG is unchanged; NDCG with the authors' exponential
+          gain whatever the task's, as RR and recall read grades, not gains).
+          Recall equals ``recall_at_10`` by construction; the authors report it, so it is kept under its name.
 
-        The zero-fill variant needs no keys of its own: it is mteb's. ``ndcg_at_10_exponential_gain`` is the
-        authors' zero-fill NDCG@10 (and so is ``ndcg_at_10``, the official score, with the default gain), and
-        mteb's ``mrr_at_10`` and ``recall_at_10`` are their MRR@10 and Recall@10: query for query, mteb's
-        reciprocal rank (``mrr``) and trec_eval's ``recall_10`` equal the authors' to the bit (same order of
-        ties, relevant = graded above 0, every judged query averaged), and the task means differ only by
-        mteb's rounding (every score to 6 decimals in the file, recall first to 5 in
-        ``calculate_retrieval_scores``). ``tests/test_authors_metrics.py`` checks it. With ``gain="linear"``
-        the authors' keys are unchanged: they read grades, not gains.
+        The zero-fill variant needs no keys of its own: it is mteb's ``ndcg_at_10`` (the official score, in the
+        task's gain), ``mrr_at_10`` and ``recall_at_10``. Where no judged text of the split is held by two ids,
+        mteb's id-keyed numbers are the authors' query for query (mteb's ``mrr`` and trec_eval's ``recall_10`` to
+        the bit: same order of ties, relevant = graded above 0, every judged query averaged;
+        ``tests/test_authors_metrics.py`` checks it), so mteb's own stand untouched. Where one is (the load
+        report's ``duplicate_judged_texts``), mteb would count the text once per id in the ideal DCG and in
+        Recall's denominator, so the text-keyed numbers replace mteb's under those three keys, rounded as mteb
+        rounds them (NDCG and recall to 5 decimals): the main score, the per-query file and
+        :meth:`ndcg_at_10_per_query` then agree with the authors' code.
+
+        mteb's other metrics stay keyed by id, as mteb computes them: ``ndcg_at_k`` and ``recall_at_k`` for k other
+        than 10, ``accuracy`` (mteb's Recall@1) and ``map_at_k``, which count each copy of a judged text in their
+        ideal or denominator; ``precision_at_k``, ``mrr_at_k`` and ``hit_rate_at_k``, which are the same under
+        either keying (a retrieved copy of a judged text is a hit either way); and the ``nauc_*`` figures
+        (computed by mteb from its own per-query scores). The authors define no metric at other cut-offs, so there
+        is nothing of theirs to equal there, and re-deriving mteb's other metrics would make a second scorer.
 
         The record (:mod:`disastir_mteb.vocabulary.task_record`): ``disastir_version``, ``disastir_gain``,
         ``disastir_data``.
         """
-        grades = {q: g for q, g in self._grades.get(hf_split, {}).items() if q in qrels}
-        extra: dict[str, Any] = {
-            f"ndcg_at_10_{name}_gain": _ndcg_at_10(
-                {q: {d: grade_to_gain(g, name) for d, g in judged.items()} for q, judged in grades.items()}, results)
-            for name in GAINS
-        }
-        # qrels holds the gains of these grades, query for query and passage for passage (load_data)
-        authors = score_run({q: ranking(results.get(q, {}), TOP_K) for q in qrels}, grades, TOP_K)
+        del qrels  # the grades of the same pairs (load_data) are read instead: they are what the authors key by text
+        top10 = {query_id: ranking(similarities, TOP_K) for query_id, similarities in results.items()}
+        runs = {name: self._authors_run(top10, hf_split, name) for name in GAINS}
+        authors = runs["exponential"]  # NDCG aside, every metric reads grades, not gains
+        extra: dict[str, Any] = {f"ndcg_at_{TOP_K}_{name}_gain": runs[name].ndcg_zero_fill for name in GAINS}
         extra[f"unjudged_at_{TOP_K}"] = authors.unjudged_share
         extra[f"ndcg_at_{TOP_K}_unjudged_removed"] = authors.ndcg_unjudged_removed
         extra[f"mrr_at_{TOP_K}_unjudged_removed"] = authors.mrr_unjudged_removed
         extra[f"recall_at_{TOP_K}_unjudged_removed"] = authors.recall_unjudged_removed
+        if self._same_text.get(hf_split):  # a judged text under several ids: mteb's id-keyed numbers differ
+            extra[f"ndcg_at_{TOP_K}"] = round(runs[self.gain].ndcg_zero_fill, _MTEB_DECIMALS)
+            extra[f"mrr_at_{TOP_K}"] = authors.mrr_zero_fill
+            extra[f"recall_at_{TOP_K}"] = round(authors.recall_zero_fill, _MTEB_DECIMALS)
         data = self.data_source or describe_data(os.environ.get("DISASTIR_DATA_DIR"), repo=DATASET_REPO,
                                                  revision=DATASET_REVISION)
         return {**extra, **task_record(gain=self.gain, data=data)}
