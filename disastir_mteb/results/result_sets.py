@@ -327,7 +327,7 @@ def _misfiled(revision_folder: Path, meta: dict[str, Any], meta_path: Path) -> s
     fix = "move the folder back or restore the file"
     if isinstance(name, str) and revision_folder.parent.name != model_folder_name(name):
         return (f"{meta_path} names the model {name!r}, but the set is filed under the model folder "
-                f"{revision_folder.parent.name!r}, where mteb files {model_folder_name(name)!r}'s runs elsewhere; "
+                f"{revision_folder.parent.name!r}, not {model_folder_name(name)!r} where mteb files that model's runs; "
                 f"{fix}.")
     if isinstance(revision, str) and revision_folder.name not in (revision, "external"):
         return (f"{meta_path} names the revision {revision!r}, but the set is filed under the revision folder "

@@ -148,7 +148,7 @@ def _layout_problem(path: Path, content: Mapping[str, Any]) -> str | None:
                 mains = " and ".join(repr(entry.get("main_score")) for entry in entries
                                      if entry.get("hf_subset") == subset)
                 return (f"{path} holds {count} entries for split {split!r}, subset {subset!r} (main_score {mains}); a "
-                        "task is scored once per split and subset, and no reader may pick one")
+                        "task is scored once per split and subset")
         missing = [subset for subset in TASK_SUBSETS if subset not in subsets]
         if missing:
             return f"{path} holds no entry for subset {missing[0]!r} of split {split!r}"
