@@ -132,7 +132,8 @@ def test_what_runs_produce_is_accepted(runs: Path, tmp_path: Path) -> None:
 
     mean = read_per_query(per_query_file(exact, EDITED)).mean
     for inside, delta in ((True, 0.9 * TOLERANCE), (False, 1.1 * TOLERANCE)):
-        _edit(exact, _set(ndcg_at_10=mean + delta, main_score=mean + delta))  # mteb rounds to 5 decimals: +-5e-6
+        moved = mean + delta  # mteb rounds to 5 decimals: +-5e-6
+        _edit(exact, _set(ndcg_at_10=moved, main_score=moved, ndcg_at_10_exponential_gain=moved))
         if inside:
             load_result_set(exact)
         else:
@@ -190,9 +191,19 @@ def _per_query(change: Callable[[dict[str, Any]], None]) -> Callable[[Path, Path
     return edit
 
 
-def _all_ones(exact: Path, data: Path) -> Path:  # the issue's: every number 1.0, the rankings left as they were
-    _edit(exact, _set(ndcg_at_10=1.0, main_score=1.0))
-    return _per_query(lambda pq: [query.update(ndcg_at_10=1.0) for query in pq["queries"].values()])(exact, data)
+def _all_ones(*, variant: bool) -> Callable[[Path, Path], Path]:
+    """The issue's edit: ``ndcg_at_10``, ``main_score`` and every per-query NDCG@10 set to 1.0, the rankings left as
+    they were; with ``variant``, the gain's variant in the task file too (every number then agrees but the top 10s)."""
+    def edit(exact: Path, data: Path) -> Path:
+        _edit(exact, _set(ndcg_at_10=1.0, main_score=1.0, **({"ndcg_at_10_exponential_gain": 1.0} if variant else {})))
+        _per_query(lambda pq: [query.update(ndcg_at_10=1.0) for query in pq["queries"].values()])(exact, data)
+        return per_query_file(exact, EDITED) if variant else exact / f"{EDITED}.json"
+    return edit
+
+
+def _moved_without_per_query_files(exact: Path, data: Path) -> Path:  # as a plain `mteb run` set, edited
+    shutil.rmtree(per_query_file(exact, EDITED).parent)
+    return _edit(exact, _off_by(0.01))
 
 
 def _per_query_of_another_task(exact: Path, data: Path) -> Path:
@@ -206,7 +217,7 @@ def _per_query_of_another_task_renamed(exact: Path, data: Path) -> Path:
     path = _per_query_of_another_task(exact, data)
     _json(path, lambda pq: pq.update(task_name=EDITED))
     mean = round(read_per_query(path).mean, 5)
-    _edit(exact, _set(ndcg_at_10=mean, main_score=mean))
+    _edit(exact, _set(ndcg_at_10=mean, main_score=mean, ndcg_at_10_exponential_gain=mean))
     return path
 
 
@@ -272,9 +283,18 @@ CONTRADICTIONS: dict[str, tuple[Callable[[Path, Path], Path], str, bool]] = {
     "unknown gain": (_scores(lambda scores: scores["test"][0].update(disastir_gain="cubic")),
                      r" holds an impossible score: disastir_gain is 'cubic' \(valid: exponential, linear\)", True),
     "every NDCG 1.0": (
-        _all_ones, r" says NDCG@10 1\.000000 for query 'QA-Bio-q001', but its top 10 re-scored against the data in "
-                   r".*sample-small-seed0-v2 gives 0\.171719 \(\d of 8 queries differ, unless the data there changed "
-                   r"since the run\)", True),
+        _all_ones(variant=False), r" holds ndcg_at_10 1\.0 but ndcg_at_10_exponential_gain 0\.087742, and its gain is "
+                                  r"exponential \(disastir_gain\): they are one number \(they must agree within 1e-05, "
+                                  r"mteb's rounding\)", True),
+    "score moved, no per-query file": (
+        _moved_without_per_query_files, r" holds ndcg_at_10 0\.09774 but ndcg_at_10_exponential_gain 0\.087742, and "
+                                        r"its gain is exponential \(disastir_gain\): they are one number \(they must "
+                                        r"agree within 1e-05, mteb's rounding\)", True),
+    "every number 1.0, the gain's variant too": (
+        _all_ones(variant=True),
+        r" says NDCG@10 1\.000000 for query 'QA-Bio-q001', but its top 10 re-scored against the data in "
+        r".*sample-small-seed0-v2 gives 0\.171719 \(\d of 8 queries differ, unless the data there changed since the "
+        r"run\)", True),
     "per-query file of another task": (
         _per_query_of_another_task, r" holds the per-query scores of 'DisastIR-FC-Geo', not of DisastIR-QA-Bio "
                                     r"beside which it lies: a per-query file copied or renamed", True),

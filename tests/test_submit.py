@@ -574,8 +574,9 @@ def _scores_of_qa_bio(change: Callable[[dict[str, Any]], None]) -> Callable[[Pat
     return lambda rev: _edit_json(rev / "DisastIR-QA-Bio.json", lambda data: change(data["scores"]))
 
 
-def _all_ones(rev: Path) -> None:  # every number 1.0, the top 10s left as they were
-    _scores_of_qa_bio(lambda scores: scores["test"][0].update(ndcg_at_10=1.0, main_score=1.0))(rev)
+def _all_ones(rev: Path) -> None:  # every number 1.0, the gain's variant too; the top 10s left as they were
+    _scores_of_qa_bio(lambda scores: scores["test"][0].update(ndcg_at_10=1.0, main_score=1.0,
+                                                              ndcg_at_10_exponential_gain=1.0))(rev)
     _edit_json(rev / "disastir_per_query" / "DisastIR-QA-Bio_per_query.json",
                lambda data: [query.update(ndcg_at_10=1.0) for query in data["queries"].values()])
 

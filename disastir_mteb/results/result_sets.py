@@ -95,6 +95,7 @@ class ResultSet:
         unchecked: one line naming the per-query files whose top 10s were not re-scored against their data, and
             why (the data is the Hub's, or not on this machine: :mod:`~disastir_mteb.results.rescoring`); None when
             every per-query file was, or the set has none.
+        rescored: the tasks (the set's own names) whose per-query top 10s were re-scored against their data, and agree.
     """
 
     folder: Path
@@ -105,6 +106,7 @@ class ResultSet:
     split: Split = Split.full
     meta: dict[str, Any] = field(default_factory=dict, repr=False)
     unchecked: str | None = field(default=None, repr=False)
+    rescored: tuple[str, ...] = field(default=(), repr=False)
     _per_query: dict[str, PerQuery] = field(default_factory=dict, repr=False)
     _records: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -383,6 +385,7 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
                      experiment=dict(meta.get("experiment_kwargs") or {}),
                      scores={task[path]: record["main_score"] for path, record in records.items()}, split=split,
                      meta=meta, unchecked=rescoring.note(folder),
+                     rescored=tuple(path.stem for path in rescoring.rescored),
                      _records={task[path]: record for path, record in records.items()},
                      _per_query={task[path]: found for path, (_, found) in per_query.items()})
 

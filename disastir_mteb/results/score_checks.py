@@ -19,7 +19,10 @@ What is checked, per task file, without the data:
   finite; mteb's abstention metrics (``nauc_*``) are at most 1 or NaN, with no fixed lower bound, so only
   values above 1 or infinite are refused. Other numbers (an mteb metric of a later release) make no claim;
   ``disastir_gain``, where recorded, is a gain the plugin knows;
-- ``main_score`` equals ``ndcg_at_10``, the DisastIR tasks' main score, within :data:`TOLERANCE`;
+- ``main_score`` equals ``ndcg_at_10``, the DisastIR tasks' main score, within :data:`TOLERANCE`; so does the
+  variant of the recorded gain (``ndcg_at_10_exponential_gain`` with ``disastir_gain: exponential``), which the
+  task scores again beside mteb's (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.task_specific_scores`,
+  stored to 6 decimals): an edit of the main score alone is caught without a per-query file;
 - with the per-query file ``disastir-mteb run`` writes beside it (:mod:`~disastir_mteb.results.per_query`):
   its ``task_name`` is the task's; every per-query NDCG@10 lies in [0, 1]; every top 10 holds at most 10
   passages, each once; the data it records is the data the task file records (``disastir_data``); and the
@@ -29,9 +32,10 @@ What is checked, per task file, without the data:
   9,600 per-query values in float64 adds less than 1e-12. 1e-5 is twice the rounding bound, and a tenth of
   the smallest change a report can show (0.01 at x100 is 1e-4), so any edit a reader could see is caught.
 
-Not caught here: a file edited consistently within its ranges (``ndcg_at_10`` and ``main_score`` alike) that has
-no per-query file (written by plain ``mteb run``): nothing beside it says what it should hold. A per-query file
-edited consistently with its task file is caught only by re-scoring its top 10s, when the data is at hand.
+Not caught here: a file edited consistently within its ranges (``ndcg_at_10``, ``main_score`` and the gain's
+variant alike) that has no per-query file (written by plain ``mteb run``): nothing beside it says what it should
+hold. A per-query file edited consistently with its task file is caught only by re-scoring its top 10s, when the
+data is at hand.
 """
 
 from __future__ import annotations
@@ -114,6 +118,10 @@ def impossible_score(path: Path, record: Mapping[str, Any], *, per_query: PerQue
         return (f"{path} holds ndcg_at_10 {ndcg!r}, but the mean NDCG@10 of the {len(per_query.ndcg_at_10)} "
                 f"queries in {per_query_path or 'its per-query file'} is {per_query.mean:.6f} (they must agree "
                 f"within {TOLERANCE:g}, mteb's rounding)")
+    variant = record.get(f"ndcg_at_10_{gain}_gain") if gain in GAINS else None
+    if isinstance(variant, int | float) and not isinstance(variant, bool) and abs(variant - ndcg) > TOLERANCE:
+        return (f"{path} holds ndcg_at_10 {ndcg!r} but ndcg_at_10_{gain}_gain {variant!r}, and its gain is {gain} "
+                f"({GAIN_KEY}): they are one number (they must agree within {TOLERANCE:g}, mteb's rounding)")
     return None
 
 
