@@ -182,7 +182,8 @@ def compare(args: argparse.Namespace) -> int:
     give Kendall's tau between the model rankings (:mod:`disastir_mteb.results.split_agreement`); sets on
     one query set are paired (:func:`~disastir_mteb.results.compare.pair_sets`) and compared, per query set
     when the folders hold several. One folder: its exact runs against its ANN runs, or, without ANN runs,
-    its plain runs against its experiments (instructions, precision).
+    its plain runs against its experiments (instructions, precision). Two sets whose files record different
+    data for a task both hold are refused (:func:`~disastir_mteb.results.compare.compare_sets`).
     """
     from disastir_mteb.results.compare import pair_sets, pairing_text
     from disastir_mteb.results.result_sets import collect_result_sets

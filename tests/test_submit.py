@@ -661,3 +661,21 @@ def test_submit_says_which_sets_were_not_rescored(hashing_results: Path, tmp_pat
                            f"(DisastIR-FC-Geo and 2 more: their data is the Hub's ({hub}), which is never downloaded "
                            "to check results); their numbers were checked against their task files only.\n")
     assert "No errors: ready for a pull request" in printed.out
+
+
+def test_a_damaged_run_settings_file_is_named_and_nothing_written(hashing_results: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte", naming no file."""
+    from disastir_mteb import cli
+
+    results = tmp_path / "results"
+    shutil.copytree(hashing_results, results)
+    settings = results / "results" / HASHING_REV / "run_settings.jsonl"
+    settings.write_bytes(b"\xff" + settings.read_bytes())
+
+    assert cli.main(["submit", str(results), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"disastir-mteb submit: {settings} is damaged: it is not UTF-8 text ('utf-8' codec can't decode byte 0xff in "
+        "position 0: invalid start byte); mteb writes one JSON line per task run: restore it, or delete it and rerun "
+        "the tasks with --overwrite.\n")
+    assert not (tmp_path / "out").exists()

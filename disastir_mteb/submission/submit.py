@@ -366,13 +366,25 @@ def _line_task(line: str) -> str | None:
 
 
 def _merge_run_settings(source: Path, target: Path, tasks: set[str]) -> bytes | None:
-    """The source's lines for ``tasks`` after the target's lines for other tasks (lines kept verbatim)."""
+    """The source's lines for ``tasks`` after the target's lines for other tasks (lines kept verbatim).
+
+    Raises:
+        ValueError: either file is not UTF-8 text (the sentence names it).
+    """
     if not source.is_file():
         return None
-    ours = [line for line in source.read_text(encoding="utf-8").splitlines()
-            if line.strip() and _line_task(line) in tasks | {None}]
-    theirs = [line for line in target.read_text(encoding="utf-8").splitlines()
-              if line.strip() and _line_task(line) not in tasks] if target.is_file() else []
+    ours = [line for line in _text_lines(source) if line.strip() and _line_task(line) in tasks | {None}]
+    theirs = [line for line in _text_lines(target) if line.strip() and _line_task(line) not in tasks
+              ] if target.is_file() else []
     return "".join(line + "\n" for line in (*theirs, *ours)).encode("utf-8")
+
+
+def _text_lines(path: Path) -> list[str]:
+    """The lines of a ``run_settings.jsonl``; a damaged one is refused naming it, not merged or copied."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is damaged: it is not UTF-8 text ({error}); mteb writes one JSON line per task "
+                         "run: restore it, or delete it and rerun the tasks with --overwrite.") from None
 
 
