@@ -138,6 +138,7 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
             whose revision folder would have no ``model_meta.json``; two sets for one target folder.
         FileExistsError: files in ``out`` differ from the ones to submit and ``overwrite`` is False.
     """
+    _refuse_path_names(find_result_sets(Path(results).resolve(), split=None))  # before any file is believed
     folders = _pick_result_sets(Path(results).resolve(), model)  # every file read and checked here, once
     sources = [sets[0] for sets in folders]
     _refuse_synthetic(folders)
@@ -146,9 +147,6 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
     root = Path(out) / "results"
     targets: dict[Path, ResultSet] = {}
     for source in sources:
-        if "\\" in source.model or any(part in ("", ".", "..") for part in source.model.split("/")):
-            raise ValueError(f"Refusing to submit {source.folder}: its model name {source.model!r} (model_meta.json) "
-                             "reads as a file path ('..', '.', an empty part or '\\'); fix the model's name and rerun.")
         target = _target(root, source)
         if target in targets:
             raise ValueError(f"Two result sets under {results} are for {source.label} at revision {source.revision} "
@@ -160,7 +158,7 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
     for target, source in targets.items():
         _check_inside(Path(out), target)  # before reading the run_settings.jsonl already there
         tasks = sorted(path for path in source.folder.glob("*.json") if path.stem in _TASKS)
-        writes.update({target / path.name: _task_bytes(path) for path in tasks})
+        writes.update({target / path.name: path.read_bytes() for path in tasks})
         meta = source.folder / MODEL_META
         if meta.is_file():
             writes[target / MODEL_META] = meta.read_bytes()
@@ -330,17 +328,34 @@ def _check_inside(out: Path, path: Path) -> None:
                          "link or choose another output folder.")
 
 
-def _task_bytes(path: Path) -> bytes:
-    """The bytes of a task file, refused when its ``task_name`` reads as a file path."""
-    data = path.read_bytes()
+def _refuse_path_names(folders: list[Path]) -> None:
+    """Refuse a model name or a ``task_name`` that would read as a file path, before anything else is read.
+
+    The results repository names folders after models and files after tasks, so ``..``, ``/`` or a backslash in them
+    could lead a copy out of ``out``; said as such here, before the files' other checks
+    (:func:`~disastir_mteb.results.result_sets.load_result_set`) would call them misfiled or copied.
+    """
+    for folder in folders:
+        meta = _json_object(folder / MODEL_META)
+        name = meta.get("name")
+        if isinstance(name, str) and ("\\" in name or any(part in ("", ".", "..") for part in name.split("/"))):
+            raise ValueError(f"Refusing to submit {folder}: its model name {name!r} (model_meta.json) reads as a file "
+                             "path ('..', '.', an empty part or '\\'); fix the model's name and rerun.")
+        for path in sorted(path for path in folder.glob("DisastIR-*.json") if path.stem in _TASKS):
+            task = _json_object(path).get("task_name")
+            if isinstance(task, str) and ("/" in task or "\\" in task or ".." in task):
+                raise ValueError(f"Refusing to submit {path}: its task_name {task!r} reads as a file path ('..', '/' "
+                                 "or '\\'), and the results repository names files after tasks; fix the name and "
+                                 "rerun the task.")
+
+
+def _json_object(path: Path) -> dict[str, object]:
+    """The JSON object in ``path``; {} when it is missing or not one (the checks after say so, naming it)."""
     try:
-        name = json.loads(data).get("task_name")
-    except (ValueError, AttributeError):
-        return data  # not JSON: the validation after copying reports it
-    if isinstance(name, str) and ("/" in name or "\\" in name or ".." in name):
-        raise ValueError(f"Refusing to submit {path}: its task_name {name!r} reads as a file path ('..', '/' or "
-                         "'\\'), and the results repository names files after tasks; fix the name and rerun the task.")
-    return data
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return content if isinstance(content, dict) else {}
 
 
 def _is_experiment(result_set: ResultSet) -> bool:
