@@ -169,6 +169,12 @@ def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, Complet
     return {found.result_set.folder: found.view() for found in completed_scores(full, added)}
 
 
+def _say_unchecked(notes: list[str | None], command: str) -> None:
+    """Each set's line on per-query files not re-scored against their data (data not at hand), on stderr, once."""
+    for note in dict.fromkeys(note for note in notes if note):
+        print(f"disastir-mteb {command}: {note}", file=sys.stderr)
+
+
 def compare(args: argparse.Namespace) -> int:
     """``disastir-mteb compare``: two result sets side by side, or model rankings across query sets.
 
@@ -176,7 +182,8 @@ def compare(args: argparse.Namespace) -> int:
     give Kendall's tau between the model rankings (:mod:`disastir_mteb.results.split_agreement`); sets on
     one query set are paired (:func:`~disastir_mteb.results.compare.pair_sets`) and compared, per query set
     when the folders hold several. One folder: its exact runs against its ANN runs, or, without ANN runs,
-    its plain runs against its experiments (instructions, precision).
+    its plain runs against its experiments (instructions, precision). Two sets whose files record different
+    data for a task both hold are refused (:func:`~disastir_mteb.results.compare.compare_sets`).
     """
     from disastir_mteb.results.compare import pair_sets, pairing_text
     from disastir_mteb.results.result_sets import collect_result_sets
@@ -187,6 +194,7 @@ def compare(args: argparse.Namespace) -> int:
         found = collect_result_sets(path)
         if not found:
             raise FileNotFoundError(f"{path} holds no DisastIR result files (DisastIR-*.json).")
+        _say_unchecked([s.unchecked for s in found], "compare")
         return found
 
     if len(args.results) == 2:
@@ -238,6 +246,7 @@ def report(args: argparse.Namespace) -> int:
         flags = [flag for flag, given in figures.items() if given]
         raise ValueError(f"{' and '.join(flags)} {'shape' if len(flags) > 1 else 'shapes'} the figures written with "
                          "--out; pass --out DIR.")
+    _say_unchecked([s.unchecked for s in sets], "report")
     completed = _completed_views(sets, args)
     print(report_text(sets, metric=args.metric, completed=completed), end="")
     if args.out:
@@ -264,6 +273,7 @@ def submit(args: argparse.Namespace) -> int:
     if not args.results:
         raise ValueError("submit needs a results folder (or --check to validate OUT only).")
     report = submit(args.results, args.out, model=args.model, overwrite=args.overwrite)
+    _say_unchecked(list(report.notes), "submit")
     print(report.to_text())
     return 0 if report.ok else 1
 

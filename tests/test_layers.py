@@ -23,8 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "sample": {"util", "vocabulary", "data", "sample"},
     "models": {"util", "vocabulary", "endpoints", "models"},
     "search": {"util", "vocabulary", "endpoints", "models", "search"},
-    # read from files: no model, no search, no task class
-    "results": {"util", "vocabulary", "data", "scoring", "results"},
+    # read from files: no model, no search; the task classes only to re-score stored top 10s (results.rescoring)
+    "results": {"util", "vocabulary", "data", "scoring", "tasks", "results"},
     "exports": {"util", "vocabulary", "data", "tasks", "exports"},
     "submission": {"util", "vocabulary", "results", "submission"},
     "leaderboard": {"util", "vocabulary", "results", "leaderboard"},

@@ -92,6 +92,8 @@ def test_rows_say_what_each_is(runs: Path) -> None:
     details = dict(rows[plain].details)
     assert details["Search"] == "exact" and details["Gain"].startswith("exponential")
     assert details["Plugin version"] not in ("", "not recorded") and "synthetic" in details["Data"]
+    assert details["Top 10s re-scored"] == "48 of 48 tasks against their data"  # the sample is at hand
+    assert dict(rows[test].details)["Top 10s re-scored"] == "0 of 6 tasks against their data"  # no DevLite folder
 
     published = published_rows()
     assert len(published) == 30 and all(row.name.endswith(PUBLISHED_MARK) and row.published for row in published)

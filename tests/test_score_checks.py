@@ -1,9 +1,11 @@
-"""Impossible scores are refused in one sentence by every reader: report, compare, the leaderboard and submit.
+"""Result files that contradict themselves are refused in one sentence by every reader: report, compare, the
+leaderboard and submit.
 
 A real hashing-encoder run (exact and ANN, three tasks, per-query files beside the task files) is copied and
-one task file edited per case; every reader goes through ``load_result_set``
-(:mod:`disastir_mteb.results.score_checks`), so each must refuse it naming the file, the metric, the value and
-its range (or the per-query mean), and the command that reruns the task.
+one file edited per case; every reader goes through ``load_result_set``
+(:mod:`disastir_mteb.results.score_checks`, :mod:`disastir_mteb.results.rescoring`), so each must refuse it
+naming the file and what contradicts what (the metric and its range, the per-query mean, the task name, the
+splits, the re-scored top 10), and the command that reruns the task; submit writes nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from disastir_mteb.leaderboard.rows import result_rows
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.results.metrics import metric_range
 from disastir_mteb.results.per_query import per_query_file, read_per_query
-from disastir_mteb.results.result_sets import load_result_set
+from disastir_mteb.results.result_sets import collect_result_sets, load_result_set
 from disastir_mteb.results.score_checks import TOLERANCE
 from disastir_mteb.runner.run import evaluate
 
@@ -130,7 +132,8 @@ def test_what_runs_produce_is_accepted(runs: Path, tmp_path: Path) -> None:
 
     mean = read_per_query(per_query_file(exact, EDITED)).mean
     for inside, delta in ((True, 0.9 * TOLERANCE), (False, 1.1 * TOLERANCE)):
-        _edit(exact, _set(ndcg_at_10=mean + delta, main_score=mean + delta))  # mteb rounds to 5 decimals: +-5e-6
+        moved = mean + delta  # mteb rounds to 5 decimals: +-5e-6
+        _edit(exact, _set(ndcg_at_10=moved, main_score=moved, ndcg_at_10_exponential_gain=moved))
         if inside:
             load_result_set(exact)
         else:
@@ -152,3 +155,245 @@ def test_several_impossible_files_are_counted_in_the_one_sentence(runs: Path, tm
                                          r"rerun the tasks \(disastir-mteb run -m disastir-mteb/hashing-encoder -t "
                                          r"DisastIR-QA-Bio DisastIR-STS-Tech --overwrite"):
         load_result_set(exact)
+
+
+# Files that contradict themselves, their per-query files, their data or their folders: each case edits the exact set
+# (``exact``; ``data`` is the sample it ran on) and returns the file the sentence names first.
+def _json(path: Path, change: Callable[[Any], object]) -> Path:
+    """``change`` applied in place to the JSON file at ``path``."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _copied_under_another_name(exact: Path, data: Path) -> Path:  # the issue's case: FC-Geo's files as QA-Bio's
+    shutil.copy(exact / "DisastIR-FC-Geo.json", exact / f"{EDITED}.json")
+    shutil.copy(per_query_file(exact, "DisastIR-FC-Geo"), per_query_file(exact, EDITED))
+    return exact / f"{EDITED}.json"
+
+
+def _copied_without_per_query_files(exact: Path, data: Path) -> Path:  # as plain `mteb run` leaves a set
+    shutil.rmtree(per_query_file(exact, EDITED).parent)
+    shutil.copy(exact / "DisastIR-FC-Geo.json", exact / f"{EDITED}.json")
+    return exact / f"{EDITED}.json"
+
+
+def _scores(change: Callable[[dict[str, Any]], None]) -> Callable[[Path, Path], Path]:
+    def edit(exact: Path, data: Path) -> Path:
+        return _json(exact / f"{EDITED}.json", lambda content: change(content["scores"]))
+    return edit
+
+
+def _per_query(change: Callable[[dict[str, Any]], None]) -> Callable[[Path, Path], Path]:
+    def edit(exact: Path, data: Path) -> Path:
+        return _json(per_query_file(exact, EDITED), change)
+    return edit
+
+
+def _all_ones(*, variant: bool) -> Callable[[Path, Path], Path]:
+    """The issue's edit: ``ndcg_at_10``, ``main_score`` and every per-query NDCG@10 set to 1.0, the rankings left as
+    they were; with ``variant``, the gain's variant in the task file too (every number then agrees but the top 10s)."""
+    def edit(exact: Path, data: Path) -> Path:
+        _edit(exact, _set(ndcg_at_10=1.0, main_score=1.0, **({"ndcg_at_10_exponential_gain": 1.0} if variant else {})))
+        _per_query(lambda pq: [query.update(ndcg_at_10=1.0) for query in pq["queries"].values()])(exact, data)
+        return per_query_file(exact, EDITED) if variant else exact / f"{EDITED}.json"
+    return edit
+
+
+def _moved_without_per_query_files(exact: Path, data: Path) -> Path:  # as a plain `mteb run` set, edited
+    shutil.rmtree(per_query_file(exact, EDITED).parent)
+    return _edit(exact, _off_by(0.01))
+
+
+def _per_query_of_another_task(exact: Path, data: Path) -> Path:
+    shutil.copy(per_query_file(exact, "DisastIR-FC-Geo"), per_query_file(exact, EDITED))
+    return per_query_file(exact, EDITED)
+
+
+def _per_query_of_another_task_renamed(exact: Path, data: Path) -> Path:
+    """FC-Geo's per-query file under QA-Bio's name and task_name, QA-Bio's score set to its mean: only the data
+    says whose queries these are."""
+    path = _per_query_of_another_task(exact, data)
+    _json(path, lambda pq: pq.update(task_name=EDITED))
+    mean = round(read_per_query(path).mean, 5)
+    _edit(exact, _set(ndcg_at_10=mean, main_score=mean, ndcg_at_10_exponential_gain=mean))
+    return path
+
+
+def _other_queries(exact: Path, data: Path) -> Path:
+    def rename(pq: dict[str, Any]) -> None:
+        pq["queries"]["QA-Bio-q999"] = pq["queries"].pop("QA-Bio-q001")
+    return _per_query(rename)(exact, data)
+
+
+def _passage_not_in_corpus(exact: Path, data: Path) -> Path:
+    """An unjudged passage of a top 10 replaced by an id the corpus lacks: every number stays what it was."""
+    from disastir_mteb.tasks.retrieval import TASK_CLASSES
+
+    task = TASK_CLASSES[EDITED]()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DISASTIR_DATA_DIR", str(data))
+        task.load_data()
+    judged = task.grades()["QA-Bio-q001"]
+
+    def replace(pq: dict[str, Any]) -> None:
+        top10 = pq["queries"]["QA-Bio-q001"]["top10"]
+        top10[next(i for i, doc in enumerate(top10) if doc not in judged)] = "not-a-passage"
+    return _per_query(replace)(exact, data)
+
+
+def _repeated_passage(exact: Path, data: Path) -> Path:
+    def repeat(pq: dict[str, Any]) -> None:
+        top10 = pq["queries"]["QA-Bio-q001"]["top10"]
+        top10[-1] = top10[0]
+    return _per_query(repeat)(exact, data)
+
+
+def _meta(change: Callable[[Any], Any] | str) -> Callable[[Path, Path], Path]:
+    def edit(exact: Path, data: Path) -> Path:
+        path = exact / "model_meta.json"
+        if isinstance(change, str):
+            path.write_text(change, encoding="utf-8")
+            return path
+        return _json(path, change)
+    return edit
+
+
+DAMAGED_META = '{\n  "name": "disastir-mteb/hashing-encoder",\n  '  # a model_meta.json cut short
+CONTRADICTIONS: dict[str, tuple[Callable[[Path, Path], Path], str, bool]] = {
+    # case: (edit, what the sentence says after the file it names, whether it ends in the command that reruns)
+    "copied under another task's name": (
+        _copied_under_another_name, r" holds the results of 'DisastIR-FC-Geo' \(its task_name\), not of "
+                                    r"DisastIR-QA-Bio as its name says: a task file copied or renamed", True),
+    "copied, no per-query files": (
+        _copied_without_per_query_files, r" holds the results of 'DisastIR-FC-Geo' \(its task_name\), not of "
+                                         r"DisastIR-QA-Bio as its name says: a task file copied or renamed", True),
+    "extra split": (
+        _scores(lambda scores: scores.update(dev=[{**scores["test"][0], "ndcg_at_10": 7.5, "main_score": 7.5}])),
+        r" holds scores for split 'dev', which DisastIR-QA-Bio does not have \(its split: test\)", True),
+    "second test/default entry": (
+        _scores(lambda scores: scores["test"].append({**scores["test"][0], "ndcg_at_10": 0.5, "main_score": 0.5})),
+        r" holds 2 entries for split 'test', subset 'default' \(main_score 0\.08774 and 0\.5\); a task is scored once "
+        r"per split and subset", True),
+    "another subset": (
+        _scores(lambda scores: scores["test"][0].update(hf_subset="fr")),
+        r" holds scores for subset 'fr' of split 'test', which DisastIR-QA-Bio does not have \(its subset: default\)",
+        True),
+    "unknown gain": (_scores(lambda scores: scores["test"][0].update(disastir_gain="cubic")),
+                     r" holds an impossible score: disastir_gain is 'cubic' \(valid: exponential, linear\)", True),
+    "every NDCG 1.0": (
+        _all_ones(variant=False), r" holds ndcg_at_10 1\.0 but ndcg_at_10_exponential_gain 0\.087742, and its gain is "
+                                  r"exponential \(disastir_gain\): they are one number \(they must agree within 1e-05, "
+                                  r"mteb's rounding\)", True),
+    "score moved, no per-query file": (
+        _moved_without_per_query_files, r" holds ndcg_at_10 0\.09774 but ndcg_at_10_exponential_gain 0\.087742, and "
+                                        r"its gain is exponential \(disastir_gain\): they are one number \(they must "
+                                        r"agree within 1e-05, mteb's rounding\)", True),
+    "every number 1.0, the gain's variant too": (
+        _all_ones(variant=True),
+        r" says NDCG@10 1\.000000 for query 'QA-Bio-q001', but its top 10 re-scored against the data in "
+        r".*sample-small-seed0-v2 gives 0\.171719 \(\d of 8 queries differ, unless the data there changed since the "
+        r"run\)", True),
+    "per-query file of another task": (
+        _per_query_of_another_task, r" holds the per-query scores of 'DisastIR-FC-Geo', not of DisastIR-QA-Bio "
+                                    r"beside which it lies: a per-query file copied or renamed", True),
+    "per-query file of another task, renamed": (
+        _per_query_of_another_task_renamed,
+        r" does not hold the queries of DisastIR-QA-Bio in the data in .*sample-small-seed0-v2: it holds 8 queries "
+        r"that the data does not judge for DisastIR-QA-Bio \(first: 'FC-Geo-q001'\) and no score for 8 queries it "
+        r"judges \(first: 'QA-Bio-q001'\); a per-query file of another task or data", True),
+    "other queries": (
+        _other_queries, r" does not hold the queries of DisastIR-QA-Bio in the data in .*: it holds 1 query that the "
+                        r"data does not judge for DisastIR-QA-Bio \(first: 'QA-Bio-q999'\) and no score for 1 query it "
+                        r"judges \(first: 'QA-Bio-q001'\); a per-query file of another task or data", True),
+    "passage not in the corpus": (
+        _passage_not_in_corpus, r" ranks 1 passage that the corpus in .*sample-small-seed0-v2 does not hold \(first: "
+                                r"'not-a-passage' in the top 10 of query 'QA-Bio-q001'\)", True),
+    "passage twice in a top 10": (
+        _repeated_passage, r" lists passage 'd\d+' twice in the top 10 of query 'QA-Bio-q001' \(1 repeated "
+                           r"passage\(s\) in all\); a ranking holds each passage once", True),
+    "eleven passages in a top 10": (
+        _per_query(lambda pq: pq["queries"]["QA-Bio-q001"]["top10"].append("d000001")),
+        r" holds 11 passages in the top 10 of query 'QA-Bio-q001' \(1 such query\)", True),
+    "per-query NDCG out of range": (
+        _per_query(lambda pq: pq["queries"]["QA-Bio-q001"].update(ndcg_at_10=1.5)),
+        r" holds an impossible NDCG@10 for 1 query \(first: query 'QA-Bio-q001': 1\.5; valid: \[0, 1\]\)", True),
+    "per-query file of a run on other data": (
+        _per_query(lambda pq: pq["data"]["generator"].update(seed=1)),
+        r" records data 'local folder sample-small-seed0-v2 \(synthetic sample, scale small, seed 1\)', but "
+        r".*DisastIR-QA-Bio\.json records 'local folder sample-small-seed0-v2 \(synthetic sample, scale small, seed "
+        r"0\)' \(disastir_data\): the two files come from different runs", True),
+    "model_meta.json cut short": (
+        _meta(DAMAGED_META), r" is damaged: it is not valid JSON \(Expecting property name enclosed in double quotes: "
+                             r"line 3 column 3 \(char 47\)\); restore it, or rerun the model with --overwrite \(mteb "
+                             r"writes it with every run\)\.$", False),
+    "model_meta.json not an object": (
+        _meta("[]"), r" is damaged: it holds a JSON list, not the object mteb writes; restore it, or rerun the model "
+                     r"with --overwrite \(mteb writes it with every run\)\.$", False),
+    "model_meta.json of another revision": (
+        _meta(lambda meta: meta.update(revision="2")),
+        r" names the revision '2', but the set is filed under the revision folder '1' \(mteb files a run under its "
+        r"model's revision\); move the folder back or restore the file\.$", False),
+    "model_meta.json of another model": (
+        _meta(lambda meta: meta.update(name="org/other")),
+        r" names the model 'org/other', but the set is filed under the model folder 'disastir-mteb__hashing-encoder', "
+        r"not 'org__other' where mteb files that model's runs; move the folder back or restore the file\.$", False),
+}
+
+
+@pytest.mark.parametrize("case", list(CONTRADICTIONS))
+def test_a_file_contradicting_itself_is_refused_by_every_reader(case: str, runs: Path, sample_data: Path,
+                                                                 tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    edit, what, rerun = CONTRADICTIONS[case]
+    copy, exact = _copy(runs, tmp_path)
+    path = edit(exact, sample_data)
+    sentence = rf"^{re.escape(str(path))}{what}" + (RERUN if rerun else "")
+
+    with pytest.raises(ValueError, match=sentence):
+        load_result_set(exact)
+    with pytest.raises(ValueError, match=sentence):
+        result_rows([copy])  # what the leaderboard page shows
+    out = tmp_path / "mteb-results"
+    for command in (["report", str(copy)], ["compare", str(copy)], ["submit", str(copy), "--out", str(out)]):
+        assert cli.main(command) == 2, command  # before: report showed the number, submit wrote files or "ready"
+        printed = capsys.readouterr()
+        assert printed.out == "", command
+        assert len(printed.err.splitlines()) == 1 and re.match(sentence, printed.err.split(": ", 1)[1]), printed.err
+    assert not out.exists()  # submit wrote nothing
+
+
+def test_per_query_files_whose_data_is_not_at_hand_are_said_in_one_line(runs: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Not re-scored, and said: a data folder elsewhere, or holding other data now, the Hub's data, no gain."""
+    copy, exact = _copy(runs, tmp_path)
+    elsewhere = tmp_path / "regenerated" / "sample-small-seed0-v2"  # the same name, another generator seed now
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "DISASTIR_SAMPLE.json").write_text(json.dumps({"synthetic": True, "scale": "small", "seed": 7}))
+    hub = "hf:DMIR01/DisastIR@65525d5"
+
+    _json(per_query_file(exact, EDITED), lambda pq: pq["data"].update(source="/nowhere/sample-small-seed0-v2"))
+    _json(per_query_file(exact, "DisastIR-FC-Geo"), lambda pq: pq["data"].update(source=str(elsewhere)))
+    _json(per_query_file(exact, "DisastIR-STS-Tech"), lambda pq: pq.update(data={"source": hub, "synthetic": False}))
+    _json(exact / "DisastIR-STS-Tech.json", lambda content: content["scores"]["test"][0].update(disastir_data=hub))
+    note = (f"{exact}: 3 of 3 per-query file(s) not re-scored against their data (DisastIR-FC-Geo: their data folder "
+            f"{elsewhere} now holds local folder sample-small-seed0-v2 (synthetic sample, scale small, seed 7), not "
+            "the local folder sample-small-seed0-v2 (synthetic sample, scale small, seed 0) they were scored on; "
+            "DisastIR-QA-Bio: their data folder /nowhere/sample-small-seed0-v2 is not on this machine; "
+            f"DisastIR-STS-Tech: their data is the Hub's ({hub}), which is never downloaded to check results); their "
+            "numbers were checked against their task files only.")
+    assert load_result_set(exact).unchecked == note
+    assert cli.main(["report", str(copy)]) == 0
+    assert capsys.readouterr().err == f"disastir-mteb report: {note}\n"  # the ANN set was re-scored: nothing said
+
+    shutil.copy(per_query_file(runs / exact.relative_to(copy), EDITED), per_query_file(exact, EDITED))
+    _edit(exact, lambda block: block.pop("disastir_gain"))
+    assert "; DisastIR-QA-Bio: their task files do not record the gain;" in str(load_result_set(exact).unchecked)
+
+
+def test_a_run_s_own_files_are_all_rescored(runs: Path) -> None:
+    """Exact and ANN runs as the runner writes them: every per-query file re-scored against the sample, in agreement."""
+    sets = collect_result_sets(runs)
+    assert len(sets) == 2 and [result.unchecked for result in sets] == [None, None]
+    assert all(len(result.scores) == 3 for result in sets)

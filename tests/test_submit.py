@@ -560,3 +560,122 @@ def test_results_on_generated_data_are_refused(sample_data: Path, hashing_result
     with pytest.raises(ValueError, match=refused):
         submit(both, tmp_path / "out")
     assert submit(both, tmp_path / "out", model=HASHING).ok
+
+
+def _copy_as(task: str) -> Callable[[Path], None]:
+    def copy(rev: Path) -> None:  # the issue's case: another task's file (and per-query file) under this name
+        shutil.copy(rev / f"{task}.json", rev / "DisastIR-QA-Bio.json")
+        shutil.copy(rev / "disastir_per_query" / f"{task}_per_query.json",
+                    rev / "disastir_per_query" / "DisastIR-QA-Bio_per_query.json")
+    return copy
+
+
+def _scores_of_qa_bio(change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    return lambda rev: _edit_json(rev / "DisastIR-QA-Bio.json", lambda data: change(data["scores"]))
+
+
+def _all_ones(rev: Path) -> None:  # every number 1.0, the gain's variant too; the top 10s left as they were
+    _scores_of_qa_bio(lambda scores: scores["test"][0].update(ndcg_at_10=1.0, main_score=1.0,
+                                                              ndcg_at_10_exponential_gain=1.0))(rev)
+    _edit_json(rev / "disastir_per_query" / "DisastIR-QA-Bio_per_query.json",
+               lambda data: [query.update(ndcg_at_10=1.0) for query in data["queries"].values()])
+
+
+CONTRADICTING: dict[str, tuple[Callable[[Path], None], str]] = {  # case: (edit of the plain set, the sentence's start)
+    "another task's file under its name": (_copy_as("DisastIR-FC-Geo"), "DisastIR-QA-Bio.json holds the results of "
+                                                                         "'DisastIR-FC-Geo' (its task_name)"),
+    "an extra split holding 7.5": (_scores_of_qa_bio(lambda scores: scores.update(
+        dev=[{**scores["test"][0], "ndcg_at_10": 7.5, "main_score": 7.5}])), "DisastIR-QA-Bio.json holds scores for "
+                                                                             "split 'dev'"),
+    "a second test/default entry": (_scores_of_qa_bio(lambda scores: scores["test"].append(
+        {**scores["test"][0], "main_score": 0.5, "ndcg_at_10": 0.5})), "DisastIR-QA-Bio.json holds 2 entries for "
+                                                                       "split 'test', subset 'default'"),
+    "every NDCG 1.0": (_all_ones, "disastir_per_query/DisastIR-QA-Bio_per_query.json says NDCG@10 1.000000 for "
+                                  "query 'QA-Bio-q001', but its top 10 re-scored against the data in "),
+}
+
+
+@pytest.mark.parametrize("case", list(CONTRADICTING))
+def test_a_contradicting_set_is_refused_before_anything_is_written(case: str, hashing_results: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Results on a user's own data (not generated): before, submit copied these and said "ready for a pull request"
+    (or wrote the files and refused afterwards, leaving them in --out)."""
+    from disastir_mteb import cli
+
+    edit, start = CONTRADICTING[case]
+    results = tmp_path / "results"
+    shutil.copytree(hashing_results, results)
+    edit(results / "results" / HASHING_REV)
+    out = tmp_path / "mteb-results"
+
+    assert cli.main(["submit", str(results), "--out", str(out)]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == "" and len(printed.err.splitlines()) == 1
+    assert printed.err.startswith(f"disastir-mteb submit: {results / 'results' / HASHING_REV / start}")
+    assert not out.exists()
+
+
+def test_nothing_is_written_when_the_repository_s_checks_would_fail(hashing_results: Path, clean: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The clone holds the tasks under another revision of the model: the repository allows one. Before: the files
+    were written, then the error reported; now the checks run on a copy first and ``out`` stays as it was."""
+    from disastir_mteb import cli
+
+    model = clean / "results" / HASHING_REV.parent
+    (model / "1").rename(model / "2")
+    _edit_json(model / "2" / "model_meta.json", _revision("2"))
+    shutil.rmtree(model / "2" / "experiments")
+    before = sorted((str(p), p.read_bytes()) for p in clean.rglob("*") if p.is_file())
+
+    report = submit(hashing_results, clean)
+    assert not report.ok and report.written == ()
+    assert [(p.path, p.check) for p in report.errors] == [(model, CHECKS["duplicate_task"])]
+    assert sorted((str(p), p.read_bytes()) for p in clean.rglob("*") if p.is_file()) == before  # nothing written
+    assert cli.main(["submit", str(hashing_results), "--out", str(clean)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (f"Checked 2 result set(s) (1 with experiment settings, filed under experiments/) for "
+                        f"{clean / 'results'}: nothing written.")
+    assert lines[1].startswith(f"error: {model}: 3 task(s) appear under several revisions: DisastIR-FC-Geo (1, 2);")
+    assert lines[-1] == "1 error(s): fix them and submit again; nothing was written."
+    assert sorted((str(p), p.read_bytes()) for p in clean.rglob("*") if p.is_file()) == before
+
+
+def test_submit_says_which_sets_were_not_rescored(hashing_results: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A run on the Hub's data: its top 10s are not re-scored (the Hub is never read to check results), and the one
+    line says so; the experiment set, on a folder here, is re-scored and says nothing."""
+    from disastir_mteb import cli
+    from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
+
+    results = tmp_path / "results"
+    shutil.copytree(hashing_results, results)
+    rev, hub = results / "results" / HASHING_REV, f"hf:{DATASET_REPO}@{DATASET_REVISION}"
+    for task in TASKS:
+        _edit_json(rev / f"{task}.json", lambda data: data["scores"]["test"][0].update(disastir_data=hub))
+        _edit_json(rev / "disastir_per_query" / f"{task}_per_query.json",
+                   lambda data: data.update(data={"source": hub, "synthetic": False}))
+
+    assert cli.main(["submit", str(results), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == (f"disastir-mteb submit: {rev}: 3 of 3 per-query file(s) not re-scored against their data "
+                           f"(DisastIR-FC-Geo and 2 more: their data is the Hub's ({hub}), which is never downloaded "
+                           "to check results); their numbers were checked against their task files only.\n")
+    assert "No errors: ready for a pull request" in printed.out
+
+
+def test_a_damaged_run_settings_file_is_named_and_nothing_written(hashing_results: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte", naming no file."""
+    from disastir_mteb import cli
+
+    results = tmp_path / "results"
+    shutil.copytree(hashing_results, results)
+    settings = results / "results" / HASHING_REV / "run_settings.jsonl"
+    settings.write_bytes(b"\xff" + settings.read_bytes())
+
+    assert cli.main(["submit", str(results), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"disastir-mteb submit: {settings} is damaged: it is not UTF-8 text ('utf-8' codec can't decode byte 0xff in "
+        "position 0: invalid start byte); mteb writes one JSON line per task run: restore it, or delete it and rerun "
+        "the tasks with --overwrite.\n")
+    assert not (tmp_path / "out").exists()

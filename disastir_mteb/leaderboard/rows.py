@@ -54,7 +54,8 @@ class BoardRow:
         model: the model it is a run of (``org/name``).
         revision: the model revision of a run; ``published`` for a published row.
         scores: task name (the set's own: ``DisastIR-Test-QA-Bio`` for a Test run) -> NDCG@10 (fraction).
-        details: (label, value) pairs shown under the table: a run's provenance, a published row's source.
+        details: (label, value) pairs shown under the table: a run's provenance and how many of its tasks' top 10s
+            were re-scored against their data (:mod:`~disastir_mteb.results.rescoring`), a published row's source.
         folder: the result-set folder of a run (None for a published row).
         task_files: task name -> the mteb result file of a run.
         meta: a run's ``model_meta.json`` (empty for a published row, or a run without one).
@@ -114,7 +115,8 @@ def result_rows(paths: Iterable[str | Path]) -> list[BoardRow]:
             raise ValueError(f"{seen[name, result_set.revision]} and {folder} hold the same run ({name}, revision "
                              f"{result_set.revision}); pass one of them.")
         seen[name, result_set.revision] = folder
-        details = (("Folder", str(folder)), *provenance.fields())
+        rescored = f"{len(result_set.rescored)} of {len(result_set.scores)} tasks against their data"
+        details = (("Folder", str(folder)), *provenance.fields(), ("Top 10s re-scored", rescored))
         rows.append(BoardRow(name=name, model=result_set.model, revision=result_set.revision,
                              scores=result_set.file_scores, details=details, folder=folder,
                              task_files={task: folder / f"{task}.json" for task in result_set.file_scores},

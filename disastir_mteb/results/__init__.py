@@ -2,7 +2,8 @@
 
 - ``result_sets`` finds and reads mteb result folders (a result file is read here), one set per model
   setting and query set (full, DisastIR-Test, DisastIR-DevLite), any metric's 6 x 8 grid on request;
-  ``score_checks`` refuses impossible scores (ranges, the per-query mean) for every reader;
+  ``score_checks`` refuses files that contradict themselves (name, splits, ranges, the per-query file) and
+  ``rescoring`` per-query files that contradict their data (their top 10s re-scored), for every reader;
   ``describe`` names settings readably; ``provenance``: plugin version, data, gain, instructions, search and
   precision of a set; ``per_query`` writes and reads the per-query NDCG@10 the runner keeps beside them.
 - ``metrics``: the metric vocabulary (mteb's key, the readable name, the range), NDCG@10 the default; a
@@ -19,6 +20,8 @@
 The leaderboard page (:mod:`disastir_mteb.leaderboard`) and the submission folder
 (:mod:`disastir_mteb.submission`) are built on these, on the main score only.
 
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.data`; never
-``models``, ``search`` or ``tasks``: results are read from files.
+May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.data`,
+:mod:`disastir_mteb.scoring`, and :mod:`disastir_mteb.tasks` in ``rescoring`` only (a stored top 10 is scored by
+the task's own :meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.ndcg_at_10_per_query`, imported when some
+data is at hand); never ``models`` or ``search``: results are read from files.
 """

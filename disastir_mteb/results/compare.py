@@ -37,6 +37,7 @@ from disastir_mteb.results.completed_view import CompletedView, completed_text
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.pairing import Pairing, pair_sets
+from disastir_mteb.results.provenance import recorded_data
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Intent, get_spec
@@ -236,8 +237,10 @@ def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METR
     ``metric``: mteb's key of the metric compared (``recall_at_100``); default ``ndcg_at_10``, the main score.
 
     Raises:
-        ValueError: the sets are on different query sets, share no DisastIR task, or the metric is unknown or missing
-            from a task file (the sentence names the file and the metrics it holds).
+        ValueError: the sets are on different query sets, share no DisastIR task, record different data for a task
+            both hold (another data folder, generator seed or extra judgements:
+            :func:`~disastir_mteb.results.provenance.recorded_data`), or the metric is unknown or missing from a task
+            file (the sentence names the file and the metrics it holds).
     """
     metric = get_metric(metric)
     if a.split is not b.split:
@@ -249,10 +252,27 @@ def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METR
         raise ValueError(f"{a.folder} and {b.folder} share no DisastIR task: {a.display_label} holds "
                          f"{len(a.scores)}, {b.display_label} {len(b.scores)}, none of them the same; run the same "
                          "tasks on both (-t).")
+    _refuse_other_data(a, b, common)
     a_scores, b_scores = a.scores_of(metric), b.scores_of(metric)
     recalls = {task: recall for task in common if (recall := top10_recall(a, b, task)) is not None}
     return Comparison(a, b, ScoreGrid({t: a_scores[t] for t in common}), ScoreGrid({t: b_scores[t] for t in common}),
                       ScoreGrid(recalls), metric)
+
+
+def _refuse_other_data(a: ResultSet, b: ResultSet, common: Sequence[str]) -> None:
+    """Refuse two sets whose files record different data for a task both hold (what ``report`` shows as a conflict).
+
+    A task recorded by one side only (files from before the record) makes no claim.
+    """
+    differ = [(task, x, y) for task in common
+              if (x := recorded_data(a, task)) is not None and (y := recorded_data(b, task)) is not None and x != y]
+    if not differ:
+        return
+    task, x, y = differ[0]
+    more = f" (and {len(differ) - 1} more task(s): {', '.join(t for t, _, _ in differ[1:])})" if len(differ) > 1 else ""
+    raise ValueError(f"Refusing to compare {a.folder} with {b.folder}: {a.file_task(task)} was scored on {x} in the "
+                     f"first and on {y} in the second{more}, so their difference measures the data, not the model or "
+                     "the search; compare runs on the same data (rerun one set with the other's data).")
 
 
 def _row_labels(comparisons: Sequence[Comparison]) -> list[str]:

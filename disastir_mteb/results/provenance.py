@@ -32,6 +32,7 @@ from typing import Any
 
 from disastir_mteb.results.describe import describe_search
 from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.results.score_checks import per_query_data
 from disastir_mteb.vocabulary import instructions
 from disastir_mteb.vocabulary.settings import (
     INSTRUCTED_PASSAGES,
@@ -40,11 +41,11 @@ from disastir_mteb.vocabulary.settings import (
     PRECISION_KEY,
     TEMPLATE_KEY,
 )
-from disastir_mteb.vocabulary.task_record import DATA_KEY, GAIN_KEY, VERSION_KEY, hub_data, local_data
+from disastir_mteb.vocabulary.task_record import DATA_KEY, GAIN_KEY, VERSION_KEY, hub_data
 from disastir_mteb.vocabulary.taxonomy import Split
 
 __all__ = ["MODEL_OWN", "NOT_RECORDED", "PLAIN_INSTRUCTIONS", "PRECISION_NAMES", "Provenance", "TaskProvenance",
-           "provenance_of"]
+           "provenance_of", "recorded_data"]
 
 NOT_RECORDED = "not recorded"
 #: The dtype names of per-query ``encoding`` records -> the ``--precision`` names (``disastir_precision``).
@@ -164,6 +165,20 @@ def _instructions(experiment: Mapping[str, Any], meta: Mapping[str, Any]) -> str
     return text
 
 
+def recorded_data(result_set: ResultSet, task: str) -> str | None:
+    """The data one task of a set was scored on, as its files record it; None when they do not.
+
+    The task file's ``disastir_data``, else what its per-query file's ``data`` record stands for
+    (:func:`~disastir_mteb.results.score_checks.per_query_data`). Never the dataset revision a task merely declares:
+    that says nothing about a ``DISASTIR_DATA_DIR`` the run may have read instead.
+
+    Args:
+        result_set: the set.
+        task: a task name as :attr:`ResultSet.scores` keys it (the full set's name).
+    """
+    return _dataset(result_set.task_record(task), result_set.task_data(task), declared=False)
+
+
 def _dataset(record: Mapping[str, Any], per_query: Mapping[str, Any] | None, *, declared: bool = True) -> str | None:
     """The task's data string: its own record, else its per-query record, else the revision it declares.
 
@@ -173,14 +188,8 @@ def _dataset(record: Mapping[str, Any], per_query: Mapping[str, Any] | None, *, 
     data = record.get(DATA_KEY)
     if isinstance(data, str):
         return data
-    if per_query is not None and isinstance(per_query.get("source"), str):
-        source = str(per_query["source"])
-        if source.startswith("hf:"):
-            return source
-        generator = per_query.get("generator")
-        if isinstance(generator, dict):
-            return local_data(source, generator)
-        return local_data(source, {"synthetic": True} if per_query.get("synthetic") else None)
+    if (from_per_query := per_query_data(per_query)) is not None:
+        return from_per_query
     revision = record.get("dataset_revision")
     if declared and isinstance(revision, str) and revision:
         from disastir_mteb.vocabulary.metadata import DATASET_REPO

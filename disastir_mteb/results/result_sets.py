@@ -17,8 +17,12 @@ own name (:attr:`ResultSet.file_scores`: the scores under those). Labels people 
 Reading: :func:`load_result_set` and :func:`find_result_sets` read the full set unless given another
 ``split`` (what they always did, so their callers see no Test or DevLite set by accident);
 :func:`load_result_sets` gives every set of one folder, :func:`collect_result_sets` every set under a path.
-Every set is read through :func:`load_result_set`, which refuses impossible scores
-(:mod:`~disastir_mteb.results.score_checks`): what ``report``, ``compare``, the leaderboard and ``submit`` show.
+Every set is read through :func:`load_result_set`, which believes a set only when its files agree with themselves:
+a damaged ``model_meta.json``, or one naming another model or revision than the folders the set is filed under, a
+task file holding another task's results, other splits or subsets, or an impossible score, and a per-query file
+contradicting its task file (:mod:`~disastir_mteb.results.score_checks`) or its data
+(:mod:`~disastir_mteb.results.rescoring`) are refused in one sentence: what ``report``, ``compare``, the
+leaderboard and ``submit`` show has passed these checks.
 
 Metrics: :attr:`ResultSet.scores` are the main score, NDCG@10; :meth:`ResultSet.scores_of` and
 :meth:`ResultSet.grid_of` give any metric the task files hold (``recall_at_100``, ``map_at_10``:
@@ -40,7 +44,14 @@ from disastir_mteb.results.describe import describe_search, describe_setting
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric, missing_metric
 from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
-from disastir_mteb.results.score_checks import read_task_record, refuse_impossible_scores
+from disastir_mteb.results.rescoring import Evidence, rescore
+from disastir_mteb.results.score_checks import (
+    file_problem,
+    read_task_file,
+    read_task_record,
+    refuse_contradictions,
+    task_record_of,
+)
 from disastir_mteb.vocabulary.ann_params import ANN_PREFIX
 from disastir_mteb.vocabulary.settings import EXACT, SEARCH_KEY
 from disastir_mteb.vocabulary.task_record import DATA_KEY, is_synthetic
@@ -55,7 +66,7 @@ from disastir_mteb.vocabulary.taxonomy import (
 )
 
 __all__ = ["ResultSet", "collect_result_sets", "describe_search", "describe_setting", "find_result_sets",
-           "load_result_set", "load_result_sets", "resolve_result_set"]
+           "load_result_set", "load_result_sets", "model_folder_name", "resolve_result_set"]
 
 def _task_files(paths: object, split: Split | None = None) -> list[Path]:
     """Only files named exactly after a DisastIR task of ``split`` (of any split for None).
@@ -81,6 +92,10 @@ class ResultSet:
             metric's scores, keyed alike: :meth:`scores_of`.
         split: the query set the scores were computed on (full, DisastIR-Test or DisastIR-DevLite).
         meta: the folder's ``model_meta.json`` as read (empty without one).
+        unchecked: one line naming the per-query files whose top 10s were not re-scored against their data, and
+            why (the data is the Hub's, or not on this machine: :mod:`~disastir_mteb.results.rescoring`); None when
+            every per-query file was, or the set has none.
+        rescored: the tasks (the set's own names) whose per-query top 10s were re-scored against their data, and agree.
     """
 
     folder: Path
@@ -90,6 +105,8 @@ class ResultSet:
     scores: dict[str, float]
     split: Split = Split.full
     meta: dict[str, Any] = field(default_factory=dict, repr=False)
+    unchecked: str | None = field(default=None, repr=False)
+    rescored: tuple[str, ...] = field(default=(), repr=False)
     _per_query: dict[str, PerQuery] = field(default_factory=dict, repr=False)
     _records: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -275,8 +292,58 @@ def _splits_in(folder: Path) -> list[Split]:
     return [split for split in SPLITS if split in found]
 
 
+def model_folder_name(name: str) -> str:
+    """A model's folder name in mteb's results layout: ``ModelMeta.model_name_as_path()`` (``org/m`` -> ``org__m``)."""
+    return name.replace("/", "__").replace(" ", "_")
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    """A result set's ``model_meta.json`` ({} without one).
+
+    Raises:
+        ValueError: the file is damaged (not JSON, or not an object); the sentence names it.
+    """
+    if not path.is_file():
+        return {}
+    fix = "restore it, or rerun the model with --overwrite (mteb writes it with every run)"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError alike
+        raise ValueError(f"{path} is damaged: it is not valid JSON ({error}); {fix}.") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path} is damaged: it holds a JSON {type(meta).__name__}, not the object mteb writes; "
+                         f"{fix}.")
+    return meta
+
+
+def _misfiled(revision_folder: Path, meta: dict[str, Any], meta_path: Path) -> str | None:
+    """Where a set in mteb's layout (``.../results/<model>/<revision>/``) is not where its ``model_meta.json`` says.
+
+    mteb files a run under its model's name and revision (``ResultCache.get_task_result_path``); a set moved, or
+    given another's ``model_meta.json``, would be shown and submitted as a run it is not. Sets outside that layout
+    (a folder of task files anywhere) make no claim; neither does the results repository's ``external`` folder.
+    """
+    if revision_folder.parent.parent.name != "results":
+        return None
+    name, revision = meta.get("name"), meta.get("revision")
+    fix = "move the folder back or restore the file"
+    if isinstance(name, str) and revision_folder.parent.name != model_folder_name(name):
+        return (f"{meta_path} names the model {name!r}, but the set is filed under the model folder "
+                f"{revision_folder.parent.name!r}, not {model_folder_name(name)!r} where mteb files that model's runs; "
+                f"{fix}.")
+    if isinstance(revision, str) and revision_folder.name not in (revision, "external"):
+        return (f"{meta_path} names the revision {revision!r}, but the set is filed under the revision folder "
+                f"{revision_folder.name!r} (mteb files a run under its model's revision); {fix}.")
+    return None
+
+
 def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> ResultSet:
-    """Read the DisastIR task files of one query set and the model metadata of one result-set folder.
+    """Read the DisastIR task files of one query set and the model metadata of one result-set folder, checked.
+
+    Every file is checked against itself before anything is returned (:mod:`~disastir_mteb.results.score_checks`:
+    name, splits, ranges, the per-query file beside it), and each per-query file's top 10s are re-scored against
+    their data where it is at hand (:mod:`~disastir_mteb.results.rescoring`); :attr:`ResultSet.unchecked` says in
+    one line which were not, and why.
 
     Args:
         folder: the folder holding the task files.
@@ -285,8 +352,10 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
 
     Raises:
         FileNotFoundError: the folder holds no task file of ``split`` (the message names the splits it holds).
-        ValueError: a task file is not an mteb result or holds an impossible score (out of range, not finite, or
-            unlike its per-query file: :mod:`~disastir_mteb.results.score_checks`), or ``split`` is not a split.
+        ValueError: ``model_meta.json`` is damaged or names another model or revision than the folders; a task file
+            is not an mteb result, holds another task's results, other splits or subsets, or an impossible score
+            (out of range, not finite, or unlike its per-query file), or its per-query file contradicts it or its
+            data; or ``split`` is not a split. One sentence, naming the file.
     """
     folder, split = Path(folder), parse_split(split)
     files = _task_files(folder.glob("DisastIR-*.json"), split)
@@ -297,19 +366,27 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
         pattern = "DisastIR-*.json" if split is Split.full else f"{benchmark_name(split)}-*.json"
         raise FileNotFoundError(f"{folder} holds no DisastIR result files ({pattern}){hint}.")
     meta_path = folder / "model_meta.json"
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    meta = meta if isinstance(meta, dict) else {}
+    meta = _read_meta(meta_path)
     revision_folder = folder.parent.parent if folder.parent.name == "experiments" else folder
-    model = meta.get("name") or revision_folder.parent.name.replace("__", "/")
-    records = {path: read_task_record(path) for path in files}
+    if misfiled := _misfiled(revision_folder, meta, meta_path):
+        raise ValueError(misfiled)
+    model = str(meta.get("name") or revision_folder.parent.name.replace("__", "/"))
+    contents = {path: read_task_file(path) for path in files}
     beside = {path: per_query_file(folder, path.stem) for path in files}
     per_query = {path: (beside[path], kept) for path in files if (kept := _per_query_at(beside[path])) is not None}
-    refuse_impossible_scores(records, model=str(model), per_query=per_query)  # what report, compare, submit read
+    refuse_contradictions([(path, problem) for path in files if (problem := file_problem(
+        path, contents[path], per_query=per_query.get(path, (None, None))[1],
+        per_query_path=beside[path]))], model=model)  # what report, compare, the leaderboard and submit read
+    records = {path: task_record_of(path, contents[path]) for path in files}
+    rescoring = rescore([Evidence(path, records[path], *per_query[path]) for path in files if path in per_query])
+    refuse_contradictions(rescoring.problems, model=model)
     task = {path: get_spec(path.stem).base.name for path in files}  # scores are keyed by the full set's names
-    return ResultSet(folder=folder, model=str(model), revision=revision_folder.name,
+    return ResultSet(folder=folder, model=model, revision=revision_folder.name,
                      experiment=dict(meta.get("experiment_kwargs") or {}),
                      scores={task[path]: record["main_score"] for path, record in records.items()}, split=split,
-                     meta=meta, _records={task[path]: record for path, record in records.items()},
+                     meta=meta, unchecked=rescoring.note(folder),
+                     rescored=tuple(path.stem for path in rescoring.rescored),
+                     _records={task[path]: record for path, record in records.items()},
                      _per_query={task[path]: found for path, (_, found) in per_query.items()})
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.results.result_sets import model_folder_name  # the folder test maps a name as mteb does
+
 __all__ = ["CHECKS", "EXPERIMENTS", "FOLDER_TEST_FILE", "IGNORED", "MAX_FILE_BYTES", "METADATA_TEST_FILE",
            "MODEL_META", "PLACEHOLDER_REVISIONS", "RUN_SETTINGS", "Exemptions", "expected_folder",
            "experiment_name", "is_sha1", "model_folder_name", "read_exemptions", "registered_models",
@@ -125,11 +127,6 @@ def read_exemptions(clone: Path) -> Exemptions:
 def is_sha1(value: str) -> bool:
     """The metadata test's ``is_sha1``: 40 lowercase hex characters."""
     return len(value) == 40 and all(c in "0123456789abcdef" for c in value)
-
-
-def model_folder_name(name: str) -> str:
-    """A model's folder name: ``ModelMeta.model_name_as_path()`` and the folder test both map it so."""
-    return name.replace("/", "__").replace(" ", "_")
 
 
 def experiment_name(meta: dict[str, Any]) -> str | None:

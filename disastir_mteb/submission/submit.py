@@ -5,9 +5,10 @@ folder per model revision holding mteb's ``<Task>.json`` files, ``model_meta.jso
 ``run_settings.jsonl``, and one ``<revision>/experiments/<experiment_name>/`` folder per run with
 experiment settings (ANN search, instructions), where that repository's folder test expects it.
 :func:`submit` files each result set where mteb's ``ResultCache`` files it (the model's folder name,
-the revision, ``ModelMeta.experiment_name``) and copies its files byte for byte, each written
-atomically (never ``disastir_per_query/``), then validates what it wrote with the repository's
-checks (:mod:`disastir_mteb.submission.checks`).
+the revision, ``ModelMeta.experiment_name``), validates the model folders as they would be with the repository's
+checks (:mod:`disastir_mteb.submission.checks`, on a temporary copy), and only then, when they pass, copies the
+files byte for byte, each written atomically (never ``disastir_per_query/``): a submission with errors leaves
+``out`` as it was.
 
 mteb's ``ResultCache.submit_results`` is not used: it pulls the results repository over the network,
 commits on a new branch (and may open the pull request), and its copy step replaces
@@ -22,14 +23,18 @@ and so is any target that a symbolic link inside ``out`` leads outside it, and a
 
 Only DisastIR results are submitted: a set computed on generated data (``--data sample``; its task files and
 per-query files record it) is refused before anything is written, and so are a set scored with extra judgements
-(``run --extra-judgements``: a per-study estimate) and a set holding an impossible score
-(read through :func:`~disastir_mteb.results.result_sets.load_result_set`, :mod:`~disastir_mteb.results.score_checks`).
+(``run --extra-judgements``: a per-study estimate) and a set whose files contradict themselves or their data
+(another task's file under a task's name, an extra split, a second entry, an impossible score, per-query numbers
+their top 10s do not give: read through :func:`~disastir_mteb.results.result_sets.load_result_set`,
+:mod:`~disastir_mteb.results.score_checks`, :mod:`~disastir_mteb.results.rescoring`).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,10 +59,12 @@ class SubmissionReport:
     Attributes:
         folder: the ``results/`` folder written (``out/results``).
         sources: the result-set folders submitted (plain runs and ``experiments/<name>/`` sets).
-        written: files created or replaced.
+        written: files created or replaced; none when :attr:`errors` is not empty (nothing is written then).
         unchanged: files already there with the same content (or the same model's ``model_meta.json``).
-        problems: the checks of :func:`validate_submission` on the submitted model folders, warnings only for
-            the submitted result sets.
+        problems: the checks of :func:`validate_submission` on the submitted model folders as they are once the files
+            are written (checked before writing), warnings only for the submitted result sets.
+        notes: one line per submitted set whose per-query files were not re-scored against their data, and why
+            (:attr:`~disastir_mteb.results.result_sets.ResultSet.unchecked`).
     """
 
     folder: Path
@@ -65,6 +72,7 @@ class SubmissionReport:
     written: tuple[Path, ...]
     unchanged: tuple[Path, ...]
     problems: tuple[Problem, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def errors(self) -> tuple[Problem, ...]:
@@ -82,28 +90,35 @@ class SubmissionReport:
         return not self.errors
 
     def to_text(self) -> str:
-        """A short human summary: what was written, then errors, then warnings."""
+        """A short human summary: what was written (nothing, with errors), then errors, then warnings."""
         experiments = sum(path.parent.name == EXPERIMENTS for path in self.sources)
-        lines = [f"Submitted {len(self.sources)} result set(s) ({experiments} with experiment settings, filed under "
-                 f"experiments/) to {self.folder}: {len(self.written)} file(s) written, "
+        sets = (f"{len(self.sources)} result set(s) ({experiments} with experiment settings, filed under "
+                "experiments/)")
+        lines = [f"Checked {sets} for {self.folder}: nothing written." if self.errors else
+                 f"Submitted {sets} to {self.folder}: {len(self.written)} file(s) written, "
                  f"{len(self.unchanged)} unchanged."]
         lines += [str(problem) for problem in (*self.errors, *self.warnings)]
-        lines.append(f"{len(self.errors)} error(s): fix them before opening a pull request." if self.errors else
+        lines.append(f"{len(self.errors)} error(s): fix them and submit again; nothing was written." if self.errors else
                      "No errors: ready for a pull request to embeddings-benchmark/results.")
         return "\n".join(lines)
 
 
 def submit(results: str | Path, out: str | Path, *, model: str | None = None,
            overwrite: bool = False) -> SubmissionReport:
-    """Copy the DisastIR result sets under ``results`` into ``out/results/`` as mteb files them, then validate.
+    """Check the DisastIR result sets under ``results``, then copy them into ``out/results/`` as mteb files them.
 
     ``out`` is meant to be a clone of ``embeddings-benchmark/results`` (or an empty folder), named apart from
     ``results``. A plain run goes to ``results/<org>__<model>/<revision>/``, a run with experiment settings to
     ``.../<revision>/experiments/<ModelMeta.experiment_name>/``. Copied are the ``DisastIR-*.json`` task files,
     ``model_meta.json`` and the tasks' lines of ``run_settings.jsonl`` (merged with lines for other tasks
     already there); nothing else (no ``disastir_per_query/``). A ``model_meta.json`` already there for the
-    same model name and revision is kept. Every file is written atomically, and only after all conflicts
-    have been checked.
+    same model name and revision is kept.
+
+    Everything is checked before anything is written: each result file against itself and its data
+    (:func:`~disastir_mteb.results.result_sets.load_result_set`: a bad file is a ``ValueError``), the conflicts with
+    files in ``out``, and the results repository's checks on the model folders as they would be once written (on a
+    temporary copy). With any error, nothing is written: the report lists the errors and :attr:`SubmissionReport.ok`
+    is False. Otherwise every file is written atomically.
 
     Args:
         results: any folder :func:`~disastir_mteb.results.result_sets.find_result_sets` resolves (an mteb output
@@ -113,25 +128,25 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
         overwrite: replace task files (and a different ``model_meta.json``) already in ``out``.
 
     Returns:
-        What was written, and the validation of the written model folders.
+        What was written (nothing when the validation found errors), and that validation.
 
     Raises:
         FileNotFoundError: ``results`` does not exist or holds no DisastIR results.
-        ValueError: a set was computed on generated data (the sample: not DisastIR results); ``out/results``
+        ValueError: a result file contradicts itself or its data, or ``model_meta.json`` is damaged (one sentence
+            naming the file); a set was computed on generated data (the sample: not DisastIR results); ``out/results``
             already holds the sets; no result set of ``model``; an experiment set
             whose revision folder would have no ``model_meta.json``; two sets for one target folder.
         FileExistsError: files in ``out`` differ from the ones to submit and ``overwrite`` is False.
     """
-    sources = _pick_result_sets(Path(results).resolve(), model)
-    _refuse_synthetic(sources)
-    _refuse_extended(sources)
+    _refuse_path_names(find_result_sets(Path(results).resolve(), split=None))  # before any file is believed
+    folders = _pick_result_sets(Path(results).resolve(), model)  # every file read and checked here, once
+    sources = [sets[0] for sets in folders]
+    _refuse_synthetic(folders)
+    _refuse_extended(folders)
     _refuse_copy_onto_itself(Path(results), Path(out), sources)
     root = Path(out) / "results"
     targets: dict[Path, ResultSet] = {}
     for source in sources:
-        if "\\" in source.model or any(part in ("", ".", "..") for part in source.model.split("/")):
-            raise ValueError(f"Refusing to submit {source.folder}: its model name {source.model!r} (model_meta.json) "
-                             "reads as a file path ('..', '.', an empty part or '\\'); fix the model's name and rerun.")
         target = _target(root, source)
         if target in targets:
             raise ValueError(f"Two result sets under {results} are for {source.label} at revision {source.revision} "
@@ -143,7 +158,7 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
     for target, source in targets.items():
         _check_inside(Path(out), target)  # before reading the run_settings.jsonl already there
         tasks = sorted(path for path in source.folder.glob("*.json") if path.stem in _TASKS)
-        writes.update({target / path.name: _task_bytes(path) for path in tasks})
+        writes.update({target / path.name: path.read_bytes() for path in tasks})
         meta = source.folder / MODEL_META
         if meta.is_file():
             writes[target / MODEL_META] = meta.read_bytes()
@@ -161,24 +176,57 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
         shown = ", ".join(str(path) for path in conflicts[:3])
         raise FileExistsError(f"{len(conflicts)} file(s) in {root} differ from the results to submit (first: {shown}); "
                               "pass overwrite=True (--overwrite) to replace them.")
-    for path, data in writes.items():
-        if path not in unchanged:
-            write_bytes_atomic(path, data)
     model_dirs = sorted({root / target.relative_to(root).parts[0] for target in targets})
-    problems = validate_folders(root, model_dirs, submitted=set(targets), changed=set(writes),
-                                exemptions=repo.read_exemptions(Path(out)))
+    problems = _validate_staged(Path(out), root, model_dirs, {p: d for p, d in writes.items() if p not in unchanged},
+                                submitted=set(targets), changed=set(writes))
+    errors = any(problem.severity == "error" for problem in problems)
+    for path, data in writes.items():
+        if path not in unchanged and not errors:
+            write_bytes_atomic(path, data)
     return SubmissionReport(folder=root, sources=tuple(s.folder for s in targets.values()),
-                            written=tuple(sorted(set(writes) - unchanged)), unchanged=tuple(sorted(unchanged)),
-                            problems=tuple(problems))
+                            written=() if errors else tuple(sorted(set(writes) - unchanged)),
+                            unchanged=tuple(sorted(unchanged)), problems=tuple(problems),
+                            notes=tuple(note for sets in folders for found in sets if (note := found.unchecked)))
 
 
-def _refuse_synthetic(sources: list[ResultSet]) -> None:
+def _validate_staged(out: Path, root: Path, model_dirs: list[Path], writes: dict[Path, bytes], *,
+                     submitted: set[Path], changed: set[Path]) -> list[Problem]:
+    """The results repository's checks on ``model_dirs`` as they will be once ``writes`` are written, before writing.
+
+    The model folders already in ``out`` are copied into a temporary ``results/`` folder, the new files written over
+    them there, and the copy validated (:func:`~disastir_mteb.submission.checks.validate_folders`, with the clone's
+    exemption lists); the problems name the paths in ``out``. So a submission that would fail the checks writes
+    nothing, instead of leaving its files in ``out`` beside the errors.
+    """
+    with tempfile.TemporaryDirectory(prefix="disastir-submit-") as temporary:
+        stage = Path(temporary) / "results"
+        stage.mkdir()
+        for model_dir in model_dirs:
+            if model_dir.is_dir():
+                shutil.copytree(model_dir, stage / model_dir.name)
+        for path, data in writes.items():
+            staged = stage / path.relative_to(root)
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            staged.write_bytes(data)
+
+        def staged(paths: set[Path]) -> set[Path]:
+            return {stage / path.relative_to(root) for path in paths}
+
+        problems = validate_folders(stage, [stage / model_dir.name for model_dir in model_dirs],
+                                    submitted=staged(submitted), changed=staged(changed),
+                                    exemptions=repo.read_exemptions(out))
+        return [Problem(problem.severity, root / problem.path.relative_to(stage),
+                        problem.message.replace(str(stage), str(root)).replace(str(stage.parent), str(out)),
+                        problem.check) for problem in problems]
+
+
+def _refuse_synthetic(folders: list[list[ResultSet]]) -> None:
     """Refuse result sets computed on generated data: they exercise the pipeline and are not DisastIR results.
 
     Any query set of a source's folder counts (the folder is copied as a whole). Sets that do not record their data
     (:attr:`ResultSet.synthetic` None: files from before the record) are not refused: nothing says they are generated.
     """
-    synthetic = [found for source in sources for found in load_result_sets(source.folder) if found.synthetic]
+    synthetic = [found for sets in folders for found in sets if found.synthetic]
     if synthetic:
         first, others = synthetic[0], len(synthetic) - 1
         more = f" (and {others} more result set(s) here)" if others else ""
@@ -187,14 +235,14 @@ def _refuse_synthetic(sources: list[ResultSet]) -> None:
                          "DisastIR data (without --data sample or a generated DISASTIR_DATA_DIR) and submit that.")
 
 
-def _refuse_extended(sources: list[ResultSet]) -> None:
+def _refuse_extended(folders: list[list[ResultSet]]) -> None:
     """Refuse result sets scored with extra judgements (``run --extra-judgements``): a per-study estimate, not official.
 
     Their task files say so in ``disastir_data`` (:func:`~disastir_mteb.vocabulary.task_record.is_extended`), their
     per-query files under ``extra_judgements``; any query set of a source's folder counts.
     """
-    for source in sources:
-        for found in load_result_sets(source.folder):
+    for sets in folders:
+        for found in sets:
             for task in sorted(found.scores):
                 data = found.task_record(task).get(DATA_KEY)
                 extra = (found.task_data(task) or {}).get("extra_judgements")
@@ -217,20 +265,21 @@ def _refuse_copy_onto_itself(results: Path, out: Path, sources: list[ResultSet])
                          "mteb-results.")
 
 
-def _pick_result_sets(results: Path, model: str | None) -> list[ResultSet]:
-    """The result sets to submit: every one under ``results``, or ``model``'s.
+def _pick_result_sets(results: Path, model: str | None) -> list[list[ResultSet]]:
+    """The result-set folders to submit, each as its query sets: every one under ``results``, or ``model``'s.
 
-    One per folder, whatever query sets it holds (the full set's when it holds that): a folder is copied as a
-    whole, its DisastIR-Test and DevLite task files with the full set's.
+    A folder is copied as a whole, its DisastIR-Test and DevLite task files with the full set's: each is read (and
+    checked, :func:`~disastir_mteb.results.result_sets.load_result_set`) as all its query sets, the full set's first
+    when it holds that, and stands for the folder.
     """
-    found = [load_result_sets(folder)[0] for folder in find_result_sets(results, split=None)]
+    found = [load_result_sets(folder) for folder in find_result_sets(results, split=None)]
     if not found:
         raise FileNotFoundError(f"{results} holds no DisastIR result files (DisastIR-*.json); run "
                                 "`disastir-mteb run -m MODEL` first.")
     if model is not None:
         wanted = model.replace("__", "/")
-        names = sorted({s.model for s in found})
-        found = [s for s in found if s.model == wanted]
+        names = sorted({sets[0].model for sets in found})
+        found = [sets for sets in found if sets[0].model == wanted]
         if not found:
             close = difflib.get_close_matches(wanted, names, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -279,17 +328,34 @@ def _check_inside(out: Path, path: Path) -> None:
                          "link or choose another output folder.")
 
 
-def _task_bytes(path: Path) -> bytes:
-    """The bytes of a task file, refused when its ``task_name`` reads as a file path."""
-    data = path.read_bytes()
+def _refuse_path_names(folders: list[Path]) -> None:
+    """Refuse a model name or a ``task_name`` that would read as a file path, before anything else is read.
+
+    The results repository names folders after models and files after tasks, so ``..``, ``/`` or a backslash in them
+    could lead a copy out of ``out``; said as such here, before the files' other checks
+    (:func:`~disastir_mteb.results.result_sets.load_result_set`) would call them misfiled or copied.
+    """
+    for folder in folders:
+        meta = _json_object(folder / MODEL_META)
+        name = meta.get("name")
+        if isinstance(name, str) and ("\\" in name or any(part in ("", ".", "..") for part in name.split("/"))):
+            raise ValueError(f"Refusing to submit {folder}: its model name {name!r} (model_meta.json) reads as a file "
+                             "path ('..', '.', an empty part or '\\'); fix the model's name and rerun.")
+        for path in sorted(path for path in folder.glob("DisastIR-*.json") if path.stem in _TASKS):
+            task = _json_object(path).get("task_name")
+            if isinstance(task, str) and ("/" in task or "\\" in task or ".." in task):
+                raise ValueError(f"Refusing to submit {path}: its task_name {task!r} reads as a file path ('..', '/' "
+                                 "or '\\'), and the results repository names files after tasks; fix the name and "
+                                 "rerun the task.")
+
+
+def _json_object(path: Path) -> dict[str, object]:
+    """The JSON object in ``path``; {} when it is missing or not one (the checks after say so, naming it)."""
     try:
-        name = json.loads(data).get("task_name")
-    except (ValueError, AttributeError):
-        return data  # not JSON: the validation after copying reports it
-    if isinstance(name, str) and ("/" in name or "\\" in name or ".." in name):
-        raise ValueError(f"Refusing to submit {path}: its task_name {name!r} reads as a file path ('..', '/' or "
-                         "'\\'), and the results repository names files after tasks; fix the name and rerun the task.")
-    return data
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return content if isinstance(content, dict) else {}
 
 
 def _is_experiment(result_set: ResultSet) -> bool:
@@ -315,13 +381,25 @@ def _line_task(line: str) -> str | None:
 
 
 def _merge_run_settings(source: Path, target: Path, tasks: set[str]) -> bytes | None:
-    """The source's lines for ``tasks`` after the target's lines for other tasks (lines kept verbatim)."""
+    """The source's lines for ``tasks`` after the target's lines for other tasks (lines kept verbatim).
+
+    Raises:
+        ValueError: either file is not UTF-8 text (the sentence names it).
+    """
     if not source.is_file():
         return None
-    ours = [line for line in source.read_text(encoding="utf-8").splitlines()
-            if line.strip() and _line_task(line) in tasks | {None}]
-    theirs = [line for line in target.read_text(encoding="utf-8").splitlines()
-              if line.strip() and _line_task(line) not in tasks] if target.is_file() else []
+    ours = [line for line in _text_lines(source) if line.strip() and _line_task(line) in tasks | {None}]
+    theirs = [line for line in _text_lines(target) if line.strip() and _line_task(line) not in tasks
+              ] if target.is_file() else []
     return "".join(line + "\n" for line in (*theirs, *ours)).encode("utf-8")
+
+
+def _text_lines(path: Path) -> list[str]:
+    """The lines of a ``run_settings.jsonl``; a damaged one is refused naming it, not merged or copied."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is damaged: it is not UTF-8 text ({error}); mteb writes one JSON line per task "
+                         "run: restore it, or delete it and rerun the tasks with --overwrite.") from None
 
 
