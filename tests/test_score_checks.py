@@ -191,6 +191,14 @@ def _per_query(change: Callable[[dict[str, Any]], None]) -> Callable[[Path, Path
     return edit
 
 
+def _task_file_after(edit: Callable[[Path, Path], Path]) -> Callable[[Path, Path], Path]:
+    """``edit``, then the task file it contradicts (where the sentence names the task file, not the edited one)."""
+    def edited(exact: Path, data: Path) -> Path:
+        edit(exact, data)
+        return exact / f"{EDITED}.json"
+    return edited
+
+
 def _all_ones(*, variant: bool) -> Callable[[Path, Path], Path]:
     """The issue's edit: ``ndcg_at_10``, ``main_score`` and every per-query NDCG@10 set to 1.0, the rankings left as
     they were; with ``variant``, the gain's variant in the task file too (every number then agrees but the top 10s)."""
@@ -316,9 +324,14 @@ CONTRADICTIONS: dict[str, tuple[Callable[[Path, Path], Path], str, bool]] = {
     "eleven passages in a top 10": (
         _per_query(lambda pq: pq["queries"]["QA-Bio-q001"]["top10"].append("d000001")),
         r" holds 11 passages in the top 10 of query 'QA-Bio-q001' \(1 such query\)", True),
-    "per-query NDCG out of range": (
-        _per_query(lambda pq: pq["queries"]["QA-Bio-q001"].update(ndcg_at_10=1.5)),
-        r" holds an impossible NDCG@10 for 1 query \(first: query 'QA-Bio-q001': 1\.5; valid: \[0, 1\]\)", True),
+    "negative per-query NDCG": (
+        _per_query(lambda pq: pq["queries"]["QA-Bio-q001"].update(ndcg_at_10=-0.5)),
+        r" holds an impossible NDCG@10 for 1 query \(first: query 'QA-Bio-q001': -0\.5; valid: a finite number, at "
+        r"least 0\)", True),
+    "per-query NDCG above 1, mean unlike the task's": (  # above 1 is possible (two copies of a judged text)
+        _task_file_after(_per_query(lambda pq: pq["queries"]["QA-Bio-q001"].update(ndcg_at_10=1.5))),
+        r" holds ndcg_at_10 0\.08774, but the mean NDCG@10 of the 8 queries in .* is 0\.25\d+ \(they must agree "
+        r"within 1e-05, mteb's rounding\)", True),
     "per-query file of a run on other data": (
         _per_query(lambda pq: pq["data"]["generator"].update(seed=1)),
         r" records data 'local folder sample-small-seed0-v2 \(synthetic sample, scale small, seed 1\)', but "

@@ -24,10 +24,13 @@ What is checked, per task file, without the data:
   task scores again beside mteb's (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.task_specific_scores`,
   stored to 6 decimals): an edit of the main score alone is caught without a per-query file;
 - with the per-query file ``disastir-mteb run`` writes beside it (:mod:`~disastir_mteb.results.per_query`):
-  its ``task_name`` is the task's; every per-query NDCG@10 lies in [0, 1]; every top 10 holds at most 10
+  its ``task_name`` is the task's; every per-query NDCG@10 is finite and at least 0 (not at most 1: a query
+  whose top 10 holds two copies of a judged text scores above 1, as the authors' text-keyed code counts it; see
+  :mod:`disastir_mteb.scoring.authors`); every top 10 holds at most 10
   passages, each once; the data it records is the data the task file records (``disastir_data``); and the
-  mean of its queries' NDCG@10 equals ``ndcg_at_10`` within :data:`TOLERANCE`: both come from
-  ``pytrec_eval``'s ``ndcg_cut_10`` on the same run and qrels, and mteb stores the mean rounded to 5
+  mean of its queries' NDCG@10 equals ``ndcg_at_10`` within :data:`TOLERANCE`: both come from the task's one
+  scoring of the same top 10s (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.ndcg_at_10_per_query`,
+  equal to ``pytrec_eval``'s ``ndcg_cut_10`` where no judged text has two ids), and mteb stores the mean rounded to 5
   decimals (``round(..., 5)`` in mteb's ``retrieval_metrics``), which moves it by at most 5e-6; summing up to
   9,600 per-query values in float64 adds less than 1e-12. 1e-5 is twice the rounding bound, and a tenth of
   the smallest change a report can show (0.01 at x100 is 1e-4), so any edit a reader could see is caught.
@@ -199,11 +202,10 @@ def _per_query_problem(path: Path, per_query: PerQuery, where: Path) -> str | No
     if per_query.task_name != path.stem:
         return (f"{where} holds the per-query scores of {per_query.task_name!r}, not of {path.stem} beside which it "
                 "lies: a per-query file copied or renamed")
-    wrong = [(qid, value) for qid, value in per_query.ndcg_at_10.items()
-             if math.isnan(value) or not 0.0 <= value <= 1.0]
+    wrong = [(qid, value) for qid, value in per_query.ndcg_at_10.items() if not 0.0 <= value < math.inf]
     if wrong:
         return (f"{where} holds an impossible NDCG@10 for {len(wrong)} quer{'y' if len(wrong) == 1 else 'ies'} "
-                f"(first: query {wrong[0][0]!r}: {wrong[0][1]!r}; valid: [0, 1])")
+                f"(first: query {wrong[0][0]!r}: {wrong[0][1]!r}; valid: a finite number, at least 0)")
     long = [(qid, len(docs)) for qid, docs in per_query.top10.items() if len(docs) > _TOP_K]
     if long:
         return (f"{where} holds {long[0][1]} passages in the top 10 of query {long[0][0]!r} "
