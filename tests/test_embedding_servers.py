@@ -34,6 +34,7 @@ from disastir_mteb.endpoints.loopback import Fault, FaultKind, LoopbackServer, L
 from disastir_mteb.endpoints.pool import EndpointError
 from disastir_mteb.models.embedding_servers import EmbeddingServers
 from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.models.identity import PROBE_TEXTS
 from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.runner.run import build_search, evaluate, serve_model
 from disastir_mteb.search.store import CHUNK_SIZE
@@ -247,7 +248,7 @@ def test_a_fault_that_retrying_mends_leaves_the_scores_unchanged(
 def test_a_fault_on_the_first_request_is_retried_as_well(
         fault: Fault, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
         servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
-    """The one-text probe that reads the dimension before the run: a server still loading its model answers 503."""
+    """The probe that reads the dimension (and identity) before the run: a server still loading its model answers 503."""
     server = servers(embed=minilm, model=MODEL)
     server.add_faults(fault)
     result = evaluate(MODEL, TASKS, data=tiny, embeddings_url=server.base_url, cache_dir=False, output_folder=tmp_path,
@@ -255,7 +256,7 @@ def test_a_fault_on_the_first_request_is_retried_as_well(
     assert ndcg(result) == pytest.approx(reference[None], abs=1e-6)
     stats = server.stats()
     assert stats.faults == {fault.kind.value: 1} and stats.fault_log[0].sent_at < stats.answered[0].answered_at
-    assert len(stats.answered[0].texts) == 1  # the probe, answered when retried
+    assert stats.answered[0].texts == list(PROBE_TEXTS)  # the probe, answered when retried
 
 
 def test_vectors_listed_out_of_order_are_placed_by_their_index(
@@ -285,7 +286,7 @@ def test_a_wrong_answer_stops_the_run_with_one_sentence_naming_the_server(
         run_on(served, on_tiny, tmp_path / "api")
     assert str(error.value).startswith(f"{bad.base_url} ") and says in str(error.value)
 
-    # The command line: exit code 2 and the sentence, the probe (one text: the first fault) left whole.
+    # The command line: exit code 2 and the sentence, the probe (the first fault: its vectors placed by index).
     bad.add_faults(Fault(FaultKind.SHUFFLED), Fault(kind))
     assert run_cli("-m", MODEL, "--embeddings-url", bad.base_url, data=on_tiny, out=tmp_path / "cli") == 2
     sentence = one_sentence(capsys.readouterr().err)
@@ -436,8 +437,8 @@ def test_servers_that_cannot_serve_the_run_are_one_sentence_before_any_encoding(
     assert run_cli("-m", MODEL, *options, data=on_tiny, out=tmp_path) == 2
     captured = capsys.readouterr()
     assert one_sentence(captured.err).startswith(f"disastir-mteb run: {says}"), captured.err
-    for server in started:  # nothing of the run was sent: at most the one-text probe
-        assert [len(request.texts) for request in server.stats().answered] in ([], [1])
+    for server in started:  # nothing of the run was sent: at most the probe
+        assert [request.texts for request in server.stats().answered] in ([], [list(PROBE_TEXTS)])
 
 
 def test_the_key_comes_from_its_variable_and_is_never_printed_or_logged(
