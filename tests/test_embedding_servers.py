@@ -248,7 +248,7 @@ def test_a_fault_that_retrying_mends_leaves_the_scores_unchanged(
 def test_a_fault_on_the_first_request_is_retried_as_well(
         fault: Fault, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
         servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
-    """The probe that reads the dimension (and identity) before the run: a server still loading its model answers 503."""
+    """The probe that reads the dimension and identity before the run: a server still loading its model answers 503."""
     server = servers(embed=minilm, model=MODEL)
     server.add_faults(fault)
     result = evaluate(MODEL, TASKS, data=tiny, embeddings_url=server.base_url, cache_dir=False, output_folder=tmp_path,
@@ -359,6 +359,33 @@ def hashing_embed() -> Callable[[list[str]], list[list[float]]]:
     return lambda texts: encoder.embed(list(texts)).tolist()
 
 
+def test_another_checkpoint_served_under_the_same_name_and_listing_gets_its_own_entry(
+        minilm: MemoisedMiniLM, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Same name, listing and dimension, so the same ``served-`` revision: only the vectors tell them apart."""
+    store = tmp_path / "store"
+
+    def run(embed: Callable[[list[str]], Any], cache: Path | bool) -> tuple[str, int, dict[str, float]]:
+        served = EmbeddingServers(MODEL, servers(embed=embed, model=MODEL).base_url)
+        searcher = build_search(served, RunSettings.from_options(cache_dir=cache, progress=False))  # type: ignore[arg-type]
+        try:
+            result = evaluate(searcher, TASKS, data=tiny, output_folder=tmp_path / f"results-{uuid.uuid4().hex}",
+                              show_progress=False)
+        finally:
+            served.close()
+        return served.mteb_model_meta.revision, searcher.passages_encoded, ndcg(result)
+
+    revision, _, scores = run(minilm, store)
+    with caplog.at_level(logging.WARNING):
+        other = run(hashing_embed(), store)
+    assert other[0] == revision and other[1] == len(corpus_texts(tiny))  # the revision cannot tell; the probe does
+    assert other[2] == run(hashing_embed(), False)[2] != scores
+    (warning,) = [record.getMessage() for record in caplog.records]
+    assert warning.startswith(f"Model {MODEL}@{revision} computes other vectors than when its cached embeddings were "
+                              "written (its vectors of the 4 probe texts lie up to ")
+    assert "apart, more than rounding moves them (1e-02)): it was changed in place" in warning
+
+
 def test_kill_9_of_a_run_mid_encoding_resumes_from_the_stored_chunks(
         sample_data: Path, servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     store, task = tmp_path / "store", TASKS[0]
@@ -414,7 +441,8 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.mark.parametrize("case", ["another model", "described differently", "other dimensions", "unreachable"])
+@pytest.mark.parametrize("case", ["another model", "described differently", "other dimensions", "other vectors",
+                                  "unreachable"])
 def test_servers_that_cannot_serve_the_run_are_one_sentence_before_any_encoding(
         case: str, minilm: MemoisedMiniLM, on_tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -429,6 +457,10 @@ def test_servers_that_cannot_serve_the_run_are_one_sentence_before_any_encoding(
         started.append(servers(embed=truncated(minilm), model=MODEL))
         says = (f"The embedding servers answer {MODEL!r} with different dimensions ({started[0].base_url}: 384, "
                 f"{started[1].base_url}: 383); their vectors must not be mixed.")
+    elif case == "other vectors":  # two checkpoints under one name, listing and dimension
+        started.append(servers(embed=hashing_embed(), model=MODEL))
+        says = (f"The embedding servers answer {MODEL!r} with different vectors for the same texts "
+                f"({started[1].base_url} and {started[0].base_url}: up to ")
     urls = [server.base_url for server in started]
     if case == "unreachable":
         urls = [f"http://127.0.0.1:{free_port()}/v1"]

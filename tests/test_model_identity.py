@@ -176,7 +176,7 @@ def test_a_named_model_changed_in_place_is_encoded_again_after_one_warning(
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert warning.startswith(f"Model {meta.name}@{meta.revision} computes other vectors than when its cached "
                               "embeddings were written (its vectors of the 4 probe texts lie up to ")
-    assert warning.endswith("apart, where float32 rounding stays within 1e-05): it was changed in place under the "
+    assert warning.endswith("apart, more than float32 rounding moves them (1e-05)): it was changed in place under the "
                             "same name and revision, so it gets cache entries of its own and its tasks are evaluated "
                             "again; give a changed model a new revision to keep both.")
     assert searcher.passages_encoded == N_PASSAGES and corpus_entries(cache) == 2

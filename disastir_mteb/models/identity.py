@@ -236,8 +236,8 @@ def identify(vectors: np.ndarray, *, name: str, revision: str | None, precision:
     if distances and pinned:
         nearest = records[distances[0][1]]
         how = (f"{vectors.shape[1]}-dimensional vectors, not {nearest.shape[1]}" if nearest.shape != vectors.shape
-               else f"its vectors of the {len(PROBE_TEXTS)} probe texts lie up to {distances[0][0]:.2g} apart, where "
-                    f"{precision or 'its'} rounding stays within {tolerance:.0e}")
+               else f"its vectors of the {len(PROBE_TEXTS)} probe texts lie up to {distances[0][0]:.2g} apart, more "
+                    f"than {precision + ' ' if precision else ''}rounding moves them ({tolerance:.0e})")
         logger.warning("Model %s@%s computes other vectors than when its cached embeddings were written (%s): it was "
                        "changed in place under the same name and revision, so it gets cache entries of its own and "
                        "its tasks are evaluated again; give a changed model a new revision to keep both.",
