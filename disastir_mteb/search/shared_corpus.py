@@ -20,6 +20,12 @@ transform (a ``_Route``); its passages then go through the pipelined encoder
 sentence-transformers' multi-process pool; everything else goes through mteb's ``encode``. The
 prompts found on the way are also what the embedding cache key records besides the texts.
 
+Who computes the vectors: the search model asks its model for the vectors of a few fixed texts when
+it is built (and at each later run), and the fingerprint they give
+(:mod:`disastir_mteb.models.identity`) joins every store key and the ANN index's key, so an in-memory
+model without name or revision, or a model changed in place, never meets another model's vectors; a
+model without a revision of its own has its results filed under that fingerprint.
+
 Every task's queries in one pass: :meth:`SharedCorpusSearch.prefetch` indexes the shared corpus,
 encodes every task's queries (together, longest first, when they all reach one plain
 SentenceTransformer), searches them all at once and files each task's top-k, which that task's own

@@ -99,6 +99,9 @@ __all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "checksum", "encode_chunk
 # 3: checksums: in every chunk file's name, and per row of embeddings.npy (checksums.npy, itself checksummed
 #    in the manifest; older entries cannot be verified, so they are encoded again); corpus keys no longer hold
 #    query-side instruction settings.
+# Fingerprints (issue 29) needed no new format: a key with one hashes differently, a key without one as before.
+# Entries written before them are never found by the search model, whose keys always hold one: its first run
+# after the upgrade encodes again (the old folders stay, unused, until deleted); direct users keep theirs.
 _FORMAT = 3
 _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
 
