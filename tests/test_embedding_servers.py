@@ -386,6 +386,27 @@ def test_another_checkpoint_served_under_the_same_name_and_listing_gets_its_own_
     assert "apart, more than rounding moves them (1e-02)): it was changed in place" in warning
 
 
+def test_a_ready_search_model_asks_the_servers_again_at_its_next_run(
+        minilm: MemoisedMiniLM, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """One search model, two runs, and between them the server's model was swapped (same name, listing, dimension)."""
+    serving: dict[str, Callable[[list[str]], Any]] = {"embed": minilm}
+    served = EmbeddingServers(MODEL, servers(embed=lambda texts: serving["embed"](texts), model=MODEL).base_url)
+    try:
+        searcher = build_search(served, RunSettings.from_options(cache_dir=tmp_path / "store", progress=False))
+        before = ndcg(evaluate(searcher, TASKS, data=tiny, output_folder=tmp_path / "out", show_progress=False))
+        serving["embed"] = hashing_embed()
+        with caplog.at_level(logging.WARNING):
+            after = ndcg(evaluate(searcher, TASKS, data=tiny, output_folder=tmp_path / "out", show_progress=False))
+    finally:
+        served.close()
+    assert after == run_on(EmbeddingServers(MODEL, servers(embed=hashing_embed(), model=MODEL).base_url), tiny,
+                           tmp_path / "alone") != before
+    assert searcher.passages_encoded == 2 * len(corpus_texts(tiny))
+    assert [record.getMessage()[:60] for record in caplog.records] == [
+        f"Model {MODEL}@{served.mteb_model_meta.revision} computes other vectors"[:60]]
+
+
 def test_kill_9_of_a_run_mid_encoding_resumes_from_the_stored_chunks(
         sample_data: Path, servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     store, task = tmp_path / "store", TASKS[0]

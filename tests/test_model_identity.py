@@ -190,6 +190,21 @@ def test_a_named_model_changed_in_place_is_encoded_again_after_one_warning(
     assert (again.passages_encoded, again.queries_encoded, caplog.records) == (0, 0, [])
 
 
+def test_results_written_before_fingerprints_were_recorded_are_taken_as_they_are(tiny: Path, tmp_path: Path) -> None:
+    """An upgrade evaluates no finished task again: a per-query file that records no fingerprint is believed."""
+    out = tmp_path / "out"
+    evaluate(HashingEncoder(name="test/hashing"), TASKS, data=tiny, cache_dir=False, output_folder=out,
+             show_progress=False)
+    for path in out.rglob("*_per_query.json"):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        del record["encoding"]["model_fingerprint"]
+        path.write_text(json.dumps(record), encoding="utf-8")
+    written = {path: path.read_bytes() for path in out.rglob("*.json")}
+    evaluate(HashingEncoder(name="test/hashing"), TASKS, data=tiny, cache_dir=False, output_folder=out,
+             show_progress=False)
+    assert {path: path.read_bytes() for path in out.rglob("*.json")} == written  # nothing evaluated or written again
+
+
 # ---------------------------------------------------------------------- every kind of encoder
 
 
