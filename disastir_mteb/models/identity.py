@@ -5,12 +5,12 @@ always say which model computed them: an in-memory model (a ``SentenceTransforme
 plain callable) has neither, so mteb files every such model as ``no_model_name/available`` at
 ``no_revision_available``; and a model can be changed in place under both (fine-tuned weights, a folder
 saved again, another checkpoint behind the same server). So every run asks the model for its vectors of
-:data:`PROBE_TEXTS` (four short texts, one batch: about 0.02 s of MiniLM on a CPU), and :func:`identify`
+:data:`PROBE_TEXTS` (four short texts, one batch: about 0.03 s of MiniLM on a 2-core CPU), and :func:`identify`
 turns them into a *fingerprint* that joins the store key of every vector the run reads or writes.
 
 Why a fingerprint is assigned, not hashed. A digest of the probe vectors' bytes would be brittle: the
 same model gives the same bytes on the same machine and libraries (one batch of the same texts, so the
-same padded shapes), but another device, thread count or torch version moves them by rounding (about
+same padded shapes), but another device or another torch version moves them by rounding (about
 1e-7 in float32, more at half precision), and a different digest would re-encode a corpus for nothing.
 So the fingerprints seen under a model name, revision and precision are recorded in the store
 (``<store>/probes/<digest>/<fingerprint>.npy``, one file per fingerprint holding its probe vectors), and
@@ -27,10 +27,13 @@ and its results are filed under its fingerprint (:attr:`ModelIdentity.results_re
 ``no_revision_available``, so two in-memory models never share a result folder either.
 
 The tolerance separates rounding from a changed model. Measured on all-MiniLM-L6-v2 (CPU), as the largest
-difference of a probe coordinate over the vector's length: the same model in batches of other shapes
-1.1e-7; float16 against float32 2.3e-4, bfloat16 against float32 2.2e-3 (an upper bound on what one
-precision's rounding does across devices); weights plus Gaussian noise of 0.05, 0.005, 0.0005: 0.27,
-0.054, 0.0047; one signed optimizer step of 1e-4 or 1e-5 on every weight: 1.0e-3, 1.0e-4.
+difference of a probe coordinate over the vector's length: the same model in two processes, or with 1 and
+2 threads: 0 (bitwise); in a batch of another shape: 1.1e-7; float16 against float32: 2.7e-4, bfloat16
+against float32: 3.2e-3 (bounds on what one precision's rounding does across devices); weights plus
+Gaussian noise of 0.05, 0.005, 0.0005: 0.29, 0.059, 0.0054; one signed step of 1e-4, 1e-5, 1e-6 on every
+weight: 1.0e-3, 1.0e-4, 1.0e-5. So in float32 a change as small as one 1e-5 step is told apart from
+rounding; at half precision a change below the tolerance (one 1e-4 step in bfloat16) is not, because the
+model's own rounding moves its vectors as far: give such checkpoints revisions of their own.
 """
 
 from __future__ import annotations
@@ -66,10 +69,10 @@ PROBE_TEXTS: tuple[str, ...] = (
 )
 
 #: How far (the largest coordinate difference over the recorded vector's length) probe vectors of one model
-#: may lie apart, by the precision its weights ran in: ten to a hundred times the rounding that precision
-#: shows across batch shapes and devices, ten times below the smallest change measured on a model's weights
-#: (see the module docstring). ``None``: a model without torch weights whose precision is unknown (embedding
-#: servers, plain callables), which may be a half-precision model batched differently by its server.
+#: may lie apart, by the precision its weights ran in: about a hundred times float32's rounding across batch
+#: shapes, and several times the gap between half precision and float32 (see the module docstring). ``None``:
+#: a model without torch weights whose precision is unknown (embedding servers, plain callables), which may be
+#: a half-precision model that its server batches differently from one request to the next.
 PROBE_TOLERANCE: dict[str | None, float] = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2, None: 1e-2}
 
 #: mteb's names for a model without a name or a revision (``ModelMeta.create_empty``).
