@@ -285,7 +285,7 @@ def test_a_damaged_fingerprint_record_is_deleted_and_the_model_recognised_again(
         evaluate(again, TASKS, data=tiny, output_folder=tmp_path / "out", show_progress=False)
     assert [r.getMessage() for r in caplog.records] == [
         f"Model fingerprint record(s) {record.name} in {record.parent} are damaged (their vectors do not hash to their "
-        "name): deleted; a model they identified is recognised again by its own vectors."]
+        "name): not used, and deleted; a model they identified is recognised again by its own vectors."]
     assert again.identity.fingerprint == first.identity.fingerprint and again.passages_encoded == 0
     assert record.is_file()  # recorded again, sound
 

@@ -55,7 +55,7 @@ from disastir_mteb.util.digest import short_digest
 logger = logging.getLogger(__name__)
 
 __all__ = ["NO_NAME", "NO_REVISION", "PROBE_TEXTS", "PROBE_TOLERANCE", "ModelIdentity", "fingerprint_of",
-           "identify", "probe_difference", "probe_vectors"]
+           "identify", "is_pinned", "probe_difference", "probe_vectors"]
 
 #: The texts every model is asked to encode, in one batch, as passages: short, so the probe costs one small
 #: forward pass; varied (a number and units, a question, accents and a dash, an acronym), so that a change
@@ -95,10 +95,8 @@ def probe_vectors(model: Any, *, again: bool = False) -> np.ndarray:
     Raises:
         ValueError: the model returned something else than one finite vector per probe text.
     """
-    from disastir_mteb.models.embedding_servers import EmbeddingServers
-
     served = _served(model)
-    if isinstance(served, EmbeddingServers):
+    if served is not None:
         return (served.probe_servers() if again else served.probe).copy()
     from datasets import Dataset
     from mteb._create_dataloaders import create_dataloader
@@ -126,12 +124,13 @@ def probe_vectors(model: Any, *, again: bool = False) -> np.ndarray:
 def _served(model: Any) -> Any:
     """The embedding servers behind ``model`` when its passages reach them raw (bare, or ``with_instructions``)."""
     from disastir_mteb.models.adapter import InstructedEncoder
+    from disastir_mteb.models.embedding_servers import EmbeddingServers
 
     if isinstance(model, InstructedEncoder):
         if model.config.passages and model.config.instructions is not None:
-            return None
+            return None  # instructed passages: the probe goes through the wrapper, as they do
         model = model.model
-    return model
+    return model if isinstance(model, EmbeddingServers) else None
 
 
 @functools.cache
@@ -169,7 +168,7 @@ def is_pinned(name: str | None, revision: str | None) -> bool:
     return bool(name) and name != NO_NAME and bool(revision) and revision != NO_REVISION
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compare fingerprints, not the probe arrays
 class ModelIdentity:
     """Who computed a run's vectors: the model's name and revision, and the fingerprint of what it computes.
 
@@ -193,7 +192,7 @@ class ModelIdentity:
         return self.revision if self.pinned else f"{_RESULTS_PREFIX}{self.fingerprint[:16]}"
 
     def describe(self) -> str:
-        """One line, e.g. ``no_model_name/available (no revision), fingerprint 1a2b3c4d5e6f7a8b``."""
+        """One line, e.g. ``org/model@abc123, fingerprint 1a2b3c4d5e6f7a8b (what it computes for 4 probe texts)``."""
         return (f"{self.name}@{self.revision or 'no revision'}, fingerprint {self.fingerprint[:16]} "
                 f"(what it computes for {len(PROBE_TEXTS)} probe texts)")
 
@@ -269,6 +268,6 @@ def _records(folder: Path) -> dict[str, np.ndarray]:
         found[path.stem] = array
     if damaged:
         logger.warning("Model fingerprint record(s) %s in %s are damaged (their vectors do not hash to their name): "
-                       "deleted; a model they identified is recognised again by its own vectors.",
+                       "not used, and deleted; a model they identified is recognised again by its own vectors.",
                        ", ".join(damaged), folder)
     return found
