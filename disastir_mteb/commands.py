@@ -126,7 +126,9 @@ def _run_and_summarise(searcher: SharedCorpusSearch, tasks: list, args: argparse
         print(grid.to_text("NDCG@10 x100" if split is Split.full else f"{benchmark_name(split)} NDCG@10 x100"))
     loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
     folder = result_folder(searcher, result.task_results[0].task_name, args.output_folder).resolve()
-    print(f"{len(result.task_results)} task result(s) in {folder}; "
+    filed = "" if searcher.identity.pinned else (" (the model has no revision of its own: its results are filed under "
+                                                 "the fingerprint of what it computes)")
+    print(f"{len(result.task_results)} task result(s) in {folder}{filed}; "
           f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
           f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}.")
     print(f"Passages: {searcher.describe_encoding()}.")

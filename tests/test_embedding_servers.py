@@ -34,6 +34,7 @@ from disastir_mteb.endpoints.loopback import Fault, FaultKind, LoopbackServer, L
 from disastir_mteb.endpoints.pool import EndpointError
 from disastir_mteb.models.embedding_servers import EmbeddingServers
 from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.models.identity import PROBE_TEXTS
 from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.runner.run import build_search, evaluate, serve_model
 from disastir_mteb.search.store import CHUNK_SIZE
@@ -247,7 +248,7 @@ def test_a_fault_that_retrying_mends_leaves_the_scores_unchanged(
 def test_a_fault_on_the_first_request_is_retried_as_well(
         fault: Fault, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
         servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
-    """The one-text probe that reads the dimension before the run: a server still loading its model answers 503."""
+    """The probe that reads the dimension and identity before the run: a server still loading its model answers 503."""
     server = servers(embed=minilm, model=MODEL)
     server.add_faults(fault)
     result = evaluate(MODEL, TASKS, data=tiny, embeddings_url=server.base_url, cache_dir=False, output_folder=tmp_path,
@@ -255,7 +256,7 @@ def test_a_fault_on_the_first_request_is_retried_as_well(
     assert ndcg(result) == pytest.approx(reference[None], abs=1e-6)
     stats = server.stats()
     assert stats.faults == {fault.kind.value: 1} and stats.fault_log[0].sent_at < stats.answered[0].answered_at
-    assert len(stats.answered[0].texts) == 1  # the probe, answered when retried
+    assert stats.answered[0].texts == list(PROBE_TEXTS)  # the probe, answered when retried
 
 
 def test_vectors_listed_out_of_order_are_placed_by_their_index(
@@ -285,7 +286,7 @@ def test_a_wrong_answer_stops_the_run_with_one_sentence_naming_the_server(
         run_on(served, on_tiny, tmp_path / "api")
     assert str(error.value).startswith(f"{bad.base_url} ") and says in str(error.value)
 
-    # The command line: exit code 2 and the sentence, the probe (one text: the first fault) left whole.
+    # The command line: exit code 2 and the sentence, the probe (the first fault: its vectors placed by index).
     bad.add_faults(Fault(FaultKind.SHUFFLED), Fault(kind))
     assert run_cli("-m", MODEL, "--embeddings-url", bad.base_url, data=on_tiny, out=tmp_path / "cli") == 2
     sentence = one_sentence(capsys.readouterr().err)
@@ -358,6 +359,54 @@ def hashing_embed() -> Callable[[list[str]], list[list[float]]]:
     return lambda texts: encoder.embed(list(texts)).tolist()
 
 
+def test_another_checkpoint_served_under_the_same_name_and_listing_gets_its_own_entry(
+        minilm: MemoisedMiniLM, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Same name, listing and dimension, so the same ``served-`` revision: only the vectors tell them apart."""
+    store = tmp_path / "store"
+
+    def run(embed: Callable[[list[str]], Any], cache: Path | bool) -> tuple[str, int, dict[str, float]]:
+        served = EmbeddingServers(MODEL, servers(embed=embed, model=MODEL).base_url)
+        searcher = build_search(served, RunSettings.from_options(cache_dir=cache, progress=False))  # type: ignore[arg-type]
+        try:
+            result = evaluate(searcher, TASKS, data=tiny, output_folder=tmp_path / f"results-{uuid.uuid4().hex}",
+                              show_progress=False)
+        finally:
+            served.close()
+        return served.mteb_model_meta.revision, searcher.passages_encoded, ndcg(result)
+
+    revision, _, scores = run(minilm, store)
+    with caplog.at_level(logging.WARNING):
+        other = run(hashing_embed(), store)
+    assert other[0] == revision and other[1] == len(corpus_texts(tiny))  # the revision cannot tell; the probe does
+    assert other[2] == run(hashing_embed(), False)[2] != scores
+    (warning,) = [record.getMessage() for record in caplog.records]
+    assert warning.startswith(f"Model {MODEL}@{revision} computes other vectors than when its cached embeddings were "
+                              "written (its vectors of the 4 probe texts lie up to ")
+    assert "apart, more than rounding moves them (1e-02)): it was changed in place" in warning
+
+
+def test_a_ready_search_model_asks_the_servers_again_at_its_next_run(
+        minilm: MemoisedMiniLM, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """One search model, two runs, and between them the server's model was swapped (same name, listing, dimension)."""
+    serving: dict[str, Callable[[list[str]], Any]] = {"embed": minilm}
+    served = EmbeddingServers(MODEL, servers(embed=lambda texts: serving["embed"](texts), model=MODEL).base_url)
+    try:
+        searcher = build_search(served, RunSettings.from_options(cache_dir=tmp_path / "store", progress=False))
+        before = ndcg(evaluate(searcher, TASKS, data=tiny, output_folder=tmp_path / "out", show_progress=False))
+        serving["embed"] = hashing_embed()
+        with caplog.at_level(logging.WARNING):
+            after = ndcg(evaluate(searcher, TASKS, data=tiny, output_folder=tmp_path / "out", show_progress=False))
+    finally:
+        served.close()
+    assert after == run_on(EmbeddingServers(MODEL, servers(embed=hashing_embed(), model=MODEL).base_url), tiny,
+                           tmp_path / "alone") != before
+    assert searcher.passages_encoded == 2 * len(corpus_texts(tiny))
+    assert [record.getMessage()[:60] for record in caplog.records] == [
+        f"Model {MODEL}@{served.mteb_model_meta.revision} computes other vectors"[:60]]
+
+
 def test_kill_9_of_a_run_mid_encoding_resumes_from_the_stored_chunks(
         sample_data: Path, servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     store, task = tmp_path / "store", TASKS[0]
@@ -413,7 +462,8 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.mark.parametrize("case", ["another model", "described differently", "other dimensions", "unreachable"])
+@pytest.mark.parametrize("case", ["another model", "described differently", "other dimensions", "other vectors",
+                                  "unreachable"])
 def test_servers_that_cannot_serve_the_run_are_one_sentence_before_any_encoding(
         case: str, minilm: MemoisedMiniLM, on_tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -428,6 +478,10 @@ def test_servers_that_cannot_serve_the_run_are_one_sentence_before_any_encoding(
         started.append(servers(embed=truncated(minilm), model=MODEL))
         says = (f"The embedding servers answer {MODEL!r} with different dimensions ({started[0].base_url}: 384, "
                 f"{started[1].base_url}: 383); their vectors must not be mixed.")
+    elif case == "other vectors":  # two checkpoints under one name, listing and dimension
+        started.append(servers(embed=hashing_embed(), model=MODEL))
+        says = (f"The embedding servers answer {MODEL!r} with different vectors for the same texts "
+                f"({started[1].base_url} and {started[0].base_url}: up to ")
     urls = [server.base_url for server in started]
     if case == "unreachable":
         urls = [f"http://127.0.0.1:{free_port()}/v1"]
@@ -436,8 +490,8 @@ def test_servers_that_cannot_serve_the_run_are_one_sentence_before_any_encoding(
     assert run_cli("-m", MODEL, *options, data=on_tiny, out=tmp_path) == 2
     captured = capsys.readouterr()
     assert one_sentence(captured.err).startswith(f"disastir-mteb run: {says}"), captured.err
-    for server in started:  # nothing of the run was sent: at most the one-text probe
-        assert [len(request.texts) for request in server.stats().answered] in ([], [1])
+    for server in started:  # nothing of the run was sent: at most the probe
+        assert [request.texts for request in server.stats().answered] in ([], [list(PROBE_TEXTS)])
 
 
 def test_the_key_comes_from_its_variable_and_is_never_printed_or_logged(

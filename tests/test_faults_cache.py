@@ -179,7 +179,8 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 # ---------------------------------------------------------------------- caches
 
 
-def test_another_model_of_another_dimension_is_never_mixed_up(on_tiny: Path, tmp_path: Path) -> None:
+def test_another_model_of_another_dimension_is_never_mixed_up(on_tiny: Path, tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
     store = EmbeddingStore(tmp_path / "cache")
     evaluate(SharedCorpusSearch(HashingEncoder(name="test/a"), RunSettings(progress=False), store=store), TASKS[:1],
              output_folder=tmp_path / "a", show_progress=False)
@@ -190,14 +191,36 @@ def test_another_model_of_another_dimension_is_never_mixed_up(on_tiny: Path, tmp
     assert _scores(evaluate(other, TASKS[:1], output_folder=tmp_path / "b", show_progress=False)) == alone
     assert other.passages_encoded == N_PASSAGES  # other name, other key: nothing of model a is read
 
-    # Same name and revision, other dimension (a model changed in place): the first vectors it encodes
-    # disagree with the cached corpus, and the run stops with one sentence naming both entries.
-    changed = SharedCorpusSearch(HashingEncoder(dim=64, name="test/a"), RunSettings(progress=False), store=store)
+    # Same name and revision, other dimension (a model changed in place): its probe gives it away before a
+    # vector is read; it gets entries of its own after one warning, and the scores of a run without cache.
+    with caplog.at_level(logging.WARNING):
+        changed = SharedCorpusSearch(HashingEncoder(dim=64, name="test/a"), RunSettings(progress=False), store=store)
+        scores = _scores(evaluate(changed, TASKS[:2], output_folder=tmp_path / "changed", show_progress=False))
+    assert changed.passages_encoded == N_PASSAGES
+    assert scores == _scores(evaluate(HashingEncoder(dim=64, name="test/a"), TASKS[:2], cache_dir=False,
+                                      output_folder=tmp_path / "changed-alone", show_progress=False))
+    (warning,) = _warnings(caplog)
+    assert warning == ("Model test/a@1 computes other vectors than when its cached embeddings were written "
+                       "(64-dimensional vectors, not 384): it was changed in place under the same name and revision, "
+                       "so it gets cache entries of its own and its tasks are evaluated again; give a changed model "
+                       "a new revision to keep both.")
+
+
+def test_a_key_without_fingerprint_that_mixes_two_dimensions_stops_with_one_sentence(tmp_path: Path) -> None:
+    """The store used directly, its keys naming no fingerprint: one model name and revision, two dimensions."""
+    from disastir_mteb.search.store import StoreKey, fingerprint_texts
+
+    texts = [f"flood bulletin {i}" for i in range(40)]
+
+    def key(side: str) -> StoreKey:
+        return StoreKey("test/a", "1", side, "", "", fingerprint_texts(texts))  # type: ignore[arg-type]
+
+    store = EmbeddingStore(tmp_path)
+    store.get_or_encode(key("corpus"), texts, lambda t: np.ones((len(t), 384)), progress=False)
     with pytest.raises(ValueError, match=r"^The embedding cache mixes two models saved as test/a@1: .*queries.* holds "
                                          r"64-dimensional vectors but .*corpus.* holds 384-dimensional ones; delete "
                                          r".*corpus/test__a and .*queries/test__a, or pass another --cache-dir"):
-        evaluate(changed, TASKS[:2], output_folder=tmp_path / "changed", show_progress=False)
-    assert not list((tmp_path / "changed").rglob("DisastIR-FC-Geo.json"))
+        store.get_or_encode(key("queries"), texts, lambda t: np.ones((len(t), 64)), progress=False)
 
 
 def test_stale_entry_of_a_changed_model_is_rebuilt_when_fresh_vectors_came_first(tmp_path: Path,
@@ -223,12 +246,12 @@ def test_stale_entry_of_a_changed_model_is_rebuilt_when_fresh_vectors_came_first
 
 def test_a_sentence_transformer_changed_in_place_is_not_served_its_old_vectors(
         on_tiny: Path, tmp_path: Path, bundled_model: Any, caplog: pytest.LogCaptureFixture) -> None:
-    """Same name and revision, a new 64-d head, everything cached: its declared dimension gives it away."""
+    """Same name and revision, a new 64-d head, everything cached: its probe gives it away."""
     from mteb.models import SentenceTransformerEncoderWrapper
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Dense
 
-    from disastir_mteb.models.bundled import bundled_model_path
+    from disastir_mteb.models.bundled import BUNDLED_MODEL, bundled_model_path
 
     store = EmbeddingStore(tmp_path / "cache")
     evaluate(SharedCorpusSearch(bundled_model, RunSettings(progress=False), store=store), TASKS[:1],
@@ -237,11 +260,13 @@ def test_a_sentence_transformer_changed_in_place_is_not_served_its_old_vectors(
     model.append(Dense(384, 64))
     changed = SentenceTransformerEncoderWrapper(model)
     changed.mteb_model_meta = bundled_model.mteb_model_meta  # the name and revision of the cached vectors
-    searcher = SharedCorpusSearch(changed, RunSettings(progress=False), store=EmbeddingStore(tmp_path / "cache"))
-    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
+    with caplog.at_level(logging.WARNING):
+        searcher = SharedCorpusSearch(changed, RunSettings(progress=False), store=EmbeddingStore(tmp_path / "cache"))
         evaluate(searcher, TASKS[:1], output_folder=tmp_path / "new", show_progress=False)
-    assert searcher.passages_encoded == N_PASSAGES  # rebuilt, not served
-    assert any("holds 384-dimensional vectors, not the model's 64: rebuilding." in w for w in _warnings(caplog))
+    assert searcher.passages_encoded == N_PASSAGES  # its own entry, not the old model's vectors
+    (warning,) = _warnings(caplog)
+    assert warning.startswith(f"Model {BUNDLED_MODEL}@{bundled_model.mteb_model_meta.revision} computes other vectors "
+                              "than when its cached embeddings were written")
 
 
 def _kill_after_chunks(searcher: SharedCorpusSearch, chunks: int, monkeypatch: pytest.MonkeyPatch) -> None:

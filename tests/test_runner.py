@@ -44,7 +44,7 @@ def test_corpus_encoded_once_for_many_tasks_and_never_again(on_sample: Path, tmp
     assert len(result.task_results) == 6
     assert searcher.passages_encoded == n and searcher.corpus_indexings == 1
     assert searcher.corpus_passes == 1  # all six tasks' queries searched in one pass (prefetch)
-    assert encoder.texts_encoded == n + searcher.queries_encoded
+    assert encoder.texts_encoded == n + searcher.queries_encoded + searcher.texts_probed  # and the identity probe
 
     again = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store)
     evaluate(again, SIX, output_folder=tmp_path / "r2", show_progress=False)

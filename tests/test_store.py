@@ -52,11 +52,20 @@ def test_key_digest_and_folder() -> None:
     key = key_for(TEXTS)
     assert key.digest == key_for(TEXTS).digest
     assert key.folder_name == f"corpus/org__model/{key.digest[:16]}"
-    for change in ({"model_revision": None}, {"prompt": "passage: "}, {"dtype": "float16"}, {"side": "queries"}):
+    for change in ({"model_revision": None}, {"prompt": "passage: "}, {"dtype": "float16"}, {"side": "queries"},
+                   {"model_fingerprint": "0" * 32}):
         assert key_for(TEXTS, **change).digest != key.digest
     assert "org/model@abc123" in key.describe()
     with pytest.raises(ValueError, match="side"):
         key_for(TEXTS, side="docs")
+
+
+def test_a_key_without_fingerprint_keeps_the_digest_it_had_before_fingerprints() -> None:
+    """Entries of the store used directly stay valid: the digest below is what the code before fingerprints gave."""
+    key = key_for(["a", "b"], batch_size=32, precision="float32")
+    assert key.digest == "5964ad05955bcb6de4d8e23807391b1b"
+    with_fingerprint = key_for(["a", "b"], batch_size=32, precision="float32", model_fingerprint="f" * 32)
+    assert with_fingerprint.digest != key.digest and "org/model@abc123#ffffffffffff " in with_fingerprint.describe()
 
 
 def test_cache_root_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

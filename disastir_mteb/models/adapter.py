@@ -142,7 +142,8 @@ def _rewrite(inputs: DataLoader[BatchedInput], transform: Callable[[str], str]) 
     dataset = inputs.dataset
     if isinstance(dataset, Dataset) and "text" in dataset.column_names:
         texts = [transform(t) for t in dataset["text"]]
-        rewritten = dataset.remove_columns("text").add_column("text", texts)
+        others = dataset.remove_columns("text")  # no column left (plain text batches): no rows left either
+        rewritten = others.add_column("text", texts) if others.column_names else Dataset.from_dict({"text": texts})
     else:
         rewritten = Dataset.from_dict({"text": [transform(t) for batch in inputs for t in batch["text"]]})
     return DataLoader(rewritten, batch_size=inputs.batch_size, collate_fn=inputs.collate_fn, shuffle=False)

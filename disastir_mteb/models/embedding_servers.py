@@ -14,7 +14,11 @@ ANN, instructions (put in front of queries by the search model, as for any encod
   it (``GET /v1/models``: id, owner, root, context length; never the start time) with the vectors'
   dimension, digested: ``served-<digest>``. So vectors of two different servings never share a store
   entry. ``revision=`` (``--embeddings-revision``) pins it by hand, e.g. to a checkpoint's commit, for
-  servers that report nothing useful.
+  servers that report nothing useful. Before anything is encoded every server is asked for the vectors
+  of the identity probe (:data:`~disastir_mteb.models.identity.PROBE_TEXTS`, one request each): they give
+  the dimension, must agree from server to server (two checkpoints served under one name and listing are
+  refused), and identify the model in the store like any other (:mod:`disastir_mteb.models.identity`), so
+  another checkpoint behind the same name, listing and dimension gets entries of its own.
 - **Checks.** Every answer must hold one vector per text, with indexes exactly ``0..n-1`` (vectors are
   placed by index, so a server that lists them in another order is read right), each of the run's
   dimension, finite and not all zero; anything else stops the run with one sentence naming the server.
@@ -48,6 +52,7 @@ from disastir_mteb.endpoints.pool import (
     Server,
     retry_after,
 )
+from disastir_mteb.models.identity import PROBE_TEXTS, PROBE_TOLERANCE, probe_difference
 from disastir_mteb.util.digest import short_digest
 
 logger = logging.getLogger(__name__)
@@ -57,7 +62,6 @@ __all__ = ["EmbeddingServers", "ServedPassages"]
 #: What of the servers' model listing names the served model (kept in the revision): never the start time, nor
 #: vLLM's ``permission`` records, which carry a new random id and time on every listing.
 _IDENTITY = ("id", "owned_by", "root", "parent", "max_model_len")
-_PROBE_TEXT = "DisastIR"
 
 
 class EmbeddingServers(AbsEncoder):
@@ -90,11 +94,12 @@ class EmbeddingServers(AbsEncoder):
         self.timeout = timeout
         self.requests = 0
         self.dimension = 0
+        self.probe = np.zeros((0, 0), dtype=np.float32)
         try:
             self.pool: EndpointPool[Any, Any] = self._run(self._make_pool(urls, key_env, concurrency, timeout))
             facts = self._run(self._describe_servers())
             self.served = facts
-            self.dimension = self._run(self._probe_dimension())
+            self.probe = self.probe_servers()
         except BaseException:
             self.close()  # a run that cannot start leaves no thread and no connection behind
             raise
@@ -134,6 +139,22 @@ class EmbeddingServers(AbsEncoder):
         if not batches:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return self._run(self._embed(batches))
+
+    def probe_servers(self) -> np.ndarray:
+        """Ask every server for the identity probe's vectors; they must agree. Sets :attr:`dimension`, returns them.
+
+        The vectors of :data:`~disastir_mteb.models.identity.PROBE_TEXTS` (one request per server, retried as
+        the run's are) identify the served model in the store. Servers that answer them with different
+        dimensions, or with vectors further apart than rounding moves them
+        (:data:`~disastir_mteb.models.identity.PROBE_TOLERANCE` of an unknown precision), serve different models.
+
+        Raises:
+            EndpointError: the servers disagree, or one cannot answer (one sentence naming it).
+        """
+        vectors = self._run(self._probe_servers())
+        self.dimension = int(vectors.shape[1])
+        self.probe = vectors
+        return vectors
 
     @property
     def servers(self) -> list[Server]:
@@ -213,19 +234,26 @@ class EmbeddingServers(AbsEncoder):
                 await asyncio.sleep(retry_after(getattr(error, "response", None)) or self.pool.backoff_wait(attempt))
                 attempt += 1
 
-    async def _probe_dimension(self) -> int:
-        """The vectors' dimension, the same on every server (one short request to each, retried as the run's are)."""
-        dimensions = {}
-        for server in self.servers:
-            dimensions[server.url] = await self._probe(server.url)
+    async def _probe_servers(self) -> np.ndarray:
+        """The probe's vectors, the same (dimension, and values within rounding) on every server."""
+        answers = {server.url: await self._probe(server.url) for server in self.servers}
+        dimensions = {url: vectors.shape[1] for url, vectors in answers.items()}
         if len(set(dimensions.values())) > 1:
             detail = ", ".join(f"{url}: {dim}" for url, dim in dimensions.items())
             raise EndpointError(f"The embedding servers answer {self.served_model!r} with different dimensions "
                                 f"({detail}); their vectors must not be mixed.")
-        return next(iter(dimensions.values()))
+        (first, reference), *others = answers.items()
+        for url, vectors in others:
+            apart = probe_difference(vectors, reference)
+            if apart > PROBE_TOLERANCE[None]:
+                raise EndpointError(f"The embedding servers answer {self.served_model!r} with different vectors for "
+                                    f"the same texts ({url} and {first}: up to {apart:.2g} apart, more than rounding "
+                                    "does); they serve different models under one name, so their vectors must not be "
+                                    "mixed.")
+        return reference
 
-    async def _probe(self, url: str) -> int:
-        """The dimension ``url`` answers with: one one-text request through a pool of that server alone.
+    async def _probe(self, url: str) -> np.ndarray:
+        """The probe's vectors from ``url``: one request through a pool of that server alone.
 
         A pool of its own, not the run's (whose servers share one queue), so that this very server answers, with
         the run's retries: a server still loading its model (503), rate limited (429) or slow is waited for, and
@@ -234,21 +262,21 @@ class EmbeddingServers(AbsEncoder):
         pool: EndpointPool[list[str], bytes] = EndpointPool([url], key_env=self.pool.key_env, concurrency=1,
                                                              timeout=self.timeout)
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        queue.put_nowait([_PROBE_TEXT])
-        widths: list[int] = []
+        queue.put_nowait(list(PROBE_TEXTS))
+        answers: list[np.ndarray] = []
 
         async def call(client: Any, texts: list[str]) -> Any:
             return await client.post("/embeddings", body=self._body(texts), cast_to=bytes)
 
         def done(texts: list[str], response: bytes, server: Server) -> None:
-            widths.append(self._read(server.url, texts, response, check_dimension=False).shape[1])
+            answers.append(self._read(server.url, texts, response, check_dimension=False))
             pool.stop(queue)
 
         try:
             await pool.serve(queue, call, done)
         finally:
             await pool.close()
-        return widths[0]
+        return answers[0]
 
     def _body(self, texts: list[str]) -> dict[str, Any]:
         return {"model": self.served_model, "input": texts, "encoding_format": "base64"}

@@ -242,8 +242,13 @@ def run_tasks(
     encode_kwargs: dict[str, Any] = {"batch_size": searcher.batch_size or DEFAULT_BATCH_SIZE}
     if not show_progress:
         encode_kwargs["show_progress_bar"] = False  # what mteb.evaluate sets when it builds encode_kwargs itself
+    identity = searcher.start_run()  # a search model run before is probed again: its model may have changed since
     cache = atomic_result_cache(output_folder)  # mteb's layout; each file lands whole or not at all
     _check_inside(cache, task_list, searcher)
+    if not identity.pinned and task_list:
+        logger.info("%s has no name and revision of its own: it is identified by what it computes (fingerprint %s), "
+                    "and its results are filed under %s.", identity.name, identity.fingerprint[:16],
+                    Path(cache.get_task_result_path(task_list[0].metadata.name, searcher.mteb_model_meta)).parent)
     searcher.keep_rankings = True  # per-query files need each task's search results
     preloaded = {task.metadata.name for task in task_list if task.data_loaded}
     task_results: list[TaskResult] = []
@@ -328,7 +333,8 @@ def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode
 
     if not task.data_loaded:
         task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
-    rerun = overwrite or _lacks_per_query(searcher, task, cache) or _other_judgements(searcher, task, cache)
+    rerun = (overwrite or _lacks_per_query(searcher, task, cache) or _other_judgements(searcher, task, cache)
+             or _other_model(searcher, task, cache))
     result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=False,  # the runner's bar is the one
                            encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
                            overwrite_strategy="always" if rerun else "only-missing")
@@ -409,6 +415,28 @@ def _other_judgements(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -
     recorded = recorded if isinstance(recorded, str) else ""
     now = getattr(task, "data_source", None) or ""
     return (is_extended(recorded) or is_extended(now)) and recorded != now
+
+
+def _other_model(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
+    """Whether mteb holds the task's result computed by another model under the same name and revision.
+
+    The per-query file beside a result records the fingerprint of the model that computed it
+    (:mod:`disastir_mteb.models.identity`); a model changed in place has another one, and its task is
+    evaluated again (overwriting the old model's result) instead of being handed the old model's scores.
+    Unnamed models never meet this: their results are filed under their fingerprint. Files written before
+    fingerprints were recorded are taken as they are.
+    """
+    from disastir_mteb.results.per_query import per_query_path, read_per_query
+
+    name = task.metadata.name
+    if name not in _DISASTIR_TASKS:
+        return False
+    path = per_query_path(cache.get_task_result_path(name, searcher.mteb_model_meta))
+    try:
+        recorded = (read_per_query(path).encoding or {}).get("model_fingerprint")
+    except (OSError, ValueError):
+        return False  # missing or unreadable: _lacks_per_query has decided
+    return isinstance(recorded, str) and recorded != searcher.identity.fingerprint
 
 
 def _split_missing(dataset: Any, subset: str, split: str) -> bool:

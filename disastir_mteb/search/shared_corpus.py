@@ -20,6 +20,12 @@ transform (a ``_Route``); its passages then go through the pipelined encoder
 sentence-transformers' multi-process pool; everything else goes through mteb's ``encode``. The
 prompts found on the way are also what the embedding cache key records besides the texts.
 
+Who computes the vectors: the search model asks its model for the vectors of a few fixed texts when
+it is built (and at each later run), and the fingerprint they give
+(:mod:`disastir_mteb.models.identity`) joins every store key and the ANN index's key, so an in-memory
+model without name or revision, or a model changed in place, never meets another model's vectors; a
+model without a revision of its own has its results filed under that fingerprint.
+
 Every task's queries in one pass: :meth:`SharedCorpusSearch.prefetch` indexes the shared corpus,
 encodes every task's queries (together, longest first, when they all reach one plain
 SentenceTransformer), searches them all at once and files each task's top-k, which that task's own
@@ -44,6 +50,7 @@ from mteb._create_dataloaders import _retrieval_texts, create_dataloader
 from mteb.types import PromptType
 
 from disastir_mteb.models.adapter import as_mteb_encoder, with_instructions
+from disastir_mteb.models.identity import PROBE_TEXTS, ModelIdentity, identify, probe_vectors
 from disastir_mteb.search.encoding import (
     EncodingReport,
     SentenceTransformerPipeline,
@@ -126,11 +133,18 @@ class SharedCorpusSearch:
         corpus_passes: searches run over the index (one for all tasks when prefetched).
         index_builds: search structures built (HNSW graphs; for exact search, corpus loads into the
             index); ``index_loads``: ANN indexes memory-mapped from the cache instead.
+        identity: who computes the vectors (:class:`~disastir_mteb.models.identity.ModelIdentity`): the model's
+            name, revision and the fingerprint of what it computes, found when the search model is built (and
+            again at each later run, :meth:`start_run`). The fingerprint is part of every embedding cache key, so
+            two in-memory models, or a model changed in place, never share vectors.
+        texts_probed: texts sent to the model to identify it (the probe texts, once per identification).
         rankings: with ``keep_rankings`` set (the runner sets it), the last search's results by
             (task, split, subset), for per-query scores; the runner takes each task's out once it
             is scored. Off by default, so plain ``mteb.evaluate`` does not accumulate them.
         mteb_model_meta: the model's metadata; with ``ann`` its ``experiment_kwargs`` also hold
             ``disastir_search`` = the parameters' :meth:`~disastir_mteb.search.usearch_index.AnnParams.label`.
+            A model without a name and revision of its own has its fingerprint as revision
+            (``fingerprint-<16 hex>``), so its results are filed apart from any other model's.
         encoding: how the corpus was encoded (path, batches, precision, device, tokenisation,
             ``max_seq_length`` and how many passages reached it), for the run summary.
     """
@@ -155,12 +169,12 @@ class SharedCorpusSearch:
         meta = model.mteb_model_meta
         if experiment and meta is not None:
             meta = meta.model_copy(update={"experiment_kwargs": {**(meta.experiment_kwargs or {}), **experiment}})
-        self.mteb_model_meta = meta
+        self._own_meta = self.mteb_model_meta = meta
         self.encoding: EncodingReport | None = None
         self.store = store
-        declared = _declared_dimension(model)
-        if store is not None and declared:
-            store.expect_dimension(*self._model_key(), declared)
+        self.texts_probed = 0
+        self._runs = 0
+        self.identity = self._identify(again=False)
         self.dtype = dtype
         self.chunk_size = chunk_size
         self.devices = _resolve_devices(settings.devices)
@@ -228,9 +242,10 @@ class SharedCorpusSearch:
         return backend.loads if isinstance(backend, UsearchIndex) else 0
 
     def encoding_settings(self) -> dict[str, object]:
-        """What the stored vectors depend on besides model and texts, for result records."""
+        """What the stored vectors depend on besides the texts, for result records: fingerprint, batches, dtype."""
         report = self.encoding
-        return {"batch_size": report.batch_size if report else self.batch_size, "model_dtype": self.model_dtype,
+        return {"model_fingerprint": self.identity.fingerprint,
+                "batch_size": report.batch_size if report else self.batch_size, "model_dtype": self.model_dtype,
                 "device": report.device if report else module_device(self.model),
                 "max_seq_length": report.max_seq_length if report else None,
                 "path": report.path if report else None, "order": "length (longest first)"}
@@ -252,8 +267,43 @@ class SharedCorpusSearch:
         return f"ANN {self.ann.describe()}"
 
     # ------------------------------------------------------------------ identity of an embedding
+    def start_run(self) -> ModelIdentity:
+        """Identify the model again if an earlier run used this search model: it may have changed in place since.
+
+        The first run takes the identity found when the search model was built. A later one (a ready search
+        model evaluated again, say after a training step in a notebook) probes the model again; when it
+        computes something else now, the corpus held in the index and every search filed early are dropped,
+        so that each vector is looked up (or encoded) under the new identity, and an unnamed model's results
+        go to the folder of its new fingerprint.
+        """
+        if self._runs:
+            identity = self._identify(again=True)
+            if identity.fingerprint != self.identity.fingerprint:
+                logger.info("The model computes other vectors than in this search model's last run: %s.",
+                            identity.describe())
+                self._held = None
+                self._prefetched.clear()
+                self.rankings.clear()
+            self.identity = identity
+        self._runs += 1
+        return self.identity
+
+    def _identify(self, *, again: bool) -> ModelIdentity:
+        """Probe the model, match its fingerprint in the store, and file an unnamed model's results under it."""
+        vectors = probe_vectors(self.model, again=again)
+        self.texts_probed += len(PROBE_TEXTS)
+        name, revision = self._model_key()
+        identity = identify(vectors, name=name, revision=revision, precision=self.model_dtype,
+                            root=self.store.root if self.store is not None else None)
+        meta = self._own_meta
+        if meta is not None and not identity.pinned:
+            meta = meta.model_copy(update={"revision": identity.results_revision})
+        self.mteb_model_meta = meta
+        return identity
+
     def _model_key(self) -> tuple[str, str | None]:
-        meta = self.mteb_model_meta
+        """The model's own name and revision (never the fingerprint revision its results may be filed under)."""
+        meta = self._own_meta
         return (getattr(meta, "name", None) or type(self.model).__name__, getattr(meta, "revision", None))
 
     def _batch_size(self, encode_kwargs: EncodeKwargs) -> int:
@@ -278,7 +328,8 @@ class SharedCorpusSearch:
         name, revision = self._model_key()
         return StoreKey(model_name=name, model_revision=revision, side=side, prompt=prompt,  # type: ignore[arg-type]
                         instructions="", texts_fingerprint=fingerprint_texts(texts), dtype=self.dtype,  # type: ignore[arg-type]
-                        batch_size=batch_size, precision=self.model_dtype)
+                        batch_size=batch_size, precision=self.model_dtype,
+                        model_fingerprint=self.identity.fingerprint)
 
     def _count_passages(self, n: int) -> None:
         self.passages_encoded += n
@@ -472,7 +523,8 @@ class SharedCorpusSearch:
         if isinstance(self.index_backend, UsearchIndex) and self.store is not None:
             name, revision = self._model_key()
             self.index_backend.cache_dir = self.store.root
-            self.index_backend.cache_key = f"{name}@{revision}|{text_fingerprint}|{self.dtype}|{prompt}"
+            self.index_backend.cache_key = (f"{name}@{revision}#{self.identity.fingerprint}|{text_fingerprint}|"
+                                            f"{self.dtype}|{prompt}")
         self.index_backend.add_documents(embeddings, self._doc_ids)
         self._held = (text_fingerprint, prompt)
         self.corpus_indexings += 1
@@ -593,16 +645,6 @@ def _passage_prompt(model: Any, task_metadata: TaskMetadata, *, queries: bool = 
     if getattr(model, "apply_instruction_to_passages", False) and getattr(model, "instruction_template", None):
         parts.append(f"task={task_metadata.name}")  # the model instructs passages per task
     return " | ".join(parts)
-
-
-def _declared_dimension(model: Any) -> int | None:
-    """The output dimension a SentenceTransformer (bare or behind known wrappers) computes from its modules."""
-    inner = getattr(getattr(model, "model", None), "model", None) or getattr(model, "model", None) or model
-    if not plain_sentence_transformer(inner):
-        return None
-    dimension = getattr(inner, "get_embedding_dimension", None) or inner.get_sentence_embedding_dimension  # ST < 6
-    dim = dimension()
-    return int(dim) if dim else None
 
 
 def _resolve_devices(devices: Sequence[str] | str | None) -> tuple[str, ...]:

@@ -9,11 +9,12 @@ The module reads top to bottom as an entry lives: its key, its chunk files while
 the finished entry, and the store that serves, verifies, repairs and encodes entries (the steps of
 one :meth:`EmbeddingStore.get_or_encode`, under one lock), then the encoding loop they share.
 
-The key. A :class:`StoreKey` names the model (name and revision), the side, the passage-side
-prompt or instructions, the texts (:func:`fingerprint_texts`), the storage dtype, the batch size
-and the model's precision: change any of them and the vectors are looked up (or encoded) under
-another folder. The store format number (``_FORMAT``) is hashed in too, so a change in how vectors
-are laid out or computed rebuilds old entries instead of serving them.
+The key. A :class:`StoreKey` names the model (name, revision, and the fingerprint of what it
+computes: :mod:`disastir_mteb.models.identity`), the side, the passage-side prompt or instructions,
+the texts (:func:`fingerprint_texts`), the storage dtype, the batch size and the model's precision:
+change any of them and the vectors are looked up (or encoded) under another folder. The store format
+number (``_FORMAT``) is hashed in too, so a change in how vectors are laid out or computed rebuilds old
+entries instead of serving them.
 
 Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
 
@@ -55,9 +56,11 @@ writers cost work, never a damaged file.
 
 Faults: a cache folder that cannot be written (read-only, a path under a file, a full disk) does
 not stop a run: the vectors are kept in memory for this process, after one warning naming the
-folder. The key trusts the model name and revision; when one store serves two dimensions for one
-model name and revision, a changed model is behind that name, and the entry that cannot be right is
-rebuilt (a cached one beside fresh vectors), or the run stops with one sentence saying what to delete.
+folder. The search model always keys its vectors with the model's fingerprint, so a model changed in
+place, or another in-memory model, finds entries of its own. A key without one (the store used
+directly) trusts the model name and revision; when one store serves two dimensions for one such
+model, a changed model is behind that name, and the entry that cannot be right is rebuilt (a cached
+one beside fresh vectors), or the run stops with one sentence saying what to delete.
 """
 
 from __future__ import annotations
@@ -96,6 +99,9 @@ __all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "checksum", "encode_chunk
 # 3: checksums: in every chunk file's name, and per row of embeddings.npy (checksums.npy, itself checksummed
 #    in the manifest; older entries cannot be verified, so they are encoded again); corpus keys no longer hold
 #    query-side instruction settings.
+# Fingerprints (issue 29) needed no new format: a key with one hashes differently, a key without one as before.
+# Entries written before them are never found by the search model, whose keys always hold one: its first run
+# after the upgrade encodes again (the old folders stay, unused, until deleted); direct users keep theirs.
 _FORMAT = 3
 _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
 
@@ -120,6 +126,10 @@ class StoreKey:
     Attributes:
         model_name: the model's name, e.g. ``sentence-transformers/all-MiniLM-L6-v2``.
         model_revision: the model's revision (commit), ``None`` when unknown.
+        model_fingerprint: what the model computes (:func:`~disastir_mteb.models.identity.identify`), so that
+            two models under one name and revision (in-memory models have neither; a model can be changed in
+            place) never share vectors; ``None``: the name and revision are trusted. A key without one has
+            the digest it had before fingerprints existed, so such entries stay valid.
         side: ``corpus`` for passages, ``queries`` for queries.
         prompt: the passage-side prompt or instruction prepended for the corpus, ``""`` if none.
         instructions: instruction-set name and template for queries, ``""`` for the corpus.
@@ -145,6 +155,7 @@ class StoreKey:
     dtype: Literal["float32", "float16"] = "float32"
     batch_size: int | None = None
     precision: str | None = None
+    model_fingerprint: str | None = None
 
     def __post_init__(self) -> None:
         if self.side not in ("corpus", "queries"):
@@ -156,8 +167,10 @@ class StoreKey:
 
     @property
     def digest(self) -> str:
-        """A stable 32-hex-character hash of every field (and of the store format)."""
-        payload = json.dumps({"format": _FORMAT, **asdict(self)}, sort_keys=True, ensure_ascii=False)
+        """A stable 32-hex-character hash of every field (and of the store format); no fingerprint hashes as before."""
+        fields = {name: value for name, value in asdict(self).items()
+                  if name != "model_fingerprint" or value is not None}
+        payload = json.dumps({"format": _FORMAT, **fields}, sort_keys=True, ensure_ascii=False)
         return short_digest(payload.encode("utf-8"))
 
     @property
@@ -167,18 +180,19 @@ class StoreKey:
         return f"{self.side}/{model}/{self.digest[:16]}"
 
     def describe(self) -> str:
-        """One line for logs, e.g. ``corpus of org/model@abc123 (float32, no prompt, texts 1a2b3c4d5e6f)``."""
+        """One line for logs, e.g. ``corpus of org/m@abc123#9f8e7d6c5b4a (float32, no prompt, texts 1a2b3c4d5e6f)``."""
         prompt = f"prompt {self.prompt!r}" if self.prompt else "no prompt"
         instructions = f", instructions {self.instructions!r}" if self.instructions else ""
         batch = f", batch {self.batch_size}" if self.batch_size else ""
         precision = f", model {self.precision}" if self.precision else ""
-        return (f"{self.side} of {self.model_name}@{self.model_revision or 'unknown revision'} "
+        fingerprint = f"#{self.model_fingerprint[:12]}" if self.model_fingerprint else ""
+        return (f"{self.side} of {self.model_name}@{self.model_revision or 'unknown revision'}{fingerprint} "
                 f"({self.dtype}{precision}{batch}, {prompt}{instructions}, texts {self.texts_fingerprint[:12]})")
 
 
-def _model(key: StoreKey) -> tuple[str, str | None]:
-    """The (model name, revision) an entry was encoded by: one model's entries share one dimension."""
-    return key.model_name, key.model_revision
+def _model(key: StoreKey) -> tuple[str, str | None, str | None]:
+    """The (model name, revision, fingerprint) an entry was encoded by: one model's entries share one dimension."""
+    return key.model_name, key.model_revision, key.model_fingerprint
 
 
 def _library_versions() -> dict[str, str | None]:
@@ -567,17 +581,8 @@ class EmbeddingStore:
         self.root = Path(root).expanduser() if root is not None else cache_root()
         self.last_encoded_rows = 0
         self._unwritable = False
-        # (model name, revision) -> (dimension, entry folder, freshly encoded) of the first entry served
-        self._dims: dict[tuple[str, str | None], tuple[int, Path, bool]] = {}
-
-    def expect_dimension(self, model_name: str, model_revision: str | None, dim: int) -> None:
-        """Record the dimension a model declares before anything is served for it.
-
-        A model changed in place (same name and revision, new head) would otherwise be served its
-        old vectors when every entry is already cached; with its dimension known, an entry of
-        another dimension is rebuilt after a warning instead.
-        """
-        self._dims.setdefault((model_name, model_revision), (int(dim), Path("(the model's declared dimension)"), True))
+        # (model name, revision, fingerprint) -> (dimension, entry folder, freshly encoded) of the first entry served
+        self._dims: dict[tuple[str, str | None, str | None], tuple[int, Path, bool]] = {}
 
     def folder(self, key: StoreKey) -> Path:
         """The folder holding ``key``'s entry (which may not exist yet)."""

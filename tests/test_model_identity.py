@@ -1,0 +1,315 @@
+"""A model is identified by what it computes: its vectors of a few probe texts key its cache entries and results.
+
+Real parts only: the bundled MiniLM as a ``SentenceTransformer`` changed in place (Gaussian noise on every weight,
+as a training step would), plain callables, the real store, runner and ``submit``. Data: a 300-passage generated
+sample, two queries per task; the store encodes it in 5 chunks of 64 passages.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from disastir_mteb import cli
+from disastir_mteb.models.bundled import bundled_model_path
+from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.models.identity import PROBE_TEXTS, PROBE_TOLERANCE, fingerprint_of, identify, probe_vectors
+from disastir_mteb.runner.run import build_search, evaluate
+from disastir_mteb.vocabulary.run_settings import RunSettings
+
+TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo"]
+N_PASSAGES = 300
+UNNAMED = "no_model_name__available"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated sample without the generator's marker (so that ``submit`` judges the model, not the data)."""
+    from disastir_mteb.data.layout import MARKER
+    from disastir_mteb.sample.generator import SampleScale, write_sample
+
+    scale = SampleScale("tiny", n_passages=N_PASSAGES, queries_per_task=2, judged_per_query=6, passage_words=16)
+    data = write_sample(tmp_path_factory.mktemp("identity") / "data", scale=scale)
+    (data / MARKER).unlink()
+    return data
+
+
+def minilm() -> Any:
+    """A fresh in-memory all-MiniLM-L6-v2: no name, no revision (what a notebook holds)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(bundled_model_path()), device="cpu")
+
+
+def add_noise(model: Any, scale: float = 0.01, seed: int = 0) -> None:
+    """Change every weight in place, as a training step does (0.01: its vectors move by about 0.1)."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(scale * torch.randn_like(parameter))
+
+
+def ndcg(result: Any) -> dict[str, float]:
+    return {task.task_name: task.scores["test"][0]["ndcg_at_10"] for task in result.task_results}
+
+
+def stored(out: Path) -> dict[str, dict[str, float]]:
+    """NDCG@10 of every task file under ``out``, by its revision folder."""
+    found: dict[str, dict[str, float]] = {}
+    for path in sorted(p for p in out.rglob("DisastIR-*.json") if p.stem in TASKS):
+        scores = json.loads(path.read_text(encoding="utf-8"))["scores"]["test"][0]["ndcg_at_10"]
+        found.setdefault(path.parent.relative_to(out / "results").as_posix(), {})[path.stem] = scores
+    return found
+
+
+def quiet(cache: Path | bool) -> RunSettings:
+    return RunSettings.from_options(cache_dir=cache, progress=False)  # type: ignore[arg-type]
+
+
+def corpus_entries(cache: Path) -> int:
+    return len(list((cache / "corpus").rglob("manifest.json")))
+
+
+# ---------------------------------------------------------------------- the notebook workflow
+
+
+def test_weights_changed_in_place_get_new_numbers_from_their_own_encoding(
+        tiny: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's case: evaluate, train (here: noise), evaluate again into the same cache and output folder."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    model = minilm()
+    before = ndcg(evaluate(model, TASKS, data=tiny, cache_dir=cache, output_folder=out, show_progress=False))
+    add_noise(model)
+    with caplog.at_level(logging.INFO, logger="disastir_mteb"):
+        after = ndcg(evaluate(model, TASKS, data=tiny, cache_dir=cache, output_folder=out, show_progress=False))
+    fresh = ndcg(evaluate(model, TASKS, data=tiny, cache_dir=tmp_path / "fresh", output_folder=tmp_path / "out-fresh",
+                          show_progress=False))
+    assert after == fresh and after != before  # the changed model's own numbers, not the cached ones
+    assert corpus_entries(cache) == 2  # encoded again, under its own key
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # another unnamed model is no fault
+
+    # Each model's results in a folder of its own: the first model's were neither reused nor overwritten.
+    folders = stored(out)
+    assert len(folders) == 2 and all(name.startswith(f"{UNNAMED}/fingerprint-") for name in folders)
+    assert sorted(sorted(scores.items()) for scores in folders.values()) == sorted([sorted(before.items()),
+                                                                                  sorted(after.items())])
+    (said,) = [r.getMessage() for r in caplog.records if "is identified by what it computes" in r.getMessage()]
+    folder = next(name for name, scores in folders.items() if scores == after)
+    assert said.endswith(f"its results are filed under {out / 'results' / folder}.")
+
+    # The same model again: nothing encoded, the same numbers.
+    again = build_search(model, quiet(cache))
+    assert ndcg(evaluate(again, TASKS, data=tiny, output_folder=out, show_progress=False)) == after
+    assert (again.passages_encoded, again.queries_encoded) == (0, 0)
+
+    # submit still refuses a model without a name and revision of its own: its folder's revision is no commit.
+    assert cli.main(["submit", str(out), "--out", str(tmp_path / "submission")]) == 1
+    assert f"has revision '{folder.split('/')[1]}', which is neither a 40-character" in capsys.readouterr().out
+
+
+def test_two_in_memory_models_in_one_session_keep_their_vectors_and_results_apart(
+        tiny: Path, tmp_path: Path) -> None:
+    """Two unnamed models, each evaluated twice in turn, on one cache and one output folder."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    first, second = minilm(), minilm()
+    add_noise(second, seed=1)
+    searchers, scores = [], []
+    for model in (first, second, first, second):
+        searchers.append(build_search(model, quiet(cache)))
+        scores.append(ndcg(evaluate(searchers[-1], TASKS, data=tiny, output_folder=out, show_progress=False)))
+    assert scores[0] == scores[2] != scores[1] == scores[3]  # the second is not served the first one's vectors
+    assert [s.passages_encoded for s in searchers] == [N_PASSAGES, N_PASSAGES, 0, 0]  # each encoded once
+    assert searchers[0].identity.fingerprint == searchers[2].identity.fingerprint != searchers[1].identity.fingerprint
+    assert stored(out) == {f"{UNNAMED}/{searchers[0].identity.results_revision}": scores[0],
+                           f"{UNNAMED}/{searchers[1].identity.results_revision}": scores[1]}
+
+
+def test_a_ready_search_model_evaluated_again_after_its_model_changed(tiny: Path, tmp_path: Path) -> None:
+    """A search model built once and evaluated before and after its model changed: probed again at each run."""
+    base = HashingEncoder()
+    state = {"trained": False}
+
+    def embed(texts: list[str]) -> np.ndarray:  # a plain callable whose behaviour changes in place
+        return base.embed([" ".join(word[1:] for word in text.split()) if state["trained"] else text
+                           for text in texts])
+
+    searcher = build_search(embed, quiet(tmp_path / "cache"))
+    before = ndcg(evaluate(searcher, TASKS, data=tiny, output_folder=tmp_path / "out", show_progress=False))
+    first = searcher.identity.results_revision
+    state["trained"] = True
+    after = ndcg(evaluate(searcher, TASKS, data=tiny, output_folder=tmp_path / "out", show_progress=False))
+    assert after != before
+    assert after == ndcg(evaluate(embed, TASKS, data=tiny, cache_dir=False, output_folder=tmp_path / "fresh",
+                                  show_progress=False))
+    assert searcher.passages_encoded == 2 * N_PASSAGES
+    assert stored(tmp_path / "out") == {f"callable__embed/{first}": before,
+                                        f"callable__embed/{searcher.identity.results_revision}": after}
+
+
+# ---------------------------------------------------------------------- a named model changed in place
+
+
+def test_a_named_model_changed_in_place_is_encoded_again_after_one_warning(
+        tiny: Path, tmp_path: Path, bundled_model: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Same name and revision (the registry's), same dimension, other weights: a new entry and the right numbers."""
+    from mteb.models import SentenceTransformerEncoderWrapper
+
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    before = ndcg(evaluate(bundled_model, TASKS, data=tiny, cache_dir=cache, output_folder=out, show_progress=False))
+    changed = SentenceTransformerEncoderWrapper(minilm())
+    changed.mteb_model_meta = bundled_model.mteb_model_meta
+    add_noise(changed.model)
+    fresh = ndcg(evaluate(changed, TASKS, data=tiny, cache_dir=False, output_folder=tmp_path / "fresh",
+                          show_progress=False))
+    with caplog.at_level(logging.WARNING):
+        searcher = build_search(changed, quiet(cache))
+        assert ndcg(evaluate(searcher, TASKS, data=tiny, output_folder=out, show_progress=False)) == fresh != before
+    meta = bundled_model.mteb_model_meta
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.startswith(f"Model {meta.name}@{meta.revision} computes other vectors than when its cached "
+                              "embeddings were written (its vectors of the 4 probe texts lie up to ")
+    assert warning.endswith("apart, more than float32 rounding moves them (1e-05)): it was changed in place under the "
+                            "same name and revision, so it gets cache entries of its own and its tasks are evaluated "
+                            "again; give a changed model a new revision to keep both.")
+    assert searcher.passages_encoded == N_PASSAGES and corpus_entries(cache) == 2
+    # Its result files (the name and revision's folder) now hold the numbers of the model that computed them.
+    assert stored(out) == {f"{meta.name.replace('/', '__')}/{meta.revision}": fresh}
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # the changed model again: recognised, nothing encoded, no warning
+        again = build_search(changed, quiet(cache))
+        assert ndcg(evaluate(again, TASKS, data=tiny, output_folder=out, show_progress=False)) == fresh
+    assert (again.passages_encoded, again.queries_encoded, caplog.records) == (0, 0, [])
+
+
+def test_results_written_before_fingerprints_were_recorded_are_taken_as_they_are(tiny: Path, tmp_path: Path) -> None:
+    """An upgrade evaluates no finished task again: a per-query file that records no fingerprint is believed."""
+    out = tmp_path / "out"
+    evaluate(HashingEncoder(name="test/hashing"), TASKS, data=tiny, cache_dir=False, output_folder=out,
+             show_progress=False)
+    for path in out.rglob("*_per_query.json"):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        del record["encoding"]["model_fingerprint"]
+        path.write_text(json.dumps(record), encoding="utf-8")
+    written = {path: path.read_bytes() for path in out.rglob("*.json")}
+    evaluate(HashingEncoder(name="test/hashing"), TASKS, data=tiny, cache_dir=False, output_folder=out,
+             show_progress=False)
+    assert {path: path.read_bytes() for path in out.rglob("*.json")} == written  # nothing evaluated or written again
+
+
+# ---------------------------------------------------------------------- every kind of encoder
+
+
+def test_the_probe_reaches_every_kind_of_encoder(bundled_model: Any) -> None:
+    """The vectors of a model are its vectors, whatever wraps it; instructed passages are another computation."""
+    from disastir_mteb.models.adapter import as_mteb_encoder, with_instructions
+
+    reference = probe_vectors(bundled_model)
+    assert reference.shape == (len(PROBE_TEXTS), 384) and reference.dtype == np.float32
+    st = minilm()
+    assert np.array_equal(probe_vectors(as_mteb_encoder(st)), reference)
+    assert np.array_equal(probe_vectors(with_instructions(st, "disastir")), reference)  # queries only
+    instructed = probe_vectors(with_instructions(st, "disastir", passages=True))
+    assert instructed.shape == reference.shape and not np.allclose(instructed, reference, atol=1e-3)
+    hashing = HashingEncoder()
+    assert np.array_equal(probe_vectors(hashing), hashing.embed(list(PROBE_TEXTS)))
+    assert np.array_equal(probe_vectors(as_mteb_encoder(hashing.embed)), hashing.embed(list(PROBE_TEXTS)))
+
+
+class _OneShort(HashingEncoder):
+    """An mteb encoder that loses the last text of every call."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return super().embed(texts)[:-1]
+
+
+def test_a_model_that_cannot_answer_the_probe_is_one_sentence(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^The model returned float32 of shape \(3, 384\) for the 4 texts that "
+                                         r"identify it; expected one float vector per text \(4, dim\)\.$"):
+        build_search(_OneShort(), quiet(tmp_path))
+    with pytest.raises(ValueError, match=r"^The model returned NaN or infinite values for the 4 texts that identify "
+                                         r"it \(e\.g\. 'Flood warning: "):
+        build_search(lambda texts: np.full((len(texts), 2), np.nan), quiet(tmp_path))
+
+
+# ---------------------------------------------------------------------- the records: tolerance, damage
+
+
+def test_rounding_keeps_the_fingerprint_and_a_change_does_not(tmp_path: Path, caplog: pytest.LogCaptureFixture
+                                                              ) -> None:
+    vectors = np.random.default_rng(0).standard_normal((len(PROBE_TEXTS), 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def identity(probe: np.ndarray, precision: str | None = "float32", revision: str | None = "abc") -> str:
+        return identify(probe, name="org/model", revision=revision, precision=precision, root=tmp_path).fingerprint
+
+    first = identity(vectors)
+    assert first == fingerprint_of(vectors) == identity(vectors)
+    rounded = vectors + np.float32(1e-7) * np.sign(vectors)  # float32 rounding of another device or batch shape
+    assert not np.array_equal(rounded, vectors) and identity(rounded) == first
+    with caplog.at_level(logging.WARNING):
+        changed = vectors.copy()
+        changed[2, 7] += 4 * PROBE_TOLERANCE["float32"]
+        assert identity(changed) == fingerprint_of(changed) != first
+    assert len(caplog.records) == 1 and "computes other vectors" in caplog.records[0].getMessage()
+    # Half precision rounds more, and gets a tolerance to match; each precision keeps its own records.
+    assert identity(changed, "bfloat16") == fingerprint_of(changed)
+    assert identity(vectors + np.float32(1e-3), "bfloat16") == fingerprint_of(changed)
+    # Without a revision of its own, a model that matches none of the records is another model: no warning.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert identity(vectors, revision=None) == first
+        assert identity(changed, revision=None) == fingerprint_of(changed)
+    assert caplog.records == []
+
+
+def test_a_damaged_fingerprint_record_is_deleted_and_the_model_recognised_again(
+        tiny: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = tmp_path / "cache"
+    first = build_search(HashingEncoder(name="test/hashing"), quiet(cache))
+    evaluate(first, TASKS, data=tiny, output_folder=tmp_path / "out", show_progress=False)
+    (record,) = (cache / "probes").rglob("*.npy")
+    data = bytearray(record.read_bytes())
+    data[-8:] = b"\x7f" * 8  # the last coordinate overwritten in place: the header and size intact
+    record.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING):
+        again = build_search(HashingEncoder(name="test/hashing"), quiet(cache))
+        evaluate(again, TASKS, data=tiny, output_folder=tmp_path / "out", show_progress=False)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Model fingerprint record(s) {record.name} in {record.parent} are damaged (their vectors do not hash to their "
+        "name): not used, and deleted; a model they identified is recognised again by its own vectors."]
+    assert again.identity.fingerprint == first.identity.fingerprint and again.passages_encoded == 0
+    assert record.is_file()  # recorded again, sound
+
+
+# ---------------------------------------------------------------------- the command line, submit
+
+
+def test_a_model_folder_without_revision_is_filed_under_its_fingerprint_and_submit_refuses_it(
+        tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``-m ./folder``: named ``local/<folder>``, no revision; the summary says where its results went."""
+    model = tmp_path / "my-model"
+    shutil.copytree(bundled_model_path(), model)
+    command = ["run", "-m", str(model), "--data", str(tiny), "-t", *TASKS, "--cache-dir", str(tmp_path / "cache"),
+               "--output-folder", str(tmp_path / "out"), "--quiet"]
+    assert cli.main(command) == 0
+    (folder,) = stored(tmp_path / "out")
+    assert folder.startswith("local__my-model/fingerprint-")
+    printed = capsys.readouterr().out
+    assert (f"2 task result(s) in {(tmp_path / 'out' / 'results' / folder).resolve()} (the model has no revision of "
+            "its own: its results are filed under the fingerprint of what it computes); 300 passages and 4 queries "
+            "encoded") in printed
+    assert cli.main(command) == 0
+    assert "; 0 passages and 0 queries encoded" in capsys.readouterr().out
+
+    assert cli.main(["submit", str(tmp_path / "out"), "--out", str(tmp_path / "submission")]) == 1
+    printed = capsys.readouterr().out
+    assert f"has revision '{folder.split('/')[1]}', which is neither a 40-character lowercase hex commit SHA" in printed
