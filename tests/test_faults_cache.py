@@ -693,3 +693,35 @@ def test_embeddings_damaged_in_place_are_never_served(on_tiny: Path, tmp_path: P
     assert warnings[0].startswith(f"Embedding cache {corpus} fails its checksum in rows ")
     assert warnings[1].startswith(f"Embedding cache {query} fails its checksum in row")
     assert 0 < again.passages_encoded <= N_PASSAGES and again.queries_encoded == 2
+
+
+def test_a_result_scored_on_other_data_or_with_another_gain_is_scored_again(
+        tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Results are filed by model and settings, not by data: a second run of the same model into the same folder on
+    other data (or with another gain) must get its own scores, not mteb's stored ones of the first."""
+    from disastir_mteb.sample.generator import SampleScale, write_sample
+
+    other = write_sample(tmp_path / "other", scale=SampleScale("tiny", n_passages=N_PASSAGES, queries_per_task=2,
+                                                               judged_per_query=6, passage_words=16), seed=7)
+    out, store = tmp_path / "out", tmp_path / "store"
+
+    def score(data: Path) -> float:
+        result = evaluate(HashingEncoder(), TASKS[:1], data=data, output_folder=out, cache_dir=store,
+                          show_progress=False)
+        return result.task_results[0].get_score()
+
+    first = score(tiny)
+    fresh_other = evaluate(HashingEncoder(), TASKS[:1], data=other, output_folder=tmp_path / "fresh",
+                           cache_dir=store, show_progress=False).task_results[0].get_score()
+    assert fresh_other != first  # the two data folders score differently
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.runner.run"):
+        assert score(other) == fresh_other
+    [warning] = [r.getMessage() for r in caplog.records if "scored otherwise" in r.getMessage()]
+    assert "disastir_data" in warning and "seed 7" in warning and "replacing it" in warning
+    caplog.clear()
+    assert score(other) == fresh_other and not [r for r in caplog.records if "scored otherwise" in r.getMessage()]
+    monkeypatch.setenv("DISASTIR_GAIN", "linear")
+    linear = evaluate(HashingEncoder(), TASKS[:1], data=other, output_folder=out, cache_dir=store,
+                      show_progress=False).task_results[0]
+    assert linear.scores["test"][0]["disastir_gain"] == "linear"
+    assert linear.get_score() == pytest.approx(linear.scores["test"][0]["ndcg_at_10_linear_gain"], abs=1e-5)

@@ -333,7 +333,7 @@ def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode
 
     if not task.data_loaded:
         task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
-    rerun = (overwrite or _lacks_per_query(searcher, task, cache) or _other_judgements(searcher, task, cache)
+    rerun = (overwrite or _lacks_per_query(searcher, task, cache) or _other_scoring(searcher, task, cache)
              or _other_model(searcher, task, cache))
     result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=False,  # the runner's bar is the one
                            encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
@@ -392,15 +392,18 @@ def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
     return True
 
 
-def _other_judgements(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
-    """Whether mteb holds the task's result scored with extra judgements and this run reads none, or the reverse.
+def _other_scoring(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
+    """Whether mteb holds the task's result scored on other data or with another gain than this run's.
 
-    A run with extra judgements (:mod:`disastir_mteb.data.extra_qrels`) files its results where a plain run of
-    the same model does; without this check either run would reuse the other's scores. Such a task is evaluated
-    again (from the stored embeddings). Runs without extra judgements on either side are never affected.
+    Results are filed by model and settings, not by data: a run on one data folder (or with extra judgements, or
+    with ``DISASTIR_GAIN=linear``) and a later run of the same model on another write to the same file, and mteb
+    would hand the later run the earlier scores. The task file records both (``disastir_data``, ``disastir_gain``);
+    where either differs from this run's, the task is evaluated again (from the stored embeddings), replacing the
+    file, after one warning. A file that records neither (written by plain ``mteb run`` before the record existed)
+    is evaluated again too.
     """
     from disastir_mteb.results.score_checks import read_task_record
-    from disastir_mteb.vocabulary.task_record import DATA_KEY, is_extended
+    from disastir_mteb.vocabulary.task_record import DATA_KEY, GAIN_KEY
 
     name = task.metadata.name
     if name not in _DISASTIR_TASKS:
@@ -409,12 +412,17 @@ def _other_judgements(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -
     if not path.is_file():
         return False
     try:
-        recorded = read_task_record(path).get(DATA_KEY)
+        record = read_task_record(path)
     except (OSError, ValueError):
         return False  # mteb reads it next, and sets an unreadable file aside
-    recorded = recorded if isinstance(recorded, str) else ""
-    now = getattr(task, "data_source", None) or ""
-    return (is_extended(recorded) or is_extended(now)) and recorded != now
+    now = {DATA_KEY: getattr(task, "data_source", None) or "", GAIN_KEY: getattr(task, "gain", None) or ""}
+    differ = {key: record.get(key) for key, value in now.items() if record.get(key) != value}
+    if not differ:
+        return False
+    said = "; ".join(f"{key} {value!r} there, {now[key]!r} now" for key, value in differ.items())
+    logger.warning("%s: the result in %s was scored otherwise than this run scores (%s): evaluating it again "
+                   "from the stored embeddings and replacing it.", name, path, said)
+    return True
 
 
 def _other_model(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
