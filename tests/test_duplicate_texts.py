@@ -94,10 +94,14 @@ PORT = {"ndcg_at_10": "zero_ndcg", "ndcg_at_10_unjudged_removed": "ignore_ndcg",
 
 
 def fixed_vectors(texts: list[str]) -> np.ndarray:
-    """Queries on the first three axes; each passage at its cosine to them, the rest on a fourth axis."""
+    """Queries on the first three axes; each passage at its cosine to them, the rest on a fourth axis.
+
+    Any other text (the probe texts that identify every model, :mod:`disastir_mteb.models.identity`) lies on the
+    fourth axis.
+    """
     queries = {Q1: (1.0, 0.0, 0.0, 0.0), Q2: (0.0, 1.0, 0.0, 0.0), Q3: (0.0, 0.0, 1.0, 0.0)}
     passages = {TEXT[name]: (*c, math.sqrt(1 - sum(x * x for x in c))) for name, c in COSINES.items()}
-    return np.array([queries.get(text) or passages[text] for text in texts])
+    return np.array([queries.get(text) or passages.get(text, (0.0, 0.0, 0.0, 1.0)) for text in texts])
 
 
 @pytest.fixture
