@@ -87,16 +87,18 @@ def test_every_task_file_records_version_gain_and_data(runs: dict[str, ResultSet
     assert linear["disastir_gain"] == "linear" and linear["main_score"] == linear["ndcg_at_10"]
 
 
-def test_the_data_string_names_the_hub_revision_or_a_folder_never_its_path(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    own = write_layout(tmp_path / "deep" / "own-data", {"d1": "text"}, {})
+def test_the_data_string_names_the_hub_revision_or_a_folder_never_its_path(tmp_path: Path, use_data: Any) -> None:
+    own = write_layout(tmp_path / "deep" / "own-data", {"d1": "text"},
+                       {"QA_Bio": ([{"query_id": "q1", "user_query": "q"}],
+                                   [{"user_query": "q", "passage": "text", "score": 2}])})
     assert describe_data(None, repo=DATASET_REPO, revision=DATASET_REVISION) == f"hf:DMIR01/DisastIR@{DATASET_REVISION}"
     assert describe_data(own, repo=DATASET_REPO, revision=DATASET_REVISION) == "local folder own-data"  # no marker
+    use_data(own)
     (task,) = get_tasks(["QA"], ["Bio"], gain="linear")
-    monkeypatch.delenv("DISASTIR_DATA_DIR", raising=False)
-    record = task.task_specific_scores({}, {}, {}, "test", "default")  # not loaded: what it would read now
+    task.load_data()
+    record = task.task_specific_scores({}, {}, {}, "test", "default")  # what a run on that folder records
     assert {key: record[key] for key in RECORD_KEYS} == {"disastir_version": VERSION, "disastir_gain": "linear",
-                                                        "disastir_data": f"hf:DMIR01/DisastIR@{DATASET_REVISION}"}
+                                                        "disastir_data": "local folder own-data"}
 
 
 def test_provenance_of_runner_sets(runs: dict[str, ResultSet], sample_data: Path) -> None:
