@@ -350,7 +350,7 @@ def judge(args: argparse.Namespace) -> int:
     """``disastir-mteb judge``: the result sets' unjudged top-10 pairs, judged with the authors' protocol."""
     import os
 
-    from disastir_mteb.endpoints.pool import EndpointPool
+    from disastir_mteb.endpoints.pool import EndpointError, EndpointPool
     from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
     from disastir_mteb.judging.holes import find_holes, result_sets_of
     from disastir_mteb.judging.job import Price, judge_pairs, plan_job
@@ -380,10 +380,7 @@ def judge(args: argparse.Namespace) -> int:
             run_agreement(result_sets, args.agreement, store=store, args=args, go_ahead=_go_ahead)
         if batch:
             if args.batch_results:
-                done = read_batch_results(pairs, store, args.batch_results)
-                print(f"{args.batch_results}: {done.requests} answer(s) read ({done.unreadable} unreadable, "
-                      f"{done.errors} error line(s): asked again); {done.judged} pair(s) graded, {done.failed} "
-                      f"without a readable answer, {done.remaining} waiting.")
+                print(read_batch_results(pairs, store, args.batch_results).describe_read(args.batch_results))
             if args.batch_requests:
                 round_ = write_batch_requests(pairs, store, args.batch_requests, model=args.model)
                 where = f"written to {args.batch_requests}" if round_.requests else "nothing left to ask"
@@ -405,7 +402,13 @@ def judge(args: argparse.Namespace) -> int:
         from tqdm.auto import tqdm
 
         with tqdm(total=plan.to_judge, desc="judging", unit="pair", disable=args.quiet) as bar:
-            summary = judge_pairs(pairs, store, pool, model=args.model, progress=bar.update)
+            if not args.quiet:
+                pool.on_wait = bar.set_postfix_str  # a long wait for a server is shown, not silence
+            try:
+                summary = judge_pairs(pairs, store, pool, model=args.model, progress=bar.update)
+            except EndpointError as error:
+                raise EndpointError(f"{str(error).rstrip('.')}; every answer received is kept in {store_path}, and "
+                                    "the same command asks only what is missing.") from None
         print(summary.describe())
         counts = store.counts()
         print(f"Store {store_path}: {counts['judged']:,} graded pair(s), {counts['failed']:,} without a grade; prompt "

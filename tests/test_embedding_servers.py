@@ -31,7 +31,7 @@ import pytest
 
 from disastir_mteb import cli
 from disastir_mteb.endpoints.loopback import Fault, FaultKind, LoopbackServer, LoopbackStats
-from disastir_mteb.endpoints.pool import EndpointError
+from disastir_mteb.endpoints.pool import LONGEST_WAIT_ENV, RATE_LIMIT_PATIENCE_ENV, REDACTED, EndpointError
 from disastir_mteb.models.embedding_servers import EmbeddingServers
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.models.identity import PROBE_TEXTS
@@ -558,3 +558,124 @@ def test_the_store_streams_every_chunk_through_one_queue(tmp_path: Path) -> None
     assert [o.tolist() for o in outputs] == [[[1.0, float(len(t))] for t in chunk] for chunk in chunks]
     assert heard == [4] * 6
     assert seconds < 0.8, seconds  # one chunk after the other: at least 6 x 0.2 s
+
+
+# ---------------------------------------------------------------------- answers that are not the protocol's (issue 29)
+
+
+def toy_embed(texts: list[str]) -> list[list[float]]:
+    return [[1.0, float(len(text)), 0.5] for text in texts]
+
+
+GARBAGE = [
+    (Fault(FaultKind.RAW), "answered /embeddings with bytes that are not UTF-8 text (byte 0xff at position 0 of 14), "
+                           "so not with the OpenAI API's JSON; check that this base URL is the server's API (it "
+                           "usually ends in /v1)."),
+    (Fault(FaultKind.RAW, body=b"<html><body>Welcome to Open WebUI</body></html>", content_type="text/html"),
+     "answered /embeddings with something that is not JSON (text/html, 47 bytes, beginning '<html><body>Welcome to "
+     "Open WebUI</body></html>'); check that this base URL is the server's API (it usually ends in /v1)."),
+    (Fault(FaultKind.RAW, body=b'{"status": "ok"}'),
+     "answered an embeddings request with something that is not an embeddings response (no 'data' list)."),
+    (Fault(FaultKind.RAW, body=b'{"data": [{"index": 0, "embedding": "not base64!"}]}'),
+     "returned an embedding that is neither a list of numbers nor base64."),
+    (Fault(FaultKind.RAW, body=b'{"data": [{"index": 0, "embedding": [1, "x", 3]}]}'),
+     "returned an embedding that is neither a list of numbers nor base64."),
+    (Fault(FaultKind.RAW, body=b'{"data": [{"index": 3, "embedding": [1, 2, 3]}]}'),
+     "returned vectors whose indexes are not 0..0 (got [3]); their order cannot be trusted."),
+    (Fault(FaultKind.QUOTA), "refused a request: HTTP 429 (Error code: 429 - You exceeded your current quota, please "
+                             "check your plan and billing details (scripted by the loopback server)); the account's "
+                             "quota is used up, which waiting does not mend: check its plan and billing (or use "
+                             "another server)."),
+]
+
+
+@pytest.mark.parametrize(("fault", "says"), GARBAGE,
+                         ids=["not UTF-8", "HTML", "other JSON", "bad base64", "not numbers", "wrong index", "quota"])
+def test_an_answer_that_is_not_an_embeddings_answer_is_one_sentence_naming_the_server(fault: Fault, says: str) -> None:
+    with LoopbackServer(embed=toy_embed, model="m") as server:
+        served = EmbeddingServers("m", server.base_url)
+        try:
+            server.add_faults(fault)
+            with pytest.raises(EndpointError) as stopped:
+                served.embed(["one text"])
+        finally:
+            served.close()
+    assert str(stopped.value) == f"{served.servers[0].url} {says}"
+
+
+LISTINGS = [(b"<html>not a listing</html>", "answered /models with something that is not JSON (application/json, "
+                                          "26 bytes, beginning '<html>not a listing</html>'); check that this base "
+                                          "URL is the server's API (it usually ends in /v1)."),
+            (b'{"object": "list", "data": "none"}', "answered GET /models, but not with a model list (a 'data' list "
+                                                    "of models with an 'id' each); check that this base URL is the "
+                                                    "server's API (it usually ends in /v1).")]
+
+
+@pytest.mark.parametrize(("body", "says"), LISTINGS, ids=["HTML", "no list"])
+def test_a_model_listing_that_is_not_one_is_one_sentence_before_anything_is_encoded(body: bytes, says: str) -> None:
+    with LoopbackServer(embed=toy_embed, model="m") as server:
+        server.add_faults(Fault(FaultKind.RAW, body=body, path="/v1/models"))
+        url = server.base_url
+        with pytest.raises(EndpointError) as stopped:
+            EmbeddingServers("m", url)
+        assert server.stats().answered == ()  # nothing sent to encode
+    assert str(stopped.value) == f"{url} {says}"
+
+
+def test_the_key_an_embedding_server_echoes_is_redacted_from_every_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Echoed in a 401's message, and in a model listing that the "described differently" sentence shows."""
+    secret = f"sk-echoed-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    with LoopbackServer(embed=toy_embed, model="m") as server, LoopbackServer(embed=toy_embed, model="m") as other:
+        served = EmbeddingServers("m", server.base_url)
+        try:
+            server.add_faults(Fault(FaultKind.UNAUTHORIZED, echo=True))
+            with pytest.raises(EndpointError) as refused:
+                served.embed(["one text"])
+        finally:
+            served.close()
+        listing = {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": f"Bearer {secret}"}]}
+        other.add_faults(Fault(FaultKind.RAW, body=json.dumps(listing).encode(), path="/v1/models"))
+        with pytest.raises(EndpointError) as described:
+            EmbeddingServers("m", [server.base_url, other.base_url])
+    assert str(refused.value).startswith(f"{served.servers[0].url} refused a request: HTTP 401 (Error code: 401 - "
+                                         f"Incorrect API key provided (scripted by the loopback server) (you sent: "
+                                         f"Authorization: Bearer {REDACTED}; ")
+    assert f'"owned_by": "Bearer {REDACTED}"' in str(described.value)
+    assert secret not in str(refused.value) + str(described.value)
+
+
+def test_an_embedding_servers_waits_are_capped_and_one_answering_only_429_is_given_up(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv(LONGEST_WAIT_ENV, "0.2")
+    monkeypatch.setenv(RATE_LIMIT_PATIENCE_ENV, "1")
+    with LoopbackServer(embed=toy_embed, model="m") as server, \
+            caplog.at_level(logging.WARNING, logger="disastir_mteb.endpoints.pool"):
+        served = EmbeddingServers("m", server.base_url)
+        url = server.base_url
+        try:
+            server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=100000))
+            assert served.embed(["a", "b"]).tolist() == toy_embed(["a", "b"])
+            assert served.servers[0].waits == [0.2]  # not 27 hours
+            assert [record.getMessage() for record in caplog.records] == [
+                f"{url}: 429 (rate limited): it asked for 100,000 s, capped at 0.2 s, waiting 0.2 s"]
+            server.fail_all(Fault(FaultKind.RATE_LIMIT, retry_after=None))
+            with pytest.raises(EndpointError) as stopped:
+                served.embed(["c"])
+        finally:
+            served.close()
+    assert str(stopped.value).startswith(f"Every server was given up on: {url}: 1 answered, ")
+    assert str(stopped.value).endswith("given up: it answered nothing but 429 (rate limited) for 1 s "
+                                       f"({served.servers[0].rate_limited} times in all); lower the concurrency or try "
+                                       "later.")
+
+
+def test_an_embedding_server_sending_its_answer_for_ever_is_cut_off_at_the_timeout() -> None:
+    with LoopbackServer(embed=toy_embed, model="m") as server:
+        served = EmbeddingServers("m", server.base_url, timeout=1.0)
+        try:
+            server.add_faults(Fault(FaultKind.TRICKLE, seconds=3600))
+            assert served.embed(["a", "b"]).tolist() == toy_embed(["a", "b"])
+        finally:
+            served.close()
+    assert served.servers[0].retried == 1 and served.servers[0].last_error == "no whole answer within 1 s"

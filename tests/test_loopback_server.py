@@ -290,3 +290,54 @@ def test_a_client_that_resets_its_connection_is_a_debug_line_not_a_traceback(
     assert "went away (ConnectionResetError)" in caplog.text
     stderr = capfd.readouterr().err
     assert "Traceback" not in stderr and "ConnectionResetError" not in stderr, stderr
+
+
+def test_the_faults_of_hostile_servers_are_sent_as_scripted() -> None:
+    """No or any ``Retry-After``, an exhausted quota, 401, raw bytes, a never-ending body, the headers echoed."""
+    with LoopbackServer() as server:
+        api = openai.OpenAI(base_url=server.base_url, api_key="sk-loopback-key", max_retries=0, timeout=5.0)
+        server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=None),
+                          Fault(FaultKind.RATE_LIMIT, headers={"Retry-After": "soon", "retry-after-ms": "-5"}),
+                          Fault(FaultKind.QUOTA), Fault(FaultKind.UNAUTHORIZED, echo=True))
+        with pytest.raises(openai.RateLimitError) as bare:
+            ask(api, prompt(QUERY, PASSAGE, "final_score"))
+        with pytest.raises(openai.RateLimitError) as odd:
+            ask(api, prompt(QUERY, PASSAGE, "final_score"))
+        with pytest.raises(openai.RateLimitError) as quota:
+            ask(api, prompt(QUERY, PASSAGE, "final_score"))
+        with pytest.raises(openai.AuthenticationError) as refused:
+            ask(api, prompt(QUERY, PASSAGE, "final_score"))
+        assert "retry-after" not in bare.value.response.headers
+        assert (odd.value.response.headers["retry-after"], odd.value.response.headers["retry-after-ms"]) == ("soon",
+                                                                                                             "-5")
+        assert quota.value.code == "insufficient_quota" and "retry-after" not in quota.value.response.headers
+        assert refused.value.code == "invalid_api_key"
+        assert "(you sent: Authorization: Bearer sk-loopback-key; " in refused.value.body["message"]
+
+        server.add_faults(Fault(FaultKind.MALFORMED, echo=True), Fault(FaultKind.RAW),
+                          Fault(FaultKind.RAW, body=b"<p>hi</p>", content_type="text/html"),
+                          Fault(FaultKind.TRICKLE, seconds=1.5))
+        assert ask(api, prompt(QUERY, PASSAGE, "final_score")).startswith("You sent: Authorization: Bearer "
+                                                                          "sk-loopback-key; ")
+        raw = api.chat.completions.with_raw_response.create(model="judge", messages=prompt(QUERY, PASSAGE, "x"))
+        assert raw.http_response.content == b"\xff not UTF-8 \xc3\x28"
+        html = api.chat.completions.with_raw_response.create(model="judge", messages=prompt(QUERY, PASSAGE, "x"))
+        assert (html.http_response.content, html.http_response.headers["content-type"]) == (b"<p>hi</p>", "text/html")
+        started = time.monotonic()
+        with pytest.raises(openai.APIConnectionError):  # one space every 0.1 s: the 1-s read timeout never fires
+            client(server, timeout=1.0).chat.completions.create(model="judge", messages=prompt(QUERY, PASSAGE, "x"))
+        assert time.monotonic() - started >= 1.5  # the body kept coming until the server dropped it
+        stats = server.stats()
+    assert stats.faults == {"rate_limit": 2, "quota": 1, "unauthorized": 1, "malformed": 1, "raw": 2, "trickle": 1}
+
+
+def test_hostile_faults_are_checked_and_travel_to_a_server_in_its_own_process() -> None:
+    with pytest.raises(ValueError, match="body is for 'raw' only"):
+        Fault(FaultKind.SERVER_ERROR, body=b"x")
+    with pytest.raises(ValueError, match="echo is for"):
+        Fault(FaultKind.HANG, echo=True)
+    fault = Fault(FaultKind.RAW, body=b"\xff\x00", content_type="text/plain", headers={"X-Test": "1"})
+    assert Fault.from_json(json.loads(json.dumps(fault.to_json()))) == fault
+    assert Fault(FaultKind.RATE_LIMIT, retry_after=2, headers={"retry-after": "-1"}).answer_headers() == {
+        "retry-after": "-1"}
+    assert Fault(FaultKind.RATE_LIMIT, retry_after=2.5).answer_headers() == {"Retry-After": "2.5"}

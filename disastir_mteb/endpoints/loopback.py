@@ -20,9 +20,11 @@ Routes (all answers and errors in OpenAI's shapes, errors as ``{"error": {"messa
 
 Faults are scripted per server and changed at run time from any thread: a fixed latency per request
 (the benchmark's 50 ms), a queue of :class:`Fault` values each spent on the next request it applies to
-(HTTP 429 with ``Retry-After``, 500, a hang past the client's timeout, a closed socket, a malformed or
-out-of-range chat answer, a wrong or shuffled embedding answer), and a dead server that fails every
-request. Counters record the requests per path, the faults per kind with when each was sent, and every
+(HTTP 429 with or without ``Retry-After``, or with any header as given; 429 for an exhausted quota; 401;
+500; a hang past the client's timeout; a closed socket; a 200 of any bytes, not JSON or not UTF-8; a 200 sent
+one byte at a time and never finished; a malformed or out-of-range chat answer; a wrong or shuffled embedding
+answer; an answer that echoes the request's headers, key included, as careless servers do), and a dead server
+that fails every request. Counters record the requests per path, the faults per kind with when each was sent, and every
 answered request with its body.
 
 The server runs in a background thread of the test process (``with LoopbackServer(...) as server``) or
@@ -63,7 +65,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -114,16 +116,21 @@ _OUT_OF_RANGE_SCORE = 99  # beyond every scale the authors use (0-3, STS 0-5)
 class FaultKind(str, Enum):
     """What a scripted fault does to the request it is spent on.
 
-    ``rate_limit``, ``server_error``, ``hang`` and ``close`` apply to chat and embeddings requests alike;
+    ``rate_limit``, ``quota``, ``unauthorized``, ``server_error``, ``hang``, ``close``, ``raw`` and ``trickle``
+    apply to chat and embeddings requests alike (and to ``GET /v1/models`` when queued for that path);
     ``malformed`` and ``out_of_range`` to chat requests only; ``wrong_dimension``, ``wrong_count``,
     ``non_finite`` and ``shuffled`` to embeddings requests only. A queued fault waits for the first
     request it applies to.
     """
 
-    RATE_LIMIT = "rate_limit"  # HTTP 429 with a Retry-After header
+    RATE_LIMIT = "rate_limit"  # HTTP 429 with a Retry-After header (none when Fault.retry_after is None)
+    QUOTA = "quota"  # HTTP 429 "insufficient_quota", OpenAI's answer to an account without credit: no Retry-After
+    UNAUTHORIZED = "unauthorized"  # HTTP 401 "invalid_api_key"
     SERVER_ERROR = "server_error"  # HTTP 500
     HANG = "hang"  # no answer for Fault.seconds (past the client's timeout), then the normal answer
     CLOSE = "close"  # the socket is shut without an answer
+    RAW = "raw"  # a 200 answer whose body is Fault.body, sent as given (not JSON, not UTF-8, HTML, megabytes)
+    TRICKLE = "trickle"  # a 200 answer promising a body, sent one space every 0.1 s for Fault.seconds, never finished
     MALFORMED = "malformed"  # a chat answer that is not JSON
     OUT_OF_RANGE = "out_of_range"  # a chat answer outside every scale: 99, or has_answer "Maybe"
     WRONG_DIMENSION = "wrong_dimension"  # the first vector loses its last coordinate
@@ -132,7 +139,10 @@ class FaultKind(str, Enum):
     SHUFFLED = "shuffled"  # vectors listed in reverse order, each keeping its true "index"
 
 
-_ANY_ROUTE = frozenset({FaultKind.RATE_LIMIT, FaultKind.SERVER_ERROR, FaultKind.HANG, FaultKind.CLOSE})
+_ANY_ROUTE = frozenset({FaultKind.RATE_LIMIT, FaultKind.QUOTA, FaultKind.UNAUTHORIZED, FaultKind.SERVER_ERROR,
+                        FaultKind.HANG, FaultKind.CLOSE, FaultKind.RAW, FaultKind.TRICKLE})
+#: The faults answered with an error status, whose message carries the request's headers when the fault echoes.
+_ERRORS = frozenset({FaultKind.RATE_LIMIT, FaultKind.QUOTA, FaultKind.UNAUTHORIZED, FaultKind.SERVER_ERROR})
 _APPLIES = {
     _CHAT: _ANY_ROUTE | {FaultKind.MALFORMED, FaultKind.OUT_OF_RANGE},
     _EMBEDDINGS: _ANY_ROUTE | {FaultKind.WRONG_DIMENSION, FaultKind.WRONG_COUNT, FaultKind.NON_FINITE,
@@ -147,26 +157,40 @@ class Fault:
     Args:
         kind: What happens (:class:`FaultKind` or its value).
         retry_after: For ``rate_limit``: the ``Retry-After`` header, seconds (written as an integer when
-            whole, else as a decimal, which the ``openai`` client reads).
-        seconds: For ``hang``: how long the server keeps the request unanswered; closing the server ends
-            the hang at once.
+            whole, else as a decimal, which the ``openai`` client reads); None sends no ``Retry-After``.
+        seconds: For ``hang``: how long the server keeps the request unanswered; for ``trickle``: how long it
+            keeps sending; closing the server ends either at once.
         content: For ``malformed`` and ``out_of_range``: the answer text to send instead of the default
             bad one (a test may want a particular bad answer).
         path: Only a request to this path spends it (``/v1/models`` too, for the faults of every route);
             None: the next chat or embeddings request it applies to.
+        headers: More headers on the answer, sent as given (a ``Retry-After`` of ``-5`` or ``soon``, a
+            ``retry-after-ms``); they replace the fault's own ``Retry-After``.
+        echo: The answer carries the request's headers (``Authorization`` included), as a careless server
+            does: in the error message of ``rate_limit``, ``quota``, ``unauthorized`` and ``server_error``,
+            as the content of ``malformed``.
+        body: For ``raw``: the answer's bytes (default: bytes that are not UTF-8).
+        content_type: For ``raw``: its ``Content-Type``.
 
     Raises:
-        ValueError: An unknown kind, a negative or non-finite duration, or ``content`` for another kind.
+        ValueError: An unknown kind, a negative or non-finite duration, or a field given to a kind that has no
+            use for it.
 
     Examples:
         >>> server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=1), Fault("server_error"))
+        >>> server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=None, headers={"Retry-After": "soon"}))
+        >>> server.add_faults(Fault(FaultKind.RAW, body=b"<html>Bad gateway</html>", content_type="text/html"))
     """
 
     kind: FaultKind
-    retry_after: float = 1.0
+    retry_after: float | None = 1.0
     seconds: float = 30.0
     content: str | None = None
     path: str | None = None
+    headers: Mapping[str, str] | None = None
+    echo: bool = False
+    body: bytes | None = None
+    content_type: str = "application/json"
 
     def __post_init__(self) -> None:
         try:
@@ -177,20 +201,41 @@ class Fault:
         object.__setattr__(self, "kind", kind)
         for name in ("retry_after", "seconds"):
             value = getattr(self, name)
+            if value is None and name == "retry_after":
+                continue
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"Fault {name} must be a finite number of seconds >= 0, got {value!r}")
             object.__setattr__(self, name, float(value))
         if self.content is not None and kind not in (FaultKind.MALFORMED, FaultKind.OUT_OF_RANGE):
             raise ValueError(f"Fault content is for 'malformed' and 'out_of_range' only, not {kind.value!r}")
+        if self.body is not None and kind is not FaultKind.RAW:
+            raise ValueError(f"Fault body is for 'raw' only, not {kind.value!r}")
+        if self.echo and kind not in _ERRORS | {FaultKind.MALFORMED}:
+            raise ValueError(f"Fault echo is for {', '.join(sorted(k.value for k in _ERRORS))} and 'malformed' "
+                             f"only, not {kind.value!r}")
+        if self.headers is not None:
+            object.__setattr__(self, "headers", MappingProxyType({str(k): str(v) for k, v in self.headers.items()}))
+
+    def answer_headers(self) -> dict[str, str]:
+        """The headers the fault's answer carries besides the content type: its ``Retry-After``, then ``headers``."""
+        found = ({"Retry-After": _header_seconds(self.retry_after)}
+                 if self.kind is FaultKind.RATE_LIMIT and self.retry_after is not None else {})
+        if self.headers:
+            names = {name.lower() for name in self.headers}
+            found = {name: value for name, value in found.items() if name.lower() not in names} | dict(self.headers)
+        return found
 
     def to_json(self) -> dict[str, Any]:
         """The fault as a JSON object (for ``POST /loopback/control``)."""
-        return {**dataclasses.asdict(self), "kind": self.kind.value}
+        record = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        return {**record, "kind": self.kind.value, "headers": dict(self.headers) if self.headers is not None else None,
+                "body": base64.b64encode(self.body).decode("ascii") if self.body is not None else None}
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any]) -> Fault:
         """The fault written by :meth:`to_json`."""
-        return cls(**record)
+        body = record.get("body")
+        return cls(**{**record, "body": base64.b64decode(body) if body is not None else None})
 
 
 #: What a dead server does to every request (:meth:`LoopbackServer.fail_all`'s default).
@@ -548,14 +593,11 @@ class _Handler(BaseHTTPRequestHandler):
         loopback._received(path)
         if path == _MODELS:
             fault, _ = loopback._take_fault(path)  # only a fault queued for this path (Fault(path=...))
-            if fault is not None and fault.kind is FaultKind.RATE_LIMIT:
-                return self._send_error(429, "Rate limit reached (scripted by the loopback server)", "requests",
-                                        "rate_limit_exceeded",
-                                        headers={"Retry-After": _header_seconds(fault.retry_after)})
-            if fault is not None:
-                return self._send_error(500 if fault.kind is FaultKind.SERVER_ERROR else 503,
-                                        "The server is not ready (scripted by the loopback server)", "server_error",
-                                        None)
+            if fault is not None and fault.kind is FaultKind.SERVER_ERROR:
+                return self._send_error(500, "The server is not ready (scripted by the loopback server)",
+                                        "server_error", None, echo=self._echo(fault))
+            if fault is not None and self._send_fault(fault):
+                return None
             self._send_json(200, {"object": "list", "data": [_model_record(loopback.model, loopback.owned_by)]})
         elif path.startswith(_MODELS + "/") and path[len(_MODELS) + 1:] == loopback.model:
             self._send_json(200, _model_record(loopback.model, loopback.owned_by))
@@ -598,16 +640,8 @@ class _Handler(BaseHTTPRequestHandler):
         fault, latency = loopback._take_fault(path)
         if latency and loopback._stopping.wait(latency):
             return self._drop()
-        if fault is not None and fault.kind is FaultKind.HANG and loopback._stopping.wait(fault.seconds):
-            return self._drop()
-        if fault is not None and fault.kind is FaultKind.CLOSE:
-            return self._drop()
-        if fault is not None and fault.kind is FaultKind.RATE_LIMIT:
-            return self._send_error(429, "Rate limit reached (scripted by the loopback server)", "requests",
-                                    "rate_limit_exceeded", headers={"Retry-After": _header_seconds(fault.retry_after)})
-        if fault is not None and fault.kind is FaultKind.SERVER_ERROR:
-            return self._send_error(500, "The server had an error (scripted by the loopback server)",
-                                    "server_error", None)
+        if fault is not None and self._send_fault(fault):
+            return None
         try:
             payload, content = build(request, fault)
         except _ClientError:
@@ -631,7 +665,9 @@ class _Handler(BaseHTTPRequestHandler):
         if request.get("n", 1) != 1:
             raise _ClientError(400, f"the loopback server answers one choice, not n={request['n']!r}",
                                "invalid_value")
-        if fault is not None and fault.kind is FaultKind.MALFORMED:
+        if fault is not None and fault.kind is FaultKind.MALFORMED and fault.echo:
+            content = f"You sent: {self._echo(fault)}"
+        elif fault is not None and fault.kind is FaultKind.MALFORMED:
             content = fault.content if fault.content is not None else "The passage looks relevant to the query."
         elif fault is not None and fault.kind is FaultKind.OUT_OF_RANGE:
             content = fault.content if fault.content is not None else _out_of_range(request)
@@ -709,9 +745,75 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _send_error(self, status: int, message: str, error_type: str, code: str | None,
-                    headers: Mapping[str, str] | None = None) -> None:
+                    headers: Mapping[str, str] | None = None, echo: str = "") -> None:
+        message = f"{message} (you sent: {echo})" if echo else message
         self._send_json(status, {"error": {"message": message, "type": error_type, "param": None, "code": code}},
                         headers)
+
+    def _echo(self, fault: Fault) -> str:
+        """The request's headers as one line, ``Authorization: Bearer ...`` first, when ``fault`` echoes them."""
+        if not fault.echo:
+            return ""
+        headers = sorted(self.headers.items(), key=lambda item: item[0].lower() != "authorization")
+        return "; ".join(f"{name.title() if name.lower() == 'authorization' else name}: {value}"
+                         for name, value in headers)
+
+    def _send_fault(self, fault: Fault) -> bool:
+        """Answer with one of the faults of every route; False for a content fault (the route's answer carries it)."""
+        loopback = self.server.loopback
+        kind, echo = fault.kind, self._echo(fault)
+        if kind is FaultKind.HANG:
+            if loopback._stopping.wait(fault.seconds):
+                self._drop()
+                return True
+            return False  # then the normal answer
+        if kind is FaultKind.CLOSE:
+            self._drop()
+        elif kind is FaultKind.RATE_LIMIT:
+            self._send_error(429, "Rate limit reached (scripted by the loopback server)", "requests",
+                             "rate_limit_exceeded", headers=fault.answer_headers(), echo=echo)
+        elif kind is FaultKind.QUOTA:
+            self._send_error(429, "You exceeded your current quota, please check your plan and billing details "
+                                  "(scripted by the loopback server)", "insufficient_quota", "insufficient_quota",
+                             headers=fault.answer_headers(), echo=echo)
+        elif kind is FaultKind.UNAUTHORIZED:
+            self._send_error(401, "Incorrect API key provided (scripted by the loopback server)",
+                             "invalid_request_error", "invalid_api_key", headers=fault.answer_headers(), echo=echo)
+        elif kind is FaultKind.SERVER_ERROR:
+            self._send_error(500, "The server had an error (scripted by the loopback server)", "server_error", None,
+                             headers=fault.answer_headers(), echo=echo)
+        elif kind is FaultKind.RAW:
+            body = fault.body if fault.body is not None else b"\xff not UTF-8 \xc3\x28"
+            self.send_response(200)
+            self.send_header("Content-Type", fault.content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in fault.answer_headers().items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+        elif kind is FaultKind.TRICKLE:
+            self._trickle(fault.seconds)
+        else:
+            return False
+        return True
+
+    def _trickle(self, seconds: float) -> None:
+        """A 200 answer that promises a megabyte and sends one space every 0.1 s for ``seconds``, then drops."""
+        loopback = self.server.loopback
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(1 << 20))
+        self.end_headers()
+        self.wfile.flush()
+        deadline = time.monotonic() + seconds
+        try:
+            while time.monotonic() < deadline and not loopback._stopping.wait(0.1):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+        except OSError:
+            pass  # the client gave up on it
+        self._drop()
 
     def _drop(self) -> None:
         """End the connection without an answer (a closed socket, or the server closing)."""

@@ -9,13 +9,31 @@ text-embeddings-inference). This module is the one place that knows how:
 - **The key** is read from one environment variable (``OPENAI_API_KEY`` unless the user names another) and
   handed to the client; it is never written to a file or a log, and a sentence about a refused key names
   the variable, not its value. Without the variable a local server is sent a placeholder (vLLM, Ollama and
-  llama.cpp need none); OpenAI itself is refused before any request.
+  llama.cpp need none); OpenAI itself is refused before any request. A server may echo what it was sent
+  (some proxies and toy servers put the request's headers in an error message or even in the answer): every
+  answer body and every error message passes through :meth:`EndpointPool.redact` here, before anything reads
+  it, so the key is replaced by :data:`REDACTED` in what the judge stores, what is logged and what is printed.
+  Keys shorter than :data:`MIN_REDACTED_LENGTH` characters are left alone (they would match ordinary text,
+  changing answers; such a placeholder is no secret).
+- **Answers are read here**, not by the client's typed models: at most :attr:`EndpointLimits.max_answer_bytes`
+  bytes within the request's ``timeout`` in all (the client's own timeout bounds each read, so a server
+  sending one byte a second would otherwise hold a request for ever), decoded as UTF-8 and parsed as JSON.
+  An answer that is too large, not UTF-8 or not JSON (an HTML page from a proxy, a web UI at that address)
+  stops the run with one sentence naming the server: it does not speak the protocol, and asking again
+  would not change that.
 - **Bounded concurrency**: ``concurrency`` requests in flight per server; the servers pull from one queue,
   so a faster server takes more of the work.
-- **Retries with backoff**: 429 waits what ``Retry-After`` (or ``retry-after-ms``) asks, else an
+- **Retries with backoff**: 429 waits what ``Retry-After`` (or ``retry-after-ms``) asks, at most
+  :attr:`EndpointLimits.longest_wait` seconds (an unreadable, negative or past value is ignored), else an
   exponential backoff with jitter; 5xx, timeouts and lost connections back off and retry. A server that
-  fails one request :attr:`EndpointPool.max_attempts` times in a row is given up on: its request goes back
-  to the queue for the others, and the run stops with one sentence only when no server is left.
+  fails one request :attr:`EndpointPool.max_attempts` times in a row, or answers nothing but 429 for
+  :attr:`EndpointLimits.rate_limit_patience` seconds, is given up on: its request goes back to the queue
+  for the others, and the run stops with one sentence only when no server is left. A 429 saying the
+  account's quota is used up (``insufficient_quota``) stops the run at once: waiting does not mend it.
+- **Waits are shown**: every wait of :attr:`EndpointLimits.shown_wait` seconds or more, and every wait
+  shortened to the cap, is handed to :attr:`EndpointPool.on_wait` (the judge's progress line) as one short
+  text, and an empty text when no such wait is left; without ``on_wait`` the first of each server's run of
+  waits is a warning in the log.
 - **Errors that retrying cannot mend** (a refused key, an unknown model, a rejected request) stop the run
   with one sentence naming the server and what it said.
 """
@@ -24,24 +42,35 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
+import math
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_EMBEDDING_CONCURRENCY", "DEFAULT_KEY_ENV", "EndpointError", "EndpointPool", "Server", "read_key",
-           "retry_after"]
+__all__ = ["DEFAULT_EMBEDDING_CONCURRENCY", "DEFAULT_KEY_ENV", "LONGEST_WAIT_ENV", "MIN_REDACTED_LENGTH",
+           "RATE_LIMIT_PATIENCE_ENV", "REDACTED", "EndpointError", "EndpointLimits", "EndpointPool", "Server",
+           "read_key", "retry_after"]
 
 #: Where the key is read from unless the user names another variable.
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Requests in flight per embedding server unless the user says otherwise (``--embeddings-concurrency``).
 DEFAULT_EMBEDDING_CONCURRENCY = 4
+#: What replaces the key wherever a server echoed it.
+REDACTED = "[key redacted]"
+#: Keys shorter than this are not redacted: they would match ordinary text and change answers.
+MIN_REDACTED_LENGTH = 8
+#: Overrides :attr:`EndpointLimits.longest_wait` (seconds), e.g. for a provider known to ask for long waits.
+LONGEST_WAIT_ENV = "DISASTIR_LONGEST_WAIT"
+#: Overrides :attr:`EndpointLimits.rate_limit_patience` (seconds).
+RATE_LIMIT_PATIENCE_ENV = "DISASTIR_RATE_LIMIT_PATIENCE"
 #: What a local server is sent when no key is set (the client insists on one; local servers ignore it).
 _NO_KEY = "no-key"
 _HOSTED = ("api.openai.com",)
@@ -52,6 +81,64 @@ R = TypeVar("R")
 
 class EndpointError(OSError):
     """A server fault that stops the run: one sentence naming the server and what went wrong."""
+
+
+@dataclass(frozen=True)
+class EndpointLimits:
+    """How long the pool waits for a server, and how much it reads from one.
+
+    Attributes:
+        longest_wait: the longest single wait before a retry, in seconds: a ``Retry-After`` asking for more
+            is shortened to it (and the shortening is shown). 120 s: OpenAI's own limits reset within a
+            minute, and a server asking for hours is better given up on by the patience below.
+        rate_limit_patience: seconds a server may answer nothing but 429 (from its first 429 after its last
+            answer) before it is given up on. 300 s: a quota that refills per minute has refilled five
+            times over; one that does not is a daily quota or an account without credit, which waiting
+            for does not mend.
+        shown_wait: waits of at least this many seconds are shown (``on_wait``); shorter ones are routine.
+        max_answer_bytes: the largest answer read, in bytes: 64 MiB holds a batch of 256 texts of
+            8,192-dimensional vectors written as decimal JSON numbers; a judge's answer is a few dozen.
+
+    Examples:
+        >>> EndpointLimits(longest_wait=1.0, rate_limit_patience=3.0).longest_wait
+        1.0
+    """
+
+    longest_wait: float = 120.0
+    rate_limit_patience: float = 300.0
+    shown_wait: float = 5.0
+    max_answer_bytes: int = 64 * 2**20
+
+    def __post_init__(self) -> None:
+        for name in ("longest_wait", "rate_limit_patience", "shown_wait"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"EndpointLimits.{name} must be a positive number of seconds, not {value!r}.")
+        if not (isinstance(self.max_answer_bytes, int) and self.max_answer_bytes > 0):
+            raise ValueError(f"EndpointLimits.max_answer_bytes must be a positive integer, not "
+                             f"{self.max_answer_bytes!r}.")
+
+    @classmethod
+    def from_environment(cls) -> EndpointLimits:
+        """The defaults, with :data:`LONGEST_WAIT_ENV` and :data:`RATE_LIMIT_PATIENCE_ENV` where set.
+
+        Raises:
+            ValueError: a variable set to something other than a positive number of seconds.
+        """
+        values: dict[str, float] = {}
+        for name, variable in (("longest_wait", LONGEST_WAIT_ENV), ("rate_limit_patience", RATE_LIMIT_PATIENCE_ENV)):
+            text = os.environ.get(variable, "").strip()
+            if not text:
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"The environment variable {variable} is {text!r}, not a positive number of "
+                                 f"seconds; set it to one (e.g. {getattr(cls, name):g}) or unset it.")
+            values[name] = value
+        return cls(**values)
 
 
 def read_key(env_name: str, base_urls: Sequence[str]) -> str:
@@ -83,6 +170,10 @@ class Server:
     rate_limited: int = 0
     last_error: str = ""
     waits: list[float] = field(default_factory=list)
+    #: When its present run of 429s began (monotonic seconds), None while it answers.
+    rate_limited_since: float | None = None
+    #: Whether a wait of its present run of faults was logged (the first one is a warning, the rest are not).
+    wait_logged: bool = False
 
     def summary(self) -> str:
         """``http://a/v1: 120 answered, 3 retried (2 rate-limited)``, plus ``given up`` for a dead one."""
@@ -92,6 +183,10 @@ class Server:
 
 class _ServerDown(Exception):
     pass
+
+
+class _Unanswered(Exception):
+    """No whole answer: the request's time ran out, or the connection broke while the answer came."""
 
 
 _STOP = object()
@@ -104,16 +199,24 @@ class EndpointPool(Generic[T, R]):
         base_urls: the servers (``http://host:8000/v1``); each gets ``concurrency`` requests at a time.
         key_env: the environment variable holding the key.
         concurrency: requests in flight per server.
-        timeout: seconds one request may take before it is retried.
+        timeout: seconds one request may take in all, answer read included, before it is retried.
         max_attempts: failures in a row of one request on one server before that server is given up on.
         backoff: the first wait and the longest wait between retries, in seconds (doubling, with jitter).
-        max_rate_limited: 429 answers one request may get before the run stops (a server that never lets one
-            through), each waited out as the server asks.
+        limits: waits and sizes (default: :meth:`EndpointLimits.from_environment`).
+
+    Attributes:
+        on_wait: called with one short text whenever a shown wait begins or ends (the waits still running,
+            server by server; empty when none is left), e.g. a progress bar's ``set_postfix_str``.
+
+    Raises:
+        ValueError: no server, a URL that is not a base URL, a concurrency below 1, or a limit set wrong in
+            the environment.
+        EndpointError: OpenAI's own server without a key.
     """
 
     def __init__(self, base_urls: Sequence[str], *, key_env: str = DEFAULT_KEY_ENV, concurrency: int = 8,
                  timeout: float = 120.0, max_attempts: int = 5, backoff: tuple[float, float] = (0.5, 30.0),
-                 max_rate_limited: int = 50) -> None:
+                 limits: EndpointLimits | None = None) -> None:
         import openai
 
         urls = list(dict.fromkeys(u.rstrip("/") for u in base_urls))
@@ -125,31 +228,45 @@ class EndpointPool(Generic[T, R]):
                 raise ValueError(f"{url!r} is not a server's base URL; expected e.g. http://127.0.0.1:8000/v1.")
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}.")
+        self.limits = limits if limits is not None else EndpointLimits.from_environment()
         self.key_env = key_env
         key = read_key(key_env, urls)
+        self._secret = key if key != _NO_KEY and len(key) >= MIN_REDACTED_LENGTH else None
         self.servers = [Server(url, openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=timeout))
                         for url in urls]
         self.concurrency = concurrency
+        self.timeout = timeout
         self.max_attempts = max_attempts
         self.backoff = backoff
-        self.max_rate_limited = max_rate_limited
+        self.on_wait: Callable[[str], None] | None = None
+        self._waiting: dict[int, tuple[Server, float, str]] = {}
+        self._wait_ids = 0
 
     @property
     def workers(self) -> int:
         """Requests in flight at most, over all servers."""
         return self.concurrency * len(self.servers)
 
-    async def serve(self, queue: asyncio.Queue[Any], call: Callable[[Any, T], Awaitable[R]],
-                    done: Callable[[T, R, Server], Awaitable[None] | None]) -> None:
-        """Send each item of ``queue`` with ``call(client, item)`` and hand its result to ``done``, until :meth:`stop`.
+    def redact(self, text: str) -> str:
+        """``text`` with the key replaced by :data:`REDACTED` (what every message about a server goes through)."""
+        return text.replace(self._secret, REDACTED) if self._secret else text
 
-        ``done`` may put more items on the queue (a protocol's next step). Returns when every worker has
-        taken its stop marker.
+    async def serve(self, queue: asyncio.Queue[Any], ask: Callable[[T], tuple[str, Mapping[str, Any]]],
+                    done: Callable[[T, R, Server], Awaitable[None] | None]) -> None:
+        """POST each item of ``queue`` as ``ask(item)`` says and hand its answer to ``done``, until :meth:`stop`.
+
+        Args:
+            queue: the items; :meth:`stop` puts the markers that end the workers.
+            ask: ``item -> (path, JSON body)``, the path under the base URL (``/chat/completions``).
+            done: ``(item, answer, server)``: the answer is the parsed JSON body, the key already redacted from
+                it. It may put more items on the queue (a protocol's next step).
+
+        Returns when every worker has taken its stop marker.
 
         Raises:
             EndpointError: a fault retrying cannot mend, or every server given up on.
         """
-        workers = [asyncio.create_task(self._worker(server, queue, call, done))
+        workers = [asyncio.create_task(self._worker(server, queue, ask, done))
                    for server in self.servers for _ in range(self.concurrency)]
         try:
             while True:
@@ -161,12 +278,40 @@ class EndpointPool(Generic[T, R]):
                     return
                 workers = [task for task in workers if task not in finished]
                 if not any(server.alive for server in self.servers):
-                    raise EndpointError("Every server was given up on: "
-                                        + "; ".join(server.summary() for server in self.servers) + ".")
+                    raise self._every_server_given_up()
         finally:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+            self._waiting.clear()
+
+    async def get_json(self, server: Server, path: str) -> Any:
+        """``GET path`` on one server (``/models``), asked again after a 429, a 5xx or a timeout; the parsed answer.
+
+        A server still loading its model answers 503 for a while: up to :attr:`max_attempts` tries, each wait
+        capped as the pool's are.
+
+        Raises:
+            openai.APIStatusError: the last answer's error status (``NotFoundError`` for a server without the
+                route), or the first that retrying cannot mend.
+            openai.APIConnectionError: the server cannot be reached.
+            EndpointError: the answer is too large, not UTF-8 or not JSON, or never came whole.
+        """
+        import openai
+
+        attempt = 1
+        while True:
+            try:
+                return await _within(self._fetch(server, "GET", path, None), self.timeout)
+            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, _Unanswered,
+                    TimeoutError) as error:
+                if attempt >= self.max_attempts:
+                    if isinstance(error, openai.APIError):
+                        raise
+                    raise EndpointError(f"{server.url} did not answer GET {path}: {self._describe(error)} "
+                                        f"({attempt} tries).") from None
+                await self._sleep(server, *self._retry_wait(error, attempt))
+                attempt += 1
 
     def stop(self, queue: asyncio.Queue[Any]) -> None:
         """Put one stop marker per worker on ``queue`` (after the last item)."""
@@ -178,92 +323,267 @@ class EndpointPool(Generic[T, R]):
         for server in self.servers:
             await server.client.close()
 
-    async def _worker(self, server: Server, queue: asyncio.Queue[Any], call: Callable[[Any, T], Awaitable[R]],
-                      done: Callable[[T, R, Server], Awaitable[None] | None]) -> None:
-        while server.alive:
-            item = await queue.get()
-            if item is _STOP:
-                return
-            try:
-                result = await self._send(server, call, item)
-            except _ServerDown:
-                queue.put_nowait(item)  # another server takes it
-                if not any(s.alive for s in self.servers):
-                    raise EndpointError("Every server was given up on: "
-                                        + "; ".join(s.summary() for s in self.servers) + ".") from None
-                return
-            server.answered += 1
-            outcome = done(item, result, server)
-            if outcome is not None:
-                await outcome
-
-    async def _send(self, server: Server, call: Callable[[Any, T], Awaitable[R]], item: T) -> R:
-        import openai
-
-        failures = rate_limited = 0
-        while True:
-            if not server.alive:
-                raise _ServerDown
-            try:
-                return await call(server.client, item)
-            except openai.RateLimitError as error:
-                rate_limited += 1
-                server.rate_limited += 1
-                server.retried += 1
-                if rate_limited > self.max_rate_limited:
-                    raise EndpointError(f"{server.url} kept answering 429 (rate limited): {rate_limited} times "
-                                        "for one request; lower --concurrency or try later.") from None
-                wait = retry_after(error.response) or self.backoff_wait(rate_limited)
-                server.waits.append(wait)
-                logger.debug("%s: 429, waiting %.2f s", server.url, wait)
-                await asyncio.sleep(wait)
-            except (openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError) as error:
-                failures += 1
-                server.retried += 1
-                server.last_error = _describe(error)
-                if failures >= self.max_attempts:
-                    if server.alive:
-                        server.alive = False
-                        logger.warning("Giving up on %s after %d failures in a row (%s); the other servers take "
-                                       "its work.", server.url, failures, server.last_error)
-                    raise _ServerDown from None
-                wait = retry_after(getattr(error, "response", None)) or self.backoff_wait(failures)
-                await asyncio.sleep(wait)
-            except openai.APIStatusError as error:
-                hint = (f"; check the key in ${self.key_env}" if error.status_code in (401, 403) else
-                        "; check --model against the server's models" if error.status_code == 404 else "")
-                raise EndpointError(f"{server.url} refused a request: {_describe(error)}{hint}.") from None
+    def waiting(self) -> str:
+        """The shown waits still running, one per server (its longest): ``http://a/v1: HTTP 503, waiting 8 s``."""
+        now, longest = time.monotonic(), {}
+        for server, until, why in self._waiting.values():
+            if server.url not in longest or until > longest[server.url][0]:
+                longest[server.url] = (until, why)
+        return "; ".join(f"{url}: {why}, waiting {_seconds(max(0.0, until - now))}"
+                         for url, (until, why) in longest.items())
 
     def backoff_wait(self, attempt: int) -> float:
         """Seconds to wait before the ``attempt``-th retry: doubling from the first wait to the longest, with jitter."""
         first, longest = self.backoff
         return min(longest, first * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
 
+    # ------------------------------------------------------------------ one request
+
+    async def _worker(self, server: Server, queue: asyncio.Queue[Any],
+                      ask: Callable[[T], tuple[str, Mapping[str, Any]]],
+                      done: Callable[[T, R, Server], Awaitable[None] | None]) -> None:
+        while server.alive:
+            item = await queue.get()
+            if item is _STOP:
+                return
+            try:
+                result = await self._send(server, ask, item)
+            except _ServerDown:
+                queue.put_nowait(item)  # another server takes it
+                if not any(s.alive for s in self.servers):
+                    raise self._every_server_given_up() from None
+                return
+            server.answered += 1
+            outcome = done(item, result, server)
+            if outcome is not None:
+                await outcome
+
+    async def _send(self, server: Server, ask: Callable[[T], tuple[str, Mapping[str, Any]]], item: T) -> Any:
+        import openai
+
+        failures = rate_limited = 0
+        while True:
+            if not server.alive:
+                raise _ServerDown
+            path, body = ask(item)
+            try:
+                answer = await _within(self._fetch(server, "POST", path, body), self.timeout)
+            except openai.RateLimitError as error:
+                if _quota_exhausted(error):
+                    raise EndpointError(self.redact(
+                        f"{server.url} refused a request: {self._describe(error)}; the account's quota is used up, "
+                        "which waiting does not mend: check its plan and billing (or use another server).")) from None
+                rate_limited += 1
+                server.rate_limited += 1
+                server.retried += 1
+                now = time.monotonic()
+                if server.rate_limited_since is None:
+                    server.rate_limited_since = now
+                limited_for = now - server.rate_limited_since
+                patience = self.limits.rate_limit_patience
+                if limited_for >= patience:
+                    self._give_up(server, f"it answered nothing but 429 (rate limited) for {limited_for:.0f} s "
+                                          f"({server.rate_limited} times in all); lower the concurrency or try later")
+                    raise _ServerDown from None
+                wait, why = self._retry_wait(error, rate_limited)
+                await self._sleep(server, min(wait, patience - limited_for), why)
+            except (openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError, _Unanswered,
+                    TimeoutError) as error:
+                failures += 1
+                server.retried += 1
+                server.last_error = self._describe(error)
+                if failures >= self.max_attempts:
+                    self._give_up(server, server.last_error, failures=failures)
+                    raise _ServerDown from None
+                await self._sleep(server, *self._retry_wait(error, failures))
+            except openai.APIStatusError as error:
+                hint = (f"; check the key in ${self.key_env}" if error.status_code in (401, 403) else
+                        "; check --model against the server's models" if error.status_code == 404 else "")
+                raise EndpointError(f"{server.url} refused a request: {self._describe(error)}{hint}.") from None
+            else:
+                server.rate_limited_since = None
+                server.wait_logged = False
+                return answer
+
+    async def _fetch(self, server: Server, method: str, path: str, body: Mapping[str, Any] | None) -> Any:
+        """One request; its answer read (at most ``max_answer_bytes``), redacted, decoded and parsed."""
+        import httpx2
+
+        if method == "GET":
+            response = await server.client.get(path, cast_to=httpx2.Response, stream=True)
+        else:
+            response = await server.client.post(path, body=body, cast_to=httpx2.Response, stream=True)
+        limit = self.limits.max_answer_bytes
+        try:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise self._too_large(server, path, int(declared))
+            parts, size = [], 0
+            try:
+                async for part in response.aiter_bytes():  # decompressed: the limit holds for a gzip bomb too
+                    size += len(part)
+                    if size > limit:
+                        raise self._too_large(server, path, size)
+                    parts.append(part)
+            except (httpx2.RequestError, httpx2.StreamError) as error:  # a reset, a read timeout, bad gzip
+                raise _Unanswered(f"the answer broke off after {size:,} bytes ({type(error).__name__})") from None
+            raw = b"".join(parts)
+        finally:
+            await response.aclose()
+        return self._parse(server, path, raw, response.headers.get("content-type", ""))
+
+    def _parse(self, server: Server, path: str, raw: bytes, content_type: str) -> Any:
+        if self._secret:
+            raw = raw.replace(self._secret.encode("utf-8"), REDACTED.encode("utf-8"))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise EndpointError(f"{server.url} answered {path} with bytes that are not UTF-8 text (byte "
+                                f"0x{raw[error.start]:02x} at position {error.start:,} of {len(raw):,}), so not with "
+                                "the OpenAI API's JSON; check that this base URL is the server's API (it usually "
+                                "ends in /v1).") from None
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            shown = " ".join(text[:80].split())
+            raise EndpointError(f"{server.url} answered {path} with something that is not JSON "
+                                f"({content_type or 'no Content-Type'}, {len(raw):,} bytes, beginning {shown!r}); "
+                                "check that this base URL is the server's API (it usually ends in /v1).") from None
+
+    def _too_large(self, server: Server, path: str, size: int) -> EndpointError:
+        return EndpointError(f"{server.url} answered {path} with more than {self.limits.max_answer_bytes:,} bytes "
+                             f"({size:,} so far), more than any answer to these requests should be, so it was not "
+                             "read; check that this base URL is the server's API (for embeddings, a smaller "
+                             "--batch-size also makes each answer smaller).")
+
+    # ------------------------------------------------------------------ waits
+
+    def _retry_wait(self, error: BaseException, attempt: int) -> tuple[float, str]:
+        """How long to wait before asking again after ``error``, and why (for the progress line)."""
+        import openai
+
+        asked = retry_after(getattr(error, "response", None))
+        status = getattr(error, "status_code", None)
+        why = ("429 (rate limited)" if isinstance(error, openai.RateLimitError) else
+               f"HTTP {status}" if status else "no answer")
+        if asked is None:
+            return self.backoff_wait(attempt), why
+        if asked > self.limits.longest_wait:
+            return self.limits.longest_wait, (f"{why}: it asked for {_seconds(asked)}, capped at "
+                                              f"{_seconds(self.limits.longest_wait)}")
+        return asked, why
+
+    async def _sleep(self, server: Server, seconds: float, why: str) -> None:
+        """Wait ``seconds`` before a retry; a wait worth showing is shown (``on_wait``) while it lasts."""
+        seconds = max(0.0, seconds)
+        server.waits.append(seconds)
+        logger.debug("%s: %s, waiting %.2f s", server.url, why, seconds)
+        if seconds < self.limits.shown_wait and ", capped at " not in why:
+            await asyncio.sleep(seconds)
+            return
+        self._wait_ids += 1
+        number = self._wait_ids
+        self._waiting[number] = (server, time.monotonic() + seconds, why)
+        self._show(server)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self._waiting.pop(number, None)
+            self._show(None)
+
+    def _show(self, server: Server | None) -> None:
+        text = self.waiting()
+        if self.on_wait is not None:
+            self.on_wait(text)
+        elif server is not None and not server.wait_logged:
+            server.wait_logged = True
+            logger.warning("%s", text)
+
+    # ------------------------------------------------------------------ giving up
+
+    def _give_up(self, server: Server, why: str, *, failures: int | None = None) -> None:
+        """Mark ``server`` dead; a warning while others are left (the last one's fate is the run's one sentence)."""
+        server.last_error = self.redact(why)
+        if server.alive:
+            server.alive = False
+            tries = f" after {failures} failures in a row" if failures else ""
+            if any(other.alive for other in self.servers):
+                logger.warning("Giving up on %s%s (%s); the other servers take its work.", server.url, tries,
+                               server.last_error)
+
+    def _every_server_given_up(self) -> EndpointError:
+        return EndpointError(self.redact("Every server was given up on: "
+                                         + "; ".join(server.summary() for server in self.servers) + "."))
+
+    def _describe(self, error: BaseException) -> str:
+        """``HTTP 500 (the server's first line)``, ``no whole answer within 120 s``...: the key redacted."""
+        if isinstance(error, TimeoutError):
+            return f"no whole answer within {self.timeout:g} s"
+        if isinstance(error, _Unanswered):
+            return str(error)
+        status = getattr(error, "status_code", None)
+        message = self.redact(str(getattr(error, "message", "") or error)).strip()
+        message = message.splitlines()[0][:200] if message else ""
+        kind = type(error).__name__
+        return f"HTTP {status} ({message})" if status else f"{kind}: {message}" if message else kind
+
+
+async def _within(coroutine: Awaitable[R], seconds: float) -> R:
+    """``await coroutine``, or :class:`TimeoutError` after ``seconds``; a cancellation from outside always passes.
+
+    Not ``asyncio.wait_for``: up to Python 3.11 it loses a cancellation that meets the answer at the same moment,
+    and a pool worker that missed its cancellation waits on the queue for ever (``asyncio.timeout`` is 3.11+).
+    """
+    task = asyncio.ensure_future(coroutine)
+    try:
+        finished, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not finished:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)  # its connection closed before the retry
+        raise TimeoutError(f"no whole answer within {seconds:g} s")
+    return task.result()
+
 
 def retry_after(response: Any) -> float | None:
-    """Seconds a response's ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date) asks to wait."""
+    """Seconds a response's ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date) asks to wait.
+
+    None when neither is there or neither reads as a positive finite time (``-5``, ``soon``, ``inf``, a date
+    in the past): the caller's backoff decides then.
+    """
     headers = getattr(response, "headers", None)
     if not headers:
         return None
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds:
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = (headers.get(name) or "").strip()
+        if not value:
+            continue
         try:
-            return max(0.0, float(milliseconds) / 1000)
+            seconds = float(value) / scale
         except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
+            seconds = _seconds_until(value) if name == "retry-after" else math.nan
+        if math.isfinite(seconds) and seconds > 0:
+            return seconds
+    return None
+
+
+def _seconds(value: float) -> str:
+    """``0.25 s``, ``8 s``, ``100,000 s``: a wait as the progress line shows it."""
+    return f"{value:.2g} s" if value < 9.5 else f"{value:,.0f} s"
+
+
+def _seconds_until(http_date: str) -> float:
+    """Seconds from now to an HTTP date (``Wed, 21 Oct 2015 07:28:00 GMT``); NaN when it is not one."""
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, when.timestamp() - time.time()) if when is not None else None
+        when = email.utils.parsedate_to_datetime(http_date)
+    except (TypeError, ValueError, IndexError):
+        return math.nan
+    return when.timestamp() - time.time() if when is not None else math.nan
 
 
-def _describe(error: Exception) -> str:
-    status = getattr(error, "status_code", None)
-    message = str(getattr(error, "message", "") or error).strip().splitlines()[0][:200] if str(error) else ""
-    kind = type(error).__name__
-    return f"HTTP {status} ({message})" if status else f"{kind}: {message}" if message else kind
+def _quota_exhausted(error: Any) -> bool:
+    """A 429 that says the account has no credit left (OpenAI's ``insufficient_quota``): no wait mends it."""
+    return "insufficient_quota" in (getattr(error, "code", None), getattr(error, "type", None))
 

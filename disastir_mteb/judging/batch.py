@@ -21,11 +21,12 @@ in the next file, up to :data:`~disastir_mteb.judging.protocol.MAX_ANSWER_ATTEMP
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from disastir_mteb.judging.protocol import AnswerFault, grade_of, parse_answer, pending_requests
+from disastir_mteb.judging.protocol import AnswerFault, chat_content, grade_of, parse_answer, pending_requests
 from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.util.atomic import write_text_atomic
 
@@ -46,6 +47,9 @@ class BatchRound:
         remaining: pairs still waiting for answers after this step.
         unreadable: answers read that could not be used (asked again in the next file).
         errors: result lines carrying an error instead of an answer (asked again in the next file).
+        already: result lines for steps the store had an answer for already (left out).
+        foreign: result lines for pairs or steps not asked here (another job's file, another branch: left out).
+        repeated: result lines repeating an earlier line's answer word for word (read once).
     """
 
     requests: int
@@ -54,6 +58,19 @@ class BatchRound:
     remaining: int
     unreadable: int = 0
     errors: int = 0
+    already: int = 0
+    foreign: int = 0
+    repeated: int = 0
+
+    def describe_read(self, path: str | Path) -> str:
+        """One line for ``--batch-results``: what was read, what was left out and why, what it graded."""
+        left = [f"{count} {why}" for count, why in ((self.already, "already in the store"),
+                                                    (self.foreign, "for pairs or steps not asked here"),
+                                                    (self.repeated, "repeating an earlier line")) if count]
+        left_out = f"; left out: {', '.join(left)}" if left else ""
+        return (f"{path}: {self.requests} answer(s) read ({self.unreadable} unreadable, {self.errors} error line(s): "
+                f"asked again){left_out}; {self.judged} pair(s) graded, {self.failed} without a readable answer, "
+                f"{self.remaining} waiting.")
 
 
 def _close_complete(pairs: Sequence[Pair], store: JudgementStore) -> tuple[int, int, list[tuple[Pair, list]]]:
@@ -95,51 +112,154 @@ def write_batch_requests(pairs: Sequence[Pair], store: JudgementStore, path: str
 def read_batch_results(pairs: Sequence[Pair], store: JudgementStore, path: str | Path) -> BatchRound:
     """Read a Batch API output file into the store, then grade the pairs now complete.
 
-    Lines for pairs or steps not asked (another job's file, a step already answered) are left out; the same
-    file read twice adds nothing.
+    The whole file is checked before anything goes into the store: a malformed line (not UTF-8, not JSON,
+    not an object, a ``custom_id`` not written by :func:`write_batch_requests`, a ``response`` that is not an
+    object, a 200 answer without a chat completion as its ``body``...), an empty file, or one ``custom_id`` on
+    two lines with different answers (two output files joined, or an edited one) is one sentence naming the
+    file and the line, and nothing is read. The same answer twice is read once (counted as ``repeated``).
+    Lines for pairs or steps not asked here (another job's file) are left out and counted; a file with no line for
+    any of them is refused (another model's or other results' file). Lines for steps already answered in the
+    store are left out: the same file read twice adds nothing.
 
     Raises:
-        ValueError: a line is not JSON or has no ``custom_id`` (the sentence names the file and line).
+        ValueError: as above.
+        FileNotFoundError: no such file.
     """
     path = Path(path)
+    lines, repeated = _result_lines(path)
     by_key = {pair.key: pair for pair in pairs}
+    ours = [line for line in lines if line.key in by_key]
+    if not ours:
+        raise ValueError(f"{path}: none of its {len(lines):,} result line(s) is for a pair of these results judged "
+                         f"by {_models(pairs)}; was it written for other results, or with another --model?")
     store.add_pairs(pairs)
-    read = unreadable = errors = 0
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+    read = unreadable = errors = already = 0
+    foreign = len(lines) - len(ours)
+    for line in ours:
+        pair = by_key[line.key]
+        state = store.state(line.key)
+        if line.step in state.answers:
+            already += 1
             continue
-        try:
-            record = json.loads(line)
-            key, step = str(record["custom_id"]).split(":", 1)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            raise ValueError(f"{path}: line {number} is not a Batch API result line "
-                             '({"custom_id": "<pair>:<step>", "response": {...}}).') from None
-        pair = by_key.get(key)
-        if pair is None:
-            continue
-        state = store.state(key)
-        if step in state.answers:
-            continue
-        wanted = {r.step: r for r in pending_requests(pair.intent, pair.query, pair.passage, state.answers)}
-        request = wanted.get(step)
+        request = {r.step: r for r in pending_requests(pair.intent, pair.query, pair.passage, state.answers)}.get(
+            line.step)
         if request is None:
+            foreign += 1  # a step this pair does not need now (another branch of the chain of thought)
             continue
-        response = record.get("response") or {}
-        body = response.get("body") or {}
-        if record.get("error") or response.get("status_code") != 200:
+        if line.error:
             errors += 1
             continue
-        choices = body.get("choices") or [{}]
-        text = (choices[0].get("message") or {}).get("content")
-        usage = body.get("usage") or {}
-        tokens = {"prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens")}
         read += 1
         try:
-            value = parse_answer(text, request.key, request.allowed)
+            value = parse_answer(line.text, request.key, request.allowed)
         except AnswerFault as fault:
             unreadable += 1
-            store.record_answer(key, step, raw=text, fault=fault.kind, detail=str(fault), server="batch", **tokens)
+            store.record_answer(line.key, line.step, raw=line.text, fault=fault.kind, detail=str(fault),
+                                server="batch", **line.tokens)
             continue
-        store.record_answer(key, step, raw=text, value=value, server="batch", **tokens)
+        store.record_answer(line.key, line.step, raw=line.text, value=value, server="batch", **line.tokens)
     judged, failed, open_pairs = _close_complete(pairs, store)
-    return BatchRound(read, judged, failed, len(open_pairs), unreadable, errors)
+    return BatchRound(read, judged, failed, len(open_pairs), unreadable, errors, already=already,
+                      foreign=foreign, repeated=repeated)
+
+
+#: ``<pair key>:<step>``, as :func:`write_batch_requests` writes ``custom_id``.
+_CUSTOM_ID = re.compile(r"\A(?P<key>[0-9a-f]{32}):(?P<step>[A-Za-z_]+(?:/[A-Za-z_ ]+)*)\Z")
+_SHAPE = ('each line of a Batch API output file is {"custom_id": "<pair>:<step>", "response": {"status_code": 200, '
+          '"body": <chat completion>}, "error": null}')
+
+
+@dataclass(frozen=True)
+class _ResultLine:
+    """One checked line of an output file: whose answer, and the answer (or that the request failed)."""
+
+    number: int
+    key: str
+    step: str
+    error: bool
+    text: str | None
+    tokens: dict[str, int | None]
+
+    @property
+    def outcome(self) -> tuple[bool, str | None]:
+        return self.error, self.text
+
+
+def _result_lines(path: Path) -> tuple[list[_ResultLine], int]:
+    """Every line of an output file, checked, and how many lines repeated another word for word.
+
+    Raises:
+        ValueError: one sentence naming the file and the line, for the first bad one.
+    """
+    data = path.read_bytes()
+    raw_lines = data.split(b"\n")
+    numbered = [(number, raw) for number, raw in enumerate(raw_lines, start=1) if raw.strip()]
+    if not numbered:
+        raise ValueError(f"{path} is empty ({len(data):,} bytes, no result line); download the batch's output file "
+                         "again (its output_file_id).")
+    last = numbered[-1][0]
+    found: dict[tuple[str, str], _ResultLine] = {}
+    lines: list[_ResultLine] = []
+    repeated = 0
+    for number, raw in numbered:
+        line = _result_line(path, number, raw, last=number == last and not data.endswith(b"\n"))
+        earlier = found.get((line.key, line.step))
+        if earlier is None:
+            found[line.key, line.step] = line
+            lines.append(line)
+        elif earlier.outcome == line.outcome:
+            repeated += 1
+        else:
+            raise ValueError(f"{path}: custom_id '{line.key}:{line.step}' is on line {earlier.number} and line "
+                             f"{number} with different answers ({_shown(earlier)} and {_shown(line)}); an output "
+                             "file holds each request once (two files joined?): keep the line to trust, delete the "
+                             "other, and read the file again. Nothing was read.")
+    return lines, repeated
+
+
+def _result_line(path: Path, number: int, raw: bytes, *, last: bool) -> _ResultLine:
+    where = f"{path}: line {number}"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{where} is not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1}); "
+                         f"{_SHAPE}.") from None
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        cut = (" and the file ends there without a newline: it looks cut short; download the output file again"
+               if last else f"; {_SHAPE}")
+        raise ValueError(f"{where} is not JSON ({error}){cut}.") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{where} is a JSON {type(record).__name__}, not an object; {_SHAPE}.")
+    custom_id = record.get("custom_id")
+    found = _CUSTOM_ID.match(custom_id) if isinstance(custom_id, str) else None
+    if found is None:
+        raise ValueError(f"{where} has custom_id {custom_id!r}, not '<pair>:<step>' as disastir-mteb judge "
+                         "--batch-requests writes it; was the request file written by another program?")
+    response, error = record.get("response"), record.get("error")
+    if error is not None:
+        return _ResultLine(number, found["key"], found["step"], True, None, {})
+    if not isinstance(response, dict):
+        what = "no 'response' and no 'error'" if response is None else f"a 'response' that is {response!r:.60}"
+        raise ValueError(f"{where} has {what}, not an object; {_SHAPE}.")
+    status = response.get("status_code")
+    if status != 200:
+        if not isinstance(status, int) or isinstance(status, bool):
+            raise ValueError(f"{where} has a response without a numeric status_code ({status!r:.40}); {_SHAPE}.")
+        return _ResultLine(number, found["key"], found["step"], True, None, {})
+    try:
+        text, tokens = chat_content(response.get("body"))
+    except ValueError as wrong:
+        raise ValueError(f"{where}: the response body is {wrong}; {_SHAPE}.") from None
+    return _ResultLine(number, found["key"], found["step"], False, text, tokens)
+
+
+def _shown(line: _ResultLine) -> str:
+    return "an error" if line.error else repr(line.text if line.text is None or len(line.text) <= 60
+                                              else line.text[:57] + "...")
+
+
+def _models(pairs: Sequence[Pair]) -> str:
+    models = sorted({pair.judge_model for pair in pairs})
+    return ", ".join(models) if models else "no model (no pair to judge)"

@@ -21,16 +21,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from disastir_mteb.endpoints.pool import EndpointPool, Server
+from disastir_mteb.endpoints.pool import EndpointError, EndpointPool, Server
 from disastir_mteb.judging.protocol import (
     MAX_ANSWER_ATTEMPTS,
     AnswerFault,
     Request,
+    chat_content,
     grade_of,
     parse_answer,
     pending_requests,
 )
-from disastir_mteb.judging.store import JudgementStore, Pair
+from disastir_mteb.judging.store import JudgementStore, Pair, StoreLockedError
 from disastir_mteb.vocabulary.taxonomy import Intent
 
 logger = logging.getLogger(__name__)
@@ -171,7 +172,9 @@ def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool
         progress: called with 1 per pair finished (a progress bar's ``update``).
 
     Raises:
-        EndpointError: a server fault retrying cannot mend (answers already received are kept).
+        EndpointError: a server fault retrying cannot mend, an answer that is not a chat completion, or every
+            server given up on (answers already received are kept).
+        StoreLockedError: the store stayed locked by another process (answers already received are kept).
     """
     return asyncio.run(_judge(pairs, store, pool, model=model, progress=progress))
 
@@ -227,19 +230,19 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
             stopped = True
             pool.stop(queue)
 
-    async def call(client: Any, item: tuple[str, Request]) -> Any:
-        _, request = item
-        return await client.chat.completions.create(**request.body(model))
+    def ask(item: tuple[str, Request]) -> tuple[str, dict[str, Any]]:
+        return "/chat/completions", item[1].body(model)
 
-    def done(item: tuple[str, Request], response: Any, server: Server) -> None:
+    def done(item: tuple[str, Request], answer: Any, server: Server) -> None:
         nonlocal last_renewal
         key, request = item
         state = active[key]
         summary.requests += 1
-        text = response.choices[0].message.content if response.choices else None
-        usage = getattr(response, "usage", None)
-        tokens = {"prompt_tokens": getattr(usage, "prompt_tokens", None),
-                  "completion_tokens": getattr(usage, "completion_tokens", None)}
+        try:
+            text, tokens = chat_content(answer)
+        except ValueError as error:
+            raise EndpointError(f"{server.url} answered a chat request, but the answer is {error}; check that this "
+                                "base URL is a chat-completions server (it usually ends in /v1).") from None
         try:
             value = parse_answer(text, request.key, request.allowed)
         except AnswerFault as fault:
@@ -265,9 +268,12 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
 
     try:
         feed()
-        await pool.serve(queue, call, done)
+        await pool.serve(queue, ask, done)
     finally:
-        store.release_claims()
+        try:
+            store.release_claims()
+        except StoreLockedError:
+            pass  # the claims lapse with this process; the error that stopped the job is the one to show
         await pool.close()
         summary.seconds = time.perf_counter() - started
         summary.servers = [server.summary() for server in pool.servers]

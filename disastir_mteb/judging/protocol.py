@@ -52,6 +52,7 @@ __all__ = [
     "TEMPERATURE",
     "AnswerFault",
     "Request",
+    "chat_content",
     "combine_votes",
     "grade_of",
     "judge_query",
@@ -439,6 +440,28 @@ def parse_answer(text: str | None, key: str, allowed: Sequence[Any]) -> Any:
     if value not in allowed:
         raise AnswerFault("out_of_range", f"{key}={value!r} is not one of {list(allowed)}")
     return value
+
+
+def chat_content(answer: Any) -> tuple[str | None, dict[str, int | None]]:
+    """The reply text and token counts of a chat-completions answer (its JSON body, online or in a Batch file).
+
+    The text is None where the answer holds none (no choice, a refusal, a null content): an unreadable
+    answer like any other, kept and asked again. Token counts are None where the answer gives none.
+
+    Raises:
+        ValueError: the body is not a chat completion at all (not a JSON object, no ``choices`` list); the
+            message reads on after "the answer is".
+    """
+    if not isinstance(answer, dict) or not isinstance(answer.get("choices"), list):
+        raise ValueError(f"not a chat completion (no 'choices' list): {_clip(json.dumps(answer, ensure_ascii=False))}")
+    choices = answer["choices"]
+    first = choices[0] if choices and isinstance(choices[0], dict) else {}
+    message = first.get("message") if isinstance(first.get("message"), dict) else {}
+    text = message.get("content")
+    usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+    tokens = {name: count if isinstance(count := usage.get(name), int) and not isinstance(count, bool) else None
+              for name in ("prompt_tokens", "completion_tokens")}
+    return (text if isinstance(text, str) else None), tokens
 
 
 def _clip(text: str | None, width: int = 80) -> str:

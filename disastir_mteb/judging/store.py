@@ -18,11 +18,24 @@ Judging costs money and hours, so nothing is asked twice and nothing is lost:
   A claim lapses when its job is gone (same machine, process no longer alive) or has not renewed it for
   :data:`CLAIM_LEASE` seconds (another machine sharing the file).
 
-Format: :data:`FORMAT` in the ``meta`` table; a store of another format is refused with one sentence.
+Format: :data:`FORMAT` in the ``meta`` table; a store of another format is refused with one sentence, and so
+is an SQLite database of something else (tables of its own, no ``meta`` format): nothing is written into it.
+An empty file (zero bytes) is a new store, as SQLite treats it.
+
+**Locks.** A job that finds the store locked waits, as SQLite's busy timeout does, up to ``timeout`` seconds
+(60 by default), then stops with one sentence naming the file as locked by another process
+(:class:`StoreLockedError`). The wait is right for WAL: readers never wait, and a writer waits only for another
+writer's transaction, which this module keeps to milliseconds, so two jobs never meet a lock that long; one
+held for a minute is another program (a database browser with unsaved changes, a process in SQLite's
+exclusive locking mode, a lock stuck on a network file system), which more waiting does not end.
+
+**Size.** A raw answer is kept whole up to :data:`MAX_RAW_CHARS` characters; a longer one (only a broken
+server sends one: a readable answer is a small JSON object) is kept cut there, its full length noted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -37,8 +50,8 @@ from disastir_mteb.judging.protocol import MAX_ANSWER_ATTEMPTS, PROMPT_VERSION, 
 from disastir_mteb.util.cache_dir import cache_root
 from disastir_mteb.vocabulary.taxonomy import Intent, parse_intent
 
-__all__ = ["CLAIM_LEASE", "FORMAT", "JUDGEMENT_STORE_NAME", "Judgement", "JudgementStore", "Pair", "StepState",
-           "default_store_path"]
+__all__ = ["CLAIM_LEASE", "FORMAT", "JUDGEMENT_STORE_NAME", "MAX_RAW_CHARS", "Judgement", "JudgementStore", "Pair",
+           "StepState", "StoreLockedError", "default_store_path"]
 
 #: The store's format, in its ``meta`` table.
 FORMAT = 1
@@ -46,6 +59,10 @@ FORMAT = 1
 JUDGEMENT_STORE_NAME = "judgements.sqlite"
 #: Seconds after which another machine's unrenewed claim lapses (a job renews its claims more often).
 CLAIM_LEASE = 600.0
+#: The longest raw answer kept whole, in characters (a readable one is a few dozen).
+MAX_RAW_CHARS = 10_000
+#: The tables of a judgement store (``claims`` came later): a database without the others is something else.
+_TABLES = frozenset({"meta", "pairs", "answers", "judgements", "claims"})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -107,31 +124,93 @@ class StepState:
     attempts: Mapping[str, int]
 
 
+class StoreLockedError(OSError):
+    """The store stayed locked by another process for the whole wait: one sentence naming the file."""
+
+
 class JudgementStore:
     """One SQLite judgement store, opened for reading and writing (created when absent).
 
     Args:
         path: the store file (``judgements.sqlite``); its folder is created.
-        timeout: seconds to wait for another job's write before failing.
+        timeout: seconds to wait for a lock another process holds before :class:`StoreLockedError`.
+
+    Raises:
+        ValueError: the file is not a judgement store (damaged, not SQLite, another program's database) or one
+            of another format; nothing is written to it.
+        StoreLockedError: another process held it locked for ``timeout`` seconds.
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 60.0) -> None:
         self.path = Path(path)
+        self.timeout = timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            found = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            if found is None:
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (str(FORMAT),))
-            elif found[0] != str(FORMAT):
-                raise ValueError(f"{self.path} is a judgement store of format {found[0]}; this version reads "
-                                 f"format {FORMAT}.")
-        except sqlite3.DatabaseError as error:
-            raise ValueError(f"{self.path} is not a judgement store (SQLite says: {error}).") from None
+            with self._named_errors(opening=True):
+                self._check_is_a_store()
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+                found = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                if found is None:
+                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (str(FORMAT),))
+                elif found[0] != str(FORMAT):
+                    raise ValueError(f"{self.path} is a judgement store of format {found[0]}; this version reads "
+                                     f"format {FORMAT}.")
+        except BaseException:
+            if hasattr(self, "_db"):
+                self._db.close()
+            raise
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{time.time():.6f}"
+
+    def _check_is_a_store(self) -> None:
+        """Refuse another program's database before anything is written into it (WAL mode included)."""
+        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return  # a new store (an empty file included)
+        if _TABLES - {"claims"} <= tables and self._db.execute(
+                "SELECT 1 FROM meta WHERE key = 'format'").fetchone() is not None:
+            return  # a store (an early one without claims gets them)
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise ValueError(f"{self.path} is an SQLite database of something else (its tables: {shown}), not a judgement "
+                         "store; nothing was written to it: name another file with --store.")
+
+    @contextlib.contextmanager
+    def _named_errors(self, *, opening: bool = False) -> Iterator[None]:
+        """SQLite's errors as one sentence naming the file: locked by another process, not a store, or failing."""
+        try:
+            yield
+        except sqlite3.DatabaseError as error:
+            if getattr(error, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or (
+                    isinstance(error, sqlite3.OperationalError) and "locked" in str(error)):
+                raise StoreLockedError(
+                    f"{self.path} is locked by another process: SQLite waited {self.timeout:g} s for it ({error}), "
+                    "longer than any write of a judging job takes, so another program holds it (a database browser "
+                    "with unsaved changes, a process in exclusive locking mode); close it and run the same command "
+                    "again (answers already received are kept).") from None
+            if opening:
+                raise ValueError(f"{self.path} is not a judgement store (SQLite says: {error}).") from None
+            raise ValueError(f"{self.path}: SQLite failed ({error}); answers received before are kept: check the disk "
+                             "and the file, then run the same command again.") from None
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``: one writer at a time, waiting (busy timeout) for another job's write."""
+        with self._named_errors():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already (a full disk)
+                    self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+        """Every row of one query, read at once (so that a lock or damage is met here, named)."""
+        with self._named_errors():
+            return self._db.execute(sql, tuple(args)).fetchall()
 
     def close(self) -> None:
         """Close the connection (claims still held lapse with the process)."""
@@ -152,7 +231,7 @@ class JudgementStore:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
             marks = ",".join("?" * len(chunk))
-            found.update(row[0] for row in self._db.execute(
+            found.update(row[0] for row in self._rows(
                 f"SELECT pair FROM judgements WHERE status = 'judged' AND pair IN ({marks})", chunk))
         return found
 
@@ -162,11 +241,11 @@ class JudgementStore:
         A step is given up on after :data:`MAX_ANSWER_ATTEMPTS` unreadable answers per run (a pair that ended
         ``failed`` gets as many again on the next run).
         """
-        rounds_row = self._db.execute("SELECT rounds, status FROM judgements WHERE pair = ?", (key,)).fetchone()
+        rounds_row = next(iter(self._rows("SELECT rounds, status FROM judgements WHERE pair = ?", (key,))), None)
         earlier = MAX_ANSWER_ATTEMPTS * rounds_row[0] if rounds_row and rounds_row[1] == "failed" else 0
         answers: dict[str, Any] = {}
         attempts: dict[str, int] = {}
-        for step, value, fault in self._db.execute(
+        for step, value, fault in self._rows(
                 "SELECT step, value, fault FROM answers WHERE pair = ? ORDER BY attempt", (key,)):
             if fault is None:
                 answers[step] = json.loads(value)
@@ -190,24 +269,23 @@ class JudgementStore:
         if prompt_version is not None:
             sql += " AND p.prompt_version = ?"
             args.append(prompt_version)
-        for intent, query, passage, model, version, state, grade, votes in self._db.execute(sql + " ORDER BY j.rowid",
-                                                                                            args):
+        for intent, query, passage, model, version, state, grade, votes in self._rows(sql + " ORDER BY j.rowid", args):
             yield Judgement(parse_intent(intent), query, passage, model, version, state, grade, json.loads(votes))
 
     def counts(self) -> dict[str, int]:
         """Totals: pairs judged and failed, answers, and unreadable answers by fault."""
         result = {"judged": 0, "failed": 0}
-        for status, n in self._db.execute("SELECT status, COUNT(*) FROM judgements GROUP BY status"):
+        for status, n in self._rows("SELECT status, COUNT(*) FROM judgements GROUP BY status"):
             result[status] = n
-        result["answers"] = self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+        result["answers"] = self._rows("SELECT COUNT(*) FROM answers")[0][0]
         for fault in ("unparseable", "out_of_range"):
-            result[fault] = self._db.execute("SELECT COUNT(*) FROM answers WHERE fault = ?", (fault,)).fetchone()[0]
+            result[fault] = self._rows("SELECT COUNT(*) FROM answers WHERE fault = ?", (fault,))[0][0]
         return result
 
     def raw_answers(self, key: str) -> list[dict[str, Any]]:
         """Every answer stored for one pair, in order: step, attempt, raw reply, value or fault, server."""
-        rows = self._db.execute("SELECT step, attempt, raw, value, fault, detail, server FROM answers WHERE pair = ? "
-                                "ORDER BY at, step, attempt", (key,))
+        rows = self._rows("SELECT step, attempt, raw, value, fault, detail, server FROM answers WHERE pair = ? "
+                          "ORDER BY at, step, attempt", (key,))
         return [{"step": s, "attempt": a, "raw": r, "value": None if v is None else json.loads(v), "fault": f,
                  "detail": d, "server": srv} for s, a, r, v, f, d, srv in rows]
 
@@ -222,7 +300,12 @@ class JudgementStore:
     def record_answer(self, key: str, step: str, *, raw: str | None, value: Any = None, fault: str | None = None,
                       detail: str | None = None, server: str | None = None, prompt_tokens: int | None = None,
                       completion_tokens: int | None = None) -> None:
-        """Keep one answer: its raw reply and the value read, or the fault and why (committed at once)."""
+        """Keep one answer: its raw reply and the value read, or the fault and why (committed at once).
+
+        A raw reply longer than :data:`MAX_RAW_CHARS` is kept cut there, its full length noted after it.
+        """
+        if raw is not None and len(raw) > MAX_RAW_CHARS:
+            raw = f"{raw[:MAX_RAW_CHARS]}... [{len(raw):,} characters in all; the rest was not kept]"
         with self._transaction():
             attempt = self._db.execute("SELECT COALESCE(MAX(attempt), 0) + 1 FROM answers WHERE pair = ? AND step = ?",
                                        (key, step)).fetchone()[0]
@@ -265,22 +348,6 @@ class JudgementStore:
         """Give up every claim of this job (at its end, judged or not)."""
         with self._transaction():
             self._db.execute("DELETE FROM claims WHERE owner = ?", (self.owner,))
-
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``: one writer at a time, waiting (busy timeout) for another job's write."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: object, *rest: object) -> None:
-        self._db.execute("COMMIT" if kind is None else "ROLLBACK")
 
 
 def _lapsed(host: str, pid: int, at: float, now: float) -> bool:

@@ -50,7 +50,6 @@ from disastir_mteb.endpoints.pool import (
     EndpointError,
     EndpointPool,
     Server,
-    retry_after,
 )
 from disastir_mteb.models.identity import PROBE_TEXTS, PROBE_TOLERANCE, probe_difference
 from disastir_mteb.util.digest import short_digest
@@ -204,11 +203,17 @@ class EmbeddingServers(AbsEncoder):
                 raise EndpointError(f"{server.url} refused to list its models: HTTP {error.status_code}"
                                     + (f"; check the key in ${self.pool.key_env}" if error.status_code in (401, 403)
                                        else "") + ".") from None
-            models = {entry.id: entry for entry in listing.data}
+            entries = listing.get("data") if isinstance(listing, dict) else None
+            if not isinstance(entries, list) or not all(isinstance(entry, dict) and isinstance(entry.get("id"), str)
+                                                        for entry in entries):
+                raise EndpointError(f"{server.url} answered GET /models, but not with a model list (a 'data' list of "
+                                    "models with an 'id' each); check that this base URL is the server's API (it "
+                                    "usually ends in /v1).")
+            models = {entry["id"]: entry for entry in entries}
             if self.served_model not in models:
                 shown = ", ".join(sorted(models)[:10]) or "none"
                 raise EndpointError(f"{server.url} does not serve {self.served_model!r}; it serves: {shown}.")
-            record = models[self.served_model].model_dump()
+            record = models[self.served_model]
             described[server.url] = {key: record[key] for key in _IDENTITY if record.get(key) is not None}
         facts = list(described.values())
         if any(fact != facts[0] for fact in facts[1:]):
@@ -218,21 +223,8 @@ class EmbeddingServers(AbsEncoder):
         return facts[0:1]
 
     async def _listing(self, server: Server) -> Any:
-        """``GET /v1/models``, asked again after a 429 (as long as ``Retry-After`` says), 5xx or timeout.
-
-        A server still loading its model answers 503 for a while; the pool's limit on failures in a row applies.
-        """
-        import openai
-
-        attempt = 1
-        while True:
-            try:
-                return await server.client.models.list()
-            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError) as error:
-                if attempt >= self.pool.max_attempts:
-                    raise
-                await asyncio.sleep(retry_after(getattr(error, "response", None)) or self.pool.backoff_wait(attempt))
-                attempt += 1
+        """``GET /v1/models`` (the pool asks again after a 429, 5xx or timeout: a server still loading answers 503)."""
+        return await self.pool.get_json(server, "/models")
 
     async def _probe_servers(self) -> np.ndarray:
         """The probe's vectors, the same (dimension, and values within rounding) on every server."""
@@ -259,21 +251,21 @@ class EmbeddingServers(AbsEncoder):
         the run's retries: a server still loading its model (503), rate limited (429) or slow is waited for, and
         one that never answers is one sentence naming it, not the ``openai`` client's traceback.
         """
-        pool: EndpointPool[list[str], bytes] = EndpointPool([url], key_env=self.pool.key_env, concurrency=1,
-                                                             timeout=self.timeout)
+        pool: EndpointPool[list[str], Any] = EndpointPool([url], key_env=self.pool.key_env, concurrency=1,
+                                                           timeout=self.timeout, limits=self.pool.limits)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         queue.put_nowait(list(PROBE_TEXTS))
         answers: list[np.ndarray] = []
 
-        async def call(client: Any, texts: list[str]) -> Any:
-            return await client.post("/embeddings", body=self._body(texts), cast_to=bytes)
+        def ask(texts: list[str]) -> tuple[str, dict[str, Any]]:
+            return "/embeddings", self._body(texts)
 
-        def done(texts: list[str], response: bytes, server: Server) -> None:
+        def done(texts: list[str], response: Any, server: Server) -> None:
             answers.append(self._read(server.url, texts, response, check_dimension=False))
             pool.stop(queue)
 
         try:
-            await pool.serve(queue, call, done)
+            await pool.serve(queue, ask, done)
         finally:
             await pool.close()
         return answers[0]
@@ -293,8 +285,8 @@ class EmbeddingServers(AbsEncoder):
             queue.put_nowait(item)
         answered = 0
 
-        async def call(client: Any, item: tuple[Any, list[str]]) -> Any:
-            return await client.post("/embeddings", body=self._body(item[1]), cast_to=bytes)
+        def ask(item: tuple[Any, list[str]]) -> tuple[str, dict[str, Any]]:
+            return "/embeddings", self._body(item[1])
 
         def done(item: tuple[Any, list[str]], response: Any, server: Server) -> None:
             nonlocal answered
@@ -306,7 +298,7 @@ class EmbeddingServers(AbsEncoder):
                 self.pool.stop(queue)
 
         if items:
-            await self.pool.serve(queue, call, done)
+            await self.pool.serve(queue, ask, done)
 
     def passages(self, batch_size: int = 32) -> ServedPassages:
         """What the embedding store calls for passages: one chunk per call, or every chunk as one stream."""
@@ -354,13 +346,11 @@ class EmbeddingServers(AbsEncoder):
                 serving.cancel()
 
     def _read(self, url: str, texts: list[str], response: Any, *, check_dimension: bool = True) -> np.ndarray:
-        """The vectors of one answer, in the texts' order, or one sentence naming ``url`` and what is wrong."""
-        try:  # the body as bytes (``cast_to=bytes``): no typed objects, one JSON parse, base64 straight to numpy
-            payload = json.loads(response)
-            data = payload["data"]
-        except (ValueError, KeyError, TypeError):
+        """The vectors of one answer (its parsed JSON), in the texts' order, or one sentence naming ``url``."""
+        data = response.get("data") if isinstance(response, dict) else None
+        if data is None:
             raise EndpointError(f"{url} answered an embeddings request with something that is not an embeddings "
-                                "response (no 'data' list).") from None
+                                "response (no 'data' list).")
         if not isinstance(data, list) or len(data) != len(texts):
             got = len(data) if isinstance(data, list) else "no"
             raise EndpointError(f"{url} returned {got} vector(s) for {len(texts)} text(s).")

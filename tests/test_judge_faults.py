@@ -1,0 +1,545 @@
+"""The judge's edges (issue 29): what hostile or broken servers, Batch files and stores end in.
+
+Each case is a row of ``docs/faults/judge.md``. The servers are real
+(:class:`~disastir_mteb.endpoints.loopback.LoopbackServer` on 127.0.0.1 and its scripted faults), talked to by
+the real ``openai`` client through the pool; Batch output files are written from a loopback server's real
+answers, then damaged; stores are real SQLite files, locked by a real second process. No test waits long: the
+waits are shortened through the documented variables (``DISASTIR_LONGEST_WAIT``,
+``DISASTIR_RATE_LIMIT_PATIENCE``) or :class:`~disastir_mteb.endpoints.pool.EndpointLimits`, and their defaults
+are pinned here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from disastir_mteb import cli
+from disastir_mteb.endpoints.loopback import Fault, FaultKind, LoopbackServer, grade_judge
+from disastir_mteb.endpoints.pool import (
+    LONGEST_WAIT_ENV,
+    MIN_REDACTED_LENGTH,
+    RATE_LIMIT_PATIENCE_ENV,
+    REDACTED,
+    EndpointError,
+    EndpointLimits,
+    EndpointPool,
+    retry_after,
+)
+from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
+from disastir_mteb.judging.holes import find_holes, result_sets_of
+from disastir_mteb.judging.job import judge_pairs
+from disastir_mteb.judging.store import MAX_RAW_CHARS, JudgementStore, Pair, StoreLockedError
+from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.runner.run import evaluate
+from disastir_mteb.vocabulary.taxonomy import Intent
+
+TASK = "DisastIR-STS-Geo"  # one request per pair: the cheapest holes to judge
+MODEL = "judge-model"
+SECRET = "sk-test-" + "0123456789abcdef" * 3
+
+
+def true_grade(query: str, passage: str) -> int:
+    return int(hashlib.sha256(f"{query}\x00{passage}".encode()).hexdigest(), 16) % 6
+
+
+@pytest.fixture(scope="module")
+def runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("judge-fault-runs")
+    evaluate(HashingEncoder(dim=64, name="disastir-mteb/hashing-64"), [TASK], cache_dir=False, output_folder=root,
+             show_progress=False, data=sample_data)
+    return root
+
+
+@pytest.fixture
+def holes(runs: Path, sample_data: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    monkeypatch.setenv("DISASTIR_DATA_DIR", str(sample_data))
+    found = find_holes(result_sets_of([runs])).pairs
+    assert len(found) > 10
+    return found
+
+
+def judge_of(holes: list[Any]) -> Callable[[dict[str, Any]], str]:
+    return grade_judge({(h.query, h.passage): true_grade(h.query, h.passage) for h in holes})
+
+
+def expected(holes: list[Any]) -> dict[tuple[str, str], float]:
+    return {(h.query, h.passage): float(true_grade(h.query, h.passage)) for h in holes}
+
+
+def grades_in(store: Path) -> dict[tuple[str, str], float]:
+    with JudgementStore(store) as opened:
+        return {(j.query, j.passage): j.grade for j in opened.judgements(judge_model=MODEL)}
+
+
+def judge(runs: Path, urls: list[str], store: Path, *extra: str) -> int:
+    argv = ["judge", str(runs), "--model", MODEL, "--store", str(store), "--yes", "-t", TASK]
+    for url in urls:
+        argv += ["--base-url", url]
+    return cli.main([*argv, *extra])
+
+
+def one_sentence(stderr: str) -> str:
+    """What a command run with ``--quiet`` printed on standard error: exactly one line, its error."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("disastir-mteb judge: "), stderr
+    return lines[0]
+
+
+def few_pairs(n: int = 3) -> list[Pair]:
+    return [Pair(Intent.STS, f"query number {i}", f"passage number {i}", MODEL) for i in range(n)]
+
+
+def four(request: dict[str, Any]) -> str:
+    """A judge answering 4 to every STS pair."""
+    return '{"final_similarity_score": 4}'
+
+
+def pool_of(*servers: LoopbackServer, **options: Any) -> EndpointPool[Any, Any]:
+    return EndpointPool([server.base_url for server in servers], **{"concurrency": 1, **options})
+
+
+def store_bytes(store: Path) -> bytes:
+    """The store file and its write-ahead log, as they lie on disk."""
+    return b"".join(path.read_bytes() for path in sorted(store.parent.glob(store.name + "*")))
+
+
+# ---------------------------------------------------------------------- the defaults
+
+
+def test_the_waits_and_sizes_default_to_the_documented_values(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(LONGEST_WAIT_ENV, raising=False)
+    monkeypatch.delenv(RATE_LIMIT_PATIENCE_ENV, raising=False)
+    assert EndpointLimits.from_environment() == EndpointLimits(longest_wait=120.0, rate_limit_patience=300.0,
+                                                               shown_wait=5.0, max_answer_bytes=64 * 2**20)
+    assert (LONGEST_WAIT_ENV, RATE_LIMIT_PATIENCE_ENV) == ("DISASTIR_LONGEST_WAIT", "DISASTIR_RATE_LIMIT_PATIENCE")
+    assert (MIN_REDACTED_LENGTH, REDACTED, MAX_RAW_CHARS) == (8, "[key redacted]", 10_000)
+    with JudgementStore(tmp_path / "s.sqlite") as store:
+        assert store.timeout == 60.0
+    monkeypatch.setenv(LONGEST_WAIT_ENV, "2.5")
+    monkeypatch.setenv(RATE_LIMIT_PATIENCE_ENV, "30")
+    assert EndpointLimits.from_environment() == EndpointLimits(longest_wait=2.5, rate_limit_patience=30.0)
+    for wrong in ("soon", "-1", "0", "inf"):
+        monkeypatch.setenv(LONGEST_WAIT_ENV, wrong)
+        with pytest.raises(ValueError, match=f"^The environment variable DISASTIR_LONGEST_WAIT is '{wrong}', not a "
+                                             "positive number of seconds; set it to one"):
+            EndpointLimits.from_environment()
+
+
+# ---------------------------------------------------------------------- 429: waits capped, shown, bounded
+
+
+def test_a_server_answering_only_429_is_given_up_in_one_sentence_after_the_patience(
+        runs: Path, holes: list[Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Retry-After: the backoff's waits, until the patience is spent (before: 50 waits per request, 15-25 min)."""
+    monkeypatch.setenv(RATE_LIMIT_PATIENCE_ENV, "1.5")
+    with LoopbackServer(answer=judge_of(holes)) as server:
+        server.fail_all(Fault(FaultKind.RATE_LIMIT, retry_after=None))
+        assert judge(runs, [server.base_url], tmp_path / "j.sqlite", "--quiet") == 2
+        asked, url = server.stats().requests["/v1/chat/completions"], server.base_url
+    sentence = one_sentence(capsys.readouterr().err)
+    found = re.fullmatch(rf"disastir-mteb judge: Every server was given up on: {re.escape(url)}: 0 answered, "
+                         r"(\d+) retried \(\1 rate-limited\); given up: it answered nothing but 429 \(rate limited\) "
+                         r"for 2 s \(\1 times in all\); lower the concurrency or try later; every answer received "
+                         rf"is kept in {re.escape(str(tmp_path / 'j.sqlite'))}, and the same command asks only what "
+                         r"is missing\.", sentence)
+    assert found is not None, sentence
+    assert int(found[1]) <= asked < 8 * 10  # a few tries per worker in 1.5 s (8 workers), not 50 per request
+
+
+def test_a_rate_limited_server_given_up_leaves_its_work_to_the_others(tmp_path: Path) -> None:
+    pairs = few_pairs(6)
+    with LoopbackServer(answer=four) as good, LoopbackServer(answer=four) as limited, \
+            JudgementStore(tmp_path / "j.sqlite") as store:
+        limited.fail_all(Fault(FaultKind.RATE_LIMIT, retry_after=0.2))
+        good.set_latency(0.05)
+        pool = pool_of(good, limited, limits=EndpointLimits(rate_limit_patience=1.0))
+        summary = judge_pairs(pairs, store, pool, model=MODEL)
+        assert len(limited.stats().answered) == 0
+    assert summary.judged == len(pairs) and not summary.failed
+    assert pool.servers[0].alive and not pool.servers[1].alive
+    assert pool.servers[1].last_error.startswith("it answered nothing but 429 (rate limited) for 1 s")
+
+
+def test_retry_after_is_capped_and_the_capped_wait_is_shown_on_the_progress_line(
+        runs: Path, holes: list[Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Retry-After: 100000`` (27 hours) is waited 0.5 s here (the cap, 120 s by default), and said so."""
+    monkeypatch.setenv(LONGEST_WAIT_ENV, "0.5")
+    with LoopbackServer(answer=judge_of(holes)) as server:
+        server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=100000))
+        url = server.base_url
+        assert judge(runs, [url], tmp_path / "j.sqlite") == 0
+    progress = capsys.readouterr().err
+    assert (f"{url}: 429 (rate limited): it asked for 100,000 s, capped at 0.5 s, waiting 0.5 s"
+            in progress)
+    assert grades_in(tmp_path / "j.sqlite") == expected(holes)
+
+    with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "p.sqlite") as store:
+        server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=100000))
+        pool = pool_of(server, limits=EndpointLimits(longest_wait=0.25))
+        shown: list[str] = []
+        pool.on_wait = shown.append
+        judge_pairs(few_pairs(), store, pool, model=MODEL)
+    assert pool.servers[0].waits == [0.25]  # what was waited, not what was asked
+    assert shown == [f"{pool.servers[0].url}: 429 (rate limited): it asked for 100,000 s, capped at 0.25 s, "
+                     "waiting 0.25 s", ""]  # and the line cleared after it
+
+
+def test_without_a_progress_line_the_first_long_wait_is_a_warning(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "j.sqlite") as store, \
+            caplog.at_level(logging.WARNING, logger="disastir_mteb.endpoints.pool"):
+        server.add_faults(*[Fault(FaultKind.RATE_LIMIT, retry_after=50)] * 2)
+        url = server.base_url
+        judge_pairs(few_pairs(), store, pool_of(server, limits=EndpointLimits(longest_wait=0.1)), model=MODEL)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{url}: 429 (rate limited): it asked for 50 s, capped at 0.1 s, waiting 0.1 s"]
+
+
+HEADERS = [({"Retry-After": "-5"}, None), ({"Retry-After": "soon"}, None), ({"Retry-After": "inf"}, None),
+           ({"Retry-After": "NaN"}, None), ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, None),
+           ({"retry-after-ms": "-3000"}, None), ({"retry-after-ms": "-3000", "Retry-After": "0.3"}, 0.3),
+           ({"retry-after-ms": "250"}, 0.25), ({"Retry-After": "0.3"}, 0.3)]
+
+
+@pytest.mark.parametrize(("headers", "asked"), HEADERS, ids=[json.dumps(h) for h, _ in HEADERS])
+def test_a_retry_after_that_does_not_read_as_a_wait_falls_back_to_the_backoff(headers: dict[str, str],
+                                                                              asked: float | None,
+                                                                              tmp_path: Path) -> None:
+    """Negative, not a number, infinite, a date or a ``retry-after-ms`` in the past (before: "soon" was a crash)."""
+    with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "j.sqlite") as store:
+        client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+        server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=None, headers=headers))
+        with pytest.raises(openai.RateLimitError) as refused:
+            client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}])
+        assert retry_after(refused.value.response) == asked
+        server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=None, headers=headers))
+        pool = pool_of(server)
+        summary = judge_pairs(few_pairs(), store, pool, model=MODEL)
+    assert summary.judged == 3 and pool.servers[0].rate_limited == 1
+    [waited] = pool.servers[0].waits
+    assert waited == asked if asked is not None else 0.25 <= waited <= 0.5  # the backoff's first wait, jittered
+
+
+def test_a_429_for_a_used_up_quota_stops_at_once(tmp_path: Path) -> None:
+    with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "j.sqlite") as store:
+        server.fail_all(Fault(FaultKind.QUOTA))
+        url = server.base_url
+        with pytest.raises(EndpointError) as stopped:
+            judge_pairs(few_pairs(), store, pool_of(server), model=MODEL)
+        assert server.stats().requests["/v1/chat/completions"] == 1
+    assert str(stopped.value) == (
+        f"{url} refused a request: HTTP 429 (Error code: 429 - You exceeded your current quota, please check your "
+        "plan and billing details (scripted by the loopback server)); the account's quota is used up, which waiting "
+        "does not mend: check its plan and billing (or use another server).")
+
+
+# ---------------------------------------------------------------------- the key
+
+
+def test_a_key_a_server_echoes_is_never_printed_logged_or_stored(
+        runs: Path, holes: list[Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Echoed in answers (kept in the store), in 429 and 500 messages (logged), and in a 401 (the error printed)."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    store = tmp_path / "j.sqlite"
+    with caplog.at_level(logging.DEBUG), LoopbackServer(answer=judge_of(holes)) as server:
+        server.add_faults(Fault(FaultKind.MALFORMED, echo=True), Fault(FaultKind.RATE_LIMIT, retry_after=0.1,
+                                                                       echo=True),
+                          Fault(FaultKind.SERVER_ERROR, echo=True), *[Fault(FaultKind.MALFORMED, echo=True)] * 3)
+        assert judge(runs, [server.base_url], store, "--concurrency", "1") == 0
+        first = capsys.readouterr()
+        assert server.stats().faults == {"malformed": 4, "rate_limit": 1, "server_error": 1}
+        echoed = [answer.content for answer in server.stats().answered if answer.fault == "malformed"]
+        server.fail_all(Fault(FaultKind.UNAUTHORIZED, echo=True))
+        url = server.base_url
+        assert judge(runs, [url], tmp_path / "k.sqlite", "--quiet") == 2
+    assert all(SECRET in content for content in echoed)  # the server did echo the key
+    captured = capsys.readouterr()
+    sentence = one_sentence(captured.err)
+    assert sentence.startswith(f"disastir-mteb judge: {url} refused a request: HTTP 401 (Error code: 401 - Incorrect "
+                               "API key provided (scripted by the loopback server) (you sent: Authorization: Bearer "
+                               f"{REDACTED}; ")
+    assert "; check the key in $OPENAI_API_KEY" in sentence
+    with sqlite3.connect(store) as db:
+        kept = [raw for (raw,) in db.execute("SELECT raw FROM answers WHERE fault IS NOT NULL")]
+    assert len(kept) == 4 and all(f"Bearer {REDACTED}" in raw for raw in kept)
+    for text in (first.out, first.err, captured.out, captured.err, caplog.text):
+        assert SECRET not in text
+    assert SECRET.encode() not in store_bytes(store) + store_bytes(tmp_path / "k.sqlite")
+
+
+def test_a_key_too_short_to_be_secret_is_not_redacted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A placeholder such as "4" would otherwise be cut out of every answer, grades included."""
+    monkeypatch.setenv("SHORT_KEY", "4")
+    with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "j.sqlite") as store:
+        pool = pool_of(server, key_env="SHORT_KEY")
+        assert pool.redact("Bearer 4: grade 4") == "Bearer 4: grade 4"
+        summary = judge_pairs(few_pairs(), store, pool, model=MODEL)
+        assert summary.judged == 3 and {judgement.grade for judgement in store.judgements()} == {4}
+
+
+# ---------------------------------------------------------------------- answers that are not the protocol's
+
+
+UNDECODABLE = [
+    (Fault(FaultKind.RAW), "answered /chat/completions with bytes that are not UTF-8 text (byte 0xff at position 0 "
+                           "of 14), so not with the OpenAI API's JSON; check that this base URL is the server's API "
+                           "(it usually ends in /v1); every answer received is kept in"),
+    (Fault(FaultKind.RAW, body=b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>", content_type="text/html"),
+     "answered /chat/completions with something that is not JSON (text/html, 56 bytes, beginning '<!DOCTYPE "
+     "html><html><body>502 Bad Gateway</body></html>'); check that this base URL is the server's API"),
+    (Fault(FaultKind.RAW, body=b""), "answered /chat/completions with something that is not JSON (application/json, "
+                                     "0 bytes, beginning '')"),
+    (Fault(FaultKind.RAW, body=b'{"status": "ok"}'),
+     "answered a chat request, but the answer is not a chat completion (no 'choices' list): '{\"status\": \"ok\"}'; "
+     "check that this base URL is a chat-completions server (it usually ends in /v1)"),
+]
+
+
+@pytest.mark.parametrize(("fault", "says"), UNDECODABLE, ids=["not UTF-8", "HTML", "empty", "other JSON"])
+def test_an_answer_that_does_not_decode_is_one_sentence_naming_the_server(
+        fault: Fault, says: str, runs: Path, holes: list[Any], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with LoopbackServer(answer=judge_of(holes)) as server:
+        server.add_faults(fault)
+        url = server.base_url
+        assert judge(runs, [url], tmp_path / "j.sqlite", "--quiet") == 2
+    assert one_sentence(capsys.readouterr().err).startswith(f"disastir-mteb judge: {url} {says}")
+
+
+def test_an_answer_of_megabytes_is_kept_cut_and_one_beyond_the_limit_is_not_read(tmp_path: Path) -> None:
+    big = "x" * 3_000_000
+    with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "j.sqlite") as store:
+        server.add_faults(Fault(FaultKind.MALFORMED, content=big))
+        summary = judge_pairs(few_pairs(), store, pool_of(server), model=MODEL)
+        assert summary.judged == 3 and summary.unparseable == 1  # asked again, then read
+        [(raw,)] = store._db.execute("SELECT raw FROM answers WHERE fault IS NOT NULL").fetchall()
+        assert raw == "x" * MAX_RAW_CHARS + "... [3,000,000 characters in all; the rest was not kept]"
+
+        server.add_faults(Fault(FaultKind.RAW, body=b" " * 2_000_001))
+        pool = pool_of(server, limits=EndpointLimits(max_answer_bytes=2_000_000))
+        with pytest.raises(EndpointError) as refused:
+            judge_pairs(few_pairs(5), store, pool, model=MODEL)
+    assert str(refused.value).startswith(f"{pool.servers[0].url} answered /chat/completions with more than 2,000,000 "
+                                         "bytes (2,000,001 so far), more than any answer to these requests should "
+                                         "be, so it was not read;")
+
+
+def test_a_server_sending_its_answer_for_ever_is_cut_off_at_the_timeout(tmp_path: Path) -> None:
+    """A space every 0.1 s keeps the client's per-read timeout happy for ever; the request's own timeout ends it."""
+    with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "j.sqlite") as store:
+        server.add_faults(Fault(FaultKind.TRICKLE, seconds=3600))
+        pool = pool_of(server, timeout=1.0)
+        summary = judge_pairs(few_pairs(), store, pool, model=MODEL)
+    assert summary.judged == 3 and pool.servers[0].retried == 1
+    assert pool.servers[0].last_error == "no whole answer within 1 s"
+
+
+# ---------------------------------------------------------------------- Batch API output files
+
+
+@pytest.fixture
+def batch(tmp_path: Path) -> Iterator[tuple[list[Pair], Path, list[dict[str, Any]]]]:
+    """Three pairs, a store, and the good output file's records for their first (only) round."""
+    pairs = few_pairs()
+    with JudgementStore(tmp_path / "b.sqlite") as store:
+        write_batch_requests(pairs, store, tmp_path / "requests.jsonl", model=MODEL)
+    records = []
+    with LoopbackServer(answer=four) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+        for number, line in enumerate((tmp_path / "requests.jsonl").read_text().splitlines()):
+            request = json.loads(line)
+            body = client.chat.completions.create(**request["body"]).model_dump()
+            records.append({"id": f"batch_req_{number}", "custom_id": request["custom_id"],
+                            "response": {"status_code": 200, "request_id": str(number), "body": body}, "error": None})
+    yield pairs, tmp_path / "b.sqlite", records
+
+
+def write_lines(path: Path, lines: list[Any]) -> Path:
+    path.write_bytes(b"".join((line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n"
+                              for line in lines))
+    return path
+
+
+def test_a_good_output_file_reads_and_repeated_lines_are_read_once(batch: tuple, tmp_path: Path) -> None:
+    pairs, store_path, records = batch
+    with JudgementStore(store_path) as store:
+        read = read_batch_results(pairs, store, write_lines(tmp_path / "out.jsonl", [*records, records[1]]))
+    assert (read.requests, read.judged, read.repeated, read.remaining) == (3, 3, 1, 0)
+    assert read.describe_read("out.jsonl") == ("out.jsonl: 3 answer(s) read (0 unreadable, 0 error line(s): asked "
+                                               "again); left out: 1 repeating an earlier line; 3 pair(s) graded, 0 "
+                                               "without a readable answer, 0 waiting.")
+
+
+def _conflict(records: list[dict[str, Any]]) -> list[Any]:
+    other = json.loads(json.dumps(records[0]))
+    other["response"]["body"]["choices"][0]["message"]["content"] = '{"final_similarity_score": 1}'
+    return [*records, other]
+
+
+def _set(index: int, **fields: Any) -> Callable[[list[dict[str, Any]]], list[Any]]:
+    def change(records: list[dict[str, Any]]) -> list[Any]:
+        changed = json.loads(json.dumps(records))
+        changed[index].update(fields)
+        return changed
+    return change
+
+
+def _body(value: Any) -> Callable[[list[dict[str, Any]]], list[Any]]:
+    def change(records: list[dict[str, Any]]) -> list[Any]:
+        changed = json.loads(json.dumps(records))
+        changed[1]["response"]["body"] = value
+        if value is None:
+            del changed[1]["response"]["body"]
+        return changed
+    return change
+
+
+BAD_FILES: list[tuple[str, Callable[[list[dict[str, Any]]], list[Any]], str]] = [
+    ("conflicting duplicate", _conflict,
+     "OUT: custom_id 'K0:zero_shot' is on line 1 and line 4 with different answers ('{\"final_similarity_score\": 4}' "
+     "and '{\"final_similarity_score\": 1}'); an output file holds each request once (two files joined?): keep the "
+     "line to trust, delete the other, and read the file again. Nothing was read."),
+    ("response not an object", _set(1, response="ok"),
+     "OUT: line 2 has a 'response' that is 'ok', not an object; each line of a Batch API output file is "),
+    ("neither response nor error", _set(1, response=None),
+     "OUT: line 2 has no 'response' and no 'error', not an object; each line"),
+    ("body missing", _body(None), "OUT: line 2: the response body is not a chat completion (no 'choices' list): "
+                                  "'null'; each line"),
+    ("body not a chat completion", _body({"text": "4"}), "OUT: line 2: the response body is not a chat completion "
+                                                         "(no 'choices' list): '{\"text\": \"4\"}'; each line"),
+    ("status code not a number", _set(1, response={"status_code": "200"}),
+     "OUT: line 2 has a response without a numeric status_code ('200'); each line"),
+    ("custom_id of another shape", _set(0, custom_id="request-1"),
+     "OUT: line 1 has custom_id 'request-1', not '<pair>:<step>' as disastir-mteb judge --batch-requests writes it; "
+     "was the request file written by another program?"),
+    ("custom_id missing", _set(2, custom_id=None), "OUT: line 3 has custom_id None, not '<pair>:<step>'"),
+    ("not JSON", lambda records: [records[0], b'{"custom_id": oops}', *records[1:]],
+     "OUT: line 2 is not JSON (Expecting value: line 1 column 15 (char 14)); each line"),
+    ("a JSON array", lambda records: [records[0], [records[1]], records[2]],
+     "OUT: line 2 is a JSON list, not an object; each line"),
+    ("not UTF-8", lambda records: [records[0], b'{"custom_id": "\xff"}', records[2]],
+     "OUT: line 2 is not UTF-8 text (byte 0xff at column 16); each line"),
+    ("for another model", lambda records: [{**record, "custom_id": "0" * 32 + ":zero_shot"} for record in records[:1]],
+     f"OUT: none of its 1 result line(s) is for a pair of these results judged by {MODEL}; was it written for other "
+     "results, or with another --model?"),
+]
+
+
+@pytest.mark.parametrize(("change", "says"), [case[1:] for case in BAD_FILES], ids=[case[0] for case in BAD_FILES])
+def test_a_malformed_output_file_is_one_sentence_naming_the_line_and_nothing_is_read(
+        change: Callable[[list[dict[str, Any]]], list[Any]], says: str, batch: tuple, tmp_path: Path) -> None:
+    pairs, store_path, records = batch
+    out = write_lines(tmp_path / "out.jsonl", change(records))
+    with JudgementStore(store_path) as store, pytest.raises(ValueError) as refused:
+        read_batch_results(pairs, store, out)
+    assert str(refused.value).startswith(says.replace("OUT", str(out)).replace("K0", pairs[0].key))
+    with sqlite3.connect(store_path) as db:
+        assert db.execute("SELECT COUNT(*) FROM answers").fetchone()[0] == 0
+
+
+def test_an_empty_or_truncated_output_file_is_one_sentence(batch: tuple, tmp_path: Path) -> None:
+    pairs, store_path, records = batch
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "blank.jsonl").write_bytes(b"\n  \n")
+    whole = "".join(json.dumps(record) + "\n" for record in records)
+    (tmp_path / "cut.jsonl").write_text(whole[:len(whole) - 40])
+    with JudgementStore(store_path) as store:
+        for name, size in (("empty", 0), ("blank", 4)):
+            with pytest.raises(ValueError) as empty:
+                read_batch_results(pairs, store, tmp_path / f"{name}.jsonl")
+            assert str(empty.value) == (f"{tmp_path / name}.jsonl is empty ({size} bytes, no result line); download "
+                                        "the batch's output file again (its output_file_id).")
+        with pytest.raises(ValueError) as cut:
+            read_batch_results(pairs, store, tmp_path / "cut.jsonl")
+    assert str(cut.value).startswith(f"{tmp_path / 'cut.jsonl'}: line 3 is not JSON (")
+    assert str(cut.value).endswith(") and the file ends there without a newline: it looks cut short; download the "
+                                   "output file again.")
+
+
+def test_a_malformed_output_file_on_the_command_line_is_one_sentence(runs: Path, holes: list[Any], tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "b.sqlite"
+    assert judge(runs, [], store, "--batch-requests", str(tmp_path / "r.jsonl")) == 0
+    first = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
+    out = write_lines(tmp_path / "out.jsonl", [{"id": "batch_req_0", "custom_id": first["custom_id"], "response": 7,
+                                                "error": None}])
+    capsys.readouterr()
+    assert judge(runs, [], store, "--batch-results", str(out)) == 2
+    assert one_sentence(capsys.readouterr().err) == (
+        f"disastir-mteb judge: {out}: line 1 has a 'response' that is 7, not an object; each line of a Batch API "
+        'output file is {"custom_id": "<pair>:<step>", "response": {"status_code": 200, "body": <chat completion>}, '
+        '"error": null}.')
+
+
+# ---------------------------------------------------------------------- the judgement store
+
+
+def _hold(store: Path, how: str) -> subprocess.Popen[str]:
+    """Another process holding ``store`` locked until killed: mid-write, or in SQLite's exclusive locking mode."""
+    statements = {"writing": ["BEGIN IMMEDIATE", "INSERT INTO meta VALUES ('held', 'yes')"],
+                  "exclusive": ["PRAGMA locking_mode=EXCLUSIVE", "BEGIN EXCLUSIVE",
+                                "INSERT INTO meta VALUES ('held', 'yes')", "COMMIT", "SELECT * FROM meta"]}[how]
+    code = (f"import sqlite3, time\ndb = sqlite3.connect({str(store)!r}, isolation_level=None)\n"
+            + "".join(f"db.execute({statement!r}).fetchall()\n" for statement in statements)
+            + "print('held', flush=True)\ntime.sleep(120)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+@pytest.mark.parametrize("how", ["exclusive", "writing"])
+def test_a_store_locked_by_another_process_is_named_as_locked(how: str, tmp_path: Path) -> None:
+    """Exclusive mode refuses even the opening (before: "not a judgement store"); a held write refuses writes."""
+    path = tmp_path / "j.sqlite"
+    with JudgementStore(path) as store:
+        store.add_pairs(few_pairs())
+    holder = _hold(path, how)
+    try:
+        with pytest.raises(StoreLockedError) as locked:
+            with JudgementStore(path, timeout=0.5) as store:
+                assert store.counts()["answers"] == 0  # reading goes on beside a writer (WAL)
+                store.record_answer(few_pairs()[0].key, "zero_shot", raw="{}", value=4)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert str(locked.value) == (
+        f"{path} is locked by another process: SQLite waited 0.5 s for it (database is locked), longer than any write "
+        "of a judging job takes, so another program holds it (a database browser with unsaved changes, a process in "
+        "exclusive locking mode); close it and run the same command again (answers already received are kept).")
+    with JudgementStore(path) as store:  # once let go, the store is whole
+        assert store.counts()["answers"] == 0
+
+
+def test_an_empty_file_is_a_new_store_and_another_database_is_left_untouched(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    with JudgementStore(empty) as store:
+        store.add_pairs(few_pairs())
+    with sqlite3.connect(empty) as db:
+        assert db.execute("SELECT COUNT(*) FROM pairs").fetchone()[0] == 3
+    other = tmp_path / "app.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+        db.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+    before = other.read_bytes()
+    with pytest.raises(ValueError) as refused:
+        JudgementStore(other)
+    assert str(refused.value) == (f"{other} is an SQLite database of something else (its tables: meta, users), not a "
+                                  "judgement store; nothing was written to it: name another file with --store.")
+    assert other.read_bytes() == before and not Path(f"{other}-wal").exists()
