@@ -33,11 +33,13 @@ from authors_metric import authors_metrics_at_10
 from conftest import write_layout
 from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.data.published import grade_to_gain, load_task
+from disastir_mteb.judging.completed import AddedJudgements, completed_scores
+from disastir_mteb.judging.holes import result_sets_of
 from disastir_mteb.models.adapter import as_mteb_encoder
 from disastir_mteb.results.per_query import per_query_path, read_per_query
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.scoring.authors import key_by_text, score_query
-from disastir_mteb.vocabulary.taxonomy import get_spec
+from disastir_mteb.vocabulary.taxonomy import Intent, get_spec
 
 TASK = "DisastIR-QA-Bio"
 Q1, Q2, Q3 = "How do floods spread disease?", "What breeds mosquitoes?", "How should water be treated?"
@@ -260,3 +262,25 @@ def test_extra_judgements_on_shared_texts_are_scored_once(duplicates: Path, tmp_
     assert data.grades["q2"]["x1"] == data.grades["q2"]["x2"] == 2
     assert data.same_text["x2"] == data.same_text["x1"] == "x1"
     assert (data.report.duplicate_judged_texts, data.report.duplicate_judged_ids) == (4, 8)
+
+
+def test_completed_scores_are_keyed_by_text_too(
+        run: tuple[dict[str, Any], dict[str, list[str]], dict[str, float]], duplicates: Path, tmp_path: Path) -> None:
+    """The judge's completed score of a run: its published column is the official number, and a judgement added to a
+    text held twice (X, retrieved twice by q1) counts once in the ideal, as the authors' code counts the merged
+    qrels (``export --format qrels-with-added``, then their scorer)."""
+    block, top10, _ = run
+    added = AddedJudgements({(Intent.QA, Q1, TEXT["X"]): 2.0}, {(Intent.QA, Q1, TEXT["X"]): ("judge", "v1")}, "store")
+    [found] = completed_scores(result_sets_of([tmp_path / "results"]), added, duplicates)
+    scores = found.tasks[TASK]
+    assert scores.published.ndcg_zero_fill == pytest.approx(EXPECTED["ndcg_at_10"], abs=1e-12)
+    assert scores.published.recall_zero_fill == pytest.approx(EXPECTED["recall_at_10"], abs=1e-12)
+    assert (scores.added, scores.filled) == (2, 2)  # both ids of X graded, both in q1's top 10
+    merged = tmp_path / "merged_qrels.json"
+    rows = json.loads((duplicates / "qrels" / "QA_Bio_qrels.json").read_text())
+    merged.write_text(json.dumps([*rows, {"user_query": Q1, "passage": TEXT["X"], "score": 2}]))
+    port = authors_metrics_at_10(duplicates / "query" / "QA_Bio.json", merged, duplicates / "corpus.jsonl", top10)
+    assert scores.completed.ndcg_zero_fill == pytest.approx(port["zero_ndcg"], abs=1e-12)
+    assert scores.completed.recall_zero_fill == pytest.approx(port["zero_recall"], abs=1e-12)
+    assert scores.completed.unjudged_share == pytest.approx(port["unannotated"], abs=1e-12)
+    assert scores.completed.ndcg_zero_fill != pytest.approx(block["ndcg_at_10"], abs=1e-3)  # the judgement counts

@@ -182,15 +182,16 @@ class TaskData:
     same_text: dict[str, str] = field(default_factory=dict)
 
 
-def shared_texts(grades: Mapping[str, Mapping[str, float]], corpus: Corpus) -> dict[str, str]:
+def shared_texts(grades: Mapping[str, Mapping[str, float]], first_copy: Mapping[str, str]) -> dict[str, str]:
     """The judged ids that share their text with other ids: {id: the first id holding its text}.
 
-    The first id in corpus order (:attr:`~disastir_mteb.data.reading.Corpus.first_copy`) stands for the text, so
-    that a scorer can key judgements and rankings by text (:func:`disastir_mteb.scoring.authors.key_by_text`).
-    Every copy of a judged text is judged (the join grades them all), so the mapping holds every id of such a text.
+    ``first_copy`` is the corpus's :attr:`~disastir_mteb.data.reading.Corpus.first_copy`: the first id in corpus
+    order stands for the text, so that a scorer can key judgements and rankings by text
+    (:func:`disastir_mteb.scoring.authors.key_by_text`). Every copy of a judged text is judged (the join grades them
+    all, and so does the judge's merge), so the mapping holds every id of such a text.
     """
     judged = {doc_id for docs in grades.values() for doc_id in docs}
-    return {doc_id: corpus.first_copy[doc_id] for doc_id in sorted(judged) if doc_id in corpus.first_copy}
+    return {doc_id: first_copy[doc_id] for doc_id in sorted(judged) if doc_id in first_copy}
 
 
 def read_queries(spec: TaskSpec, query_path: Path) -> dict[str, str]:
@@ -238,7 +239,7 @@ def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
     for query_id, judged in report.extra.grades.items():
         data.grades[query_id].update(judged)
         data.relevant_docs[query_id].update({doc: grade_to_gain(g, gain) for doc, g in judged.items()})
-    data.same_text = shared_texts(data.grades, corpus)  # an added text may have copies too
+    data.same_text = shared_texts(data.grades, corpus.first_copy)  # an added text may have copies too
     report.count_shared(data.same_text)
     (log or logger).info("%s: %s", spec.name, report.extra.summary())
     return data
@@ -338,7 +339,7 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
             counts[grade] += 1
     report.grade_counts = dict(sorted(counts.items()))
     kept_grades = {qid: dict(grades[qid]) for qid in kept}
-    same_text = shared_texts(kept_grades, corpus)
+    same_text = shared_texts(kept_grades, corpus.first_copy)
     report.count_shared(same_text)
 
     if not kept or not report.judgements:

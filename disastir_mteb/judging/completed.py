@@ -16,6 +16,9 @@ How judgements are merged, per task (:func:`merge_grades`):
   (every copy of a judged text earns its grade, as :mod:`disastir_mteb.data.published` does).
 - Only queries that have published judgements are scored (the authors skip the others; so does the task).
 - Grades may be fractions (the authors' mean vote, 1.67): the metrics take real grades.
+- Scored by text, as the task scores its official number (:func:`~disastir_mteb.scoring.authors.key_by_text`): ids
+  holding one judged text stand for that text, so every retrieved copy earns its grade while the ideal DCG and
+  Recall's denominator count the text once; the published column is then the official number again.
 
 Which judgements (:func:`load_added`): every graded judgement of the store, or those of one judge model and/or
 prompt version. A store holding two judges' grades for one pair is refused with one sentence asking to pick one:
@@ -30,11 +33,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from disastir_mteb.data.published import shared_texts
 from disastir_mteb.judging.holes import TaskTexts, load_task_texts
 from disastir_mteb.judging.store import JudgementStore
 from disastir_mteb.results.completed_view import CompletedView
 from disastir_mteb.results.result_sets import ResultSet
-from disastir_mteb.scoring.authors import TOP_K, RunScores, score_run
+from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, score_run
 from disastir_mteb.vocabulary.taxonomy import Intent
 
 logger = logging.getLogger(__name__)
@@ -282,10 +286,17 @@ def completed_scores(result_sets: Sequence[ResultSet], added: AddedJudgements, d
             task_judges = merged.judges()
             judges.update(task_judges)
             scored[task] = CompletedTask(
-                task=task, official=result_set.scores[task], published=score_run(top, texts.grades, TOP_K),
-                completed=score_run(top, merged.grades, TOP_K), added=len(merged.added), filled=filled,
+                task=task, official=result_set.scores[task], published=_by_text(top, texts.grades, texts),
+                completed=_by_text(top, merged.grades, texts), added=len(merged.added), filled=filled,
                 judges=dict(task_judges))
         found.append(CompletedScores(result_set, scored, added.store, tuple(missing), dict(judges)))
         logger.info("%s: %d task(s) completed with %d added judgement(s).", result_set.display_label, len(scored),
                     sum(t.added for t in scored.values()))
     return found
+
+
+def _by_text(top: Mapping[str, Sequence[str]], grades: Mapping[str, Mapping[str, float]],
+             texts: TaskTexts) -> RunScores:
+    """The authors' metrics of ``top`` against ``grades``, keyed by text as the task keys its official score."""
+    keyed_top, keyed_grades = key_by_text(top, grades, shared_texts(grades, texts.first_copy))
+    return score_run(keyed_top, keyed_grades, TOP_K)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from disastir_mteb.data.layout import find_task_files, resolve_data_dir
 from disastir_mteb.data.published import load_task
+from disastir_mteb.data.reading import load_corpus
 from disastir_mteb.results.result_sets import ResultSet, collect_result_sets
 from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 from disastir_mteb.vocabulary.taxonomy import Intent, Split, get_spec
@@ -42,6 +43,8 @@ class TaskTexts:
         queries: query id -> text (as published, unstripped).
         passages: corpus id -> text (the shared corpus; the same mapping for every task).
         grades: query id -> {corpus id: published grade}; every copy of a judged text carries its grade.
+        first_copy: corpus id -> the first id holding its text, for every id whose text another id also holds (the
+            corpus's :attr:`~disastir_mteb.data.reading.Corpus.first_copy`): what scoring by text needs.
     """
 
     task: str
@@ -49,12 +52,11 @@ class TaskTexts:
     queries: Mapping[str, str]
     passages: Mapping[str, str]
     grades: Mapping[str, Mapping[str, int]]
+    first_copy: Mapping[str, str]
 
 
 @cache
 def _passages(corpus_path: str, size: int, mtime: int) -> Mapping[str, str]:
-    from disastir_mteb.data.reading import load_corpus
-
     dataset = load_corpus(corpus_path).dataset
     return dict(zip(dataset["id"], dataset["text"], strict=True))
 
@@ -66,7 +68,8 @@ def _task_texts(task: str, data_dir: str) -> TaskTexts:
     data = load_task(spec, files, log=logger)
     stat = files.corpus.stat()
     return TaskTexts(task, spec.intent, dict(zip(data.queries["id"], data.queries["text"], strict=True)),
-                     _passages(str(files.corpus), stat.st_size, stat.st_mtime_ns), data.grades)
+                     _passages(str(files.corpus), stat.st_size, stat.st_mtime_ns), data.grades,
+                     load_corpus(files.corpus).first_copy)
 
 
 def load_task_texts(task: str, data_dir: str | Path | None = None) -> TaskTexts:
