@@ -106,17 +106,25 @@ def test_an_impossible_score_is_refused_by_every_reader(case: str, runs: Path, t
     copy, exact = _copy(runs, tmp_path)
     path = _edit(exact, change)
     sentence = rf"^{re.escape(str(path))}( holds an impossible score: {what}| {what})" + RERUN
+    # before: report showed 750.00, submit "ready for a pull request"
+    _every_reader_refuses(copy, exact, sentence, tmp_path / "mteb-results", capsys)
 
+
+def _every_reader_refuses(copy: Path, exact: Path, sentence: str, out: Path,
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``load_result_set``, the leaderboard's rows, ``report``, ``compare`` and ``submit`` stop with ``sentence``:
+    one line on stderr, exit code 2, nothing printed on stdout and nothing written by ``submit``."""
     with pytest.raises(ValueError, match=sentence):
         load_result_set(exact)
     with pytest.raises(ValueError, match=sentence):
         result_rows([copy])  # what the leaderboard page shows
-    out = tmp_path / "mteb-results"
     for command in (["report", str(copy)], ["compare", str(copy)], ["submit", str(copy), "--out", str(out)]):
-        assert cli.main(command) == 2, command  # before: report showed 750.00, submit "ready for a pull request"
+        assert cli.main(command) == 2, command
         printed = capsys.readouterr()
         assert printed.out == "", command
-        assert len(printed.err.splitlines()) == 1 and printed.err.startswith(f"disastir-mteb {command[0]}: {path}")
+        assert len(printed.err.splitlines()) == 1, printed.err
+        assert printed.err.startswith(f"disastir-mteb {command[0]}: "), printed.err
+        assert re.match(sentence, printed.err.split(": ", 1)[1]), printed.err
     assert not out.exists()  # submit wrote nothing
 
 
@@ -363,18 +371,8 @@ def test_a_file_contradicting_itself_is_refused_by_every_reader(case: str, runs:
     copy, exact = _copy(runs, tmp_path)
     path = edit(exact, sample_data)
     sentence = rf"^{re.escape(str(path))}{what}" + (RERUN if rerun else "")
-
-    with pytest.raises(ValueError, match=sentence):
-        load_result_set(exact)
-    with pytest.raises(ValueError, match=sentence):
-        result_rows([copy])  # what the leaderboard page shows
-    out = tmp_path / "mteb-results"
-    for command in (["report", str(copy)], ["compare", str(copy)], ["submit", str(copy), "--out", str(out)]):
-        assert cli.main(command) == 2, command  # before: report showed the number, submit wrote files or "ready"
-        printed = capsys.readouterr()
-        assert printed.out == "", command
-        assert len(printed.err.splitlines()) == 1 and re.match(sentence, printed.err.split(": ", 1)[1]), printed.err
-    assert not out.exists()  # submit wrote nothing
+    # before: report showed the number, submit wrote files or said "ready"
+    _every_reader_refuses(copy, exact, sentence, tmp_path / "mteb-results", capsys)
 
 
 def test_per_query_files_whose_data_is_not_at_hand_are_said_in_one_line(runs: Path, tmp_path: Path,
