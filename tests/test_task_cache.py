@@ -20,12 +20,14 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import pyarrow
 import pytest
 
 from conftest import read_only, write_layout
-from disastir_mteb.data import published
+from disastir_mteb.data import data_cache, published
 from disastir_mteb.data.data_cache import FOLDER, TASK_CACHE_ENV, cache_environment
 from disastir_mteb.data.devlite import load_split_task
 from disastir_mteb.data.devlite_layout import find_split_files
@@ -165,7 +167,7 @@ def test_a_second_process_reads_every_task_without_a_join(sample_data: Path, cac
     child = """if True:
         import json, sys
         import pyarrow.json
-        from disastir_mteb.data import published
+        from disastir_mteb.data import data_cache, published
 
         def refused(*args, **kwargs):
             raise AssertionError("this process read a data file it should have found in the cache")
@@ -467,3 +469,29 @@ def test_split_tasks_are_refused_here_and_load_as_before(sample_data: Path, cach
         joined = [load_split_task(spec, split_files, main) for spec in specs]
     for spec, data, expected in zip(specs, served, joined, strict=True):
         assert _fields(data) == _fields(expected), spec.name
+
+
+def test_the_key_names_the_code_and_the_libraries_and_a_file_is_hashed_once_a_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "joining.py"
+
+    def module(text: str) -> ModuleType:
+        source.write_text(text, encoding="utf-8")
+        made = ModuleType("joining")
+        made.__file__ = str(source)
+        return made
+
+    keep = data_cache.code_digest(module("POLICY = 'keep'\n"))
+    assert data_cache.code_digest(module("POLICY = 'strip'\n")) != keep  # a changed join never reads an old entry
+    assert data_cache.code_digest(module("POLICY = 'keep'\n")) == keep
+    monkeypatch.setattr(pyarrow, "__version__", "0.0.0")
+    assert data_cache.code_digest(module("POLICY = 'keep'\n")) != keep  # nor one of another pyarrow
+    hashed: list[object] = []
+    digest = data_cache.file_digest
+    monkeypatch.setattr(data_cache, "file_digest", lambda path: hashed.append(path) or digest(path))
+    data = tmp_path / "data.json"
+    data.write_text("[1]", encoding="utf-8")
+    first = data_cache.source_digest(data)
+    assert data_cache.source_digest(data) == first and len(hashed) == 1
+    _same_size_and_time(data, lambda path: path.write_text("[2]", encoding="utf-8"))
+    assert data_cache.source_digest(data) != first and len(hashed) == 2  # its change time moved: hashed again
