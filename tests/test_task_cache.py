@@ -486,6 +486,9 @@ def test_the_key_names_the_code_and_the_libraries_and_a_file_is_hashed_once_a_pr
     assert data_cache.code_digest(module("POLICY = 'keep'\n")) == keep
     monkeypatch.setattr(pyarrow, "__version__", "0.0.0")
     assert data_cache.code_digest(module("POLICY = 'keep'\n")) != keep  # nor one of another pyarrow
+    frozen = ModuleType("frozen")
+    frozen.__file__ = str(tmp_path / "no-such-source.py")
+    assert len(data_cache.code_digest(frozen)) == 32  # named by the package's version, not a traceback
     hashed: list[object] = []
     digest = data_cache.file_digest
     monkeypatch.setattr(data_cache, "file_digest", lambda path: hashed.append(path) or digest(path))

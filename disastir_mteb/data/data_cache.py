@@ -1,11 +1,11 @@
 """What the data layer derives from a data folder, kept on disk: keyed by content, read back verified.
 
 Reading the full DisastIR folder (a 210 MB corpus, 1.3 GB of text-keyed qrels) and joining it to ids takes about
-14 s on a 2-core CPU, at every run. The join's results (the corpus as Arrow with its text index,
-:mod:`disastir_mteb.data.reading`; each task's ids, grades and load report, :mod:`disastir_mteb.data.task_cache`)
-are kept under ``<cache root>/task-data/`` (:func:`disastir_mteb.util.cache_dir.cache_root`, the folder of the
-embeddings: ``DISASTIR_CACHE_DIR``), one checked file per entry (:mod:`disastir_mteb.util.checked_file`): never a
-pickle, every byte verified before it is used.
+18 s on a 2-core CPU, at every run; read back from here, about 1 s. The join's results (the corpus as Arrow with its
+text index, :mod:`disastir_mteb.data.reading`; each task's ids, grades and load report,
+:mod:`disastir_mteb.data.task_cache`) are kept under ``<cache root>/task-data/``
+(:func:`disastir_mteb.util.cache_dir.cache_root`, the folder of the embeddings: ``DISASTIR_CACHE_DIR``), one checked
+file per entry (:mod:`disastir_mteb.util.checked_file`): never a pickle, every byte verified before it is used.
 
 The key of an entry (:func:`entry_key`) is a digest of what its content depends on:
 
@@ -20,15 +20,17 @@ The key of an entry (:func:`entry_key`) is a digest of what its content depends 
 
 Within one process a file is hashed once: a later look-up trusts it unchanged while its identity (device, inode,
 size, modification and change times in ns) is the same. Writing a file or ``os.utime`` sets its change time to
-the kernel's clock, which no program can set back; a ``rename`` over it gives another inode.
+the kernel's clock, which no program can set back, and a ``rename`` over it gives another inode; only a file
+rewritten within the same tick of that clock (a few ms) as this process hashed it could pass unseen, in this
+process alone (the next one hashes it again).
 
 Faults, never a traceback and never other data: an entry missing is built; an entry damaged (cut short, zeroed,
 not a checked file, or holding another key) is one warning naming it, then rebuilt from the data files and written
 again; a folder that cannot be written is one warning per process, after which tasks load from the data files as
-without a cache (what was already written there is still read). ``DISASTIR_TASK_CACHE=0`` turns the cache off
-(``disastir-mteb run --no-cache`` and ``evaluate(cache_dir=False)``, which persist nothing, through
-:func:`cache_environment`): the tasks are read and joined from the data files, as before the cache existed.
-Old entries are kept until deleted (``rm -r <cache root>/task-data``): the full set's are about 250 MB.
+without a cache (what was already written there is still read). ``DISASTIR_TASK_CACHE=0`` turns the cache off:
+the tasks are read and joined from the data files, as before the cache existed (:func:`cache_environment` is what
+a run's ``--no-cache`` and ``--cache-dir`` set). Old entries are kept until deleted (``rm -r <cache
+root>/task-data``): the full set's take 207 MB, most of it the corpus.
 """
 
 from __future__ import annotations
@@ -106,7 +108,10 @@ def source_digest(path: str | Path) -> str:
 
 @functools.cache
 def code_digest(*modules: ModuleType) -> str:
-    """A digest of the source files of ``modules`` (with this module's and the checked file format's)."""
+    """A digest of the source files of ``modules`` (with this module's and the checked file format's).
+
+    A module without a readable source file (a frozen or zipped install) is named by the package's version.
+    """
     import pyarrow
 
     from disastir_mteb.util import checked_file
@@ -114,7 +119,15 @@ def code_digest(*modules: ModuleType) -> str:
     parts = [f"format {_FORMAT}", f"python {sys.version_info[0]}.{sys.version_info[1]}",
              f"pyarrow {pyarrow.__version__}"]
     for module in (*modules, sys.modules[__name__], checked_file):
-        parts.append(f"{module.__name__} {file_digest(str(module.__file__))}")
+        try:
+            parts.append(f"{module.__name__} {file_digest(str(module.__file__))}")
+        except OSError:  # no source file to read (a frozen or zipped install): the package's version stands for it
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                parts.append(f"{module.__name__} of disastir-mteb {version('disastir-mteb')}")
+            except PackageNotFoundError:
+                parts.append(f"{module.__name__} of an unknown version")
     return short_digest("\n".join(parts).encode("utf-8"))
 
 
@@ -161,7 +174,7 @@ def write_entry(path: Path, key: str, meta: Mapping[str, Any], sections: Mapping
         if root not in _unwritable:
             _unwritable.add(root)
             logger.warning("Task cache %s cannot be written (%s): the tasks are read and joined from the data files "
-                           "at every run (about 14 s for all 48 at full scale). Set %s (--cache-dir) to a writable "
+                           "at every run (about 18 s for all 48 at full scale). Set %s (--cache-dir) to a writable "
                            "folder, or %s=0 (--no-cache) to silence this.", root, error.strerror or error,
                            CACHE_DIR_ENV, TASK_CACHE_ENV)
         return False
