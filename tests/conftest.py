@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -60,3 +63,30 @@ def write_layout(root: Path, corpus: dict[str, str], tasks: dict[str, tuple[list
         (root / "query" / f"{stem}.json").write_text(json.dumps(queries), encoding="utf-8")
         (root / "qrels" / f"{stem}_qrels.json").write_text(json.dumps(qrels), encoding="utf-8")
     return root
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """``folder`` and everything in it read-only: chmod 0o555, or ``chattr +i`` as root (where chmod does not bite)."""
+    folders = [folder, *(p for p in folder.rglob("*") if p.is_dir())]
+    if os.geteuid() != 0:
+        for path in folders:
+            path.chmod(0o555)
+        undo = [["chmod", "-R", "u+w", str(folder)]]
+    else:
+        done = subprocess.run(["chattr", "-R", "+i", str(folder)], capture_output=True, text=True, check=False) \
+            if shutil.which("chattr") else None
+        if done is None or done.returncode != 0:
+            pytest.skip("running as root, where chmod 0o555 does not stop writes, and chattr +i is not available here")
+        undo = [["chattr", "-R", "-i", str(folder)]]
+    try:
+        try:
+            (folder / "probe").mkdir()
+        except OSError:
+            pass
+        else:
+            pytest.skip(f"{folder} is still writable after chmod 0o555 / chattr +i on this file system")
+        yield
+    finally:
+        for command in undo:
+            subprocess.run(command, check=False, capture_output=True)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from conftest import read_only
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
@@ -343,33 +344,6 @@ def test_damaged_ann_index_is_rebuilt_with_a_warning_naming_it(on_tiny: Path, tm
     assert third.index_loads == 1 and third.index_builds == 0
 
 
-@contextmanager
-def _read_only(folder: Path) -> Iterator[None]:
-    """``folder`` and everything in it read-only: chmod 0o555, or ``chattr +i`` as root (where chmod does not bite)."""
-    folders = [folder, *(p for p in folder.rglob("*") if p.is_dir())]
-    if os.geteuid() != 0:
-        for path in folders:
-            path.chmod(0o555)
-        undo = [["chmod", "-R", "u+w", str(folder)]]
-    else:
-        done = subprocess.run(["chattr", "-R", "+i", str(folder)], capture_output=True, text=True, check=False) \
-            if shutil.which("chattr") else None
-        if done is None or done.returncode != 0:
-            pytest.skip("running as root, where chmod 0o555 does not stop writes, and chattr +i is not available here")
-        undo = [["chattr", "-R", "-i", str(folder)]]
-    try:
-        try:
-            (folder / "probe").mkdir()
-        except OSError:
-            pass
-        else:
-            pytest.skip(f"{folder} is still writable after chmod 0o555 / chattr +i on this file system")
-        yield
-    finally:
-        for command in undo:
-            subprocess.run(command, check=False, capture_output=True)
-
-
 @pytest.mark.parametrize("how", ["path under a file", "read-only folder"])
 def test_unwritable_cache_runs_in_memory_after_one_warning(on_tiny: Path, tmp_path: Path, how: str,
                                                            caplog: pytest.LogCaptureFixture) -> None:
@@ -379,7 +353,7 @@ def test_unwritable_cache_runs_in_memory_after_one_warning(on_tiny: Path, tmp_pa
     else:
         root = tmp_path / "cache"
         root.mkdir()
-        context = _read_only(root)
+        context = read_only(root)
     kwargs: dict[str, Any] = {"search": "ann", "ann_params": {"threads": 1}, "show_progress": False}
     with context, caplog.at_level(logging.WARNING):
         searcher = _ann_searcher(EmbeddingStore(root))
@@ -403,7 +377,7 @@ def test_read_only_cache_that_is_filled_serves_without_writing(on_tiny: Path, tm
     store = EmbeddingStore(tmp_path / "cache")
     first = _scores(evaluate(SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=store), TASKS,
                              output_folder=tmp_path / "a", show_progress=False))
-    with _read_only(store.root), caplog.at_level(logging.WARNING):
+    with read_only(store.root), caplog.at_level(logging.WARNING):
         again = SharedCorpusSearch(HashingEncoder(), RunSettings(progress=False), store=EmbeddingStore(store.root))
         assert _scores(evaluate(again, TASKS, output_folder=tmp_path / "b", show_progress=False)) == first
     assert again.passages_encoded == 0 and again.queries_encoded == 0 and _warnings(caplog) == []

@@ -6,7 +6,8 @@
   DisastIR-Test (Test derived: the full set minus DevLite's queries).
 - ``extra_qrels``: extra judgements, only when asked (``run --extra-judgements``): a ``qrels_with_added`` folder
   whose integer grades fill pairs the published qrels lack, never overriding a published grade.
-- ``source``: which data the tasks read (``--data``, ``evaluate(data=)``): a folder, the sample or the Hub.
+- ``data_cache``: what reading and joining a data folder computes, kept on disk keyed by the files' content and read
+  back verified (the corpus by ``reading``; each full-set task's join by ``task_cache``, which the tasks load through).
 
 May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`.
 """

@@ -25,11 +25,14 @@ Evaluation policies (the authors' evaluation code is the reference):
 - Gain: ``2**grade - 1`` by default, so trec_eval's linear-gain NDCG equals the authors'
   exponential-gain NDCG@10; ``gain="linear"`` keeps the grades as they are.
 
-DisastIR-Test and DisastIR-DevLite (:mod:`disastir_mteb.data.devlite`) join through :func:`join_task` too.
+DisastIR-Test and DisastIR-DevLite (:mod:`disastir_mteb.data.devlite`) join through :func:`join_task` too. The
+tasks of the full set load through :mod:`disastir_mteb.data.task_cache`, which keeps what :func:`load_task` returns
+on disk (keyed by the files' content) and hands it back, equal field for field, without joining again.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections import defaultdict
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Literal
 from disastir_mteb.data.extra_qrels import ExtraReport, extra_grades
 from disastir_mteb.data.layout import TaskFiles, find_task_files, resolve_data_dir
 from disastir_mteb.data.reading import Corpus, load_corpus, read_records, text_digest
+from disastir_mteb.util.digest import short_digest
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, TaskSpec
 
 if TYPE_CHECKING:
@@ -57,6 +61,8 @@ __all__ = [
     "join_task",
     "load_corpus",
     "load_task",
+    "log_report",
+    "query_dataset",
     "read_queries",
     "resolve_data_dir",
     "shared_texts",
@@ -182,6 +188,32 @@ class TaskData:
     same_text: dict[str, str] = field(default_factory=dict)
 
 
+def query_dataset(ids: list[str], texts: list[str]) -> Dataset:
+    """A task's queries as mteb takes them: a ``Dataset`` of ``id`` and (stripped) ``text``, in order.
+
+    Its ``datasets`` fingerprint is a digest of the ids and texts, given rather than left to ``datasets``, which
+    pickles the table to hash it (5 ms a task, a quarter of a task's load from the data cache).
+    """
+    import pyarrow as pa
+    from datasets import Dataset
+
+    fingerprint = short_digest(json.dumps([ids, texts], ensure_ascii=False).encode("utf-8"))[:16]
+    table = pa.table({"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string())})
+    return Dataset(table, fingerprint=fingerprint)
+
+
+def log_report(report: LoadReport, log: logging.Logger) -> None:
+    """The one-line load report: info when clean, else a warning with the unmatched examples.
+
+    Logged by every load, the join's and the data cache's (:mod:`disastir_mteb.data.task_cache`) alike.
+    """
+    if report.clean:
+        log.info("%s", report.summary())
+    else:
+        log.warning("%s%s", report.summary(),
+                    f" (e.g. {'; '.join(report.unmatched_examples)})" if report.unmatched_examples else "")
+
+
 def shared_texts(grades: Mapping[str, Mapping[str, float]], first_copy: Mapping[str, str]) -> dict[str, str]:
     """The judged ids that share their text with other ids: {id: the first id holding its text}.
 
@@ -270,8 +302,6 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
     Raises:
         ValueError: grades outside the intent's scale, or a task left without queries or judgements.
     """
-    from datasets import Dataset
-
     query_ids_by_text: dict[str, list[str]] = defaultdict(list)
     for query_id, text in queries.items():
         query_ids_by_text[text.strip()].append(query_id)
@@ -283,6 +313,7 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
     grades: dict[str, dict[str, int]] = defaultdict(dict)
     first_grade: dict[tuple[str, bytes], int] = {}  # (query text, passage digest) -> the grade of its first row
     later_grades: dict[tuple[str, bytes], tuple[str, list[int]]] = {}  # repeated pairs: (passage, later grades)
+    ids_by_text = corpus.ids_by_text
     for where, record in read_records(qrels_path, ("user_query", "passage", "score")):
         report.qrels_rows += 1
         grade = record["score"]
@@ -301,7 +332,8 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
             if len(report.unmatched_examples) < 3:
                 report.unmatched_examples.append(f"query {str(record['user_query'])[:60]!r}")
             continue
-        doc_ids = corpus.ids_for(str(record["passage"]))
+        passage_digest = text_digest(str(record["passage"]))  # once a row: corpus.ids_for(passage), the pair's key
+        doc_ids = ids_by_text.get(passage_digest, [])
         if not doc_ids:
             if outside is not None and outside.ids_for(str(record["passage"])):
                 report.outside_corpus_rows += 1
@@ -310,7 +342,7 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
             if len(report.unmatched_examples) < 3:
                 report.unmatched_examples.append(f"passage {str(record['passage'])[:60]!r}")
             continue
-        pair = (query_text, text_digest(str(record["passage"])))
+        pair = (query_text, passage_digest)
         if pair in first_grade:
             later_grades.setdefault(pair, (str(record["passage"]).strip(), []))[1].append(grade)
         else:
@@ -349,15 +381,10 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
             f"{report.unmatched_passage_rows} name no passage of {corpus_source}"
             f"{' (e.g. ' + '; '.join(report.unmatched_examples) + ')' if report.unmatched_examples else ''}."
         )
-    log = log or logger
-    if report.clean:
-        log.info("%s", report.summary())
-    else:
-        log.warning("%s%s", report.summary(),
-                    f" (e.g. {'; '.join(report.unmatched_examples)})" if report.unmatched_examples else "")
+    log_report(report, log or logger)
 
     # models see stripped queries, as in the authors' pipeline (they strip every user_query)
-    query_set = Dataset.from_dict({"id": kept, "text": [query_text_by_id[q].strip() for q in kept]})
+    query_set = query_dataset(kept, [query_text_by_id[q].strip() for q in kept])
     relevant = {qid: {doc: grade_to_gain(g, gain) for doc, g in grades[qid].items()} for qid in kept}
     return TaskData(queries=query_set, corpus=corpus.dataset, relevant_docs=relevant, grades=kept_grades,
                     report=report, same_text=same_text)

@@ -4,7 +4,8 @@ Every fact about the tasks lives as data in ``task_metadata/`` (written once: pe
 category, shared); :func:`make_task_class` combines them into a validated ``TaskMetadata`` and a
 class named after the task, bound into this module so ``repr``, pickling and ``grep`` behave as
 for hand-written classes. No class has its own ``load_data``: the base class hands its spec to
-:mod:`disastir_mteb.data.published` (full set) or :mod:`disastir_mteb.data.devlite` (DMRetriever's splits).
+:mod:`disastir_mteb.data.published` (full set; through the data cache, :mod:`disastir_mteb.data.task_cache`) or
+:mod:`disastir_mteb.data.devlite` (DMRetriever's splits).
 
 The factory also makes 48 ``DisastIR-Test-*`` and 48 ``DisastIR-DevLite-*`` tasks (``SPLIT_TASK_CLASSES``; own
 descriptions, ``adapted_from`` the full task; DevLite declares the repository of ``task_metadata/devlite.json``).
@@ -44,9 +45,9 @@ from disastir_mteb.data.published import (
     default_gain,
     find_task_files,
     grade_to_gain,
-    load_task,
     resolve_data_dir,
 )
+from disastir_mteb.data.task_cache import load_cached_task
 from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, ranking, score_run
 from disastir_mteb.vocabulary.metadata import (
     CATEGORIES_METADATA,
@@ -238,6 +239,9 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
     def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
         """Load this task's queries and judgements and the shared corpus (read once per process).
 
+        A full-set task's join is read from the data cache when it holds the data files' contents
+        (:mod:`disastir_mteb.data.task_cache`; ``DISASTIR_TASK_CACHE=0`` turns it off), else joined and kept there.
+
         With ``DISASTIR_EXTRA_QRELS_DIR`` set (``run --extra-judgements``), a full-set task also reads that folder's
         extra judgements (:mod:`disastir_mteb.data.extra_qrels`) and records it in its ``disastir_data``.
         """
@@ -251,7 +255,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             files = _task_files(DATASET_REPO, DATASET_REVISION, folder)
             extra = extra_qrels_file(extra_dir, self.spec) if extra_dir is not None else None
             if self.spec.split is Split.full:
-                data = load_task(self.spec, files, gain=self.gain, log=mteb_logger, extra=extra)
+                data = load_cached_task(self.spec, files, gain=self.gain, log=mteb_logger, extra=extra)
                 if extra_dir is not None:  # labelled, so these scores never pass for official ones
                     added = data.report.extra.added if data.report.extra is not None else 0
                     source = extended_data(source, extra_dir, added, describe_judges(extra_dir))

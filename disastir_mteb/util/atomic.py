@@ -20,17 +20,17 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
     from mteb import ResultCache
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["atomic_result_cache", "set_aside", "write_bytes_atomic", "write_json_atomic", "write_text_atomic",
-           "writer_gone"]
+__all__ = ["atomic_result_cache", "set_aside", "write_bytes_atomic", "write_json_atomic", "write_stream_atomic",
+           "write_text_atomic", "writer_gone"]
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -40,6 +40,15 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically; readers see the old file or the new one."""
+    return write_stream_atomic(path, lambda handle: handle.write(data))
+
+
+def write_stream_atomic(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Let ``write`` fill ``path`` through an open binary handle, atomically: readers see the old file or the new one.
+
+    For files too large to hold twice in memory (a corpus written as Arrow, record batch by record batch): the
+    same temporary name, ``fsync``, ``os.replace`` and error naming as :func:`write_bytes_atomic`.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphans(path.parent, f".{path.name}.")
@@ -47,7 +56,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
                                          delete=False)
     try:
         with handle:
-            handle.write(data)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(handle.name, 0o666 & ~_umask())  # temporary files are private (0600); results are not

@@ -1,0 +1,181 @@
+"""What the data layer derives from a data folder, kept on disk: keyed by content, read back verified.
+
+Reading the full DisastIR folder (a 210 MB corpus, 1.3 GB of text-keyed qrels) and joining it to ids takes about
+18 s on a 2-core CPU, at every run; read back from here, about 1 s. The join's results (the corpus as Arrow with its
+text index, :mod:`disastir_mteb.data.reading`; each task's ids, grades and load report,
+:mod:`disastir_mteb.data.task_cache`) are kept under ``<cache root>/task-data/``
+(:func:`disastir_mteb.util.cache_dir.cache_root`, the folder of the embeddings: ``DISASTIR_CACHE_DIR``), one checked
+file per entry (:mod:`disastir_mteb.util.checked_file`): never a pickle, every byte verified before it is used.
+
+The key of an entry (:func:`entry_key`) is a digest of what its content depends on:
+
+- the content of every data file it was read from (:func:`source_digest`: xxh3-128 of every byte, about 0.25 s for
+  the 1.5 GB of the full folder from the page cache). Not the files' names, sizes or times: ``cp -p``, ``rsync
+  -t``, an editor saving in place, or a grade changed to another of the same width with ``os.utime`` putting the
+  time back all leave size and time as they were, and a content digest sees each of them. A copy of the folder
+  elsewhere (same bytes) finds the same entries;
+- the source code that computes it (:func:`code_digest`: the modules that read and join, this one, and the file
+  format), and the Python and pyarrow versions (``str.strip`` and Arrow's trimming follow their Unicode tables),
+  so a changed policy never serves an old join.
+
+Within one process a file is hashed once: a later look-up trusts it unchanged while its identity (device, inode,
+size, modification and change times in ns) is the same. Writing a file or ``os.utime`` sets its change time to
+the kernel's clock, which no program can set back, and a ``rename`` over it gives another inode; only a file
+rewritten within the same tick of that clock (a few ms) as this process hashed it could pass unseen, in this
+process alone (the next one hashes it again).
+
+Faults, never a traceback and never other data: an entry missing is built; an entry damaged (cut short, zeroed,
+not a checked file, or holding another key) is one warning naming it, then rebuilt from the data files and written
+again; a folder that cannot be written is one warning per process, after which tasks load from the data files as
+without a cache (what was already written there is still read). ``DISASTIR_TASK_CACHE=0`` turns the cache off:
+the tasks are read and joined from the data files, as before the cache existed (:func:`cache_environment` is what
+a run's ``--no-cache`` and ``--cache-dir`` set). Old entries are kept until deleted (``rm -r <cache
+root>/task-data``): the full set's take 207 MB, most of it the corpus.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from disastir_mteb.util.cache_dir import CACHE_DIR_ENV, cache_root
+from disastir_mteb.util.checked_file import CheckedFile, DamagedFile, Section, read_checked, write_checked
+from disastir_mteb.util.digest import file_digest, short_digest
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FOLDER", "TASK_CACHE_ENV", "cache_environment", "cache_folder", "code_digest", "entry_key", "read_entry",
+           "source_digest", "unusable", "write_entry"]
+
+#: The environment variable that turns the cache off: ``0`` (also ``off``, ``false``, ``no``).
+TASK_CACHE_ENV = "DISASTIR_TASK_CACHE"
+#: The cache's folder under the cache root.
+FOLDER = "task-data"
+_OFF = ("0", "off", "false", "no")
+#: Bumped when the layout of an entry changes without a change of the code that reads it.
+_FORMAT = 1
+
+_digests: dict[str, tuple[tuple[int, ...], str]] = {}  # resolved path -> (identity, content digest), this process
+_unwritable: set[Path] = set()  # folders already warned about
+
+
+def cache_folder() -> Path | None:
+    """``<cache root>/task-data``, or None when :data:`TASK_CACHE_ENV` turns the cache off."""
+    if os.environ.get(TASK_CACHE_ENV, "").strip().lower() in _OFF:
+        return None
+    return cache_root() / FOLDER
+
+
+def cache_environment(cache_dir: str | Path | Literal[False] | None) -> dict[str, str]:
+    """The environment that points the data cache at a run's cache folder (``--cache-dir``, ``cache_dir=``).
+
+    A folder: the embeddings' folder holds the data cache too. ``False`` (``--no-cache``: nothing persisted): the
+    cache is off, the tasks are read from the data files. None: nothing to set (``DISASTIR_CACHE_DIR`` or its
+    default, as for the embeddings).
+    """
+    if cache_dir is False:
+        return {TASK_CACHE_ENV: "0"}
+    return {} if cache_dir is None else {CACHE_DIR_ENV: str(Path(cache_dir).expanduser())}
+
+
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def source_digest(path: str | Path) -> str:
+    """The content digest of a data file (:func:`~disastir_mteb.util.digest.file_digest`), hashed once per process.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    resolved = str(Path(path).resolve())
+    identity = _identity(os.stat(resolved))
+    known = _digests.get(resolved)
+    if known is not None and known[0] == identity:
+        return known[1]
+    digest = file_digest(resolved)
+    if _identity(os.stat(resolved)) == identity:  # not changed while it was read: the digest names this identity
+        _digests[resolved] = (identity, digest)
+    return digest
+
+
+@functools.cache
+def code_digest(*modules: ModuleType) -> str:
+    """A digest of the source files of ``modules`` (with this module's and the checked file format's).
+
+    A module without a readable source file (a frozen or zipped install) is named by the package's version.
+    """
+    import pyarrow
+
+    from disastir_mteb.util import checked_file
+
+    parts = [f"format {_FORMAT}", f"python {sys.version_info[0]}.{sys.version_info[1]}",
+             f"pyarrow {pyarrow.__version__}"]
+    for module in (*modules, sys.modules[__name__], checked_file):
+        try:
+            parts.append(f"{module.__name__} {file_digest(str(module.__file__))}")
+        except OSError:  # no source file to read (a frozen or zipped install): the package's version stands for it
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                parts.append(f"{module.__name__} of disastir-mteb {version('disastir-mteb')}")
+            except PackageNotFoundError:
+                parts.append(f"{module.__name__} of an unknown version")
+    return short_digest("\n".join(parts).encode("utf-8"))
+
+
+def entry_key(kind: str, code: str, sources: Mapping[str, str]) -> str:
+    """The key of an entry: its kind, the code that computes it, and the content digests of its sources."""
+    return short_digest(json.dumps({"kind": kind, "code": code, "sources": dict(sorted(sources.items()))},
+                                   sort_keys=True).encode("utf-8"))
+
+
+def read_entry(path: Path, key: str, what: str) -> CheckedFile | None:
+    """The checked file at ``path`` if it verifies and holds ``key``, else None (a miss; damage is one warning).
+
+    Args:
+        path: the entry's file.
+        key: the key it must hold (a file renamed or copied over another entry's name holds another).
+        what: how the warning names the entry ("the corpus", "task DisastIR-QA-Bio").
+    """
+    try:
+        entry = read_checked(path)
+    except (FileNotFoundError, NotADirectoryError):  # no entry (a cache folder under a file holds none either)
+        return None
+    except (DamagedFile, OSError) as error:
+        unusable(path, what, error.reason if isinstance(error, DamagedFile)
+                 else f"it cannot be read: {error.strerror or error}")
+        return None
+    if entry.meta.get("key") != key:
+        unusable(path, what, f"it holds another entry, key {entry.meta.get('key')!r}")
+        return None
+    return entry
+
+
+def unusable(path: Path, what: str, reason: str) -> None:
+    """The one warning for an entry that is there but cannot be used (the caller then rebuilds it)."""
+    logger.warning("Task cache file %s (%s) cannot be used (%s): rebuilding it from the data files.", path, what,
+                   reason)
+
+
+def write_entry(path: Path, key: str, meta: Mapping[str, Any], sections: Mapping[str, Section]) -> bool:
+    """Write an entry (atomically); False, after one warning per folder and process, when it cannot be written."""
+    try:
+        write_checked(path, {**meta, "key": key}, sections)
+    except OSError as error:
+        root = path.parent.parent
+        if root not in _unwritable:
+            _unwritable.add(root)
+            logger.warning("Task cache %s cannot be written (%s): the tasks are read and joined from the data files "
+                           "at every run (about 18 s for all 48 at full scale). Set %s (--cache-dir) to a writable "
+                           "folder, or %s=0 (--no-cache) to silence this.", root, error.strerror or error,
+                           CACHE_DIR_ENV, TASK_CACHE_ENV)
+        return False
+    return True
