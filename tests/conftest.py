@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +17,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the data cache (disastir_mteb.data.data_cache) and anything else kept under the cache root: never the user's own
+if "DISASTIR_CACHE_DIR" not in os.environ:
+    os.environ["DISASTIR_CACHE_DIR"] = tempfile.mkdtemp(prefix="disastir-tests-")
+    atexit.register(shutil.rmtree, os.environ["DISASTIR_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

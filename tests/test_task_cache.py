@@ -415,7 +415,7 @@ def test_a_read_only_cache_filled_earlier_serves_without_a_word(sample_data: Pat
 def test_the_cache_off_joins_and_writes_nothing(sample_data: Path, cache: Path, joins: list[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     assert cache_environment(False) == {TASK_CACHE_ENV: "0"}  # --no-cache, cache_dir=False: nothing persisted
-    assert cache_environment(cache / "x") == {"DISASTIR_CACHE_DIR": str(cache / "x")}  # --cache-dir: kept there
+    assert cache_environment(cache / "x") == {}  # --cache-dir moves the embeddings, not the tasks of a data folder
     assert cache_environment(None) == {}
     monkeypatch.setenv(TASK_CACHE_ENV, "0")
     _load_all(sample_data)
@@ -498,3 +498,23 @@ def test_the_key_names_the_code_and_the_libraries_and_a_file_is_hashed_once_a_pr
     assert data_cache.source_digest(data) == first and len(hashed) == 1
     _same_size_and_time(data, lambda path: path.write_text("[2]", encoding="utf-8"))
     assert data_cache.source_digest(data) != first and len(hashed) == 2  # its change time moved: hashed again
+
+
+def test_a_run_without_a_cache_keeps_no_tasks_and_one_with_another_store_keeps_them_per_data_folder(
+        sample_data: Path, tmp_path: Path, cache: Path, joins: list[str]) -> None:
+    """``--no-cache`` (``cache_dir=False``) persists nothing, the joined tasks included; ``--cache-dir`` moves the
+    embeddings only: the tasks are kept per data folder under ``DISASTIR_CACHE_DIR``, shared by every model."""
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
+    from disastir_mteb.runner.run import evaluate
+
+    tasks = ["DisastIR-QA-Bio", "DisastIR-FC-Geo"]
+    evaluate(HashingEncoder(), tasks, data=sample_data, cache_dir=False, output_folder=tmp_path / "a",
+             show_progress=False)
+    assert not (cache / FOLDER).exists() and joins == tasks
+    evaluate(HashingEncoder(), tasks, data=sample_data, cache_dir=tmp_path / "store", output_folder=tmp_path / "b",
+             show_progress=False)
+    assert (cache / FOLDER).is_dir() and not (tmp_path / "store" / FOLDER).exists() and joins == tasks * 2
+    forget_corpus()
+    evaluate(HashingEncoder(dim=64), tasks, data=sample_data, cache_dir=tmp_path / "other",
+             output_folder=tmp_path / "c", show_progress=False)
+    assert joins == tasks * 2  # another model, another store: the tasks come from the cache

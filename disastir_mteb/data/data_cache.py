@@ -74,15 +74,14 @@ def cache_folder() -> Path | None:
 
 
 def cache_environment(cache_dir: str | Path | Literal[False] | None) -> dict[str, str]:
-    """The environment that points the data cache at a run's cache folder (``--cache-dir``, ``cache_dir=``).
+    """The environment a run's embedding cache setting (``--cache-dir``, ``--no-cache``) gives the data cache.
 
-    A folder: the embeddings' folder holds the data cache too. ``False`` (``--no-cache``: nothing persisted): the
-    cache is off, the tasks are read from the data files. None: nothing to set (``DISASTIR_CACHE_DIR`` or its
-    default, as for the embeddings).
+    ``False`` (``--no-cache``: nothing persisted): the cache is off, the tasks are read from the data files. A folder or
+    None: nothing to set. The joined tasks are kept per data folder, not per model, so they stay under
+    ``DISASTIR_CACHE_DIR`` (or its default) wherever ``--cache-dir`` puts a model's embeddings, shared by every model
+    and store that reads the folder.
     """
-    if cache_dir is False:
-        return {TASK_CACHE_ENV: "0"}
-    return {} if cache_dir is None else {CACHE_DIR_ENV: str(Path(cache_dir).expanduser())}
+    return {TASK_CACHE_ENV: "0"} if cache_dir is False else {}
 
 
 def _identity(stat: os.stat_result) -> tuple[int, ...]:

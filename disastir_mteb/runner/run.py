@@ -231,6 +231,7 @@ def run_tasks(
     """
     from tqdm.auto import tqdm
 
+    from disastir_mteb.data.data_cache import cache_environment
     from disastir_mteb.results.per_query import data_provenance
     from disastir_mteb.runner.scoring_patch import faster_scoring
     from disastir_mteb.runner.task_pool import evaluate_tasks
@@ -254,7 +255,10 @@ def run_tasks(
     task_results: list[TaskResult] = []
     result: ModelResult | None = None
     # datasets' "Map" bars would print over ours
-    with _datasets_bars_off(), use_environment(environment or {}), faster_scoring():
+    # --no-cache persists nothing: the joined tasks are not kept either (disastir_mteb.data.data_cache); the data
+    # cache stays under DISASTIR_CACHE_DIR whatever --cache-dir says, as it is kept per data folder, not per model
+    data_cache = cache_environment(False) if searcher.store is None else {}
+    with _datasets_bars_off(), use_environment({**data_cache, **(environment or {})}), faster_scoring():
         provenance = data_provenance()  # one data folder (or Hub revision) for the whole run
         run = functools.partial(_run_task, searcher=searcher, cache=cache, encode_kwargs=encode_kwargs,
                                 overwrite=overwrite, provenance=provenance)
