@@ -40,3 +40,20 @@ def test_a_selection_of_rows_reads_only_those_rows() -> None:
     corpus = Dataset.from_dict(CORPORA["text only"]).select([2, 0])
     assert retrieval_texts(corpus, PromptType.document) == ["x", "Floods spread cholera."]
     assert retrieval_texts(corpus.select([]), PromptType.document) == []
+
+
+def test_the_passage_loader_hands_the_model_mtebs_batches() -> None:
+    """The same batches, columns and features as mteb's ``create_dataloader`` of the same passages."""
+    import mteb
+    from mteb._create_dataloaders import create_dataloader
+
+    from disastir_mteb.search.shared_corpus import passage_loader
+
+    corpus = Dataset.from_dict(CORPORA["titles, some empty"])
+    texts = retrieval_texts(corpus, PromptType.document) * 3  # 9 passages: batches of 4, 4 and 1
+    metadata = mteb.get_task("DisastIR-QA-Bio").metadata
+    theirs = create_dataloader(Dataset.from_dict({"id": [str(i) for i in range(len(texts))], "text": texts}),
+                               task_metadata=metadata, prompt_type=PromptType.document, batch_size=4)
+    ours = passage_loader(texts, 4)
+    assert [dict(batch) for batch in ours] == [dict(batch) for batch in theirs]
+    assert ours.dataset.features == theirs.dataset.features and ours.batch_size == theirs.batch_size == 4
