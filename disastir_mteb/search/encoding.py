@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -300,10 +301,14 @@ def _own_prompt(model: Any, side: str) -> str | None:
 
 
 def plain_sentence_transformer(model: Any) -> bool:
-    """Whether ``model`` is a ``SentenceTransformer`` whose ``encode``/``encode_document`` are the library's own."""
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError:
+    """Whether ``model`` is a ``SentenceTransformer`` whose ``encode``/``encode_document`` are the library's own.
+
+    A model can only be one if sentence-transformers is imported already (its class comes from there), so the
+    library is not imported to ask: importing it costs about 3 s, a tenth of a warm run, for other encoders.
+    """
+    library = sys.modules.get("sentence_transformers")
+    SentenceTransformer = getattr(library, "SentenceTransformer", None) if library is not None else None
+    if SentenceTransformer is None:
         return False
     return (isinstance(model, SentenceTransformer)
             and type(model).encode_document is SentenceTransformer.encode_document
