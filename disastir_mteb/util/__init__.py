@@ -3,7 +3,7 @@
 ``atomic`` (write-then-rename, with the writer's pid in temporary names; also mteb's result cache, atomic),
 ``cache_dir`` (the one cache root), ``digest`` (the short digest of cache names and keys), ``browser``
 (headless Chromium: a page as one PNG), ``patching`` (the names of other libraries' internals a patch uses,
-checked one way).
+checked one way), ``timings`` (the phases of a run and the clock every layer marks them with).
 
 May import: nothing from the package (``tests/test_layers.py`` checks every folder's imports).
 """
