@@ -12,10 +12,11 @@ Why exclusive and by stack, rather than a timer per step: nested timers count th
 store write would be in ``store`` and in ``passages``), and what is not timed is lost without a trace. Here
 whatever no hook names lands in ``other``, which makes it visible and asks for a name.
 
-Threads: only the clock's own thread is measured. Work on helper threads (tokenisation ahead of the model,
-USearch's and torch's threads) overlaps the main thread's, so wall time is what the main thread spends,
-waiting included (waiting for a tokenised batch is ``passages``). Elsewhere a hook is a no-op: without a
-running clock, or on another thread, it costs one global read; with one, two ``perf_counter`` calls.
+Threads: only the clock's own thread is measured (the running clock is per thread). Work on helper threads
+(tokenisation ahead of the model, USearch's and torch's threads) overlaps the main thread's, so wall time
+is what the main thread spends, waiting included (waiting for a tokenised batch is ``passages``). Elsewhere
+a hook is a no-op: without a running clock, or on another thread, it costs one thread-local read; with
+one, two ``perf_counter`` calls.
 
 Worker processes (:mod:`disastir_mteb.runner.task_pool`): a forked worker runs its task under a clock of
 its own and sends its seconds per phase back with the result (a :class:`WorkerReport`). The runner's
@@ -66,8 +67,8 @@ class Phase(str, Enum):
 
 #: What each phase holds, for the documentation and the benchmark's legend.
 PHASE_MEANINGS: dict[Phase, str] = {
-    Phase.startup: "the libraries imported (mteb, torch, datasets) and the network checked, before the run's "
-                   "first step (the command line only: evaluate() in a running Python has them already)",
+    Phase.startup: "the libraries a run uses imported (mteb, torch, sentence-transformers), once per Python "
+                   "process, and on the command line the network checked",
     Phase.tasks: "the tasks resolved and their data loaded (queries, qrels, the shared corpus), and their texts "
                  "taken out for encoding",
     Phase.model: "the model loaded and identified (its fingerprint: a few fixed texts encoded)",
@@ -88,8 +89,15 @@ PHASE_MEANINGS: dict[Phase, str] = {
 
 _HELD = None  # the stack entry of time held for the workers' proportions (pooled), settled into phases later
 
-_active: PhaseClock | None = None
-"""The running clock of this process (the innermost started one), or None."""
+
+
+class _Running(threading.local):
+    """The clock running on each thread (the innermost started there), or None: a helper thread has none."""
+
+    clock: PhaseClock | None = None
+
+
+_running = _Running()
 
 
 class PhaseClock:
@@ -113,7 +121,6 @@ class PhaseClock:
         self._stack: list[Phase | None] = [Phase.other]
         self._started = self._last = 0.0
         self._stopped: float | None = None
-        self._thread: int | None = None
         self._pid = os.getpid()
         self._previous: PhaseClock | None = None
         self._weights: dict[Phase, float] = dict.fromkeys(Phase, 0.0)
@@ -121,20 +128,18 @@ class PhaseClock:
 
     def start(self) -> PhaseClock:
         """Start measuring on this thread; this clock is the running one until :meth:`stop`."""
-        global _active
-        self._thread, self._pid = threading.get_ident(), os.getpid()
-        self._previous, _active = _active, self
+        self._pid = os.getpid()
+        self._previous, _running.clock = _running.clock, self
         self._started = self._last = time.perf_counter()
         self._stopped = None
         return self
 
     def stop(self) -> None:
         """Stop measuring (the phase on top gets the time up to now); the clock started before runs again."""
-        global _active
         self._push_time(time.perf_counter())
         self._stopped = self._last
-        if _active is self:
-            _active = self._previous
+        if _running.clock is self:
+            _running.clock = self._previous
 
     def __enter__(self) -> PhaseClock:
         return self.start()
@@ -182,11 +187,6 @@ class PhaseClock:
         self._weights = dict.fromkeys(Phase, 0.0)
 
     # ------------------------------------------------------------------ reading it
-
-    @property
-    def thread(self) -> int | None:
-        """The thread it measures (None before :meth:`start`)."""
-        return self._thread
 
     @property
     def total(self) -> float:
@@ -306,30 +306,30 @@ class Timings:
 class _Hook:
     """``with clock(phase):`` / ``@clock(phase)``: ``phase`` on top of the running clock's stack meanwhile."""
 
-    __slots__ = ("_depth", "_running", "phase")
+    __slots__ = ("_clock", "_depth", "phase")
 
     def __init__(self, phase: Phase | None) -> None:
         self.phase = phase
-        self._running: PhaseClock | None = None
+        self._clock: PhaseClock | None = None
         self._depth = 0
 
     def __enter__(self) -> None:
-        running = _active
-        if running is not None and running._thread == threading.get_ident():
-            self._running, self._depth = running, running.push(self.phase)
+        running = _running.clock
+        if running is not None:
+            self._clock, self._depth = running, running.push(self.phase)
 
     def __exit__(self, *exc: object) -> None:
-        if self._running is not None:
-            self._running.pop(self._depth)
-            self._running = None
+        if self._clock is not None:
+            self._clock.pop(self._depth)
+            self._clock = None
 
     def __call__(self, function: F) -> F:
         phase = self.phase
 
         @functools.wraps(function)
         def measured(*args: Any, **kwargs: Any) -> Any:
-            running = _active
-            if running is None or running._thread != threading.get_ident():
+            running = _running.clock
+            if running is None:
                 return function(*args, **kwargs)
             depth = running.push(phase)
             try:
@@ -357,10 +357,8 @@ def pooled() -> _Hook:
 
 def active_clock() -> PhaseClock | None:
     """The clock running on this thread of this process, or None."""
-    running = _active
-    if running is None or running._thread != threading.get_ident() or running._pid != os.getpid():
-        return None
-    return running
+    running = _running.clock
+    return running if running is not None and running._pid == os.getpid() else None
 
 
 @contextlib.contextmanager
