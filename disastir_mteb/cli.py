@@ -17,7 +17,7 @@ from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
 from disastir_mteb.vocabulary.run_settings import ANN
-from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT, PRECISIONS
+from disastir_mteb.vocabulary.settings import BUILT_IN_MODELS, DEFAULT_BATCH_SIZE, EXACT, PRECISIONS
 
 __all__ = ["main"]
 
@@ -61,6 +61,14 @@ def _judgement_options(parser: argparse.ArgumentParser) -> None:
                                        "or 'sample' (default: DISASTIR_DATA_DIR or the Hub)")
 
 
+def _timings_option(parser: argparse.ArgumentParser) -> None:
+    """``--timings-json FILE``: where the run's time went, as JSON (the table is printed either way)."""
+    parser.add_argument("--timings-json", default=None, metavar="FILE",
+                        help="also write the table of where the time went as JSON: {\"phases\": {name: seconds}, "
+                             "\"total\": seconds, \"passages_encoded\": n, \"queries_encoded\": n, \"device\": "
+                             "..., \"peak_rss_bytes\": n} (the phases add up to the total)")
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -83,12 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--report", default="report", help="folder for the report and heatmap (default: ./report)")
     demo.add_argument("--no-report", action="store_true", help="print the grid only")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    _timings_option(demo)
     demo.set_defaults(func=commands.demo)
 
     run = sub.add_parser("run", help="Evaluate a model on DisastIR tasks (corpus encoded once), optionally with "
                                      "per-intent instructions; exact or USearch ANN search.")
     run.add_argument("-m", "--model", required=True,
-                     help="a model name for mteb.get_model (HF cache or Hub), or 'bundled' for the packaged MiniLM")
+                     help="a model name for mteb.get_model (HF cache or Hub), a local model folder, or one of "
+                          + "; ".join(f"'{name}': {what}" for name, what in BUILT_IN_MODELS.items()))
     run.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48 of the split)")
     run.add_argument("-b", "--benchmarks", nargs="*",
                      help="benchmark names, e.g. DisastIR, DisastIR-QA, DisastIR-Test or DisastIR-DevLite")
@@ -152,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
                           f"{DEFAULT_KEY_ENV}; unset: none is sent)")
     run.add_argument("--overwrite", action="store_true", help="rerun tasks that already have results")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
+    _timings_option(run)
     run.set_defaults(func=commands.run)
 
     compare = sub.add_parser("compare", help="Exact vs ANN (the paper's Table 3 columns) or any two result sets: "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from disastir_mteb.results.completed_view import CompletedView
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.util.timings import Timings
 
 __all__ = ["compare", "demo", "export", "judge", "leaderboard", "offline_if_unreachable", "report", "run", "sample",
            "seed", "stats", "submit", "tasks", "upstream"]
@@ -57,55 +58,114 @@ def offline_if_unreachable(needs_hub: bool) -> None:
 
 
 def demo(args: argparse.Namespace) -> int:
-    """``disastir-mteb demo``: the bundled model on the bundled sample, all 48 tasks, grid and report."""
+    """``disastir-mteb demo``: the bundled model on the bundled sample, all 48 tasks, grid, report and timings."""
     from disastir_mteb.demo import run_demo
 
+    timings_file = _timings_file(args.timings_json)
     _quiet(args.quiet)
     run_demo(output_folder=args.output_folder, scale=args.scale, show_progress=not args.quiet,
-             report=None if args.no_report else args.report)
+             report=None if args.no_report else args.report,
+             timings=None if timings_file is None else (lambda timings: _write_timings(timings_file, timings)))
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    """``disastir-mteb run``: evaluate a model on the tasks, corpus encoded once, results in mteb's layout."""
+    """``disastir-mteb run``: evaluate a model on the tasks, corpus encoded once, results in mteb's layout.
+
+    The run is timed from here (:mod:`disastir_mteb.util.timings`): the libraries it imports are ``startup``,
+    and the table of where its time went ends its output (``--timings-json FILE`` also writes it, a path
+    checked first of all, before anything is imported or loaded).
+    """
     import os
 
-    from disastir_mteb.runner.data_source import data_folders
-    from disastir_mteb.runner.run import build_search, resolve_tasks
-    from disastir_mteb.vocabulary.run_settings import RunSettings
+    from disastir_mteb.util.timings import Phase, clock, run_clock
+    from disastir_mteb.vocabulary.settings import BUILT_IN_MODELS
 
-    local_model = args.model == "bundled" or Path(args.model).exists() or bool(args.embeddings_url)
-    local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
-    offline_if_unreachable(needs_hub=not (local_model and local_data))
-    _quiet(args.quiet)
-    tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
-    names = [task.metadata.name for task in tasks]
-    os.environ.update(data_folders(args.data, args.devlite, task_names=names, as_options=True,  # the whole process
-                                   extra_judgements=args.extra_judgements))
-    ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items() if getattr(args, name) is not None}
-    if args.ann_dtype is not None:
-        ann_params["dtype"] = args.ann_dtype
-    settings = RunSettings.from_options(  # every option checked here, before a model loads
-        search=args.search, ann_preset=args.ann_preset, ann_params=ann_params, instructions=args.instructions,
-        template=args.template, instruct_passages=args.instruct_passages, batch_size=args.batch_size,
-        precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
-        cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
-    served = None
-    if args.embeddings_url:
-        from disastir_mteb.runner.run import serve_model
+    timings_file = _timings_file(args.timings_json)
+    with run_clock():
+        with clock(Phase.startup):
+            local_model = args.model in BUILT_IN_MODELS or Path(args.model).exists() or bool(args.embeddings_url)
+            local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
+            offline_if_unreachable(needs_hub=not (local_model and local_data))
+            _quiet(args.quiet)
+            from disastir_mteb.runner.data_source import data_folders
+            from disastir_mteb.runner.run import build_search, import_libraries, resolve_tasks
+            from disastir_mteb.vocabulary.run_settings import RunSettings
 
-        served = serve_model(args.model, args.embeddings_url, revision=args.embeddings_revision,
-                             concurrency=args.embeddings_concurrency, key_env=args.api_key_env)
-    elif args.embeddings_revision:
-        raise ValueError("--embeddings-revision pins a served model: pass it with --embeddings-url.")
-    try:
-        _run_and_summarise(build_search(served or args.model, settings), tasks, args)
-        if served is not None:
-            print(f"Servers: {served.describe()}.")
-    finally:
-        if served is not None:  # its event loop thread and connections, also when the run stops with an error
-            served.close()
+            import_libraries()
+        with clock(Phase.tasks):
+            tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
+            names = [task.metadata.name for task in tasks]
+            os.environ.update(data_folders(args.data, args.devlite, task_names=names, as_options=True,  # the process
+                                           extra_judgements=args.extra_judgements))
+        ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items()
+                      if getattr(args, name) is not None}
+        if args.ann_dtype is not None:
+            ann_params["dtype"] = args.ann_dtype
+        settings = RunSettings.from_options(  # every option checked here, before a model loads
+            search=args.search, ann_preset=args.ann_preset, ann_params=ann_params, instructions=args.instructions,
+            template=args.template, instruct_passages=args.instruct_passages, batch_size=args.batch_size,
+            precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
+            cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
+        served = None
+        if args.embeddings_url:
+            from disastir_mteb.runner.run import serve_model
+
+            with clock(Phase.model):
+                served = serve_model(args.model, args.embeddings_url, revision=args.embeddings_revision,
+                                     concurrency=args.embeddings_concurrency, key_env=args.api_key_env)
+        elif args.embeddings_revision:
+            raise ValueError("--embeddings-revision pins a served model: pass it with --embeddings-url.")
+        try:
+            with clock(Phase.model):
+                searcher = build_search(served or args.model, settings)
+            _run_and_summarise(searcher, tasks, args)
+            if served is not None:
+                print(f"Servers: {served.describe()}.")
+        finally:
+            if served is not None:  # its event loop thread and connections, also when the run stops with an error
+                served.close()
+    if searcher.timings is not None:
+        print(searcher.timings.to_text())
+        if timings_file is not None:
+            _write_timings(timings_file, searcher.timings)
     return 0
+
+
+def _timings_file(path: str | None) -> Path | None:
+    """``--timings-json FILE`` checked before the run: a file that can be written (its folder is made if missing).
+
+    Checked by creating (and removing at once) a temporary file where the file's folder will be, so a
+    read-only place is refused too, not only a missing permission.
+
+    Raises:
+        ValueError: the path is a folder, lies under a file, or its folder cannot be written (one sentence).
+    """
+    import tempfile
+
+    if path is None:
+        return None
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise ValueError(f"--timings-json {path} is a folder; name a file, e.g. {target / 'timings.json'}.")
+    existing = next(folder for folder in [target.parent, *target.parent.parents] if folder.exists())
+    if not existing.is_dir():
+        raise ValueError(f"--timings-json {path} cannot be written: {existing} is a file, not a folder; name a file "
+                         "in a folder.")
+    try:
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as error:
+        raise ValueError(f"--timings-json {path} cannot be written: {existing}: {error.strerror or error}; name a "
+                         "file in a folder you can write to.") from None
+    return target
+
+
+def _write_timings(path: Path, timings: Timings) -> None:
+    """Write the run's timings as JSON, atomically, and say where."""
+    from disastir_mteb.util.atomic import write_json_atomic
+
+    write_json_atomic(path, timings.as_dict())
+    print(f"Timings written to {path.resolve()}.")
 
 
 def _run_and_summarise(searcher: SharedCorpusSearch, tasks: list, args: argparse.Namespace) -> None:

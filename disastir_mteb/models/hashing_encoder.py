@@ -16,6 +16,8 @@ import numpy as np
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
+from disastir_mteb.vocabulary.settings import HASHING_ENCODER
+
 if TYPE_CHECKING:
     from mteb.abstasks.task_metadata import TaskMetadata
     from mteb.types import Array, BatchedInput, PromptType
@@ -37,7 +39,7 @@ class HashingEncoder(AbsEncoder):
         texts_encoded: texts embedded so far (tests count encoder work with it).
     """
 
-    def __init__(self, dim: int = 384, name: str = "disastir-mteb/hashing-encoder") -> None:
+    def __init__(self, dim: int = 384, name: str = HASHING_ENCODER) -> None:
         self.dim = dim
         self._vectors: dict[str, np.ndarray] = {}
         self.texts_encoded = 0

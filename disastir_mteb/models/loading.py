@@ -1,9 +1,13 @@
-"""Loading the model to evaluate: a name for ``mteb.get_model``, ``"bundled"``, a local folder, or an object.
+"""Loading the model to evaluate: a name for ``mteb.get_model``, a built-in name, a local folder, or an object.
 
-A name that cannot be loaded becomes one :class:`ModelLoadError` sentence saying what to do
-(offline cache, a local folder, ``-m bundled``). :func:`disastir_mteb.runner.run.build_search` passes a
-ready :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` through before it loads anything
-(this layer cannot import the search layer).
+The built-in names (:data:`~disastir_mteb.vocabulary.settings.BUILT_IN_MODELS`) resolve here, before mteb's
+registry or the Hub is asked: ``bundled`` (the packaged MiniLM) and ``disastir-mteb/hashing-encoder`` (the
+model-free :class:`~disastir_mteb.models.hashing_encoder.HashingEncoder`, which benchmarks of the runner use
+on the command line: mteb does not know it, and there is nothing to download). A name that cannot be loaded
+becomes one :class:`ModelLoadError` sentence saying what to do (offline cache, a local folder, ``-m bundled``).
+:func:`disastir_mteb.runner.run.build_search` passes a ready
+:class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` through before it loads anything (this layer
+cannot import the search layer).
 """
 
 from __future__ import annotations
@@ -11,11 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.vocabulary.settings import HASHING_ENCODER
+
 __all__ = ["ModelLoadError", "load_model"]
 
 
 def load_model(model: Any, *, device: str | None = None) -> Any:
-    """An mteb encoder from a name (``mteb.get_model``), ``"bundled"`` (packaged MiniLM) or an object.
+    """An mteb encoder from a name (``mteb.get_model``), a built-in name, a local folder or an object.
+
+    Built-in names: ``"bundled"`` (the packaged MiniLM, on ``device``) and ``"disastir-mteb/hashing-encoder"``
+    (:class:`~disastir_mteb.models.hashing_encoder.HashingEncoder`, 384 dimensions, no device).
 
     Objects go through :func:`~disastir_mteb.models.adapter.as_mteb_encoder`: a SentenceTransformer gets
     mteb's own wrapper, exactly as ``mteb.evaluate`` would wrap it.
@@ -28,6 +37,10 @@ def load_model(model: Any, *, device: str | None = None) -> Any:
         from disastir_mteb.models.bundled import load_bundled_model
 
         return load_bundled_model(device=device)
+    if model == HASHING_ENCODER:
+        from disastir_mteb.models.hashing_encoder import HashingEncoder
+
+        return HashingEncoder()
     if Path(model).expanduser().is_dir():
         return _load_folder(Path(model).expanduser(), device)
     import mteb

@@ -22,6 +22,13 @@ After a group's pass, the tasks it answered are scored and written on every core
 (:mod:`disastir_mteb.runner.task_pool`), through mteb's scoring without its repeated checks
 (:mod:`disastir_mteb.runner.scoring_patch`); every stored number is the one a plain run writes.
 
+Where the time went: a run runs under a phase clock (:mod:`disastir_mteb.util.timings`), from its first
+step (``evaluate``'s settings, or the command line's imports) to the end of its last task. Each step marks
+its phase (tasks loaded, the model, passages, the store, queries, the index, the search, scoring, result
+files), the rest is ``other``, and at the end the search model keeps the run's
+:class:`~disastir_mteb.util.timings.Timings` (``searcher.timings``): ``disastir-mteb run`` prints it as a
+table and writes it with ``--timings-json``; ``evaluate(timings=...)`` hands it to a callable.
+
 One module because the run and the steps of one task it hands to a worker process (evaluate, per-query
 file, a result file set aside) are one flow, read top to bottom.
 """
@@ -40,6 +47,7 @@ from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_
 from disastir_mteb.models.loading import ModelLoadError, load_model
 from disastir_mteb.runner.data_source import data_folders, use_environment
 from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
+from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
 from disastir_mteb.vocabulary.run_settings import RunSettings, Search
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT
@@ -57,8 +65,21 @@ logger = logging.getLogger(__name__)
 
 _DISASTIR_TASKS = ALL_TASK_NAMES  # every query set's tasks
 
-__all__ = ["ModelLoadError", "RunSettings", "build_search", "evaluate", "resolve_tasks", "result_folder", "run_tasks",
-           "serve_model"]
+__all__ = ["ModelLoadError", "RunSettings", "build_search", "evaluate", "import_libraries", "resolve_tasks",
+           "result_folder", "run_tasks", "serve_model"]
+
+
+def import_libraries() -> None:
+    """Import what every run uses: mteb, torch, sentence-transformers and the search model's modules.
+
+    A run calls it first, under its clock's ``startup``: imported lazily, each library's seconds (torch 1.5 s,
+    sentence-transformers 2 s on a 2-core CPU) would land in whichever phase first needs it (the model's
+    identification, the passages), and a phase that looked slow would be an import.
+    """
+    import sentence_transformers  # noqa: F401
+    import torch  # noqa: F401
+
+    from disastir_mteb.search import shared_corpus  # noqa: F401
 
 
 def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpusSearch:
@@ -104,6 +125,7 @@ def evaluate(
     embeddings_revision: str | None = None,
     embeddings_concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY,
     api_key_env: str = DEFAULT_KEY_ENV,
+    timings: Callable[[Timings], None] | None = None,
 ) -> ModelResult:
     """Evaluate a model on DisastIR tasks (the 48 of the full set by default) with one encoding per corpus.
 
@@ -156,6 +178,10 @@ def evaluate(
         embeddings_revision: pin the served model's revision (default: a digest of what the servers report).
         embeddings_concurrency: requests in flight per embedding server.
         api_key_env: the environment variable holding the servers' key (never a file or an argument).
+        timings: called once, when the run is done, with where its wall time went
+            (:class:`~disastir_mteb.util.timings.Timings`: seconds per phase, which add up to the total, the
+            passages and queries encoded, the device, the peak memory), the value the search model also keeps
+            (``searcher.timings``). A run inside a run already timed (the demo) is part of that one's clock.
 
     Returns:
         mteb's ``ModelResult`` holding every evaluated task.
@@ -166,33 +192,42 @@ def evaluate(
             setting differs from ``search``.
         FileNotFoundError: ``data``, ``devlite`` or ``extra_judgements`` is not a folder.
     """
-    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    with run_clock():
+        with clock(Phase.startup):
+            import_libraries()
+            from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
-    settings = RunSettings.from_options(search=search, ann_preset=ann_preset, ann_params=ann_params,
-                                        instructions=instructions, template=template,
-                                        instruct_passages=instruct_passages, batch_size=batch_size,
-                                        precision=precision, cache_dir=cache_dir, progress=show_progress)
-    tasks_to_run = resolve_tasks(tasks, split=split)  # before a model loads, as the settings and the data are
-    environment = data_folders(data, devlite, task_names=[t.metadata.name for t in tasks_to_run],
-                               extra_judgements=extra_judgements)
-    if isinstance(model, SharedCorpusSearch):  # it carries its own settings: the keywords may only name them
-        if instructions is not None or precision is not None or batch_size is not None:
-            raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
-                             "build_search), not to evaluate() together with a ready search model.")
-        if search != EXACT and model.ann != settings.ann:
-            raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked for "
-                             f"search={search!r}; build it with the same setting or leave search at its default.")
-    served = None
-    if embeddings_url:
-        served = model = serve_model(model, embeddings_url, revision=embeddings_revision,
-                                     concurrency=embeddings_concurrency, key_env=api_key_env)
-    try:
-        return run_tasks(build_search(model, settings), tasks_to_run, output_folder=output_folder,
-                         overwrite=overwrite, show_progress=show_progress, on_task_done=on_task_done,
-                         environment=environment)
-    finally:
-        if served is not None:
-            served.close()
+        settings = RunSettings.from_options(search=search, ann_preset=ann_preset, ann_params=ann_params,
+                                            instructions=instructions, template=template,
+                                            instruct_passages=instruct_passages, batch_size=batch_size,
+                                            precision=precision, cache_dir=cache_dir, progress=show_progress)
+        with clock(Phase.tasks):
+            tasks_to_run = resolve_tasks(tasks, split=split)  # before a model loads, as the settings and the data are
+            environment = data_folders(data, devlite, task_names=[t.metadata.name for t in tasks_to_run],
+                                       extra_judgements=extra_judgements)
+        if isinstance(model, SharedCorpusSearch):  # it carries its own settings: the keywords may only name them
+            if instructions is not None or precision is not None or batch_size is not None:
+                raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
+                                 "build_search), not to evaluate() together with a ready search model.")
+            if search != EXACT and model.ann != settings.ann:
+                raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked "
+                                 f"for search={search!r}; build it with the same setting or leave search at its "
+                                 "default.")
+        served = None
+        try:
+            with clock(Phase.model):
+                if embeddings_url:
+                    served = model = serve_model(model, embeddings_url, revision=embeddings_revision,
+                                                 concurrency=embeddings_concurrency, key_env=api_key_env)
+                searcher = build_search(model, settings)
+            result = run_tasks(searcher, tasks_to_run, output_folder=output_folder, overwrite=overwrite,
+                               show_progress=show_progress, on_task_done=on_task_done, environment=environment)
+        finally:
+            if served is not None:
+                served.close()
+    if timings is not None and searcher.timings is not None:
+        timings(searcher.timings)
+    return result
 
 
 def serve_model(model: Any, urls: str | Sequence[str], *, revision: str | None = None,
@@ -227,68 +262,86 @@ def run_tasks(
     :func:`evaluate` (the batch size is the search model's, else
     :data:`~disastir_mteb.vocabulary.settings.DEFAULT_BATCH_SIZE`). ``environment``: the data folders for
     this call only (:func:`~disastir_mteb.runner.data_source.data_folders`; the command line sets them for
-    its whole process instead).
+    its whole process instead). At the end ``searcher.timings`` holds where the run's time went (the clock of
+    the call that started it, :func:`evaluate` or the command line, else one started here).
     """
-    from tqdm.auto import tqdm
+    with run_clock() as running:
+        with clock(Phase.startup):  # the libraries the tasks are scored with (imported already on the command line)
+            from tqdm.auto import tqdm
 
-    from disastir_mteb.data.data_cache import cache_environment
-    from disastir_mteb.results.per_query import data_provenance
-    from disastir_mteb.runner.scoring_patch import faster_scoring
-    from disastir_mteb.runner.task_pool import evaluate_tasks
-    from disastir_mteb.search.shared_corpus import answered_by_prefetch, forget_prefetched
-    from disastir_mteb.util.atomic import atomic_result_cache
+            from disastir_mteb.data.data_cache import cache_environment
+            from disastir_mteb.results.per_query import data_provenance
+            from disastir_mteb.runner.scoring_patch import faster_scoring
+            from disastir_mteb.runner.task_pool import evaluate_tasks
+            from disastir_mteb.search.shared_corpus import answered_by_prefetch, forget_prefetched
+            from disastir_mteb.util.atomic import atomic_result_cache
 
-    groups = corpus_groups(tasks)
-    task_list = [task for group in groups for task in group]
-    encode_kwargs: dict[str, Any] = {"batch_size": searcher.batch_size or DEFAULT_BATCH_SIZE}
-    if not show_progress:
-        encode_kwargs["show_progress_bar"] = False  # what mteb.evaluate sets when it builds encode_kwargs itself
-    identity = searcher.start_run()  # a search model run before is probed again: its model may have changed since
-    cache = atomic_result_cache(output_folder)  # mteb's layout; each file lands whole or not at all
-    _check_inside(cache, task_list, searcher)
-    if not identity.pinned and task_list:
-        logger.info("%s has no name and revision of its own: it is identified by what it computes (fingerprint %s), "
-                    "and its results are filed under %s.", identity.name, identity.fingerprint[:16],
-                    Path(cache.get_task_result_path(task_list[0].metadata.name, searcher.mteb_model_meta)).parent)
-    searcher.keep_rankings = True  # per-query files need each task's search results
-    preloaded = {task.metadata.name for task in task_list if task.data_loaded}
-    task_results: list[TaskResult] = []
-    result: ModelResult | None = None
-    # datasets' "Map" bars would print over ours
-    # --no-cache persists nothing: the joined tasks are not kept either (disastir_mteb.data.data_cache); the data
-    # cache stays under DISASTIR_CACHE_DIR whatever --cache-dir says, as it is kept per data folder, not per model
-    data_cache = cache_environment(False) if searcher.store is None else {}
-    with _datasets_bars_off(), use_environment({**data_cache, **(environment or {})}), faster_scoring():
-        provenance = data_provenance()  # one data folder (or Hub revision) for the whole run
-        run = functools.partial(_run_task, searcher=searcher, cache=cache, encode_kwargs=encode_kwargs,
-                                overwrite=overwrite, provenance=provenance)
-        answered = functools.partial(answered_by_prefetch, searcher)  # such tasks are scored on every core
-        if len(groups[0]) > 1:
-            searcher.prefetch(groups[0], encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
-        bar = tqdm(total=len(task_list), desc="Evaluating tasks", unit=" tasks", dynamic_ncols=True,
-                   disable=not show_progress or len(task_list) < 2)
-        for number, group in enumerate(groups):
-            if number and len(group) > 1:  # a corpus after the first (DevLite's): its group's pass when reached
-                searcher.prefetch(group, encode_kwargs=encode_kwargs)
-            started = time.perf_counter()
-            for task, result, seconds in evaluate_tasks(group, run, parallel=answered):
-                forget_prefetched(searcher, task)
-                task_results.extend(result.task_results)
-                if task.metadata.name not in preloaded:
-                    task.unload_data()  # frees the task's queries and qrels; the shared corpus stays with the loader
-                for task_result in result.task_results if on_task_done is not None else ():
-                    on_task_done(task_result, seconds)  # type: ignore[misc]
-                bar.update()
-            logger.info("%d task(s) scored and written in %.1f s after the search.", len(group),
-                        time.perf_counter() - started)
-        bar.close()
-    logger.info("%d task(s), %s: %d index build(s), %d loaded from cache, %d passages and %d queries encoded.",
-                len(task_list), searcher.describe_search(), searcher.index_builds, searcher.index_loads,
-                searcher.passages_encoded, searcher.queries_encoded)
-    logger.info("Passages: %s.", searcher.describe_encoding())
+        with clock(Phase.tasks):
+            groups = corpus_groups(tasks)
+            task_list = [task for group in groups for task in group]
+        encode_kwargs: dict[str, Any] = {"batch_size": searcher.batch_size or DEFAULT_BATCH_SIZE}
+        if not show_progress:
+            encode_kwargs["show_progress_bar"] = False  # what mteb.evaluate sets when it builds encode_kwargs itself
+        with clock(Phase.model):
+            identity = searcher.start_run()  # a search model run before is probed again: its model may have changed
+        with clock(Phase.writing):
+            cache = atomic_result_cache(output_folder)  # mteb's layout; each file lands whole or not at all
+            _check_inside(cache, task_list, searcher)
+        if not identity.pinned and task_list:
+            logger.info("%s has no name and revision of its own: it is identified by what it computes (fingerprint "
+                        "%s), and its results are filed under %s.", identity.name, identity.fingerprint[:16],
+                        Path(cache.get_task_result_path(task_list[0].metadata.name, searcher.mteb_model_meta)).parent)
+        searcher.keep_rankings = True  # per-query files need each task's search results
+        preloaded = {task.metadata.name for task in task_list if task.data_loaded}
+        task_results: list[TaskResult] = []
+        result: ModelResult | None = None
+        # --no-cache persists nothing: the joined tasks are not kept either (disastir_mteb.data.data_cache); the
+        # data cache stays under DISASTIR_CACHE_DIR whatever --cache-dir says: it is kept per data folder, not model
+        data_cache = cache_environment(False) if searcher.store is None else {}
+        # datasets' "Map" bars would print over ours
+        with _datasets_bars_off(), use_environment({**data_cache, **(environment or {})}), faster_scoring():
+            with clock(Phase.tasks):
+                provenance = data_provenance()  # one data folder (or Hub revision) for the whole run
+            run = functools.partial(_run_task, searcher=searcher, cache=cache, encode_kwargs=encode_kwargs,
+                                    overwrite=overwrite, provenance=provenance)
+            answered = functools.partial(answered_by_prefetch, searcher)  # such tasks are scored on every core
+            if len(groups[0]) > 1:
+                searcher.prefetch(groups[0], encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
+            bar = tqdm(total=len(task_list), desc="Evaluating tasks", unit=" tasks", dynamic_ncols=True,
+                       disable=not show_progress or len(task_list) < 2)
+            for number, group in enumerate(groups):
+                if number and len(group) > 1:  # a corpus after the first (DevLite's): its group's pass when reached
+                    searcher.prefetch(group, encode_kwargs=encode_kwargs)
+                started = time.perf_counter()
+                for task, result, seconds in evaluate_tasks(group, run, parallel=answered):
+                    forget_prefetched(searcher, task)
+                    task_results.extend(result.task_results)
+                    if task.metadata.name not in preloaded:
+                        with clock(Phase.tasks):
+                            task.unload_data()  # frees its queries and qrels; the shared corpus stays with the loader
+                    for task_result in result.task_results if on_task_done is not None else ():
+                        on_task_done(task_result, seconds)  # type: ignore[misc]
+                    bar.update()
+                logger.info("%d task(s) scored and written in %.1f s after the search.", len(group),
+                            time.perf_counter() - started)
+            bar.close()
+        logger.info("%d task(s), %s: %d index build(s), %d loaded from cache, %d passages and %d queries encoded.",
+                    len(task_list), searcher.describe_search(), searcher.index_builds, searcher.index_loads,
+                    searcher.passages_encoded, searcher.queries_encoded)
+        logger.info("Passages: %s.", searcher.describe_encoding())
+        searcher.timings = running.timings(passages_encoded=searcher.passages_encoded,
+                                           queries_encoded=searcher.queries_encoded, device=_encoding_device(searcher))
     if result is None:
         raise ValueError("No tasks to evaluate.")
     return result.model_copy(update={"task_results": task_results})
+
+
+def _encoding_device(searcher: SharedCorpusSearch) -> str:
+    """Where the search model's model encodes: its device (``cpu``, ``cuda:0``), the servers' addresses, or ``cpu``.
+
+    ``cpu`` too for a model without torch weights (a callable, the hashing encoder): it runs in this process.
+    """
+    return str(searcher.encoding_settings().get("device") or "cpu")
 
 
 def result_folder(searcher: SharedCorpusSearch, task_name: str, output_folder: str | Path | None = None) -> Path:
@@ -336,12 +389,15 @@ def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode
     import mteb
 
     if not task.data_loaded:
-        task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
-    rerun = (overwrite or _lacks_per_query(searcher, task, cache) or _other_scoring(searcher, task, cache)
-             or _other_model(searcher, task, cache))
-    result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=False,  # the runner's bar is the one
-                           encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
-                           overwrite_strategy="always" if rerun else "only-missing")
+        with clock(Phase.tasks):
+            task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
+    with clock(Phase.writing):  # result files read back
+        rerun = (overwrite or _lacks_per_query(searcher, task, cache) or _other_scoring(searcher, task, cache)
+                 or _other_model(searcher, task, cache))
+    with clock(Phase.scoring):  # mteb's save_to_cache marks its files as writing, a search not answered as search
+        result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=False,  # the runner's bar is the one
+                               encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
+                               overwrite_strategy="always" if rerun else "only-missing")
     _write_per_query(searcher, task, cache, provenance)
     return result
 
@@ -361,9 +417,11 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, da
         return  # results came from mteb's cache, the data was unloaded, or several splits (one file per task)
     score = (functools.partial(task.ndcg_at_10_per_query, split=splits[0]) if isinstance(task, AbsTaskDisastIR)
              else ndcg_by_id(dataset[subsets[0]][splits[0]]["relevant_docs"]))  # a DisastIR task scores by text
-    record = score_queries(task.metadata.name, found[0], score)
-    write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)), record,
-                    settings=searcher.encoding_settings(), data=data)
+    with clock(Phase.scoring):
+        record = score_queries(task.metadata.name, found[0], score)
+    with clock(Phase.writing):
+        write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)),
+                        record, settings=searcher.encoding_settings(), data=data)
 
 
 def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:

@@ -26,6 +26,13 @@ fails in a worker is run again here, so the exception (type, message, traceback)
 run raises. Linux only (fork is safe there; macOS's system libraries are not fork-safe, Windows has
 no fork) and only with two or more cores and tasks; elsewhere tasks run here, one after another.
 ``DISASTIR_PROCESSES=N`` caps the workers (1: none).
+
+Where the time goes (:mod:`disastir_mteb.util.timings`): each worker runs its task under a clock of its
+own and sends back, with the result, its seconds per phase (mostly ``scoring`` and ``writing``) and how far
+its peak memory rose above what it shared with the runner when forked. The runner's wall time in this
+stage (forking the workers, waiting for their answers) is then split between phases in proportion to what
+the workers measured, so the run's table still adds up to its wall time; tasks run here are measured
+here, as in a run without workers.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from disastir_mteb.util.timings import PhaseClock, WorkerReport, active_clock, peak_rss_bytes, pooled, rss_bytes
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["PROCESSES_ENV", "evaluate_tasks", "worker_count"]
@@ -60,6 +69,8 @@ _records: list[logging.LogRecord] = []
 """In a worker: the log records of the task being run, handed back with its result."""
 _parent: int | None = None
 """The runner's process id, set before the fork: a worker whose parent is gone stops."""
+_forked_rss = 0
+"""In a worker: its resident memory when forked (pages it shares with the runner), the base of its growth."""
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -112,8 +123,8 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
     Raises:
         Whatever ``run`` raises for a task (raised by running that task again in this process).
     """
-    pooled = [n for n, task in enumerate(tasks) if parallel(task)]
-    processes = worker_count(len(pooled))
+    forkable = [n for n, task in enumerate(tasks) if parallel(task)]
+    processes = worker_count(len(forkable))
     if not processes:
         for task in tasks:
             started = time.perf_counter()
@@ -122,16 +133,19 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
     global _job, _parent
     _job, _parent = _Job(tasks, run), os.getpid()
     registry: dict[Any, Any] = {}  # re-issued warnings shown once per place are shown once per call
+    running = active_clock()
     executor = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"),
                                    initializer=_start_worker)
     try:
-        futures = _submit(executor, pooled)
+        with pooled():  # the runner's time here is split in the workers' proportions (their reports)
+            futures = _submit(executor, forkable)
         for number, task in enumerate(tasks):
             started = time.perf_counter()
             answer = None
             if number in futures:
                 try:
-                    answer = futures[number].result()
+                    with pooled():
+                        answer = futures[number].result()
                 except BrokenProcessPool:  # a worker was killed (out of memory?): the rest run here
                     logger.warning("A worker process evaluating tasks ended abruptly; evaluating the %d task(s) "
                                    "left in the runner's own process.", len(tasks) - number)
@@ -142,7 +156,9 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
             if answer is None:
                 yield task, run(task), time.perf_counter() - started
                 continue
-            result, seconds, records, caught = answer
+            result, seconds, records, caught, report = answer
+            if running is not None:
+                running.add_worker(report)
             _reissue(records, caught, registry)
             if result is None:  # failed in the worker: raise it here, exactly as a serial run would
                 logger.debug("%s failed in a worker process; running it again here.", _name(task))
@@ -152,6 +168,8 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
     finally:
         _job = None
         executor.shutdown(wait=False, cancel_futures=True)  # normally all done; after an error, stop what waits
+        if running is not None:
+            running.settle()
 
 
 def _submit(executor: ProcessPoolExecutor, numbers: list[int]) -> dict[int, Future[Any]]:
@@ -185,6 +203,8 @@ def _start_worker() -> None:
         pass
     if _parent is not None and os.getppid() != _parent:  # the runner died before the line above
         os._exit(1)
+    global _forked_rss
+    _forked_rss = rss_bytes()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.Logger.callHandlers = _keep_record  # type: ignore[method-assign]
     try:
@@ -200,8 +220,11 @@ def _keep_record(self: logging.Logger, record: logging.LogRecord) -> None:
     _records.append(record)
 
 
-def _work(number: int) -> tuple[Any, float, list[logging.LogRecord], list[dict[str, Any]]]:
-    """In a worker: run task ``number``; (its result or None if it failed, seconds, logs, warnings).
+def _work(number: int) -> tuple[Any, float, list[logging.LogRecord], list[dict[str, Any]], WorkerReport]:
+    """In a worker: run task ``number``; (its result or None if it failed, seconds, logs, warnings, its timings).
+
+    The task runs under a clock of this worker's own (the runner's, inherited with the fork, stays untouched):
+    its seconds per phase and the worker's memory growth go back in the :class:`WorkerReport`.
 
     The result travels back through ``concurrent.futures`` (which pickles it between these two
     processes of one run); nothing here reads pickled data from a file.
@@ -211,13 +234,15 @@ def _work(number: int) -> tuple[Any, float, list[logging.LogRecord], list[dict[s
     _records.clear()
     started = time.perf_counter()
     result: Any = None
-    with warnings.catch_warnings(record=True) as caught:
+    with PhaseClock() as task_clock, warnings.catch_warnings(record=True) as caught:
         try:
             result = _job.run(_job.tasks[number])
         except Exception as error:
             logger.debug("Task %d failed in worker %d: %s: %s", number, os.getpid(), type(error).__name__, error)
     seconds = time.perf_counter() - started
-    return result, seconds, [_portable(r) for r in _records], [_portable_warning(w) for w in caught]
+    report = WorkerReport(phases=task_clock.seconds(), pid=os.getpid(),
+                          rss_growth_bytes=max(0, peak_rss_bytes() - _forked_rss))
+    return result, seconds, [_portable(r) for r in _records], [_portable_warning(w) for w in caught], report
 
 
 def _portable(record: logging.LogRecord) -> logging.LogRecord:

@@ -19,6 +19,7 @@ import numpy as np
 
 from disastir_mteb.search.top_k import as_float32, top_k_inner_product
 from disastir_mteb.search.torch_device import import_torch, resolve_device
+from disastir_mteb.util.timings import Phase, clock
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -288,7 +289,8 @@ class ExactIndex:
         if kind == "cosine":
             queries = normalised(queries)
             if self._unit_documents is None:
-                self._unit_documents = normalised(self._documents)
+                with clock(Phase.index):
+                    self._unit_documents = normalised(self._documents)
             documents = self._unit_documents
         if top_ranked is None:
             corpus = self._on_device(kind, documents) if _wants_resident_copy(self._device) else documents
@@ -299,6 +301,7 @@ class ExactIndex:
             raise ValueError("ExactIndex.search needs query_idx_to_id when reranking top_ranked candidates.")
         return self._rerank(queries, documents, top_k, top_ranked, query_idx_to_id)
 
+    @clock(Phase.index)
     def _on_device(self, kind: Similarity, documents: np.ndarray) -> Any:
         """The resident device copy of ``documents`` (searched as ``kind``), made on first use."""
         if self._resident is None or self._resident[0] != kind:

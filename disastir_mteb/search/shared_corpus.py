@@ -61,6 +61,7 @@ from disastir_mteb.search.exact_search import ExactIndex
 from disastir_mteb.search.precision import apply_precision, module_device, module_dtype, torch_module
 from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, encode_in_memory, fingerprint_texts
 from disastir_mteb.search.usearch_index import UsearchIndex
+from disastir_mteb.util.timings import Phase, clock
 from disastir_mteb.vocabulary.ann_params import AnnParams, search_setting
 from disastir_mteb.vocabulary.instructions import InstructionConfig
 from disastir_mteb.vocabulary.run_settings import RunSettings
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
     )
 
     from disastir_mteb.models.embedding_servers import EmbeddingServers
+    from disastir_mteb.util.timings import Timings
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +149,9 @@ class SharedCorpusSearch:
             (``fingerprint-<16 hex>``), so its results are filed apart from any other model's.
         encoding: how the corpus was encoded (path, batches, precision, device, tokenisation,
             ``max_seq_length`` and how many passages reached it), for the run summary.
+        timings: where the last run's wall time went (:class:`~disastir_mteb.util.timings.Timings`), set by the
+            runner at the end of each run (None before one); its phases are marked in here, in the store and
+            in the index.
     """
 
     def __init__(self, model: Any, settings: RunSettings | None = None, *, store: EmbeddingStore | None = None,
@@ -171,6 +176,7 @@ class SharedCorpusSearch:
             meta = meta.model_copy(update={"experiment_kwargs": {**(meta.experiment_kwargs or {}), **experiment}})
         self._own_meta = self.mteb_model_meta = meta
         self.encoding: EncodingReport | None = None
+        self.timings: Timings | None = None
         self.store = store
         self.texts_probed = 0
         self._runs = 0
@@ -316,17 +322,19 @@ class SharedCorpusSearch:
 
         ``texts_fingerprint``: :func:`fingerprint_texts` of ``texts`` when the caller has it already.
         """
-        if self.store is None:
-            return encode_in_memory(texts, encode, order, self._chunk_size(batch_size),
-                                    progress=side if self.progress and side == "corpus" else None)
-        key = self._store_key(side, texts, prompt, batch_size, texts_fingerprint)
-        return self.store.get_or_encode(key, texts, encode, chunk_size=self._chunk_size(batch_size),
-                                        progress=self.progress and side == "corpus", order=order)
+        with clock(Phase.passages if side == "corpus" else Phase.queries):  # the store marks its own work
+            if self.store is None:
+                return encode_in_memory(texts, encode, order, self._chunk_size(batch_size),
+                                        progress=side if self.progress and side == "corpus" else None)
+            key = self._store_key(side, texts, prompt, batch_size, texts_fingerprint)
+            return self.store.get_or_encode(key, texts, encode, chunk_size=self._chunk_size(batch_size),
+                                            progress=self.progress and side == "corpus", order=order)
 
     def _chunk_size(self, batch_size: int) -> int:
         """``chunk_size`` rounded up to whole batches, so chunks hold the batches of one encode call."""
         return -(-self.chunk_size // batch_size) * batch_size
 
+    @clock(Phase.store)
     def _store_key(self, side: str, texts: list[str], prompt: str, batch_size: int,
                    texts_fingerprint: str | None = None) -> StoreKey:
         name, revision = self._model_key()
@@ -400,7 +408,8 @@ class SharedCorpusSearch:
 
     def _query_embeddings(self, queries: QueryDatasetType, task_metadata: TaskMetadata, hf_split: str,
                           hf_subset: str, encode_kwargs: EncodeKwargs, num_proc: int | None) -> np.ndarray:
-        texts = retrieval_texts(queries, PromptType.query)
+        with clock(Phase.tasks):
+            texts = retrieval_texts(queries, PromptType.query)
         if not texts:
             return np.zeros((0, 1), np.float32)
         encode = self._encoder(task_metadata, PromptType.query, hf_split, hf_subset, encode_kwargs, num_proc)
@@ -426,10 +435,11 @@ class SharedCorpusSearch:
         items: list[tuple[Any, Any]] = []
         owners: list[tuple[_PrefetchKey, list[str], int]] = []
         ours = [task for task in tasks if task.metadata.name in _DISASTIR]  # other tasks keep the per-task path
-        for task in tqdm(ours, desc="Loading tasks", unit=" tasks", disable=not self.progress, leave=False,
-                         dynamic_ncols=True):
-            if not task.data_loaded:
-                task.load_data()
+        with clock(Phase.tasks):
+            for task in tqdm(ours, desc="Loading tasks", unit=" tasks", disable=not self.progress, leave=False,
+                             dynamic_ncols=True):
+                if not task.data_loaded:
+                    task.load_data()
         for task in ours:  # the first indexes (encodes) the shared corpus, under its own bar; the rest reuse it
             split, subset = task.metadata.eval_splits[0], "default"
             data = task.dataset[subset][split]
@@ -443,20 +453,23 @@ class SharedCorpusSearch:
                            [str(i) for i in data["queries"]["id"]], int(getattr(task, "_top_k", 100))))
         if not owners:
             return 0
-        blocks = self._joint_query_embeddings(items, encode_kwargs)
-        if blocks is None:
-            blocks = [self._query_embeddings(data["queries"], task.metadata, task.metadata.eval_splits[0],
-                                             "default", encode_kwargs, None) for task, data in items]
+        with clock(Phase.queries):
+            blocks = self._joint_query_embeddings(items, encode_kwargs)
+            if blocks is None:
+                blocks = [self._query_embeddings(data["queries"], task.metadata, task.metadata.eval_splits[0],
+                                                 "default", encode_kwargs, None) for task, data in items]
         top_k = max(k for _, _, k in owners)
-        values, indices = self.index_backend.search(np.concatenate(blocks), top_k,
-                                                    similarity_fn=self.model.similarity)
-        self.corpus_passes += 1
-        row = 0
-        for key, query_ids, _ in owners:
-            self._prefetched[key] = (top_k, {
-                qid: {self._doc_ids[int(i)]: float(v) for v, i in zip(values[row + n], indices[row + n], strict=True)}
-                for n, qid in enumerate(query_ids)})
-            row += len(query_ids)
+        with clock(Phase.search):
+            values, indices = self.index_backend.search(np.concatenate(blocks), top_k,
+                                                        similarity_fn=self.model.similarity)
+            self.corpus_passes += 1
+            row = 0
+            for key, query_ids, _ in owners:
+                self._prefetched[key] = (top_k, {
+                    qid: {self._doc_ids[int(i)]: float(v)
+                          for v, i in zip(values[row + n], indices[row + n], strict=True)}
+                    for n, qid in enumerate(query_ids)})
+                row += len(query_ids)
         logger.info("Searched %d queries of %d task(s) in one pass over the corpus.", row, len(owners))
         return len(owners)
 
@@ -476,7 +489,8 @@ class SharedCorpusSearch:
         batch_size = self._batch_size(encode_kwargs)
         planned = []
         for (task, data), route in zip(items, routes, strict=True):
-            raw = retrieval_texts(data["queries"], PromptType.query)
+            with clock(Phase.tasks):
+                raw = retrieval_texts(data["queries"], PromptType.query)
             key_prompt = _query_prompt(self.model, task.metadata)
             cached = None if self.store is None else self.store.cached(
                 self._store_key("queries", raw, key_prompt, batch_size), len(raw))
@@ -516,22 +530,26 @@ class SharedCorpusSearch:
                 identity, self._text_fingerprints.get(identity)):
             logger.debug("%s: corpus already indexed, reused.", task_metadata.name)
             return
-        texts = retrieval_texts(corpus, PromptType.document)
-        text_fingerprint = fingerprint_texts(texts)
+        with clock(Phase.tasks):
+            texts = retrieval_texts(corpus, PromptType.document)
+        with clock(Phase.store):
+            text_fingerprint = fingerprint_texts(texts)
         self._text_fingerprints[identity] = text_fingerprint
         if self._held == (text_fingerprint, prompt):  # same texts under another datasets fingerprint
             return
-        encode = self._encoder(task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
-        embeddings = self._embed("corpus", texts, prompt, encode, batch_size=self._batch_size(encode_kwargs),
-                                 order=length_order(texts), texts_fingerprint=text_fingerprint)
-        self._doc_ids = [str(i) for i in corpus["id"][:]]  # a slice: a Column indexed row by row is slow
-        self._embeddings = embeddings
-        if isinstance(self.index_backend, UsearchIndex) and self.store is not None:
-            name, revision = self._model_key()
-            self.index_backend.cache_dir = self.store.root
-            self.index_backend.cache_key = (f"{name}@{revision}#{self.identity.fingerprint}|{text_fingerprint}|"
-                                            f"{self.dtype}|{prompt}")
-        self.index_backend.add_documents(embeddings, self._doc_ids)
+        with clock(Phase.passages):
+            encode = self._encoder(task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
+            embeddings = self._embed("corpus", texts, prompt, encode, batch_size=self._batch_size(encode_kwargs),
+                                     order=length_order(texts), texts_fingerprint=text_fingerprint)
+        with clock(Phase.index):
+            self._doc_ids = [str(i) for i in corpus["id"][:]]  # a slice: a Column indexed row by row is slow
+            self._embeddings = embeddings
+            if isinstance(self.index_backend, UsearchIndex) and self.store is not None:
+                name, revision = self._model_key()
+                self.index_backend.cache_dir = self.store.root
+                self.index_backend.cache_key = (f"{name}@{revision}#{self.identity.fingerprint}|{text_fingerprint}|"
+                                                f"{self.dtype}|{prompt}")
+            self.index_backend.add_documents(embeddings, self._doc_ids)
         self._held = (text_fingerprint, prompt)
         self.corpus_indexings += 1
         logger.info("Indexed %d passages for %s (reused by every task on this corpus).", len(texts),
@@ -551,13 +569,15 @@ class SharedCorpusSearch:
         query_embeddings = self._query_embeddings(queries, task_metadata, hf_split, hf_subset, encode_kwargs,
                                                   num_proc)
         query_idx_to_id = dict(enumerate(query_ids))
-        values, indices = self.index_backend.search(query_embeddings, top_k, similarity_fn=self.model.similarity,
-                                                    top_ranked=top_ranked, query_idx_to_id=query_idx_to_id)
-        self.corpus_passes += 1
-        results: RetrievalOutputType = {}
-        for row, query_id in enumerate(query_ids):
-            candidates = self._doc_ids if top_ranked is None else list(top_ranked.get(query_id, []))
-            results[query_id] = {candidates[int(i)]: float(v) for v, i in zip(values[row], indices[row], strict=True)}
+        with clock(Phase.search):
+            values, indices = self.index_backend.search(query_embeddings, top_k, similarity_fn=self.model.similarity,
+                                                        top_ranked=top_ranked, query_idx_to_id=query_idx_to_id)
+            self.corpus_passes += 1
+            results: RetrievalOutputType = {}
+            for row, query_id in enumerate(query_ids):
+                candidates = self._doc_ids if top_ranked is None else list(top_ranked.get(query_id, []))
+                results[query_id] = {candidates[int(i)]: float(v)
+                                     for v, i in zip(values[row], indices[row], strict=True)}
         return self._keep_ranking(task_metadata.name, hf_split, hf_subset, results)
 
     def _keep_ranking(self, task: str, split: str, subset: str, results: RetrievalOutputType) -> RetrievalOutputType:

@@ -81,6 +81,7 @@ import numpy as np
 from disastir_mteb.util.atomic import writer_gone
 from disastir_mteb.util.cache_dir import cache_root
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.util.timings import Phase, clock
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -229,6 +230,7 @@ def _chunk_name(rows: tuple[int, int], digest: str) -> str:
     return f"chunk_{rows[0]:010d}_{rows[1]:010d}_{digest}.npy"
 
 
+@clock(Phase.store)
 def _chunk_files(folder: Path) -> dict[tuple[int, int], list[Path]]:
     """The chunk files in ``folder`` by the rows they claim (several when runs left more than one)."""
     found: dict[tuple[int, int], list[Path]] = {}
@@ -239,6 +241,7 @@ def _chunk_files(folder: Path) -> dict[tuple[int, int], list[Path]]:
     return found
 
 
+@clock(Phase.store)
 def _fill(out: np.ndarray, ranges: list[tuple[int, int]], positions: np.ndarray | None,
           sources: dict[tuple[int, int], Path | np.ndarray]) -> np.ndarray:
     """Put each chunk (an array, or the file it was verified in) at its rows of ``out`` (the texts' order)."""
@@ -249,6 +252,7 @@ def _fill(out: np.ndarray, ranges: list[tuple[int, int]], positions: np.ndarray 
     return out
 
 
+@clock(Phase.store)
 def _unlink_quietly(*paths: Path) -> None:
     """Delete ``paths`` where possible: a read-only cache keeps them, and later loads verify them anyway."""
     for path in paths:
@@ -275,6 +279,7 @@ def _order_digest(positions: np.ndarray | None) -> str:
     return short_digest(positions.astype("<i8").tobytes())
 
 
+@clock(Phase.store)
 def _discard_chunks_of_another_order(folder: Path, digest: str) -> None:
     """Delete chunk files encoded under another order (they hold other rows), then record ``digest``."""
     path = folder / _ORDER_FILE
@@ -293,6 +298,7 @@ def _discard_chunks_of_another_order(folder: Path, digest: str) -> None:
     _replace_atomic(path, lambda handle: handle.write(json.dumps({"order": digest}).encode()))
 
 
+@clock(Phase.store)
 def _chunk_texts(texts: Sequence[str], positions: np.ndarray | None, rows: tuple[int, int]) -> list[str]:
     """The texts of one chunk, in encoding order."""
     start, stop = rows
@@ -301,6 +307,7 @@ def _chunk_texts(texts: Sequence[str], positions: np.ndarray | None, rows: tuple
     return [texts[int(i)] for i in positions[start:stop]]
 
 
+@clock(Phase.store)
 def _chunk_dim(path: Path, n_rows: int, dtype: str) -> int | str:
     """The dimension of a finished chunk file whose bytes match the checksum in its name, or why it cannot be used."""
     match = _CHUNK.fullmatch(path.name)
@@ -319,6 +326,7 @@ def _chunk_dim(path: Path, n_rows: int, dtype: str) -> int | str:
     return int(array.shape[1])
 
 
+@clock(Phase.store)
 def _check_output(output: Any, start: int, stop: int, dtype: str) -> np.ndarray:
     """The encoder's output for rows ``start:stop`` as a finite 2-D array of ``dtype``."""
     if hasattr(output, "detach"):  # torch tensor, possibly bfloat16 or on a GPU
@@ -337,6 +345,7 @@ def _check_output(output: Any, start: int, stop: int, dtype: str) -> np.ndarray:
     return array
 
 
+@clock(Phase.store)
 def _replace_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write through a pid-named temporary file, fsync, then ``os.replace``: readers never see half a file."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -351,6 +360,7 @@ def _replace_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         raise
 
 
+@clock(Phase.store)
 def _remove_orphan_temporaries(folder: Path) -> None:
     """Delete temporary files left by processes that died mid-write (a killed run's 1 GB leftovers)."""
     for path in folder.glob(".*.tmp"):
@@ -450,6 +460,7 @@ class _Entry:
         return [(int(a), int(b)) for a, b in (self.manifest or {}).get("chunks", [])]
 
 
+@clock(Phase.store)
 def _write_entry(key: StoreKey, folder: Path, n_rows: int, dim: int, ranges: list[tuple[int, int]],
                  positions: np.ndarray | None, fill: Callable[[np.ndarray], np.ndarray], chunk_size: int) -> None:
     """Write ``embeddings.npy`` (``fill(out)`` puts the rows in place), fsync it, then the manifest last."""
@@ -474,6 +485,7 @@ def _write_entry(key: StoreKey, folder: Path, n_rows: int, dim: int, ranges: lis
     _replace_atomic(folder / "manifest.json", lambda handle: handle.write(json.dumps(manifest, indent=2).encode()))
 
 
+@clock(Phase.store)
 def _consolidate(key: StoreKey, n_rows: int, folder: Path, ranges: list[tuple[int, int]], dim: int,
                  chunk_size: int, positions: np.ndarray | None,
                  sources: dict[tuple[int, int], Path | np.ndarray]) -> np.memmap:
@@ -493,6 +505,7 @@ def _consolidate(key: StoreKey, n_rows: int, folder: Path, ranges: list[tuple[in
     return _reloaded(key, n_rows, folder)
 
 
+@clock(Phase.store)
 def _repaired(key: StoreKey, folder: Path, entry: _Entry, positions: np.ndarray | None,
               fresh: dict[tuple[int, int], np.ndarray]) -> np.memmap:
     """Rewrite ``embeddings.npy`` with the re-encoded chunks ``fresh`` over the damaged entry's rows."""
@@ -510,6 +523,7 @@ def _repaired(key: StoreKey, folder: Path, entry: _Entry, positions: np.ndarray 
     return _reloaded(key, int(manifest["n_rows"]), folder)
 
 
+@clock(Phase.store)
 def _reloaded(key: StoreKey, n_rows: int, folder: Path) -> np.memmap:
     entry = _load_entry(key, n_rows, folder)
     if not entry.usable:
@@ -518,6 +532,7 @@ def _reloaded(key: StoreKey, n_rows: int, folder: Path) -> np.memmap:
     return entry.array  # type: ignore[return-value]
 
 
+@clock(Phase.store)
 def _load_entry(key: StoreKey, n_rows: int, folder: Path) -> _Entry:
     """Read a finished entry: its memory map and the rows that fail their checksum, or why it cannot be used."""
     try:
@@ -588,6 +603,7 @@ class EmbeddingStore:
         """The folder holding ``key``'s entry (which may not exist yet)."""
         return self.root / key.folder_name
 
+    @clock(Phase.store)
     def cached(self, key: StoreKey, n_rows: int) -> np.memmap | None:
         """The finished entry of ``key`` with ``n_rows`` rows if every row verifies, else None.
 
@@ -640,17 +656,19 @@ class EmbeddingStore:
             raise ValueError(f"chunk_size={chunk_size!r} must be at least 1.")
         if len(texts) == 0:
             raise ValueError(f"No texts to encode for {key.describe()}.")
-        if fingerprint_texts(texts) != key.texts_fingerprint:
-            raise ValueError(f"The {len(texts)} texts do not match the key's fingerprint "
-                             f"{key.texts_fingerprint!r}; build the key with fingerprint_texts(texts).")
-        folder = self.folder(key)
-        self.last_encoded_rows = 0
-        positions = _checked_order(order, len(texts))
-        served = self.cached(key, len(texts))  # a finished, verified entry needs no lock (read-only caches too)
+        with clock(Phase.store):
+            if fingerprint_texts(texts) != key.texts_fingerprint:
+                raise ValueError(f"The {len(texts)} texts do not match the key's fingerprint "
+                                 f"{key.texts_fingerprint!r}; build the key with fingerprint_texts(texts).")
+            folder = self.folder(key)
+            self.last_encoded_rows = 0
+            positions = _checked_order(order, len(texts))
+            served = self.cached(key, len(texts))  # a finished, verified entry needs no lock (read-only caches too)
         if served is not None:
             return self._hit(key, folder, served)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            with clock(Phase.store):
+                folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             return self._encode(key, texts, encode, folder, chunk_size, progress, positions,
                                 in_memory=self._unpersisted(folder, error))
@@ -682,6 +700,7 @@ class EmbeddingStore:
             in_memory = self._unpersisted(folder, error)
         return self._encode(key, texts, encode, folder, chunk_size, progress, positions, in_memory=in_memory)
 
+    @clock(Phase.store)
     def _hit(self, key: StoreKey, folder: Path, vectors: np.memmap) -> np.memmap:
         """Serve a finished, verified entry; drop chunk files a run killed after writing its manifest left behind."""
         logger.info("Embedding cache hit for %s: %s.", key.describe(), folder)
@@ -737,6 +756,7 @@ class EmbeddingStore:
                            "(cache_dir=False) to silence this.", folder, error.strerror or error)
         return True
 
+    @clock(Phase.store)
     def _stale(self, key: StoreKey, vectors: np.ndarray, folder: Path, *, fresh: bool) -> bool:
         """Whether cached ``vectors`` are stale: the model name and revision just gave another dimension.
 
@@ -817,7 +837,8 @@ class EmbeddingStore:
                 fresh = done[(start, stop)] = vectors.shape[1]
                 sources[(start, stop)] = vectors
                 if not in_memory:
-                    path = folder / _chunk_name((start, stop), checksum(vectors))
+                    with clock(Phase.store):
+                        path = folder / _chunk_name((start, stop), checksum(vectors))
                     try:
                         _replace_atomic(path, lambda handle, v=vectors: np.save(handle, v, allow_pickle=False))
                     except OSError as error:  # read-only, full disk: go on in memory

@@ -33,6 +33,7 @@ from disastir_mteb.search.exact_search import (
 )
 from disastir_mteb.search.top_k import as_float32
 from disastir_mteb.search.usearch_files import cache_entry, manifest_mismatch, write_entry
+from disastir_mteb.util.timings import Phase, clock
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET, PRESETS, AnnParams, resolve_params
 
 if TYPE_CHECKING:
@@ -147,6 +148,7 @@ class UsearchIndex:
         if self.similarity is not None:
             self.build(self.similarity)
 
+    @clock(Phase.index)
     def build(self, similarity: Similarity) -> None:
         """Build (or load from the cache) the index for ``similarity``; a no-op when it is already built."""
         if self._documents is None:

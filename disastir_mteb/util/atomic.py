@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from disastir_mteb.util.timings import Phase, clock
+
 if TYPE_CHECKING:
     from mteb import ResultCache
 
@@ -140,6 +142,8 @@ def atomic_result_cache(folder: str | Path | None = None) -> ResultCache:
     into place with ``os.replace``. A save that fails (a full disk) raises an ``OSError`` naming the
     task's result file.
 
+    A run's clock (:mod:`disastir_mteb.util.timings`) counts its saves and reads as ``writing``.
+
     Reading back: a ``<Task>.json`` that cannot be read as a result (cut short, not JSON, not a
     TaskResult) is not an error that stops a run of 48 tasks: :func:`set_aside` renames it
     (``<Task>.json.unreadable-<UTC time>``), one warning names both names, and mteb sees no result,
@@ -172,6 +176,7 @@ def _atomic_result_cache_class() -> type[ResultCache]:
     class AtomicResultCache(ResultCache):
         """mteb's ``ResultCache`` with each save staged, then renamed into place file by file."""
 
+        @clock(Phase.writing)
         def save_to_cache(self, task_result: Any, model_name: Any, model_revision: str | None = None, *,
                           encode_kwargs: Any = None) -> None:
             where = {"task_name": task_result.task_name, "model_name": model_name, "model_revision": model_revision}
@@ -202,6 +207,7 @@ def _atomic_result_cache_class() -> type[ResultCache]:
                 if staging_root is not None:
                     shutil.rmtree(staging_root, ignore_errors=True)
 
+        @clock(Phase.writing)
         def load_task_result(self, task_name: str, model_name: Any, model_revision: str | None = None,
                              raise_if_not_found: bool = False, prioritize_remote: bool = False,
                              experiment_name: str | None = None) -> Any:

@@ -15,9 +15,11 @@ from __future__ import annotations
 from typing import Literal
 
 __all__ = [
+    "BUILT_IN_MODELS",
     "DEFAULT_BATCH_SIZE",
     "EXACT",
     "EXPERIMENT_KEYS",
+    "HASHING_ENCODER",
     "INSTRUCTED_PASSAGES",
     "INSTRUCTIONS_KEY",
     "PASSAGES_KEY",
@@ -50,6 +52,16 @@ QUERY_SIDE_KEYS = (INSTRUCTIONS_KEY, TEMPLATE_KEY)
 EXACT = "exact"
 #: Texts per forward pass unless told otherwise: mteb's own default (``encode_kwargs``).
 DEFAULT_BATCH_SIZE = 32
+
+#: The model-free encoder's name (:class:`~disastir_mteb.models.hashing_encoder.HashingEncoder`).
+HASHING_ENCODER = "disastir-mteb/hashing-encoder"
+#: Model names a run resolves by itself (:func:`disastir_mteb.models.loading.load_model`), without mteb's model
+#: registry or the Hub, and what each is (the command line's ``-m`` help lists them).
+BUILT_IN_MODELS: dict[str, str] = {
+    "bundled": "the packaged all-MiniLM-L6-v2",
+    HASHING_ENCODER: "a model-free, nearly instant bag-of-words encoder that leaves the runner's own time in view "
+                     "(benchmarks; its scores mean nothing)",
+}
 
 Precision = Literal["fp32", "fp16", "bf16"]
 #: Accepted precision names -> torch dtype names. ``None`` (the default everywhere) keeps the model's own.

@@ -1,0 +1,417 @@
+"""Where a run's time went: the phases of a run, the clock that charges each moment to one of them, the table.
+
+A run's wall time is cut into a closed list of phases (:class:`Phase`, in the order a run meets them).
+Code anywhere in the package marks what it does with ``with clock(Phase.store):`` or ``@clock(Phase.store)``;
+the run's :class:`PhaseClock` charges every moment to exactly one phase, the innermost one active on the
+thread that started the clock. The phases form a stack: a store write inside the passage-encoding loop
+counts as ``store``, not ``passages``, and once it returns the loop's time is ``passages`` again. Time in no
+phase is ``other``. Every interval between two phase changes is charged once, to the phase on top, so the
+phases add up to the total by construction (to float rounding), and nothing is counted twice or lost.
+
+Why exclusive and by stack, rather than a timer per step: nested timers count the inner step twice (a
+store write would be in ``store`` and in ``passages``), and what is not timed is lost without a trace. Here
+whatever no hook names lands in ``other``, which makes it visible and asks for a name.
+
+Threads: only the clock's own thread is measured (the running clock is per thread). Work on helper threads
+(tokenisation ahead of the model, USearch's and torch's threads) overlaps the main thread's, so wall time
+is what the main thread spends, waiting included (waiting for a tokenised batch is ``passages``). Elsewhere
+a hook is a no-op: without a running clock, or on another thread, it costs one thread-local read; with
+one, two ``perf_counter`` calls.
+
+Worker processes (:mod:`disastir_mteb.runner.task_pool`): a forked worker runs its task under a clock of
+its own and sends its seconds per phase back with the result (a :class:`WorkerReport`). The runner's
+own time in the pool stage (forking the workers and waiting for their answers: :func:`pooled`) is then
+split between phases in proportion to what the workers measured (:meth:`PhaseClock.add_worker`,
+:meth:`PhaseClock.settle`): with two workers that each spent 3 s scoring and 1 s writing while the runner
+waited 4 s, the runner's 4 s are 3 s of ``scoring`` and 1 s of ``writing``. The total stays wall time.
+
+Memory: the peak resident set size of the run's process (its high-water mark is reset when a run's clock
+starts, on Linux, so an earlier run in the same process does not count) plus, for each worker, how far its
+own peak rose above what it had when forked (pages it shares with the runner are counted once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = ["PHASE_MEANINGS", "Phase", "PhaseClock", "Timings", "WorkerReport", "active_clock", "clock",
+           "peak_rss_bytes", "pooled", "rss_bytes", "run_clock"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Phase(str, Enum):
+    """The phases of a run, in the order a run meets them (the table's rows)."""
+
+    startup = "startup"
+    tasks = "tasks"
+    model = "model"
+    passages = "passages"
+    store = "store"
+    queries = "queries"
+    index = "index"
+    search = "search"
+    scoring = "scoring"
+    writing = "writing"
+    other = "other"
+
+
+#: What each phase holds, for the documentation and the benchmark's legend.
+PHASE_MEANINGS: dict[Phase, str] = {
+    Phase.startup: "the libraries a run uses imported (mteb, torch, sentence-transformers), once per Python "
+                   "process, and on the command line the network checked",
+    Phase.tasks: "the tasks resolved and their data loaded (queries, qrels, the shared corpus), and their texts "
+                 "taken out for encoding",
+    Phase.model: "the model loaded and identified (its fingerprint: a few fixed texts encoded)",
+    Phase.passages: "passages encoded: the model's own work, tokenisation included (or waiting for embedding "
+                    "servers)",
+    Phase.store: "the embedding store: texts fingerprinted, entries found and verified, chunks checked and "
+                 "written, entries joined and written",
+    Phase.queries: "queries encoded: the model's own work, tokenisation included",
+    Phase.index: "the index built or loaded: the ids, exact search's normalised copy (and its copy on the "
+                 "device), or the USearch graph (built, memory-mapped or saved)",
+    Phase.search: "the index searched and each task's top-k filed",
+    Phase.scoring: "mteb's evaluation of each task (its scores) and the per-query NDCG@10, in this process or "
+                   "in worker processes",
+    Phase.writing: "result files written (mteb's task files, model_meta.json, run_settings.jsonl, the per-query "
+                   "files) and those already there read back",
+    Phase.other: "everything no phase names: the settings, progress bars, the per-task summary lines",
+}
+
+_HELD = None  # the stack entry of time held for the workers' proportions (pooled), settled into phases later
+
+
+
+class _Running(threading.local):
+    """The clock running on each thread (the innermost started there), or None: a helper thread has none."""
+
+    clock: PhaseClock | None = None
+
+
+_running = _Running()
+
+
+class PhaseClock:
+    """Wall time by phase: a stack of active phases, each moment charged to the one on top.
+
+    Start it (``with PhaseClock() as clock:`` or :meth:`start`) on the thread whose time it measures; hooks
+    (:func:`clock`) on that thread then push and pop phases. A clock started while another runs takes over
+    until it stops (a worker process's clock over the one it inherited), then hands back.
+
+    Examples:
+        >>> with PhaseClock() as running:
+        ...     with clock(Phase.passages):
+        ...         with clock(Phase.store):
+        ...             pass
+        >>> sorted(running.seconds()) == sorted(phase.value for phase in Phase)
+        True
+    """
+
+    def __init__(self) -> None:
+        self._seconds: dict[Phase | None, float] = dict.fromkeys([*Phase, _HELD], 0.0)
+        self._stack: list[Phase | None] = [Phase.other]
+        self._started = self._last = 0.0
+        self._stopped: float | None = None
+        self._pid = os.getpid()
+        self._previous: PhaseClock | None = None
+        self._weights: dict[Phase, float] = dict.fromkeys(Phase, 0.0)
+        self._worker_growth: dict[int, int] = {}
+
+    def start(self) -> PhaseClock:
+        """Start measuring on this thread; this clock is the running one until :meth:`stop`."""
+        self._pid = os.getpid()
+        self._previous, _running.clock = _running.clock, self
+        self._started = self._last = time.perf_counter()
+        self._stopped = None
+        return self
+
+    def stop(self) -> None:
+        """Stop measuring (the phase on top gets the time up to now); the clock started before runs again."""
+        self._push_time(time.perf_counter())
+        self._stopped = self._last
+        if _running.clock is self:
+            _running.clock = self._previous
+
+    def __enter__(self) -> PhaseClock:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ the stack (called by the hooks)
+
+    def push(self, phase: Phase | None) -> int:
+        """Charge the time so far to the phase on top, then make ``phase`` the top; its depth, for :meth:`pop`."""
+        self._push_time(time.perf_counter())
+        self._stack.append(phase)
+        return len(self._stack) - 1
+
+    def pop(self, depth: int) -> None:
+        """Charge the time so far to the phase on top, then drop the stack back below ``depth``."""
+        self._push_time(time.perf_counter())
+        del self._stack[max(1, depth):]
+
+    def _push_time(self, now: float) -> None:
+        if self._stopped is None:
+            self._seconds[self._stack[-1]] += now - self._last
+            self._last = now
+
+    # ------------------------------------------------------------------ worker processes
+
+    def add_worker(self, report: WorkerReport) -> None:
+        """Count a worker's seconds per phase (the proportions :meth:`settle` splits by) and its memory growth."""
+        for name, seconds in report.phases.items():
+            self._weights[Phase(name)] += seconds
+        self._worker_growth[report.pid] = max(self._worker_growth.get(report.pid, 0), report.rss_growth_bytes)
+
+    def settle(self) -> None:
+        """Split the time held by :func:`pooled` between phases in proportion to the workers' seconds.
+
+        Without a worker's seconds (every task ran here after all) the held time is ``other``.
+        """
+        held, self._seconds[_HELD] = self._seconds[_HELD], 0.0
+        measured = sum(self._weights.values())
+        for phase, seconds in self._weights.items():
+            self._seconds[phase] += held * seconds / measured if measured > 0 else 0.0
+        if measured <= 0:
+            self._seconds[Phase.other] += held
+        self._weights = dict.fromkeys(Phase, 0.0)
+
+    # ------------------------------------------------------------------ reading it
+
+    @property
+    def total(self) -> float:
+        """Wall seconds since :meth:`start` (up to :meth:`stop` once stopped)."""
+        end = self._stopped if self._stopped is not None else time.perf_counter()
+        return end - self._started
+
+    def seconds(self) -> dict[str, float]:
+        """Seconds per phase so far, every phase in :class:`Phase` order; they add up to :attr:`total`.
+
+        Time held for the workers' proportions and not settled yet is counted as ``other``.
+        """
+        self._push_time(time.perf_counter())
+        seconds = {phase.value: self._seconds[phase] for phase in Phase}
+        seconds[Phase.other.value] += self._seconds[_HELD]
+        return seconds
+
+    def timings(self, *, passages_encoded: int, queries_encoded: int, device: str) -> Timings:
+        """The run so far as one value: seconds per phase, the total, what was encoded where, the peak memory."""
+        phases = self.seconds()
+        end = self._last if self._stopped is None else self._stopped
+        return Timings(phases=phases, total=end - self._started, passages_encoded=passages_encoded,
+                       queries_encoded=queries_encoded, device=device,
+                       peak_rss_bytes=peak_rss_bytes() + sum(self._worker_growth.values()))
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    """What a worker process measured while running one task, sent back with its result (it pickles).
+
+    Attributes:
+        phases: seconds per phase name.
+        pid: the worker's process id (a worker runs several tasks; its memory counts once).
+        rss_growth_bytes: how far the worker's peak resident memory rose above what it had when forked.
+    """
+
+    phases: dict[str, float]
+    pid: int
+    rss_growth_bytes: int
+
+
+_KEYS = ("phases", "total", "passages_encoded", "queries_encoded", "device", "peak_rss_bytes")
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Where one run's wall time went: what ``--timings-json`` writes and ``evaluate(timings=...)`` receives.
+
+    Attributes:
+        phases: seconds per phase, every :class:`Phase` name in order (0.0 for a phase the run never met);
+            they add up to ``total``.
+        total: the run's wall seconds, from its first step to the end of its last task.
+        passages_encoded: passages sent to the model (0 when every vector came from the store).
+        queries_encoded: queries sent to the model.
+        device: where the model encoded (``cpu``, ``cuda:0``, the embedding servers' addresses).
+        peak_rss_bytes: the peak resident memory of the run's process, plus each worker process's growth
+            above what it shared with the runner when forked.
+    """
+
+    phases: dict[str, float]
+    total: float
+    passages_encoded: int
+    queries_encoded: int
+    device: str
+    peak_rss_bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON of ``--timings-json``.
+
+        ``{"phases": {name: seconds}, "total": seconds, "passages_encoded": n, "queries_encoded": n,
+        "device": str, "peak_rss_bytes": n}``.
+        """
+        return {"phases": dict(self.phases), "total": self.total, "passages_encoded": self.passages_encoded,
+                "queries_encoded": self.queries_encoded, "device": self.device, "peak_rss_bytes": self.peak_rss_bytes}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Timings:
+        """The value :meth:`as_dict` wrote (a ``--timings-json`` file read back).
+
+        Raises:
+            ValueError: a key is missing, or a phase is not one of :class:`Phase`.
+        """
+        missing = [key for key in _KEYS if key not in data]
+        if missing:
+            raise ValueError(f"Not a timings record: no {', '.join(missing)}; expected what disastir-mteb run "
+                             "--timings-json writes.")
+        unknown = sorted(set(data["phases"]) - {phase.value for phase in Phase})
+        if unknown:
+            raise ValueError(f"Not a timings record: unknown phase(s) {', '.join(map(repr, unknown))}; the phases "
+                             f"are {', '.join(phase.value for phase in Phase)}.")
+        phases = {phase.value: float(data["phases"].get(phase.value, 0.0)) for phase in Phase}
+        return cls(phases=phases, total=float(data["total"]), passages_encoded=int(data["passages_encoded"]),
+                   queries_encoded=int(data["queries_encoded"]), device=str(data["device"]),
+                   peak_rss_bytes=int(data["peak_rss_bytes"]))
+
+    def outside(self, *phases: Phase) -> float:
+        """Seconds of every phase but ``phases`` (e.g. all but the model's and the search's own)."""
+        left_out = {phase.value for phase in phases}
+        return sum(seconds for name, seconds in self.phases.items() if name not in left_out)
+
+    def to_text(self) -> str:
+        """The table the run prints at its end: one row per phase (seconds, share), the total, then one line."""
+        rows = [f"Where the time went ({self.total:.1f} s wall clock):"]
+        for name, seconds in self.phases.items():
+            share = 100 * seconds / self.total if self.total > 0 else 0.0
+            rows.append(f"  {name:<9}{seconds:8.1f} s {share:5.1f} %")
+        rows.append(f"  {'total':<9}{self.total:8.1f} s 100.0 %")
+        rows.append(f"{self.passages_encoded:,} passages and {self.queries_encoded:,} queries encoded on "
+                    f"{self.device}; peak resident memory {self.peak_rss_bytes / 2**30:.2f} GiB (this process and "
+                    "its workers).")
+        return "\n".join(rows)
+
+
+# ---------------------------------------------------------------------- the hooks
+
+
+class _Hook:
+    """``with clock(phase):`` / ``@clock(phase)``: ``phase`` on top of the running clock's stack meanwhile."""
+
+    __slots__ = ("_clock", "_depth", "phase")
+
+    def __init__(self, phase: Phase | None) -> None:
+        self.phase = phase
+        self._clock: PhaseClock | None = None
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        running = _running.clock
+        if running is not None:
+            self._clock, self._depth = running, running.push(self.phase)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._clock is not None:
+            self._clock.pop(self._depth)
+            self._clock = None
+
+    def __call__(self, function: F) -> F:
+        phase = self.phase
+
+        @functools.wraps(function)
+        def measured(*args: Any, **kwargs: Any) -> Any:
+            running = _running.clock
+            if running is None:
+                return function(*args, **kwargs)
+            depth = running.push(phase)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                running.pop(depth)
+
+        return measured  # type: ignore[return-value]
+
+
+def clock(phase: Phase) -> _Hook:
+    """Mark a block, or every call of a function, as time spent in ``phase``.
+
+    ``with clock(Phase.store):`` around a block, ``@clock(Phase.store)`` above a function. Innermost wins:
+    phases marked inside take their own time out of it. A no-op without a running clock, or on a thread
+    other than the one that started it.
+    """
+    return _Hook(phase)
+
+
+def pooled() -> _Hook:
+    """Hold a block's time for the workers' proportions (:meth:`PhaseClock.settle`): the runner waiting for them."""
+    return _Hook(_HELD)
+
+
+def active_clock() -> PhaseClock | None:
+    """The clock running on this thread of this process, or None."""
+    running = _running.clock
+    return running if running is not None and running._pid == os.getpid() else None
+
+
+@contextlib.contextmanager
+def run_clock() -> Iterator[PhaseClock]:
+    """The clock of the run under way: the one already running here (a run inside a run joins it), else a new one.
+
+    A new one resets this process's peak-memory mark first (on Linux), so that the run's own peak is the one
+    reported, not an earlier run's in the same Python.
+    """
+    running = active_clock()
+    if running is not None:
+        yield running
+        return
+    _reset_peak_rss()
+    with PhaseClock() as started:
+        yield started
+
+
+# ---------------------------------------------------------------------- memory
+
+_STATUS = Path("/proc/self/status")
+
+
+def _status_bytes(field_name: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` in bytes (Linux), or None where there is none."""
+    try:
+        for line in _STATUS.read_text(encoding="ascii").splitlines():
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory: since the last reset (Linux ``VmHWM``), else over its lifetime."""
+    peak = _status_bytes("VmHWM")
+    if peak is not None:
+        return peak
+    import resource
+    import sys
+
+    maximum = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(maximum if sys.platform == "darwin" else maximum * 1024)  # bytes on macOS, kB elsewhere
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now (Linux ``VmRSS``; elsewhere its peak)."""
+    now = _status_bytes("VmRSS")
+    return now if now is not None else peak_rss_bytes()
+
+
+def _reset_peak_rss() -> None:
+    """Reset this process's peak-memory mark to its size now (Linux 4.0+: ``/proc/self/clear_refs``), where it can."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5", encoding="ascii")
