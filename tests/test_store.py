@@ -303,3 +303,37 @@ def test_a_hit_removes_chunk_files_a_killed_consolidation_left(tmp_path: Path) -
     encoder = CountingEncoder()
     EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, encoder, chunk_size=16, progress=False)
     assert encoder.rows == 0 and not leftover.exists()
+
+
+def test_chunk_files_are_written_while_the_next_chunk_is_encoded(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """No serial stall per chunk: the first chunk's file waits until the second chunk is being encoded, which only
+    a write on another thread allows (written in turn, it would wait for ever: the check gives up after 10 s)."""
+    import threading
+
+    from disastir_mteb.search import store as module
+
+    encoder, second_chunk = CountingEncoder(), threading.Event()
+    real = module._replace_atomic
+    writers: set[str] = set()
+
+    def encode(texts: list[str]) -> np.ndarray:
+        if encoder.calls == 1:
+            second_chunk.set()
+        return encoder(texts)
+
+    def write_after_the_next_chunk_began(path: Path, write: object) -> None:
+        if path.name.startswith("chunk_"):
+            writers.add(threading.current_thread().name)
+            if not second_chunk.wait(10):
+                raise AssertionError("the next chunk was not encoded while this chunk's file was written")
+        real(path, write)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "_replace_atomic", write_after_the_next_chunk_began)
+    vectors = EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, encode, chunk_size=10)
+    assert np.array_equal(vectors, expected(TEXTS)) and encoder.rows == len(TEXTS)
+    assert writers and threading.current_thread().name not in writers
+    monkeypatch.setattr(module, "_replace_atomic", real)
+    again = CountingEncoder()
+    assert np.array_equal(EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, again, chunk_size=10),
+                          expected(TEXTS)) and again.rows == 0  # every chunk file was written and the entry joined

@@ -829,22 +829,20 @@ class EmbeddingStore:
         fresh: int | None = None
         while True:
             todo = [r for r in ranges if r not in done]
-            for (start, stop), vectors in self._encoded(key, texts, encode, todo, progress, positions,
-                                                        done=sum(b - a for a, b in done)):
-                if fresh is not None and vectors.shape[1] != fresh:
-                    raise ValueError(f"The encoder returned dimension {vectors.shape[1]} for rows {start}-{stop} but "
-                                     f"{fresh} for earlier rows; it must return one dimension.")
-                fresh = done[(start, stop)] = vectors.shape[1]
-                sources[(start, stop)] = vectors
-                if not in_memory:
-                    with clock(Phase.store):
-                        path = folder / _chunk_name((start, stop), checksum(vectors))
-                    try:
-                        _replace_atomic(path, lambda handle, v=vectors: np.save(handle, v, allow_pickle=False))
-                    except OSError as error:  # read-only, full disk: go on in memory
-                        in_memory = self._unpersisted(folder, error)
-                    else:
-                        sources[(start, stop)] = path  # the chunk's vectors need not stay in memory
+            writer = None if in_memory else _ChunkWriter(folder)
+            try:
+                for (start, stop), vectors in self._encoded(key, texts, encode, todo, progress, positions,
+                                                            done=sum(b - a for a, b in done)):
+                    if fresh is not None and vectors.shape[1] != fresh:
+                        raise ValueError(f"The encoder returned dimension {vectors.shape[1]} for rows {start}-{stop} "
+                                         f"but {fresh} for earlier rows; it must return one dimension.")
+                    fresh = done[(start, stop)] = vectors.shape[1]
+                    # on its thread, while the next chunk is encoded; a copy, as the encoder may reuse its array
+                    sources[(start, stop)] = vectors if writer is None else writer.write((start, stop), vectors)
+            finally:
+                failed = writer.finish(sources) if writer is not None else None
+            if failed is not None:  # read-only, full disk: the rest stays in memory
+                in_memory = self._unpersisted(folder, failed)
             dims = list(done.values())
             reference = fresh if fresh is not None else max(sorted(set(dims)), key=dims.count)
             stale = [r for r, dim in done.items() if dim != reference]
@@ -857,6 +855,84 @@ class EmbeddingStore:
                 if isinstance(source, Path):
                     _unlink_quietly(source)
                 del done[r]
+
+
+class _ChunkWriter:
+    """Writes finished chunk files on one thread of its own, while the encoder works on the next chunk.
+
+    Each file is written as before (its vectors' checksum in its name, a temporary file, fsync, an atomic
+    rename), only no longer in the encoder's way: a chunk's checksum and write (about 13 ms for 1,024 x 384
+    float32 on this machine, more on a slow disk) overlapped the next chunk's encoding instead of stalling it.
+    At most :data:`_PENDING` chunks wait for their file, so memory stays bounded; :meth:`finish` waits for the
+    last ones, then hands each written chunk's file to ``sources`` in place of its vectors. A kill at any point
+    leaves only whole chunk files, so a rerun resumes from them as it always did (a chunk whose file was not
+    written yet is encoded again). The first write that fails (a read-only folder, a full disk) stops the
+    writing: the chunks not written stay in memory.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.folder = folder
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="disastir-chunk-writer")
+        self._pending: list[tuple[tuple[int, int], Any]] = []
+        self._written: dict[tuple[int, int], Path] = {}
+        self._error: OSError | None = None
+        self._stopped = False  # set on the writer's thread by the first write that fails
+
+    def write(self, rows: tuple[int, int], vectors: np.ndarray) -> np.ndarray:
+        """Queue a copy of ``vectors`` (rows ``rows`` of the order) for its chunk file, and return that copy.
+
+        A copy, because the file is written later and an encoder may hand out one array again and again
+        (the copy costs about 0.1 s for a whole full-scale corpus). Waits while too many chunks are queued.
+        """
+        held = np.array(vectors, copy=True)
+        if self._error is None:
+            self._pending.append((rows, self._pool.submit(self._save, rows, held)))
+            while len(self._pending) > _PENDING:
+                self._settle(*self._pending.pop(0))
+        return held
+
+    def _save(self, rows: tuple[int, int], vectors: np.ndarray) -> Path | None:
+        """Write one chunk file, on the writer's thread.
+
+        Nothing once a write has failed, where a loop writing each chunk in turn would have stopped.
+        """
+        if self._stopped:
+            return None
+        path = self.folder / _chunk_name(rows, checksum(vectors))
+        try:
+            _replace_atomic(path, lambda handle: np.save(handle, vectors, allow_pickle=False))
+        except BaseException:
+            self._stopped = True
+            raise
+        return path
+
+    @clock(Phase.store)
+    def _settle(self, rows: tuple[int, int], future: Any) -> None:
+        """Wait for one chunk's file; an OSError is kept (the rest stays in memory), anything else raised here."""
+        try:
+            path = future.result()
+        except OSError as error:
+            self._error = self._error or error
+        else:
+            if path is not None:
+                self._written[rows] = path
+
+    def finish(self, sources: dict[tuple[int, int], Path | np.ndarray]) -> OSError | None:
+        """Wait for every queued file; point ``sources`` at the written ones; the first write error, if any."""
+        try:
+            for rows, future in self._pending:
+                self._settle(rows, future)
+        finally:
+            self._pending.clear()
+            self._pool.shutdown(wait=True)
+        sources.update(self._written)  # the chunk's vectors need not stay in memory
+        return self._error
+
+
+#: Chunks that may wait for their file at once (each 1,024 vectors: 1.5 MB at d=384, 16 MB at d=4096).
+_PENDING = 2
 
 
 # ---------------------------------------------------------------------- encoding chunk by chunk
