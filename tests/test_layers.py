@@ -135,6 +135,7 @@ def test_no_module_reads_another_modules_private_names() -> None:
 TESTS_READING_PRIVATE_NAMES = {
     "test_faults_cache.py": {"store_module._replace_atomic": "the fault hook: a kill right after the n-th chunk file"},
     "test_exact_search.py": {"kernel._exact_top_tensor": "a spy counting the blocked kernel's calls"},
+    "test_store.py": {"module._replace_atomic": "holds a chunk file's write to show the encoder goes on meanwhile"},
 }
 
 
