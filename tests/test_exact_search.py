@@ -553,3 +553,37 @@ def test_exact_index_on_cuda_equals_cpu(similarity: Any) -> None:
     assert gpu.device_copies == 1 and gpu.device_bytes == 2000 * 32 * 4
     gpu.device = None
     assert gpu.device_bytes == 0 and gpu.search(queries, 20, similarity)[1] == expected[1]
+
+
+def _resident_file_mib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1]) // 1024
+    raise AssertionError("no RssFile line")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc/self/status")
+def test_normalising_a_stored_corpus_keeps_one_copy_in_memory(tmp_path: Path) -> None:
+    """A cosine model's unit rows replace the store's mapped pages in memory, not join them; the map stays right."""
+    vectors = np.random.default_rng(0).standard_normal((60_000, 384)).astype(np.float32)  # 88 MiB
+    np.save(tmp_path / "embeddings.npy", vectors)
+    mapped = np.load(tmp_path / "embeddings.npy", mmap_mode="r")
+    untouched = _resident_file_mib()
+    assert float(mapped.sum()) == float(vectors.sum())  # as the store's checksum pass does: every page read
+    assert _resident_file_mib() - untouched > 70
+
+    unit = exact_search.normalised(mapped)
+
+    assert _resident_file_mib() - untouched < 10
+    np.testing.assert_array_equal(unit, exact_search.normalised(vectors))
+    np.testing.assert_array_equal(mapped[12_345], vectors[12_345])  # read again from the file, unchanged
+
+
+def test_copy_on_write_maps_keep_their_changes_when_normalised(tmp_path: Path) -> None:
+    np.save(tmp_path / "embeddings.npy", np.ones((2_000, 8), np.float32))
+    changed = np.load(tmp_path / "embeddings.npy", mmap_mode="c")
+    changed[5] = 3.0
+
+    exact_search.normalised(changed)
+
+    assert changed[5, 0] == 3.0

@@ -13,6 +13,7 @@ backends accept, keep and normalise the same vectors.
 from __future__ import annotations
 
 import logging
+import mmap
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -122,14 +123,50 @@ def normalised(vectors: np.ndarray, block: int = 65536) -> np.ndarray:
         block: rows converted at a time, so a memory-mapped corpus is never read into RAM twice.
 
     Returns:
-        a new float32 array of the same shape.
+        a new float32 array of the same shape. Where ``vectors`` is a read-only memory map (the store's),
+        each block's pages are given back to the file once converted, so the process holds one copy of
+        the corpus (the unit rows), not two.
     """
     out = np.empty(vectors.shape, np.float32)
     for start in range(0, len(vectors), block):
-        rows = np.asarray(vectors[start:start + block], dtype=np.float32)
+        source = vectors[start:start + block]
+        rows = np.asarray(source, dtype=np.float32)
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
         out[start:start + block] = rows / np.maximum(norms, np.float32(1e-12))
+        release_mapped_pages(source)
     return out
+
+
+def release_mapped_pages(view: np.ndarray) -> None:
+    """Drop the resident pages behind ``view`` where it is part of a read-only memory-mapped file.
+
+    The pages stay in the kernel's file cache and are read again (unchanged) if the rows are touched
+    again; only this process's resident memory shrinks. A no-op for ordinary arrays, writable or
+    copy-on-write maps (whose pages may hold changes), and systems without ``MADV_DONTNEED``.
+    """
+    owner: Any = view
+    while owner is not None and not isinstance(owner, np.memmap):
+        owner = getattr(owner, "base", None)
+    if owner is None or getattr(owner, "mode", None) != "r" or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    mapping: Any = owner
+    while mapping is not None and not isinstance(mapping, mmap.mmap):
+        mapping = getattr(mapping, "base", None)
+    if mapping is None or view.size == 0 or not view.flags.c_contiguous:
+        return
+    try:
+        mapping_start = np.frombuffer(mapping, np.uint8).ctypes.data
+    except (ValueError, TypeError):  # a closed map
+        return
+    first = view.ctypes.data - mapping_start
+    last = first + view.nbytes
+    first -= first % mmap.PAGESIZE  # madvise wants a page-aligned start; the rows' neighbours are only re-read
+    if first < 0 or last > len(mapping):
+        return
+    try:
+        mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
+    except (OSError, ValueError):
+        return
 
 
 def _wants_resident_copy(device: Any) -> bool:
@@ -149,7 +186,9 @@ def _to_device(documents: np.ndarray, device: Any, torch: Any, block: int = 6553
     dtype = np.float16 if documents.dtype == np.float16 else np.float32
     out = torch.empty(documents.shape, dtype=torch.float16 if dtype == np.float16 else torch.float32, device=device)
     for start in range(0, len(documents), block):
-        out[start:start + block].copy_(torch.from_numpy(np.array(documents[start:start + block], dtype=dtype)))
+        source = documents[start:start + block]
+        out[start:start + block].copy_(torch.from_numpy(np.array(source, dtype=dtype)))
+        release_mapped_pages(source)
     return out
 
 
