@@ -418,8 +418,8 @@ class EndpointPool(Generic[T, R]):
                     raise _ServerDown from None
                 await self._sleep(server, *self._retry_wait(error, failures))
             except openai.APIStatusError as error:
-                if (refused is not None and error.status_code in (400, 422)
-                        and refused(item, server, self.redact(str(getattr(error, "message", "") or error)))):
+                said = self.redact(_said(error))
+                if refused is not None and error.status_code in (400, 422) and refused(item, server, said):
                     continue  # the caller asks this server differently now
                 hint = (f"; check the key in ${self.key_env}" if error.status_code in (401, 403) else
                         "; check --model against the server's models" if error.status_code == 404 else "")
@@ -581,6 +581,14 @@ async def _within(coroutine: Awaitable[R], seconds: float) -> R:
     return task.result()
 
 
+def _said(error: Any) -> str:
+    """What a refusal says: its message, and the parameter it names where the message does not (OpenAI's ``param``)."""
+    message = " ".join(str(getattr(error, "message", "") or error).split())
+    body = getattr(error, "body", None)
+    param = body.get("param") if isinstance(body, dict) else None
+    return f"{message} (param {param!r})" if isinstance(param, str) and param and param not in message else message
+
+
 class _StreamError(ValueError):
     """A stream of server-sent events whose event is an error (``{"error": ...}``): the server failed mid-answer."""
 
@@ -637,7 +645,7 @@ def chat_from_event_stream(text: str) -> dict[str, Any]:
         finish = choice.get("finish_reason") or finish
         usage = chunk["usage"] if isinstance(chunk.get("usage"), dict) else usage
     if first is None:
-        raise ValueError(f"it holds no chat.completion.chunk event (it begins {_clip(text)})")
+        raise ValueError(f"it holds no chat.completion.chunk event (it begins {_clip(text.strip())})")
     completion: dict[str, Any] = {
         "id": first.get("id"), "object": "chat.completion", "created": first.get("created"),
         "model": first.get("model"),

@@ -241,7 +241,7 @@ class _Formats:
             return False  # refused for another reason: the pool's one sentence
         if asked is not self._current[server.url]:
             return True  # sent before the server was moved on: send it again as the others go
-        shown = " ".join(said.split())
+        shown = " ".join(said.split()).rstrip(".")
         return self._move(server, f"it refused it: {shown[:197] + '...' if len(shown) > 200 else shown}")
 
     def _move(self, server: Server, why: str) -> bool:
