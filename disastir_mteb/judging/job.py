@@ -210,8 +210,9 @@ class _Formats:
     The one place that decides: the job asks it which format a request goes out in, and tells it each answer's
     fate and each refusal. A server is moved on (``json_schema`` -> ``json_object`` -> ``plain``) when it refuses
     the format (400 or 422 naming it) or when its first :data:`FORMAT_PROBES` answers under it are all
-    unreadable; one readable answer under a format keeps that format for the whole job. Answers and refusals to
-    requests sent in an earlier format (in flight when the server was moved) count for nothing.
+    unreadable; one readable answer under a format keeps that format for the whole job. A request refused in an
+    earlier format (in flight when the server was moved) is sent again in the current one, without a second move;
+    answers to such requests are kept and read as any other, but do not count toward leaving the current format.
     """
 
     def __init__(self, servers: Sequence[Server], first: AnswerFormat) -> None:
