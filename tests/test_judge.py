@@ -112,7 +112,10 @@ def test_each_intent_asks_the_papers_steps_in_rounds() -> None:
     assert [(r.step, r.key, r.allowed) for r in sts] == [("zero_shot", "final_similarity_score", (0, 1, 2, 3, 4, 5))]
     assert [requests_per_pair(i) for i in (Intent.QA, Intent.STS)] == [10, 1]
     body = sts[0].body("gpt-4o-mini")
-    assert body["temperature"] == 0.0 and body["response_format"] == {"type": "json_object"}
+    assert body["temperature"] == 0.0 and body["response_format"] == {
+        "type": "json_schema", "json_schema": {"name": "final_similarity_score", "strict": True, "schema": {
+            "type": "object", "properties": {"final_similarity_score": {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}},
+            "required": ["final_similarity_score"], "additionalProperties": False}}}
 
 
 def test_texts_are_data_never_template_or_answer() -> None:

@@ -18,9 +18,13 @@ text-embeddings-inference). This module is the one place that knows how:
 - **Answers are read here**, not by the client's typed models: at most :attr:`EndpointLimits.max_answer_bytes`
   bytes within the request's ``timeout`` in all (the client's own timeout bounds each read, so a server
   sending one byte a second would otherwise hold a request for ever), decoded as UTF-8 and parsed as JSON.
-  An answer that is too large, not UTF-8 or not JSON (an HTML page from a proxy, a web UI at that address)
-  stops the run with one sentence naming the server: it does not speak the protocol, and asking again
-  would not change that.
+  A stream of server-sent events of ``chat.completion.chunk`` objects (what ``transformers serve`` sends
+  every time, even to ``"stream": false``) is folded into the one chat completion it spells: its deltas'
+  text joined, its last ``finish_reason`` and ``usage`` kept; a stream whose event is an error is retried
+  like a 5xx. An answer that is too large, not UTF-8, not JSON nor such a stream (an HTML page from a
+  proxy, a web UI at that address, a stream of something else or cut mid-event) stops the run with one
+  sentence naming the server and what it sent: it does not speak the protocol, and asking again would not
+  change that.
 - **Bounded concurrency**: ``concurrency`` requests in flight per server; the servers pull from one queue,
   so a faster server takes more of the work.
 - **Retries with backoff**: 429 waits what ``Retry-After`` (or ``retry-after-ms``) asks, at most
@@ -35,7 +39,10 @@ text-embeddings-inference). This module is the one place that knows how:
   text, and an empty text when no such wait is left; without ``on_wait`` the first of each server's run of
   waits is a warning in the log.
 - **Errors that retrying cannot mend** (a refused key, an unknown model, a rejected request) stop the run
-  with one sentence naming the server and what it said.
+  with one sentence naming the server and what it said, unless the caller changes how it asks that server:
+  a request refused with 400 or 422 is handed to :meth:`EndpointPool.serve`'s ``refused`` callback, and sent
+  again when it says so (the judge moves a server that refuses structured outputs to a plainer format,
+  :attr:`Server.mode`; one place decides, per server, for the whole job).
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ import logging
 import math
 import os
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,7 +65,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_EMBEDDING_CONCURRENCY", "DEFAULT_KEY_ENV", "LONGEST_WAIT_ENV", "MIN_REDACTED_LENGTH",
            "RATE_LIMIT_PATIENCE_ENV", "REDACTED", "EndpointError", "EndpointLimits", "EndpointPool", "Server",
-           "read_key", "retry_after"]
+           "chat_from_event_stream", "read_key", "retry_after"]
 
 #: Where the key is read from unless the user names another variable.
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -174,10 +182,14 @@ class Server:
     rate_limited_since: float | None = None
     #: Whether a wait of its present run of faults was logged (the first one is a warning, the rest are not).
     wait_logged: bool = False
+    #: How the caller asks this server, where it adapts to it (the judge: ``response_format json_schema``);
+    #: empty when it asks every server alike. Shown in :meth:`summary`.
+    mode: str = ""
 
     def summary(self) -> str:
-        """``http://a/v1: 120 answered, 3 retried (2 rate-limited)``, plus ``given up`` for a dead one."""
-        state = "" if self.alive else f"; given up: {self.last_error}"
+        """``http://a/v1: 120 answered, 3 retried (2 rate-limited)``, then its mode, or why it was given up on."""
+        state = f"; {self.mode}" if self.mode else ""
+        state = state if self.alive else f"; given up: {self.last_error}"
         return f"{self.url}: {self.answered} answered, {self.retried} retried ({self.rate_limited} rate-limited){state}"
 
 
@@ -251,22 +263,29 @@ class EndpointPool(Generic[T, R]):
         """``text`` with the key replaced by :data:`REDACTED` (what every message about a server goes through)."""
         return text.replace(self._secret, REDACTED) if self._secret else text
 
-    async def serve(self, queue: asyncio.Queue[Any], ask: Callable[[T], tuple[str, Mapping[str, Any]]],
-                    done: Callable[[T, R, Server], Awaitable[None] | None]) -> None:
-        """POST each item of ``queue`` as ``ask(item)`` says and hand its answer to ``done``, until :meth:`stop`.
+    async def serve(self, queue: asyncio.Queue[Any], ask: Callable[[T, Server], tuple[str, Mapping[str, Any]]],
+                    done: Callable[[T, R, Server], Awaitable[None] | None], *,
+                    refused: Callable[[T, Server, str], bool] | None = None) -> None:
+        """POST each item of ``queue`` as ``ask(item, server)`` says, hand its answer to ``done``; until :meth:`stop`.
 
         Args:
             queue: the items; :meth:`stop` puts the markers that end the workers.
-            ask: ``item -> (path, JSON body)``, the path under the base URL (``/chat/completions``).
-            done: ``(item, answer, server)``: the answer is the parsed JSON body, the key already redacted from
-                it. It may put more items on the queue (a protocol's next step).
+            ask: ``(item, server) -> (path, JSON body)``, the path under the base URL (``/chat/completions``);
+                called for every try, so a body may follow what the caller learnt about the server since.
+            done: ``(item, answer, server)``: the answer is the parsed JSON body (a streamed chat answer folded
+                into one completion), the key already redacted from it. It may put more items on the queue (a
+                protocol's next step).
+            refused: ``(item, server, what the server said) -> send again?``, for a request the server refused
+                with 400 or 422: True when the caller changed how it asks that server (``ask`` now gives another
+                body), so the request is sent again at once; False (or no callback) stops the run with one
+                sentence, as for any refusal. It must not say True for ever to the same refusal.
 
         Returns when every worker has taken its stop marker.
 
         Raises:
             EndpointError: a fault retrying cannot mend, or every server given up on.
         """
-        workers = [asyncio.create_task(self._worker(server, queue, ask, done))
+        workers = [asyncio.create_task(self._worker(server, queue, ask, done, refused))
                    for server in self.servers for _ in range(self.concurrency)]
         try:
             while True:
@@ -340,14 +359,15 @@ class EndpointPool(Generic[T, R]):
     # ------------------------------------------------------------------ one request
 
     async def _worker(self, server: Server, queue: asyncio.Queue[Any],
-                      ask: Callable[[T], tuple[str, Mapping[str, Any]]],
-                      done: Callable[[T, R, Server], Awaitable[None] | None]) -> None:
+                      ask: Callable[[T, Server], tuple[str, Mapping[str, Any]]],
+                      done: Callable[[T, R, Server], Awaitable[None] | None],
+                      refused: Callable[[T, Server, str], bool] | None) -> None:
         while server.alive:
             item = await queue.get()
             if item is _STOP:
                 return
             try:
-                result = await self._send(server, ask, item)
+                result = await self._send(server, ask, item, refused)
             except _ServerDown:
                 queue.put_nowait(item)  # another server takes it
                 if not any(s.alive for s in self.servers):
@@ -358,14 +378,15 @@ class EndpointPool(Generic[T, R]):
             if outcome is not None:
                 await outcome
 
-    async def _send(self, server: Server, ask: Callable[[T], tuple[str, Mapping[str, Any]]], item: T) -> Any:
+    async def _send(self, server: Server, ask: Callable[[T, Server], tuple[str, Mapping[str, Any]]], item: T,
+                    refused: Callable[[T, Server, str], bool] | None) -> Any:
         import openai
 
         failures = rate_limited = 0
         while True:
             if not server.alive:
                 raise _ServerDown
-            path, body = ask(item)
+            path, body = ask(item, server)
             try:
                 answer = await _within(self._fetch(server, "POST", path, body), self.timeout)
             except openai.RateLimitError as error:
@@ -397,6 +418,9 @@ class EndpointPool(Generic[T, R]):
                     raise _ServerDown from None
                 await self._sleep(server, *self._retry_wait(error, failures))
             except openai.APIStatusError as error:
+                said = self.redact(_said(error))
+                if refused is not None and error.status_code in (400, 422) and refused(item, server, said):
+                    continue  # the caller asks this server differently now
                 hint = (f"; check the key in ${self.key_env}" if error.status_code in (401, 403) else
                         "; check --model against the server's models" if error.status_code == 404 else "")
                 raise EndpointError(f"{server.url} refused a request: {self._describe(error)}{hint}.") from None
@@ -442,6 +466,16 @@ class EndpointPool(Generic[T, R]):
                                 f"0x{raw[error.start]:02x} at position {error.start:,} of {len(raw):,}), so not with "
                                 "the OpenAI API's JSON; check that this base URL is the server's API (it usually "
                                 "ends in /v1).") from None
+        if content_type.split(";")[0].strip().lower() == "text/event-stream" or text.lstrip().startswith("data:"):
+            try:
+                return chat_from_event_stream(text)
+            except _StreamError as error:
+                raise _Unanswered(f"its answer's stream ended in an error: {error}") from None
+            except ValueError as error:
+                raise EndpointError(f"{server.url} answered {path} with a stream of server-sent events "
+                                    f"({content_type or 'no Content-Type'}, {len(raw):,} bytes) that is not a "
+                                    f"chat-completion stream: {error}; check that this base URL is a "
+                                    "chat-completions server (it usually ends in /v1).") from None
         try:
             return json.loads(text)
         except (ValueError, RecursionError):
@@ -545,6 +579,87 @@ async def _within(coroutine: Awaitable[R], seconds: float) -> R:
         await asyncio.gather(task, return_exceptions=True)  # its connection closed before the retry
         raise TimeoutError(f"no whole answer within {seconds:g} s")
     return task.result()
+
+
+def _said(error: Any) -> str:
+    """What a refusal says: its message, and the parameter it names where the message does not (OpenAI's ``param``)."""
+    message = " ".join(str(getattr(error, "message", "") or error).split())
+    body = getattr(error, "body", None)
+    param = body.get("param") if isinstance(body, dict) else None
+    return f"{message} (param {param!r})" if isinstance(param, str) and param and param not in message else message
+
+
+class _StreamError(ValueError):
+    """A stream of server-sent events whose event is an error (``{"error": ...}``): the server failed mid-answer."""
+
+
+def chat_from_event_stream(text: str) -> dict[str, Any]:
+    r"""The one chat completion a stream of server-sent ``chat.completion.chunk`` events spells.
+
+    ``transformers serve`` answers every chat request this way, ``"stream": false`` or not: ``data: {chunk}``
+    events (the first with the role, then one per piece of text, then one with ``finish_reason``), with or
+    without a closing ``data: [DONE]``. The first choice's ``delta.content`` pieces are joined; the last
+    ``finish_reason`` and the last ``usage`` (sent in a chunk of its own when asked for) are kept. Comment
+    lines (``:``) and the ``event``/``id``/``retry`` fields are skipped, as the SSE format says.
+
+    Returns:
+        ``{"id", "object": "chat.completion", "created", "model", "choices": [{"index": 0, "message":
+        {"role", "content"}, "finish_reason"}], "usage"}``; content None when no chunk carried text.
+
+    Raises:
+        ValueError: not such a stream (an event that is not JSON, not an object, without a ``choices`` list,
+            or no chunk at all), saying which event (numbered from 1) and what it held, clipped.
+
+    Examples:
+        >>> chat_from_event_stream('data: {"choices": [{"delta": {"role": "assistant"}}]}\n\n'
+        ...                        'data: {"choices": [{"delta": {"content": "Ye"}}]}\n\n'
+        ...                        'data: {"choices": [{"delta": {"content": "s"}, "finish_reason": "stop"}]}\n\n'
+        ...                        'data: [DONE]\n\n')["choices"][0]["message"]["content"]
+        'Yes'
+    """
+    events = []
+    for number, block in enumerate(re.split(r"\r?\n\r?\n|\r\r", text.strip()), start=1):
+        data = [line[5:].removeprefix(" ") for line in re.split(r"\r?\n|\r", block) if line.startswith("data:")]
+        if data:
+            events.append((number, "\n".join(data)))
+    pieces: list[str] = []
+    first: dict[str, Any] | None = None
+    role, finish, usage = "assistant", None, None
+    for number, data in events:
+        if data.strip() == "[DONE]":
+            break
+        try:
+            chunk = json.loads(data)
+        except (ValueError, RecursionError):
+            raise ValueError(f"event {number} is not JSON ({_clip(data)})") from None
+        if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+            raise _StreamError(_clip(json.dumps(chunk["error"], ensure_ascii=False)))
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
+            raise ValueError(f"event {number} is no chat.completion.chunk (no 'choices' list): {_clip(data)}")
+        first = first if first is not None else chunk
+        choice = chunk["choices"][0] if chunk["choices"] and isinstance(chunk["choices"][0], dict) else {}
+        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        if isinstance(delta.get("content"), str):
+            pieces.append(delta["content"])
+        role = delta["role"] if isinstance(delta.get("role"), str) else role
+        finish = choice.get("finish_reason") or finish
+        usage = chunk["usage"] if isinstance(chunk.get("usage"), dict) else usage
+    if first is None:
+        raise ValueError(f"it holds no chat.completion.chunk event (it begins {_clip(text.strip())})")
+    completion: dict[str, Any] = {
+        "id": first.get("id"), "object": "chat.completion", "created": first.get("created"),
+        "model": first.get("model"),
+        "choices": [{"index": 0, "message": {"role": role, "content": "".join(pieces) if pieces else None},
+                     "finish_reason": finish}]}
+    if usage is not None:
+        completion["usage"] = usage
+    return completion
+
+
+def _clip(text: str, width: int = 80) -> str:
+    """``text`` as ``repr`` shows it, cut to ``width`` characters: what a sentence quotes of a server's answer."""
+    shown = repr(text)
+    return shown if len(shown) <= width else shown[: width - 3] + "..."
 
 
 def retry_after(response: Any) -> float | None:

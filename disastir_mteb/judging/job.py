@@ -7,6 +7,15 @@ each pair's independent steps go out at once, each answer is read, kept and eith
 a pair whose steps are all answered gets its grade. Several servers share one queue; one that dies leaves its
 work to the others.
 
+Each server is asked for structured answers first (:class:`~disastir_mteb.judging.protocol.AnswerFormat`: the
+answer's JSON schema), and moved once, for the whole job, to a plainer format when it shows it cannot take it:
+a 400 (or 422) naming ``response_format`` or the schema (an engine or model without structured outputs), or
+:data:`FORMAT_PROBES` unreadable answers in a row before any readable one under that format (a server that
+ignores ``response_format``: ``transformers serve``). ``json_schema`` gives way to ``json_object``, which gives
+way to ``plain`` (the prompt's own instructions only). The reader stays as strict in every format, so a
+server that answers prose whatever it is asked gives no grade, never a made-up one; the summary names each
+server's format and counts the steps left without a readable answer, one line per kind of failure.
+
 Figures for the plan are estimates: tokens are counted as 4 characters each (the usual rule of thumb for
 English with OpenAI's tokenizers), and every answer as :data:`ANSWER_TOKENS` tokens.
 """
@@ -16,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +34,7 @@ from disastir_mteb.endpoints.pool import EndpointError, EndpointPool, Server
 from disastir_mteb.judging.protocol import (
     MAX_ANSWER_ATTEMPTS,
     AnswerFault,
+    AnswerFormat,
     Request,
     chat_content,
     grade_of,
@@ -36,7 +46,8 @@ from disastir_mteb.vocabulary.taxonomy import Intent
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ANSWER_TOKENS", "CHARS_PER_TOKEN", "JobPlan", "JobSummary", "Price", "judge_pairs", "plan_job"]
+__all__ = ["ANSWER_TOKENS", "CHARS_PER_TOKEN", "FORMAT_PROBES", "JobPlan", "JobSummary", "Price", "judge_pairs",
+           "plan_job"]
 
 CHARS_PER_TOKEN = 4
 #: Tokens one answer costs (a short JSON object), for the estimate.
@@ -44,6 +55,12 @@ ANSWER_TOKENS = 12
 #: Pairs claimed from the store at a time.
 _CLAIM_CHUNK = 64
 _RENEW_EVERY = 60.0
+#: Unreadable answers in a row, before any readable one, after which a server is asked with the next format:
+#: a server honouring the format answers its first requests readably; one ignoring it answers prose each time.
+FORMAT_PROBES = 3
+#: Words by which a refused request (400, 422) names structured outputs (OpenAI's and vLLM's ``response_format``
+#: errors, llama.cpp's "response_format type must be ...", transformers' "Unused fields ... 'response_format'").
+_FORMAT_WORDS = ("response_format", "json_schema", "json schema", "guided_json", "structured output")
 
 
 @dataclass(frozen=True)
@@ -128,7 +145,23 @@ def plan_job(pairs: Sequence[Pair], store: JudgementStore) -> JobPlan:
 
 @dataclass
 class JobSummary:
-    """What a job did."""
+    """What a job did.
+
+    Attributes:
+        judged: pairs graded.
+        failed: pairs left without any readable answer (no grade; the next run asks again).
+        held_elsewhere: pairs another job on the same store was judging.
+        requests: answers received.
+        unparseable: answers that could not be read (each asked again, up to the limit).
+        out_of_range: answers off the asked scale (each asked again, up to the limit).
+        given_up: steps given up on (no usable answer after :data:`MAX_ANSWER_ATTEMPTS` tries), by the fault
+            of their last answer (``unparseable``, ``out_of_range``), then by step name.
+        last_given_up: the last such step's server and fault, by fault.
+        seconds: how long the job took.
+        servers: each server's summary (:meth:`~disastir_mteb.endpoints.pool.Server.summary`), its answer format
+            included.
+        formats: the answer format each server ended with, by base URL.
+    """
 
     judged: int = 0
     failed: int = 0
@@ -136,11 +169,29 @@ class JobSummary:
     requests: int = 0
     unparseable: int = 0
     out_of_range: int = 0
+    given_up: dict[str, Counter[str]] = field(default_factory=dict)
+    last_given_up: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     servers: list[str] = field(default_factory=list)
+    formats: dict[str, AnswerFormat] = field(default_factory=dict)
+
+    def failures(self) -> list[str]:
+        """One line per kind of failure, with its count by step, instead of one line per pair.
+
+        For example ``128 step(s) had no readable answer after 3 tries (cot/presence 64, zero_shot 64); last:
+        http://a/v1: not one JSON object: 'Yes'.``
+        """
+        lines = []
+        for kind in sorted(self.given_up):
+            steps = self.given_up[kind]
+            what = "no readable answer" if kind == "unparseable" else "no answer on the asked scale"
+            by_step = ", ".join(f"{step} {count}" for step, count in sorted(steps.items(), key=lambda s: (-s[1], s[0])))
+            lines.append(f"{sum(steps.values())} step(s) had {what} after {MAX_ANSWER_ATTEMPTS} tries ({by_step}); "
+                         f"last: {self.last_given_up[kind]}.")
+        return lines
 
     def describe(self) -> str:
-        """One paragraph for the end of a job."""
+        """One paragraph for the end of a job, then :meth:`failures`, one line each."""
         rate = f" ({self.judged / self.seconds:.1f} pairs/s)" if self.seconds > 0 and self.judged else ""
         faults = (f"; {self.unparseable} unreadable and {self.out_of_range} out-of-range answer(s), each asked again "
                   f"(at most {MAX_ANSWER_ATTEMPTS} times)" if self.unparseable or self.out_of_range else "")
@@ -148,8 +199,67 @@ class JobSummary:
                   if self.failed else "")
         held = (f"; {self.held_elsewhere} pair(s) left to another job working on the same store"
                 if self.held_elsewhere else "")
-        return (f"Judged {self.judged} pair(s) with {self.requests} request(s) in {self.seconds:.1f} s{rate}"
-                f"{faults}{failed}{held}. Servers: " + "; ".join(self.servers) + ".")
+        return "\n".join([f"Judged {self.judged} pair(s) with {self.requests} request(s) in {self.seconds:.1f} s"
+                          f"{rate}{faults}{failed}{held}. Servers: " + "; ".join(self.servers) + ".",
+                          *self.failures()])
+
+
+class _Formats:
+    """The answer format each server is asked with, moved once to a plainer one where it shows it cannot take it.
+
+    The one place that decides: the job asks it which format a request goes out in, and tells it each answer's
+    fate and each refusal. A server is moved on (``json_schema`` -> ``json_object`` -> ``plain``) when it refuses
+    the format (400 or 422 naming it) or when its first :data:`FORMAT_PROBES` answers under it are all
+    unreadable; one readable answer under a format keeps that format for the whole job. A request refused in an
+    earlier format (in flight when the server was moved) is sent again in the current one, without a second move;
+    answers to such requests are kept and read as any other, but do not count toward leaving the current format.
+    """
+
+    def __init__(self, servers: Sequence[Server], first: AnswerFormat) -> None:
+        self._current = {server.url: first for server in servers}
+        self._unreadable = dict.fromkeys(self._current, 0)
+        self._settled = dict.fromkeys(self._current, first is AnswerFormat.PLAIN)
+        for server in servers:
+            server.mode = first.describe()
+
+    def current(self, server: Server) -> AnswerFormat:
+        return self._current[server.url]
+
+    def answered(self, server: Server, asked: AnswerFormat, *, readable: bool, why: str) -> None:
+        """One answer to a request sent in ``asked``: settles the format, or counts toward leaving it."""
+        if asked is not self._current[server.url] or self._settled[server.url]:
+            return
+        if readable:
+            self._settled[server.url] = True
+            return
+        self._unreadable[server.url] += 1
+        if self._unreadable[server.url] >= FORMAT_PROBES:
+            self._move(server, f"its first {FORMAT_PROBES} answers under it were not readable (the last: {why})")
+
+    def refused(self, server: Server, asked: AnswerFormat, said: str) -> bool:
+        """A 400/422 to a request sent in ``asked``: True when it is to be sent again (in the format now current)."""
+        if not any(word in said.lower() for word in _FORMAT_WORDS):
+            return False  # refused for another reason: the pool's one sentence
+        if asked is not self._current[server.url]:
+            return True  # sent before the server was moved on: send it again as the others go
+        shown = " ".join(said.split()).rstrip(".")
+        return self._move(server, f"it refused it: {shown[:197] + '...' if len(shown) > 200 else shown}")
+
+    def _move(self, server: Server, why: str) -> bool:
+        asked = self._current[server.url]
+        plainer = asked.fallback
+        if plainer is None:
+            return False
+        logger.warning("%s: asked with %s, %s; asking it with %s from now on.", server.url, asked.describe(), why,
+                       plainer.describe())
+        self._current[server.url] = plainer
+        self._unreadable[server.url] = 0
+        self._settled[server.url] = plainer is AnswerFormat.PLAIN
+        server.mode = plainer.describe()
+        return True
+
+    def final(self) -> dict[str, AnswerFormat]:
+        return dict(self._current)
 
 
 @dataclass
@@ -161,7 +271,8 @@ class _Active:
 
 
 def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool[Any, Any], *, model: str,
-                progress: Callable[[int], None] | None = None) -> JobSummary:
+                progress: Callable[[int], None] | None = None,
+                answer_format: AnswerFormat | str = AnswerFormat.JSON_SCHEMA) -> JobSummary:
     """Judge every pair of ``pairs`` the store has no grade for; returns what was done.
 
     Args:
@@ -170,18 +281,23 @@ def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool
         pool: the servers.
         model: the model name the servers serve.
         progress: called with 1 per pair finished (a progress bar's ``update``).
+        answer_format: the format every server is asked with first (the most constrained by default); a server
+            that refuses or ignores it is moved to the plainer ones after it, never to a stricter one.
 
     Raises:
         EndpointError: a server fault retrying cannot mend, an answer that is not a chat completion, or every
             server given up on (answers already received are kept).
         StoreLockedError: the store stayed locked by another process (answers already received are kept).
     """
-    return asyncio.run(_judge(pairs, store, pool, model=model, progress=progress))
+    return asyncio.run(_judge(pairs, store, pool, model=model, progress=progress,
+                              answer_format=AnswerFormat(answer_format)))
 
 
 async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool[Any, Any], *, model: str,
-                 progress: Callable[[int], None] | None) -> JobSummary:
+                 progress: Callable[[int], None] | None, answer_format: AnswerFormat) -> JobSummary:
     summary = JobSummary()
+    formats = _Formats(pool.servers, answer_format)
+    asked: dict[tuple[str, str], AnswerFormat] = {}  # (pair, step) in flight -> the format it was last sent in
     started = time.perf_counter()
     done_before = store.judged(p.key for p in pairs)
     waiting = deque(p for p in pairs if p.key not in done_before)
@@ -230,14 +346,19 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
             stopped = True
             pool.stop(queue)
 
-    def ask(item: tuple[str, Request]) -> tuple[str, dict[str, Any]]:
-        return "/chat/completions", item[1].body(model)
+    def ask(item: tuple[str, Request], server: Server) -> tuple[str, dict[str, Any]]:
+        asked[item[0], item[1].step] = answer_format = formats.current(server)
+        return "/chat/completions", item[1].body(model, answer_format)
+
+    def refused(item: tuple[str, Request], server: Server, said: str) -> bool:
+        return formats.refused(server, asked[item[0], item[1].step], said)
 
     def done(item: tuple[str, Request], answer: Any, server: Server) -> None:
         nonlocal last_renewal
         key, request = item
         state = active[key]
         summary.requests += 1
+        sent_as = asked.pop((key, request.step))
         try:
             text, tokens = chat_content(answer)
         except ValueError as error:
@@ -246,6 +367,7 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
         try:
             value = parse_answer(text, request.key, request.allowed)
         except AnswerFault as fault:
+            formats.answered(server, sent_as, readable=fault.kind != "unparseable", why=str(fault))
             setattr(summary, fault.kind, getattr(summary, fault.kind) + 1)
             store.record_answer(key, request.step, raw=text, fault=fault.kind, detail=str(fault), server=server.url,
                                 **tokens)
@@ -253,10 +375,13 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
             if state.attempts[request.step] < MAX_ANSWER_ATTEMPTS:
                 queue.put_nowait(item)  # asked again
                 return
-            logger.warning("%s: no readable answer to %s after %d tries (last: %s); the method has no vote.",
-                           server.url, request.step, state.attempts[request.step], fault)
+            logger.debug("%s: no readable answer to %s after %d tries (last: %s); the method has no vote.",
+                         server.url, request.step, state.attempts[request.step], fault)
+            summary.given_up.setdefault(fault.kind, Counter())[request.step] += 1
+            summary.last_given_up[fault.kind] = f"{server.url}: {fault}"
             value = None
         else:
+            formats.answered(server, sent_as, readable=True, why="")
             store.record_answer(key, request.step, raw=text, value=value, server=server.url, **tokens)
         state.answers[request.step] = value
         state.in_flight.discard(request.step)
@@ -268,7 +393,7 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
 
     try:
         feed()
-        await pool.serve(queue, ask, done)
+        await pool.serve(queue, ask, done, refused=refused)
     finally:
         try:
             store.release_claims()
@@ -277,4 +402,5 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
         await pool.close()
         summary.seconds = time.perf_counter() - started
         summary.servers = [server.summary() for server in pool.servers]
+        summary.formats = formats.final()
     return summary

@@ -5,7 +5,8 @@ combines the three grades; the authors' labelling code (``KaiYin97/Disaster_IR``
 what the paper leaves open. This module is the protocol written once; :mod:`~disastir_mteb.judging.job`
 sends its requests and :mod:`~disastir_mteb.judging.store` keeps the answers.
 
-- Three methods per intent, each a few chat requests (temperature 0, a JSON object asked for):
+- Three methods per intent, each a few chat requests (temperature 0, the answer's JSON schema asked for:
+  :class:`AnswerFormat`):
 
   - ``zero_shot``: one request, the grade directly.
   - ``cot`` (chain of thought): does the passage answer / support / entail (``has_answer``, Yes or No)?
@@ -22,6 +23,11 @@ sends its requests and :mod:`~disastir_mteb.judging.store` keeps the answers.
 - Votes are combined as the authors' scorer does: the value given most often when exactly one is, else
   the mean of the votes (two decimals). A method whose answer could not be read after the retries has no
   vote; a pair with no vote at all has no grade (never a zero).
+- Each request asks for its answer's shape as the servers allow (:class:`AnswerFormat`): the JSON schema of
+  the one asked key and its values (``response_format`` ``json_schema``, which vLLM, llama.cpp, Ollama and
+  OpenAI constrain the decoder to, so that even a small model answers in the asked form), else any JSON
+  object (``json_object``), else the prompt's own instructions only (``plain``). The prompts are the same in
+  every format; only the request's ``response_format`` differs.
 - An answer is read strictly: the whole reply is one JSON object (optionally in a ```json fence) holding
   the asked key with a value on the asked scale. Nothing is searched for inside free text, so words in a
   passage (an instruction, a JSON key) cannot change what is read; an unreadable or out-of-range answer is
@@ -38,6 +44,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
@@ -51,6 +58,7 @@ __all__ = [
     "PROMPT_VERSION",
     "TEMPERATURE",
     "AnswerFault",
+    "AnswerFormat",
     "Request",
     "chat_content",
     "combine_votes",
@@ -296,6 +304,34 @@ def _fill(template: str, values: Mapping[str, str]) -> str:
     return _FIELD.sub(replace, template)
 
 
+class AnswerFormat(str, Enum):
+    """How a request asks for its answer's shape (its ``response_format``), most constrained first.
+
+    ``json_schema`` sends the answer's JSON schema (OpenAI's structured outputs; vLLM's guided decoding,
+    llama.cpp's grammar and Ollama's ``format`` on their OpenAI routes): a server that honours it can only
+    answer ``{"<key>": <an allowed value>}``. ``json_object`` asks for any JSON object (the authors' setting).
+    ``plain`` sends no ``response_format``: the prompt's own "Output JSON: ..." is all the model is told.
+    The reader (:func:`parse_answer`) is the same for all three.
+    """
+
+    JSON_SCHEMA = "json_schema"
+    JSON_OBJECT = "json_object"
+    PLAIN = "plain"
+
+    @property
+    def fallback(self) -> AnswerFormat | None:
+        """The next, less constrained format, for a server that refuses or ignores this one (None after plain)."""
+        order = list(AnswerFormat)
+        position = order.index(self)
+        return order[position + 1] if position + 1 < len(order) else None
+
+    def describe(self) -> str:
+        """``response_format json_schema``, ..., ``plain instructions (no response_format)``: for summaries."""
+        if self is AnswerFormat.PLAIN:
+            return "plain instructions (no response_format)"
+        return f"response_format {self.value}"
+
+
 @dataclass(frozen=True)
 class Request:
     """One chat request of the protocol for one pair.
@@ -315,15 +351,40 @@ class Request:
     allowed: tuple[Any, ...]
     max_tokens: int
 
-    def body(self, model: str) -> dict[str, Any]:
-        """The chat-completions request body for ``model`` (the same online and in a Batch API file)."""
-        return {
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema of this step's answer: one object holding only :attr:`key`, valued in :attr:`allowed`.
+
+        Integers and the Yes/No strings alike are an ``enum`` of the allowed values (``minimum``/``maximum``
+        are not accepted by every engine's strict mode; an enum is, and it says the branch too: 2 or 3 only).
+
+        Examples:
+            >>> Request("cot/final", (), "relevance_score", (2, 3), 30).schema()["properties"]
+            {'relevance_score': {'type': 'integer', 'enum': [2, 3]}}
+        """
+        kind = "integer" if all(isinstance(a, int) and not isinstance(a, bool) for a in self.allowed) else "string"
+        return {"type": "object", "properties": {self.key: {"type": kind, "enum": list(self.allowed)}},
+                "required": [self.key], "additionalProperties": False}
+
+    def body(self, model: str, answer_format: AnswerFormat = AnswerFormat.JSON_SCHEMA) -> dict[str, Any]:
+        """The chat-completions request body for ``model`` (the same online and in a Batch API file).
+
+        Args:
+            model: the model name the server serves.
+            answer_format: how the answer's shape is asked for; the schema's ``name`` is the asked key (OpenAI
+                wants ``[A-Za-z0-9_-]``, at most 64 characters) and ``strict`` is on.
+        """
+        body: dict[str, Any] = {
             "model": model,
             "messages": [{"role": role, "content": content} for role, content in self.messages],
             "temperature": TEMPERATURE,
             "max_tokens": self.max_tokens,
-            "response_format": {"type": "json_object"},
         }
+        if answer_format is AnswerFormat.JSON_SCHEMA:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": self.key, "strict": True, "schema": self.schema()}}
+        elif answer_format is AnswerFormat.JSON_OBJECT:
+            body["response_format"] = {"type": "json_object"}
+        return body
 
 
 def judge_query(intent: Intent, query: str) -> str:

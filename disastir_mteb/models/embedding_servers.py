@@ -257,7 +257,7 @@ class EmbeddingServers(AbsEncoder):
         queue.put_nowait(list(PROBE_TEXTS))
         answers: list[np.ndarray] = []
 
-        def ask(texts: list[str]) -> tuple[str, dict[str, Any]]:
+        def ask(texts: list[str], server: Server) -> tuple[str, dict[str, Any]]:
             return "/embeddings", self._body(texts)
 
         def done(texts: list[str], response: Any, server: Server) -> None:
@@ -285,7 +285,7 @@ class EmbeddingServers(AbsEncoder):
             queue.put_nowait(item)
         answered = 0
 
-        def ask(item: tuple[Any, list[str]]) -> tuple[str, dict[str, Any]]:
+        def ask(item: tuple[Any, list[str]], server: Server) -> tuple[str, dict[str, Any]]:
             return "/embeddings", self._body(item[1])
 
         def done(item: tuple[Any, list[str]], response: Any, server: Server) -> None:
