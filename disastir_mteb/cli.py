@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 
 from disastir_mteb import commands
-from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
+from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV, check_base_url
 from disastir_mteb.judging.store import JUDGEMENT_STORE_NAME
 from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
@@ -364,6 +364,22 @@ def _disk_full(error: OSError, args: argparse.Namespace) -> str:
             f"one{to}, then run the same command again{resumes}.")
 
 
+# the options naming servers (option, argparse name): checked before anything is sent, loaded or imported
+_SERVER_URL_OPTIONS = (("--embeddings-url", "embeddings_url"), ("--base-url", "base_url"))
+
+
+def _check_server_urls(args: argparse.Namespace) -> None:
+    """Every server URL of the command, checked and normalised first: a typo is one sentence before mteb loads.
+
+    Raises:
+        ValueError: a URL that is not a server's base URL (:func:`~disastir_mteb.endpoints.pool.check_base_url`).
+    """
+    for option, name in _SERVER_URL_OPTIONS:
+        urls = getattr(args, name, None)
+        if urls:
+            setattr(args, name, [check_base_url(url, option) for url in urls])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``disastir-mteb`` console script.
 
@@ -373,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
+        _check_server_urls(args)
         return int(args.func(args))
     except KeyboardInterrupt:
         if not getattr(args, "quiet", True):

@@ -72,3 +72,22 @@ def test_one_process_when_asked_or_when_there_is_one_task(monkeypatch: pytest.Mo
     monkeypatch.setenv(PROCESSES_ENV, "all")
     with pytest.raises(ValueError, match=f"{PROCESSES_ENV}='all' is not a number of processes; set an integer >= 1"):
         worker_count(48)
+
+
+@needs_two_cores
+@pytest.mark.parametrize("stop", ["finished", "stopped early"])
+def test_no_worker_is_left_running_when_the_tasks_are_done(stop: str) -> None:
+    """The pool is shut down and its workers joined before the generator ends, also when its consumer stops.
+
+    A pool left to end in the background races the interpreter's exit on CPython 3.11 (an ``OSError: [Errno 9]
+    Bad file descriptor`` printed after a successful ``run``); nothing of it may outlive the call.
+    """
+    import multiprocessing
+
+    done = evaluate_tasks(range(6), _square, parallel=lambda n: True)
+    if stop == "finished":
+        assert [result[0] for _, result, _ in done] == [n * n for n in range(6)]
+    else:
+        next(done)
+        done.close()  # what a KeyboardInterrupt or an error in the consumer does to the generator
+    assert multiprocessing.active_children() == []

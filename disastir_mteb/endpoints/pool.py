@@ -43,6 +43,13 @@ text-embeddings-inference). This module is the one place that knows how:
   a request refused with 400 or 422 is handed to :meth:`EndpointPool.serve`'s ``refused`` callback, and sent
   again when it says so (the judge moves a server that refuses structured outputs to a plainer format,
   :attr:`Server.mode`; one place decides, per server, for the whole job).
+- **Base URLs are checked before anything is sent** (:func:`check_base_url`): a URL without a scheme or host,
+  with an empty or unreadable port, with spaces, credentials, a query, or naming a local file is one sentence
+  saying how to write it. Engines differ in their prefix (vLLM, Ollama and llama.cpp answer under ``/v1``,
+  Infinity without it unless started with ``--url-prefix /v1``), so a 404 is described by asking the server
+  (:meth:`EndpointPool.describe_not_found`): the URL tried; then, where the base URL's model list answers, the
+  models it serves (only then is ``--model`` blamed); else, where the same server answers with ``/v1`` added
+  or removed, that base URL to try instead.
 """
 
 from __future__ import annotations
@@ -58,14 +65,16 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_EMBEDDING_CONCURRENCY", "DEFAULT_KEY_ENV", "LONGEST_WAIT_ENV", "MIN_REDACTED_LENGTH",
            "RATE_LIMIT_PATIENCE_ENV", "REDACTED", "EndpointError", "EndpointLimits", "EndpointPool", "Server",
-           "chat_from_event_stream", "read_key", "retry_after"]
+           "chat_from_event_stream", "check_base_url", "listed_name", "other_bases", "prefix_advice", "read_key",
+           "retry_after"]
 
 #: Where the key is read from unless the user names another variable.
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -147,6 +156,109 @@ class EndpointLimits:
                                  f"seconds; set it to one (e.g. {getattr(cls, name):g}) or unset it.")
             values[name] = value
         return cls(**values)
+
+
+def check_base_url(url: str, option: str = "The base URL") -> str:
+    """``url`` as a server's base URL (outer spaces and a trailing slash taken off), or one sentence saying why not.
+
+    Checked before anything is sent or loaded, so that a typo costs a second, not a model load: the scheme
+    (``http`` or ``https``, with its ``://``), the host, a port that is a number when a ``:`` announces one,
+    no spaces, no credentials (the key belongs in an environment variable: a URL is printed in every message),
+    no query or fragment, and not the path of a local file.
+
+    Args:
+        url: what the user gave.
+        option: how the sentence names it (``--embeddings-url``).
+
+    Raises:
+        ValueError: one sentence naming the option, the value and how to write it.
+
+    Examples:
+        >>> check_base_url(" http://127.0.0.1:8000/v1/ ")
+        'http://127.0.0.1:8000/v1'
+    """
+    text = str(url).strip()
+    example = "http://127.0.0.1:8000/v1"
+    if not text:
+        raise ValueError(f"{option} is empty; give the server's base URL, e.g. {example}.")
+    if any(character.isspace() for character in text):
+        raise ValueError(f"{option} {text!r} contains a space; a URL has none: write it as e.g. {example}.")
+    if "://" not in text and Path(text).expanduser().is_file():
+        raise ValueError(f"{option} {text!r} is a file, not a server's URL; give each server's base URL as an "
+                         f"option of its own, e.g. {example}.")
+    parts = urlsplit(text)
+    if "://" not in text:
+        head, slashes, tail = text.partition("//")  # http//host, https:/host, host:8000/v1
+        scheme = "https" if text.startswith("https") else "http"
+        bare = tail if slashes and head.rstrip(":") in ("http", "https") else text.split(f"{scheme}:", 1)[-1]
+        try:
+            suggestion = f"write it as {check_base_url(f'{scheme}://{bare}', option)}"
+        except ValueError:  # no port after its ':', say: name the host and a port
+            host = bare.split("/", 1)[0].split(":", 1)[0] or "127.0.0.1"
+            suggestion = f"write it as e.g. {scheme}://{host}:8000/v1, with the port the server listens on"
+        raise ValueError(f"{option} {text!r} has no scheme (http:// or https://); {suggestion}.")
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{option} {text!r} uses {parts.scheme or 'no'}://, not http:// or https://; a server's API "
+                         f"is reached over HTTP, e.g. {example}.")
+    if parts.username is not None or parts.password is not None:
+        shown = urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[1], parts.path, "", ""))
+        raise ValueError(f"{option} {shown} is given with credentials before its host; put the key in an "
+                         "environment variable (OPENAI_API_KEY, or the one --api-key-env names), never in the URL.")
+    if not parts.hostname:
+        raise ValueError(f"{option} {text!r} names no host; write it as e.g. {example}.")
+    if parts.netloc.endswith(":"):
+        raise ValueError(f"{option} {text!r} has a ':' after its host but no port; write the port the server "
+                         f"listens on, e.g. {parts.scheme}://{parts.hostname}:8000{parts.path}.")
+    try:
+        parts.port  # noqa: B018 (reading it checks it)
+    except ValueError:
+        port = parts.netloc.rsplit(":", 1)[-1]
+        raise ValueError(f"{option} {text!r} has the port {port!r}, not a number from 1 to 65535; write the port "
+                         f"the server listens on, e.g. {parts.scheme}://{parts.hostname}:8000{parts.path}.") from None
+    if parts.port == 0:
+        raise ValueError(f"{option} {text!r} has the port 0, not a number from 1 to 65535; write the port the "
+                         "server listens on.")
+    if parts.query or parts.fragment or text.endswith(("?", "#")):
+        raise ValueError(f"{option} {text!r} has a query or fragment; a base URL ends with its path, e.g. "
+                         f"{urlunsplit((parts.scheme, parts.netloc, parts.path, '', '')).rstrip('/')}.")
+    return text.rstrip("/")
+
+
+def other_bases(url: str) -> list[str]:
+    """The same server under the other prefix: ``/v1`` taken off a base URL ending in it, else added.
+
+    Engines disagree on the prefix (Infinity answers without ``/v1``, the others under it), and a base URL that
+    is neither (``http://host:11434/api``) gets the host's own ``/v1`` as well.
+
+    Examples:
+        >>> other_bases("http://127.0.0.1:7997/v1")
+        ['http://127.0.0.1:7997']
+        >>> other_bases("http://127.0.0.1:11434/api")
+        ['http://127.0.0.1:11434/api/v1', 'http://127.0.0.1:11434/v1']
+    """
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    paths = [path[:-len("/v1")]] if path.endswith("/v1") else [path + "/v1"] + (["/v1"] if path else [])
+    return [urlunsplit((parts.scheme, parts.netloc, other, "", "")) for other in paths]
+
+
+def prefix_advice(other: str) -> str:
+    """``this server answers without /v1: try http://host:7997``, or ``under /v1`` where ``other`` has it."""
+    where = "under /v1" if urlsplit(other).path.rstrip("/").endswith("/v1") else "without /v1"
+    return f"this server answers {where}: try {other}"
+
+
+def listed_name(model: str, listed: Sequence[str]) -> str | None:
+    """The name in a server's model list that ``model`` asks for, or None when the server does not serve it.
+
+    Exact, or with Ollama's implicit tag: ``all-minilm`` asks for ``all-minilm:latest`` (Ollama lists the tag,
+    and answers a request without it with that model).
+    """
+    if model in listed:
+        return model
+    if ":" not in model and f"{model}:latest" in listed:
+        return f"{model}:latest"
+    return None
 
 
 def read_key(env_name: str, base_urls: Sequence[str]) -> str:
@@ -231,13 +343,9 @@ class EndpointPool(Generic[T, R]):
                  limits: EndpointLimits | None = None) -> None:
         import openai
 
-        urls = list(dict.fromkeys(u.rstrip("/") for u in base_urls))
+        urls = list(dict.fromkeys(check_base_url(u) for u in base_urls))
         if not urls:
             raise ValueError("No server given: pass at least one base URL (e.g. http://127.0.0.1:8000/v1).")
-        for url in urls:
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"{url!r} is not a server's base URL; expected e.g. http://127.0.0.1:8000/v1.")
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}.")
         self.limits = limits if limits is not None else EndpointLimits.from_environment()
@@ -332,6 +440,53 @@ class EndpointPool(Generic[T, R]):
                 await self._sleep(server, *self._retry_wait(error, attempt))
                 attempt += 1
 
+    async def describe_not_found(self, server: Server, method: str, path: str, error: BaseException, *,
+                                 model: Any = None) -> str:
+        """One sentence for a 404 on ``path``: the URL tried, and what the server itself says is wrong.
+
+        A 404 means a wrong path as often as an unknown model, so the server is asked (one ``GET /models`` each,
+        not retried): where the base URL's model list answers, the model is blamed only when that list lacks it
+        (else the server has no such route: it serves other requests); where it does not, the other prefix
+        (:func:`other_bases`) is tried, and a server answering there is named with the base URL to use.
+        """
+        said = self._describe(error)
+        tried = f"{method} {server.url}{path}"
+        listed = await self.model_list(server, server.url)
+        if listed is not None and isinstance(model, str) and listed_name(model, listed) is None:
+            shown = ", ".join(sorted(listed)[:10]) or "none"
+            advice = f"it serves {shown}, not {model!r}: check --model"
+        elif listed is not None:
+            advice = (f"its model list answers, so this server has no {path} route: check that it serves such "
+                      "requests (how it was started)")
+        else:
+            other = await self.other_base(server)
+            advice = (prefix_advice(other) if other is not None else
+                      "check that this base URL is the server's API (it usually ends in /v1)")
+        return self.redact(f"{server.url} refused a request: {said} at {tried}; {advice}.")
+
+    async def other_base(self, server: Server) -> str | None:
+        """The first of :func:`other_bases` whose model list answers: the base URL the server really has."""
+        for other in other_bases(server.url):
+            if await self.model_list(server, other) is not None:
+                return other
+        return None
+
+    async def model_list(self, server: Server, base_url: str) -> list[str] | None:
+        """The model names ``GET base_url/models`` lists (one try, at most 10 s), or None when none answers."""
+        import httpx2
+        import openai
+
+        try:
+            answer = await _within(self._fetch(server, "GET", f"{base_url.rstrip('/')}/models", None),
+                                   min(self.timeout, 10.0))
+        except (openai.APIError, EndpointError, _Unanswered, TimeoutError, httpx2.HTTPError):
+            return None
+        entries = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(entries, list) or not all(isinstance(entry, dict) and isinstance(entry.get("id"), str)
+                                                    for entry in entries):
+            return None
+        return [entry["id"] for entry in entries]
+
     def stop(self, queue: asyncio.Queue[Any]) -> None:
         """Put one stop marker per worker on ``queue`` (after the last item)."""
         for _ in range(self.workers):
@@ -421,8 +576,10 @@ class EndpointPool(Generic[T, R]):
                 said = self.redact(_said(error))
                 if refused is not None and error.status_code in (400, 422) and refused(item, server, said):
                     continue  # the caller asks this server differently now
-                hint = (f"; check the key in ${self.key_env}" if error.status_code in (401, 403) else
-                        "; check --model against the server's models" if error.status_code == 404 else "")
+                if error.status_code == 404:
+                    raise EndpointError(await self.describe_not_found(server, "POST", path, error,
+                                                                      model=body.get("model"))) from None
+                hint = f"; check the key in ${self.key_env}" if error.status_code in (401, 403) else ""
                 raise EndpointError(f"{server.url} refused a request: {self._describe(error)}{hint}.") from None
             else:
                 server.rate_limited_since = None

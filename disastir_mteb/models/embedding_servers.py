@@ -10,20 +10,30 @@ ANN, instructions (put in front of queries by the search model, as for any encod
   to one queue that every server pulls from, ``concurrency`` requests in flight per server
   (:class:`~disastir_mteb.endpoints.pool.EndpointPool`: retries honour ``Retry-After``, a server that
   dies leaves its batches to the others, the key comes from an environment variable only).
-- **Identity.** The model is filed under its served name, and its revision is what the servers report of
-  it (``GET /v1/models``: id, owner, root, context length; never the start time) with the vectors'
-  dimension, digested: ``served-<digest>``. So vectors of two different servings never share a store
-  entry. ``revision=`` (``--embeddings-revision``) pins it by hand, e.g. to a checkpoint's commit, for
-  servers that report nothing useful. Before anything is encoded every server is asked for the vectors
-  of the identity probe (:data:`~disastir_mteb.models.identity.PROBE_TEXTS`, one request each): they give
-  the dimension, must agree from server to server (two checkpoints served under one name and listing are
-  refused), and identify the model in the store like any other (:mod:`disastir_mteb.models.identity`), so
-  another checkpoint behind the same name, listing and dimension gets entries of its own.
+- **Identity.** The model is filed under its served name, and its revision is what the servers report of it
+  with the vectors' dimension, digested: ``served-<digest>``. What they report differs by engine
+  (:data:`_IDENTITY`): from ``GET /models`` vLLM gives the id, owner, root, parent and context length,
+  Infinity the id, owner, backend and dtypes, llama.cpp the GGUF file's ``meta`` (size, parameters,
+  vocabulary), Ollama the id and owner; text-embeddings-inference has no model list, and its ``GET /info``
+  gives the model's id, commit and dtype (:data:`_INFO_IDENTITY`). Never the start time, nor anything that
+  changes from one listing to the next (vLLM's ``permission`` ids, Infinity's queue ``stats``). So vectors of
+  two different servings never share a store entry. ``revision=`` (``--embeddings-revision``) pins it by hand,
+  e.g. to a checkpoint's commit, for servers that report nothing useful. Before anything is encoded every
+  server is asked for the vectors of the identity probe (:data:`~disastir_mteb.models.identity.PROBE_TEXTS`,
+  one request each): they give the dimension, must agree from server to server (two checkpoints served under
+  one name and listing are refused), and identify the model in the store like any other
+  (:mod:`disastir_mteb.models.identity`), so another checkpoint behind the same name, listing and dimension
+  gets entries of its own.
 - **Checks.** Every answer must hold one vector per text, with indexes exactly ``0..n-1`` (vectors are
   placed by index, so a server that lists them in another order is read right), each of the run's
   dimension, finite and not all zero; anything else stops the run with one sentence naming the server.
   Vectors are returned as the server sent them: the search normalises them (cosine), as it does for
   in-process models.
+- **Names and prefixes.** A server must list ``model`` (Ollama's ``name`` stands for its ``name:latest``);
+  text-embeddings-inference, which answers every request with its one model whatever the request names, must
+  say in ``/info`` that it serves that name. A base URL whose model list answers 404 while the same server
+  answers with ``/v1`` added or removed (Infinity serves without it) is one sentence naming the URL to use,
+  before anything is encoded.
 """
 
 from __future__ import annotations
@@ -50,6 +60,8 @@ from disastir_mteb.endpoints.pool import (
     EndpointError,
     EndpointPool,
     Server,
+    listed_name,
+    prefix_advice,
 )
 from disastir_mteb.models.identity import PROBE_TEXTS, PROBE_TOLERANCE, probe_difference
 from disastir_mteb.util.digest import short_digest
@@ -58,9 +70,14 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["EmbeddingServers", "ServedPassages"]
 
-#: What of the servers' model listing names the served model (kept in the revision): never the start time, nor
-#: vLLM's ``permission`` records, which carry a new random id and time on every listing.
-_IDENTITY = ("id", "owned_by", "root", "parent", "max_model_len")
+#: What of the servers' model listing names the served model (kept in the revision): vLLM's id, owner, root,
+#: parent and context length; Infinity's backend and dtypes (an int8 or float16 serving is another serving);
+#: llama.cpp's ``meta`` of the GGUF file. Never the start time, vLLM's ``permission`` records (a new random id
+#: and time on every listing) or Infinity's ``stats`` (its queue).
+_IDENTITY = ("id", "owned_by", "root", "parent", "max_model_len", "backend", "dtype", "embedding_dtype", "revision",
+             "meta")
+#: What of text-embeddings-inference's ``GET /info`` names its model (it has no model list).
+_INFO_IDENTITY = ("model_id", "model_sha", "model_dtype", "served_model_name")
 
 
 class EmbeddingServers(AbsEncoder):
@@ -193,8 +210,8 @@ class EmbeddingServers(AbsEncoder):
         for server in self.servers:
             try:
                 listing = await self._listing(server)
-            except openai.NotFoundError:  # a server without a model listing: nothing to add but the name
-                described[server.url] = {"id": self.served_model, "listing": "none"}
+            except openai.NotFoundError:  # no model list here: the wrong prefix, or a server without one (TEI)
+                described[server.url] = await self._without_listing(server)
                 continue
             except (openai.APIConnectionError, openai.APITimeoutError) as error:
                 raise EndpointError(f"{server.url} cannot be reached ({type(error).__name__}); start the "
@@ -210,10 +227,11 @@ class EmbeddingServers(AbsEncoder):
                                     "models with an 'id' each); check that this base URL is the server's API (it "
                                     "usually ends in /v1).")
             models = {entry["id"]: entry for entry in entries}
-            if self.served_model not in models:
+            name = listed_name(self.served_model, list(models))
+            if name is None:
                 shown = ", ".join(sorted(models)[:10]) or "none"
                 raise EndpointError(f"{server.url} does not serve {self.served_model!r}; it serves: {shown}.")
-            record = models[self.served_model]
+            record = models[name]
             described[server.url] = {key: record[key] for key in _IDENTITY if record.get(key) is not None}
         facts = list(described.values())
         if any(fact != facts[0] for fact in facts[1:]):
@@ -221,6 +239,39 @@ class EmbeddingServers(AbsEncoder):
             raise EndpointError(f"The embedding servers describe {self.served_model!r} differently, so their "
                                 f"vectors must not be mixed: {detail}.")
         return facts[0:1]
+
+    async def _without_listing(self, server: Server) -> dict[str, Any]:
+        """What a server whose ``GET /models`` answered 404 reports of the model, or one sentence on its prefix.
+
+        The same server answering under the other prefix (:meth:`EndpointPool.other_base`) means the base URL is
+        wrong. Else it is a server without a model list: text-embeddings-inference says in ``/info`` (at its root)
+        which model it serves, whatever a request names, so that name must be ``model``; a server saying nothing
+        is identified by the name and its vectors alone.
+        """
+        other = await self.pool.other_base(server)
+        if other is not None:
+            raise EndpointError(f"{server.url} answered GET {server.url}/models with HTTP 404, but {other}/models "
+                                f"lists its models: {prefix_advice(other)}.")
+        info = await self._info(server)
+        if info is None:
+            return {"id": self.served_model, "listing": "none"}
+        if self.served_model not in (info.get("served_model_name"), info["model_id"]):
+            served = info.get("served_model_name") or info["model_id"]
+            raise EndpointError(f"{server.url} serves {served!r} (its /info), not {self.served_model!r}, and answers "
+                                f"every request with it whatever the request names; pass -m {served}.")
+        facts = {key: info[key] for key in _INFO_IDENTITY if info.get(key) is not None}
+        return {"id": self.served_model, "info": facts}
+
+    async def _info(self, server: Server) -> dict[str, Any] | None:
+        """text-embeddings-inference's ``GET /info`` at the server's root (``/v1`` taken off), or None without one."""
+        import openai
+
+        root = server.url.removesuffix("/v1")
+        try:
+            info = await self.pool.get_json(server, f"{root}/info")
+        except (openai.APIError, EndpointError):
+            return None
+        return info if isinstance(info, dict) and isinstance(info.get("model_id"), str) else None
 
     async def _listing(self, server: Server) -> Any:
         """``GET /v1/models`` (the pool asks again after a 429, 5xx or timeout: a server still loading answers 503)."""

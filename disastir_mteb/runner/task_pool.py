@@ -167,7 +167,12 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
             yield task, result, seconds
     finally:
         _job = None
-        executor.shutdown(wait=False, cancel_futures=True)  # normally all done; after an error, stop what waits
+        # Waited for, not left to end in the background: with wait=False the pool's manager thread is still
+        # joining the workers when a short command reaches interpreter exit, and CPython 3.11's exit hook
+        # (concurrent.futures.process._python_exit) writes to the wakeup pipe that thread is closing, unlocked:
+        # "Exception ignored in: <module 'threading'> ... OSError: [Errno 9] Bad file descriptor". Waiting costs
+        # the workers' exit (all futures are done), or after an error the tasks in flight (the rest cancelled).
+        executor.shutdown(wait=True, cancel_futures=True)
         if running is not None:
             running.settle()
 
