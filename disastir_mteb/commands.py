@@ -195,7 +195,10 @@ def _run_and_summarise(searcher: SharedCorpusSearch, tasks: list, args: argparse
 
 
 def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[str] | None = None) -> None:
-    """Point the process at the data the result sets' runs read, and say which in one line (on stderr).
+    """Point the process at the data the result sets' runs read, and say which in one line.
+
+    The line goes to stdout for ``judge`` (beside its plan), to stderr for ``report`` and ``compare`` (their stdout is
+    the report).
 
     ``--data`` (else ``DISASTIR_DATA_DIR``) wins, checked to hold the files the runs read; else the folder their result
     files record, checked unchanged (:func:`~disastir_mteb.results.data_used.choose_data`: one sentence when it is
@@ -214,7 +217,10 @@ def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[
     choice = choose_data(sets, chosen=chosen, chosen_as=named, tasks=tasks)
     if choice.folder is not None:
         os.environ[DATA_DIR_ENV] = str(choice.folder)
-    print(f"disastir-mteb {command}: {choice.line}", file=sys.stderr)
+    if command == "judge":  # beside the job's plan and summary
+        print(choice.line[0].upper() + choice.line[1:])
+    else:  # beside the notes on the sets read, never inside the report
+        print(f"disastir-mteb {command}: {choice.line}", file=sys.stderr)
 
 
 def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, CompletedView] | None:

@@ -37,6 +37,7 @@ from disastir_mteb.results.completed_view import CompletedView, completed_text
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.pairing import Pairing, pair_sets
+from disastir_mteb.results.per_query import DIGEST_KEY
 from disastir_mteb.results.provenance import recorded_data
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
@@ -259,13 +260,25 @@ def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METR
                       ScoreGrid(recalls), metric)
 
 
+def _data_of(result_set: ResultSet, task: str) -> str | None:
+    """The data a task was scored on (:func:`~disastir_mteb.results.provenance.recorded_data`), and its files' digest.
+
+    The digest where the per-query file records one: two folders of one name holding other files are other data.
+    """
+    data = recorded_data(result_set, task)
+    digest = (result_set.task_data(task) or {}).get(DIGEST_KEY)
+    return f"{data} (files {digest[:12]})" if data is not None and isinstance(digest, str) else data
+
+
 def _refuse_other_data(a: ResultSet, b: ResultSet, common: Sequence[str]) -> None:
     """Refuse two sets whose files record different data for a task both hold (what ``report`` shows as a conflict).
 
-    A task recorded by one side only (files from before the record) makes no claim.
+    A task recorded by one side only (files from before the record) makes no claim; where both per-query files
+    record the digest of the task's files (:func:`~disastir_mteb.results.per_query.with_data_digest`), a folder
+    edited between the two runs is other data too.
     """
     differ = [(task, x, y) for task in common
-              if (x := recorded_data(a, task)) is not None and (y := recorded_data(b, task)) is not None and x != y]
+              if (x := _data_of(a, task)) is not None and (y := _data_of(b, task)) is not None and x != y]
     if not differ:
         return
     task, x, y = differ[0]

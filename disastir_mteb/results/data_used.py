@@ -148,7 +148,7 @@ def choose_data(result_sets: Sequence[ResultSet], *, chosen: str | Path | None =
                                 "result files do not record which data their runs read).")
     if len(by_source) > 1:
         parts = []
-        for source, records in by_source.items():
+        for source, records in sorted(by_source.items()):
             sets = list(dict.fromkeys(str(r.result_set.folder) for r in records))
             parts.append(f"{_shown(source)} ({_more([r.task for r in records])} of {_more(sets)})")
         raise ValueError(f"The result sets read different data: {'; '.join(parts)}; one command reads one data folder, "

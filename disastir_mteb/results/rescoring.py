@@ -45,7 +45,7 @@ from disastir_mteb.data.published import GAINS
 from disastir_mteb.results.per_query import DIGEST_KEY, PerQuery, data_digests
 from disastir_mteb.results.score_checks import TOLERANCE, per_query_data
 from disastir_mteb.vocabulary.task_record import GAIN_KEY, local_data
-from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name, get_spec
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, Split, benchmark_name, get_spec
 
 if TYPE_CHECKING:
     from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
@@ -123,9 +123,11 @@ def _at_hand(evidence: Evidence) -> tuple[str, str | None, str] | str:
     then, now = per_query_data(data), local_data(folder, read_marker(folder))
     if now != then:
         return f"their data folder {source} now holds {now}, not the {then} they were scored on"
-    digest = data.get(DIGEST_KEY)
-    if isinstance(digest, str) and data_digests(folder, [evidence.path.stem])[evidence.path.stem] != digest:
-        return f"their data folder {source} no longer holds the files they were scored on (changed since the run)"
+    digest, task = data.get(DIGEST_KEY), evidence.path.stem
+    if isinstance(digest, str) and data_digests(folder, [task])[task] != digest:
+        others = data_digests(folder, [name for name in TASK_NAMES if name != task])
+        if digest not in others.values():  # else the folder is as it was, and this is another task's file: re-scored
+            return f"their data folder {source} no longer holds the files they were scored on (changed since the run)"
     extra = data.get("extra_judgements")
     if extra is not None and not Path(str(extra)).is_dir():
         return f"their extra judgements folder {extra} is not on this machine"
