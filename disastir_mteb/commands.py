@@ -194,8 +194,8 @@ def _run_and_summarise(searcher: SharedCorpusSearch, tasks: list, args: argparse
     print(f"Passages: {searcher.describe_encoding()}.")
 
 
-def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[str] | None = None) -> None:
-    """Point the process at the data the result sets' runs read, and say which in one line.
+def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[str] | None = None) -> Path | None:
+    """The data folder the result sets' runs read (None: the Hub's pinned revision), said in one line.
 
     The line goes to stdout for ``judge`` (beside its plan), to stderr for ``report`` and ``compare`` (their stdout is
     the report).
@@ -203,7 +203,7 @@ def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[
     ``--data`` (else ``DISASTIR_DATA_DIR``) wins, checked to hold the files the runs read; else the folder their result
     files record, checked unchanged (:func:`~disastir_mteb.results.data_used.choose_data`: one sentence when it is
     gone, changed, or the sets read different data). So ``report --judgements`` and ``judge`` on a run made with
-    ``--data`` need not be told again.
+    ``--data`` need not be told again. The folder is handed to the judging functions, not set for the process.
     """
     import os
 
@@ -215,12 +215,11 @@ def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[
     chosen = os.environ.get(DATA_DIR_ENV) or None
     named = f"--data {data}" if data else (f"{DATA_DIR_ENV}={chosen}" if chosen else None)
     choice = choose_data(sets, chosen=chosen, chosen_as=named, tasks=tasks)
-    if choice.folder is not None:
-        os.environ[DATA_DIR_ENV] = str(choice.folder)
     if command == "judge":  # beside the job's plan and summary
         print(choice.line[0].upper() + choice.line[1:])
     else:  # beside the notes on the sets read, never inside the report
         print(f"disastir-mteb {command}: {choice.line}", file=sys.stderr)
+    return choice.folder
 
 
 def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, CompletedView] | None:
@@ -260,8 +259,8 @@ def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, Complet
                                                                    ("prompt version", args.prompt_version)) if value)
         raise ValueError(f"{args.judgements} holds no graded judgement{' ' + which if which else ''}; judge the "
                          "runs first (disastir-mteb judge), or check --judge-model and --prompt-version.")
-    _data_of_results(full, args.data, args.command)
-    return {found.result_set.folder: found.view(agreement) for found in completed_scores(full, added)}
+    data = _data_of_results(full, args.data, args.command)
+    return {found.result_set.folder: found.view(agreement) for found in completed_scores(full, added, data)}
 
 
 def _say_unchecked(notes: list[str | None], command: str) -> None:
@@ -472,11 +471,11 @@ def judge(args: argparse.Namespace) -> int:
                    if len(without) == considered else None)
     if no_rankings and not args.agreement:
         raise ValueError(no_rankings)
-    _data_of_results(result_sets, args.data, "judge", tasks=args.tasks)
+    data = _data_of_results(result_sets, args.data, "judge", tasks=args.tasks)
     if no_rankings:
         holes = Holes(result_sets=[s.label for s in result_sets], without_rankings=without)
     else:
-        holes = find_holes(result_sets, tasks=args.tasks)
+        holes = find_holes(result_sets, data, tasks=args.tasks)
         if without:
             print(f"No per-query rankings for {len(without)} of {considered} task(s) (e.g. {without[0]}; plain mteb "
                   "run writes none): their holes are not judged; rerun them with disastir-mteb run to judge them.",
@@ -489,7 +488,7 @@ def judge(args: argparse.Namespace) -> int:
         if args.agreement:
             from disastir_mteb.judging.agreement import run_agreement
 
-            run_agreement(result_sets, args.agreement, store=store, args=args, go_ahead=_go_ahead)
+            run_agreement(result_sets, args.agreement, store=store, args=args, go_ahead=_go_ahead, data_dir=data)
             if no_rankings:
                 print(f"disastir-mteb judge: {no_rankings}", file=sys.stderr)
                 return 1

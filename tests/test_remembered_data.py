@@ -62,7 +62,7 @@ def no_data_variable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _main(argv: list[str]) -> int:
-    """The command line, as a new process would start it: a command sets DISASTIR_DATA_DIR for its whole process."""
+    """The command line, as a new process would start it (``--data`` sets DISASTIR_DATA_DIR for its whole process)."""
     os.environ.pop(DATA_DIR_ENV, None)  # the autouse fixture restores it as it was before the test
     return cli.main(argv)
 

@@ -354,7 +354,8 @@ def agreement_of(pairs: Sequence[AgreementPair], store: JudgementStore, *, judge
 
 
 def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementStore, args: Any,
-                  go_ahead: Callable[[str, int, Any], bool], say: Callable[[str], None] = print) -> Agreement | None:
+                  go_ahead: Callable[[str, int, Any], bool], say: Callable[[str], None] = print,
+                  data_dir: str | Path | None = None) -> Agreement | None:
     """``judge --agreement N``: pick N published pairs, judge them through the job, print the kappa table.
 
     The measurement is kept in ``store`` (:meth:`Agreement.store_in`); below the band the table is followed by a
@@ -368,6 +369,7 @@ def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementS
             ``price`` and ``tasks`` (only these tasks), and ``seed`` if given (default 0).
         go_ahead: asked with the plan's text, its request count and ``args`` before anything is sent.
         say: where the plan and the table go.
+        data_dir: the data the pairs are drawn from (default: ``DISASTIR_DATA_DIR``, else the Hub).
 
     Returns:
         The agreement, or None when the plan was not sent.
@@ -382,7 +384,7 @@ def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementS
     if not getattr(args, "base_url", None):
         raise ValueError("--agreement asks a server: give --base-url (the Batch API files carry the holes only).")
     tasks = args.tasks or sorted({task for result_set in result_sets for task in result_set.scores}) or None
-    picked = pick_agreement_pairs(n, tasks, seed=getattr(args, "seed", None) or 0)
+    picked = pick_agreement_pairs(n, tasks, data_dir, seed=getattr(args, "seed", None) or 0)
     pairs = [Pair(pair.intent, pair.query, pair.passage, args.model) for pair in picked]
     price = Price.parse(args.price) if args.price else None
     plan = plan_job(pairs, store)

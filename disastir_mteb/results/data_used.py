@@ -17,8 +17,9 @@ picks the folder from there and checks it, so the user need not say it again:
 - **Sets recording different data** (two runs on two folders, one folder holding both, or a set whose tasks were
   rerun on other data) are refused in one sentence: completed scores and holes come from one data folder, and
   choosing one silently would score the other's rankings against data they were not computed on.
-- **Nothing recorded** (per-query files from before the record, or none: plain ``mteb run``): the choice, else the
-  Hub, as before.
+- **No folder recorded** (per-query files from before the record, or none: plain ``mteb run``): the choice, else
+  the Hub, as before; but where the task files name a local folder (by its last component only, so it cannot be
+  found again), one sentence asking for ``--data`` instead of reading the Hub.
 
 The result is one line saying which folder is read and why (:attr:`DataChoice.line`). ``export`` reads no results,
 so there is nothing to remember there: its data is ``--data``, ``DISASTIR_DATA_DIR`` or the Hub.
@@ -33,6 +34,7 @@ from typing import Any
 
 from disastir_mteb.data.layout import read_marker
 from disastir_mteb.results.per_query import DIGEST_KEY, data_digests
+from disastir_mteb.results.provenance import recorded_data
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.score_checks import per_query_data
 from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
@@ -84,6 +86,18 @@ def _recorded(result_sets: Sequence[ResultSet], tasks: Iterable[str] | None) -> 
     return found
 
 
+def _named(result_sets: Sequence[ResultSet], tasks: Iterable[str] | None) -> list[str]:
+    """The data the task files name (``local folder A (synthetic sample, ...)``, ``hf:...``), each once, in order.
+
+    What plain ``mteb run`` records: a folder by its last component only (result files get submitted), so it cannot
+    be found again, only told apart from the Hub.
+    """
+    wanted = set(tasks) if tasks is not None else None
+    names = [recorded_data(result_set, task) for result_set in result_sets if result_set.split is Split.full
+             for task in sorted(result_set.scores) if wanted is None or task in wanted]
+    return list(dict.fromkeys(name for name in names if name is not None))
+
+
 def _shown(source: str) -> str:
     """A recorded source as people read it: the folder, or ``the Hub's DMIR01/DisastIR@<revision>``."""
     return f"the Hub's {source.removeprefix('hf:')}" if source.startswith("hf:") else source
@@ -130,7 +144,10 @@ def choose_data(result_sets: Sequence[ResultSet], *, chosen: str | Path | None =
         folder = Path(chosen).expanduser().resolve()
         named = chosen_as or str(chosen)
         if not recorded:
-            return DataChoice(folder, f"data: {folder} ({named}; the result files record no data to check it against).")
+            names = _named(result_sets, tasks)
+            said = (f"the task files name {'; '.join(names)}, not where it lies: not checked" if names
+                    else "the result files record no data to check it against")
+            return DataChoice(folder, f"data: {folder} ({named}; {said}).")
         if changed := _changed(folder, recorded, by_name=False):
             raise ValueError(f"{named} does not hold the data the runs read: the files of "
                              f"{_more(sorted({r.task for r in changed}))} there are not those the runs read in "
@@ -144,8 +161,12 @@ def choose_data(result_sets: Sequence[ResultSet], *, chosen: str | Path | None =
     for record in recorded:
         by_source.setdefault(record.source, []).append(record)
     if not by_source:
+        local = [name for name in _named(result_sets, tasks) if not name.startswith("hf:")]
+        if local:
+            raise ValueError(f"The runs read {'; '.join(local)} (their task files name it, not where it lies: they "
+                             "have no per-query files, which record the folder); pass --data with that folder.")
         return DataChoice(None, f"data: {_shown(hub_data(DATASET_REPO, DATASET_REVISION))} (no --data, and the "
-                                "result files do not record which data their runs read).")
+                                "result files do not record another).")
     if len(by_source) > 1:
         parts = []
         for source, records in sorted(by_source.items()):
