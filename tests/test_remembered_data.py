@@ -250,3 +250,20 @@ def test_a_set_whose_tasks_were_rerun_on_other_data_is_never_completed(
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith(f"disastir-mteb report: The result sets read different data: {data} (DisastIR-QA-Bio of ")
     assert f"; {other} ({STS} of " in err
+
+
+def test_compare_refuses_two_runs_on_one_folder_whose_files_changed_between_them(
+        careless: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: compared (the folder's name and marker are the same), the difference partly the data's."""
+    data, results = careless
+    _edit_a_grade(data, STS)
+    after = _run(data, tmp_path / "after", [STS], dim=32)
+    [first], [second] = result_sets_of([results]), result_sets_of([after])
+    assert _main(["compare", str(first.folder), str(second.folder)]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    digests = [json.loads(next(s.folder.rglob("*_per_query.json")).read_text())["data"][DIGEST_KEY][:12]
+               for s in (first, second)]
+    assert digests[0] != digests[1]
+    assert (f"{STS} was scored on local folder data (synthetic sample, scale small, seed 0) (files {digests[0]}) in "
+            f"the first and on local folder data (synthetic sample, scale small, seed 0) (files {digests[1]}) in the "
+            "second, so their difference measures the data") in err

@@ -260,14 +260,22 @@ def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METR
                       ScoreGrid(recalls), metric)
 
 
-def _data_of(result_set: ResultSet, task: str) -> str | None:
-    """The data a task was scored on (:func:`~disastir_mteb.results.provenance.recorded_data`), and its files' digest.
+def _other_data(a: ResultSet, b: ResultSet, task: str) -> tuple[str, str] | None:
+    """What each set records of ``task``'s data where it differs (None where either records nothing, or both agree).
 
-    The digest where the per-query file records one: two folders of one name holding other files are other data.
+    The data string (:func:`~disastir_mteb.results.provenance.recorded_data`), and where both per-query files record
+    the digest of the task's files and the strings agree, the digests: two folders of one name holding other files
+    are other data.
     """
-    data = recorded_data(result_set, task)
-    digest = (result_set.task_data(task) or {}).get(DIGEST_KEY)
-    return f"{data} (files {digest[:12]})" if data is not None and isinstance(digest, str) else data
+    x, y = recorded_data(a, task), recorded_data(b, task)
+    if x is None or y is None:
+        return None
+    if x != y:
+        return x, y
+    da, db = ((s.task_data(task) or {}).get(DIGEST_KEY) for s in (a, b))
+    if isinstance(da, str) and isinstance(db, str) and da != db:
+        return f"{x} (files {da[:12]})", f"{y} (files {db[:12]})"
+    return None
 
 
 def _refuse_other_data(a: ResultSet, b: ResultSet, common: Sequence[str]) -> None:
@@ -277,8 +285,7 @@ def _refuse_other_data(a: ResultSet, b: ResultSet, common: Sequence[str]) -> Non
     record the digest of the task's files (:func:`~disastir_mteb.results.per_query.with_data_digest`), a folder
     edited between the two runs is other data too.
     """
-    differ = [(task, x, y) for task in common
-              if (x := _data_of(a, task)) is not None and (y := _data_of(b, task)) is not None and x != y]
+    differ = [(task, *found) for task in common if (found := _other_data(a, b, task)) is not None]
     if not differ:
         return
     task, x, y = differ[0]
