@@ -97,6 +97,29 @@ def test_each_per_query_file_records_the_digest_of_its_tasks_files(runs_a: Path,
         assert record["source"] == str(data_a)
         assert record[DIGEST_KEY] == data_digests(data_a, [task])[task]
     assert len({json.loads(p.read_text())["data"][DIGEST_KEY] for p in files}) == len(TASKS)  # one per task
+    # a DevLite task also reads a DevLite folder, which the record does not name; no layout, no digest
+    others = ["DisastIR-Test-QA-Bio", "NotATask"]
+    assert data_digests(data_a, others) == dict.fromkeys(others)
+    assert data_digests(data_a / "nowhere", TASKS) == dict.fromkeys(TASKS)
+
+
+def test_files_written_before_the_digest_are_checked_by_the_folders_name_and_marker(
+        careless: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data, results = careless
+    for path in results.rglob("*_per_query.json"):  # as an earlier version wrote them
+        content = json.loads(path.read_text(encoding="utf-8"))
+        del content["data"][DIGEST_KEY]
+        path.write_text(json.dumps(content), encoding="utf-8")
+    store = _store(tmp_path / "store.sqlite")
+    assert _main(["report", str(results), "--judgements", str(store)]) == 0
+    assert (f"disastir-mteb report: data: {data}, the folder the runs read (recorded in their result files; checked by "
+            "its name, as files written before the digest allow; --data overrides).") in capsys.readouterr().err
+    write_sample(data, seed=1, overwrite=True)  # another sample in its place: the marker says so
+    assert _main(["report", str(results), "--judgements", str(store)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"disastir-mteb report: The runs read data folder {data} (recorded in their result files), but it no longer "
+        f"holds the files they were scored on ({STS} changed since); pass --data with a folder holding the data the "
+        "runs read, or rerun them on this one.")
 
 
 def test_report_compare_and_judge_read_the_folder_the_run_read(
