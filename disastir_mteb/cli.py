@@ -47,6 +47,11 @@ def _at_least(lowest: int) -> Callable[[str], int]:
     return parse
 
 
+#: Where the commands that read results find their data without --data (disastir_mteb.results.data_used).
+_RUNS_DATA = ("default: DISASTIR_DATA_DIR, else the folder the runs read as their result files record it, checked to "
+              "hold the same files, else the Hub; checked against the result files either way")
+
+
 def _judgement_options(parser: argparse.ArgumentParser) -> None:
     """``--judgements STORE`` and what picks them: the completed NDCG@10 of ``report`` and ``compare``."""
     parser.add_argument("--judgements", default=None, metavar="STORE",
@@ -58,7 +63,7 @@ def _judgement_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-version", default=None,
                         help="with --judgements: only judgements of this prompt version")
     parser.add_argument("--data", help="with --judgements: the data the runs read, a folder in the published layout "
-                                       "or 'sample' (default: DISASTIR_DATA_DIR or the Hub)")
+                                       f"or 'sample' ({_RUNS_DATA})")
 
 
 def _timings_option(parser: argparse.ArgumentParser) -> None:
@@ -237,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "next round)")
     judge.add_argument("-t", "--tasks", nargs="*", help="only these tasks (default: every task of the result sets)")
     judge.add_argument("--data", help="the data the runs read: a folder in the published layout, or 'sample' "
-                                      "(default: DISASTIR_DATA_DIR or the Hub)")
+                                      f"({_RUNS_DATA})")
     judge.add_argument("--quiet", action="store_true", help="no progress bar")
     judge.set_defaults(func=commands.judge)
 

@@ -194,23 +194,53 @@ def _run_and_summarise(searcher: SharedCorpusSearch, tasks: list, args: argparse
     print(f"Passages: {searcher.describe_encoding()}.")
 
 
+def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[str] | None = None) -> Path | None:
+    """The data folder the result sets' runs read (None: the Hub's pinned revision), said in one line.
+
+    The line goes to stdout for ``judge`` (beside its plan), to stderr for ``report`` and ``compare`` (their stdout is
+    the report).
+
+    ``--data`` (else ``DISASTIR_DATA_DIR``) wins, checked to hold the files the runs read; else the folder their result
+    files record, checked unchanged (:func:`~disastir_mteb.results.data_used.choose_data`: one sentence when it is
+    gone, changed, or the sets read different data). So ``report --judgements`` and ``judge`` on a run made with
+    ``--data`` need not be told again. The folder is handed to the judging functions, not set for the process.
+    """
+    import os
+
+    from disastir_mteb.data.layout import DATA_DIR_ENV
+    from disastir_mteb.results.data_used import choose_data
+    from disastir_mteb.runner.data_source import data_folders
+
+    os.environ.update(data_folders(data, as_options=True))
+    chosen = os.environ.get(DATA_DIR_ENV) or None
+    named = f"--data {data}" if data else (f"{DATA_DIR_ENV}={chosen}" if chosen else None)
+    choice = choose_data(sets, chosen=chosen, chosen_as=named, tasks=tasks)
+    if command == "judge":  # beside the job's plan and summary
+        print(choice.line[0].upper() + choice.line[1:])
+    else:  # beside the notes on the sets read, never inside the report
+        print(f"disastir-mteb {command}: {choice.line}", file=sys.stderr)
+    return choice.folder
+
+
 def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, CompletedView] | None:
     """``--judgements STORE``: each full-set result set's completed NDCG@10 as plain numbers, or None without it.
+
+    The data is the runs' own unless ``--data`` says otherwise (:func:`_data_of_results`); each judge's stored
+    agreement with the published grades goes beside its scores, with a warning below the band or when never measured
+    (:func:`~disastir_mteb.judging.agreement.agreement_note`).
 
     Computed here, at the top, with :mod:`disastir_mteb.judging.completed` (the results layer never imports the
     judge) and handed to the renderers as :class:`~disastir_mteb.results.completed_view.CompletedView` values.
     """
-    import os
-
     if not args.judgements:
         given = [flag for flag, value in (("--judge-model", args.judge_model),
                                           ("--prompt-version", args.prompt_version)) if value]
         if given:
             raise ValueError(f"{' and '.join(given)} pick judgements of a store: pass it with --judgements STORE.")
         return None
+    from disastir_mteb.judging.agreement import agreement_note
     from disastir_mteb.judging.completed import completed_scores, load_added
     from disastir_mteb.judging.store import JudgementStore
-    from disastir_mteb.runner.data_source import data_folders
     from disastir_mteb.vocabulary.taxonomy import Split
 
     if not Path(args.judgements).is_file():
@@ -220,15 +250,17 @@ def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, Complet
     if not full:
         raise ValueError("--judgements completes result sets of the full query set (DisastIR-<Intent>-<Category>); "
                          "these folders hold none.")
-    os.environ.update(data_folders(args.data, as_options=True))
     with JudgementStore(args.judgements) as store:
         added = load_added(store, judge_model=args.judge_model, prompt_version=args.prompt_version)
+        agreement = {judge: agreement_note(store.agreement(*judge), judge_model=judge[0], prompt_version=judge[1])
+                     for judge in set(added.judges.values())}
     if not added.grades:
         which = " ".join(f"of {name} {value}" for name, value in (("judge model", args.judge_model),
                                                                    ("prompt version", args.prompt_version)) if value)
         raise ValueError(f"{args.judgements} holds no graded judgement{' ' + which if which else ''}; judge the "
                          "runs first (disastir-mteb judge), or check --judge-model and --prompt-version.")
-    return {found.result_set.folder: found.view() for found in completed_scores(full, added)}
+    data = _data_of_results(full, args.data, args.command)
+    return {found.result_set.folder: found.view(agreement) for found in completed_scores(full, added, data)}
 
 
 def _say_unchecked(notes: list[str | None], command: str) -> None:
@@ -407,28 +439,47 @@ def _go_ahead(plan_text: str, requests: int, args: argparse.Namespace) -> bool:
 
 
 def judge(args: argparse.Namespace) -> int:
-    """``disastir-mteb judge``: the result sets' unjudged top-10 pairs, judged with the authors' protocol."""
-    import os
+    """``disastir-mteb judge``: the result sets' unjudged top-10 pairs, judged with the authors' protocol.
 
+    The data is the runs' own unless ``--data`` says otherwise (:func:`_data_of_results`). Result sets without any
+    per-query rankings (plain ``mteb run``) have no holes to find: one sentence and exit 2 (1 after ``--agreement``,
+    which needs none).
+    """
     from disastir_mteb.endpoints.pool import EndpointError, EndpointPool
     from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
-    from disastir_mteb.judging.holes import find_holes, result_sets_of
+    from disastir_mteb.judging.holes import Holes, find_holes, rankings_held, result_sets_of
     from disastir_mteb.judging.job import Price, judge_pairs, plan_job
     from disastir_mteb.judging.protocol import PROMPT_VERSION
     from disastir_mteb.judging.store import JudgementStore, Pair, default_store_path
-    from disastir_mteb.runner.data_source import data_folders
 
     batch = bool(args.batch_requests or args.batch_results)
     if not batch and not args.base_url:
         raise ValueError("Name a server with --base-url (e.g. http://127.0.0.1:8000/v1), or write Batch API files "
                          "with --batch-requests FILE.")
     price = Price.parse(args.price) if args.price else None
-    os.environ.update(data_folders(args.data, None, as_options=True))
     result_sets = result_sets_of(args.results)
-    holes = find_holes(result_sets, tasks=args.tasks)
-    for missing in holes.without_rankings:
-        print(f"No per-query rankings for {missing} (written by plain mteb run?): its holes cannot be found.",
-              file=sys.stderr)
+    considered, without = rankings_held(result_sets, args.tasks)
+    if not considered:
+        held = sorted({task for result_set in result_sets for task in result_set.scores})
+        shown = ", ".join(held[:6]) + (", ..." if len(held) > 6 else "")
+        raise ValueError(f"None of --tasks {' '.join(args.tasks or [])} is a task of the result sets under "
+                         f"{', '.join(args.results)} (they hold {shown}).")
+    no_rankings = (f"{', '.join(args.results)} hold{'s' if len(args.results) == 1 else ''} no per-query rankings "
+                   f"({len(without)} task(s), e.g. {without[0]}), so there are no holes to judge: the top 10 of each "
+                   "query is written by disastir-mteb run (beside each task file, in disastir_per_query/), not by "
+                   "plain mteb run; run the model with disastir-mteb run -m MODEL, then judge its results."
+                   if len(without) == considered else None)
+    if no_rankings and not args.agreement:
+        raise ValueError(no_rankings)
+    data = _data_of_results(result_sets, args.data, "judge", tasks=args.tasks)
+    if no_rankings:
+        holes = Holes(result_sets=[s.label for s in result_sets], without_rankings=without)
+    else:
+        holes = find_holes(result_sets, data, tasks=args.tasks)
+        if without:
+            print(f"No per-query rankings for {len(without)} of {considered} task(s) (e.g. {without[0]}; plain mteb "
+                  "run writes none): their holes are not judged; rerun them with disastir-mteb run to judge them.",
+                  file=sys.stderr)
     print(f"{len(result_sets)} result set(s): {holes.retrieved:,} top-10 hits, {holes.unjudged:,} unjudged "
           f"({100 * holes.unjudged_share:.1f} %), {len(holes.pairs):,} distinct pair(s) to judge.")
     pairs = [Pair(hole.intent, hole.query, hole.passage, args.model) for hole in holes.pairs]
@@ -437,7 +488,10 @@ def judge(args: argparse.Namespace) -> int:
         if args.agreement:
             from disastir_mteb.judging.agreement import run_agreement
 
-            run_agreement(result_sets, args.agreement, store=store, args=args, go_ahead=_go_ahead)
+            run_agreement(result_sets, args.agreement, store=store, args=args, go_ahead=_go_ahead, data_dir=data)
+            if no_rankings:
+                print(f"disastir-mteb judge: {no_rankings}", file=sys.stderr)
+                return 1
         if batch:
             if args.batch_results:
                 print(read_batch_results(pairs, store, args.batch_results).describe_read(args.batch_results))

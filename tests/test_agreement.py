@@ -17,17 +17,22 @@ import pytest
 from disastir_mteb.endpoints.loopback import LoopbackServer, grade_judge
 from disastir_mteb.endpoints.pool import EndpointPool
 from disastir_mteb.judging.agreement import (
+    KAPPA_FLOOR,
     PAPER_KAPPA,
+    UNREADABLE_LIMIT,
     AgreementPair,
+    agreement_note,
     agreement_of,
     cohen_kappa,
     pick_agreement_pairs,
     run_agreement,
+    shortfall,
     spread,
 )
 from disastir_mteb.judging.completed import load_added, merge_grades
 from disastir_mteb.judging.holes import load_task_texts
 from disastir_mteb.judging.job import judge_pairs
+from disastir_mteb.judging.protocol import PROMPT_VERSION
 from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.vocabulary.taxonomy import INTENTS, TASK_NAMES, Intent, get_spec
 
@@ -179,3 +184,64 @@ def test_run_agreement_plans_asks_and_prints_the_table(data: Path, tmp_path: Pat
 def test_every_intent_can_be_sampled_from_all_48_tasks(data: Path) -> None:
     picked = pick_agreement_pairs(60, seed=1)
     assert Counter(p.intent for p in picked) == dict.fromkeys(INTENTS, 10)
+
+
+def test_the_band_is_kappa_0_4_and_a_tenth_unreadable() -> None:
+    assert (KAPPA_FLOOR, UNREADABLE_LIMIT) == (0.4, 0.1)
+    assert shortfall(0.4, asked=60, ungraded=6) == []  # at the floor, a tenth exactly: within
+    assert shortfall(0.8, asked=60, ungraded=6) == [] and shortfall(0.39, asked=60, ungraded=0) == [
+        "binary kappa 0.390, below 0.4"]
+    assert shortfall(0.9, asked=60, ungraded=7) == ["7 of 60 pairs (12 %) without a readable answer, more than a tenth"]
+    assert shortfall(None, asked=60, ungraded=60) == [
+        "no kappa could be computed (no pair graded, or one label for every pair)",
+        "60 of 60 pairs (100 %) without a readable answer, more than a tenth"]
+
+
+def test_a_judge_leaving_more_than_a_tenth_unreadable_is_warned_and_the_measurement_is_stored(
+        data: Path, tmp_path: Path) -> None:
+    """A judge that answers prose for 3 of 12 pairs: kappa 1.0 on the other 9, and still not fit to fill holes."""
+    picked = pick_agreement_pairs(12, ["DisastIR-STS-Geo"], seed=0)
+    good = grade_judge({(p.query, p.passage): p.published for p in picked})
+    prose = [(p.query, p.passage) for p in picked[::4]]  # one pair of three grades: both labels stay
+
+    def answer(request: dict) -> str:
+        text = request["messages"][-1]["content"]
+        if any(query in text and passage in text for query, passage in prose):
+            return "Based on the provided passage, yes."
+        return good(request)
+
+    said: list[str] = []
+    with JudgementStore(tmp_path / "store.sqlite") as store, LoopbackServer(answer=answer) as server:
+        args = SimpleNamespace(model=MODEL, base_url=[server.base_url], api_key_env="DISASTIR_TEST_NO_KEY",
+                               concurrency=4, timeout=30.0, price=None, tasks=["DisastIR-STS-Geo"])
+        agreement = run_agreement([], 12, store=store, args=args, go_ahead=lambda *_: True, say=said.append)
+        stored = store.agreement(MODEL, PROMPT_VERSION)
+    assert agreement is not None and agreement.ungraded == 3 and agreement.mean("binary") == 1.0
+    assert said[-1] == agreement.warning() == (
+        f"Warning: {MODEL} (prompt version {PROMPT_VERSION}) is below the band (3 of 12 pairs (25 %) without a "
+        "readable answer, more than a tenth; the band: binary kappa at least 0.4 and at most a tenth of the pairs "
+        "unreadable, the paper's judge 0.77): its labels are not the pool's, so this judge should not fill holes; "
+        "completed scores from it would say little. Try a stronger judge model.")
+    assert said[-2] == agreement.to_text()
+    assert stored is not None and (stored.asked, stored.ungraded, stored.binary) == (12, 3, 1.0)
+    assert stored.intents == {"STS": {"pairs": 9, "binary": 1.0, "weighted": 1.0}}
+    assert agreement_note(stored, judge_model=MODEL, prompt_version=PROMPT_VERSION).startswith(
+        f"Warning: {MODEL} (prompt version {PROMPT_VERSION}) agreed with the published grades at binary kappa 1.000 "
+        "(weighted 1.000) against the published grades on 9 of 12 pair(s): below the band (3 of 12 pairs (25 %)")
+
+
+def test_a_judge_within_the_band_gets_no_warning_and_the_latest_measurement_is_read(data: Path,
+                                                                                    tmp_path: Path) -> None:
+    picked = pick_agreement_pairs(12, ["DisastIR-STS-Geo"], seed=0)
+    said: list[str] = []
+    with JudgementStore(tmp_path / "store.sqlite") as store:
+        assert store.agreement(MODEL, PROMPT_VERSION) is None
+        store.record_agreement(MODEL, PROMPT_VERSION, asked=10, ungraded=5, binary=0.1, weighted=0.1, intents={})
+        with LoopbackServer(answer=grade_judge({(p.query, p.passage): p.published for p in picked})) as server:
+            args = SimpleNamespace(model=MODEL, base_url=[server.base_url], api_key_env="DISASTIR_TEST_NO_KEY",
+                                   concurrency=4, timeout=30.0, price=None, tasks=["DisastIR-STS-Geo"])
+            agreement = run_agreement([], 12, store=store, args=args, go_ahead=lambda *_: True, say=said.append)
+        assert agreement is not None and agreement.warning() is None and said[-1] == agreement.to_text()
+        latest = store.agreement(MODEL, PROMPT_VERSION)
+        assert latest is not None and (latest.asked, latest.ungraded, latest.binary) == (12, 0, 1.0)
+        assert store.agreement("another-judge", PROMPT_VERSION) is None

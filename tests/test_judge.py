@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -369,3 +370,96 @@ def test_a_damaged_store_is_one_sentence(runs: Path, holes: list, tmp_path: Path
     err = capsys.readouterr().err.strip()
     assert err.endswith("bad.sqlite is not a judgement store (SQLite says: file is not a database).")
     assert len(err.splitlines()) == 1
+
+
+# -- what the judge says about the results and about itself ----------------------------------------------------------
+
+
+def test_results_without_per_query_rankings_are_one_sentence_not_nothing_to_ask(
+        runs: Path, sample_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``Nothing to ask: every pair has a grade in STORE.``, exit 0, when there were no pairs at all."""
+    plain = Path(shutil.copytree(runs, tmp_path / "plain"))
+    for folder in list(plain.rglob("disastir_per_query")):  # what plain `mteb run` leaves: task files only
+        shutil.rmtree(folder)
+    [result_set] = result_sets_of([plain])
+    sentence = (f"disastir-mteb judge: {plain} holds no per-query rankings (2 task(s), e.g. {result_set.folder}: "
+                f"{TASKS[0]}), so there are no holes to judge: the top 10 of each query is written by disastir-mteb "
+                "run (beside each task file, in disastir_per_query/), not by plain mteb run; run the model with "
+                "disastir-mteb run -m MODEL, then judge its results.")
+    store = tmp_path / "store.sqlite"
+    with LoopbackServer() as server:
+        assert _judge(plain, [server.base_url], store) == 2
+        assert not server.stats().answered
+    assert capsys.readouterr().err.splitlines() == [sentence]
+    assert not store.exists()
+    # an agreement check needs no rankings, but data: the task files name the folder, not where it lies
+    with LoopbackServer() as server:
+        assert _judge(plain, [server.base_url], store, "--agreement", "4", "-t", "DisastIR-STS-Geo") == 2
+        assert not server.stats().answered
+    assert capsys.readouterr().err.splitlines() == [
+        f"disastir-mteb judge: The runs read local folder {sample_data.name} (synthetic sample, scale small, seed 0) "
+        "(their task files name it, not where it lies: they have no per-query files, which record the folder); pass "
+        "--data with that folder."]
+    # given it, the agreement is measured, then the same sentence as above, and the exit code says so
+    with LoopbackServer() as server:
+        assert _judge(plain, [server.base_url], store, "--agreement", "4", "-t", "DisastIR-STS-Geo",
+                      "--data", str(sample_data)) == 1
+        assert len(server.stats().answered) == 4  # STS: one request per pair
+    captured = capsys.readouterr()
+    assert "Agreement with the published grades: 4 pair(s)" in captured.out
+    assert captured.err.splitlines()[-1] == sentence.replace(f"2 task(s), e.g. {result_set.folder}: {TASKS[0]}",
+                                                             f"1 task(s), e.g. {result_set.folder}: {TASKS[1]}")
+
+
+def test_a_judge_below_the_band_is_told_not_to_fill_holes_and_the_report_says_so(
+        runs: Path, holes: list, sample_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: kappa 0.000 printed next to the paper's 0.77 without a word, and the report never mentioned it."""
+    monkeypatch.delenv("DISASTIR_DATA_DIR")  # the run's folder, from its result files
+    store = tmp_path / "store.sqlite"
+    with LoopbackServer() as server:  # grade 0 for every pair: no better than chance
+        assert _judge(runs, [server.base_url], store, "--agreement", "12", "-t", "DisastIR-STS-Geo") == 0
+    out = capsys.readouterr().out
+    assert (f"Warning: {MODEL} (prompt version {PROMPT_VERSION}) is below the band (binary kappa 0.000, below 0.4; the "
+            "band: binary kappa at least 0.4 and at most a tenth of the pairs unreadable, the paper's judge 0.77): its "
+            "labels are not the pool's, so this judge should not fill holes; completed scores from it would say "
+            "little. Try a stronger judge model.") in out.splitlines()
+    with JudgementStore(store) as opened:
+        stored = opened.agreement(MODEL, PROMPT_VERSION)
+    assert stored is not None and (stored.asked, stored.ungraded) == (12, 0)
+    assert stored.binary == pytest.approx(0.0, abs=1e-12) and set(stored.intents) == {"STS"}
+    assert cli.main(["report", str(runs), "--judgements", str(store)]) == 0
+    report = capsys.readouterr().out
+    assert (f"Warning: {MODEL} (prompt version {PROMPT_VERSION}) agreed with the published grades at binary kappa "
+            f"0.000 (weighted {stored.weighted:.3f}) against the published grades on 12 of 12 pair(s): below the band "
+            "(binary kappa 0.000, below 0.4; the band: binary kappa at least 0.4 and at most a tenth of the pairs "
+            "unreadable); this judge should not fill holes, and these completed scores say little.") in report
+
+
+def test_the_report_shows_a_judges_measured_agreement_or_warns_it_was_never_measured(
+        runs: Path, holes: list, sample_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "store.sqlite"
+    sts = [h for h in holes if h.task == "DisastIR-STS-Geo"]
+    with LoopbackServer(answer=_judge_of(sts)) as server:
+        assert _judge(runs, [server.base_url], store, "-t", "DisastIR-STS-Geo") == 0
+    capsys.readouterr()
+    assert cli.main(["report", str(runs), "--judgements", str(store)]) == 0
+    assert (f"Warning: the agreement of {MODEL} (prompt version {PROMPT_VERSION}) with the published grades was never "
+            "measured in this store, so nothing says its labels are the pool's: measure it (disastir-mteb judge "
+            f"RESULTS --model {MODEL} --base-url URL --store STORE --agreement 60) before trusting these completed "
+            "scores.") in capsys.readouterr().out
+    from disastir_mteb.judging.agreement import pick_agreement_pairs
+
+    picked = pick_agreement_pairs(12, ["DisastIR-STS-Geo"], sample_data)
+    truth = {(p.query, p.passage): p.published for p in picked} | {
+        (h.query, h.passage): true_grade(h.intent, h.query, h.passage) for h in sts}
+    with LoopbackServer(answer=grade_judge(truth)) as server:  # the published grade: kappa 1
+        assert _judge(runs, [server.base_url], store, "-t", "DisastIR-STS-Geo", "--agreement", "12") == 0
+        assert len(server.stats().answered) == 12  # the holes were judged already
+    assert "Warning" not in capsys.readouterr().out
+    assert cli.main(["report", str(runs), "--judgements", str(store)]) == 0
+    report = capsys.readouterr().out
+    assert (f"Agreement of {MODEL} (prompt version {PROMPT_VERSION}): binary kappa 1.000 (weighted 1.000) against the "
+            "published grades on 12 of 12 pair(s), within the band (binary kappa at least 0.4 and at most a tenth of "
+            "the pairs unreadable); the paper's 0.77 is gpt-4o-mini against people.") in report
+    assert "Warning" not in report

@@ -19,6 +19,13 @@ compares. The completed scores never use these judgements: they only fill pairs 
   average over intents of its per-intent binary kappa, gpt-4o-mini against people. Here the reference is the
   published labels, themselves gpt-4o-mini's: a judge close to them labels holes as the pool was labelled.
 
+- **The band** (:data:`KAPPA_FLOOR`, :data:`UNREADABLE_LIMIT`): a judge whose mean binary kappa is below 0.4 (below
+  "moderate" agreement, Landis and Koch 1977; the paper's judge reached 0.77 against people), or that gave no
+  readable answer to more than a tenth of the pairs, does not label holes as the pool was labelled: ``judge
+  --agreement`` ends with a plain warning that it should not fill holes. Each measurement is kept in the store
+  (:meth:`~disastir_mteb.judging.store.JudgementStore.record_agreement`), and ``report --judgements`` shows it beside
+  the completed scores (:func:`agreement_note`), with the same warning below the band or when it was never measured.
+
 Kappa is ``1 - observed disagreement / disagreement expected by chance`` (Cohen 1960; weighted: Cohen 1968),
 written here in a few lines (:func:`cohen_kappa`); undefined (None) when chance disagreement is zero, i.e. both
 raters gave one and the same label to every pair.
@@ -37,18 +44,85 @@ from typing import Any, Literal
 from disastir_mteb.data.extra_qrels import round_grade
 from disastir_mteb.judging.holes import load_task_texts
 from disastir_mteb.judging.protocol import PROMPT_VERSION
-from disastir_mteb.judging.store import JudgementStore, Pair
+from disastir_mteb.judging.store import JudgementStore, Pair, StoredAgreement
 from disastir_mteb.results.report_format import Paragraph, Table, render_text
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.vocabulary.taxonomy import INTENTS, MAX_GRADE, TASK_NAMES, Intent
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PAPER_KAPPA", "Agreement", "AgreementPair", "IntentAgreement", "agreement_of", "cohen_kappa",
-           "pick_agreement_pairs", "run_agreement", "spread"]
+__all__ = ["KAPPA_FLOOR", "PAPER_KAPPA", "UNREADABLE_LIMIT", "Agreement", "AgreementPair", "IntentAgreement",
+           "agreement_note", "agreement_of", "cohen_kappa", "pick_agreement_pairs", "run_agreement", "shortfall",
+           "spread"]
 
 #: The DisastIR paper's average Cohen's kappa over intents, LLM (gpt-4o-mini) labels against people (Section 4.2).
 PAPER_KAPPA = 0.77
+#: The lowest mean binary kappa of a judge that may fill holes: below it, agreement is at most "fair".
+KAPPA_FLOOR = 0.4
+#: The largest share of agreement pairs a judge that may fill holes leaves without a readable answer.
+UNREADABLE_LIMIT = 0.1
+
+
+def shortfall(binary: float | None, *, asked: int, ungraded: int) -> list[str]:
+    """Why a judge's agreement is below the band (each reason a clause), or [] when it is within.
+
+    Args:
+        binary: the mean over intents of the binary kappa (None: undefined, e.g. no pair graded).
+        asked: pairs with a published grade the judge was asked.
+        ungraded: of those, pairs without a readable answer.
+
+    Examples:
+        >>> shortfall(0.8, asked=60, ungraded=6), shortfall(0.39, asked=60, ungraded=0)
+        ([], ['binary kappa 0.390, below 0.4'])
+    """
+    reasons = []
+    if binary is None:
+        reasons.append("no kappa could be computed (no pair graded, or one label for every pair)")
+    elif binary < KAPPA_FLOOR:
+        reasons.append(f"binary kappa {binary:.3f}, below {KAPPA_FLOOR}")
+    if asked and ungraded / asked > UNREADABLE_LIMIT:
+        reasons.append(f"{ungraded:,} of {asked:,} pairs ({100 * ungraded / asked:.0f} %) without a readable answer, "
+                       "more than a tenth")
+    return reasons
+
+
+def _band() -> str:
+    return f"binary kappa at least {KAPPA_FLOOR} and at most a tenth of the pairs unreadable"
+
+
+def _judge_name(judge_model: str, prompt_version: str) -> str:
+    return f"{judge_model} (prompt version {prompt_version})"
+
+
+def agreement_note(stored: StoredAgreement | None, *, judge_model: str, prompt_version: str) -> str:
+    """The line ``report --judgements`` shows for one judge beside its completed scores: its stored agreement.
+
+    ``Warning: ...`` when it was never measured or is below the band (:func:`shortfall`), else its kappas.
+
+    Args:
+        stored: the judge's latest measurement (:meth:`~disastir_mteb.judging.store.JudgementStore.agreement`), or
+            None.
+        judge_model: the judge model.
+        prompt_version: its prompt version.
+    """
+    name = _judge_name(judge_model, prompt_version)
+    if stored is None:
+        return (f"Warning: the agreement of {name} with the published grades was never measured in this store, so "
+                "nothing says its labels are the pool's: measure it (disastir-mteb judge RESULTS --model "
+                f"{judge_model} --base-url URL --store STORE --agreement 60) before trusting these completed scores.")
+
+    def shown(value: float | None) -> str:
+        return f"{value:.3f}" if value is not None else "undefined"
+
+    measured = (f"binary kappa {shown(stored.binary)} (weighted {shown(stored.weighted)}) against the published "
+                f"grades on {stored.asked - stored.ungraded:,} of {stored.asked:,} pair(s)")
+    reasons = shortfall(stored.binary, asked=stored.asked, ungraded=stored.ungraded)
+    if reasons:
+        return (f"Warning: {name} agreed with the published grades at {measured}: below the band "
+                f"({'; '.join(reasons)}; the band: {_band()}); this judge should not fill holes, and these "
+                "completed scores say little.")
+    return (f"Agreement of {name}: {measured}, within the band ({_band()}); the paper's {PAPER_KAPPA} is gpt-4o-mini "
+            "against people.")
 
 
 def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable], *, labels: Sequence[Hashable],
@@ -210,6 +284,24 @@ class Agreement:
         values = [value for a in self.intents.values() if (value := getattr(a, which)) is not None]
         return sum(values) / len(values) if values else None
 
+    def warning(self) -> str | None:
+        """The plain warning ``judge --agreement`` ends with below the band (:func:`shortfall`); None within it."""
+        reasons = shortfall(self.mean("binary"), asked=self.asked, ungraded=self.ungraded)
+        if not reasons:
+            return None
+        return (f"Warning: {_judge_name(self.judge_model, self.prompt_version)} is below the band "
+                f"({'; '.join(reasons)}; the band: {_band()}, the paper's judge {PAPER_KAPPA}): its labels are not "
+                "the pool's, so this judge should not fill holes; completed scores from it would say little. Try a "
+                "stronger judge model.")
+
+    def store_in(self, store: JudgementStore) -> None:
+        """Keep this measurement in ``store``, where ``report --judgements`` reads it (:func:`agreement_note`)."""
+        store.record_agreement(
+            self.judge_model, self.prompt_version, asked=self.asked, ungraded=self.ungraded,
+            binary=self.mean("binary"), weighted=self.mean("weighted"),
+            intents={a.intent.value: {"pairs": a.pairs, "binary": a.binary, "weighted": a.weighted}
+                     for a in self.intents.values()})
+
     def to_text(self) -> str:
         """The table ``judge --agreement`` prints, with the definitions and the paper's figure beside."""
         def shown(value: float | None) -> str:
@@ -262,8 +354,12 @@ def agreement_of(pairs: Sequence[AgreementPair], store: JudgementStore, *, judge
 
 
 def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementStore, args: Any,
-                  go_ahead: Callable[[str, int, Any], bool], say: Callable[[str], None] = print) -> Agreement | None:
+                  go_ahead: Callable[[str, int, Any], bool], say: Callable[[str], None] = print,
+                  data_dir: str | Path | None = None) -> Agreement | None:
     """``judge --agreement N``: pick N published pairs, judge them through the job, print the kappa table.
+
+    The measurement is kept in ``store`` (:meth:`Agreement.store_in`); below the band the table is followed by a
+    plain warning that this judge should not fill holes (:meth:`Agreement.warning`).
 
     Args:
         result_sets: the command's result sets; their tasks are the ones sampled (all 48 when there are none).
@@ -273,6 +369,7 @@ def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementS
             ``price`` and ``tasks`` (only these tasks), and ``seed`` if given (default 0).
         go_ahead: asked with the plan's text, its request count and ``args`` before anything is sent.
         say: where the plan and the table go.
+        data_dir: the data the pairs are drawn from (default: ``DISASTIR_DATA_DIR``, else the Hub).
 
     Returns:
         The agreement, or None when the plan was not sent.
@@ -287,7 +384,7 @@ def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementS
     if not getattr(args, "base_url", None):
         raise ValueError("--agreement asks a server: give --base-url (the Batch API files carry the holes only).")
     tasks = args.tasks or sorted({task for result_set in result_sets for task in result_set.scores}) or None
-    picked = pick_agreement_pairs(n, tasks, seed=getattr(args, "seed", None) or 0)
+    picked = pick_agreement_pairs(n, tasks, data_dir, seed=getattr(args, "seed", None) or 0)
     pairs = [Pair(pair.intent, pair.query, pair.passage, args.model) for pair in picked]
     price = Price.parse(args.price) if args.price else None
     plan = plan_job(pairs, store)
@@ -301,5 +398,8 @@ def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementS
                             timeout=args.timeout)
         say(judge_pairs(pairs, store, pool, model=args.model).describe())
     agreement = agreement_of(picked, store, judge_model=args.model)
+    agreement.store_in(store)
     say(agreement.to_text())
+    if (warning := agreement.warning()) is not None:
+        say(warning)
     return agreement

@@ -232,10 +232,17 @@ class CompletedScores:
     without_rankings: tuple[str, ...] = ()
     judges: Mapping[Judge, int] = field(default_factory=dict)
 
-    def view(self) -> CompletedView:
-        """The plain numbers the report and compare show (:mod:`disastir_mteb.results.completed_view`)."""
+    def view(self, agreement: Mapping[Judge, str] | None = None) -> CompletedView:
+        """The plain numbers the report and compare show (:mod:`disastir_mteb.results.completed_view`).
+
+        Args:
+            agreement: judge -> the line on its stored agreement
+                (:func:`~disastir_mteb.judging.agreement.agreement_note`); the view holds those of the judges that
+                added grades to this set.
+        """
         judges = [f"{model}, prompt version {version}: {count:,} judgement(s)"
                   for (model, version), count in sorted(self.judges.items())]
+        notes = [agreement[judge] for judge in sorted(self.judges) if agreement and judge in agreement]
         return CompletedView(
             folder=self.result_set.folder, label=self.result_set.display_label,
             official={name: t.official for name, t in self.tasks.items()},
@@ -243,7 +250,7 @@ class CompletedScores:
             unjudged_before={name: t.published.unjudged_share for name, t in self.tasks.items()},
             unjudged_after={name: t.completed.unjudged_share for name, t in self.tasks.items()},
             added={name: t.added for name, t in self.tasks.items()}, judges=judges, store=self.store,
-            without_rankings=self.without_rankings)
+            without_rankings=self.without_rankings, agreement=notes)
 
 
 def completed_scores(result_sets: Sequence[ResultSet], added: AddedJudgements, data_dir: str | Path | None = None,

@@ -27,7 +27,7 @@ from disastir_mteb.vocabulary.taxonomy import Intent, Split, get_spec
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Hole", "Holes", "TaskTexts", "find_holes", "load_task_texts", "result_sets_of"]
+__all__ = ["Hole", "Holes", "TaskTexts", "find_holes", "load_task_texts", "rankings_held", "result_sets_of"]
 
 #: The depth the authors score and pool at.
 DEPTH = 10
@@ -140,6 +140,24 @@ def result_sets_of(paths: Iterable[str | Path]) -> list[ResultSet]:
         for result_set in sets:
             found.setdefault(result_set.folder.resolve(), result_set)
     return list(found.values())
+
+
+def rankings_held(result_sets: Sequence[ResultSet], tasks: Iterable[str] | None = None) -> tuple[int, list[str]]:
+    """(tasks of the sets considered, ``folder: task`` of those without per-query rankings), only ``tasks`` if given.
+
+    A task without its per-query file has no top 10 to look into: plain ``mteb run`` writes none, ``disastir-mteb
+    run`` writes one per task. With none at all there is nothing to judge, which the judge says instead of "nothing
+    to ask".
+    """
+    wanted = set(tasks) if tasks is not None else None
+    considered, missing = 0, []
+    for result_set in result_sets:
+        for task in sorted(result_set.scores):
+            if wanted is None or task in wanted:
+                considered += 1
+                if not result_set.has_per_query(task):
+                    missing.append(f"{result_set.folder}: {task}")
+    return considered, missing
 
 
 def find_holes(result_sets: Sequence[ResultSet], data_dir: str | Path | None = None, *,

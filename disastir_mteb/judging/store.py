@@ -13,6 +13,10 @@ Judging costs money and hours, so nothing is asked twice and nothing is lost:
   gave a readable answer (counted and shown, never a zero; the next run asks again).
 - **Resume.** Every answer is committed as it arrives, so a job killed at any moment (``kill -9`` included)
   loses at most the requests in flight; the next job reads what is there and asks only what is missing.
+- **Agreement** (``agreements``): each ``judge --agreement N`` measurement of a judge model and prompt version
+  (pairs asked, pairs without a readable answer, mean kappas, per intent), so that ``report --judgements`` shows
+  how far the judge behind a completed score agreed with the published grades (:meth:`JudgementStore.agreement`:
+  the latest), or that it was never measured.
 - **Two jobs at once.** SQLite's write-ahead log lets readers and one writer proceed together, each write is
   one short transaction, and a job *claims* the pairs it works on (``claims``): another job skips them.
   A claim lapses when its job is gone (same machine, process no longer alive) or has not renewed it for
@@ -51,7 +55,7 @@ from disastir_mteb.util.cache_dir import cache_root
 from disastir_mteb.vocabulary.taxonomy import Intent, parse_intent
 
 __all__ = ["CLAIM_LEASE", "FORMAT", "JUDGEMENT_STORE_NAME", "MAX_RAW_CHARS", "Judgement", "JudgementStore", "Pair",
-           "StepState", "StoreLockedError", "default_store_path"]
+           "StepState", "StoreLockedError", "StoredAgreement", "default_store_path"]
 
 #: The store's format, in its ``meta`` table.
 FORMAT = 1
@@ -61,8 +65,9 @@ JUDGEMENT_STORE_NAME = "judgements.sqlite"
 CLAIM_LEASE = 600.0
 #: The longest raw answer kept whole, in characters (a readable one is a few dozen).
 MAX_RAW_CHARS = 10_000
-#: The tables of a judgement store (``claims`` came later): a database without the others is something else.
-_TABLES = frozenset({"meta", "pairs", "answers", "judgements", "claims"})
+#: The tables of a judgement store (``claims`` and ``agreements`` came later, and are added to an older store when it
+#: is opened): a database without the others is something else.
+_TABLES = frozenset({"meta", "pairs", "answers", "judgements", "claims", "agreements"})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -78,6 +83,9 @@ CREATE TABLE IF NOT EXISTS judgements (
     rounds INTEGER NOT NULL DEFAULT 1, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS claims (
     pair TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS agreements (
+    judge_model TEXT NOT NULL, prompt_version TEXT NOT NULL, asked INTEGER NOT NULL, ungraded INTEGER NOT NULL,
+    binary_kappa REAL, weighted_kappa REAL, intents TEXT NOT NULL, at REAL NOT NULL);
 """
 
 
@@ -122,6 +130,31 @@ class StepState:
 
     answers: Mapping[str, Any]
     attempts: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class StoredAgreement:
+    """One agreement measurement of a judge (``judge --agreement N``), as stored.
+
+    Attributes:
+        judge_model: the judge model.
+        prompt_version: its prompt version.
+        asked: pairs with a published grade it was asked.
+        ungraded: of those, pairs it gave no readable answer (left out of the kappas).
+        binary: the mean over intents of the binary kappa (None: undefined).
+        weighted: the mean over intents of the quadratic-weighted kappa (None: undefined).
+        intents: intent -> ``{"pairs": n, "binary": kappa, "weighted": kappa}``.
+        at: when it was measured (seconds since the epoch).
+    """
+
+    judge_model: str
+    prompt_version: str
+    asked: int
+    ungraded: int
+    binary: float | None
+    weighted: float | None
+    intents: Mapping[str, Any]
+    at: float
 
 
 class StoreLockedError(OSError):
@@ -169,9 +202,9 @@ class JudgementStore:
         tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             return  # a new store (an empty file included)
-        if _TABLES - {"claims"} <= tables and self._db.execute(
+        if _TABLES - {"claims", "agreements"} <= tables and self._db.execute(
                 "SELECT 1 FROM meta WHERE key = 'format'").fetchone() is not None:
-            return  # a store (an early one without claims gets them)
+            return  # a store (an early one without claims or agreements gets them)
         shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
         raise ValueError(f"{self.path} is an SQLite database of something else (its tables: {shown}), not a judgement "
                          "store; nothing was written to it: name another file with --store.")
@@ -282,6 +315,16 @@ class JudgementStore:
             result[fault] = self._rows("SELECT COUNT(*) FROM answers WHERE fault = ?", (fault,))[0][0]
         return result
 
+    def agreement(self, judge_model: str, prompt_version: str) -> StoredAgreement | None:
+        """The latest agreement measured for one judge model and prompt version; None when never measured here."""
+        rows = self._rows("SELECT asked, ungraded, binary_kappa, weighted_kappa, intents, at FROM agreements WHERE "
+                          "judge_model = ? AND prompt_version = ? ORDER BY at DESC, rowid DESC LIMIT 1",
+                          (judge_model, prompt_version))
+        if not rows:
+            return None
+        asked, ungraded, binary, weighted, intents, at = rows[0]
+        return StoredAgreement(judge_model, prompt_version, asked, ungraded, binary, weighted, json.loads(intents), at)
+
     def raw_answers(self, key: str) -> list[dict[str, Any]]:
         """Every answer stored for one pair, in order: step, attempt, raw reply, value or fault, server."""
         rows = self._rows("SELECT step, attempt, raw, value, fault, detail, server FROM answers WHERE pair = ? "
@@ -322,6 +365,14 @@ class JudgementStore:
                 "excluded.status, grade = excluded.grade, votes = excluded.votes, rounds = judgements.rounds + 1, "
                 "at = excluded.at", (key, status, grade, json.dumps(votes, sort_keys=True), time.time()))
             self._db.execute("DELETE FROM claims WHERE pair = ? AND owner = ?", (key, self.owner))
+
+    def record_agreement(self, judge_model: str, prompt_version: str, *, asked: int, ungraded: int,
+                         binary: float | None, weighted: float | None, intents: Mapping[str, Any]) -> None:
+        """Keep one agreement measurement (committed at once); earlier ones stay, the latest is read."""
+        with self._transaction():
+            self._db.execute("INSERT INTO agreements VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                             (judge_model, prompt_version, asked, ungraded, binary, weighted,
+                              json.dumps(dict(intents), sort_keys=True), time.time()))
 
     # ----------------------------------------------------------------- claims
 

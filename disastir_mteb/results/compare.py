@@ -37,6 +37,7 @@ from disastir_mteb.results.completed_view import CompletedView, completed_text
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.pairing import Pairing, pair_sets
+from disastir_mteb.results.per_query import DIGEST_KEY
 from disastir_mteb.results.provenance import recorded_data
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
@@ -259,13 +260,32 @@ def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METR
                       ScoreGrid(recalls), metric)
 
 
+def _other_data(a: ResultSet, b: ResultSet, task: str) -> tuple[str, str] | None:
+    """What each set records of ``task``'s data where it differs (None where either records nothing, or both agree).
+
+    The data string (:func:`~disastir_mteb.results.provenance.recorded_data`), and where both per-query files record
+    the digest of the task's files and the strings agree, the digests: two folders of one name holding other files
+    are other data.
+    """
+    x, y = recorded_data(a, task), recorded_data(b, task)
+    if x is None or y is None:
+        return None
+    if x != y:
+        return x, y
+    da, db = ((s.task_data(task) or {}).get(DIGEST_KEY) for s in (a, b))
+    if isinstance(da, str) and isinstance(db, str) and da != db:
+        return f"{x} (files {da[:12]})", f"{y} (files {db[:12]})"
+    return None
+
+
 def _refuse_other_data(a: ResultSet, b: ResultSet, common: Sequence[str]) -> None:
     """Refuse two sets whose files record different data for a task both hold (what ``report`` shows as a conflict).
 
-    A task recorded by one side only (files from before the record) makes no claim.
+    A task recorded by one side only (files from before the record) makes no claim; where both per-query files
+    record the digest of the task's files (:func:`~disastir_mteb.results.per_query.with_data_digest`), a folder
+    edited between the two runs is other data too.
     """
-    differ = [(task, x, y) for task in common
-              if (x := recorded_data(a, task)) is not None and (y := recorded_data(b, task)) is not None and x != y]
+    differ = [(task, *found) for task in common if (found := _other_data(a, b, task)) is not None]
     if not differ:
         return
     task, x, y = differ[0]

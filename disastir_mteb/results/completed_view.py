@@ -45,6 +45,8 @@ class CompletedView:
         judges: one line per judge: model, prompt version and how many judgements it added.
         store: the judgement store read.
         without_rankings: tasks of the set without per-query rankings (no completed score).
+        agreement: one line per judge on its stored agreement with the published grades, ``Warning: ...`` where it
+            is below the band or was never measured (:func:`disastir_mteb.judging.agreement.agreement_note`).
     """
 
     folder: Path
@@ -57,6 +59,7 @@ class CompletedView:
     judges: Sequence[str]
     store: str
     without_rankings: Sequence[str] = ()
+    agreement: Sequence[str] = ()
 
     @property
     def tasks(self) -> list[str]:
@@ -124,7 +127,7 @@ def _task_table(view: CompletedView) -> Table:
 
 
 def completed_blocks(view: CompletedView, *, per_task: bool = True) -> list[Block]:
-    """The report section of one set: the estimate's note, who judged, per intent and overall, then per task.
+    """One set's report section: the estimate's note, its judges and their agreement, per intent, overall, per task.
 
     Args:
         view: the set's numbers.
@@ -139,6 +142,7 @@ def completed_blocks(view: CompletedView, *, per_task: bool = True) -> list[Bloc
                   "task(s), "
                   f"never in place of a published grade. Judges: {judges}. Means are the paper's means of means "
                   "over the tasks shown (n/8: an intent with fewer tasks, partial)."),
+        *(Paragraph(line) for line in view.agreement),
         _summary_table(view)]
     if per_task:
         blocks.append(_task_table(view))

@@ -22,17 +22,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from disastir_mteb.data.data_cache import source_digest
+from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.scoring.authors import TOP_K, ranking
 from disastir_mteb.util.atomic import write_json_atomic
+from disastir_mteb.util.digest import short_digest
+from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split, get_spec
 
-__all__ = ["FOLDER", "PerQuery", "ScoreTop10", "data_provenance", "ndcg_by_id", "per_query_file", "per_query_path",
-           "read_per_query", "score_queries", "write_per_query"]
+__all__ = ["DIGEST_KEY", "FOLDER", "PerQuery", "ScoreTop10", "data_digests", "data_provenance", "ndcg_by_id",
+           "per_query_file", "per_query_path", "read_per_query", "score_queries", "with_data_digest", "write_per_query"]
 
 #: NDCG@10 of every judged query from its ranked passage ids: ``{query id: [doc id, ...]} -> {query id: NDCG@10}``.
 ScoreTop10 = Callable[[Mapping[str, Sequence[str]]], Mapping[str, float]]
 
 FOLDER = "disastir_per_query"
 _FORMAT = 1
+#: The key of a data record (:func:`data_provenance`) holding the content digest of the files its task read.
+DIGEST_KEY = "digest"
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,57 @@ def data_provenance() -> dict[str, object]:
     extra = os.environ.get(EXTRA_QRELS_ENV, "").strip()
     if extra:
         record["extra_judgements"] = str(Path(extra).expanduser().resolve())
+    return record
+
+
+def data_digests(folder: str | Path, task_names: Sequence[str]) -> dict[str, str | None]:
+    """Each full-set task's content digest of the files it reads in ``folder``: corpus, query file, qrels file.
+
+    What "the same data" means for a result: a folder's name and generator marker survive an edited qrels file, a
+    regenerated sample of another seed copied over it, or another folder moved into its place; the bytes do not.
+    Each file's digest is :func:`~disastir_mteb.data.data_cache.source_digest` (xxh3-128 of every byte, once per
+    process while the file is unchanged: a run whose data cache keyed the task's join on these files hashes
+    nothing again); a task's digest joins its three.
+
+    Args:
+        folder: a folder in the published layout.
+        task_names: full-set task names (another name gets None: a DisastIR-Test or DevLite task also reads a
+            DevLite folder, which its per-query record does not name).
+
+    Returns:
+        Task name -> its digest, or None where the folder holds no files for it, cannot be read, or is no
+        published layout.
+    """
+    digests: dict[str, str | None] = dict.fromkeys(task_names)
+    try:
+        files = find_task_files(folder)
+    except (OSError, ValueError):
+        return digests
+    for name in task_names:
+        if name not in ALL_TASK_NAMES or get_spec(name).split is not Split.full:
+            continue
+        try:
+            query, qrels = files.for_task(get_spec(name))
+            parts = [source_digest(path) for path in (files.corpus, query, qrels)]
+        except OSError:
+            continue
+        digests[name] = short_digest(json.dumps(parts).encode("utf-8"))
+    return digests
+
+
+def with_data_digest(data: Mapping[str, object], task_name: str) -> dict[str, object]:
+    """A task's data record: ``data`` (:func:`data_provenance`) with :data:`DIGEST_KEY` for a local folder's task.
+
+    The digest (:func:`data_digests`) lets a later command find the folder a run read and check that it still
+    holds the same files (:mod:`~disastir_mteb.results.data_used`). The Hub's data needs none (its revision pins
+    the bytes), nor a task :func:`data_digests` gives none.
+    """
+    record = dict(data)
+    source = record.get("source")
+    if isinstance(source, str) and not source.startswith("hf:"):
+        digest = data_digests(source, [task_name])[task_name]
+        if digest is not None:
+            record[DIGEST_KEY] = digest
     return record
 
 

@@ -14,11 +14,12 @@ duplicate texts and unjudged passages, nothing re-implemented here), and finds, 
 
 The data at hand: the folder the per-query file's ``data`` record names (``source``, the ``DISASTIR_DATA_DIR``
 of the run), when it is a folder on this machine still holding what the run read (its name and generator marker
-give the task file's ``disastir_data``), with the extra judgements folder the run read, if any, on this machine
-too, and the task's recorded gain (``disastir_gain``). The Hub is never read: a run on the Hub's data is not
-re-scored, nor one whose folder is elsewhere, nor a DisastIR-Test or DevLite task (its per-query file does not
-record the DevLite folder). :meth:`Rescoring.note` says so in one line, and their numbers stay checked against
-their task files only (:mod:`~disastir_mteb.results.score_checks`).
+give the task file's ``disastir_data``, and its task's files the content digest the run recorded, where it recorded
+one: :func:`~disastir_mteb.results.per_query.with_data_digest`), with the extra judgements folder the run read, if
+any, on this machine too, and the task's recorded gain (``disastir_gain``). The Hub is never read: a run on the
+Hub's data is not re-scored, nor one whose folder is elsewhere or changed, nor a DisastIR-Test or DevLite task (its
+per-query file does not record the DevLite folder). :meth:`Rescoring.note` says so in one line, and their numbers
+stay checked against their task files only (:mod:`~disastir_mteb.results.score_checks`).
 
 Cost: the tasks of one data folder are loaded one after another with that folder as ``DISASTIR_DATA_DIR``; the
 data layer reads the shared corpus once per process (:func:`~disastir_mteb.data.reading.load_corpus`), so each
@@ -41,10 +42,10 @@ from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
 from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
 from disastir_mteb.data.layout import DATA_DIR_ENV, read_marker
 from disastir_mteb.data.published import GAINS
-from disastir_mteb.results.per_query import PerQuery
+from disastir_mteb.results.per_query import DIGEST_KEY, PerQuery, data_digests
 from disastir_mteb.results.score_checks import TOLERANCE, per_query_data
 from disastir_mteb.vocabulary.task_record import GAIN_KEY, local_data
-from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name, get_spec
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, Split, benchmark_name, get_spec
 
 if TYPE_CHECKING:
     from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
@@ -122,6 +123,11 @@ def _at_hand(evidence: Evidence) -> tuple[str, str | None, str] | str:
     then, now = per_query_data(data), local_data(folder, read_marker(folder))
     if now != then:
         return f"their data folder {source} now holds {now}, not the {then} they were scored on"
+    digest, task = data.get(DIGEST_KEY), evidence.path.stem
+    if isinstance(digest, str) and data_digests(folder, [task])[task] != digest:
+        others = data_digests(folder, [name for name in TASK_NAMES if name != task])
+        if digest not in others.values():  # else the folder is as it was, and this is another task's file: re-scored
+            return f"their data folder {source} no longer holds the files they were scored on (changed since the run)"
     extra = data.get("extra_judgements")
     if extra is not None and not Path(str(extra)).is_dir():
         return f"their extra judgements folder {extra} is not on this machine"

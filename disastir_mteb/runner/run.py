@@ -405,9 +405,16 @@ def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode
 def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, data: Mapping[str, object]) -> None:
     """Score the task's last search per query and write it beside mteb's result file (if it was searched).
 
-    ``data``: which data the run read (:func:`~disastir_mteb.results.per_query.data_provenance`), recorded beside.
+    ``data``: which data the run read (:func:`~disastir_mteb.results.per_query.data_provenance`), recorded beside
+    with the digest of the task's files (:func:`~disastir_mteb.results.per_query.with_data_digest`).
     """
-    from disastir_mteb.results.per_query import ndcg_by_id, per_query_path, score_queries, write_per_query
+    from disastir_mteb.results.per_query import (
+        ndcg_by_id,
+        per_query_path,
+        score_queries,
+        with_data_digest,
+        write_per_query,
+    )
     from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
 
     splits, subsets = list(task.metadata.eval_splits), list(task.hf_subsets)
@@ -421,7 +428,8 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, da
         record = score_queries(task.metadata.name, found[0], score)
     with clock(Phase.writing):
         write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)),
-                        record, settings=searcher.encoding_settings(), data=data)
+                        record, settings=searcher.encoding_settings(),
+                        data=with_data_digest(data, task.metadata.name))
 
 
 def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:

@@ -1,0 +1,197 @@
+"""Which data folder a command reads for result sets: the one their runs read, remembered and checked.
+
+``report --judgements``, ``compare --judgements`` and ``judge`` read the data of the runs they are given (their
+texts and published grades); a run made with ``--data DIR`` already says which folder it read: every per-query file
+records it (``data.source``, :func:`~disastir_mteb.results.per_query.data_provenance`) with the content digest of
+the task's files (``data.digest``, :func:`~disastir_mteb.results.per_query.with_data_digest`). :func:`choose_data`
+picks the folder from there and checks it, so the user need not say it again:
+
+- **A folder chosen** (``--data``, else ``DISASTIR_DATA_DIR``) wins, checked: each task whose record holds a digest
+  must find the same files there (the same bytes, wherever they lie now); otherwise one sentence naming the task
+  and the folder the run read.
+- **Else the recorded folder**, when every task of every set records the same one: used if it is still on this
+  machine and holds the files the run read (by digest; files from before the digest by the folder's name and
+  generator marker, as the task file records them); otherwise one sentence saying so and asking for ``--data``.
+  The Hub's data (``hf:DMIR01/DisastIR@<revision>``) is the pinned revision, read from the Hugging Face cache as
+  before, when the revision is this version's.
+- **Sets recording different data** (two runs on two folders, one folder holding both, or a set whose tasks were
+  rerun on other data) are refused in one sentence: completed scores and holes come from one data folder, and
+  choosing one silently would score the other's rankings against data they were not computed on.
+- **No folder recorded** (per-query files from before the record, or none: plain ``mteb run``): the choice, else
+  the Hub, as before; but where the task files name a local folder (by its last component only, so it cannot be
+  found again), one sentence asking for ``--data`` instead of reading the Hub.
+
+The result is one line saying which folder is read and why (:attr:`DataChoice.line`). ``export`` reads no results,
+so there is nothing to remember there: its data is ``--data``, ``DISASTIR_DATA_DIR`` or the Hub.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from disastir_mteb.data.layout import read_marker
+from disastir_mteb.results.per_query import DIGEST_KEY, data_digests
+from disastir_mteb.results.provenance import recorded_data
+from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.results.score_checks import per_query_data
+from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
+from disastir_mteb.vocabulary.task_record import hub_data, local_data
+from disastir_mteb.vocabulary.taxonomy import Split
+
+__all__ = ["DataChoice", "choose_data"]
+
+
+@dataclass(frozen=True)
+class DataChoice:
+    """The data a command reads for its result sets.
+
+    Attributes:
+        folder: the data folder, or None for the Hub's pinned revision (nothing to set).
+        line: one line saying which data is read and why (``data: /data/A, the folder the runs read ...``).
+    """
+
+    folder: Path | None
+    line: str
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """One task of one set and the data record of its per-query file."""
+
+    result_set: ResultSet
+    task: str
+    record: Mapping[str, Any]
+
+    @property
+    def source(self) -> str:
+        return str(self.record["source"])
+
+
+def _recorded(result_sets: Sequence[ResultSet], tasks: Iterable[str] | None) -> list[_Recorded]:
+    """Every (full-set) task's data record that names its source, in the sets' order."""
+    wanted = set(tasks) if tasks is not None else None
+    found = []
+    for result_set in result_sets:
+        if result_set.split is not Split.full:
+            continue
+        for task in sorted(result_set.scores):
+            if wanted is not None and task not in wanted:
+                continue
+            record = result_set.task_data(task)
+            if record is not None and isinstance(record.get("source"), str):
+                found.append(_Recorded(result_set, task, record))
+    return found
+
+
+def _named(result_sets: Sequence[ResultSet], tasks: Iterable[str] | None) -> list[str]:
+    """The data the task files name (``local folder A (synthetic sample, ...)``, ``hf:...``), each once, in order.
+
+    What plain ``mteb run`` records: a folder by its last component only (result files get submitted), so it cannot
+    be found again, only told apart from the Hub.
+    """
+    wanted = set(tasks) if tasks is not None else None
+    names = [recorded_data(result_set, task) for result_set in result_sets if result_set.split is Split.full
+             for task in sorted(result_set.scores) if wanted is None or task in wanted]
+    return list(dict.fromkeys(name for name in names if name is not None))
+
+
+def _shown(source: str) -> str:
+    """A recorded source as people read it: the folder, or ``the Hub's DMIR01/DisastIR@<revision>``."""
+    return f"the Hub's {source.removeprefix('hf:')}" if source.startswith("hf:") else source
+
+
+def _more(names: Sequence[str]) -> str:
+    """``DisastIR-QA-Bio`` or ``DisastIR-QA-Bio and 3 more``."""
+    return names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
+
+
+def _changed(folder: Path, recorded: Sequence[_Recorded], *, by_name: bool) -> list[_Recorded]:
+    """The records whose task files in ``folder`` are not those they record.
+
+    By digest where the record holds one; a record from before the digest by the folder's name and generator marker
+    when ``by_name`` (the folder it names itself), else not at all (a folder the user chose: its name may differ).
+    """
+    local = [r for r in recorded if not r.source.startswith("hf:")]
+    digests = data_digests(folder, sorted({r.task for r in local if isinstance(r.record.get(DIGEST_KEY), str)}))
+    now = local_data(folder, read_marker(folder))
+    return [r for r in local if (digests[r.task] != r.record[DIGEST_KEY] if isinstance(r.record.get(DIGEST_KEY), str)
+                                 else by_name and per_query_data(r.record) != now)]
+
+
+def choose_data(result_sets: Sequence[ResultSet], *, chosen: str | Path | None = None, chosen_as: str | None = None,
+                tasks: Iterable[str] | None = None) -> DataChoice:
+    """The data folder to read for ``result_sets``: ``chosen``, else the one their runs read, checked.
+
+    Args:
+        result_sets: the sets the command reads (only full-set ones record data this way).
+        chosen: the folder the user named (``--data``, or ``DISASTIR_DATA_DIR``), or None.
+        chosen_as: how the user named it, for the sentences (``--data /data/B``); default ``chosen`` itself.
+        tasks: only these tasks' records count (default: every task of the sets).
+
+    Returns:
+        The folder (None: the Hub's pinned revision) and the line that says which and why.
+
+    Raises:
+        FileNotFoundError: the recorded folder is not on this machine (one sentence asking for ``--data``).
+        ValueError: the sets record different data, the recorded folder or the chosen one holds other files than
+            the runs read, or the runs read another Hub revision than this version reads (one sentence each).
+    """
+    recorded = _recorded(result_sets, tasks)
+    if chosen is not None:
+        folder = Path(chosen).expanduser().resolve()
+        named = chosen_as or str(chosen)
+        if not recorded:
+            names = _named(result_sets, tasks)
+            said = (f"the task files name {'; '.join(names)}, not where it lies: not checked" if names
+                    else "the result files record no data to check it against")
+            return DataChoice(folder, f"data: {folder} ({named}; {said}).")
+        if changed := _changed(folder, recorded, by_name=False):
+            raise ValueError(f"{named} does not hold the data the runs read: the files of "
+                             f"{_more(sorted({r.task for r in changed}))} there are not those the runs read in "
+                             f"{', '.join(sorted({r.source for r in changed}))}; pass the folder the runs read, or "
+                             "rerun them on this one.")
+        checked = [r for r in recorded if isinstance(r.record.get(DIGEST_KEY), str)]
+        said = (f"its files are those the runs read in {', '.join(sorted({r.source for r in checked}))}" if checked
+                else "the result files record no digest of their data to check it against")
+        return DataChoice(folder, f"data: {folder} ({named}; {said}).")
+    by_source: dict[str, list[_Recorded]] = {}
+    for record in recorded:
+        by_source.setdefault(record.source, []).append(record)
+    if not by_source:
+        local = [name for name in _named(result_sets, tasks) if not name.startswith("hf:")]
+        if local:
+            raise ValueError(f"The runs read {'; '.join(local)} (their task files name it, not where it lies: they "
+                             "have no per-query files, which record the folder); pass --data with that folder.")
+        return DataChoice(None, f"data: {_shown(hub_data(DATASET_REPO, DATASET_REVISION))} (no --data, and the "
+                                "result files do not record another).")
+    if len(by_source) > 1:
+        parts = []
+        for source, records in sorted(by_source.items()):
+            sets = list(dict.fromkeys(str(r.result_set.folder) for r in records))
+            parts.append(f"{_shown(source)} ({_more([r.task for r in records])} of {_more(sets)})")
+        raise ValueError(f"The result sets read different data: {'; '.join(parts)}; one command reads one data folder, "
+                         "so give the result sets of one folder at a time (or --data with a folder holding the files "
+                         "they all read).")
+    [(source, records)] = by_source.items()
+    if source.startswith("hf:"):
+        if source != hub_data(DATASET_REPO, DATASET_REVISION):
+            raise ValueError(f"The runs read {_shown(source)}, but this version of disastir-mteb reads "
+                             f"{DATASET_REPO}@{DATASET_REVISION}; pass --data with a folder holding the data of that "
+                             "revision.")
+        return DataChoice(None, f"data: {_shown(source)}, what the runs read (recorded in their result files).")
+    folder = Path(source)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"The runs read data folder {source} (recorded in their result files), which is not "
+                                "on this machine any more; pass --data with a folder holding the same files.")
+    if changed := _changed(folder, records, by_name=True):
+        raise ValueError(f"The runs read data folder {source} (recorded in their result files), but it no longer "
+                         f"holds the files they were scored on ({_more(sorted({r.task for r in changed}))} changed "
+                         "since); "
+                         "pass --data with a folder holding the data the runs read, or rerun them on this one.")
+    checked = ("its files checked unchanged" if all(isinstance(r.record.get(DIGEST_KEY), str) for r in records)
+               else "checked by its name, as files written before the digest allow")
+    return DataChoice(folder, f"data: {folder}, the folder the runs read (recorded in their result files; {checked}; "
+                              "--data overrides).")
