@@ -198,3 +198,16 @@ def test_export_command_line(sample_data: Path, tmp_path: Path, capsys: pytest.C
     assert "pass overwrite=True (--overwrite)" in capsys.readouterr().err
     assert cli.main(["export", "--format", "mteb", "--out", str(tmp_path / "hf"), "--gain", "linear"]) == 2
     assert "--gain applies to --format beir" in capsys.readouterr().err
+
+
+def test_a_command_called_from_python_leaves_the_environment_as_it_found_it(sample_data: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data folder a command hands mteb's loaders must not outlive it: a next call would read that data."""
+    from disastir_mteb.cli import main
+
+    monkeypatch.delenv("DISASTIR_DATA_DIR", raising=False)
+    before = dict(os.environ)
+    assert main(["export", "--format", "mteb", "--data", str(sample_data), "--out", str(tmp_path / "out"),
+                 "--tasks", "DisastIR-QA-Bio", "--quiet"]) == 0
+    assert (tmp_path / "out").is_dir()
+    assert dict(os.environ) == before
