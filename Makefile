@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: setup demo test lint wheel-check clean
+.PHONY: setup demo test lint docs wheel-check clean
 
 $(BIN)/disastir-mteb: pyproject.toml _disastir_mteb_autoload.py disastir_mteb.pth
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,20 @@ test: setup  ## the offline test suite (real mteb, datasets, USearch and MiniLM)
 lint: setup
 	$(BIN)/ruff check disastir_mteb tests _disastir_mteb_autoload.py hatch_build.py
 
+# The site needs only the `docs` extra (griffe reads the sources without importing them): a venv of its own, no torch.
+# The extra's requirements are read from pyproject.toml (tomllib: Python 3.11+), so they are written once.
+DOCS_VENV ?= .venv-docs
+$(DOCS_VENV)/bin/mkdocs: pyproject.toml
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet $$($(DOCS_VENV)/bin/python -c \
+	  "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['docs']))")
+	@touch $@
+
+docs: $(DOCS_VENV)/bin/mkdocs  ## the documentation site in site/; a broken link or a page missing from the nav fails it
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
+
 wheel-check:  ## a non-editable install in a fresh venv finds the tasks without importing the plugin
 	bash .ci/wheel_check
 
 clean:
-	rm -rf $(VENV) .venv-wheel dist build results report
+	rm -rf $(VENV) $(DOCS_VENV) .venv-wheel dist build results report site

@@ -14,7 +14,7 @@ PACKAGE = Path(disastir_mteb.__file__).parent
 
 #: Each layer and the layers it may import (itself included), from the bottom up. Everything else in the
 #: package root (cli, commands, demo, registration, the package itself) is the top and may import any layer.
-#: The README's design section draws the same table.
+#: docs/architecture.md draws the same table.
 ALLOWED: dict[str, set[str]] = {
     "util": {"util"},
     "vocabulary": {"util", "vocabulary"},
@@ -77,18 +77,17 @@ def _imported(path: Path) -> list[tuple[int, str]]:
 
 
 def test_every_module_sits_in_a_known_layer() -> None:
-    """A new subpackage must be given a place in :data:`ALLOWED` (and in the README's drawing)."""
+    """A new subpackage must be given a place in :data:`ALLOWED` (and in the site's architecture page)."""
     folders = {p.parent.name for p in _modules() if p.parent != PACKAGE}
     assert folders == set(ALLOWED)
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    design = readme[readme.index("## Design"):readme.index("## Figures")]
-    assert [f for f in sorted(folders) if f"{f}/" not in design] == [], "a folder the README's design section omits"
+    design = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert [f for f in sorted(folders) if f"{f}/" not in design] == [], "a folder docs/architecture.md omits"
 
 
 def test_layers_import_downward_only() -> None:
     wrong = [error for path in _modules() if (layer := _layer(_module_name(path))) != TOP
              for error in _layering_errors(path, layer)]
-    assert not wrong, "imports against the layering (see the README's design section):\n" + "\n".join(wrong)
+    assert not wrong, "imports against the layering (see docs/architecture.md):\n" + "\n".join(wrong)
 
 
 def _private(name: str) -> bool:
