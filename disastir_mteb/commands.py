@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     """
     import os
 
+    from disastir_mteb.data.layout import DATA_DIR_ENV
     from disastir_mteb.util.timings import Phase, clock, run_clock
     from disastir_mteb.vocabulary.settings import BUILT_IN_MODELS
 
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     with run_clock():
         with clock(Phase.startup):
             local_model = args.model in BUILT_IN_MODELS or Path(args.model).exists() or bool(args.embeddings_url)
-            local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
+            local_data = bool(args.data or os.environ.get(DATA_DIR_ENV))
             offline_if_unreachable(needs_hub=not (local_model and local_data))
             _quiet(args.quiet)
             from disastir_mteb.runner.data_source import data_folders
@@ -563,12 +564,14 @@ def sample(args: argparse.Namespace) -> int:
                        progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
     print(f"Wrote the {args.scale} synthetic DisastIR sample to {out} in {time.perf_counter() - started:.1f} s.")
     if getattr(args, "devlite", None):  # a DisastIR-DevLite folder split from it (benchmark.sample_devlite)
+        from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
+        from disastir_mteb.data.layout import DATA_DIR_ENV
         from disastir_mteb.sample.devlite import write_devlite_sample
 
         devlite = write_devlite_sample(out, args.devlite_out or f"{out}-devlite", layout=args.devlite, seed=args.seed,
                                        overwrite=args.overwrite)
-        print(f"Wrote its DevLite folder ({args.devlite} layout) to {devlite}; use DISASTIR_DATA_DIR={out} "
-              f"DISASTIR_DEVLITE_DIR={devlite}.")
+        print(f"Wrote its DevLite folder ({args.devlite} layout) to {devlite}; use {DATA_DIR_ENV}={out} "
+              f"{DEVLITE_DIR_ENV}={devlite}.")
     return 0
 
 
@@ -603,10 +606,11 @@ def tasks(args: argparse.Namespace) -> int:
 
 def seed(args: argparse.Namespace) -> int:
     """``disastir-mteb seed-model-cache``: put the bundled MiniLM into a Hugging Face cache folder."""
+    from disastir_mteb.data.layout import DATA_DIR_ENV
     from disastir_mteb.models.bundled import BUNDLED_MODEL, seed_hf_cache
 
     snapshot = seed_hf_cache(args.hub_cache)
     print(f"Seeded {BUNDLED_MODEL} into {snapshot}; run mteb with HF_HUB_CACHE={args.hub_cache} HF_HUB_OFFLINE=1, "
-          f"and DISASTIR_DATA_DIR=<data folder> unless the dataset is in that cache (`disastir-mteb sample --out DIR` "
+          f"and {DATA_DIR_ENV}=<data folder> unless the dataset is in that cache (`disastir-mteb sample --out DIR` "
           f"writes synthetic data to try with).")
     return 0

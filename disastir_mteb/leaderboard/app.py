@@ -33,6 +33,7 @@ from disastir_mteb.leaderboard.rows import (
 from disastir_mteb.results.published import published_sizes
 from disastir_mteb.util.atomic import write_text_atomic
 from disastir_mteb.util.browser import find_browser, screenshot
+from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Split, benchmark_name
 
 __all__ = ["BENCHMARKS", "DEFAULT", "TITLE", "blurb", "find_browser", "leaderboard_app", "menu", "provenance_markdown",
@@ -105,7 +106,7 @@ def _task_results(row: BoardRow) -> list[Any]:
 
     return [TaskResult(dataset_revision=mteb.get_task(task).metadata.dataset["revision"], task_name=task,
                        mteb_version=None, evaluation_time=None, kg_co2_emissions=None,
-                       scores={"test": [{"main_score": score, "ndcg_at_10": score, "hf_subset": "default",
+                       scores={"test": [{"main_score": score, MAIN_SCORE_KEY: score, "hf_subset": "default",
                                          "languages": ["eng-Latn"]}]})
             for task, score in row.scores.items()]
 
