@@ -19,10 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["compare", "demo", "export", "judge", "leaderboard", "offline_if_unreachable", "report", "run", "sample",
            "seed", "stats", "submit", "tasks", "upstream"]
 
-_ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add",
-                "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
-
-
 def _quiet(quiet: bool) -> None:
     """With ``--quiet``, also silence the progress bars of datasets, transformers and the Hub client."""
     if not quiet:
@@ -91,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             _quiet(args.quiet)
             from disastir_mteb.runner.data_source import data_folders
             from disastir_mteb.runner.run import build_search, import_libraries, resolve_tasks
+            from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
             from disastir_mteb.vocabulary.run_settings import RunSettings
 
             import_libraries()
@@ -99,10 +96,8 @@ def run(args: argparse.Namespace) -> int:
             names = [task.metadata.name for task in tasks]
             os.environ.update(data_folders(args.data, args.devlite, task_names=names, as_options=True,  # the process
                                            extra_judgements=args.extra_judgements))
-        ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items()
-                      if getattr(args, name) is not None}
-        if args.ann_dtype is not None:
-            ann_params["dtype"] = args.ann_dtype
+        ann_params = {option.field: getattr(args, option.dest) for option in ANN_OPTIONS
+                      if getattr(args, option.dest) is not None}
         settings = RunSettings.from_options(  # every option checked here, before a model loads
             search=args.search, ann_preset=args.ann_preset, ann_params=ann_params, instructions=args.instructions,
             template=args.template, instruct_passages=args.instruct_passages, batch_size=args.batch_size,

@@ -82,6 +82,22 @@ def test_every_bad_ann_value_is_named_in_one_sentence(capsys: pytest.CaptureFixt
                    "integer >= 1 and k=0 an integer >= 1 or None."]
 
 
+def test_each_ann_option_sets_its_field_and_every_tunable_field_has_one() -> None:
+    """The options are read from :class:`AnnParams`' fields: a new field with an option needs no edit elsewhere."""
+    from disastir_mteb.cli import build_parser
+    from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS, AnnParams
+
+    assert {option.field for option in ANN_OPTIONS} == {"dtype", "connectivity", "expansion_add", "expansion_search",
+                                                        "threads", "rescore", "k"}
+    given = {"dtype": "f16", "connectivity": 8, "expansion_add": 40, "expansion_search": 30, "threads": 1,
+             "rescore": 3, "k": 5}
+    argv = [*RUN, "--search", "ann"]
+    for option in ANN_OPTIONS:
+        argv += [option.flag, str(given[option.field])]
+    args = build_parser().parse_args(argv)
+    assert resolve_params("paper", **{o.field: getattr(args, o.dest) for o in ANN_OPTIONS}) == AnnParams(**given)
+
+
 def test_connectivity_one_is_refused_before_usearch_refuses_it(capsys: pytest.CaptureFixture[str]) -> None:
     """USearch itself raises "Connectivity must be at least 2" at build time, after the corpus is encoded."""
     from usearch.index import Index
