@@ -75,34 +75,44 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from disastir_mteb.data.layout import DATA_DIR_ENV
+    from disastir_mteb.runner.data_source import data_folders
+    from disastir_mteb.runner.task_selection import selected_task_names
     from disastir_mteb.util.timings import Phase, clock, run_clock
+    from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
+    from disastir_mteb.vocabulary.run_settings import RunSettings
     from disastir_mteb.vocabulary.settings import BUILT_IN_MODELS
 
     timings_file = _timings_file(args.timings_json)
     with run_clock():
+        # bad input is answered before mteb or torch is imported: task names, the split, option combinations, folders
+        known_names = selected_task_names(args.tasks, args.benchmarks, split=args.split)  # None: mteb must resolve
+        ann_params = {option.field: getattr(args, option.dest) for option in ANN_OPTIONS
+                      if getattr(args, option.dest) is not None}
+        settings = RunSettings.from_options(  # every option checked here, before a library or a model loads
+            search=args.search, ann_preset=args.ann_preset, ann_params=ann_params, instructions=args.instructions,
+            template=args.template, instruct_passages=args.instruct_passages, batch_size=args.batch_size,
+            precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
+            cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
+        if args.embeddings_revision and not args.embeddings_url:
+            raise ValueError("--embeddings-revision pins a served model: pass it with --embeddings-url.")
+        if known_names is not None:  # the folders checked (and the sample written) before the imports too
+            with clock(Phase.tasks):
+                folders = data_folders(args.data, args.devlite, task_names=known_names, as_options=True,
+                                       extra_judgements=args.extra_judgements)
         with clock(Phase.startup):
             local_model = args.model in BUILT_IN_MODELS or Path(args.model).exists() or bool(args.embeddings_url)
             local_data = bool(args.data or os.environ.get(DATA_DIR_ENV))
             offline_if_unreachable(needs_hub=not (local_model and local_data))
             _quiet(args.quiet)
-            from disastir_mteb.runner.data_source import data_folders
             from disastir_mteb.runner.run import build_search, import_libraries, resolve_tasks
-            from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
-            from disastir_mteb.vocabulary.run_settings import RunSettings
 
             import_libraries()
         with clock(Phase.tasks):
             tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
-            names = [task.metadata.name for task in tasks]
-            os.environ.update(data_folders(args.data, args.devlite, task_names=names, as_options=True,  # the process
-                                           extra_judgements=args.extra_judgements))
-        ann_params = {option.field: getattr(args, option.dest) for option in ANN_OPTIONS
-                      if getattr(args, option.dest) is not None}
-        settings = RunSettings.from_options(  # every option checked here, before a model loads
-            search=args.search, ann_preset=args.ann_preset, ann_params=ann_params, instructions=args.instructions,
-            template=args.template, instruct_passages=args.instruct_passages, batch_size=args.batch_size,
-            precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
-            cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
+            if known_names is None:
+                folders = data_folders(args.data, args.devlite, task_names=[task.metadata.name for task in tasks],
+                                       as_options=True, extra_judgements=args.extra_judgements)
+            os.environ.update(folders)  # the process's; main() restores the environment when the command ends
         served = None
         if args.embeddings_url:
             from disastir_mteb.runner.run import serve_model
@@ -110,8 +120,6 @@ def run(args: argparse.Namespace) -> int:
             with clock(Phase.model):
                 served = serve_model(args.model, args.embeddings_url, revision=args.embeddings_revision,
                                      concurrency=args.embeddings_concurrency, key_env=args.api_key_env)
-        elif args.embeddings_revision:
-            raise ValueError("--embeddings-revision pins a served model: pass it with --embeddings-url.")
         try:
             with clock(Phase.model):
                 searcher = build_search(served or args.model, settings)

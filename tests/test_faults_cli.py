@@ -61,6 +61,32 @@ def test_bad_run_options_are_one_sentence(extra: list[str], code: int, sentence:
     assert "Traceback" not in "\n".join(err)
 
 
+FAST_CASES = [
+    # (arguments after `run -m bundled --quiet`, the sentence's telling part): answered before a library loads
+    (["-t", "DisastIR-QA-Bioo"], "Unknown DisastIR task 'DisastIR-QA-Bioo'. Did you mean DisastIR-QA-Bio"),
+    (["-t", "DisastIR-Test-QA-Bio", "--split", "devlite"], "Task 'DisastIR-Test-QA-Bio' is in 'test', but "
+                                                           "split='devlite' was asked for"),
+    (["--data", "no-such-folder"], "--data no-such-folder: no such folder; pass"),
+    (["--ann-k", "5"], "ANN parameters ['k'] were given for search='exact'; add search='ann'."),
+    (["--embeddings-revision", "abc"], "--embeddings-revision pins a served model: pass it with --embeddings-url."),
+]
+
+
+@pytest.mark.parametrize(("extra", "sentence"), FAST_CASES, ids=[" ".join(c[0]) for c in FAST_CASES])
+def test_bad_input_is_answered_before_mteb_or_torch_is_imported(extra: list[str], sentence: str,
+                                                                tmp_path: Path) -> None:
+    """A typo costs no import of mteb or torch (seconds on an idle machine, minutes under load)."""
+    code = ("import sys; from disastir_mteb import cli; rc = cli.main(sys.argv[1:]); "
+            "print(sorted(m for m in ('mteb', 'torch', 'datasets') if m in sys.modules)); sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, "run", "-m", "bundled", "--quiet", *extra], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("disastir-mteb run: ") and sentence in lines[0], done.stderr
+    assert done.stdout.strip() == "[]"  # refused before mteb, torch or datasets was imported
+
+
 @pytest.mark.parametrize(("option", "value", "sentence"), [
     ("--intents", "Foo", "Unknown DisastIR intent 'Foo'; expected one of"),
     ("--categories", "Bioo", "Unknown DisastIR category 'Bioo'; expected an abbreviation"),
