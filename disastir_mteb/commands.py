@@ -19,10 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["compare", "demo", "export", "judge", "leaderboard", "offline_if_unreachable", "report", "run", "sample",
            "seed", "stats", "submit", "tasks", "upstream"]
 
-_ANN_OPTIONS = {"connectivity": "connectivity", "expansion_add": "expansion_add",
-                "expansion_search": "expansion_search", "ann_k": "k", "ann_threads": "threads", "rescore": "rescore"}
-
-
 def _quiet(quiet: bool) -> None:
     """With ``--quiet``, also silence the progress bars of datasets, transformers and the Hub client."""
     if not quiet:
@@ -78,35 +74,45 @@ def run(args: argparse.Namespace) -> int:
     """
     import os
 
+    from disastir_mteb.data.layout import DATA_DIR_ENV
+    from disastir_mteb.runner.data_source import data_folders
+    from disastir_mteb.runner.task_selection import selected_task_names
     from disastir_mteb.util.timings import Phase, clock, run_clock
+    from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
+    from disastir_mteb.vocabulary.run_settings import RunSettings
     from disastir_mteb.vocabulary.settings import BUILT_IN_MODELS
 
     timings_file = _timings_file(args.timings_json)
     with run_clock():
-        with clock(Phase.startup):
-            local_model = args.model in BUILT_IN_MODELS or Path(args.model).exists() or bool(args.embeddings_url)
-            local_data = bool(args.data or os.environ.get("DISASTIR_DATA_DIR"))
-            offline_if_unreachable(needs_hub=not (local_model and local_data))
-            _quiet(args.quiet)
-            from disastir_mteb.runner.data_source import data_folders
-            from disastir_mteb.runner.run import build_search, import_libraries, resolve_tasks
-            from disastir_mteb.vocabulary.run_settings import RunSettings
-
-            import_libraries()
-        with clock(Phase.tasks):
-            tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
-            names = [task.metadata.name for task in tasks]
-            os.environ.update(data_folders(args.data, args.devlite, task_names=names, as_options=True,  # the process
-                                           extra_judgements=args.extra_judgements))
-        ann_params = {field: getattr(args, name) for name, field in _ANN_OPTIONS.items()
-                      if getattr(args, name) is not None}
-        if args.ann_dtype is not None:
-            ann_params["dtype"] = args.ann_dtype
-        settings = RunSettings.from_options(  # every option checked here, before a model loads
+        # bad input is answered before mteb or torch is imported: task names, the split, option combinations, folders
+        known_names = selected_task_names(args.tasks, args.benchmarks, split=args.split)  # None: mteb must resolve
+        ann_params = {option.field: getattr(args, option.dest) for option in ANN_OPTIONS
+                      if getattr(args, option.dest) is not None}
+        settings = RunSettings.from_options(  # every option checked here, before a library or a model loads
             search=args.search, ann_preset=args.ann_preset, ann_params=ann_params, instructions=args.instructions,
             template=args.template, instruct_passages=args.instruct_passages, batch_size=args.batch_size,
             precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
             cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
+        if args.embeddings_revision and not args.embeddings_url:
+            raise ValueError("--embeddings-revision pins a served model: pass it with --embeddings-url.")
+        if known_names is not None:  # the folders checked (and the sample written) before the imports too
+            with clock(Phase.tasks):
+                folders = data_folders(args.data, args.devlite, task_names=known_names, as_options=True,
+                                       extra_judgements=args.extra_judgements)
+        with clock(Phase.startup):
+            local_model = args.model in BUILT_IN_MODELS or Path(args.model).exists() or bool(args.embeddings_url)
+            local_data = bool(args.data or os.environ.get(DATA_DIR_ENV))
+            offline_if_unreachable(needs_hub=not (local_model and local_data))
+            _quiet(args.quiet)
+            from disastir_mteb.runner.run import build_search, import_libraries, resolve_tasks
+
+            import_libraries()
+        with clock(Phase.tasks):
+            tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
+            if known_names is None:
+                folders = data_folders(args.data, args.devlite, task_names=[task.metadata.name for task in tasks],
+                                       as_options=True, extra_judgements=args.extra_judgements)
+            os.environ.update(folders)  # the process's; main() restores the environment when the command ends
         served = None
         if args.embeddings_url:
             from disastir_mteb.runner.run import serve_model
@@ -114,8 +120,6 @@ def run(args: argparse.Namespace) -> int:
             with clock(Phase.model):
                 served = serve_model(args.model, args.embeddings_url, revision=args.embeddings_revision,
                                      concurrency=args.embeddings_concurrency, key_env=args.api_key_env)
-        elif args.embeddings_revision:
-            raise ValueError("--embeddings-revision pins a served model: pass it with --embeddings-url.")
         try:
             with clock(Phase.model):
                 searcher = build_search(served or args.model, settings)
@@ -563,12 +567,14 @@ def sample(args: argparse.Namespace) -> int:
                        progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
     print(f"Wrote the {args.scale} synthetic DisastIR sample to {out} in {time.perf_counter() - started:.1f} s.")
     if getattr(args, "devlite", None):  # a DisastIR-DevLite folder split from it (benchmark.sample_devlite)
+        from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
+        from disastir_mteb.data.layout import DATA_DIR_ENV
         from disastir_mteb.sample.devlite import write_devlite_sample
 
         devlite = write_devlite_sample(out, args.devlite_out or f"{out}-devlite", layout=args.devlite, seed=args.seed,
                                        overwrite=args.overwrite)
-        print(f"Wrote its DevLite folder ({args.devlite} layout) to {devlite}; use DISASTIR_DATA_DIR={out} "
-              f"DISASTIR_DEVLITE_DIR={devlite}.")
+        print(f"Wrote its DevLite folder ({args.devlite} layout) to {devlite}; use {DATA_DIR_ENV}={out} "
+              f"{DEVLITE_DIR_ENV}={devlite}.")
     return 0
 
 
@@ -603,10 +609,11 @@ def tasks(args: argparse.Namespace) -> int:
 
 def seed(args: argparse.Namespace) -> int:
     """``disastir-mteb seed-model-cache``: put the bundled MiniLM into a Hugging Face cache folder."""
+    from disastir_mteb.data.layout import DATA_DIR_ENV
     from disastir_mteb.models.bundled import BUNDLED_MODEL, seed_hf_cache
 
     snapshot = seed_hf_cache(args.hub_cache)
     print(f"Seeded {BUNDLED_MODEL} into {snapshot}; run mteb with HF_HUB_CACHE={args.hub_cache} HF_HUB_OFFLINE=1, "
-          f"and DISASTIR_DATA_DIR=<data folder> unless the dataset is in that cache (`disastir-mteb sample --out DIR` "
+          f"and {DATA_DIR_ENV}=<data folder> unless the dataset is in that cache (`disastir-mteb sample --out DIR` "
           f"writes synthetic data to try with).")
     return 0

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from disastir_mteb.data.layout import DATA_DIR_ENV
 from disastir_mteb.results.grid import ScoreGrid, grid_from_results
 from disastir_mteb.util.timings import Phase, clock, run_clock
 
@@ -49,7 +50,7 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
         started = time.perf_counter()
         with clock(Phase.tasks):
             data = sample_dir(scale)
-        os.environ["DISASTIR_DATA_DIR"] = str(data)
+        os.environ[DATA_DIR_ENV] = str(data)
         say(f"Sample data ({scale}, synthetic, published layout): {data}")
         with clock(Phase.model):
             searcher = build_search(load_bundled_model(), RunSettings(progress=show_progress))  # the default store

@@ -373,7 +373,7 @@ def test_lora_adapter_without_peft_names_the_extra(qwen3_checkpoint: Path, tmp_p
                                                              "peft_type": "LORA"}))
     (adapter / "adapter_model.safetensors").write_bytes(b"")
     monkeypatch.setitem(sys.modules, "peft", None)  # import peft -> ImportError
-    with pytest.raises(ImportError, match=r"LoRA adapter, which needs peft: pip install 'disastir-mteb\[lora\]'"):
+    with pytest.raises(ImportError, match=r'LoRA adapter, which needs peft: pip install "disastir-mteb\[lora\]"\.$'):
         DMRetrieverEncoder(str(adapter), device="cpu")
 
 

@@ -61,6 +61,32 @@ def test_bad_run_options_are_one_sentence(extra: list[str], code: int, sentence:
     assert "Traceback" not in "\n".join(err)
 
 
+FAST_CASES = [
+    # (arguments after `run -m bundled --quiet`, the sentence's telling part): answered before a library loads
+    (["-t", "DisastIR-QA-Bioo"], "Unknown DisastIR task 'DisastIR-QA-Bioo'. Did you mean DisastIR-QA-Bio"),
+    (["-t", "DisastIR-Test-QA-Bio", "--split", "devlite"], "Task 'DisastIR-Test-QA-Bio' is in 'test', but "
+                                                           "split='devlite' was asked for"),
+    (["--data", "no-such-folder"], "--data no-such-folder: no such folder; pass"),
+    (["--ann-k", "5"], "ANN parameters ['k'] were given for search='exact'; add search='ann'."),
+    (["--embeddings-revision", "abc"], "--embeddings-revision pins a served model: pass it with --embeddings-url."),
+]
+
+
+@pytest.mark.parametrize(("extra", "sentence"), FAST_CASES, ids=[" ".join(c[0]) for c in FAST_CASES])
+def test_bad_input_is_answered_before_mteb_or_torch_is_imported(extra: list[str], sentence: str,
+                                                                tmp_path: Path) -> None:
+    """A typo costs no import of mteb or torch (seconds on an idle machine, minutes under load)."""
+    code = ("import sys; from disastir_mteb import cli; rc = cli.main(sys.argv[1:]); "
+            "print(sorted(m for m in ('mteb', 'torch', 'datasets') if m in sys.modules)); sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, "run", "-m", "bundled", "--quiet", *extra], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("disastir-mteb run: ") and sentence in lines[0], done.stderr
+    assert done.stdout.strip() == "[]"  # refused before mteb, torch or datasets was imported
+
+
 @pytest.mark.parametrize(("option", "value", "sentence"), [
     ("--intents", "Foo", "Unknown DisastIR intent 'Foo'; expected one of"),
     ("--categories", "Bioo", "Unknown DisastIR category 'Bioo'; expected an abbreviation"),
@@ -80,6 +106,22 @@ def test_every_bad_ann_value_is_named_in_one_sentence(capsys: pytest.CaptureFixt
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["disastir-mteb run: AnnParams.connectivity=0 must be an integer >= 2, expansion_search=-5 an "
                    "integer >= 1 and k=0 an integer >= 1 or None."]
+
+
+def test_each_ann_option_sets_its_field_and_every_tunable_field_has_one() -> None:
+    """The options are read from :class:`AnnParams`' fields: a new field with an option needs no edit elsewhere."""
+    from disastir_mteb.cli import build_parser
+    from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS, AnnParams
+
+    assert {option.field for option in ANN_OPTIONS} == {"dtype", "connectivity", "expansion_add", "expansion_search",
+                                                        "threads", "rescore", "k"}
+    given = {"dtype": "f16", "connectivity": 8, "expansion_add": 40, "expansion_search": 30, "threads": 1,
+             "rescore": 3, "k": 5}
+    argv = [*RUN, "--search", "ann"]
+    for option in ANN_OPTIONS:
+        argv += [option.flag, str(given[option.field])]
+    args = build_parser().parse_args(argv)
+    assert resolve_params("paper", **{o.field: getattr(args, o.dest) for o in ANN_OPTIONS}) == AnnParams(**given)
 
 
 def test_connectivity_one_is_refused_before_usearch_refuses_it(capsys: pytest.CaptureFixture[str]) -> None:

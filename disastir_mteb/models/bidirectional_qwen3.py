@@ -33,15 +33,15 @@ import torch
 from transformers import AutoTokenizer
 from transformers.models.qwen3.modeling_qwen3 import Qwen3Model
 
+from disastir_mteb.util.install_hint import install_hint
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase, Qwen3Config
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LORA_EXTRA", "BidirectionalQwen3Model", "load_bidirectional_qwen3", "resolve_dtype"]
+__all__ = ["BidirectionalQwen3Model", "load_bidirectional_qwen3", "resolve_dtype"]
 
-#: The install command for LoRA checkpoints.
-LORA_EXTRA = "pip install 'disastir-mteb[lora]'"
 #: Accepted dtype names -> torch dtype names.
 _DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",
            "bfloat16": "bfloat16", "bf16": "bfloat16"}
@@ -133,7 +133,7 @@ def _merge_adapter(model: PreTrainedModel, adapter: Path) -> PreTrainedModel:
     try:
         from peft import PeftModel
     except ImportError:
-        raise ImportError(f"{adapter} is a LoRA adapter, which needs peft: {LORA_EXTRA}.") from None
+        raise ImportError(f"{adapter} is a LoRA adapter, which needs peft: {install_hint('lora')}.") from None
     logger.info("Merging the LoRA adapter %s into %s", adapter, type(model).__name__)
     with warnings.catch_warnings():  # peft 0.21 asks transformers 5 a deprecated question; nothing for the user
         warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)

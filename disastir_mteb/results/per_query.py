@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from disastir_mteb.data.data_cache import source_digest
-from disastir_mteb.data.layout import find_task_files
+from disastir_mteb.data.layout import DATA_DIR_ENV, find_task_files
 from disastir_mteb.scoring.authors import TOP_K, ranking
 from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split, get_spec
 
 __all__ = ["DIGEST_KEY", "FOLDER", "PerQuery", "ScoreTop10", "data_digests", "data_provenance", "ndcg_by_id",
@@ -131,7 +132,7 @@ def data_provenance() -> dict[str, object]:
     from disastir_mteb.data.layout import read_marker
     from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 
-    folder = os.environ.get("DISASTIR_DATA_DIR")
+    folder = os.environ.get(DATA_DIR_ENV)
     record: dict[str, object] = {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
     if folder:
         marker = read_marker(folder)
@@ -208,12 +209,12 @@ def write_per_query(path: str | Path, record: PerQuery, *, settings: Mapping[str
     """
     data = data if data is not None else record.data
     settings = settings if settings is not None else record.encoding
-    content: dict[str, object] = {"format": _FORMAT, "task_name": record.task_name, "metric": "ndcg_at_10"}
+    content: dict[str, object] = {"format": _FORMAT, "task_name": record.task_name, "metric": MAIN_SCORE_KEY}
     if settings:
         content["encoding"] = dict(settings)
     if data:
         content["data"] = dict(data)
-    content["queries"] = {qid: {"ndcg_at_10": score, "top10": record.top10.get(qid, [])}
+    content["queries"] = {qid: {MAIN_SCORE_KEY: score, "top10": record.top10.get(qid, [])}
                           for qid, score in record.ndcg_at_10.items()}
     write_json_atomic(Path(path), content)
     return Path(path)
@@ -234,7 +235,7 @@ def read_per_query(path: str | Path) -> PerQuery:
         data = json.loads(path.read_text(encoding="utf-8"))
         queries = data["queries"]
         provenance, encoding = data.get("data"), data.get("encoding")
-        return PerQuery(str(data["task_name"]), {q: float(v["ndcg_at_10"]) for q, v in queries.items()},
+        return PerQuery(str(data["task_name"]), {q: float(v[MAIN_SCORE_KEY]) for q, v in queries.items()},
                         {q: [str(d) for d in v["top10"]] for q, v in queries.items()},
                         dict(provenance) if isinstance(provenance, dict) else None,
                         dict(encoding) if isinstance(encoding, dict) else None)

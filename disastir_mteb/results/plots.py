@@ -26,6 +26,7 @@ import numpy as np
 
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
+from disastir_mteb.util.install_hint import install_hint
 from disastir_mteb.vocabulary.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Intent
 
 __all__ = ["COLOUR_SCALES", "FIGURE_FORMATS", "colour_limits", "heatmap", "intent_bars"]
@@ -46,7 +47,7 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise ImportError("Plots need matplotlib: pip install matplotlib") from None
+        raise ImportError(f"Plots need matplotlib, which disastir-mteb requires: {install_hint()}") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

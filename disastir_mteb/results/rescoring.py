@@ -44,6 +44,7 @@ from disastir_mteb.data.layout import DATA_DIR_ENV, read_marker
 from disastir_mteb.data.published import GAINS
 from disastir_mteb.results.per_query import DIGEST_KEY, PerQuery, data_digests
 from disastir_mteb.results.score_checks import TOLERANCE, per_query_data
+from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.task_record import GAIN_KEY, local_data
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, Split, benchmark_name, get_spec
 
@@ -210,11 +211,11 @@ def _contradiction(evidence: Evidence, task: AbsTaskDisastIR, folder: str) -> st
         return (f"{where} says NDCG@10 {theirs:.6f} for query {qid!r}, but its top 10 re-scored against the data in "
                 f"{folder} gives {ours:.6f} ({len(off)} of {queries} differ, unless the data there changed since the "
                 "run)")
-    ndcg = evidence.record.get("ndcg_at_10")
+    ndcg = evidence.record.get(MAIN_SCORE_KEY)
     mean = sum(rescored.values()) / len(rescored) if rescored else float("nan")
     if isinstance(ndcg, int | float) and not abs(mean - ndcg) <= TOLERANCE:
-        return (f"{evidence.path} holds ndcg_at_10 {ndcg!r}, but the top 10s of {where} re-scored against the data in "
-                f"{folder} give {mean:.6f} (they must agree within {TOLERANCE:g})")
+        return (f"{evidence.path} holds {MAIN_SCORE_KEY} {ndcg!r}, but the top 10s of {where} re-scored against the "
+                f"data in {folder} give {mean:.6f} (they must agree within {TOLERANCE:g})")
     return None
 
 

@@ -53,7 +53,7 @@ from typing import Any
 from disastir_mteb.data.published import GAINS
 from disastir_mteb.results.metrics import metric_range
 from disastir_mteb.results.per_query import PerQuery
-from disastir_mteb.vocabulary.metadata import DATASET
+from disastir_mteb.vocabulary.metadata import DATASET, MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.task_record import DATA_KEY, EXTRA_JUDGEMENTS, GAIN_KEY, is_extended, local_data
 from disastir_mteb.vocabulary.taxonomy import Split, get_spec
 
@@ -110,21 +110,21 @@ def impossible_score(path: Path, record: Mapping[str, Any], *, per_query: PerQue
     if wrong:
         shown = "; ".join(wrong[:_SHOWN]) + (f"; and {len(wrong) - _SHOWN} more" if len(wrong) > _SHOWN else "")
         return f"{path} holds an impossible score: {shown}"
-    ndcg = record.get("ndcg_at_10")
+    ndcg = record.get(MAIN_SCORE_KEY)
     if not isinstance(ndcg, int | float) or isinstance(ndcg, bool):
         return None
     main = record.get("main_score")
     if isinstance(main, int | float) and abs(main - ndcg) > TOLERANCE:
-        return (f"{path} holds main_score {main!r} but ndcg_at_10 {ndcg!r}, and DisastIR's main score is "
-                f"ndcg_at_10 (they must agree within {TOLERANCE:g})")
+        return (f"{path} holds main_score {main!r} but {MAIN_SCORE_KEY} {ndcg!r}, and DisastIR's main score is "
+                f"{MAIN_SCORE_KEY} (they must agree within {TOLERANCE:g})")
     if per_query is not None and per_query.ndcg_at_10 and abs(per_query.mean - ndcg) > TOLERANCE:
-        return (f"{path} holds ndcg_at_10 {ndcg!r}, but the mean NDCG@10 of the {len(per_query.ndcg_at_10)} "
+        return (f"{path} holds {MAIN_SCORE_KEY} {ndcg!r}, but the mean NDCG@10 of the {len(per_query.ndcg_at_10)} "
                 f"queries in {per_query_path or 'its per-query file'} is {per_query.mean:.6f} (they must agree "
                 f"within {TOLERANCE:g}, mteb's rounding)")
-    variant = record.get(f"ndcg_at_10_{gain}_gain") if gain in GAINS else None
+    variant = record.get(f"{MAIN_SCORE_KEY}_{gain}_gain") if gain in GAINS else None
     if isinstance(variant, int | float) and not isinstance(variant, bool) and abs(variant - ndcg) > TOLERANCE:
-        return (f"{path} holds ndcg_at_10 {ndcg!r} but ndcg_at_10_{gain}_gain {variant!r}, and its gain is {gain} "
-                f"({GAIN_KEY}): they are one number (they must agree within {TOLERANCE:g}, mteb's rounding)")
+        return (f"{path} holds {MAIN_SCORE_KEY} {ndcg!r} but {MAIN_SCORE_KEY}_{gain}_gain {variant!r}, and its gain "
+                f"is {gain} ({GAIN_KEY}): they are one number (they must agree within {TOLERANCE:g}, mteb's rounding)")
     return None
 
 

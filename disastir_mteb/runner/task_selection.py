@@ -24,7 +24,7 @@ from disastir_mteb.vocabulary.taxonomy import (
 if TYPE_CHECKING:
     from mteb import AbsTask
 
-__all__ = ["corpus_groups", "resolve_tasks"]
+__all__ = ["corpus_groups", "resolve_tasks", "selected_task_names"]
 
 
 
@@ -45,6 +45,34 @@ def _in_split(name: str, split: Split | None) -> str:
                          f"the split to run the names as given, or name the task of the full set "
                          f"({spec.base.name!r}), which the split turns into its own.")
     return name
+
+
+def selected_task_names(tasks: Iterable[str | AbsTask] | str | None = None, benchmarks: Iterable[str] | None = None,
+                        *, split: Split | str | None = None) -> list[str] | None:
+    """The DisastIR task names a selection resolves to, from the vocabulary alone: nothing is imported.
+
+    The command line calls it before mteb and torch load, so a misspelled task name, an unknown split or a task
+    of another query set than ``--split`` is answered at once, not after seconds (minutes on a loaded machine)
+    of imports. :func:`resolve_tasks` raises the same errors for the same selection.
+
+    Returns:
+        The names, in order, without repeats; None where only mteb can tell (a benchmark, a task of another
+        library or a task object), after every DisastIR name of the selection was checked.
+
+    Raises:
+        KeyError: an unknown DisastIR task name (with the closest valid names).
+        ValueError: an unknown split, or a task of another query set than ``split``.
+    """
+    wanted = None if split is None else parse_split(split)
+    given = [tasks] if isinstance(tasks, str) else list(tasks or ())
+    names: list[str] = []
+    for task in given:
+        if isinstance(task, str) and task.startswith("DisastIR-"):
+            get_spec(task)  # the plugin's own message for a mistyped DisastIR name
+            names.append(_in_split(task, wanted))
+    if benchmarks or len(names) < len(given):
+        return None
+    return list(dict.fromkeys(names or SPLIT_TASK_NAMES[wanted or Split.full]))
 
 
 def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,

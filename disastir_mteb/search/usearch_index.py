@@ -33,6 +33,7 @@ from disastir_mteb.search.exact_search import (
 )
 from disastir_mteb.search.top_k import as_float32
 from disastir_mteb.search.usearch_files import cache_entry, manifest_mismatch, write_entry
+from disastir_mteb.util.install_hint import install_hint
 from disastir_mteb.util.timings import Phase, clock
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET, PRESETS, AnnParams, resolve_params
 
@@ -56,7 +57,8 @@ def _usearch() -> Any:
     try:
         import usearch.index
     except ImportError:
-        raise ImportError("UsearchIndex needs the usearch package: pip install usearch") from None
+        raise ImportError(f"UsearchIndex needs the usearch package, which disastir-mteb requires: {install_hint()}"
+                          ) from None
     return usearch.index
 
 

@@ -36,7 +36,7 @@ from mteb.timing import TimingStack
 from disastir_mteb.data.devlite import cached_split_files, load_split_task
 from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
 from disastir_mteb.data.extra_qrels import describe_judges, extra_qrels_dir, extra_qrels_file
-from disastir_mteb.data.layout import describe_data
+from disastir_mteb.data.layout import DATA_DIR_ENV, describe_data
 from disastir_mteb.data.published import (
     GAINS,
     Gain,
@@ -60,6 +60,7 @@ from disastir_mteb.vocabulary.metadata import (
     DEVLITE_REVISION,
     INTENTS_METADATA,
     K_VALUES,
+    MAIN_SCORE_KEY,
     metadata_dir,
 )
 from disastir_mteb.vocabulary.task_record import extended_data, task_record
@@ -138,7 +139,7 @@ def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
         modalities=["text"],
         eval_splits=list(DATASET["eval_splits"]),
         eval_langs=list(DATASET["eval_langs"]),
-        main_score=DATASET["main_score"],
+        main_score=MAIN_SCORE_KEY,
         date=tuple(DATASET["date"]),
         domains=list(intent["domains"]),
         task_subtypes=list(intent["task_subtypes"]),
@@ -248,7 +249,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         if self.data_loaded:
             return
         timer = timer or TimingStack()
-        folder = os.environ.get("DISASTIR_DATA_DIR")
+        folder = os.environ.get(DATA_DIR_ENV)
         source = describe_data(folder, repo=DATASET_REPO, revision=DATASET_REVISION)
         extra_dir = extra_qrels_dir()  # None unless asked (run --extra-judgements): the published qrels alone
         with timer("Data loading", log_message=f"Loading dataset {self.metadata.name}..."):
@@ -286,7 +287,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             queries = f" over {report.queries_kept} queries" if report is not None else ""
             subset_name = "" if subset == "default" else f" [{subset}]"
             mteb_logger.info("%s%s: ndcg@10 %.2f%s (main score; x100)", self.metadata.name, subset_name,
-                             100 * values.get("ndcg_at_10", float("nan")), queries)
+                             100 * values.get(MAIN_SCORE_KEY, float("nan")), queries)
         return scores
 
     def task_specific_scores(
@@ -347,7 +348,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             extra[f"ndcg_at_{TOP_K}"] = round(runs[self.gain].ndcg_zero_fill, _MTEB_DECIMALS)
             extra[f"mrr_at_{TOP_K}"] = authors.mrr_zero_fill
             extra[f"recall_at_{TOP_K}"] = round(authors.recall_zero_fill, _MTEB_DECIMALS)
-        data = self.data_source or describe_data(os.environ.get("DISASTIR_DATA_DIR"), repo=DATASET_REPO,
+        data = self.data_source or describe_data(os.environ.get(DATA_DIR_ENV), repo=DATASET_REPO,
                                                  revision=DATASET_REVISION)
         return {**extra, **task_record(gain=self.gain, data=data)}
 

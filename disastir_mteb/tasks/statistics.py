@@ -29,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.data.layout import DATA_DIR_ENV
 from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.vocabulary.taxonomy import (
     CATEGORIES,
@@ -220,7 +221,7 @@ def compute_statistics(task_names: list[str], out_dir: str | Path) -> list[Path]
     from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 
 
-    local = os.environ.get("DISASTIR_DATA_DIR")
+    local = os.environ.get(DATA_DIR_ENV)
     source = (f"local folder {local} (not the published data unless it is a copy of it)" if local
               else f"Hugging Face {DATASET_REPO}@{DATASET_REVISION}")
     written = []

@@ -5,6 +5,7 @@
 ``checked_file`` (files read back whole or refused: sections, a JSON header, a checksum of every byte), ``browser``
 (headless Chromium: a page as one PNG), ``patching`` (the names of other libraries' internals a patch uses,
 checked one way), ``timings`` (the phases of a run and the clock every layer marks them with).
+``install_hint``: the one ``pip install`` command an error gives for a missing package.
 
 May import: nothing from the package (``tests/test_layers.py`` checks every folder's imports).
 """

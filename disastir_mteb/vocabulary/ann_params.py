@@ -25,8 +25,8 @@ from typing import Any, Literal
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.vocabulary.settings import EXACT
 
-__all__ = ["ANN_PREFIX", "DEFAULT_PRESET", "INDEX_FORMAT", "PRESETS", "AnnParams", "parse_search_setting",
-           "resolve_params", "search_setting"]
+__all__ = ["ANN_OPTIONS", "ANN_PREFIX", "DEFAULT_PRESET", "INDEX_FORMAT", "PRESETS", "AnnOption", "AnnParams",
+           "parse_search_setting", "resolve_params", "search_setting"]
 
 #: The format of cached USearch indexes: bump it when the index files or their manifest change, and cached
 #: indexes are rebuilt. :attr:`AnnParams.digest` hashes it in; ``search/usearch_files`` records it in each
@@ -42,6 +42,11 @@ ANN_PREFIX = "ann-"
 #: :meth:`AnnParams.label`, read back by :meth:`AnnParams.from_label` (one format, written and parsed here).
 _LABEL = re.compile(r"(?P<kind>hnsw|exact)-(?P<metric>[a-z]+)-(?P<dtype>[a-z0-9]+)"
                     r"(?:-M(?P<M>\d+)-efC(?P<efC>\d+)-ef(?P<ef>\d+))?-k(?P<k>\d+|all)-t(?P<t>\d+)(?:-x(?P<x>\d+))?")
+
+
+def _option(default: Any, flag: str, text: str) -> Any:
+    """A field with its ``disastir-mteb run`` option, kept in the field's metadata (read into :data:`ANN_OPTIONS`)."""
+    return dataclasses.field(default=default, metadata={"flag": flag, "help": text})
 
 
 def _all_cores() -> int:
@@ -89,14 +94,14 @@ class AnnParams:
     """
 
     metric: Literal["ip", "hamming"] = "ip"
-    dtype: Literal["f32", "f16", "i8", "b1"] = "f32"
-    connectivity: int = 16
-    expansion_add: int = 128
-    expansion_search: int = 64
-    threads: int = 0
-    rescore: int | None = None
+    dtype: Literal["f32", "f16", "i8", "b1"] = _option("f32", "--ann-dtype", " | ".join(_DTYPES))
+    connectivity: int = _option(16, "--connectivity", "HNSW edges per node (M); overrides the preset")
+    expansion_add: int = _option(128, "--expansion-add", "HNSW candidate list while building (efConstruction)")
+    expansion_search: int = _option(64, "--expansion-search", "HNSW candidate list while searching (ef)")
+    threads: int = _option(0, "--ann-threads", "threads for building and searching; 0 = all cores, 1 = deterministic")
+    rescore: int | None = _option(None, "--rescore", "search rescore x k candidates and re-rank them exactly")
     exact: bool = False
-    k: int | None = 10
+    k: int | None = _option(10, "--ann-k", "results taken from the index per query (paper: 10)")
 
     def __post_init__(self) -> None:
         """Check every field and name every bad one in one sentence (not only the first a user would fix)."""
@@ -239,6 +244,35 @@ class AnnParams:
         """
         return short_digest(json.dumps({"format": INDEX_FORMAT, **self.resolved().as_dict()}, sort_keys=True).encode())
 
+
+
+@dataclass(frozen=True)
+class AnnOption:
+    """One ``disastir-mteb run`` option that sets one :class:`AnnParams` field over the preset's value.
+
+    Attributes:
+        field: the :class:`AnnParams` field it sets.
+        flag: the option (``--ann-k``).
+        kind: what argparse turns the text into (``int``, or ``str`` for the dtype).
+        help: the option's help line.
+    """
+
+    field: str
+    flag: str
+    kind: type
+    help: str
+
+    @property
+    def dest(self) -> str:
+        """The attribute argparse gives the flag: ``--ann-k`` -> ``ann_k``."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+#: The ANN options of ``disastir-mteb run``, read from :class:`AnnParams`' fields (their metadata), so a field, its
+#: option and its help are written once; the command line adds them and passes the ones given to :func:`resolve_params`.
+ANN_OPTIONS: tuple[AnnOption, ...] = tuple(
+    AnnOption(f.name, f.metadata["flag"], str if f.name == "dtype" else int, f.metadata["help"])
+    for f in dataclasses.fields(AnnParams) if "flag" in f.metadata)
 
 PRESETS: MappingProxyType[str, AnnParams] = MappingProxyType({
     # DisastIR paper, Section 5.2 and src/retrieval/index_builder.py. The paper searched top-10, so

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from disastir_mteb.vocabulary.metadata import INTENTS_METADATA
 from disastir_mteb.vocabulary.settings import INSTRUCTED_PASSAGES, INSTRUCTIONS_KEY, PASSAGES_KEY, TEMPLATE_KEY
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Intent, parse_intent
 
@@ -35,16 +36,11 @@ __all__ = [
     "resolve_instructions",
 ]
 
-#: The two published instruction sets (and ``none``), keyed by intent.
+#: The two published instruction sets (and ``none``), keyed by intent. ``disastir`` is read from
+#: ``task_metadata/intents.json`` (the tasks' prompts); ``dmretriever``'s are DMRetriever's own, written here.
 INSTRUCTION_SETS: Mapping[str, Mapping[Intent, str] | None] = MappingProxyType({
-    "disastir": MappingProxyType({
-        Intent.QA: "Given the question, retrieve the most relevant passage answering it",
-        Intent.QAdoc: "Given the question, retrieve the most relevant document answering it",
-        Intent.Twitter: "Given the user query, retrieve the most relevant Twitter text",
-        Intent.FC: "Given the claim, retrieve the most relevant document that supports or refutes it",
-        Intent.NLI: "Given the premise, retrieve the most relevant entailed hypothesis",
-        Intent.STS: "Given the sentence, retrieve a semantically equivalent sentence",
-    }),
+    # the benchmark's own instructions, written once in task_metadata/intents.json (they are also the task prompts)
+    "disastir": MappingProxyType({intent: INTENTS_METADATA[intent.value]["instruction"] for intent in INTENTS}),
     "dmretriever": MappingProxyType({
         Intent.QA: "Given the question, retrieve most relevant passage that best answers the question",
         Intent.QAdoc: "Given the question, retrieve the most relevant document that answers the question",

@@ -22,6 +22,7 @@ __all__ = [
     "DEVLITE_REVISION",
     "INTENTS_METADATA",
     "K_VALUES",
+    "MAIN_SCORE_KEY",
     "metadata_dir",
     "read_metadata",
 ]
@@ -56,6 +57,8 @@ CITATION = (metadata_dir() / "citation.bib").read_text(encoding="utf-8").strip()
 DATASET_REPO: str = DATASET["repo"]
 DATASET_REVISION: str = DATASET["revision"]
 K_VALUES: tuple[int, ...] = tuple(DATASET["k_values"])
+#: The key of DisastIR's main score in mteb's score records (``ndcg_at_10``); every module reads it from here.
+MAIN_SCORE_KEY: str = DATASET["main_score"]
 #: Where DisastIR-DevLite's queries and pooled corpus come from; the revision is a placeholder (see devlite.json).
 DEVLITE_REPO: str = DEVLITE["repo"]
 DEVLITE_REVISION: str = DEVLITE["revision"]
