@@ -45,7 +45,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -121,16 +121,27 @@ def probe_vectors(model: Any, *, again: bool = False) -> np.ndarray:
     return array
 
 
-def _served(model: Any) -> Any:
+@runtime_checkable
+class ProbedAtStart(Protocol):
+    """A model that answered the probe when it started (embedding servers: every server asked, checked to agree).
+
+    Named here, not imported, so that this module stays below the encoders that use it.
+    """
+
+    probe: np.ndarray
+
+    def probe_servers(self) -> np.ndarray: ...
+
+
+def _served(model: Any) -> ProbedAtStart | None:
     """The embedding servers behind ``model`` when its passages reach them raw (bare, or ``with_instructions``)."""
     from disastir_mteb.models.adapter import InstructedEncoder
-    from disastir_mteb.models.embedding_servers import EmbeddingServers
 
     if isinstance(model, InstructedEncoder):
         if model.config.passages and model.config.instructions is not None:
             return None  # instructed passages: the probe goes through the wrapper, as they do
         model = model.model
-    return model if isinstance(model, EmbeddingServers) else None
+    return model if isinstance(model, ProbedAtStart) else None
 
 
 @functools.cache
