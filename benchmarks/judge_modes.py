@@ -65,7 +65,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as folder, JudgeServer(respond) as server, \
                     JudgementStore(Path(folder) / "j.sqlite") as store:
                 summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=4),
-                                      model="judge-model", answer_format=first)
+                                      judge_model="judge-model", answer_format=first)
                 got = {(j.query, j.passage): j.grade for j in store.judgements()}
             answers = summary.requests
             readable = answers - summary.unparseable - summary.out_of_range

@@ -117,7 +117,7 @@ def one_run(pairs: list[Pair], url: str, concurrency: int, work: Path, server_pi
         pool: EndpointPool[Any, Any] = EndpointPool([url], concurrency=concurrency)
         server_before = _server_cpu(server_pid)
         cpu_before, started = time.process_time(), time.perf_counter()
-        summary = judge_pairs(pairs, store, pool, model=DEFAULT_MODEL)
+        summary = judge_pairs(pairs, store, pool, judge_model=DEFAULT_MODEL)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_before
         server_after = _server_cpu(server_pid)
     if summary.judged != len(pairs) or summary.failed or summary.unparseable or summary.out_of_range:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from disastir_mteb.judging.settings import JudgeSettings
     from disastir_mteb.results.completed_view import CompletedView
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.util.timings import Timings
@@ -425,7 +426,7 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _go_ahead(plan_text: str, requests: int, args: argparse.Namespace) -> bool:
+def _go_ahead(plan_text: str, requests: int, settings: JudgeSettings) -> bool:
     """Whether to send ``requests`` requests: yes under --confirm-above or with --yes; else ask a terminal, never wait.
 
     Without a terminal (a script, CI) a job above the threshold stops with one sentence instead of waiting
@@ -433,10 +434,10 @@ def _go_ahead(plan_text: str, requests: int, args: argparse.Namespace) -> bool:
     """
     import os
 
-    if args.yes or requests <= args.confirm_above:
+    if settings.yes or requests <= settings.confirm_above:
         return True
     if not sys.stdin.isatty() or os.environ.get("CI"):
-        raise ValueError(f"{requests:,} requests is more than --confirm-above {args.confirm_above:,}, and there is "
+        raise ValueError(f"{requests:,} requests is more than --confirm-above {settings.confirm_above:,}, and there is "
                          "no terminal to ask: rerun with --yes to go ahead (or raise --confirm-above).")
     answer = input(f"{plan_text}\nSend {requests:,} requests? [y/N] ")
     return answer.strip().lower() in ("y", "yes")
@@ -449,18 +450,19 @@ def judge(args: argparse.Namespace) -> int:
     per-query rankings (plain ``mteb run``) have no holes to find: one sentence and exit 2 (1 after ``--agreement``,
     which needs none).
     """
-    from disastir_mteb.endpoints.pool import EndpointError, EndpointPool
+    from disastir_mteb.endpoints.pool import EndpointError
     from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
     from disastir_mteb.judging.holes import Holes, find_holes, rankings_held, result_sets_of
-    from disastir_mteb.judging.job import Price, judge_pairs, plan_job
+    from disastir_mteb.judging.job import judge_pairs, plan_job
     from disastir_mteb.judging.protocol import PROMPT_VERSION
+    from disastir_mteb.judging.settings import JudgeSettings
     from disastir_mteb.judging.store import JudgementStore, Pair, default_store_path
 
     batch = bool(args.batch_requests or args.batch_results)
     if not batch and not args.base_url:
         raise ValueError("Name a server with --base-url (e.g. http://127.0.0.1:8000/v1), or write Batch API files "
                          "with --batch-requests FILE.")
-    price = Price.parse(args.price) if args.price else None
+    settings = JudgeSettings.from_options(args)  # the one value the holes job and the agreement check share
     result_sets = result_sets_of(args.results)
     considered, without = rankings_held(result_sets, args.tasks)
     if not considered:
@@ -486,13 +488,14 @@ def judge(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     print(f"{len(result_sets)} result set(s): {holes.retrieved:,} top-10 hits, {holes.unjudged:,} unjudged "
           f"({100 * holes.unjudged_share:.1f} %), {len(holes.pairs):,} distinct pair(s) to judge.")
-    pairs = [Pair(hole.intent, hole.query, hole.passage, args.model) for hole in holes.pairs]
+    pairs = [Pair(hole.intent, hole.query, hole.passage, settings.judge_model) for hole in holes.pairs]
     store_path = Path(args.store) if args.store else default_store_path()
     with JudgementStore(store_path) as store:
         if args.agreement:
             from disastir_mteb.judging.agreement import run_agreement
 
-            run_agreement(result_sets, args.agreement, store=store, args=args, go_ahead=_go_ahead, data_dir=data)
+            run_agreement(result_sets, args.agreement, store=store, settings=settings,
+                          go_ahead=lambda text, requests: _go_ahead(text, requests, settings), data_dir=data)
             if no_rankings:
                 print(f"disastir-mteb judge: {no_rankings}", file=sys.stderr)
                 return 1
@@ -500,30 +503,29 @@ def judge(args: argparse.Namespace) -> int:
             if args.batch_results:
                 print(read_batch_results(pairs, store, args.batch_results).describe_read(args.batch_results))
             if args.batch_requests:
-                round_ = write_batch_requests(pairs, store, args.batch_requests, model=args.model)
+                round_ = write_batch_requests(pairs, store, args.batch_requests, judge_model=settings.judge_model)
                 where = f"written to {args.batch_requests}" if round_.requests else "nothing left to ask"
                 print(f"{round_.requests} request(s) for {round_.remaining} pair(s) {where}; upload it to the Batch "
                       "API, then rerun with --batch-results <its output file> (and --batch-requests for the next "
                       f"round). Store: {store_path}.")
             return 0
         plan = plan_job(pairs, store)
-        text = plan.describe(price)
+        text = plan.describe(settings.price)
         print(text)
         if not plan.to_judge:
             print(f"Nothing to ask: every pair has a grade in {store_path}.")
             return 0
-        if not _go_ahead(text, plan.requests, args):
+        if not _go_ahead(text, plan.requests, settings):
             print("Not sent.")
             return 1
-        pool = EndpointPool(args.base_url, key_env=args.api_key_env, concurrency=args.concurrency,
-                            timeout=args.timeout)
+        pool = settings.pool()
         from tqdm.auto import tqdm
 
         with tqdm(total=plan.to_judge, desc="judging", unit="pair", disable=args.quiet) as bar:
             if not args.quiet:
                 pool.on_wait = bar.set_postfix_str  # a long wait for a server is shown, not silence
             try:
-                summary = judge_pairs(pairs, store, pool, model=args.model, progress=bar.update)
+                summary = judge_pairs(pairs, store, pool, judge_model=settings.judge_model, progress=bar.update)
             except EndpointError as error:
                 raise EndpointError(f"{str(error).rstrip('.')}; every answer received is kept in {store_path}, and "
                                     "the same command asks only what is missing.") from None

@@ -7,6 +7,7 @@ through the ``openai`` client, whose judge answers the published grade: kappa 1.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from pathlib import Path
@@ -31,8 +32,9 @@ from disastir_mteb.judging.agreement import (
 )
 from disastir_mteb.judging.completed import load_added, merge_grades
 from disastir_mteb.judging.holes import load_task_texts
-from disastir_mteb.judging.job import judge_pairs
+from disastir_mteb.judging.job import Price, judge_pairs
 from disastir_mteb.judging.protocol import PROMPT_VERSION
+from disastir_mteb.judging.settings import JudgeSettings
 from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.vocabulary.taxonomy import INTENTS, TASK_NAMES, Intent, get_spec
 
@@ -120,7 +122,7 @@ def test_a_judge_that_answers_the_published_grade_agrees_perfectly(data: Path, t
     truth = {(p.query, p.passage): p.published for p in picked}
     pairs = [Pair(p.intent, p.query, p.passage, MODEL) for p in picked]
     with JudgementStore(tmp_path / "store.sqlite") as store, LoopbackServer(answer=grade_judge(truth)) as server:
-        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=4), model=MODEL)
+        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=4), judge_model=MODEL)
         assert summary.judged == 60 and summary.failed == 0
         agreement = agreement_of(picked, store, judge_model=MODEL)
         assert {i: (a.binary, a.weighted) for i, a in agreement.intents.items()} == {
@@ -158,27 +160,27 @@ def test_run_agreement_plans_asks_and_prints_the_table(data: Path, tmp_path: Pat
     said: list[str] = []
     asked: list[int] = []
 
-    def go_ahead(text: str, requests: int, args: object) -> bool:
+    def go_ahead(text: str, requests: int) -> bool:
         asked.append(requests)
         return True
 
     results = SimpleNamespace(scores={t: 0.5 for t in TASK_NAMES if get_spec(t).intent in (Intent.NLI,
                                                                                             Intent.QAdoc)})
     with JudgementStore(tmp_path / "store.sqlite") as store, LoopbackServer(answer=grade_judge(truth)) as server:
-        args = SimpleNamespace(model=MODEL, base_url=[server.base_url], api_key_env="DISASTIR_TEST_NO_KEY",
-                               concurrency=4, timeout=30.0, price="0.15,0.60", tasks=None)
-        agreement = run_agreement([results], 12, store=store, args=args, go_ahead=go_ahead,  # type: ignore[list-item]
+        settings = JudgeSettings(MODEL, (server.base_url,), api_key_env="DISASTIR_TEST_NO_KEY", concurrency=4,
+                                  timeout=30.0, price=Price.parse("0.15,0.60"))
+        agreement = run_agreement([results], 12, store=store, settings=settings, go_ahead=go_ahead,  # type: ignore[list-item]
                                   say=said.append)
         assert agreement is not None and set(agreement.intents) == {Intent.QAdoc, Intent.NLI}
         assert asked == [12 * 10]  # every pair: the three methods, ten requests (STS would be one)
         assert said[0].startswith("Agreement check: 12 pair(s) to judge") and "$" in said[0]
         assert said[-1] == agreement.to_text() and agreement.mean("binary") == 1.0
         said.clear()
-        again = run_agreement([results], 12, store=store, args=args, go_ahead=go_ahead, say=said.append)  # type: ignore[list-item]
+        again = run_agreement([results], 12, store=store, settings=settings, go_ahead=go_ahead, say=said.append)  # type: ignore[list-item]
         assert asked == [120] and again == agreement  # all in the store: nothing asked, the same table
-        args.base_url = []
+        settings = dataclasses.replace(settings, base_urls=())
         with pytest.raises(ValueError, match=r"--agreement asks a server: give --base-url"):
-            run_agreement([results], 12, store=store, args=args, go_ahead=go_ahead)  # type: ignore[list-item]
+            run_agreement([results], 12, store=store, settings=settings, go_ahead=go_ahead)  # type: ignore[list-item]
 
 
 def test_every_intent_can_be_sampled_from_all_48_tasks(data: Path) -> None:
@@ -212,9 +214,9 @@ def test_a_judge_leaving_more_than_a_tenth_unreadable_is_warned_and_the_measurem
 
     said: list[str] = []
     with JudgementStore(tmp_path / "store.sqlite") as store, LoopbackServer(answer=answer) as server:
-        args = SimpleNamespace(model=MODEL, base_url=[server.base_url], api_key_env="DISASTIR_TEST_NO_KEY",
-                               concurrency=4, timeout=30.0, price=None, tasks=["DisastIR-STS-Geo"])
-        agreement = run_agreement([], 12, store=store, args=args, go_ahead=lambda *_: True, say=said.append)
+        settings = JudgeSettings(MODEL, (server.base_url,), api_key_env="DISASTIR_TEST_NO_KEY", concurrency=4,
+                                  timeout=30.0, tasks=("DisastIR-STS-Geo",))
+        agreement = run_agreement([], 12, store=store, settings=settings, go_ahead=lambda *_: True, say=said.append)
         stored = store.agreement(MODEL, PROMPT_VERSION)
     assert agreement is not None and agreement.ungraded == 3 and agreement.mean("binary") == 1.0
     assert said[-1] == agreement.warning() == (
@@ -238,10 +240,25 @@ def test_a_judge_within_the_band_gets_no_warning_and_the_latest_measurement_is_r
         assert store.agreement(MODEL, PROMPT_VERSION) is None
         store.record_agreement(MODEL, PROMPT_VERSION, asked=10, ungraded=5, binary=0.1, weighted=0.1, intents={})
         with LoopbackServer(answer=grade_judge({(p.query, p.passage): p.published for p in picked})) as server:
-            args = SimpleNamespace(model=MODEL, base_url=[server.base_url], api_key_env="DISASTIR_TEST_NO_KEY",
-                                   concurrency=4, timeout=30.0, price=None, tasks=["DisastIR-STS-Geo"])
-            agreement = run_agreement([], 12, store=store, args=args, go_ahead=lambda *_: True, say=said.append)
+            settings = JudgeSettings(MODEL, (server.base_url,), api_key_env="DISASTIR_TEST_NO_KEY", concurrency=4,
+                                  timeout=30.0, tasks=("DisastIR-STS-Geo",))
+            agreement = run_agreement([], 12, store=store, settings=settings, go_ahead=lambda *_: True, say=said.append)
         assert agreement is not None and agreement.warning() is None and said[-1] == agreement.to_text()
         latest = store.agreement(MODEL, PROMPT_VERSION)
         assert latest is not None and (latest.asked, latest.ungraded, latest.binary) == (12, 0, 1.0)
         assert store.agreement("another-judge", PROMPT_VERSION) is None
+
+
+def test_the_judge_commands_options_are_one_settings_value_for_the_holes_and_the_agreement() -> None:
+    from disastir_mteb.cli import build_parser
+
+    options = build_parser().parse_args(["judge", "results", "--model", "qwen", "--base-url", "http://a:1/v1",
+                                         "--base-url", "http://b:2/v1", "--concurrency", "3", "--timeout", "9",
+                                         "--price", "0.15,0.60", "-t", "DisastIR-QA-Bio", "--confirm-above", "5",
+                                         "--yes"])
+    settings = JudgeSettings.from_options(options)
+    assert settings == JudgeSettings("qwen", ("http://a:1/v1", "http://b:2/v1"), concurrency=3, timeout=9.0,
+                                     price=Price.parse("0.15,0.60"), tasks=("DisastIR-QA-Bio",), confirm_above=5,
+                                     yes=True)
+    pool = settings.pool()
+    assert [server.url for server in pool.servers] == ["http://a:1/v1", "http://b:2/v1"] and pool.workers == 6

@@ -318,7 +318,7 @@ def test_the_batch_api_round_trip_gives_the_online_grades(runs: Path, holes: lis
         client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
         while True:
             requests = tmp_path / f"requests-{rounds}.jsonl"
-            written = write_batch_requests(pairs, store, requests, model=MODEL)
+            written = write_batch_requests(pairs, store, requests, judge_model=MODEL)
             if not written.requests:
                 break
             rounds += 1

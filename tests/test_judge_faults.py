@@ -167,7 +167,7 @@ def test_a_rate_limited_server_given_up_leaves_its_work_to_the_others(tmp_path: 
         limited.fail_all(Fault(FaultKind.RATE_LIMIT, retry_after=0.2))
         good.set_latency(0.05)
         pool = pool_of(good, limited, limits=EndpointLimits(rate_limit_patience=1.0))
-        summary = judge_pairs(pairs, store, pool, model=MODEL)
+        summary = judge_pairs(pairs, store, pool, judge_model=MODEL)
         assert len(limited.stats().answered) == 0
     assert summary.judged == len(pairs) and not summary.failed
     assert pool.servers[0].alive and not pool.servers[1].alive
@@ -193,7 +193,7 @@ def test_retry_after_is_capped_and_the_capped_wait_is_shown_on_the_progress_line
         pool = pool_of(server, limits=EndpointLimits(longest_wait=0.25))
         shown: list[str] = []
         pool.on_wait = shown.append
-        judge_pairs(few_pairs(), store, pool, model=MODEL)
+        judge_pairs(few_pairs(), store, pool, judge_model=MODEL)
     assert pool.servers[0].waits == [0.25]  # what was waited, not what was asked
     assert shown == [f"{pool.servers[0].url}: 429 (rate limited): it asked for 100,000 s, capped at 0.25 s, "
                      "waiting 0.25 s", ""]  # and the line cleared after it
@@ -205,7 +205,7 @@ def test_without_a_progress_line_the_first_long_wait_is_a_warning(tmp_path: Path
             caplog.at_level(logging.WARNING, logger="disastir_mteb.endpoints.pool"):
         server.add_faults(*[Fault(FaultKind.RATE_LIMIT, retry_after=50)] * 2)
         url = server.base_url
-        judge_pairs(few_pairs(), store, pool_of(server, limits=EndpointLimits(longest_wait=0.1)), model=MODEL)
+        judge_pairs(few_pairs(), store, pool_of(server, limits=EndpointLimits(longest_wait=0.1)), judge_model=MODEL)
     assert [record.getMessage() for record in caplog.records] == [
         f"{url}: 429 (rate limited): it asked for 50 s, capped at 0.1 s, waiting 0.1 s"]
 
@@ -229,7 +229,7 @@ def test_a_retry_after_that_does_not_read_as_a_wait_falls_back_to_the_backoff(he
         assert retry_after(refused.value.response) == asked
         server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=None, headers=headers))
         pool = pool_of(server)
-        summary = judge_pairs(few_pairs(), store, pool, model=MODEL)
+        summary = judge_pairs(few_pairs(), store, pool, judge_model=MODEL)
     assert summary.judged == 3 and pool.servers[0].rate_limited == 1
     [waited] = pool.servers[0].waits
     assert waited == asked if asked is not None else 0.25 <= waited <= 0.5  # the backoff's first wait, jittered
@@ -240,7 +240,7 @@ def test_a_429_for_a_used_up_quota_stops_at_once(tmp_path: Path) -> None:
         server.fail_all(Fault(FaultKind.QUOTA))
         url = server.base_url
         with pytest.raises(EndpointError) as stopped:
-            judge_pairs(few_pairs(), store, pool_of(server), model=MODEL)
+            judge_pairs(few_pairs(), store, pool_of(server), judge_model=MODEL)
         assert server.stats().requests["/v1/chat/completions"] == 1
     assert str(stopped.value) == (
         f"{url} refused a request: HTTP 429 (Error code: 429 - You exceeded your current quota, please check your "
@@ -289,7 +289,7 @@ def test_a_key_too_short_to_be_secret_is_not_redacted(monkeypatch: pytest.Monkey
     with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "j.sqlite") as store:
         pool = pool_of(server, key_env="SHORT_KEY")
         assert pool.redact("Bearer 4: grade 4") == "Bearer 4: grade 4"
-        summary = judge_pairs(few_pairs(), store, pool, model=MODEL)
+        summary = judge_pairs(few_pairs(), store, pool, judge_model=MODEL)
         assert summary.judged == 3 and {judgement.grade for judgement in store.judgements()} == {4}
 
 
@@ -326,7 +326,7 @@ def test_an_answer_of_megabytes_is_kept_cut_and_one_beyond_the_limit_is_not_read
     big = "x" * 3_000_000
     with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "j.sqlite") as store:
         server.add_faults(Fault(FaultKind.MALFORMED, content=big))
-        summary = judge_pairs(few_pairs(), store, pool_of(server), model=MODEL)
+        summary = judge_pairs(few_pairs(), store, pool_of(server), judge_model=MODEL)
         assert summary.judged == 3 and summary.unparseable == 1  # asked again, then read
         [(raw,)] = store._db.execute("SELECT raw FROM answers WHERE fault IS NOT NULL").fetchall()
         assert raw == "x" * MAX_RAW_CHARS + "... [3,000,000 characters in all; the rest was not kept]"
@@ -334,7 +334,7 @@ def test_an_answer_of_megabytes_is_kept_cut_and_one_beyond_the_limit_is_not_read
         server.add_faults(Fault(FaultKind.RAW, body=b" " * 2_000_001))
         pool = pool_of(server, limits=EndpointLimits(max_answer_bytes=2_000_000))
         with pytest.raises(EndpointError) as refused:
-            judge_pairs(few_pairs(5), store, pool, model=MODEL)
+            judge_pairs(few_pairs(5), store, pool, judge_model=MODEL)
     assert str(refused.value).startswith(f"{pool.servers[0].url} answered /chat/completions with more than 2,000,000 "
                                          "bytes (2,000,001 so far), more than any answer to these requests should "
                                          "be, so it was not read;")
@@ -345,7 +345,7 @@ def test_a_server_sending_its_answer_for_ever_is_cut_off_at_the_timeout(tmp_path
     with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "j.sqlite") as store:
         server.add_faults(Fault(FaultKind.TRICKLE, seconds=3600))
         pool = pool_of(server, timeout=1.0)
-        summary = judge_pairs(few_pairs(), store, pool, model=MODEL)
+        summary = judge_pairs(few_pairs(), store, pool, judge_model=MODEL)
     assert summary.judged == 3 and pool.servers[0].retried == 1
     assert pool.servers[0].last_error == "no whole answer within 1 s"
 
@@ -358,7 +358,7 @@ def batch(tmp_path: Path) -> Iterator[tuple[list[Pair], Path, list[dict[str, Any
     """Three pairs, a store, and the good output file's records for their first (only) round."""
     pairs = few_pairs()
     with JudgementStore(tmp_path / "b.sqlite") as store:
-        write_batch_requests(pairs, store, tmp_path / "requests.jsonl", model=MODEL)
+        write_batch_requests(pairs, store, tmp_path / "requests.jsonl", judge_model=MODEL)
     records = []
     with LoopbackServer(answer=four) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)

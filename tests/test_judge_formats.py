@@ -116,7 +116,7 @@ def test_every_step_asks_for_the_json_schema_of_its_answer(tmp_path: Path) -> No
 
     pairs, _ = every_intent_pairs()  # the Batch API file carries the schema too (OpenAI's Batch takes it)
     with JudgementStore(tmp_path / "b.sqlite") as store:
-        write_batch_requests(pairs, store, tmp_path / "requests.jsonl", model=MODEL)
+        write_batch_requests(pairs, store, tmp_path / "requests.jsonl", judge_model=MODEL)
     lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
     assert lines and all(line["body"]["response_format"]["type"] == "json_schema" for line in lines)
 
@@ -125,7 +125,7 @@ def test_a_small_model_constrained_by_the_schema_answers_every_step_of_every_int
     """A server that answers JSON only under json_schema (its answer checked against the schema sent): every grade."""
     pairs, grades = every_intent_pairs()
     with JudgeServer(constrained(grade_judge(grades))) as server, JudgementStore(tmp_path / "j.sqlite") as store:
-        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=4), model=MODEL)
+        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=4), judge_model=MODEL)
         assert set(server.formats()) == {"json_schema"}
         got = {(j.query, j.passage): j.grade for j in store.judgements()}
     assert got == {key: float(grade) for key, grade in grades.items()}
@@ -221,7 +221,7 @@ def test_one_readable_answer_keeps_the_format_for_the_whole_job(tmp_path: Path) 
     pairs = [Pair(Intent.STS, f"query {i}", f"passage {i}", MODEL) for i in range(6)]
     with JudgeServer(constrained_any(lambda request: next(answers))) as server, \
             JudgementStore(tmp_path / "j.sqlite") as store:
-        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=1), model=MODEL)
+        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=1), judge_model=MODEL)
         assert set(server.formats()) == {"json_schema"}
     assert summary.formats == {server.base_url: AnswerFormat.JSON_SCHEMA} and summary.judged + summary.failed == 6
 
@@ -237,7 +237,7 @@ def test_a_job_may_start_in_a_plainer_format(tmp_path: Path) -> None:
     pairs = [Pair(Intent.STS, f"query {i}", f"passage {i}", MODEL) for i in range(3)]
     with JudgeServer(refuses_schema(lambda request: '{"final_similarity_score": 1}')) as server, \
             JudgementStore(tmp_path / "j.sqlite") as store:
-        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=1), model=MODEL,
+        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=1), judge_model=MODEL,
                               answer_format="json_object")
         assert server.formats() == ["json_object"] * 3
     assert summary.judged == 3 and summary.formats == {server.base_url: AnswerFormat.JSON_OBJECT}
@@ -314,7 +314,7 @@ def test_a_server_that_cannot_be_reached_ends_the_sentence_with_one_period(tmp_p
     with JudgementStore(tmp_path / "j.sqlite") as store:
         pool = EndpointPool([url], concurrency=1, max_attempts=2, backoff=(0.01, 0.01))
         with pytest.raises(EndpointError) as stopped:
-            judge_pairs(pairs, store, pool, model=MODEL)
+            judge_pairs(pairs, store, pool, judge_model=MODEL)
     assert str(stopped.value) == (f"Every server was given up on: {url}: 0 answered, 2 retried (0 rate-limited); "
                                   "given up: APIConnectionError: Connection error.")
 
@@ -327,7 +327,7 @@ def test_a_stream_ending_in_an_error_is_asked_again_then_the_server_given_up_on(
     with JudgeServer(respond) as server, JudgementStore(tmp_path / "j.sqlite") as store:
         pool = EndpointPool([server.base_url], concurrency=1, max_attempts=2, backoff=(0.01, 0.01))
         with pytest.raises(EndpointError) as stopped:
-            judge_pairs(pairs, store, pool, model=MODEL)
+            judge_pairs(pairs, store, pool, judge_model=MODEL)
         assert len(server.requests) == 2 and not list(store.judgements())
     assert str(stopped.value) == (f"Every server was given up on: {server.base_url}: 0 answered, 2 retried "
                                   "(0 rate-limited); given up: its answer's stream ended in an error: "

@@ -8,6 +8,8 @@
   judgements plus the store's where none was published (never overriding one), per task, beside the official.
 - :mod:`~disastir_mteb.judging.qrels_export`: the completed judgements as the authors' ``qrels_with_added/``
   files (published rows kept, added rows appended; grades as judged or rounded for a run to read).
+- :mod:`~disastir_mteb.judging.settings`: the judge model, its servers and when to ask, as one value the
+  command line builds once for the holes job and the agreement check.
 - :mod:`~disastir_mteb.judging.agreement`: ``judge --agreement N``: published pairs stratified by intent and
   grade, judged through the same job, and Cohen's kappa (binary and quadratic-weighted) per intent.
 """

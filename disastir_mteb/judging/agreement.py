@@ -39,7 +39,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from disastir_mteb.data.extra_qrels import round_grade
 from disastir_mteb.judging.holes import load_task_texts
@@ -48,6 +48,9 @@ from disastir_mteb.judging.store import JudgementStore, Pair, StoredAgreement
 from disastir_mteb.results.report_format import Paragraph, Table, render_text
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.vocabulary.taxonomy import INTENTS, MAX_GRADE, TASK_NAMES, Intent
+
+if TYPE_CHECKING:
+    from disastir_mteb.judging.settings import JudgeSettings
 
 logger = logging.getLogger(__name__)
 
@@ -353,8 +356,8 @@ def agreement_of(pairs: Sequence[AgreementPair], store: JudgementStore, *, judge
     return Agreement(judge_model, prompt_version, intents, len(pairs), ungraded)
 
 
-def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementStore, args: Any,
-                  go_ahead: Callable[[str, int, Any], bool], say: Callable[[str], None] = print,
+def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementStore, settings: JudgeSettings,
+                  go_ahead: Callable[[str, int], bool], say: Callable[[str], None] = print,
                   data_dir: str | Path | None = None) -> Agreement | None:
     """``judge --agreement N``: pick N published pairs, judge them through the job, print the kappa table.
 
@@ -365,9 +368,8 @@ def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementS
         result_sets: the command's result sets; their tasks are the ones sampled (all 48 when there are none).
         n: how many pairs.
         store: the judgement store (the same as the holes'; these judgements never enter completed scores).
-        args: the judge command's options: ``model``, ``base_url``, ``api_key_env``, ``concurrency``, ``timeout``,
-            ``price`` and ``tasks`` (only these tasks), and ``seed`` if given (default 0).
-        go_ahead: asked with the plan's text, its request count and ``args`` before anything is sent.
+        settings: the judge, its servers and the tasks (the same value the holes job uses).
+        go_ahead: asked with the plan's text and its request count before anything is sent.
         say: where the plan and the table go.
         data_dir: the data the pairs are drawn from (default: ``DISASTIR_DATA_DIR``, else the Hub).
 
@@ -378,26 +380,22 @@ def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementS
         ValueError: no ``--base-url`` (the agreement pairs are asked online), or as :func:`pick_agreement_pairs`.
         EndpointError: as :func:`~disastir_mteb.judging.job.judge_pairs`.
     """
-    from disastir_mteb.endpoints.pool import EndpointPool
-    from disastir_mteb.judging.job import Price, judge_pairs, plan_job
+    from disastir_mteb.judging.job import judge_pairs, plan_job
 
-    if not getattr(args, "base_url", None):
+    if not settings.base_urls:
         raise ValueError("--agreement asks a server: give --base-url (the Batch API files carry the holes only).")
-    tasks = args.tasks or sorted({task for result_set in result_sets for task in result_set.scores}) or None
-    picked = pick_agreement_pairs(n, tasks, data_dir, seed=getattr(args, "seed", None) or 0)
-    pairs = [Pair(pair.intent, pair.query, pair.passage, args.model) for pair in picked]
-    price = Price.parse(args.price) if args.price else None
+    tasks = settings.tasks or sorted({task for result_set in result_sets for task in result_set.scores}) or None
+    picked = pick_agreement_pairs(n, tasks, data_dir, seed=settings.seed)
+    pairs = [Pair(pair.intent, pair.query, pair.passage, settings.judge_model) for pair in picked]
     plan = plan_job(pairs, store)
-    text = f"Agreement check: {plan.describe(price)}"
+    text = f"Agreement check: {plan.describe(settings.price)}"
     say(text)
     if plan.to_judge:
-        if not go_ahead(text, plan.requests, args):
+        if not go_ahead(text, plan.requests):
             say("Agreement check not sent.")
             return None
-        pool = EndpointPool(args.base_url, key_env=args.api_key_env, concurrency=args.concurrency,
-                            timeout=args.timeout)
-        say(judge_pairs(pairs, store, pool, model=args.model).describe())
-    agreement = agreement_of(picked, store, judge_model=args.model)
+        say(judge_pairs(pairs, store, settings.pool(), judge_model=settings.judge_model).describe())
+    agreement = agreement_of(picked, store, judge_model=settings.judge_model)
     agreement.store_in(store)
     say(agreement.to_text())
     if (warning := agreement.warning()) is not None:

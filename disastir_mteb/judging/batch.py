@@ -93,8 +93,11 @@ def _close_complete(pairs: Sequence[Pair], store: JudgementStore) -> tuple[int, 
     return judged, failed, open_pairs
 
 
-def write_batch_requests(pairs: Sequence[Pair], store: JudgementStore, path: str | Path, *, model: str) -> BatchRound:
+def write_batch_requests(pairs: Sequence[Pair], store: JudgementStore, path: str | Path, *,
+                         judge_model: str) -> BatchRound:
     """Write the next round's request file for ``pairs`` (grading those already complete); atomic.
+
+    ``judge_model`` is the model each request names (the Batch API's model).
 
     Returns:
         The round: ``requests`` lines written (0 when every pair is graded: no file is written then).
@@ -102,7 +105,7 @@ def write_batch_requests(pairs: Sequence[Pair], store: JudgementStore, path: str
     store.add_pairs(pairs)
     judged, failed, open_pairs = _close_complete(pairs, store)
     lines = [json.dumps({"custom_id": f"{pair.key}:{request.step}", "method": "POST", "url": BATCH_URL,
-                         "body": request.body(model)}, ensure_ascii=False)
+                         "body": request.body(judge_model)}, ensure_ascii=False)
              for pair, requests in open_pairs for request in requests]
     if lines:
         write_text_atomic(Path(path), "\n".join(lines) + "\n")

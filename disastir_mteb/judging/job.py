@@ -270,16 +270,16 @@ class _Active:
     in_flight: set[str] = field(default_factory=set)
 
 
-def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool[Any, Any], *, model: str,
+def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool[Any, Any], *, judge_model: str,
                 progress: Callable[[int], None] | None = None,
                 answer_format: AnswerFormat | str = AnswerFormat.JSON_SCHEMA) -> JobSummary:
     """Judge every pair of ``pairs`` the store has no grade for; returns what was done.
 
     Args:
-        pairs: the pairs (their judge model must be ``model``).
+        pairs: the pairs (their judge model must be ``judge_model``).
         store: where answers and grades go (and where earlier answers are read from).
         pool: the servers.
-        model: the model name the servers serve.
+        judge_model: the judge model, as the servers name it.
         progress: called with 1 per pair finished (a progress bar's ``update``).
         answer_format: the format every server is asked with first (the most constrained by default); a server
             that refuses or ignores it is moved to the plainer ones after it, never to a stricter one.
@@ -289,7 +289,7 @@ def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool
             server given up on (answers already received are kept).
         StoreLockedError: the store stayed locked by another process (answers already received are kept).
     """
-    return asyncio.run(_judge(pairs, store, pool, model=model, progress=progress,
+    return asyncio.run(_judge(pairs, store, pool, model=judge_model, progress=progress,
                               answer_format=AnswerFormat(answer_format)))
 
 

@@ -1,0 +1,64 @@
+"""How a judge job talks to its servers, built once: :class:`JudgeSettings`.
+
+``disastir-mteb judge`` makes one value of its options and hands it to both things it may run, the holes job
+and the agreement check (:func:`~disastir_mteb.judging.agreement.run_agreement`), so that the two ask the same
+servers the same way and a new option is added in one place. From Python, build it directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV
+from disastir_mteb.judging.job import Price
+
+if TYPE_CHECKING:
+    from disastir_mteb.endpoints.pool import EndpointPool
+
+__all__ = ["JudgeSettings"]
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """The judge model, its servers and when to ask before sending.
+
+    Attributes:
+        judge_model: the judge model, as the servers name it (``--model``); also part of every judgement's key.
+        base_urls: the servers' base URLs (``--base-url``, one per server); empty for the Batch API.
+        api_key_env: the environment variable holding the key (``--api-key-env``).
+        concurrency: requests in flight per server.
+        timeout: seconds one whole request may take.
+        price: US dollars per million input and output tokens, for the estimate (``--price``), or None.
+        tasks: only these tasks (``-t``), or None for every task of the result sets.
+        confirm_above: above this many requests, ask before sending (unless ``yes``).
+        yes: never ask.
+        seed: the agreement check's sampling seed.
+    """
+
+    judge_model: str
+    base_urls: tuple[str, ...] = ()
+    api_key_env: str = DEFAULT_KEY_ENV
+    concurrency: int = 8
+    timeout: float = 120.0
+    price: Price | None = None
+    tasks: tuple[str, ...] | None = None
+    confirm_above: int = 2000
+    yes: bool = False
+    seed: int = 0
+
+    @classmethod
+    def from_options(cls, options: Any) -> JudgeSettings:
+        """The ``judge`` command's parsed options as one value (``--price`` read here: a bad one is one sentence)."""
+        return cls(judge_model=options.model, base_urls=tuple(options.base_url or ()),
+                   api_key_env=options.api_key_env, concurrency=options.concurrency, timeout=options.timeout,
+                   price=Price.parse(options.price) if options.price else None,
+                   tasks=tuple(options.tasks) if options.tasks else None,
+                   confirm_above=options.confirm_above, yes=options.yes)
+
+    def pool(self) -> EndpointPool[Any, Any]:
+        """A pool of this job's servers (one per call: a pool lives for one job)."""
+        from disastir_mteb.endpoints.pool import EndpointPool
+
+        return EndpointPool(list(self.base_urls), key_env=self.api_key_env, concurrency=self.concurrency,
+                            timeout=self.timeout)
