@@ -380,3 +380,13 @@ def test_figures_for_papers_pdf_svg_untitled_and_a_fitted_colour_scale(tmp_path:
     assert cli.main(["report", str(results), "--colour-scale", "0-100", "--no-figure-title"]) == 2
     assert capsys.readouterr().err == ("disastir-mteb report: --no-figure-title and --colour-scale shape the figures "
                                        "written with --out; pass --out DIR.\n")
+
+
+def test_scores_csv_names_a_local_data_folder_without_this_machines_path(sample_data: Path, use_data: object,
+                                                                          tmp_path: Path) -> None:
+    use_data(sample_data)  # type: ignore[operator]
+    evaluate(HashingEncoder(), TASK_NAMES[:1], cache_dir=False, output_folder=tmp_path / "results",
+             show_progress=False)
+    assert cli.main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "report"), "--format", "csv"]) == 0
+    [row] = list(csv.DictReader((tmp_path / "report" / "scores.csv").open()))
+    assert row["data"] == f"local folder {sample_data.name}" and str(sample_data.parent) not in row["data"]

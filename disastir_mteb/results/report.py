@@ -271,6 +271,8 @@ def _csv(sets: Sequence[ResultSet], metric: Metric) -> str:
             spec = get_spec(name)
             ours, recorded = (result.task_data(name) or {}).get("source"), result.task_record(name).get(DATA_KEY, "")
             source = ours or recorded if result.split is Split.full else recorded or ours  # a split task's own record
+            if source and not source.startswith("hf:") and Path(source).is_absolute():
+                source = f"local folder {Path(source).name}"  # a table people share: not this machine's paths
             synthetic = result.task_synthetic(name)
             writer.writerow([result.model, result.revision, result.setting, _raw_setting(result), result.search,
                              source, "" if synthetic is None else str(synthetic).lower(),  # "": not recorded
