@@ -8,7 +8,7 @@ the 48-task ``DisastIR`` benchmark, the six per-intent ones and DMRetriever's ``
 mteb offers no setting for is done in :mod:`disastir_mteb.leaderboard.mteb_patch` and nowhere else. A
 "Provenance" section under mteb's tables says, for each row, how it was computed, and a DisastIR blurb
 replaces mteb's own at the top. ``--screenshot`` saves the whole page, every table column included
-(:mod:`disastir_mteb.util.browser`).
+(:mod:`disastir_mteb.leaderboard.browser`).
 
 Needs the ``leaderboard`` extra (gradio, plotly, cachetools); nothing is fetched from the network.
 """
@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.leaderboard.browser import find_browser, screenshot
 from disastir_mteb.leaderboard.rows import (
     PUBLISHED_MARK,
     BoardRow,
@@ -32,7 +33,6 @@ from disastir_mteb.leaderboard.rows import (
 )
 from disastir_mteb.results.published import published_sizes
 from disastir_mteb.util.atomic import write_text_atomic
-from disastir_mteb.util.browser import find_browser, screenshot
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Split, benchmark_name
 
 __all__ = ["BENCHMARKS", "DEFAULT", "TITLE", "blurb", "find_browser", "leaderboard_app", "menu", "provenance_markdown",
