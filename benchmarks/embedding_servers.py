@@ -8,7 +8,7 @@ A run through embedding servers (issue 24) should be as fast as the servers' har
 process. This script measures how close this project's side comes: the real encoder
 (:class:`disastir_mteb.models.embedding_servers.EmbeddingServers`, its ``embed`` sending ``--batch-size``
 texts per ``/v1/embeddings`` request through the shared endpoint pool and the real ``openai`` client) against
-``--servers`` loopback servers (:class:`~disastir_mteb.endpoints.loopback.LoopbackProcess`), each in its own
+``--servers`` loopback servers (:class:`~loopback.LoopbackProcess`), each in its own
 process, answering every request after a fixed ``--latency`` (100 ms by default) with vectors from
 :func:`hash_embed` (1024 dimensions, picked by a hash of the text from a fixed table, so a server's own CPU is
 small and the figure is this project's side, not this machine's cores).
@@ -54,9 +54,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from judge_throughput import command, machine, print_header, print_row, synthetic_pairs
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test servers live with the tests
 
-from disastir_mteb.endpoints.loopback import LoopbackProcess
+from judge_throughput import command, machine, print_header, print_row, synthetic_pairs
+from loopback import LoopbackProcess
+
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY
 from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, fingerprint_texts
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE

@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test servers live with the tests
 
 from judge_servers import JudgeServer, constrained, prose, refuses_schema, streaming
+from loopback import grade_judge
 
-from disastir_mteb.endpoints.loopback import grade_judge
 from disastir_mteb.endpoints.pool import EndpointPool
 from disastir_mteb.judging.job import judge_pairs
 from disastir_mteb.judging.protocol import AnswerFormat

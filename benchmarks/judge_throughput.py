@@ -7,7 +7,7 @@ Run (about 75 seconds on 2 CPU cores):
 The judge's speed is set by the server's latency and the number of requests in flight, as long as this
 project's side (the asyncio job, the ``openai`` client, the SQLite store) keeps up. This script measures
 how close it comes: the real job (:func:`disastir_mteb.judging.job.judge_pairs`) through the real
-``openai`` client to the loopback server (:class:`~disastir_mteb.endpoints.loopback.LoopbackProcess`, in
+``openai`` client to the loopback server (:class:`~loopback.LoopbackProcess`, in
 its own process, answering every request after a fixed ``--latency``, 50 ms by default, with the true
 grade of a synthetic pair), at each ``--concurrency``, for two mixes of pairs:
 
@@ -44,7 +44,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from disastir_mteb.endpoints.loopback import DEFAULT_MODEL, LoopbackProcess
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test servers live with the tests
+
+from loopback import DEFAULT_MODEL, LoopbackProcess
+
 from disastir_mteb.endpoints.pool import EndpointPool
 from disastir_mteb.judging.job import judge_pairs
 from disastir_mteb.judging.protocol import requests_per_pair

@@ -2,7 +2,7 @@ r"""Registration of the DisastIR tasks, benchmarks and models into mteb: the one
 
 mteb (2.26) has no plugin mechanism, so registration writes into private registries. These are
 exactly the mteb internals it touches (:data:`MTEB_INTERNALS`; :func:`check_internals` names any a new
-mteb release renamed, and ``tests/test_registry.py`` calls it, so a rename fails loudly):
+mteb release renamed, and ``tests/test_mteb_internals.py`` calls it, so a rename fails loudly):
 
 - ``mteb.get_tasks._TASKS_REGISTRY`` (name -> task class) and ``mteb.get_tasks.TASK_LIST`` (the task
   tuple ``mteb.get_tasks`` iterates): the 48 full tasks, then their 48 ``DisastIR-Test-*`` and 48

@@ -5,7 +5,7 @@ Each :class:`EngineServer` is a real HTTP server on ``127.0.0.1`` (standard libr
 (``shared/reference/ENGINES.md``): its routes and prefix, its model listing's fields, the name it serves a
 model under, what it does with the request's ``model``, and the bodies of its errors, 404 included. The vectors
 are whatever ``embed`` returns (the tests give it the bundled MiniLM, so scores compare with an in-process run);
-chat answers are ``answer(request)`` (default: :func:`~disastir_mteb.endpoints.loopback.grade_judge`, grade 0).
+chat answers are ``answer(request)`` (default: :func:`~loopback.grade_judge`, grade 0).
 
 ========== ===================================================================================================
 engine     what it answers (everything else: that engine's 404)
@@ -48,7 +48,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from disastir_mteb.endpoints.loopback import grade_judge
+from loopback import grade_judge
 
 ENGINES = ("vllm", "tei", "infinity", "ollama", "llamacpp")
 

@@ -1,6 +1,6 @@
 """Chat servers on loopback that treat structured outputs and streaming as real engines do (issue 31).
 
-:class:`~disastir_mteb.endpoints.loopback.LoopbackServer` answers every chat request with one well-formed
+:class:`~loopback.LoopbackServer` answers every chat request with one well-formed
 completion; the servers people run do not. This module holds the other behaviours, as test code (never in the
 wheel): each :class:`JudgeServer` is a real HTTP server on 127.0.0.1 whose answer to a chat request is chosen by
 a ``respond(request) -> (status, content type, body)`` function, built by one of these factories:
@@ -33,7 +33,7 @@ from typing import Any
 
 #: ``respond(request) -> (HTTP status, Content-Type, body)``.
 Respond = Callable[[dict[str, Any]], tuple[int, str, bytes]]
-#: ``answer(request) -> the assistant's text`` (e.g. :func:`~disastir_mteb.endpoints.loopback.grade_judge`).
+#: ``answer(request) -> the assistant's text`` (e.g. :func:`~loopback.grade_judge`).
 Answer = Callable[[dict[str, Any]], str]
 
 #: What a small model says when nothing constrains it (seen from SmolLM2-135M-Instruct through transformers serve).

@@ -14,8 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from loopback import LoopbackServer, grade_judge
 
-from disastir_mteb.endpoints.loopback import LoopbackServer, grade_judge
 from disastir_mteb.endpoints.pool import EndpointPool
 from disastir_mteb.judging.agreement import (
     KAPPA_FLOOR,

@@ -1,6 +1,6 @@
 """Runs whose vectors come from embedding servers (issue 24), scored exactly as in-process runs.
 
-The servers are real: :class:`~disastir_mteb.endpoints.loopback.LoopbackServer` on 127.0.0.1, talked to by
+The servers are real: :class:`~loopback.LoopbackServer` on 127.0.0.1, talked to by
 the real ``openai`` client through :class:`~disastir_mteb.models.embedding_servers.EmbeddingServers`. Their
 embed function is the bundled MiniLM, memoised per text so that the corpus is encoded once per module however
 many runs ask for it; a text the client sends in another form (its instruction missing, say) is another text
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loopback import Fault, FaultKind, LoopbackServer, LoopbackStats
 
 from disastir_mteb import cli
-from disastir_mteb.endpoints.loopback import Fault, FaultKind, LoopbackServer, LoopbackStats
 from disastir_mteb.endpoints.pool import LONGEST_WAIT_ENV, RATE_LIMIT_PATIENCE_ENV, REDACTED, EndpointError
 from disastir_mteb.models.embedding_servers import EmbeddingServers
 from disastir_mteb.models.hashing_encoder import HashingEncoder
@@ -524,7 +524,8 @@ def test_the_key_comes_from_its_variable_and_is_never_printed_or_logged(
 
 def test_a_server_still_loading_its_model_is_waited_for() -> None:
     """``GET /v1/models`` answered 503 then 429 (a server still loading, then busy): asked again, not an error."""
-    from disastir_mteb.endpoints.loopback import Fault, FaultKind, LoopbackServer
+    from loopback import Fault, FaultKind, LoopbackServer
+
     from disastir_mteb.models.embedding_servers import EmbeddingServers
 
     with LoopbackServer(embed=lambda texts: [[1.0, float(len(t))] for t in texts], model="m") as server:
@@ -541,7 +542,8 @@ def test_a_server_still_loading_its_model_is_waited_for() -> None:
 
 def test_the_store_streams_every_chunk_through_one_queue(tmp_path: Path) -> None:
     """Chunks do not wait for each other: six one-batch chunks at 0.2 s take about one round trip, not six."""
-    from disastir_mteb.endpoints.loopback import LoopbackServer
+    from loopback import LoopbackServer
+
     from disastir_mteb.models.embedding_servers import EmbeddingServers
 
     with LoopbackServer(embed=lambda texts: [[1.0, float(len(t))] for t in texts], model="m") as server:

@@ -242,3 +242,36 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(sample_data: Path, use
     again = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=store)
     again.prefetch(tasks, encode_kwargs={"batch_size": 8})
     assert again.queries_encoded == 0 and again.passages_encoded == 0
+
+
+class _BrokenPromptLookup(HashingEncoder):
+    """A model whose mteb prompt lookup fails (its own prompt table lacks an entry it needs)."""
+
+    def get_prompt(self, task_metadata: object, prompt_type: object) -> str:
+        raise KeyError("the model's prompt table has no entry for Retrieval")
+
+
+class _OtherPromptApi(HashingEncoder):
+    """A model with a ``get_prompt`` of another library's API: not mteb's (task_metadata, prompt_type) lookup."""
+
+    def get_prompt(self) -> str:
+        return "not mteb's"
+
+
+def test_a_failing_prompt_lookup_raises_instead_of_changing_the_cache_key(tmp_path: Path, use_data: object) -> None:
+    """The passage prompt is part of the embedding key: a lookup that fails is an error, never "no prompt"."""
+    texts = _texts(20, seed=5)
+    task = _corpus_task(tmp_path, use_data, texts)
+    store = EmbeddingStore(tmp_path / "cache")
+    with pytest.raises(KeyError, match="prompt table has no entry"):
+        _index(SharedCorpusSearch(_BrokenPromptLookup(), RunSettings(progress=False), store=store), task)
+    assert _embedding_files(tmp_path / "cache") == []  # nothing filed under a key without the prompt
+    other = SharedCorpusSearch(_OtherPromptApi(), RunSettings(progress=False), store=store)
+    _index(other, task)  # another API's get_prompt: no mteb prompt, as for a model without one
+    np.testing.assert_array_equal(np.asarray(other.corpus_embeddings), HashingEncoder().embed(texts))
+    assert _embedding_files(tmp_path / "cache")
+
+
+def _embedding_files(root: Path) -> list[Path]:
+    """The store's embedding chunk files (the model identity's probe vectors aside)."""
+    return [path for path in root.rglob("*.npy") if "probes" not in path.relative_to(root).parts]

@@ -10,6 +10,7 @@ import mteb
 import numpy as np
 import pytest
 from mteb.mocks.mock_tasks.retrieval import MockRetrievalTask
+from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from conftest import write_layout
@@ -145,6 +146,55 @@ def test_instruction_aware_model_gets_exactly_one_instruction(six_intents: Path,
     assert expected <= set(instruct_model.final_texts)
     assert not any(t.startswith("Instruct:") for t in instruct_model.final_texts)
     assert instruct_model.get_task_instruction(mteb.get_task("DisastIR-QA-Bio").metadata, None)  # restored after
+
+
+def test_take_over_wraps_the_model_and_leaves_it_as_it_is(six_intents: Path, instruct_model: object) -> None:
+    """While a take-over encode runs, the model itself (which other callers may share) still gives its own
+    instruction and carries no replaced method: the adapter runs the encode on a view, never rewrites the model."""
+    from mteb.types import PromptType
+
+    metadata = mteb.get_task("DisastIR-QA-Bio").metadata
+    own = instruct_model.get_task_instruction(metadata, PromptType.query)
+    attributes = set(vars(instruct_model))
+    encode, seen = instruct_model.model.encode, []
+
+    def watching(sentences: list[str], prompt: str | None = None, **kwargs: object) -> np.ndarray:
+        seen.append((instruct_model.get_task_instruction(metadata, PromptType.query), set(vars(instruct_model))))
+        return encode(sentences, prompt=prompt, **kwargs)
+
+    instruct_model.model.encode = watching
+    try:
+        instruct_model.final_texts.clear()
+        _run(with_instructions(instruct_model, "dmretriever"), ["DisastIR-QA-Bio"])
+    finally:
+        instruct_model.model.encode = encode
+    assert own.startswith("Instruct: ") and seen and all(entry == (own, attributes) for entry in seen)
+    expected = {f"{INSTRUCTION_SETS['dmretriever'][Intent.QA]}: {q}" for q in QUERIES[Intent.QA]}
+    assert expected <= set(instruct_model.final_texts)
+    assert not any(t.startswith("Instruct:") for t in instruct_model.final_texts)
+
+
+class OwnInstruction(AbsEncoder):
+    """An mteb encoder that adds its own task instruction through a method set on the instance, over its class's."""
+
+    def __init__(self) -> None:
+        self.mteb_model_meta = ModelMeta.create_empty(overwrites={
+            "name": "test/own-instruction", "use_instructions": True, "similarity_fn_name": ScoringFunction.COSINE})
+        self.get_task_instruction = lambda task_metadata, prompt_type: "Own: "
+        self.embed = Spy()
+
+    def encode(self, inputs: object, *, task_metadata: object, prompt_type: object = None,
+               **kwargs: object) -> np.ndarray:
+        instruction = self.get_task_instruction(task_metadata, prompt_type)
+        return self.embed([instruction + text for batch in inputs for text in batch["text"]])
+
+
+def test_take_over_switches_off_an_instruction_method_set_on_the_instance(six_intents: Path) -> None:
+    model = OwnInstruction()
+    _run(with_instructions(model, "dmretriever"), ["DisastIR-QA-Bio"])
+    expected = {f"{INSTRUCTION_SETS['dmretriever'][Intent.QA]}: {q}" for q in QUERIES[Intent.QA]}
+    assert expected <= set(model.embed.seen) and not any(t.startswith("Own: ") for t in model.embed.seen)
+    assert model.get_task_instruction(None, None) == "Own: "  # the model itself is as it was
 
 
 def test_instruction_aware_model_left_alone(six_intents: Path, instruct_model: object) -> None:

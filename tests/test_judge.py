@@ -1,6 +1,6 @@
 """``disastir-mteb judge``: the authors' protocol against a real loopback chat server, through the real client.
 
-Every test talks HTTP to :mod:`disastir_mteb.endpoints.loopback` through the ``openai`` client: faults are the
+Every test talks HTTP to :mod:`loopback` (tests/loopback.py) through the ``openai`` client: faults are the
 server's (429 with Retry-After, 500, hangs, unreadable answers), kills are real ``SIGKILL``s, and the store is
 a real SQLite file read back with ``sqlite3``.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import openai
 import pytest
+from loopback import Fault, FaultKind, LoopbackProcess, LoopbackServer, grade_judge
 
 from disastir_mteb import cli
-from disastir_mteb.endpoints.loopback import Fault, FaultKind, LoopbackProcess, LoopbackServer, grade_judge
 from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
 from disastir_mteb.judging.holes import find_holes, result_sets_of
 from disastir_mteb.judging.protocol import (

@@ -1,7 +1,7 @@
 """The judge's edges (issue 29): what hostile or broken servers, Batch files and stores end in.
 
 Each case is a row of ``docs/faults/judge.md``. The servers are real
-(:class:`~disastir_mteb.endpoints.loopback.LoopbackServer` on 127.0.0.1 and its scripted faults), talked to by
+(:class:`~loopback.LoopbackServer` on 127.0.0.1 and its scripted faults), talked to by
 the real ``openai`` client through the pool; Batch output files are written from a loopback server's real
 answers, then damaged; stores are real SQLite files, locked by a real second process. No test waits long: the
 waits are shortened through the documented variables (``DISASTIR_LONGEST_WAIT``,
@@ -24,9 +24,9 @@ from typing import Any
 
 import openai
 import pytest
+from loopback import Fault, FaultKind, LoopbackServer, grade_judge
 
 from disastir_mteb import cli
-from disastir_mteb.endpoints.loopback import Fault, FaultKind, LoopbackServer, grade_judge
 from disastir_mteb.endpoints.pool import (
     LONGEST_WAIT_ENV,
     MIN_REDACTED_LENGTH,

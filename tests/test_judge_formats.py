@@ -30,9 +30,9 @@ from judge_servers import (
     refuses_schema,
     streaming,
 )
+from loopback import grade_judge
 
 from disastir_mteb import cli
-from disastir_mteb.endpoints.loopback import grade_judge
 from disastir_mteb.endpoints.pool import EndpointError, EndpointPool, chat_from_event_stream
 from disastir_mteb.judging.batch import write_batch_requests
 from disastir_mteb.judging.holes import find_holes, result_sets_of

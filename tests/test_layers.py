@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -128,6 +130,124 @@ def test_no_module_reads_another_modules_private_names() -> None:
     """``_name`` is its module's own: no other module imports it or reads it off the module object."""
     wrong = [error for path in _modules() for error in _private_reads(path)]
     assert not wrong, "private names taken across modules:\n" + "\n".join(wrong)
+
+
+#: The modules that read private names of other libraries (mteb, datasets, sentence-transformers, scikit-learn),
+#: each with the list of them its canary checks (``tests/test_mteb_internals.py``): the door, and the three that
+#: write into or patch mteb deliberately.
+DOORS = {
+    "util/mteb_internals.py": "REQUIRED, INSTANCE_ATTRIBUTES",
+    "registration.py": "MTEB_INTERNALS",
+    "leaderboard/mteb_patch.py": "REQUIRED",
+    "runner/scoring_patch.py": "REQUIRED",
+}
+
+
+#: Strings in the doors that look like private names but are data: string -> what it is.
+NOT_NAMES = {"_experiment_id": "a column of mteb's leaderboard tables (leaderboard/mteb_patch.py EXPERIMENT_COLUMN)"}
+
+
+def _own_private_names() -> set[str]:
+    """Every ``_name`` the package defines itself: functions, classes, globals, and attributes it assigns."""
+    own = set()
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                own.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                own.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                own.add(node.attr)
+            elif isinstance(node, ast.arg):
+                own.add(node.arg)
+    return {name for name in own if _private(name)}
+
+
+def _private_path(module: str) -> bool:
+    return any(_private(part) for part in module.split(".")[1:])
+
+
+def _foreign_private_reads(path: Path, own: set[str], *, strings: bool = False) -> list[str]:
+    """Where ``path`` reads a private name of another library: a private module path, ``from m import _x``,
+    ``x._y`` or ``getattr(x, "_y")`` of a name the package does not define (the standard library aside: its
+    ``os._exit`` is documented). ``strings``: also every ``"_name"`` string (the names a patch loops over)."""
+    wrong = []
+    for node in sorted(ast.walk(ast.parse(path.read_text(encoding="utf-8"))),
+                       key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))):
+        where = f"{path.relative_to(PACKAGE).as_posix()}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and not (
+                node.module.split(".")[0] == "disastir_mteb"):
+            if _private_path(node.module):
+                wrong.append(f"{where} imports from {node.module}")
+            wrong += [f"{where} imports {a.name} from {node.module}" for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.Import):
+            wrong += [f"{where} imports {a.name}" for a in node.names if _private_path(a.name)]
+        elif isinstance(node, ast.Attribute) and _private(node.attr) and node.attr not in own:
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if not (isinstance(root, ast.Name) and root.id in sys.stdlib_module_names):
+                wrong.append(f"{where} reads {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[-1 if len(node.args) == 1 else 1],
+                                                                      ast.Constant):
+            name, called = node.args[-1 if len(node.args) == 1 else 1].value, ast.unparse(node.func)
+            if called in ("getattr", "hasattr", "setattr", "delattr") and isinstance(name, str) and _private(name) \
+                    and name not in own:
+                wrong.append(f"{where} reads {name} through {called}")
+            elif called.endswith("import_module") and isinstance(name, str) and _private_path(name):
+                wrong.append(f"{where} imports {name}")
+        elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier() \
+                and _private(node.value) and node.value not in own and node.value not in NOT_NAMES:
+            wrong.append(f"{where} names {node.value}")
+    return wrong
+
+
+def test_only_the_doors_read_private_names_of_other_libraries() -> None:
+    """mteb's, datasets' and sentence-transformers' private names go through ``util/mteb_internals.py`` (and the
+    three modules that patch or register into mteb): an upgrade that moves one breaks there and in one canary."""
+    own = _own_private_names()
+    wrong = [error for path in _modules() if path.relative_to(PACKAGE).as_posix() not in DOORS
+             for error in _foreign_private_reads(path, own)]
+    assert not wrong, "private names of other libraries read outside the doors (add an accessor to " \
+                      "disastir_mteb/util/mteb_internals.py):\n" + "\n".join(wrong)
+
+
+def test_each_door_lists_every_private_name_it_reads() -> None:
+    """What the canary checks is what the door reads: each private name a door reads is in its list."""
+    own = _own_private_names()
+    unlisted = []
+    for relative, lists in DOORS.items():
+        module = importlib.import_module(_module_name(PACKAGE / relative))
+        declared = set()
+        for list_name in lists.split(", "):
+            value = getattr(module, list_name)
+            for entry in (value.items() if isinstance(value, Mapping) else value):
+                for part in (entry[0], *([entry[1]] if isinstance(entry[1], str) else entry[1])):
+                    declared.update(part.split("."))
+        for error in _foreign_private_reads(PACKAGE / relative, own, strings=True):
+            name = error.rsplit(" ", 3 if " through " in error else 1)[-3 if " through " in error else -1]
+            if not {part for part in name.replace("(", ".").split(".") if _private(part)} <= declared:
+                unlisted.append(f"{error} (not in {lists})")
+    assert not unlisted, "private names a door reads but its canary list lacks:\n" + "\n".join(unlisted)
+
+
+def test_the_private_name_check_catches_each_way_of_reading_one(tmp_path: Path) -> None:
+    probe = tmp_path / "pkg" / "probe.py"
+    probe.parent.mkdir()
+    probe.write_text("import os\nimport importlib\nfrom mteb._create_dataloaders import create_dataloader\n"
+                     "from datasets import _private\n\n\ndef f(task, data, model):\n"
+                     "    os._exit(0)\n    model._can_flatten_inputs()\n"
+                     "    importlib.import_module('mteb.benchmarks._create_table')\n"
+                     "    return task._top_k, getattr(data, '_fingerprint', None), task._mine\n")
+    global PACKAGE
+    package, PACKAGE = PACKAGE, tmp_path / "pkg"
+    try:
+        found = _foreign_private_reads(probe, {"_mine"})
+    finally:
+        PACKAGE = package
+    assert found == ["probe.py:3 imports from mteb._create_dataloaders", "probe.py:4 imports _private from datasets",
+                     "probe.py:9 reads model._can_flatten_inputs", "probe.py:10 imports mteb.benchmarks._create_table",
+                     "probe.py:11 reads task._top_k", "probe.py:11 reads _fingerprint through getattr"]
 
 
 #: Private names tests still read, each because no public way exists: test file -> {read: why}.

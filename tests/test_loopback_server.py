@@ -14,8 +14,7 @@ from pathlib import Path
 
 import openai
 import pytest
-
-from disastir_mteb.endpoints.loopback import (
+from loopback import (
     ANSWER_KEYS,
     Fault,
     FaultKind,
@@ -278,7 +277,7 @@ def test_process_mode_prints_its_url_serves_grades_and_is_scripted_remotely(tmp_
 def test_a_client_that_resets_its_connection_is_a_debug_line_not_a_traceback(
         capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
     """A client killed mid-run resets its kept-alive connection while the server waits for its next request."""
-    with caplog.at_level(logging.DEBUG, logger="disastir_mteb.endpoints.loopback"), LoopbackServer() as server:
+    with caplog.at_level(logging.DEBUG, logger="loopback"), LoopbackServer() as server:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as connection:
             connection.sendall(b"GET /v1/models HTTP/1.1\r\nHost: loopback\r\n\r\n")
             assert connection.recv(4096).startswith(b"HTTP/1.1 200")

@@ -15,10 +15,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from loopback import LoopbackServer
 
 from disastir_mteb import cli
 from disastir_mteb.data.layout import DATA_DIR_ENV
-from disastir_mteb.endpoints.loopback import LoopbackServer
 from disastir_mteb.judging.holes import find_holes, result_sets_of
 from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.models.hashing_encoder import HashingEncoder

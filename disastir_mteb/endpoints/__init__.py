@@ -4,7 +4,4 @@
   official ``openai`` client, bounded concurrency per server, retries honouring ``Retry-After`` (capped,
   shown, and given up on after a bounded time), answers read and checked in one place, the key from an
   environment variable only and redacted from whatever a server sends back.
-- :mod:`~disastir_mteb.endpoints.loopback`: a small real server on loopback speaking the protocol
-  (chat completions, embeddings, models), with fixed latency, scripted faults and counters, in a thread
-  or its own process, and a true-grade judge: what the tests and benchmarks talk to.
 """

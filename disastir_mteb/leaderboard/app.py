@@ -8,7 +8,7 @@ the 48-task ``DisastIR`` benchmark, the six per-intent ones and DMRetriever's ``
 mteb offers no setting for is done in :mod:`disastir_mteb.leaderboard.mteb_patch` and nowhere else. A
 "Provenance" section under mteb's tables says, for each row, how it was computed, and a DisastIR blurb
 replaces mteb's own at the top. ``--screenshot`` saves the whole page, every table column included
-(:mod:`disastir_mteb.util.browser`).
+(:mod:`disastir_mteb.leaderboard.browser`).
 
 Needs the ``leaderboard`` extra (gradio, plotly, cachetools); nothing is fetched from the network.
 """
@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.leaderboard.browser import find_browser, screenshot
 from disastir_mteb.leaderboard.rows import (
     PUBLISHED_MARK,
     BoardRow,
@@ -32,8 +33,8 @@ from disastir_mteb.leaderboard.rows import (
 )
 from disastir_mteb.results.published import published_sizes
 from disastir_mteb.util.atomic import write_text_atomic
-from disastir_mteb.util.browser import find_browser, screenshot
 from disastir_mteb.util.install_hint import install_hint
+from disastir_mteb.util.mteb_internals import menu_entry, results_frame
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Split, benchmark_name
 
@@ -69,13 +70,12 @@ def menu() -> list[Any]:
     What :func:`~disastir_mteb.leaderboard.mteb_patch.patched` puts in place of mteb's own menu (:data:`BENCHMARKS`).
     """
     import mteb
-    from mteb.benchmarks._leaderboard_menu import MenuEntry
 
     full, *per_intent, test, devlite = (mteb.get_benchmark(name) for name in BENCHMARKS)
-    return [MenuEntry(name="Disaster management", open=True, description="DisastIR (Yin et al., EMNLP 2025 "
-                      "Findings): 6 search intents x 8 disaster categories.",
-                      benchmarks=[full, MenuEntry(name="By search intent", benchmarks=per_intent, open=True),
-                                  MenuEntry(name="DMRetriever's query sets", open=True, benchmarks=[test, devlite])])]
+    return [menu_entry(name="Disaster management", open=True, description="DisastIR (Yin et al., EMNLP 2025 "
+                       "Findings): 6 search intents x 8 disaster categories.",
+                       benchmarks=[full, menu_entry(name="By search intent", benchmarks=per_intent, open=True),
+                                   menu_entry(name="DMRetriever's query sets", open=True, benchmarks=[test, devlite])])]
 
 
 def _meta_for(row: BoardRow, registry: dict[str, Any]) -> Any:
@@ -121,7 +121,7 @@ def _write_cache(rows: Sequence[BoardRow], folder: Path) -> Any:
         ModelResult(model_name=row.name, model_revision=row.revision, task_results=_task_results(row))
         for row in rows])
     cache = ResultCache(folder)
-    frames = {name: results._to_results_df(mteb.get_benchmark(name).tasks) for name in BENCHMARKS}
+    frames = {name: results_frame(results, mteb.get_benchmark(name).tasks) for name in BENCHMARKS}
     BenchmarkResults.save_leaderboard_cache(frames, cache.leaderboard_parquet_path)
     return cache
 

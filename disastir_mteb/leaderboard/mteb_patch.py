@@ -64,7 +64,6 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
                              "get_leaderboard_app", "_cache_on_benchmark_select"),
     "mteb.leaderboard.benchmark_selector": ("DEFAULT_BENCHMARK_NAME",),
     "mteb.leaderboard.table": ("_apply_summary_table_styling", "_apply_per_task_table_styling"),
-    "mteb.benchmarks._leaderboard_menu": ("MenuEntry",),
     "mteb.models.model_implementations": ("MODEL_REGISTRY",),
     "mteb.results.benchmark_results": ("tqdm",),
     "mteb.benchmarks._create_table": ("_static_model_meta", "_meta_df_no_zs", "_meta_df_with_zs",

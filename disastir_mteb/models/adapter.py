@@ -14,10 +14,10 @@ own (the ``disastir`` instruction in the model's template). The choice is logged
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -107,31 +107,65 @@ def _applies_task_prompt(model: Any) -> bool:
     return bool(getattr(meta, "use_instructions", False)) or getattr(model, "instruction_template", None) is not None
 
 
-@contextlib.contextmanager
-def _task_prompt_switched_off(model: Any) -> Iterator[None]:
-    """Make an mteb ``AbsEncoder`` produce no task instruction for the duration of one encode call."""
-    originals = {}
-    for name in ("get_task_instruction", "get_instruction"):
-        if hasattr(model, name):
-            originals[name] = model.__dict__.get(name)
-            setattr(model, name, lambda *args, **kwargs: "")
-    format_instruction = getattr(model, "format_instruction", None)
-    if format_instruction is not None:
-        originals["format_instruction"] = model.__dict__.get("format_instruction")
+_INSTRUCTION_METHODS = ("get_task_instruction", "get_instruction", "format_instruction")
+"""Where an mteb ``AbsEncoder`` builds the task instruction its own ``encode`` puts before each text."""
 
-        def format_nothing_empty(instruction: str, *args: Any, **kwargs: Any) -> str:
-            return format_instruction(instruction, *args, **kwargs) if instruction else ""
 
-        model.format_instruction = format_nothing_empty
-    try:
-        yield
-    finally:
-        for name, original in originals.items():
-            if original is None:
-                with contextlib.suppress(AttributeError):
-                    delattr(model, name)
-            else:
-                setattr(model, name, original)
+@functools.cache
+def _without_task_instruction(cls: type) -> type:
+    """``cls`` whose task instruction is empty: what ``take-over`` runs the wrapped model's ``encode`` as.
+
+    mteb's ``AbsEncoder`` methods are overridden here, never on the model: ``get_task_instruction``
+    and ``get_instruction`` give ``""``, and ``format_instruction`` formats nothing empty (a template
+    never dresses an empty instruction). One class per wrapped class, made once.
+    """
+
+    def get_task_instruction(self: Any, *args: Any, **kwargs: Any) -> str:
+        return ""
+
+    def get_instruction(self: Any, *args: Any, **kwargs: Any) -> str:
+        return ""
+
+    def format_instruction(self: Any, instruction: str, *args: Any, **kwargs: Any) -> str:
+        return super(silenced, self).format_instruction(instruction, *args, **kwargs) if instruction else ""
+
+    methods = {"get_task_instruction": get_task_instruction, "get_instruction": get_instruction,
+               "format_instruction": format_instruction}
+    silenced = type(cls.__name__, (cls,), {name: methods[name] for name in _INSTRUCTION_METHODS
+                                           if hasattr(cls, name)})
+    silenced.__qualname__, silenced.__module__ = cls.__qualname__, cls.__module__
+    return silenced
+
+
+def _task_prompt_switched_off(model: Any) -> Any:
+    """A view of the mteb encoder ``model`` that produces no task instruction; ``model`` itself is left as it is.
+
+    The view is an instance of :func:`_without_task_instruction` of the model's class sharing the model's
+    attribute dictionary: the same weights, settings and state, so what its ``encode`` records on itself
+    lands on the model, and another caller of the model meanwhile still gets its own instruction. A model
+    that carries one of those methods as an instance attribute gets a view over a shallow copy of its
+    attributes in which that one is switched off too.
+    """
+    view = object.__new__(_without_task_instruction(type(model)))
+    own = vars(model)
+    shadowing = [name for name in _INSTRUCTION_METHODS if name in own]
+    if shadowing:
+        own = dict(own)
+        for name in shadowing:
+            own[name] = _formatting_nothing_empty(own[name]) if name == "format_instruction" else _no_instruction
+    object.__setattr__(view, "__dict__", own)
+    return view
+
+
+def _no_instruction(*args: Any, **kwargs: Any) -> str:
+    return ""
+
+
+def _formatting_nothing_empty(format_instruction: Callable[..., str]) -> Callable[..., str]:
+    def format_nothing_empty(instruction: str, *args: Any, **kwargs: Any) -> str:
+        return format_instruction(instruction, *args, **kwargs) if instruction else ""
+
+    return format_nothing_empty
 
 
 def _rewrite(inputs: DataLoader[BatchedInput], transform: Callable[[str], str]) -> DataLoader[BatchedInput]:
@@ -203,8 +237,7 @@ class InstructedEncoder:
         if wanted and self.config.instructions is not None:
             inputs = _rewrite(inputs, lambda text: self.config.format(spec.intent, text))
         if self.model_prompt == "take-over":
-            with _task_prompt_switched_off(self.model):
-                return self.model.encode(inputs, **call)
+            return _task_prompt_switched_off(self.model).encode(inputs, **call)
         return self.model.encode(inputs, **call)
 
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from disastir_mteb.util.atomic import write_bytes_atomic
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.util.mteb_internals import create_dataloader
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,6 @@ def probe_vectors(model: Any, *, again: bool = False) -> np.ndarray:
     if served is not None:
         return (served.probe_servers() if again else served.probe).copy()
     from datasets import Dataset
-    from mteb._create_dataloaders import create_dataloader
     from mteb.types import PromptType
 
     task = _probe_task()

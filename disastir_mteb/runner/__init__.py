@@ -4,6 +4,7 @@
 - ``task_selection``: which tasks a run evaluates, grouped by the corpus they search.
 - ``task_pool``: tasks the shared pass answered, scored on every core; ``scoring_patch``: mteb's per-task
   scoring without its repeated checks, number for number.
+- ``result_cache``: mteb's result cache with atomic saves (each result file whole or not at all).
 
 May import every layer below it: util, vocabulary, data, tasks, models, search, results.
 """

@@ -271,10 +271,10 @@ def run_tasks(
 
             from disastir_mteb.data.data_cache import cache_environment
             from disastir_mteb.results.per_query import data_provenance
+            from disastir_mteb.runner.result_cache import atomic_result_cache
             from disastir_mteb.runner.scoring_patch import faster_scoring
             from disastir_mteb.runner.task_pool import evaluate_tasks
             from disastir_mteb.search.shared_corpus import answered_by_prefetch, forget_prefetched
-            from disastir_mteb.util.atomic import atomic_result_cache
 
         with clock(Phase.tasks):
             groups = corpus_groups(tasks)
@@ -349,7 +349,7 @@ def result_folder(searcher: SharedCorpusSearch, task_name: str, output_folder: s
 
     (plus ``experiments/<settings>`` for an ANN, instruction or precision run); the runner's summary names it.
     """
-    from disastir_mteb.util.atomic import atomic_result_cache
+    from disastir_mteb.runner.result_cache import atomic_result_cache
 
     return Path(atomic_result_cache(output_folder).get_task_result_path(task_name, searcher.mteb_model_meta)).parent
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from disastir_mteb.search.precision import module_dtype
+from disastir_mteb.util.mteb_internals import may_flatten_inputs
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, check_count
 
 if TYPE_CHECKING:
@@ -314,4 +315,4 @@ def plain_sentence_transformer(model: Any) -> bool:
             and type(model).encode_document is SentenceTransformer.encode_document
             and type(model).encode_query is SentenceTransformer.encode_query
             and type(model).encode is SentenceTransformer.encode
-            and not (hasattr(model, "_can_flatten_inputs") and model._can_flatten_inputs()))
+            and not may_flatten_inputs(model))

@@ -40,13 +40,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from mteb._create_dataloaders import _retrieval_texts, create_dataloader
 from mteb.types import PromptType
 
 from disastir_mteb.models.adapter import as_mteb_encoder, with_instructions
@@ -61,6 +61,7 @@ from disastir_mteb.search.exact_search import ExactIndex
 from disastir_mteb.search.precision import apply_precision, module_device, module_dtype, torch_module
 from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, encode_in_memory, fingerprint_texts
 from disastir_mteb.search.usearch_index import UsearchIndex
+from disastir_mteb.util.mteb_internals import create_dataloader, dataset_fingerprint, mteb_retrieval_texts, search_depth
 from disastir_mteb.util.timings import Phase, clock
 from disastir_mteb.vocabulary.ann_params import AnnParams, search_setting
 from disastir_mteb.vocabulary.instructions import InstructionConfig
@@ -450,7 +451,7 @@ class SharedCorpusSearch:
                 return 0
             items.append((task, data))
             owners.append(((task.metadata.name, split, subset, self._held),
-                           [str(i) for i in data["queries"]["id"]], int(getattr(task, "_top_k", 100))))
+                           [str(i) for i in data["queries"]["id"]], search_depth(task)))
         if not owners:
             return 0
         with clock(Phase.queries):
@@ -525,16 +526,17 @@ class SharedCorpusSearch:
               encode_kwargs: EncodeKwargs, num_proc: int | None = None, **kwargs: Any) -> None:
         """Make ``corpus`` searchable; a no-op when the same corpus and passage prompt are already held."""
         prompt = _passage_prompt(self.model, task_metadata)
-        identity = getattr(corpus, "_fingerprint", None) or str(id(corpus))
-        if self._held is not None and self._held[1] == prompt and self._held[0] in (
-                identity, self._text_fingerprints.get(identity)):
+        identity = dataset_fingerprint(corpus)  # None: no quick identity, the texts' own fingerprint decides
+        if (identity is not None and self._held is not None and self._held[1] == prompt
+                and self._held[0] == self._text_fingerprints.get(identity)):
             logger.debug("%s: corpus already indexed, reused.", task_metadata.name)
             return
         with clock(Phase.tasks):
             texts = retrieval_texts(corpus, PromptType.document)
         with clock(Phase.store):
             text_fingerprint = fingerprint_texts(texts)
-        self._text_fingerprints[identity] = text_fingerprint
+        if identity is not None:
+            self._text_fingerprints[identity] = text_fingerprint
         if self._held == (text_fingerprint, prompt):  # same texts under another datasets fingerprint
             return
         with clock(Phase.passages):
@@ -597,7 +599,7 @@ def answered_by_prefetch(searcher: SharedCorpusSearch, task: Any) -> bool:
     """
     if not task.data_loaded or searcher._held is None:
         return False
-    top_k = int(getattr(task, "_top_k", 100))
+    top_k = search_depth(task)
     for split in task.metadata.eval_splits:
         for subset in task.hf_subsets or ["default"]:
             ready = searcher._prefetched.get((task.metadata.name, split, subset, searcher._held))
@@ -618,18 +620,32 @@ def forget_prefetched(searcher: SharedCorpusSearch, task: Any) -> None:
 
 
 def _task_prompt(model: Any, task_metadata: TaskMetadata, prompt_type: PromptType = PromptType.document) -> str:
-    """The prompt TEXT a wrapper puts before passages or queries ('' when none; mteb returns prompt names)."""
+    """The prompt TEXT a wrapper puts before passages or queries ('' when none; mteb returns prompt names).
+
+    Part of the embedding cache key. A model with no mteb prompt lookup (no ``get_prompt``, or one that
+    cannot be called as mteb's ``get_prompt(task_metadata, prompt_type)``) puts no mteb prompt: ''. Any
+    error raised by the lookup itself is raised, never taken for "no prompt", which would file the
+    vectors under another key.
+    """
     get_prompt = getattr(model, "get_prompt", None)
-    if not callable(get_prompt):
+    if not callable(get_prompt) or not _accepts(get_prompt, task_metadata, prompt_type):
         return ""
-    try:
-        name = get_prompt(task_metadata, prompt_type)
-    except Exception:
-        return ""
+    name = get_prompt(task_metadata, prompt_type)
     if not name:
         return ""
     prompts = getattr(model, "model_prompts", None) or {}
     return str(prompts.get(name, name))
+
+
+def _accepts(function: Callable[..., Any], *args: Any) -> bool:
+    """Whether ``function`` can be called with ``args`` (its signature binds them; unknown signatures: yes)."""
+    try:
+        inspect.signature(function).bind(*args)
+    except TypeError:  # another API's method under the same name
+        return False
+    except ValueError:  # no signature to read (a builtin): call it and let it answer
+        return True
+    return True
 
 
 def _instructs_passages(model: Any) -> bool:
@@ -643,7 +659,7 @@ def _instructs_passages(model: Any) -> bool:
 
 
 def retrieval_texts(dataset: Any, prompt_type: PromptType) -> list[str]:
-    """The texts of a corpus or a query set as the model reads them: mteb's ``_retrieval_texts``, as a list.
+    """The texts of a corpus or a query set as the model reads them: mteb's own (``mteb_retrieval_texts``), as a list.
 
     mteb builds them with a ``datasets.map`` over every row (a passage is its title and text joined and stripped)
     and hands back a ``datasets`` ``Column``, which reads one row per index: at full scale the map and the
@@ -663,7 +679,7 @@ def retrieval_texts(dataset: Any, prompt_type: PromptType) -> list[str]:
                 for title, text in zip(dataset["title"][:], texts, strict=True)]
     if "instruction" not in columns and all(isinstance(text, str) for text in texts):
         return texts
-    return list(_retrieval_texts(dataset, prompt_type)[:])
+    return list(mteb_retrieval_texts(dataset, prompt_type)[:])
 
 
 def passage_loader(texts: list[str], batch_size: int) -> Any:

@@ -49,6 +49,7 @@ from disastir_mteb.data.published import (
 )
 from disastir_mteb.data.task_cache import load_cached_task
 from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, ranking, score_run
+from disastir_mteb.util.mteb_internals import validate_metadata
 from disastir_mteb.vocabulary.metadata import (
     CATEGORIES_METADATA,
     CITATION,
@@ -151,7 +152,7 @@ def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
         prompt={"query": intent["instruction"]},
         **split_only,
     )
-    metadata._validate_metadata()
+    validate_metadata(metadata)
     return metadata
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from disastir_mteb.data.layout import DATA_DIR_ENV
 from disastir_mteb.util.atomic import write_json_atomic
+from disastir_mteb.util.mteb_internals import split_statistics
 from disastir_mteb.vocabulary.taxonomy import (
     CATEGORIES,
     INTENTS,
@@ -229,7 +230,7 @@ def compute_statistics(task_names: list[str], out_dir: str | Path) -> list[Path]
         task = mteb.get_task(name)
         task.load_data()
         split = task.metadata.eval_splits[0]
-        stats: dict[str, Any] = dict(task._calculate_descriptive_statistics_from_split(split))
+        stats: dict[str, Any] = split_statistics(task, split)
         stats["source"] = source
         path = Path(out_dir) / f"{name}.json"
         write_json_atomic(path, {split: stats})

@@ -1,11 +1,12 @@
 """Plumbing every folder shares: nothing here knows about DisastIR or its models.
 
-``atomic`` (write-then-rename, with the writer's pid in temporary names; also mteb's result cache, atomic),
+``atomic`` (write-then-rename, with the writer's pid in temporary names),
 ``cache_dir`` (the one cache root), ``digest`` (the short digest of cache names and keys, a file's content digest),
-``checked_file`` (files read back whole or refused: sections, a JSON header, a checksum of every byte), ``browser``
-(headless Chromium: a page as one PNG), ``patching`` (the names of other libraries' internals a patch uses,
-checked one way), ``timings`` (the phases of a run and the clock every layer marks them with).
-``install_hint``: the one ``pip install`` command an error gives for a missing package.
+``checked_file`` (files read back whole or refused: sections, a JSON header, a checksum of every byte),
+``patching`` (the names of other libraries' internals a patch uses, checked one way), ``timings`` (the phases
+of a run and the clock every layer marks them with), ``install_hint`` (the one ``pip install`` command an error
+gives for a missing package), ``mteb_internals`` (the one door to mteb's, datasets' and sentence-transformers'
+private names).
 
 May import: nothing from the package (``tests/test_layers.py`` checks every folder's imports).
 """

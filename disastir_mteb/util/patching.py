@@ -4,7 +4,8 @@ The leaderboard page (:mod:`disastir_mteb.leaderboard.mteb_patch`) and the faste
 (:mod:`disastir_mteb.runner.scoring_patch`) replace names inside mteb and scikit-learn that are not public
 API. Each declares what it uses as ``{module: (name, ...)}``; :func:`missing_names` says which of them
 the installed versions lack, so that a step whose names are gone is skipped (mteb's own behaviour,
-slower or plainer) and the canary tests fail, naming them.
+slower or plainer) and the canary tests fail, naming them. A dotted name (``Class.method``) is an
+attribute of a class in the module (:mod:`disastir_mteb.util.mteb_internals` reads some).
 """
 
 from __future__ import annotations
@@ -24,5 +25,14 @@ def missing_names(required: Mapping[str, Sequence[str]]) -> list[str]:
         except ImportError:
             lost.append(module_name)
             continue
-        lost += [f"{module_name}.{name}" for name in names if not hasattr(module, name)]
+        lost += [f"{module_name}.{name}" for name in names if not _has(module, name)]
     return lost
+
+
+def _has(owner: object, dotted: str) -> bool:
+    """Whether ``owner.a.b...`` exists for ``dotted`` = ``"a.b..."``."""
+    for part in dotted.split("."):
+        if not hasattr(owner, part):
+            return False
+        owner = getattr(owner, part)
+    return True

@@ -1,5 +1,8 @@
 """A small real OpenAI-compatible server on loopback: what the tests and benchmarks talk to.
 
+Test code, not shipped in the wheel: tests import it as ``from loopback import ...`` (pytest puts ``tests/``
+on ``sys.path``), benchmarks put ``tests/`` on ``sys.path`` first.
+
 The judge (issue 23) and the embedding-server encoder (issue 24) are tested against a real HTTP server
 through the real ``openai`` client, never a mocked client: retries, ``Retry-After``, timeouts, keep-alive
 and concurrency are exactly the parts a mock would get wrong. This module is that server, built on the
@@ -31,7 +34,7 @@ The server runs in a background thread of the test process (``with LoopbackServe
 as its own process, so that a benchmark measures the client's CPU apart from the server's and a test
 can kill a client while the server lives::
 
-    python -m disastir_mteb.endpoints.loopback --port 0 --latency 0.05 [--grades QRELS.json]
+    PYTHONPATH=tests python -m loopback --port 0 --latency 0.05 [--grades QRELS.json]
         [--answer MODULE:FUNCTION] [--embed MODULE:FUNCTION] [--model NAME]
 
 which prints its base URL (``http://127.0.0.1:PORT/v1``) as the first line of standard output and serves
@@ -48,6 +51,7 @@ import itertools
 import json
 import logging
 import math
+import os
 import re
 import signal
 import socket
@@ -104,7 +108,7 @@ _CHAT = "/v1/chat/completions"
 _EMBEDDINGS = "/v1/embeddings"
 _MODELS = "/v1/models"
 _STATS = "/loopback/stats"
-_MODULE = "disastir_mteb.endpoints.loopback"  # what LoopbackProcess runs with -m
+_MODULE = "loopback"  # what LoopbackProcess runs with -m, this folder on the child's PYTHONPATH
 _CONTROL = "/loopback/control"
 
 # Longer keys first, so that the alternation takes "final_relevance_score" whole, never its tail.
@@ -1067,7 +1071,7 @@ class RemoteLoopback:
 
 
 class LoopbackProcess(RemoteLoopback):
-    """A loopback server in its own process (``python -m disastir_mteb.endpoints.loopback``).
+    """A loopback server in its own process (``python -m loopback``, this folder on its ``PYTHONPATH``).
 
     A benchmark measures the client's CPU without the server's, and a test can kill the client (or the
     server: :meth:`kill`) independently. The process is started on entering the ``with`` block, its
@@ -1101,8 +1105,12 @@ class LoopbackProcess(RemoteLoopback):
     def __enter__(self) -> LoopbackProcess:
         # Standard error goes to a file, not a pipe: a pipe nobody reads blocks a server that logs a lot.
         self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8")
+        # -m keeps the child's working folder importable (the ``module:function`` specs); this file's folder
+        # (tests/, not a package) joins its path so that ``loopback`` itself is found.
+        path = os.pathsep.join(filter(None, (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH"))))
         self.process = subprocess.Popen([sys.executable, "-m", _MODULE, "--port", "0", *self._arguments],
-                                        stdout=subprocess.PIPE, stderr=self._stderr, text=True, cwd=self._cwd)
+                                        stdout=subprocess.PIPE, stderr=self._stderr, text=True, cwd=self._cwd,
+                                        env={**os.environ, "PYTHONPATH": path})
         line = self.process.stdout.readline().strip() if self.process.stdout is not None else ""
         if not line.startswith("http://"):
             self.kill()
@@ -1153,7 +1161,7 @@ def _read_grades(path: Path) -> dict[tuple[str, str], int | float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until terminated, the base URL printed as the first line of standard output."""
-    parser = argparse.ArgumentParser(prog="python -m disastir_mteb.endpoints.loopback", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m loopback", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1; 0 picks a free one")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds each chat or embeddings request waits")
