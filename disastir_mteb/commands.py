@@ -274,6 +274,14 @@ def _say_unchecked(notes: list[str | None], command: str) -> None:
         print(f"disastir-mteb {command}: {note}", file=sys.stderr)
 
 
+def _one_folder_sides(found: list) -> tuple[list, list]:
+    """What one folder compares: its exact runs against its ANN runs, else its plain runs against its experiments."""
+    first, second = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
+    if not second:  # no ANN run: the plain runs against the experiments (instructions, precision)
+        first, second = [s for s in found if not s.experiment], [s for s in found if s.experiment]
+    return first, second
+
+
 def compare(args: argparse.Namespace) -> int:
     """``disastir-mteb compare``: two result sets side by side, or model rankings across query sets.
 
@@ -305,11 +313,23 @@ def compare(args: argparse.Namespace) -> int:
     elif len(args.results) == 1:
         found = sets(args.results[0])
         if len({s.split for s in found}) > 1:  # several query sets in one folder: rankings across them
-            print("\n\n".join(agreement.to_text() for agreement in split_agreement(found, metric=args.metric)))
-            return 0
-        first, second = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
-        if not second:  # no ANN run: the plain runs against the experiments (instructions, precision)
-            first, second = [s for s in found if not s.experiment], [s for s in found if s.experiment]
+            agreements = split_agreement(found, metric=args.metric, paired_only=False)
+            if any(agreement.pairs for agreement in agreements):
+                print("\n\n".join(agreement.to_text() for agreement in agreements))
+                return 0
+            # no model ran with the same settings on two query sets: compare within each query set instead
+            comparable = {split for split in SPLITS if all(_one_folder_sides([s for s in found if s.split is split]))}
+            if not comparable:
+                raise ValueError(f"{args.results[0]} holds runs on several query sets, but no model has runs with the "
+                                 "same settings on two of them, and no query set holds both sides of a comparison "
+                                 "(exact and ANN runs, or a plain run and experiments); pass two folders instead.")
+            aside = [s for s in found if s.split not in comparable]
+            if aside:
+                print(f"Set aside: {'; '.join(s.display_label for s in aside)} (no run with the "
+                      "same settings on another query set, and nothing to compare it with on its own).",
+                      file=sys.stderr)
+            found = [s for s in found if s.split in comparable]
+        first, second = _one_folder_sides(found)
         if not first or not second:
             raise ValueError(f"With one folder, compare needs exact and ANN result sets in it, or a plain run and "
                              f"experiments; {args.results[0]} holds {len(found)}: "

@@ -433,3 +433,20 @@ def test_run_devlite_option_names_a_missing_folder(tmp_path: Path, capsys: pytes
     assert cli.main(["run", "-m", "bundled", "--split", "test", "--devlite", str(tmp_path / "nope"),
                      "--output-folder", str(tmp_path / "out"), "--quiet"]) == 2
     assert f"--devlite {tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
+
+
+def test_one_folder_with_an_unpaired_test_run_beside_full_runs_compares_what_is_comparable(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "No model has runs with the same settings on DisastIR and on DisastIR-Test", exit 2."""
+    ann = {"disastir_search": "ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16"}
+    for folder in ("full", "one"):
+        _run(tmp_path / folder, "org/alpha", {Split.full: _flat(0.5)})
+        _run(tmp_path / folder, "org/alpha", {Split.full: _flat(0.45)}, experiment=ann)
+    assert cli.main(["compare", str(tmp_path / "full")]) == 0
+    full_only = capsys.readouterr().out.replace(str(tmp_path / "full"), str(tmp_path / "one"))
+    _run(tmp_path / "one", "org/alpha", {Split.test: _flat(0.4)}, experiment={"instructions": "disastir"})
+
+    assert cli.main(["compare", str(tmp_path / "one")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == full_only  # the full set's exact against its ANN run, as without the Test run
+    assert captured.err.startswith("Set aside: org/alpha") and "DisastIR-Test" in captured.err

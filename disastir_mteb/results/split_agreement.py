@@ -151,10 +151,13 @@ def _by_key(sets: Sequence[ResultSet], split: Split) -> dict[tuple[str, str], Re
     return found
 
 
-def split_agreement(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_METRIC) -> list[SplitAgreement]:
+def split_agreement(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_METRIC,
+                    paired_only: bool = True) -> list[SplitAgreement]:
     """Each query set among ``sets`` other than the reference (the full set, else Test), ranked against it.
 
     ``metric``: mteb's key of the metric the models are ranked by; default ``ndcg_at_10``, the main score.
+    ``paired_only``: refuse when no model and setting has runs on two query sets (else return the empty pairings,
+    for a caller that then compares within each query set).
 
     Raises:
         ValueError: the sets are on fewer than two query sets, a query set holds two sets of one model and
@@ -180,7 +183,7 @@ def split_agreement(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_ME
         unpaired = [result for key, result in mine.items() if key not in theirs]
         unpaired += [result for key, result in theirs.items() if key not in mine]
         agreements.append(SplitAgreement(split, reference, tuple(pairs), tuple(unpaired), metric))
-    if not any(agreement.pairs for agreement in agreements):
+    if paired_only and not any(agreement.pairs for agreement in agreements):
         raise ValueError(f"No model has runs with the same settings on {benchmark_name(reference)} and on "
                          f"{', '.join(benchmark_name(a.split) for a in agreements)}; nothing to rank.")
     return agreements
