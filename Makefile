@@ -1,8 +1,8 @@
 # The README's two commands: `make demo` and `make test`. Both build .venv from scratch when it is
 # missing, torch 2.13.0 first and on its own. Which build of torch that is, pip's own configuration
-# decides: where pip's find-links hold the CPU wheel (`pip config list`; on the machine this project is
-# built on, find-links /opt/wheels holds torch-2.13.0+cpu, which pip prefers to PyPI's 2.13.0), it is
-# the CPU build; on Linux with PyPI alone it is the CUDA build, torch plus 19 nvidia-*/cuda-*/triton
+# decides: where pip's find-links hold the CPU wheel (`pip config list`; a local torch-2.13.0+cpu wheel
+# there is preferred to PyPI's 2.13.0), it is the CPU build; on Linux with PyPI alone it is the CUDA
+# build, torch plus 19 nvidia-*/cuda-*/triton
 # wheels, several GB. For the CPU build there, name PyTorch's CPU index:
 #     make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 PYTHON ?= python3
@@ -32,7 +32,7 @@ demo: $(VENV)/.demo-installed  ## the bundled small model on the bundled sample 
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/disastir-mteb demo
 
 test: setup  ## the offline test suite (real mteb, datasets, USearch and MiniLM)
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q --durations=15
 
 lint: setup
 	$(BIN)/ruff check disastir_mteb tests _disastir_mteb_autoload.py hatch_build.py
