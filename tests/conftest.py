@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -48,6 +48,39 @@ def use_data(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
     yield use
     tasks.forget_data_files()
+
+
+@pytest.fixture(scope="session")
+def hashing_runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``hashing_runs(*tasks)``: a cheap model's results, with per-query top-10 files, on those tasks of the sample.
+
+    Made once per task list for the whole session: the runs whose unjudged pairs (holes) the judge tests ask about.
+    """
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
+    from disastir_mteb.runner.run import evaluate
+
+    made: dict[tuple[str, ...], Path] = {}
+
+    def runs(*tasks: str) -> Path:
+        if tasks not in made:
+            root = tmp_path_factory.mktemp("hashing-runs")
+            evaluate(HashingEncoder(dim=64, name="disastir-mteb/hashing-64"), list(tasks), cache_dir=False,
+                     output_folder=root, show_progress=False, data=sample_data)
+            made[tasks] = root
+        return made[tasks]
+
+    return runs
+
+
+@pytest.fixture
+def holes(runs: Path, sample_data: Path, monkeypatch: pytest.MonkeyPatch) -> list:
+    """The unjudged top-10 pairs of the module's ``runs`` (a module using it defines ``runs``)."""
+    from disastir_mteb.judging.holes import find_holes, result_sets_of
+
+    monkeypatch.setenv("DISASTIR_DATA_DIR", str(sample_data))
+    found = find_holes(result_sets_of([runs])).pairs
+    assert len(found) > 10
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -86,6 +86,7 @@ __all__ = [
     "LoopbackProcess",
     "LoopbackServer",
     "LoopbackStats",
+    "MemoisedEncoder",
     "RemoteLoopback",
     "grade_judge",
     "main",
@@ -1188,3 +1189,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+class MemoisedEncoder:
+    """A sentence-transformers model as a server's embed function: each distinct text encoded once, under a lock.
+
+    Servers answer from several threads and tests send the same texts again and again (resumes, several servers),
+    so the vectors are kept: the servers answer fast enough for the tests' short timeouts.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.vectors: dict[str, list[float]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        with self.lock:
+            missing = [text for text in dict.fromkeys(texts) if text not in self.vectors]
+            if missing:
+                rows = self.model.encode(missing, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
+                self.vectors.update(zip(missing, rows.tolist(), strict=True))
+            return [self.vectors[text] for text in texts]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loopback import Fault, FaultKind, LoopbackServer, LoopbackStats
+from loopback import Fault, FaultKind, LoopbackServer, LoopbackStats, MemoisedEncoder
 
 from disastir_mteb import cli
 from disastir_mteb.endpoints.pool import LONGEST_WAIT_ENV, RATE_LIMIT_PATIENCE_ENV, REDACTED, EndpointError
@@ -75,27 +75,10 @@ def query_texts(data: Path, instructions: str | None) -> list[str]:
     return texts
 
 
-class MemoisedMiniLM:
-    """The bundled MiniLM as a server's embed function: each distinct text encoded once, under a lock."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.vectors: dict[str, list[float]] = {}
-        self.lock = threading.Lock()
-
-    def __call__(self, texts: list[str]) -> list[list[float]]:
-        with self.lock:
-            missing = [text for text in dict.fromkeys(texts) if text not in self.vectors]
-            if missing:
-                rows = self.model.encode(missing, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
-                self.vectors.update(zip(missing, rows.tolist(), strict=True))
-            return [self.vectors[text] for text in texts]
-
-
 @pytest.fixture(scope="module")
-def minilm(bundled_model: Any, tiny: Path) -> MemoisedMiniLM:
+def minilm(bundled_model: Any, tiny: Path) -> MemoisedEncoder:
     """Warm before any server starts, so that no answer is slow enough to meet a test's short timeout."""
-    embed = MemoisedMiniLM(bundled_model.model)
+    embed = MemoisedEncoder(bundled_model.model)
     embed(corpus_texts(tiny) + query_texts(tiny, None) + query_texts(tiny, "disastir"))
     return embed
 
@@ -169,7 +152,7 @@ def truncated(embed: Callable[[list[str]], Sequence[Sequence[float]]]) -> Callab
 
 @pytest.mark.parametrize("instructions", [None, "disastir"])
 def test_one_server_scores_as_the_in_process_model_and_receives_the_texts_it_would(
-        instructions: str | None, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        instructions: str | None, minilm: MemoisedEncoder, reference: dict[str | None, dict[str, float]], tiny: Path,
         servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     server = servers(embed=minilm, model=MODEL)
     result = evaluate(MODEL, TASKS, data=tiny, embeddings_url=server.base_url, instructions=instructions,
@@ -182,7 +165,7 @@ def test_one_server_scores_as_the_in_process_model_and_receives_the_texts_it_wou
 
 @pytest.mark.parametrize("n_servers", [2, 3])
 def test_several_servers_share_the_corpus_and_score_as_one(
-        n_servers: int, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        n_servers: int, minilm: MemoisedEncoder, reference: dict[str | None, dict[str, float]], tiny: Path,
         servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     started = [servers(embed=minilm, model=MODEL, latency=0.02) for _ in range(n_servers)]
     result = evaluate(MODEL, TASKS, data=tiny, embeddings_url=[server.base_url for server in started],
@@ -194,7 +177,7 @@ def test_several_servers_share_the_corpus_and_score_as_one(
 
 
 def test_a_server_that_dies_mid_run_leaves_its_batches_to_the_others(
-        minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        minilm: MemoisedEncoder, reference: dict[str | None, dict[str, float]], tiny: Path,
         servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     dying = servers(embed=minilm, model=MODEL, latency=0.1)
     living = servers(embed=minilm, model=MODEL, latency=0.1)
@@ -225,7 +208,7 @@ def test_a_server_that_dies_mid_run_leaves_its_batches_to_the_others(
                                    Fault(FaultKind.HANG, seconds=30), Fault(FaultKind.CLOSE)],
                          ids=lambda fault: fault.kind.value)
 def test_a_fault_that_retrying_mends_leaves_the_scores_unchanged(
-        fault: Fault, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        fault: Fault, minilm: MemoisedEncoder, reference: dict[str | None, dict[str, float]], tiny: Path,
         servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     server = servers(embed=minilm, model=MODEL)
     served = EmbeddingServers(MODEL, server.base_url, concurrency=1, timeout=1.0)  # a hang ends after 1 s
@@ -246,7 +229,7 @@ def test_a_fault_that_retrying_mends_leaves_the_scores_unchanged(
 @pytest.mark.parametrize("fault", [Fault(FaultKind.SERVER_ERROR), Fault(FaultKind.RATE_LIMIT, retry_after=0.5)],
                          ids=lambda fault: fault.kind.value)
 def test_a_fault_on_the_first_request_is_retried_as_well(
-        fault: Fault, minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        fault: Fault, minilm: MemoisedEncoder, reference: dict[str | None, dict[str, float]], tiny: Path,
         servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     """The probe that reads the dimension and identity before the run: a server still loading its model answers 503."""
     server = servers(embed=minilm, model=MODEL)
@@ -260,7 +243,7 @@ def test_a_fault_on_the_first_request_is_retried_as_well(
 
 
 def test_vectors_listed_out_of_order_are_placed_by_their_index(
-        minilm: MemoisedMiniLM, reference: dict[str | None, dict[str, float]], tiny: Path,
+        minilm: MemoisedEncoder, reference: dict[str | None, dict[str, float]], tiny: Path,
         servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     server = servers(embed=minilm, model=MODEL)
     served = EmbeddingServers(MODEL, server.base_url)
@@ -277,7 +260,7 @@ WRONG_ANSWERS = [(FaultKind.WRONG_DIMENSION, "vectors of different dimensions [3
 
 @pytest.mark.parametrize(("kind", "says"), WRONG_ANSWERS, ids=[kind.value for kind, _ in WRONG_ANSWERS])
 def test_a_wrong_answer_stops_the_run_with_one_sentence_naming_the_server(
-        kind: FaultKind, says: str, minilm: MemoisedMiniLM, on_tiny: Path, servers: Callable[..., LoopbackServer],
+        kind: FaultKind, says: str, minilm: MemoisedEncoder, on_tiny: Path, servers: Callable[..., LoopbackServer],
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good, bad = servers(embed=minilm, model=MODEL), servers(embed=minilm, model=MODEL)
     served = EmbeddingServers(MODEL, [good.base_url, bad.base_url])
@@ -294,7 +277,7 @@ def test_a_wrong_answer_stops_the_run_with_one_sentence_naming_the_server(
 
 
 def test_a_server_whose_vectors_change_dimension_mid_run_stops_it(
-        minilm: MemoisedMiniLM, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+        minilm: MemoisedEncoder, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     changed = threading.Event()
     server = servers(embed=lambda texts: (truncated(minilm) if changed.is_set() else minilm)(texts), model=MODEL)
     served = EmbeddingServers(MODEL, server.base_url)
@@ -304,7 +287,7 @@ def test_a_server_whose_vectors_change_dimension_mid_run_stops_it(
         run_on(served, tiny, tmp_path)
 
 
-def test_an_all_zero_vector_stops_the_run(minilm: MemoisedMiniLM, tiny: Path,
+def test_an_all_zero_vector_stops_the_run(minilm: MemoisedEncoder, tiny: Path,
                                           servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     """A zero vector has no direction: cosine would rank its passage silently last (or NaN), never a score."""
     empty = corpus_texts(tiny)[7]
@@ -320,7 +303,7 @@ def test_an_all_zero_vector_stops_the_run(minilm: MemoisedMiniLM, tiny: Path,
 
 
 def test_the_store_serves_a_rerun_and_keeps_different_servings_apart(
-        minilm: MemoisedMiniLM, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
+        minilm: MemoisedEncoder, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path) -> None:
     store, n_passages = tmp_path / "store", len(corpus_texts(tiny))
 
     def run(server: LoopbackServer, revision: str | None = None) -> tuple[str, int, int, dict[str, float]]:
@@ -360,7 +343,7 @@ def hashing_embed() -> Callable[[list[str]], list[list[float]]]:
 
 
 def test_another_checkpoint_served_under_the_same_name_and_listing_gets_its_own_entry(
-        minilm: MemoisedMiniLM, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        minilm: MemoisedEncoder, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
     """Same name, listing and dimension, so the same ``served-`` revision: only the vectors tell them apart."""
     store = tmp_path / "store"
@@ -387,7 +370,7 @@ def test_another_checkpoint_served_under_the_same_name_and_listing_gets_its_own_
 
 
 def test_a_ready_search_model_asks_the_servers_again_at_its_next_run(
-        minilm: MemoisedMiniLM, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        minilm: MemoisedEncoder, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
     """One search model, two runs, and between them the server's model was swapped (same name, listing, dimension)."""
     serving: dict[str, Callable[[list[str]], Any]] = {"embed": minilm}
@@ -465,7 +448,7 @@ def free_port() -> int:
 @pytest.mark.parametrize("case", ["another model", "described differently", "other dimensions", "other vectors",
                                   "unreachable"])
 def test_servers_that_cannot_serve_the_run_are_one_sentence_before_any_encoding(
-        case: str, minilm: MemoisedMiniLM, on_tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        case: str, minilm: MemoisedEncoder, on_tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     started = [servers(embed=minilm, model=MODEL)]
     if case == "another model":
@@ -495,7 +478,7 @@ def test_servers_that_cannot_serve_the_run_are_one_sentence_before_any_encoding(
 
 
 def test_the_key_comes_from_its_variable_and_is_never_printed_or_logged(
-        minilm: MemoisedMiniLM, on_tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        minilm: MemoisedEncoder, on_tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         caplog: pytest.LogCaptureFixture) -> None:
     default_key, named_key = f"sk-default-{uuid.uuid4().hex}", f"sk-named-{uuid.uuid4().hex}"

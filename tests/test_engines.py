@@ -12,13 +12,14 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_servers import ENGINES, EngineServer
+from loopback import MemoisedEncoder
 
 from disastir_mteb import cli
 from disastir_mteb.endpoints.pool import EndpointError
@@ -26,7 +27,6 @@ from disastir_mteb.models.embedding_servers import EmbeddingServers
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.runner.run import evaluate
-from tests.engine_servers import ENGINES, EngineServer
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-STS-Tech"]
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -47,24 +47,9 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_sample(tmp_path_factory.mktemp("engines") / "data", scale=scale)
 
 
-class MemoisedMiniLM:
-    """The bundled MiniLM as the engines' embed function: each distinct text encoded once, under a lock."""
-
-    def __init__(self, model: Any) -> None:
-        self.model, self.vectors, self.lock = model, {}, threading.Lock()
-
-    def __call__(self, texts: list[str]) -> list[list[float]]:
-        with self.lock:
-            missing = [text for text in dict.fromkeys(texts) if text not in self.vectors]
-            if missing:
-                rows = self.model.encode(missing, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
-                self.vectors.update(zip(missing, rows.tolist(), strict=True))
-            return [self.vectors[text] for text in texts]
-
-
 @pytest.fixture(scope="module")
-def minilm(bundled_model: Any) -> MemoisedMiniLM:
-    return MemoisedMiniLM(bundled_model.model)
+def minilm(bundled_model: Any) -> MemoisedEncoder:
+    return MemoisedEncoder(bundled_model.model)
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +92,7 @@ def run(url: str, model: str, data: Path, out: Path, *extra: str) -> int:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_each_engine_encodes_as_the_in_process_model(engine: str, minilm: MemoisedMiniLM, tiny: Path,
+def test_each_engine_encodes_as_the_in_process_model(engine: str, minilm: MemoisedEncoder, tiny: Path,
                                                      reference: dict[str, float], use_data: Callable[[Path], None],
                                                      engines: Callable[..., EngineServer], tmp_path: Path) -> None:
     """``run --embeddings-url`` at the URL each engine's docs teach: the in-process scores, the served model's name."""
@@ -164,7 +149,7 @@ PREFIX_CASES = {  # (engine, how the user wrote the URL) -> the advice, or None 
 
 @pytest.mark.parametrize(("engine", "written"), list(PREFIX_CASES), ids=[f"{e} {w}" for e, w in PREFIX_CASES])
 def test_a_url_with_the_wrong_prefix_names_the_one_to_use_before_anything_is_encoded(
-        engine: str, written: str, minilm: MemoisedMiniLM, tiny: Path, reference: dict[str, float],
+        engine: str, written: str, minilm: MemoisedEncoder, tiny: Path, reference: dict[str, float],
         use_data: Callable[[Path], None], engines: Callable[..., EngineServer], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     use_data(tiny)
@@ -286,7 +271,7 @@ def test_a_malformed_url_is_one_sentence_before_anything_is_loaded(command: str,
     assert done.stdout.strip() == "[]"  # refused before mteb, torch or the client was imported
 
 
-def test_a_run_on_two_engines_exits_without_a_word_on_stderr(minilm: MemoisedMiniLM, tiny: Path,
+def test_a_run_on_two_engines_exits_without_a_word_on_stderr(minilm: MemoisedEncoder, tiny: Path,
                                                             reference: dict[str, float],
                                                             engines: Callable[..., EngineServer],
                                                             tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import openai
@@ -25,7 +26,7 @@ from loopback import Fault, FaultKind, LoopbackProcess, LoopbackServer, grade_ju
 
 from disastir_mteb import cli
 from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
-from disastir_mteb.judging.holes import find_holes, result_sets_of
+from disastir_mteb.judging.holes import result_sets_of
 from disastir_mteb.judging.protocol import (
     PROMPT_DIGEST,
     PROMPT_VERSION,
@@ -37,8 +38,6 @@ from disastir_mteb.judging.protocol import (
     requests_per_pair,
 )
 from disastir_mteb.judging.store import JudgementStore, Pair
-from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.runner.run import evaluate
 from disastir_mteb.vocabulary.taxonomy import Intent
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-STS-Geo"]
@@ -52,20 +51,9 @@ def true_grade(intent: Intent, query: str, passage: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def runs(hashing_runs: Callable[..., Path]) -> Path:
     """A cheap model's results (with per-query top-10 files) on two tasks of the sample: many holes."""
-    root = tmp_path_factory.mktemp("judge-runs")
-    evaluate(HashingEncoder(dim=64, name="disastir-mteb/hashing-64"), TASKS, cache_dir=False, output_folder=root,
-             show_progress=False, data=sample_data)
-    return root
-
-
-@pytest.fixture
-def holes(runs: Path, sample_data: Path, monkeypatch: pytest.MonkeyPatch) -> list:
-    monkeypatch.setenv("DISASTIR_DATA_DIR", str(sample_data))
-    found = find_holes(result_sets_of([runs]))
-    assert len(found.pairs) > 50
-    return found.pairs
+    return hashing_runs(*TASKS)
 
 
 def _judge_of(holes: list) -> object:

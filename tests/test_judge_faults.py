@@ -38,11 +38,8 @@ from disastir_mteb.endpoints.pool import (
     retry_after,
 )
 from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
-from disastir_mteb.judging.holes import find_holes, result_sets_of
 from disastir_mteb.judging.job import judge_pairs
 from disastir_mteb.judging.store import MAX_RAW_CHARS, JudgementStore, Pair, StoreLockedError
-from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.runner.run import evaluate
 from disastir_mteb.vocabulary.taxonomy import Intent
 
 TASK = "DisastIR-STS-Geo"  # one request per pair: the cheapest holes to judge
@@ -55,19 +52,8 @@ def true_grade(query: str, passage: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("judge-fault-runs")
-    evaluate(HashingEncoder(dim=64, name="disastir-mteb/hashing-64"), [TASK], cache_dir=False, output_folder=root,
-             show_progress=False, data=sample_data)
-    return root
-
-
-@pytest.fixture
-def holes(runs: Path, sample_data: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    monkeypatch.setenv("DISASTIR_DATA_DIR", str(sample_data))
-    found = find_holes(result_sets_of([runs])).pairs
-    assert len(found) > 10
-    return found
+def runs(hashing_runs: Callable[..., Path]) -> Path:
+    return hashing_runs(TASK)
 
 
 def judge_of(holes: list[Any]) -> Callable[[dict[str, Any]], str]:

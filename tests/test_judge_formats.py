@@ -16,6 +16,7 @@ import json
 import logging
 import socket
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,9 @@ from loopback import grade_judge
 from disastir_mteb import cli
 from disastir_mteb.endpoints.pool import EndpointError, EndpointPool, chat_from_event_stream
 from disastir_mteb.judging.batch import write_batch_requests
-from disastir_mteb.judging.holes import find_holes, result_sets_of
 from disastir_mteb.judging.job import FORMAT_PROBES, judge_pairs
 from disastir_mteb.judging.protocol import MAX_ANSWER_ATTEMPTS, AnswerFormat, pending_requests
 from disastir_mteb.judging.store import JudgementStore, Pair
-from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.runner.run import evaluate
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Intent
 
 TASK = "DisastIR-STS-Geo"
@@ -52,19 +50,8 @@ def true_grade(query: str, passage: str, top: int = 5) -> int:
 
 
 @pytest.fixture(scope="module")
-def runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("judge-format-runs")
-    evaluate(HashingEncoder(dim=64, name="disastir-mteb/hashing-64"), [TASK], cache_dir=False, output_folder=root,
-             show_progress=False, data=sample_data)
-    return root
-
-
-@pytest.fixture
-def holes(runs: Path, sample_data: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    monkeypatch.setenv("DISASTIR_DATA_DIR", str(sample_data))
-    found = find_holes(result_sets_of([runs])).pairs
-    assert len(found) > 10
-    return found
+def runs(hashing_runs: Callable[..., Path]) -> Path:
+    return hashing_runs(TASK)
 
 
 def judge_of(holes: list[Any]) -> Any:
