@@ -23,13 +23,19 @@ request carried. Connections close after each answer (HTTP/1.0), so closing a se
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+from loopback import grade_judge
+
+from disastir_mteb.judging.store import JudgementStore
 
 #: ``respond(request) -> (HTTP status, Content-Type, body)``.
 Respond = Callable[[dict[str, Any]], tuple[int, str, bytes]]
@@ -233,3 +239,30 @@ def fixed(body: bytes, content_type: str = "application/json") -> Respond:
         return 200, content_type, body
 
     return respond
+
+
+# -- what the judge tests ask and expect --------------------------------------------------------------------------
+
+#: The judge model the judge tests' servers serve.
+JUDGE_MODEL = "judge-model"
+
+
+def true_grade(query: str, passage: str, top: int = 5) -> int:
+    """The grade a well-behaved judge gives a pair in the judge tests: a digest of its texts, 0..top."""
+    return int(hashlib.sha256(f"{query}\x00{passage}".encode()).hexdigest(), 16) % (top + 1)
+
+
+def judge_of(holes: list[Any]) -> Callable[[dict[str, Any]], str]:
+    """A loopback answer function giving each of ``holes`` its :func:`true_grade`."""
+    return grade_judge({(h.query, h.passage): true_grade(h.query, h.passage) for h in holes})
+
+
+def expected(holes: list[Any]) -> dict[tuple[str, str], float]:
+    """The grades a job with :func:`judge_of` must store for ``holes``."""
+    return {(h.query, h.passage): float(true_grade(h.query, h.passage)) for h in holes}
+
+
+def grades_in(store: Path) -> dict[tuple[str, str], float]:
+    """The grades :data:`JUDGE_MODEL` left in a judgement store, by (query, passage)."""
+    with JudgementStore(store) as opened:
+        return {(j.query, j.passage): j.grade for j in opened.judgements(judge_model=JUDGE_MODEL)}

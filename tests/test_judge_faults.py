@@ -11,7 +11,6 @@ are pinned here.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -24,7 +23,9 @@ from typing import Any
 
 import openai
 import pytest
-from loopback import Fault, FaultKind, LoopbackServer, grade_judge
+from judge_servers import JUDGE_MODEL as MODEL
+from judge_servers import expected, grades_in, judge_of
+from loopback import Fault, FaultKind, LoopbackServer
 
 from disastir_mteb import cli
 from disastir_mteb.endpoints.pool import (
@@ -43,12 +44,9 @@ from disastir_mteb.judging.store import MAX_RAW_CHARS, JudgementStore, Pair, Sto
 from disastir_mteb.vocabulary.taxonomy import Intent
 
 TASK = "DisastIR-STS-Geo"  # one request per pair: the cheapest holes to judge
-MODEL = "judge-model"
 SECRET = "sk-test-" + "0123456789abcdef" * 3
 
 
-def true_grade(query: str, passage: str) -> int:
-    return int(hashlib.sha256(f"{query}\x00{passage}".encode()).hexdigest(), 16) % 6
 
 
 @pytest.fixture(scope="module")
@@ -56,17 +54,10 @@ def runs(hashing_runs: Callable[..., Path]) -> Path:
     return hashing_runs(TASK)
 
 
-def judge_of(holes: list[Any]) -> Callable[[dict[str, Any]], str]:
-    return grade_judge({(h.query, h.passage): true_grade(h.query, h.passage) for h in holes})
 
 
-def expected(holes: list[Any]) -> dict[tuple[str, str], float]:
-    return {(h.query, h.passage): float(true_grade(h.query, h.passage)) for h in holes}
 
 
-def grades_in(store: Path) -> dict[tuple[str, str], float]:
-    with JudgementStore(store) as opened:
-        return {(j.query, j.passage): j.grade for j in opened.judgements(judge_model=MODEL)}
 
 
 def judge(runs: Path, urls: list[str], store: Path, *extra: str) -> int:

@@ -11,7 +11,6 @@ every intent (every step of the protocol).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import socket
@@ -22,14 +21,21 @@ from typing import Any
 
 import pytest
 from judge_servers import (
+    JUDGE_MODEL as MODEL,
+)
+from judge_servers import (
     JudgeServer,
     constrained,
     event_stream,
+    expected,
     fixed,
+    grades_in,
+    judge_of,
     prose,
     refuses,
     refuses_schema,
     streaming,
+    true_grade,
 )
 from loopback import grade_judge
 
@@ -42,11 +48,8 @@ from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Intent
 
 TASK = "DisastIR-STS-Geo"
-MODEL = "judge-model"
 
 
-def true_grade(query: str, passage: str, top: int = 5) -> int:
-    return int(hashlib.sha256(f"{query}\x00{passage}".encode()).hexdigest(), 16) % (top + 1)
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +57,10 @@ def runs(hashing_runs: Callable[..., Path]) -> Path:
     return hashing_runs(TASK)
 
 
-def judge_of(holes: list[Any]) -> Any:
-    return grade_judge({(h.query, h.passage): true_grade(h.query, h.passage) for h in holes})
 
 
-def expected(holes: list[Any]) -> dict[tuple[str, str], float]:
-    return {(h.query, h.passage): float(true_grade(h.query, h.passage)) for h in holes}
 
 
-def grades_in(store: Path) -> dict[tuple[str, str], float]:
-    with JudgementStore(store) as opened:
-        return {(j.query, j.passage): j.grade for j in opened.judgements(judge_model=MODEL)}
 
 
 def judge(runs: Path, url: str, store: Path, *extra: str) -> int:
