@@ -10,7 +10,6 @@ generated sample, with a real loopback chat server as the judge.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -57,14 +56,17 @@ def _edit_a_grade(data: Path, task: str) -> None:
 
 @pytest.fixture(autouse=True)
 def no_data_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Neither the user's DISASTIR_DATA_DIR nor the one a command sets for its process outlives a test."""
+    """The user's DISASTIR_DATA_DIR is not read by these tests (a command restores the one it sets itself)."""
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
 
 
-def _main(argv: list[str]) -> int:
-    """The command line, as a new process would start it (``--data`` sets DISASTIR_DATA_DIR for its whole process)."""
-    os.environ.pop(DATA_DIR_ENV, None)  # the autouse fixture restores it as it was before the test
-    return cli.main(argv)
+def _judge_refuses(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """``judge`` on ``results`` exits 2 having asked nothing; returns its last line on stderr."""
+    with LoopbackServer() as server:
+        assert cli.main(["judge", str(results), "--model", JUDGE, "--base-url", server.base_url, "--store",
+                         str(tmp_path / "judge.sqlite"), "--yes", "--quiet"]) == 2
+        assert not server.stats().answered  # nothing asked about other data
+    return capsys.readouterr().err.splitlines()[-1]
 
 
 @pytest.fixture(scope="module")
@@ -111,11 +113,11 @@ def test_files_written_before_the_digest_are_checked_by_the_folders_name_and_mar
         del content["data"][DIGEST_KEY]
         path.write_text(json.dumps(content), encoding="utf-8")
     store = _store(tmp_path / "store.sqlite")
-    assert _main(["report", str(results), "--judgements", str(store)]) == 0
+    assert cli.main(["report", str(results), "--judgements", str(store)]) == 0
     assert (f"disastir-mteb report: data: {data}, the folder the runs read (recorded in their result files; checked by "
             "its name, as files written before the digest allow; --data overrides).") in capsys.readouterr().err
     write_sample(data, seed=1, overwrite=True)  # another sample in its place: the marker says so
-    assert _main(["report", str(results), "--judgements", str(store)]) == 2
+    assert cli.main(["report", str(results), "--judgements", str(store)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"disastir-mteb report: The runs read data folder {data} (recorded in their result files), but it no longer "
         f"holds the files they were scored on ({STS} changed since); pass --data with a folder holding the data the "
@@ -130,7 +132,7 @@ def test_report_compare_and_judge_read_the_folder_the_run_read(
             "--data overrides).")
     store = tmp_path / "store.sqlite"
     with LoopbackServer() as server:
-        assert _main(["judge", str(runs_a), "--model", JUDGE, "--base-url", server.base_url, "--store", str(store),
+        assert cli.main(["judge", str(runs_a), "--model", JUDGE, "--base-url", server.base_url, "--store", str(store),
                          "--yes", "--quiet", "-t", STS]) == 0
         answered = len(server.stats().answered)
     judged = capsys.readouterr().out.splitlines()
@@ -141,16 +143,16 @@ def test_report_compare_and_judge_read_the_folder_the_run_read(
     assert answered == len(holes.pairs) > 20  # STS: one request per pair, every hole of the folder's data
     assert any(f"{len(holes.pairs):,} distinct pair(s) to judge" in printed for printed in judged)
 
-    assert _main(["report", str(runs_a), "--judgements", str(store)]) == 0
+    assert cli.main(["report", str(runs_a), "--judgements", str(store)]) == 0
     remembered = capsys.readouterr()
     assert f"disastir-mteb report: {line}" in remembered.err.splitlines()
     assert "Completed NDCG@10 (estimate)" in remembered.out
-    assert _main(["report", str(runs_a), "--judgements", str(store), "--data", str(data_a)]) == 0
+    assert cli.main(["report", str(runs_a), "--judgements", str(store), "--data", str(data_a)]) == 0
     given = capsys.readouterr()
     assert given.out == remembered.out  # the same numbers as when told
     assert (f"disastir-mteb report: data: {data_a} (--data {data_a}; its files are those the runs read in "
             f"{data_a}).") in given.err.splitlines()
-    assert _main(["compare", str(runs_a), "--judgements", str(store)]) == 0
+    assert cli.main(["compare", str(runs_a), "--judgements", str(store)]) == 0
     compared = capsys.readouterr()
     assert f"disastir-mteb compare: {line}" in compared.err.splitlines()
     assert compared.out.count("Completed NDCG@10 (estimate):") == 2
@@ -160,7 +162,7 @@ def test_a_copy_of_the_data_elsewhere_is_the_same_data(runs_a: Path, data_a: Pat
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     moved = Path(shutil.copytree(data_a, tmp_path / "moved")).resolve()
     store = _store(tmp_path / "store.sqlite")
-    assert _main(["report", str(runs_a), "--judgements", str(store), "--data", str(moved)]) == 0
+    assert cli.main(["report", str(runs_a), "--judgements", str(store), "--data", str(moved)]) == 0
     assert (f"disastir-mteb report: data: {moved} (--data {moved}; its files are those the runs read in {data_a})."
             in capsys.readouterr().err.splitlines())
 
@@ -173,19 +175,15 @@ def test_the_folder_the_run_read_changed_since_is_refused(careless: tuple[Path, 
     sentence = (f"The runs read data folder {data} (recorded in their result files), but it no longer holds the files "
                 f"they were scored on ({STS} changed since); pass --data with a folder holding the data the runs read, "
                 "or rerun them on this one.")
-    assert _main(["report", str(results), "--judgements", str(store)]) == 2
+    assert cli.main(["report", str(results), "--judgements", str(store)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb report: {sentence}"
-    with LoopbackServer() as server:
-        assert _main(["judge", str(results), "--model", JUDGE, "--base-url", server.base_url, "--store",
-                         str(tmp_path / "judge.sqlite"), "--yes", "--quiet"]) == 2
-        assert not server.stats().answered  # nothing asked about other data
-    assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb judge: {sentence}"
+    assert _judge_refuses(results, tmp_path, capsys) == f"disastir-mteb judge: {sentence}"
     # the plain report still reads the set, saying its data changed instead of re-scoring it against other data
-    assert _main(["report", str(results)]) == 0
+    assert cli.main(["report", str(results)]) == 0
     assert (f"their data folder {data} no longer holds the files they were scored on (changed since the run)"
             in capsys.readouterr().err)
     # the data the run read, given with --data, is used
-    assert _main(["report", str(results), "--judgements", str(store), "--data", str(sample_data)]) == 0
+    assert cli.main(["report", str(results), "--judgements", str(store), "--data", str(sample_data)]) == 0
     assert f"its files are those the runs read in {data})." in capsys.readouterr().err
 
 
@@ -196,13 +194,9 @@ def test_the_folder_the_run_read_removed_is_refused(careless: tuple[Path, Path],
     shutil.rmtree(data)
     sentence = (f"The runs read data folder {data} (recorded in their result files), which is not on this machine any "
                 "more; pass --data with a folder holding the same files.")
-    assert _main(["report", str(results), "--judgements", str(store)]) == 2
+    assert cli.main(["report", str(results), "--judgements", str(store)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb report: {sentence}"
-    with LoopbackServer() as server:
-        assert _main(["judge", str(results), "--model", JUDGE, "--base-url", server.base_url, "--store",
-                         str(tmp_path / "judge.sqlite"), "--yes", "--quiet"]) == 2
-        assert not server.stats().answered
-    assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb judge: {sentence}"
+    assert _judge_refuses(results, tmp_path, capsys) == f"disastir-mteb judge: {sentence}"
 
 
 def test_data_given_that_is_not_what_the_run_read_is_refused(careless: tuple[Path, Path], tmp_path: Path,
@@ -211,16 +205,12 @@ def test_data_given_that_is_not_what_the_run_read_is_refused(careless: tuple[Pat
     data, results = careless
     other = write_sample(tmp_path / "other", seed=1).resolve()
     store = _store(tmp_path / "store.sqlite")
-    assert _main(["report", str(results), "--judgements", str(store), "--data", str(other)]) == 2
+    assert cli.main(["report", str(results), "--judgements", str(store), "--data", str(other)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"disastir-mteb report: --data {other} does not hold the data the runs read: the files of {STS} there are not "
         f"those the runs read in {data}; pass the folder the runs read, or rerun them on this one.")
     monkeypatch.setenv(DATA_DIR_ENV, str(other))  # a variable left from another session: checked the same way
-    with LoopbackServer() as server:
-        assert cli.main(["judge", str(results), "--model", JUDGE, "--base-url", server.base_url, "--store",
-                         str(tmp_path / "judge.sqlite"), "--yes", "--quiet"]) == 2
-        assert not server.stats().answered
-    assert capsys.readouterr().err.splitlines()[-1].startswith(
+    assert _judge_refuses(results, tmp_path, capsys).startswith(
         f"disastir-mteb judge: {DATA_DIR_ENV}={other} does not hold the data the runs read: the files of {STS}")
 
 
@@ -237,24 +227,20 @@ def test_result_sets_on_different_data_in_one_folder_are_never_mixed(
                 f"{other} ({STS} of {folders['disastir-mteb/hashing-32']}); one command reads one data folder, so "
                 "give the result sets of one folder at a time (or --data with a folder holding the files they all "
                 "read).")
-    assert _main(["report", str(results), "--judgements", str(store)]) == 2
+    assert cli.main(["report", str(results), "--judgements", str(store)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb report: {sentence}"
     pair = [str(folders["disastir-mteb/hashing-64"]), str(folders["disastir-mteb/hashing-32"])]
-    assert _main(["compare", *pair, "--judgements", str(store)]) == 2
+    assert cli.main(["compare", *pair, "--judgements", str(store)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb compare: {sentence}"
-    assert _main(["compare", *pair]) == 2  # without --judgements too, as before: the difference would be the data's
+    assert cli.main(["compare", *pair]) == 2  # without --judgements too, as before: the difference would be the data's
     assert "so their difference measures the data, not the model" in capsys.readouterr().err
-    with LoopbackServer() as server:
-        assert _main(["judge", str(results), "--model", JUDGE, "--base-url", server.base_url, "--store",
-                         str(tmp_path / "judge.sqlite"), "--yes", "--quiet"]) == 2
-        assert not server.stats().answered
-    assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb judge: {sentence}"
+    assert _judge_refuses(results, tmp_path, capsys) == f"disastir-mteb judge: {sentence}"
     # with --data, the set of the other folder is refused by its digest
-    assert _main(["report", str(results), "--judgements", str(store), "--data", str(data)]) == 2
+    assert cli.main(["report", str(results), "--judgements", str(store), "--data", str(data)]) == 2
     assert f"in {other}; pass the folder the runs read" in capsys.readouterr().err
     # each model's folder alone reads its own data
     for folder, read in ((folders["disastir-mteb/hashing-64"], data), (folders["disastir-mteb/hashing-32"], other)):
-        assert _main(["report", str(folder), "--judgements", str(store)]) == 0
+        assert cli.main(["report", str(folder), "--judgements", str(store)]) == 0
         assert f"data: {read}, the folder the runs read" in capsys.readouterr().err
 
 
@@ -266,10 +252,10 @@ def test_a_set_whose_tasks_were_rerun_on_other_data_is_never_completed(
     other = write_sample(tmp_path / "other", seed=1).resolve()
     _run(other, results, [STS])  # replaces STS's file: the set now holds QA-Bio on A and STS-Geo on B
     store = _store(tmp_path / "store.sqlite")
-    assert _main(["report", str(results)]) == 0  # the report says its tasks disagree, as it always did
+    assert cli.main(["report", str(results)]) == 0  # the report says its tasks disagree, as it always did
     assert "its tasks disagree. Data: local folder data (synthetic sample, scale small, seed 0) in 1 task" in \
         capsys.readouterr().out
-    assert _main(["report", str(results), "--judgements", str(store)]) == 2
+    assert cli.main(["report", str(results), "--judgements", str(store)]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith(f"disastir-mteb report: The result sets read different data: {data} (DisastIR-QA-Bio of ")
     assert f"; {other} ({STS} of " in err
@@ -282,7 +268,7 @@ def test_compare_refuses_two_runs_on_one_folder_whose_files_changed_between_them
     _edit_a_grade(data, STS)
     after = _run(data, tmp_path / "after", [STS], dim=32)
     [first], [second] = result_sets_of([results]), result_sets_of([after])
-    assert _main(["compare", str(first.folder), str(second.folder)]) == 2
+    assert cli.main(["compare", str(first.folder), str(second.folder)]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
     digests = [json.loads(next(s.folder.rglob("*_per_query.json")).read_text())["data"][DIGEST_KEY][:12]
                for s in (first, second)]
