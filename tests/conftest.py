@@ -21,6 +21,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if "DISASTIR_CACHE_DIR" not in os.environ:
     os.environ["DISASTIR_CACHE_DIR"] = tempfile.mkdtemp(prefix="disastir-tests-")
     atexit.register(shutil.rmtree, os.environ["DISASTIR_CACHE_DIR"], ignore_errors=True)
+elif "PYTEST_XDIST_WORKER" in os.environ:  # one given cache root (CI's): a folder of it per worker process
+    os.environ["DISASTIR_CACHE_DIR"] = os.path.join(os.environ["DISASTIR_CACHE_DIR"], os.environ["PYTEST_XDIST_WORKER"])
+if "PYTEST_XDIST_WORKER" in os.environ:  # workers share the cores: one compute thread each, not one per core each
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
 
 
 @pytest.fixture(scope="session")

@@ -131,7 +131,7 @@ def _outputs(out: Path) -> dict[str, Any]:
     """Each task's test scores and each per-query file under ``out``, by relative path (no timings)."""
     found: dict[str, Any] = {}
     for path in sorted(out.rglob("*.json")):
-        if path.name.startswith("."):
+        if any(part.startswith(".") for part in path.relative_to(out).parts):  # a killed writer's hidden staging
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
         if path.parent.name == "disastir_per_query":
