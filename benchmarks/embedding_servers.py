@@ -140,7 +140,7 @@ def one_run(encoder: Any, texts: list[str], *, batch_size: int, chunk: int, serv
     cpu_before, started = time.process_time(), time.perf_counter()
     if chunk:
         with tempfile.TemporaryDirectory(prefix="embedding-servers-") as folder:
-            key = StoreKey(MODEL, encoder.mteb_model_meta.revision, "corpus", "", "", fingerprint_texts(texts),
+            key = StoreKey(MODEL, encoder.mteb_model_meta.revision, "corpus", "", fingerprint_texts(texts),
                            batch_size=batch_size)
             shape = EmbeddingStore(Path(folder)).get_or_encode(
                 key, texts, encoder.passages(batch_size), chunk_size=chunk,

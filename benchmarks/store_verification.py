@@ -44,7 +44,7 @@ def _median_seconds(call: object, repeat: int) -> float:
 def entry_figures(n: int, dim: int, repeat: int) -> None:
     """Build one n x dim entry, then time serving it with and without the row checksums."""
     texts = [f"passage {i}" for i in range(n)]
-    key = StoreKey("bench/vectors", "1", "corpus", "", "", fingerprint_texts(texts))
+    key = StoreKey("bench/vectors", "1", "corpus", "", fingerprint_texts(texts))
     rng = np.random.default_rng(0)
 
     def encode(batch: list[str]) -> np.ndarray:

@@ -252,9 +252,7 @@ def test_the_private_name_check_catches_each_way_of_reading_one(tmp_path: Path) 
 
 #: Private names tests still read, each because no public way exists: test file -> {read: why}.
 TESTS_READING_PRIVATE_NAMES = {
-    "test_faults_cache.py": {"store_module._replace_atomic": "the fault hook: a kill right after the n-th chunk file"},
     "test_exact_search.py": {"kernel._exact_top_tensor": "a spy counting the blocked kernel's calls"},
-    "test_store.py": {"module._replace_atomic": "holds a chunk file's write to show the encoder goes on meanwhile"},
 }
 
 

@@ -184,6 +184,40 @@ def test_the_app_tables_hold_the_run_and_the_published_rows(runs: Path) -> None:
     assert len(rows) == 33  # the Test run is a row of the DisastIR-Test benchmark, not of this table
 
 
+# True when no word of the provenance table is split across two lines (a path may break at its slashes).
+_NO_WORD_SPLIT = """(() => {
+  const cells = [...document.querySelectorAll('#disastir_provenance td, #disastir_provenance th')];
+  if (cells.length < 10) return false;
+  for (const cell of cells) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.data.matchAll(/[^\\s\\/]+/g)) {
+        const range = document.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        if (new Set([...range.getClientRects()].map(rect => Math.round(rect.top))).size > 1) return false;
+      }
+    }
+  }
+  return true;
+})()"""
+
+
+def test_provenance_words_are_never_split_in_a_narrow_window(runs: Path, tmp_path: Path) -> None:
+    """At 1,000 px the provenance table broke words mid-word ("Precisio|n", "exponenti|al"); it scrolls instead."""
+    from disastir_mteb.leaderboard.app import leaderboard_app, screenshot
+
+    _browser()
+    port = _free_port()
+    with leaderboard_app([runs]) as (app, _):
+        app.launch(server_name="127.0.0.1", server_port=port, quiet=True, prevent_thread_lock=True)
+        try:
+            screenshot(f"http://127.0.0.1:{port}/", tmp_path / "narrow.png", width=1000, max_width=1000,
+                       ready=_NO_WORD_SPLIT, timeout_s=90)  # a TimeoutError: some word is still split
+        finally:
+            app.close()
+
+
 def test_screenshot_holds_the_whole_page_and_every_table_column(tmp_path: Path) -> None:
     """A table wider than its scrolling box, on a page taller than the window: all of it is in the PNG."""
     from disastir_mteb.leaderboard.app import screenshot

@@ -140,7 +140,8 @@ def test_tasks_the_pass_answered_are_scored_in_worker_processes(on_sample: Path,
 
 
 def test_per_query_ndcg_reads_only_the_top_10_and_is_the_same_to_the_bit() -> None:
-    """Per-query NDCG@10 from the stored top 10 is pytrec_eval's on the whole run; ties stored as trec_eval ranks."""
+    """Per-query NDCG@10 of any task from the stored top 10 is pytrec_eval's on the whole run, to the bit; ties
+    stored as trec_eval ranks them; negative grades, unjudged lists and judged queries without a list as it does."""
     import pytrec_eval
 
     from disastir_mteb.results.per_query import ndcg_by_id, score_queries
@@ -155,12 +156,17 @@ def test_per_query_ndcg_reads_only_the_top_10_and_is_the_same_to_the_bit() -> No
         run[q] = {d: float(rng.integers(0, 12)) / 8 for d in chosen}
     run["q0"] = {d: 0.5 for d in list(run["q0"])}  # every similarity tied
     run["q1"] = dict(list(run["q1"].items())[:7])  # fewer than 10
+    qrels["q2"] = {d: -1 if n % 3 == 0 else g for n, (d, g) in enumerate(qrels["q2"].items())}  # negative: gain 0
+    qrels["q3"] = {d: 0 for d in qrels["q3"]}  # judged, nothing relevant: 0
+    del run["q4"]  # judged, no list: left out, as mteb leaves it out
+    run["unjudged"] = {d: 1.0 for d in docs[:10]}  # a list without judgements: left out
     ours = score_queries("DisastIR-QA-Bio", run, ndcg_by_id(qrels))
     whole = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(run)
+    assert "q4" not in whole and "unjudged" not in whole and whole["q3"]["ndcg_cut_10"] == 0
     assert {q: _bits(v) for q, v in ours.ndcg_at_10.items()} == {q: _bits(v["ndcg_cut_10"]) for q, v in whole.items()}
     # similarity, then passage id, both descending: the order trec_eval scores, so the stored list is the scored one
     assert ours.top10 == {q: [d for d, _ in sorted(r.items(), key=lambda item: (item[1], item[0]), reverse=True)[:10]]
-                          for q, r in run.items()}
+                          for q, r in run.items() if q in qrels}
     tied = sum(sorted(r.values(), reverse=True)[9] == sorted(r.values(), reverse=True)[10] for r in run.values()
                if len(r) > 10)
     assert tied >= 30

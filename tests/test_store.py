@@ -33,12 +33,21 @@ class CountingEncoder:
 
 def key_for(texts: list[str], **overrides: object) -> StoreKey:
     fields: dict[str, object] = {"model_name": "org/model", "model_revision": "abc123", "side": "corpus",
-                                 "prompt": "", "instructions": "", "texts_fingerprint": fingerprint_texts(texts)}
+                                 "prompt": "", "texts_fingerprint": fingerprint_texts(texts)}
     return StoreKey(**(fields | overrides))  # type: ignore[arg-type]
 
 
 def expected(texts: list[str], dim: int = 8) -> np.ndarray:
     return CountingEncoder(dim)(texts)
+
+
+def test_keys_keep_the_digests_they_had_so_caches_written_before_stay_valid() -> None:
+    # The digests of these keys before ``instructions`` (always "") left StoreKey: a changed digest would
+    # send every user's cached corpus (hours for a 7B model) to be encoded again.
+    texts = fingerprint_texts(["a", "b"])
+    assert StoreKey("org/model", "abc123", "corpus", "", texts).digest == "b8f01d332d5e40106885eff9511b7117"
+    assert StoreKey("sentence-transformers/all-MiniLM-L6-v2", "c9745ed1", "queries", "query: ", texts, "float16", 32,
+                    "float32", "ab" * 16).digest == "e488e50c6fbd5a994e3be9713944aa12"
 
 
 def test_fingerprint_is_ordered_and_length_prefixed() -> None:
@@ -314,7 +323,7 @@ def test_chunk_files_are_written_while_the_next_chunk_is_encoded(tmp_path: Path,
     from disastir_mteb.search import store as module
 
     encoder, second_chunk = CountingEncoder(), threading.Event()
-    real = module._replace_atomic
+    real = module.write_stream_atomic
     writers: set[str] = set()
 
     def encode(texts: list[str]) -> np.ndarray:
@@ -329,11 +338,11 @@ def test_chunk_files_are_written_while_the_next_chunk_is_encoded(tmp_path: Path,
                 raise AssertionError("the next chunk was not encoded while this chunk's file was written")
         real(path, write)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(module, "_replace_atomic", write_after_the_next_chunk_began)
+    monkeypatch.setattr(module, "write_stream_atomic", write_after_the_next_chunk_began)
     vectors = EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, encode, chunk_size=10)
     assert np.array_equal(vectors, expected(TEXTS)) and encoder.rows == len(TEXTS)
     assert writers and threading.current_thread().name not in writers
-    monkeypatch.setattr(module, "_replace_atomic", real)
+    monkeypatch.setattr(module, "write_stream_atomic", real)
     again = CountingEncoder()
     assert np.array_equal(EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, again, chunk_size=10),
                           expected(TEXTS)) and again.rows == 0  # every chunk file was written and the entry joined

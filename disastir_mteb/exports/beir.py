@@ -28,7 +28,7 @@ from disastir_mteb.exports.common import (
     describe_source,
     export_task_names,
     load_for_export,
-    staged_folder,
+    staged_export,
 )
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def export_beir(
     say = progress or (lambda _message: None)
     shared: Dataset | None = None
     used_gain = gain
-    with staged_folder(out, overwrite) as tmp:
+    with staged_export(out, overwrite) as tmp:
         corpus_file = tmp / "corpus.jsonl"
         for name in names:
             task, data = load_for_export(name, gain)  # type: ignore[arg-type]  # validated above

@@ -16,13 +16,13 @@ link is replaced by the new folder, leaving its target untouched.
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from disastir_mteb.data.layout import DATA_DIR_ENV
+from disastir_mteb.util.atomic import staged_folder
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, Split, get_spec
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from disastir_mteb.data.published import Gain
     from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
 
-__all__ = ["EXPORT_MARKER", "check_corpus", "describe_source", "export_task_names", "load_for_export", "staged_folder"]
+__all__ = ["EXPORT_MARKER", "check_corpus", "describe_source", "export_task_names", "load_for_export", "staged_export"]
 
 # The flat-layout module name, kept: folders exported before the package was layered are still recognised.
 EXPORT_MARKER = "<!-- written by disastir_mteb.export -->"
@@ -91,37 +91,11 @@ def _refuse(out: Path, overwrite: bool) -> None:
                               "by disastir_mteb.exports), so choose a new or empty folder.")
 
 
-@contextmanager
-def staged_folder(out: Path, overwrite: bool) -> Iterator[Path]:
-    """Yield a temporary folder beside ``out``; on success rename it to ``out`` (atomically)."""
+def staged_export(out: Path, overwrite: bool) -> AbstractContextManager[Path]:
+    """A staging folder that becomes ``out`` on success (:func:`~disastir_mteb.util.atomic.staged_folder`).
+
+    ``out`` is checked before the export starts and again just before the swap: another process may have
+    written it meanwhile.
+    """
     _refuse(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        yield tmp
-        _refuse(out, overwrite)  # another process may have written it meanwhile
-        if out.is_dir() and any(out.iterdir()):
-            old = out.parent / f".{out.name}.old-{os.getpid()}"
-            _remove(old)
-            os.replace(out, old)
-            os.replace(tmp, out)
-            _remove(old)
-        else:
-            if out.is_symlink():  # a link to an empty folder: replace the link, not its target
-                out.unlink()
-            elif out.is_dir():
-                out.rmdir()
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _remove(path: Path) -> None:
-    """Remove a folder, or only the link when ``path`` is a symbolic link (never what it points to)."""
-    if path.is_symlink():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
+    return staged_folder(out, lambda out: _refuse(out, overwrite))

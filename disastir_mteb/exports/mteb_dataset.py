@@ -39,7 +39,7 @@ from disastir_mteb.exports.common import (
     describe_source,
     export_task_names,
     load_for_export,
-    staged_folder,
+    staged_export,
 )
 from disastir_mteb.vocabulary.taxonomy import get_spec
 
@@ -98,7 +98,7 @@ def export_mteb(
     qrels_schema = pa.schema([("query-id", pa.string()), ("corpus-id", pa.string()),
                               ("score", pa.int32()), ("grade", pa.int32())])
     shared: Dataset | None = None
-    with staged_folder(out, overwrite) as tmp:
+    with staged_export(out, overwrite) as tmp:
         for name in names:
             task, data = load_for_export(name, "exponential")
             if shared is None:

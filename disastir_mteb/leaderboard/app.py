@@ -54,6 +54,14 @@ TITLE = "DisastIR leaderboard"
 _PAGE_READY = ("!!document.getElementById('disastir_provenance') && document.body.innerText.includes('Rank (Borda)')")
 
 
+#: Gradio's Markdown lets a line break anywhere (``overflow-wrap: anywhere``), which inside a table that does not
+#: fit the window broke words mid-word ("Precisio|n", "exponenti|al"): the provenance table breaks between words
+#: only, and scrolls sideways where its words do not fit.
+_PROVENANCE_CSS = ("#disastir_provenance span, #disastir_provenance td, #disastir_provenance th "
+                   "{overflow-wrap: normal; word-break: normal}"
+                   " #disastir_provenance table {display: block; overflow-x: auto}")
+
+
 def _require_gradio() -> Any:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home from an offline page
     try:
@@ -195,6 +203,7 @@ def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) ->
         replace_blurb(app, blurb(rows), title=TITLE)
         with app, gradio.Accordion("Provenance of these rows", open=True):
             gradio.Markdown(provenance_markdown(rows), elem_id="disastir_provenance")
+            gradio.HTML(f"<style>{_PROVENANCE_CSS}</style>")
         yield app, rows
 
 

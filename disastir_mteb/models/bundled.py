@@ -8,11 +8,11 @@ weights for mteb under the registry name ``sentence-transformers/all-MiniLM-L6-v
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from disastir_mteb.util.atomic import staged_folder, write_text_atomic
 from disastir_mteb.util.install_hint import install_hint
 
 if TYPE_CHECKING:
@@ -66,11 +66,7 @@ def seed_hf_cache(hub_cache: str | Path) -> Path:
     repo = Path(hub_cache) / ("models--" + BUNDLED_MODEL.replace("/", "--"))
     snapshot = repo / "snapshots" / revision
     if not (snapshot / "modules.json").is_file():
-        staging = repo / "snapshots" / f".{revision}.tmp-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(bundled_model_path(), staging)
-        shutil.rmtree(snapshot, ignore_errors=True)
-        os.replace(staging, snapshot)
-    (repo / "refs").mkdir(parents=True, exist_ok=True)
-    (repo / "refs" / "main").write_text(revision, encoding="utf-8")
+        with staged_folder(snapshot) as staging:
+            shutil.copytree(bundled_model_path(), staging, dirs_exist_ok=True)
+    write_text_atomic(repo / "refs" / "main", revision)
     return snapshot

@@ -11,7 +11,8 @@ Each query's top 10 is its run ranked as it is scored (:func:`~disastir_mteb.sco
 then passage id, both descending, as ``trec_eval`` and mteb rank ties), so the stored list is the scored list. A
 DisastIR task scores it (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.ndcg_at_10_per_query`: the task's
 gain, keyed by text as the authors key it), so the mean is the task's ``ndcg_at_10``; any other retrieval task's
-per-query NDCG@10 is ``trec_eval``'s ``ndcg_cut_10`` on ids (:func:`ndcg_by_id`), mteb's own.
+per-query NDCG@10 is the same computation on ids with the qrels' values as gains (:func:`ndcg_by_id`), which is
+``trec_eval``'s ``ndcg_cut_10``, mteb's own.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from disastir_mteb.data.data_cache import source_digest
 from disastir_mteb.data.layout import DATA_DIR_ENV, find_task_files
-from disastir_mteb.scoring.authors import TOP_K, ranking
+from disastir_mteb.scoring.authors import TOP_K, ranking, score_run
 from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
@@ -87,20 +88,18 @@ def score_queries(task_name: str, results: Mapping[str, Mapping[str, float]], sc
 
 
 def ndcg_by_id(qrels: Mapping[str, Mapping[str, int]]) -> ScoreTop10:
-    """``trec_eval``'s ``ndcg_cut_10`` of top-10 lists against id-keyed ``qrels`` (the values as gains): mteb's NDCG@10.
+    """NDCG@10 of top-10 lists against id-keyed ``qrels``, their values as gains: mteb's NDCG@10 for any task.
 
-    Queries without judgements, or without a list, are left out, as mteb leaves them out.
+    The package's one NDCG (:func:`~disastir_mteb.scoring.authors.score_run`) with ``trec_eval``'s ``ndcg_cut_10``
+    conventions, which mteb scores with: the gain is the qrels' value as it is (a negative one counts 0), and
+    queries without judgements, or without a list, are left out.
     """
-    judged = {query_id: dict(docs) for query_id, docs in qrels.items() if docs}
+    judged = {query_id: {doc: max(value, 0) for doc, value in docs.items()} for query_id, docs in qrels.items() if docs}
 
     def score(top10: Mapping[str, Sequence[str]]) -> dict[str, float]:
-        import pytrec_eval
-
-        # falling similarities in list order: trec_eval ranks each list as given
-        run = {query_id: {doc: float(TOP_K - rank) for rank, doc in enumerate(ranked[:TOP_K])}
-               for query_id, ranked in top10.items() if query_id in judged}
-        scores = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut.10"}).evaluate(run)
-        return {query_id: float(values["ndcg_cut_10"]) for query_id, values in scores.items()}
+        run = {query_id: ranked for query_id, ranked in top10.items() if query_id in judged}
+        return {query_id: scores.ndcg_zero_fill
+                for query_id, scores in score_run(run, judged, TOP_K, gain=float).per_query.items()}
 
     return score
 

@@ -12,12 +12,11 @@ import functools
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from disastir_mteb.util.atomic import error_naming, remove_orphans, set_aside
+from disastir_mteb.util.atomic import error_naming, remove_orphans, set_aside, temporary_beside
 from disastir_mteb.util.timings import Phase, clock
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ def atomic_result_cache(folder: str | Path | None = None) -> ResultCache:
     mteb writes ``<Task>.json``, ``model_meta.json`` and ``run_settings.jsonl`` in place with
     ``open("w")``: a run killed mid-write leaves half a file, and two runs writing one folder can
     interleave their bytes. This cache lets mteb write them into a hidden staging folder
-    (``.disastir-staging-<pid>-*`` at the cache root, outside ``results/``), then moves each one
+    (``.disastir-staging.<pid>.<random>.tmp`` at the cache root, outside ``results/``), then moves each one
     into place with ``os.replace``. A save that fails (a full disk) raises an ``OSError`` naming the
     task's result file.
 
@@ -84,8 +83,8 @@ def _atomic_result_cache_class() -> type[ResultCache]:
             staging_root: Path | None = None
             try:
                 root.mkdir(parents=True, exist_ok=True)
-                remove_orphans(root, ".disastir-staging-")
-                staging_root = Path(tempfile.mkdtemp(prefix=f".disastir-staging-{os.getpid()}-", dir=root))
+                remove_orphans(root, ".disastir-staging.")
+                staging_root = temporary_beside(root / "disastir-staging", folder=True)
                 staging = ResultCache(staging_root)
                 staged = staging.get_task_result_path(**where).parent
                 staged.mkdir(parents=True)

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +35,7 @@ from disastir_mteb.data.layout import MARKER, find_task_files, read_marker
 from disastir_mteb.data.published import read_queries
 from disastir_mteb.data.reading import read_records
 from disastir_mteb.sample.generator import sample_dir
+from disastir_mteb.util.atomic import staged_folder
 from disastir_mteb.vocabulary.taxonomy import CATEGORY_FULL_NAMES, INTENT_FILE_KEYS, TASK_SPECS, task_file_stem
 
 __all__ = ["DEVLITE_GENERATOR_VERSION", "POOL_SHARE", "devlite_queries_per_task", "devlite_sample_dir",
@@ -131,25 +130,13 @@ def write_devlite_sample(
     source, out = Path(full_dir).expanduser().absolute(), Path(out_dir).expanduser().absolute()
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"Refusing to write the DevLite sample: {out} exists and is not empty.")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with staged_folder(out) as tmp:
         details = _fill(tmp, source, layout, seed)
         origin = read_marker(source) or {}
         marker = {"synthetic": True, "generator": "disastir_mteb.sample_devlite",
                   "generator_version": DEVLITE_GENERATOR_VERSION, "scale": origin.get("scale"), "seed": seed,
                   "devlite": details}
         (tmp / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}"
-            os.replace(out, old)
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     if progress:
         progress(f"DevLite ({layout}): {details['devlite_queries']} queries, {details['pooled_passages']} passages")
     return out

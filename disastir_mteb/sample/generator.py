@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING
 from disastir_mteb.data.layout import MARKER
 from disastir_mteb.sample.plan import generate
 from disastir_mteb.sample.scale import SCALES, SampleScale
+from disastir_mteb.util.atomic import staged_folder
 from disastir_mteb.vocabulary.taxonomy import task_file_stem
 
 if TYPE_CHECKING:
@@ -87,34 +86,18 @@ def _write_sample(out_dir: str | Path, scale: str | SampleScale, seed: int, over
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"Refusing to write the DisastIR sample: {out} exists and is not empty.")
     say = progress or (lambda _msg: None)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+
+    def still_free(out: Path) -> None:
+        if out.exists() and any(out.iterdir()) and not overwrite:
+            raise FileExistsError(f"Refusing to replace {out}: another process created it meanwhile.")
+
+    with staged_folder(out, still_free) as tmp:
         b, tasks, short = generate(sc, seed, say)
         pairs = _write_files(tmp, b, tasks, seed, say)
         _write_marker(tmp, sc, seed)
         stats = {"passages": len(b.texts), "queries": sum(len(t.queries) for t in tasks), "pairs": pairs,
                  "shortfall": short}
         del b, tasks
-        if out.exists() and any(out.iterdir()):
-            if not overwrite:
-                raise FileExistsError(f"Refusing to replace {out}: another process created it meanwhile.")
-            old = out.parent / f".{out.name}.old-{os.getpid()}"
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            try:
-                if out.exists():
-                    out.rmdir()
-                os.replace(tmp, out)
-            except OSError as exc:  # another process renamed its copy into place first
-                raise FileExistsError(f"Refusing to replace {out}: another process wrote it first.") from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out, stats
 
 

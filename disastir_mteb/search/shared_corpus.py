@@ -341,7 +341,7 @@ class SharedCorpusSearch:
         name, revision = self._model_key()
         fingerprint = texts_fingerprint or fingerprint_texts(texts)
         return StoreKey(model_name=name, model_revision=revision, side=side, prompt=prompt,  # type: ignore[arg-type]
-                        instructions="", texts_fingerprint=fingerprint, dtype=self.dtype,  # type: ignore[arg-type]
+                        texts_fingerprint=fingerprint, dtype=self.dtype,  # type: ignore[arg-type]
                         batch_size=batch_size, precision=self.model_dtype,
                         model_fingerprint=self.identity.fingerprint)
 

@@ -10,9 +10,9 @@ the finished entry, and the store that serves, verifies, repairs and encodes ent
 one :meth:`EmbeddingStore.get_or_encode`, under one lock), then the encoding loop they share.
 
 The key. A :class:`StoreKey` names the model (name, revision, and the fingerprint of what it
-computes: :mod:`disastir_mteb.models.identity`), the side, the passage-side prompt or instructions,
-the texts (:func:`fingerprint_texts`), the storage dtype, the batch size and the model's precision:
-change any of them and the vectors are looked up (or encoded) under another folder. The store format
+computes: :mod:`disastir_mteb.models.identity`), the side, the prompt or instruction the texts are
+encoded with, the texts (:func:`fingerprint_texts`), the storage dtype, the batch size and the model's
+precision: change any of them and the vectors are looked up (or encoded) under another folder. The store format
 number (``_FORMAT``) is hashed in too, so a change in how vectors are laid out or computed rebuilds old
 entries instead of serving them.
 
@@ -78,14 +78,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from disastir_mteb.util.atomic import writer_gone
+from disastir_mteb.util.atomic import remove_orphans, write_path_atomic, write_stream_atomic
 from disastir_mteb.util.cache_dir import cache_root
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.timings import Phase, clock
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
-    from typing import IO
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +103,9 @@ __all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "checksum", "encode_chunk
 # Entries written before them are never found by the search model, whose keys always hold one: its first run
 # after the upgrade encodes again (the old folders stay, unused, until deleted); direct users keep theirs.
 _FORMAT = 3
+# Fields a key no longer has, hashed at the value they always had, so the entries written before stay valid:
+# ``instructions`` (queries carry their instruction in ``prompt``; it was always "").
+_RETIRED_FIELDS = {"instructions": ""}
 _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
 
 
@@ -132,8 +134,8 @@ class StoreKey:
             place) never share vectors; ``None``: the name and revision are trusted. A key without one has
             the digest it had before fingerprints existed, so such entries stay valid.
         side: ``corpus`` for passages, ``queries`` for queries.
-        prompt: the passage-side prompt or instruction prepended for the corpus, ``""`` if none.
-        instructions: instruction-set name and template for queries, ``""`` for the corpus.
+        prompt: the prompt or instruction the texts are encoded with (the passage-side one for the corpus, the
+            task's query prompt for queries), ``""`` if none.
         texts_fingerprint: :func:`fingerprint_texts` of the encoded texts.
         dtype: storage precision; ``float16`` halves the disk and page-cache footprint.
         batch_size: texts per forward pass. It decides each batch's padded length and so the float
@@ -142,7 +144,7 @@ class StoreKey:
             ``None`` for encoders without torch weights).
 
     Examples:
-        >>> key = StoreKey("org/model", "abc123", "corpus", "", "", fingerprint_texts(["a", "b"]))
+        >>> key = StoreKey("org/model", "abc123", "corpus", "", fingerprint_texts(["a", "b"]))
         >>> len(key.digest)
         32
     """
@@ -151,7 +153,6 @@ class StoreKey:
     model_revision: str | None
     side: Literal["corpus", "queries"]
     prompt: str
-    instructions: str
     texts_fingerprint: str
     dtype: Literal["float32", "float16"] = "float32"
     batch_size: int | None = None
@@ -171,7 +172,7 @@ class StoreKey:
         """A stable 32-hex-character hash of every field (and of the store format); no fingerprint hashes as before."""
         fields = {name: value for name, value in asdict(self).items()
                   if name != "model_fingerprint" or value is not None}
-        payload = json.dumps({"format": _FORMAT, **fields}, sort_keys=True, ensure_ascii=False)
+        payload = json.dumps({"format": _FORMAT, **_RETIRED_FIELDS, **fields}, sort_keys=True, ensure_ascii=False)
         return short_digest(payload.encode("utf-8"))
 
     @property
@@ -183,12 +184,11 @@ class StoreKey:
     def describe(self) -> str:
         """One line for logs, e.g. ``corpus of org/m@abc123#9f8e7d6c5b4a (float32, no prompt, texts 1a2b3c4d5e6f)``."""
         prompt = f"prompt {self.prompt!r}" if self.prompt else "no prompt"
-        instructions = f", instructions {self.instructions!r}" if self.instructions else ""
         batch = f", batch {self.batch_size}" if self.batch_size else ""
         precision = f", model {self.precision}" if self.precision else ""
         fingerprint = f"#{self.model_fingerprint[:12]}" if self.model_fingerprint else ""
         return (f"{self.side} of {self.model_name}@{self.model_revision or 'unknown revision'}{fingerprint} "
-                f"({self.dtype}{precision}{batch}, {prompt}{instructions}, texts {self.texts_fingerprint[:12]})")
+                f"({self.dtype}{precision}{batch}, {prompt}, texts {self.texts_fingerprint[:12]})")
 
 
 def _model(key: StoreKey) -> tuple[str, str | None, str | None]:
@@ -295,7 +295,7 @@ def _discard_chunks_of_another_order(folder: Path, digest: str) -> None:
                        folder, len(chunks), "no record" if recorded is None else f"order {str(recorded)[:12]}")
         for chunk in chunks:
             chunk.unlink(missing_ok=True)
-    _replace_atomic(path, lambda handle: handle.write(json.dumps({"order": digest}).encode()))
+    write_stream_atomic(path, lambda handle: handle.write(json.dumps({"order": digest}).encode()))
 
 
 @clock(Phase.store)
@@ -343,29 +343,6 @@ def _check_output(output: Any, start: int, stop: int, dtype: str) -> np.ndarray:
         bad = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0]) + start
         raise ValueError(f"The encoder returned NaN or infinite values (as {dtype}) for {where}, first in row {bad}.")
     return array
-
-
-@clock(Phase.store)
-def _replace_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write through a pid-named temporary file, fsync, then ``os.replace``: readers never see half a file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-@clock(Phase.store)
-def _remove_orphan_temporaries(folder: Path) -> None:
-    """Delete temporary files left by processes that died mid-write (a killed run's 1 GB leftovers)."""
-    for path in folder.glob(".*.tmp"):
-        if writer_gone(path.name.rsplit(".", 2)[-2]):
-            path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -464,25 +441,22 @@ class _Entry:
 def _write_entry(key: StoreKey, folder: Path, n_rows: int, dim: int, ranges: list[tuple[int, int]],
                  positions: np.ndarray | None, fill: Callable[[np.ndarray], np.ndarray], chunk_size: int) -> None:
     """Write ``embeddings.npy`` (``fill(out)`` puts the rows in place), fsync it, then the manifest last."""
-    final = folder / "embeddings.npy"
-    temporary = folder / f".embeddings.npy.{os.getpid()}.tmp"
-    try:
+    rows = np.zeros(0, np.uint64)
+
+    def write(temporary: Path) -> None:
+        nonlocal rows
         out = fill(np.lib.format.open_memmap(temporary, mode="w+", dtype=key.dtype, shape=(n_rows, dim)))
         out.flush()
         rows = row_checksums(out)
         del out
-        with open(temporary, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temporary, final)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    _replace_atomic(folder / "checksums.npy", lambda handle: np.save(handle, rows, allow_pickle=False))
+
+    write_path_atomic(folder / "embeddings.npy", write)
+    write_stream_atomic(folder / "checksums.npy", lambda handle: np.save(handle, rows, allow_pickle=False))
     manifest = {**asdict(key), "format": _FORMAT, "n_rows": n_rows, "dim": dim, "chunk_size": chunk_size,
                 "chunks": [list(r) for r in ranges], "order": _order_digest(positions),
                 "row_checksums": _ROW_CHECKSUM, "checksums": checksum(rows),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": _library_versions()}
-    _replace_atomic(folder / "manifest.json", lambda handle: handle.write(json.dumps(manifest, indent=2).encode()))
+    write_stream_atomic(folder / "manifest.json", lambda handle: handle.write(json.dumps(manifest, indent=2).encode()))
 
 
 @clock(Phase.store)
@@ -694,7 +668,7 @@ class EmbeddingStore:
             _unlink_quietly(folder / "manifest.json", folder / "embeddings.npy")
         in_memory = False
         try:
-            _remove_orphan_temporaries(folder)
+            remove_orphans(folder)
             _discard_chunks_of_another_order(folder, _order_digest(positions))
         except OSError as error:
             in_memory = self._unpersisted(folder, error)
@@ -902,7 +876,7 @@ class _ChunkWriter:
             return None
         path = self.folder / _chunk_name(rows, checksum(vectors))
         try:
-            _replace_atomic(path, lambda handle: np.save(handle, vectors, allow_pickle=False))
+            write_stream_atomic(path, lambda handle: np.save(handle, vectors, allow_pickle=False))
         except BaseException:
             self._stopped = True
             raise

@@ -14,17 +14,15 @@ A cache folder that cannot be written keeps the built graph in memory, after one
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from disastir_mteb.search.store import fingerprint_texts
-from disastir_mteb.util.atomic import write_bytes_atomic
+from disastir_mteb.util.atomic import write_bytes_atomic, write_path_atomic
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.vocabulary.ann_params import INDEX_FORMAT
 
@@ -67,29 +65,19 @@ def manifest_mismatch(path: Path, manifest_path: Path, manifest: dict[str, Any])
 
 
 def write_entry(index: Any, path: Path, manifest_path: Path, manifest: dict[str, Any]) -> Exception | None:
-    """Write ``index``, then its manifest with the index's SHA-256, each via a temporary file and ``os.replace``.
+    """Write ``index``, then its manifest with the index's SHA-256, each atomically (:mod:`disastir_mteb.util.atomic`).
 
     Returns:
         ``None`` once written, or the error from a folder that cannot be written (read-only, full),
         the temporary file removed: the caller then keeps the index in memory after one warning.
     """
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         manifest_path.unlink(missing_ok=True)  # a crash before the new manifest leaves the entry invalid, not wrong
-        index.save(str(temporary))
-        with open(temporary, "rb+") as handle:
-            os.fsync(handle.fileno())
-        manifest = {**manifest, "sha256": _file_sha256(temporary)}
-        os.replace(temporary, path)
+        write_path_atomic(path, lambda temporary: index.save(str(temporary)))
+        manifest = {**manifest, "sha256": _file_sha256(path)}
         write_bytes_atomic(manifest_path, json.dumps(manifest, indent=2).encode())
     except (OSError, RuntimeError) as error:  # usearch reports an unwritable file as RuntimeError
-        with contextlib.suppress(OSError):
-            temporary.unlink(missing_ok=True)
         return error
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
     return None
 
 

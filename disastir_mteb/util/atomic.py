@@ -1,11 +1,17 @@
-"""Writes that never leave half a file: a temporary file in the same folder, then ``os.replace``.
+"""Writes that never leave half a file or half a folder: a temporary beside it, then ``os.replace``.
+
+The package's one way to write what a reader may open while it is written: bytes or text
+(:func:`write_bytes_atomic`, :func:`write_text_atomic`, :func:`write_json_atomic`), a stream too
+large to hold (:func:`write_stream_atomic`), a file a library writes to a path itself (usearch's
+``Index.save``, numpy's ``open_memmap``: :func:`write_path_atomic`) and a whole folder
+(:func:`staged_folder`: a sample, an export, a model snapshot).
 
 Temporary names are hidden and carry the writer's process id (``.<name>.<pid>.<random>.tmp``), so
 a run killed mid-write leaves no file that passes for a result, and the next write into that
-folder removes the leftovers of writers that are gone. ``os.replace`` swaps a symbolic link
-itself, never the file it points to. A write that fails (a full disk: ``ENOSPC``) raises an
-``OSError`` naming the file it was for, never only the hidden temporary name or nothing at all.
-A file that cannot be read back is never deleted: :func:`set_aside` renames it beside itself.
+folder removes the leftovers of writers that are gone (:func:`remove_orphans`). ``os.replace`` swaps
+a symbolic link itself, never the file it points to. A write that fails (a full disk: ``ENOSPC``)
+raises an ``OSError`` naming the file it was for, never only the hidden temporary name or nothing at
+all. A file that cannot be read back is never deleted: :func:`set_aside` renames it beside itself.
 (mteb's result files get the same through ``disastir_mteb.runner.result_cache``.)
 """
 
@@ -18,12 +24,13 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["error_naming", "remove_orphans", "set_aside", "write_bytes_atomic", "write_json_atomic",
-           "write_stream_atomic", "write_text_atomic", "writer_gone"]
+__all__ = ["error_naming", "remove_orphans", "set_aside", "staged_folder", "temporary_beside", "write_bytes_atomic",
+           "write_json_atomic", "write_path_atomic", "write_stream_atomic", "write_text_atomic", "writer_gone"]
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -39,28 +46,96 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
 def write_stream_atomic(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
     """Let ``write`` fill ``path`` through an open binary handle, atomically: readers see the old file or the new one.
 
-    For files too large to hold twice in memory (a corpus written as Arrow, record batch by record batch): the
-    same temporary name, ``fsync``, ``os.replace`` and error naming as :func:`write_bytes_atomic`.
+    For files too large to hold twice in memory (a corpus written as Arrow, record batch by record batch).
+    """
+    def fill(temporary: Path) -> None:
+        with open(temporary, "wb") as handle:
+            write(handle)
+
+    return write_path_atomic(path, fill)
+
+
+def write_path_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Let ``write`` create the file at a hidden temporary path, then ``fsync`` it and rename it to ``path``.
+
+    For a library that writes to a path itself (usearch's ``Index.save``, numpy's ``open_memmap``); every
+    other writer of this module comes through here. The temporary file exists (empty) when ``write`` is
+    called. An ``OSError`` names ``path`` (:func:`error_naming`); any failure removes the temporary file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_orphans(path.parent, f".{path.name}.")
-    handle = tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                                         delete=False)
+    temporary = temporary_beside(path)
     try:
-        with handle:
-            write(handle)
-            handle.flush()
+        write(temporary)
+        with open(temporary, "rb+") as handle:
             os.fsync(handle.fileno())
-        os.chmod(handle.name, 0o666 & ~_umask())  # temporary files are private (0600); results are not
-        os.replace(handle.name, path)
+        os.chmod(temporary, 0o666 & ~_umask())  # temporary files are private (0600); results are not
+        os.replace(temporary, path)
     except OSError as error:
-        Path(handle.name).unlink(missing_ok=True)
-        raise error_naming(error, path, Path(handle.name)) from None
+        temporary.unlink(missing_ok=True)
+        raise error_naming(error, path, temporary) from None
     except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     return path
+
+
+@contextmanager
+def staged_folder(out: str | Path, before_swap: Callable[[Path], None] | None = None) -> Iterator[Path]:
+    """Yield an empty hidden folder beside ``out`` to fill; when the block succeeds, it becomes ``out`` by a rename.
+
+    ``before_swap(out)``, when given, runs just before the swap: the last check that ``out`` may be replaced
+    (another process may have written it meanwhile). An earlier ``out`` is renamed aside first and removed
+    after (a symbolic link: the link itself, never what it points to), so readers find the old folder or the
+    new one. Any failure removes the staging folder and leaves an earlier ``out`` as it was.
+
+    Raises:
+        FileExistsError: another process put a folder at ``out`` between the check and the rename.
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_orphans(out.parent, f".{out.name}.")
+    staging = temporary_beside(out, folder=True)
+    try:
+        yield staging
+        if before_swap is not None:
+            before_swap(out)
+        _swap_in(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    """Rename ``staging`` to ``out``; an earlier ``out`` (a folder, a file, a link) is renamed aside, then removed."""
+    old: Path | None = None
+    if out.is_symlink() or out.is_file() or (out.is_dir() and any(out.iterdir())):
+        old = temporary_beside(out, folder=True)
+        os.replace(out, old / out.name)
+    elif out.is_dir():
+        out.rmdir()
+    try:
+        os.replace(staging, out)
+    except OSError as error:
+        if old is not None:  # put the earlier one back
+            os.replace(old / out.name, out)
+            shutil.rmtree(old, ignore_errors=True)
+        if out.is_dir():
+            raise FileExistsError(f"Refusing to replace {out}: another process wrote it first.") from error
+        raise error_naming(error, out, staging) from None
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)  # a link or a file inside it is removed, never what a link points to
+
+
+def temporary_beside(path: Path, *, folder: bool = False) -> Path:
+    """A new hidden ``.<name>.<pid>.<random>.tmp`` beside ``path``: an empty file, or a folder."""
+    prefix, suffix = f".{path.name}.{os.getpid()}.", ".tmp"
+    if folder:
+        return Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=path.parent))
+    handle, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=path.parent)
+    os.close(handle)
+    return Path(name)
 
 
 def error_naming(error: OSError, path: Path, temporary: Path | None) -> OSError:
@@ -116,8 +191,17 @@ def writer_gone(pid: str) -> bool:
     return False
 
 
-def remove_orphans(folder: Path, prefix: str) -> None:
-    """Delete the temporary files or folders ``<prefix><pid>...`` in ``folder`` whose writing process is gone."""
-    for path in folder.glob(glob.escape(prefix) + "*"):
-        if writer_gone(re.match(r"\d*", path.name[len(prefix):]).group()):  # type: ignore[union-attr]
+# .<name>.<pid>.<random>.tmp, or .<name>.<pid>.tmp as older versions named them
+_TEMPORARY = re.compile(r"\.(\d+)(?:\.[A-Za-z0-9_]+)?\.tmp$")
+
+
+def remove_orphans(folder: Path, prefix: str = ".") -> None:
+    """Delete the temporary files or folders ``<prefix>...<pid>.<random>.tmp`` in ``folder`` whose writer is gone.
+
+    The process id is read from the end of the name, so a file named like another's prefix (``data`` and
+    ``data.2024``) never passes for its temporary. ``prefix="."``: every temporary in the folder.
+    """
+    for path in folder.glob(glob.escape(prefix) + "*.tmp"):
+        found = _TEMPORARY.search(path.name)
+        if found and writer_gone(found.group(1)):
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)

@@ -1,0 +1,146 @@
+"""The package's one way to write atomically (``disastir_mteb.util.atomic``): files, files a library writes to a
+path itself, whole folders, and the leftovers of writers that were killed."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from disastir_mteb.util.atomic import (
+    remove_orphans,
+    staged_folder,
+    temporary_beside,
+    write_bytes_atomic,
+    write_path_atomic,
+)
+
+
+def _gone_pid() -> int:
+    """The process id of a process that has exited (and been reaped)."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True)
+    return int(child.stdout)
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir())
+
+
+def test_a_library_writing_to_a_path_gets_a_hidden_temporary_and_the_file_appears_whole(tmp_path: Path) -> None:
+    target = tmp_path / "vectors.npy"
+    seen: list[Path] = []
+
+    def write(temporary: Path) -> None:
+        seen.append(temporary)
+        assert temporary.parent == tmp_path and temporary.name.startswith(".vectors.npy.")
+        assert not target.exists()  # nothing at the final name while it is written
+        out = np.lib.format.open_memmap(temporary, mode="w+", dtype=np.float32, shape=(3, 2))
+        out[:] = 1.5
+        out.flush()
+        del out
+
+    write_path_atomic(target, write)
+    assert np.load(target).tolist() == [[1.5, 1.5]] * 3 and _names(tmp_path) == ["vectors.npy"]
+    assert oct(target.stat().st_mode & 0o777) != oct(0o600)  # not the temporary file's private mode
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary_and_names_the_file(tmp_path: Path) -> None:
+    target = write_bytes_atomic(tmp_path / "result.json", b"old")
+
+    def full_disk(temporary: Path) -> None:
+        temporary.write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left on device") as raised:
+        write_path_atomic(target, full_disk)
+    assert raised.value.filename == str(target)  # the file it was for, not the hidden temporary
+    assert target.read_bytes() == b"old" and _names(tmp_path) == ["result.json"]
+
+    def library_error(temporary: Path) -> None:  # usearch reports an unwritable file as RuntimeError
+        raise RuntimeError("cannot write")
+
+    with pytest.raises(RuntimeError, match="cannot write"):
+        write_path_atomic(target, library_error)
+    assert target.read_bytes() == b"old" and _names(tmp_path) == ["result.json"]
+
+
+def test_leftovers_of_killed_writers_go_and_a_running_writers_stay(tmp_path: Path) -> None:
+    dead = _gone_pid()
+    leftovers = [tmp_path / f".result.json.{dead}.k3j4h5.tmp", tmp_path / f".embeddings.npy.{dead}.tmp"]
+    running = tmp_path / f".result.json.{os.getppid()}.a1b2c3.tmp"  # the parent process (pytest's shell): alive
+    folder = tmp_path / f".sample.{dead}.x9y8z7.tmp"
+    for path in [*leftovers, running]:
+        path.write_bytes(b"partial")
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("{}")
+    remove_orphans(tmp_path)
+    assert _names(tmp_path) == [running.name]
+
+
+def test_a_file_named_like_another_files_prefix_is_never_taken_for_its_temporary(tmp_path: Path) -> None:
+    # "data" and "data.2024": the number in data.2024's name is not a writer's process id
+    other = tmp_path / f".data.{_gone_pid()}"
+    other.write_text("a user's hidden file")
+    living = temporary_beside(tmp_path / "data.2024")  # this process is writing it
+    remove_orphans(tmp_path, ".data.")
+    assert other.exists() and living.exists()
+
+
+def test_a_staged_folder_replaces_an_earlier_one_only_when_the_block_succeeds(tmp_path: Path) -> None:
+    out = tmp_path / "sample"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    with pytest.raises(ValueError, match="generator failed"), staged_folder(out) as staging:
+        (staging / "new.txt").write_text("new")
+        raise ValueError("generator failed")
+    assert _names(out) == ["old.txt"] and _names(tmp_path) == ["sample"]  # the earlier folder, no staging left
+    with staged_folder(out) as staging:
+        assert staging.name.startswith(".sample.") and staging.is_dir() and not any(staging.iterdir())
+        (staging / "new.txt").write_text("new")
+    assert _names(out) == ["new.txt"] and _names(tmp_path) == ["sample"]
+
+
+def test_a_staged_folder_replaces_a_link_never_what_it_points_to(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "keep.txt").write_text("the user's")
+    out = tmp_path / "export"
+    out.symlink_to(target, target_is_directory=True)
+    with staged_folder(out) as staging:
+        (staging / "README.md").write_text("export")
+    assert not out.is_symlink() and _names(out) == ["README.md"] and _names(target) == ["keep.txt"]
+
+
+def test_the_last_check_before_the_swap_can_refuse_and_keeps_the_earlier_folder(tmp_path: Path) -> None:
+    out = tmp_path / "export"
+
+    def refuse(folder: Path) -> None:
+        if folder.exists():
+            raise FileExistsError(f"Refusing to replace {folder}: another process created it meanwhile.")
+
+    with pytest.raises(FileExistsError, match="another process created it meanwhile"), \
+            staged_folder(out, refuse) as staging:
+        (staging / "mine.txt").write_text("mine")
+        out.mkdir()  # another process, meanwhile
+        (out / "theirs.txt").write_text("theirs")
+    assert _names(out) == ["theirs.txt"] and _names(tmp_path) == ["export"]
+
+
+def test_without_a_check_a_folder_that_appeared_meanwhile_is_replaced_whole(tmp_path: Path) -> None:
+    out = tmp_path / "sample"
+
+    def theirs_lands_now(folder: Path) -> None:  # after every check, just before the rename
+        folder.mkdir()
+        (folder / "theirs.txt").write_text("theirs")
+
+    # the check itself found nothing, so the swap meets a folder that appeared between the check and the rename:
+    # staged_folder renames it aside and puts its own in place, the earlier one is never left half-replaced
+    with staged_folder(out, theirs_lands_now) as staging:
+        (staging / "mine.txt").write_text("mine")
+    assert _names(out) == ["mine.txt"] and _names(tmp_path) == ["sample"]
