@@ -184,14 +184,14 @@ def test_the_app_tables_hold_the_run_and_the_published_rows(runs: Path) -> None:
     assert len(rows) == 33  # the Test run is a row of the DisastIR-Test benchmark, not of this table
 
 
-# True when no word of the provenance table is split across two lines (a path may break at its slashes).
+# True when no word of the provenance table is split across two lines (a path may break at a slash, a name at a hyphen).
 _NO_WORD_SPLIT = """(() => {
   const cells = [...document.querySelectorAll('#disastir_provenance td, #disastir_provenance th')];
   if (cells.length < 10) return false;
   for (const cell of cells) {
     const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      for (const word of node.data.matchAll(/[^\\s\\/]+/g)) {
+      for (const word of node.data.matchAll(/[^\\s\\/-]+/g)) {
         const range = document.createRange();
         range.setStart(node, word.index);
         range.setEnd(node, word.index + word[0].length);
