@@ -7,6 +7,7 @@ import errno
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -144,3 +145,20 @@ def test_without_a_check_a_folder_that_appeared_meanwhile_is_replaced_whole(tmp_
     with staged_folder(out, theirs_lands_now) as staging:
         (staging / "mine.txt").write_text("mine")
     assert _names(out) == ["mine.txt"] and _names(tmp_path) == ["sample"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="zombies are read from /proc (Linux)")
+def test_a_writer_that_is_a_zombie_is_gone(tmp_path: Path) -> None:
+    """A killed run's worker stays a zombie until its new parent reaps it; its leftovers go at once all the same."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        for _ in range(500):  # exited, not yet reaped: Popen reaps only in wait() or poll()
+            if Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                break
+            time.sleep(0.01)
+        leftover = tmp_path / f".DisastIR-QA-Bio.json.{child.pid}.q1w2e3.tmp"
+        leftover.write_text("{")
+        remove_orphans(tmp_path)
+        assert not leftover.exists()
+    finally:
+        child.wait()

@@ -179,7 +179,10 @@ def write_json_atomic(path: str | Path, payload: Any) -> Path:
 
 
 def writer_gone(pid: str) -> bool:
-    """Whether the process ``pid`` that named a temporary file is gone (a decimal string; else: running)."""
+    """Whether the process ``pid`` that named a temporary file is gone (a decimal string; else: running).
+
+    A zombie is gone too: a killed run's worker stays one until its new parent reaps it, and it writes nothing.
+    """
     if not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
@@ -188,7 +191,10 @@ def writer_gone(pid: str) -> bool:
         return True
     except OSError:  # alive, owned by someone else
         return False
-    return False
+    try:  # Linux: the state is the field after the command's closing parenthesis
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 # .<name>.<pid>.<random>.tmp, or .<name>.<pid>.tmp as older versions named them
