@@ -83,4 +83,5 @@ def test_the_makefile_installs_torch_from_the_index_it_is_given(tmp_path: Path) 
     venv = tmp_path / "venv"
     assert torch_line() == f'{venv}/bin/python -m pip install --quiet --no-compile "torch==2.13.0"'
     assert torch_line("TORCH_INDEX=https://download.pytorch.org/whl/cpu") == (
-        f'{venv}/bin/python -m pip install --quiet --no-compile --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"')
+        f'{venv}/bin/python -m pip install --quiet --no-compile --index-url https://download.pytorch.org/whl/cpu '
+        '"torch==2.13.0"')
