@@ -50,6 +50,15 @@ def test_keys_keep_the_digests_they_had_so_caches_written_before_stay_valid() ->
                     "float32", "ab" * 16).digest == "e488e50c6fbd5a994e3be9713944aa12"
 
 
+def test_manifests_keep_the_retired_field_so_an_older_version_sharing_the_cache_reads_them(tmp_path: Path) -> None:
+    """Earlier versions take a manifest as valid only with ``"instructions": ""``; two virtual environments often
+    share one cache folder, and without the field the older one would encode the whole corpus again."""
+    store = EmbeddingStore(tmp_path)
+    store.get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(), chunk_size=16, progress=False)
+    manifest = json.loads((store.folder(key_for(TEXTS)) / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["instructions"] == "" and manifest["prompt"] == "" and manifest["model_name"] == "org/model"
+
+
 def test_fingerprint_is_ordered_and_length_prefixed() -> None:
     assert len(fingerprint_texts(["a"])) == 32
     assert fingerprint_texts(["ab", "c"]) != fingerprint_texts(["a", "bc"])

@@ -103,7 +103,8 @@ __all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "checksum", "encode_chunk
 # Entries written before them are never found by the search model, whose keys always hold one: its first run
 # after the upgrade encodes again (the old folders stay, unused, until deleted); direct users keep theirs.
 _FORMAT = 3
-# Fields a key no longer has, hashed at the value they always had, so the entries written before stay valid:
+# Fields a key no longer has, hashed and written into manifests at the value they always had, so the entries
+# written before stay valid, and an older version sharing the cache folder keeps reading the entries written now:
 # ``instructions`` (queries carry their instruction in ``prompt``; it was always "").
 _RETIRED_FIELDS = {"instructions": ""}
 _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
@@ -452,8 +453,8 @@ def _write_entry(key: StoreKey, folder: Path, n_rows: int, dim: int, ranges: lis
 
     write_path_atomic(folder / "embeddings.npy", write)
     write_stream_atomic(folder / "checksums.npy", lambda handle: np.save(handle, rows, allow_pickle=False))
-    manifest = {**asdict(key), "format": _FORMAT, "n_rows": n_rows, "dim": dim, "chunk_size": chunk_size,
-                "chunks": [list(r) for r in ranges], "order": _order_digest(positions),
+    manifest = {**_RETIRED_FIELDS, **asdict(key), "format": _FORMAT, "n_rows": n_rows, "dim": dim,
+                "chunk_size": chunk_size, "chunks": [list(r) for r in ranges], "order": _order_digest(positions),
                 "row_checksums": _ROW_CHECKSUM, "checksums": checksum(rows),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": _library_versions()}
     write_stream_atomic(folder / "manifest.json", lambda handle: handle.write(json.dumps(manifest, indent=2).encode()))
