@@ -162,3 +162,14 @@ def test_a_writer_that_is_a_zombie_is_gone(tmp_path: Path) -> None:
         assert not leftover.exists()
     finally:
         child.wait()
+
+
+def test_a_written_file_has_the_permissions_the_umask_gives_and_the_umask_is_left_as_it_was(tmp_path: Path) -> None:
+    """Temporary files are private (0600); the result gets 0666 less the umask, which is read, never set, here."""
+    before = os.umask(0o027)
+    try:
+        target = write_bytes_atomic(tmp_path / "result.json", b"{}")
+        assert target.stat().st_mode & 0o777 == 0o640
+        assert os.umask(0o027) == 0o027  # still the test's: reading it did not change it
+    finally:
+        os.umask(before)

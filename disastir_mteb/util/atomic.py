@@ -17,6 +17,7 @@ all. A file that cannot be read back is never deleted: :func:`set_aside` renames
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -121,7 +122,7 @@ def _swap_in(staging: Path, out: Path) -> None:
         if old is not None:  # put the earlier one back
             os.replace(old / out.name, out)
             shutil.rmtree(old, ignore_errors=True)
-        if out.is_dir():
+        if error.errno in (errno.ENOTEMPTY, errno.EEXIST):  # a folder another process renamed into place meanwhile
             raise FileExistsError(f"Refusing to replace {out}: another process wrote it first.") from error
         raise error_naming(error, out, staging) from None
     if old is not None:
@@ -168,6 +169,18 @@ def set_aside(path: str | Path, why: str = "unreadable") -> Path:
 
 
 def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (``/proc/self/status``).
+
+    The portable way sets the umask to read it back, which for that moment gives the files other threads create
+    the wrong permissions; the store's chunk writer writes through here on a thread of its own.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
