@@ -40,6 +40,7 @@ def test_a_library_writing_to_a_path_gets_a_hidden_temporary_and_the_file_appear
     def write(temporary: Path) -> None:
         seen.append(temporary)
         assert temporary.parent == tmp_path and temporary.name.startswith(".vectors.npy.")
+        assert temporary.is_file() and temporary.stat().st_size == 0  # there, empty, for the library to open
         assert not target.exists()  # nothing at the final name while it is written
         out = np.lib.format.open_memmap(temporary, mode="w+", dtype=np.float32, shape=(3, 2))
         out[:] = 1.5

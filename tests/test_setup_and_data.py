@@ -72,6 +72,18 @@ def test_a_bad_data_folder_is_one_sentence_before_any_model_loads(tmp_path: Path
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
+def test_make_test_runs_one_worker_per_core_up_to_4_and_test_workers_0_runs_one_process() -> None:
+    """The Makefile's promise and getting started's: TEST_WORKERS defaults to the cores, at most 4; 0: one process."""
+    def pytest_line(*extra: str) -> str:
+        done = subprocess.run(["make", "-n", "test", *extra], cwd=ROOT, capture_output=True, text=True, check=True)
+        return " ".join(line for line in done.stdout.replace("\\\n", " ").splitlines() if "-m pytest" in line)
+
+    assert f" -n {min(4, os.cpu_count() or 1)} --dist loadfile" in pytest_line()
+    assert " -n 0 --dist loadfile" in pytest_line("TEST_WORKERS=0")
+    assert pytest_line().startswith("PYTHONDONTWRITEBYTECODE= ")  # the bytecode compiled on first import is kept
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
 def test_the_makefile_installs_torch_from_the_index_it_is_given(tmp_path: Path) -> None:
     """README: pip's configuration picks the torch build; ``TORCH_INDEX=`` names PyTorch's CPU index instead."""
     def torch_line(*extra: str) -> str:
