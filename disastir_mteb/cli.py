@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import argparse
 import errno
-import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from disastir_mteb import commands
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV, check_base_url
@@ -376,24 +374,6 @@ def _check_server_urls(args: argparse.Namespace) -> None:
             setattr(args, name, [check_base_url(url, option) for url in urls])
 
 
-@contextmanager
-def _environment_restored() -> Iterator[None]:
-    """Undo the environment a command sets for the libraries it calls (the data folder, offline mode).
-
-    A command hands mteb's loaders their data folder through ``DISASTIR_DATA_DIR``; called from Python (a
-    notebook, a test), ``main`` must not leave that behind for the next call, which would read another run's data.
-    """
-    before = dict(os.environ)
-    try:
-        yield
-    finally:
-        for name in set(os.environ) - set(before):
-            del os.environ[name]
-        for name, value in before.items():
-            if os.environ.get(name) != value:
-                os.environ[name] = value
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``disastir-mteb`` console script.
 
@@ -404,8 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         _check_server_urls(args)
-        with _environment_restored():
-            return int(args.func(args))
+        return int(args.func(args))
     except KeyboardInterrupt:
         if not getattr(args, "quiet", True):
             print(file=sys.stderr)  # a progress bar may hold the line

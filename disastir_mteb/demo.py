@@ -9,13 +9,11 @@ with the run's table of where the time went (:mod:`disastir_mteb.util.timings`),
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from disastir_mteb.data.layout import DATA_DIR_ENV
 from disastir_mteb.results.grid import ScoreGrid, grid_from_results
 from disastir_mteb.util.timings import Phase, clock, run_clock
 
@@ -30,8 +28,8 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
              timings: Callable[[Timings], None] | None = None) -> ScoreGrid:
     """Evaluate the bundled model on the sample data; results go to ``output_folder`` (mteb layout).
 
-    ``DISASTIR_DATA_DIR`` is pointed at the generated sample for this process, so the tasks
-    read it instead of the Hub. ``report``: a folder for the Markdown report and its heatmap (None: none).
+    The tasks read the generated sample (given to them as their data), not the Hub. ``report``: a folder for the
+    Markdown report and its heatmap (None: none).
     ``timings``: called once at the end with where the demo's time went (the table it prints last: the
     run's phases, the sample generated as ``tasks``, the bundled model loaded as ``model``, the report as
     ``writing``).
@@ -41,7 +39,7 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
             from disastir_mteb.models.bundled import load_bundled_model
             from disastir_mteb.runner.run import RunSettings, build_search, evaluate, result_folder
             from disastir_mteb.sample.generator import sample_dir
-            from disastir_mteb.tasks.retrieval import get_tasks
+            from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
         def say(message: str) -> None:
             if echo:
@@ -50,21 +48,20 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
         started = time.perf_counter()
         with clock(Phase.tasks):
             data = sample_dir(scale)
-        os.environ[DATA_DIR_ENV] = str(data)
         say(f"Sample data ({scale}, synthetic, published layout): {data}")
         with clock(Phase.model):
             searcher = build_search(load_bundled_model(), RunSettings(progress=show_progress))  # the default store
-        with clock(Phase.tasks):
-            tasks = get_tasks()
+        tasks = list(TASK_NAMES)
         say(f"Evaluating {searcher.mteb_model_meta.name} on {len(tasks)} DisastIR tasks (offline) ...")
-        result = evaluate(searcher, tasks, output_folder=output_folder, overwrite=True, show_progress=show_progress)
+        result = evaluate(searcher, tasks, output_folder=output_folder, overwrite=True, show_progress=show_progress,
+                          data=data)
         grid = grid_from_results(result.task_results)
         corpus_size = searcher.indexed_passages
         say("")
         say(grid.to_text("NDCG@10 x100"))
         say("")
         say("Synthetic sample data: these numbers test the pipeline, they are not DisastIR results.")
-        folder = result_folder(searcher, tasks[0].metadata.name, output_folder)
+        folder = result_folder(searcher, tasks[0], output_folder)
         say(f"Corpus of {corpus_size} passages: {searcher.passages_encoded} encoded now, "
             f"{corpus_size - searcher.passages_encoded} from the cache; {searcher.corpus_indexings} index for "
             f"{len(tasks)} tasks; {time.perf_counter() - started:.0f} s; results in {folder.resolve()}")

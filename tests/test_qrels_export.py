@@ -29,7 +29,7 @@ from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.results.per_query import per_query_file
 from disastir_mteb.results.provenance import provenance_of
 from disastir_mteb.results.result_sets import collect_result_sets
-from disastir_mteb.runner.data_source import data_folders
+from disastir_mteb.runner.data_source import data_source
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.submission.submit import submit
 from disastir_mteb.vocabulary.task_record import is_extended
@@ -231,7 +231,7 @@ def test_extra_rows_fill_only_what_the_published_rows_leave(tmp_path: Path) -> N
 def test_the_option_names_a_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(FileNotFoundError, match=r"^extra_judgements='.*nowhere': no such folder; pass a "
                                                 r"qrels_with_added folder"):
-        data_folders(None, extra_judgements=tmp_path / "nowhere")
+        data_source(None, extra_judgements=tmp_path / "nowhere")
     assert cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--data", str(tmp_path),
                      "--extra-judgements", str(tmp_path / "nowhere")]) == 2
     assert f"--extra-judgements {tmp_path / 'nowhere'}: no such folder" in capsys.readouterr().err

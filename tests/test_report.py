@@ -12,9 +12,10 @@ import pytest
 from conftest import write_layout
 from disastir_mteb import cli
 from disastir_mteb.data.layout import MARKER
+from disastir_mteb.data.source import DataSource
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.results.metrics import MAIN_METRIC, get_metric
-from disastir_mteb.results.per_query import PerQuery, data_provenance, per_query_file, write_per_query
+from disastir_mteb.results.per_query import PerQuery, per_query_file, write_per_query
 from disastir_mteb.results.provenance import provenance_of
 from disastir_mteb.results.published import published_for
 from disastir_mteb.results.report import build_report, report_text, write_report
@@ -226,11 +227,10 @@ def test_synthetic_data_is_said_from_the_generator_to_the_report(sample_data: Pa
 def test_real_and_unrecorded_data_make_no_synthetic_claim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 
-    monkeypatch.delenv("DISASTIR_DATA_DIR", raising=False)
-    assert data_provenance() == {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
+    assert DataSource().record() == {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
     own = write_layout(tmp_path / "own-data", {"d1": "text"}, {})
     monkeypatch.setenv("DISASTIR_DATA_DIR", str(own))
-    assert data_provenance() == {"source": str(own.resolve()), "synthetic": False}  # no marker: not generated
+    assert DataSource.from_environment().record() == {"source": str(own.resolve()), "synthetic": False}  # no marker
 
     real = _recorded_set(tmp_path / "real", synthetic=False)
     unknown = _recorded_set(tmp_path / "unknown", synthetic=None)  # per-query files from before the record

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from disastir_mteb.models.hashing_encoder import HashingEncoder
-from disastir_mteb.runner.data_source import data_folders
+from disastir_mteb.runner.data_source import data_source
 from disastir_mteb.runner.run import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def test_evaluate_data_sample_is_the_command_lines_sample(tmp_path: Path, monkey
     result = evaluate(HashingEncoder(), [TASK], data="sample", cache_dir=False, output_folder=tmp_path / "out",
                       show_progress=False)
     assert _data_of(result).startswith(f"local folder {sample_dir('small').name} (synthetic sample, scale small")
-    assert data_folders("sample") == {"DISASTIR_DATA_DIR": str(sample_dir("small"))}  # what `run --data sample` sets
+    assert data_source("sample").folder == sample_dir("small").resolve()  # what `run --data sample` reads
 
 
 @pytest.mark.parametrize("given", ["missing", "file"])
@@ -68,7 +68,7 @@ def test_a_bad_data_folder_is_one_sentence_before_any_model_loads(tmp_path: Path
     assert str(raised.value) == (f"data={str(path)!r}: {what}; pass a folder in the published DisastIR layout "
                                  "(corpus.jsonl, query/, qrels/) or 'sample'.")
     with pytest.raises(FileNotFoundError, match=rf"^--data {path}: {what}; pass a folder"):  # the CLI's spelling
-        data_folders(path, as_options=True)
+        data_source(path, as_options=True)
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")

@@ -28,14 +28,16 @@ import pytest
 
 from conftest import read_only, write_layout
 from disastir_mteb.data import data_cache, published
-from disastir_mteb.data.data_cache import FOLDER, TASK_CACHE_ENV, cache_environment
+from disastir_mteb.data.data_cache import FOLDER, TASK_CACHE_ENV
 from disastir_mteb.data.devlite import load_split_task
 from disastir_mteb.data.devlite_layout import find_split_files
 from disastir_mteb.data.extra_qrels import extra_qrels_file
 from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.data.published import TaskData, load_task
 from disastir_mteb.data.reading import forget_corpus
+from disastir_mteb.data.source import DataSource
 from disastir_mteb.data.task_cache import load_cached_task
+from disastir_mteb.runner.data_source import data_source
 from disastir_mteb.sample.devlite import devlite_sample_dir
 from disastir_mteb.vocabulary.taxonomy import TASK_SPECS, get_spec
 
@@ -81,10 +83,8 @@ def _fields(data: TaskData) -> dict[str, Any]:
 
 def _joined(spec: Any, root: Path, monkeypatch: pytest.MonkeyPatch, **options: Any) -> TaskData:
     """The task as the join gives it, with the cache off and the corpus read from its file."""
-    with monkeypatch.context() as patch:
-        patch.setenv(TASK_CACHE_ENV, "0")
-        forget_corpus()
-        data = load_task(spec, find_task_files(root), **options)
+    forget_corpus()
+    data = load_task(spec, find_task_files(root), keep=False, **options)
     forget_corpus()
     return data
 
@@ -414,12 +414,13 @@ def test_a_read_only_cache_filled_earlier_serves_without_a_word(sample_data: Pat
 
 def test_the_cache_off_joins_and_writes_nothing(sample_data: Path, cache: Path, joins: list[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    assert cache_environment(False) == {TASK_CACHE_ENV: "0"}  # --no-cache, cache_dir=False: nothing persisted
-    assert cache_environment(cache / "x") == {}  # --cache-dir moves the embeddings, not the tasks of a data folder
-    assert cache_environment(None) == {}
-    monkeypatch.setenv(TASK_CACHE_ENV, "0")
-    _load_all(sample_data)
-    _load_all(sample_data)
+    assert not data_source(sample_data, keep_joins=False).keep_joins  # --no-cache, cache_dir=False: nothing kept
+    assert data_source(sample_data).keep_joins  # --cache-dir moves the embeddings, not the tasks of a data folder
+    monkeypatch.setenv(TASK_CACHE_ENV, "0")  # the environment's switch, read once into the tasks' data source
+    keep = DataSource.from_environment().keep_joins
+    assert not keep
+    _load_all(sample_data, keep=keep)
+    _load_all(sample_data, keep=keep)
     assert len(joins) == 96 and not cache.exists()
 
 
@@ -463,10 +464,8 @@ def test_split_tasks_are_refused_here_and_load_as_before(sample_data: Path, cach
     forget_corpus()
     served = [load_split_task(spec, split_files, main) for spec in specs]  # the corpus from its entry, index built
     assert served[0].corpus is served[2].corpus
-    with monkeypatch.context() as patch:
-        patch.setenv(TASK_CACHE_ENV, "0")
-        forget_corpus()
-        joined = [load_split_task(spec, split_files, main) for spec in specs]
+    forget_corpus()
+    joined = [load_split_task(spec, split_files, main, keep=False) for spec in specs]
     for spec, data, expected in zip(specs, served, joined, strict=True):
         assert _fields(data) == _fields(expected), spec.name
 

@@ -28,8 +28,8 @@ Faults, never a traceback and never other data: an entry missing is built; an en
 not a checked file, or holding another key) is one warning naming it, then rebuilt from the data files and written
 again; a folder that cannot be written is one warning per process, after which tasks load from the data files as
 without a cache (what was already written there is still read). ``DISASTIR_TASK_CACHE=0`` turns the cache off:
-the tasks are read and joined from the data files, as before the cache existed (:func:`cache_environment` is what
-a run's ``--no-cache`` and ``--cache-dir`` set). Old entries are kept until deleted (``rm -r <cache
+the tasks are read and joined from the data files, as before the cache existed (a run's ``--no-cache`` does the
+same through its :class:`~disastir_mteb.data.source.DataSource`). Old entries are kept until deleted (``rm -r <cache
 root>/task-data``): the full set's take 207 MB, most of it the corpus.
 """
 
@@ -43,7 +43,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 from disastir_mteb.util.cache_dir import CACHE_DIR_ENV, cache_root
 from disastir_mteb.util.checked_file import CheckedFile, DamagedFile, Section, read_checked, write_checked
@@ -51,14 +51,13 @@ from disastir_mteb.util.digest import file_digest, short_digest
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FOLDER", "TASK_CACHE_ENV", "cache_environment", "cache_folder", "code_digest", "entry_key", "read_entry",
+__all__ = ["FOLDER", "TASK_CACHE_ENV", "cache_folder", "code_digest", "entry_key", "read_entry",
            "source_digest", "unusable", "write_entry"]
 
 #: The environment variable that turns the cache off: ``0`` (also ``off``, ``false``, ``no``).
 TASK_CACHE_ENV = "DISASTIR_TASK_CACHE"
 #: The cache's folder under the cache root.
 FOLDER = "task-data"
-_OFF = ("0", "off", "false", "no")
 #: Bumped when the layout of an entry changes without a change of the code that reads it.
 _FORMAT = 1
 
@@ -66,22 +65,9 @@ _digests: dict[str, tuple[tuple[int, ...], str]] = {}  # resolved path -> (ident
 _unwritable: set[Path] = set()  # folders already warned about
 
 
-def cache_folder() -> Path | None:
-    """``<cache root>/task-data``, or None when :data:`TASK_CACHE_ENV` turns the cache off."""
-    if os.environ.get(TASK_CACHE_ENV, "").strip().lower() in _OFF:
-        return None
-    return cache_root() / FOLDER
-
-
-def cache_environment(cache_dir: str | Path | Literal[False] | None) -> dict[str, str]:
-    """The environment a run's embedding cache setting (``--cache-dir``, ``--no-cache``) gives the data cache.
-
-    ``False`` (``--no-cache``: nothing persisted): the cache is off, the tasks are read from the data files. A folder or
-    None: nothing to set. The joined tasks are kept per data folder, not per model, so they stay under
-    ``DISASTIR_CACHE_DIR`` (or its default) wherever ``--cache-dir`` puts a model's embeddings, shared by every model
-    and store that reads the folder.
-    """
-    return {TASK_CACHE_ENV: "0"} if cache_dir is False else {}
+def cache_folder(keep: bool = True) -> Path | None:
+    """``<cache root>/task-data``, or None when ``keep`` is False (the data source's ``keep_joins``)."""
+    return cache_root() / FOLDER if keep else None
 
 
 def _identity(stat: os.stat_result) -> tuple[int, ...]:

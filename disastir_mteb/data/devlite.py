@@ -39,7 +39,6 @@ from disastir_mteb.data.devlite_layout import (
     PASSAGE_TEXT_FIELDS,
     SplitFiles,
     find_split_files,
-    resolve_devlite_dir,
 )
 from disastir_mteb.data.layout import TaskFiles
 from disastir_mteb.data.published import Gain, LoadReport, TaskData, join_task, read_queries
@@ -67,10 +66,9 @@ def _unique(candidate: str, used: set[str]) -> str:
 
 
 @cache
-def cached_split_files(repo: str, revision: str, devlite_dir: str | None) -> SplitFiles:
-    """Find and place the DevLite files once per (source, revision) and process (``.cache_clear()`` to rescan)."""
-    del devlite_dir  # part of the cache key only: resolve_devlite_dir reads the environment itself
-    return find_split_files(resolve_devlite_dir(repo, revision))
+def cached_split_files(folder: Path) -> SplitFiles:
+    """Find and place the DevLite files of ``folder`` once per process (``.cache_clear()`` to rescan)."""
+    return find_split_files(folder)
 
 
 _DEVLITE_CORPUS_CACHE: dict[tuple[str, int, int, str], Corpus] = {}
@@ -170,7 +168,7 @@ def _cross_check(spec: TaskSpec, files: SplitFiles, derived: dict[str, str], log
 
 
 def load_test_task(spec: TaskSpec, files: SplitFiles, main: TaskFiles, *, gain: Gain = "exponential",
-                   log: logging.Logger | None = None) -> TaskData:
+                   log: logging.Logger | None = None, keep: bool = True) -> TaskData:
     """A DisastIR-Test task: the main queries minus DevLite's, the full corpus, the main qrels.
 
     Raises:
@@ -186,13 +184,13 @@ def load_test_task(spec: TaskSpec, files: SplitFiles, main: TaskFiles, *, gain: 
     _cross_check(spec, files, parts.test, log)
     report = LoadReport(task=spec.name, query_file=f"{query_path} without the DevLite queries",
                         qrels_file=str(qrels_path))
-    return join_task(spec, parts.test, qrels_path, load_corpus(main.corpus), report=report, gain=gain, log=log,
-                     query_source=f"{query_path.name} without the DevLite queries", corpus_source=main.corpus.name,
-                     other_queries=parts.devlite_texts)
+    return join_task(spec, parts.test, qrels_path, load_corpus(main.corpus, keep=keep), report=report, gain=gain,
+                     log=log, query_source=f"{query_path.name} without the DevLite queries",
+                     corpus_source=main.corpus.name, other_queries=parts.devlite_texts)
 
 
 def load_devlite_task(spec: TaskSpec, files: SplitFiles, main: TaskFiles, *, gain: Gain = "exponential",
-                      log: logging.Logger | None = None) -> TaskData:
+                      log: logging.Logger | None = None, keep: bool = True) -> TaskData:
     """A DisastIR-DevLite task: its queries, the pooled corpus, ``qrels_with_added/`` or else the main qrels.
 
     Raises:
@@ -201,7 +199,7 @@ def load_devlite_task(spec: TaskSpec, files: SplitFiles, main: TaskFiles, *, gai
     """
     query_path, main_qrels = main.for_task(spec.base)
     main_queries = read_queries(spec.base, query_path)
-    full = load_corpus(main.corpus)
+    full = load_corpus(main.corpus, keep=keep)
     pooled = load_devlite_corpus(files.corpus, full)
     queries = devlite_query_ids(spec, files, main_queries)
     devlite_texts = {text.strip() for text in queries.values()}
@@ -216,14 +214,14 @@ def load_devlite_task(spec: TaskSpec, files: SplitFiles, main: TaskFiles, *, gai
 
 
 def load_split_task(spec: TaskSpec, files: SplitFiles, main: TaskFiles, *, gain: Gain = "exponential",
-                    log: logging.Logger | None = None) -> TaskData:
-    """:func:`load_test_task` or :func:`load_devlite_task`, by ``spec.split``.
+                    log: logging.Logger | None = None, keep: bool = True) -> TaskData:
+    """:func:`load_test_task` or :func:`load_devlite_task`, by ``spec.split`` (``keep``: the data cache on).
 
     Raises:
         ValueError: ``spec`` is a full-set task (those load through :func:`disastir_mteb.data.published.load_task`).
     """
     if spec.split is Split.test:
-        return load_test_task(spec, files, main, gain=gain, log=log)
+        return load_test_task(spec, files, main, gain=gain, log=log, keep=keep)
     if spec.split is Split.devlite:
-        return load_devlite_task(spec, files, main, gain=gain, log=log)
+        return load_devlite_task(spec, files, main, gain=gain, log=log, keep=keep)
     raise ValueError(f"{spec.name} is a full-set task; load it with disastir_mteb.data.published.load_task.")

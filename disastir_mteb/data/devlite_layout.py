@@ -31,7 +31,6 @@ A JSON file that names no task while nothing is missing, and any non-JSON file, 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -78,18 +77,11 @@ _EXPECTED = ("expected the eval-code layout (test_query_eva/{Intent}_{event}.jso
 
 
 def resolve_devlite_dir(repo: str, revision: str) -> Path:
-    """The DevLite folder: ``DISASTIR_DEVLITE_DIR`` or the Hub snapshot (without the full corpus, never read).
+    """The Hub snapshot of DisastIR-DevLite, without the full corpus it never reads (a local folder: ``DataSource``).
 
     Raises:
-        FileNotFoundError: ``DISASTIR_DEVLITE_DIR`` names no folder, or the data is neither cached nor downloadable.
+        FileNotFoundError: the data is neither cached nor downloadable.
     """
-    local = os.environ.get(DEVLITE_DIR_ENV)
-    if local:
-        path = Path(local).expanduser()
-        if not path.is_dir():
-            raise FileNotFoundError(f"{DEVLITE_DIR_ENV}={local!r} is not a folder; point it at a copy of {repo} "
-                                    f"({_EXPECTED}).")
-        return path.resolve()
     import huggingface_hub
     from huggingface_hub.errors import LocalEntryNotFoundError
 

@@ -3,8 +3,9 @@
 The DMRetriever authors evaluate against ``qrels_with_added/{Intent}_{event}_qrels.json``: the published
 judgements plus labels added after the pool was built. ``disastir-mteb judge`` writes such a folder
 (:mod:`disastir_mteb.judging.qrels_export`), and a run reads it as *extra* judgements only when asked
-(``disastir-mteb run --extra-judgements FOLDER``, ``evaluate(..., extra_judgements=FOLDER)``, both setting
-:data:`EXTRA_QRELS_ENV`). Unset, nothing changes: the tasks read the published qrels alone.
+(``disastir-mteb run --extra-judgements FOLDER``, ``evaluate(..., extra_judgements=FOLDER)``, both naming it in the
+tasks' :class:`~disastir_mteb.data.source.DataSource`; :data:`EXTRA_QRELS_ENV` under plain ``mteb run``). Without it,
+nothing changes: the tasks read the published qrels alone.
 
 Policies, when asked:
 
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,7 +47,7 @@ from typing import Any
 from disastir_mteb.data.reading import Corpus, read_records, text_digest
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Split, TaskSpec, parse_task_file
 
-__all__ = ["ADDED_MARKER", "EXTRA_QRELS_ENV", "ExtraReport", "describe_judges", "extra_grades", "extra_qrels_dir",
+__all__ = ["ADDED_MARKER", "EXTRA_QRELS_ENV", "ExtraReport", "describe_judges", "extra_grades",
            "extra_qrels_file", "read_added_marker", "round_grade"]
 
 #: The environment variable naming the folder of extra judgements (unset: none are read).
@@ -65,22 +65,6 @@ def round_grade(grade: float) -> int:
     return math.floor(grade + 0.5)
 
 
-def extra_qrels_dir() -> Path | None:
-    """The folder :data:`EXTRA_QRELS_ENV` names, or None when unset (the default: no extra judgements).
-
-    Raises:
-        FileNotFoundError: the variable names no folder.
-    """
-    value = os.environ.get(EXTRA_QRELS_ENV, "").strip()
-    if not value:
-        return None
-    folder = Path(value).expanduser()
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{EXTRA_QRELS_ENV}={value!r} is not a folder; point it at a qrels_with_added "
-                                "folder ({Intent}_{event}_qrels.json files), e.g. one written by the judge's export.")
-    return folder.resolve()
-
-
 def extra_qrels_file(folder: Path, spec: TaskSpec) -> Path | None:
     """The file of ``spec``'s task in ``folder``, or None when the folder has none for it.
 
@@ -89,7 +73,7 @@ def extra_qrels_file(folder: Path, spec: TaskSpec) -> Path | None:
     """
     if spec.split is not Split.full:
         raise ValueError(f"Extra judgements apply to the full query set's tasks (DisastIR-<Intent>-<Category>), not "
-                         f"{spec.name}; run {spec.base.name} with them, or {spec.name} without {EXTRA_QRELS_ENV}.")
+                         f"{spec.name}; run {spec.base.name} with them, or {spec.name} without extra judgements.")
     found = []
     for path in sorted(folder.iterdir()):
         if not path.is_file() or path.name.startswith(".") or path.suffix not in _JSON_SUFFIXES \

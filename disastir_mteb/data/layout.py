@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,22 +29,14 @@ _JSON_SUFFIXES = (".json", ".jsonl")
 
 
 def resolve_data_dir(repo: str, revision: str) -> Path:
-    """The folder holding the published layout: ``DISASTIR_DATA_DIR`` or the Hub snapshot.
+    """The Hub snapshot of the published layout (:class:`~disastir_mteb.data.source.DataSource` names a local one).
 
-    The Hub snapshot goes through ``huggingface_hub.snapshot_download``, so it honours
-    ``HF_HUB_OFFLINE=1`` and ``HF_HOME`` like every other Hugging Face download.
+    Through ``huggingface_hub.snapshot_download``, so it honours ``HF_HUB_OFFLINE=1`` and ``HF_HOME`` like every
+    other Hugging Face download.
 
     Raises:
-        FileNotFoundError: ``DISASTIR_DATA_DIR`` names no folder, or the data is neither cached
-            nor downloadable.
+        FileNotFoundError: the data is neither cached nor downloadable (one sentence saying what to pass instead).
     """
-    local = os.environ.get(DATA_DIR_ENV)
-    if local:
-        path = Path(local).expanduser()
-        if not path.is_dir():
-            raise FileNotFoundError(f"{DATA_DIR_ENV}={local!r} is not a folder; point it at a folder holding "
-                                    "corpus.jsonl, query/ and qrels/ (the published DisastIR layout).")
-        return path.resolve()
     import huggingface_hub
     from huggingface_hub.errors import LocalEntryNotFoundError
 

@@ -243,7 +243,7 @@ def read_queries(spec: TaskSpec, query_path: Path) -> dict[str, str]:
 
 
 def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
-              log: logging.Logger | None = None, extra: Path | None = None) -> TaskData:
+              log: logging.Logger | None = None, extra: Path | None = None, keep: bool = True) -> TaskData:
     """Load one task: its queries, its qrels joined to query and corpus ids, and the shared corpus.
 
     The one-line load report goes to ``log`` (default: this module's logger; the mteb tasks pass
@@ -251,7 +251,7 @@ def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
 
     ``extra``: a file of extra judgements, read only when given (:mod:`disastir_mteb.data.extra_qrels`: integer
     grades of pairs the published qrels lack; a published grade is never changed). Its counts are kept in
-    ``report.extra`` and logged.
+    ``report.extra`` and logged. ``keep``: keep what reading the corpus computes in the data cache.
 
     Raises:
         FileNotFoundError: the task has no query or qrels file.
@@ -260,7 +260,7 @@ def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
             the extra grades.
     """
     query_path, qrels_path = files.for_task(spec)
-    corpus = load_corpus(files.corpus)
+    corpus = load_corpus(files.corpus, keep=keep)
     report = LoadReport(task=spec.name, query_file=str(query_path), qrels_file=str(qrels_path))
     queries = read_queries(spec, query_path)
     data = join_task(spec, queries, qrels_path, corpus, report=report, gain=gain, log=log,

@@ -268,7 +268,7 @@ _CORPUS_CACHE: dict[tuple[str, str], Corpus] = {}
 _CORPUS_SHAPE = "expected one {'corpus_id': ..., 'text': ...} object per line"
 
 
-def load_corpus(path: str | Path) -> Corpus:
+def load_corpus(path: str | Path, *, keep: bool = True) -> Corpus:
     """Read ``corpus.jsonl`` once per process and content; later calls for the same unchanged file share it.
 
     The data cache (:mod:`disastir_mteb.data.data_cache`) keeps what reading it computes (the stripped texts as
@@ -284,7 +284,7 @@ def load_corpus(path: str | Path) -> Corpus:
     if (str(path), source) in _CORPUS_CACHE:
         return _CORPUS_CACHE[(str(path), source)]
     key = entry_key("corpus", code_digest(sys.modules[__name__]), {"corpus": source})
-    folder = cache_folder()
+    folder = cache_folder(keep)
     entry = folder / "corpus" / f"{key}.checked" if folder is not None else None
     corpus = _cached_corpus(entry, key, path) if entry is not None else None
     if corpus is None:

@@ -65,11 +65,12 @@ _NAMES = ("task", "query_file", "qrels_file", "extra")
 
 
 def load_cached_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
-                     log: logging.Logger | None = None, extra: Path | None = None) -> TaskData:
+                     log: logging.Logger | None = None, extra: Path | None = None, keep: bool = True) -> TaskData:
     """:func:`~disastir_mteb.data.published.load_task`, its join read from the data cache when it holds it.
 
     The task is read from its entry when one holds these files' contents (its report logged as the join logs it),
-    else joined and its entry written. With ``extra`` judgements, or with the cache off (``DISASTIR_TASK_CACHE=0``),
+    else joined and its entry written. With ``extra`` judgements, or with the cache off (``keep`` False: the data
+    source's ``keep_joins``),
     it is joined as by ``load_task`` and nothing is written.
 
     Raises:
@@ -80,9 +81,9 @@ def load_cached_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponent
     if spec.split is not Split.full:
         raise ValueError(f"{spec.name} is not a full-set task; load it with "
                          "disastir_mteb.data.devlite.load_split_task.")
-    folder = cache_folder()
+    folder = cache_folder(keep)
     if folder is None or extra is not None:
-        return load_task(spec, files, gain=gain, log=log, extra=extra)
+        return load_task(spec, files, gain=gain, log=log, extra=extra, keep=keep)
     query_path, qrels_path = files.for_task(spec)
     corpus = load_corpus(files.corpus)
     sources = {"query": query_path, "qrels": qrels_path, "corpus": files.corpus}

@@ -26,6 +26,7 @@ from disastir_mteb.exports.common import (
     EXPORT_MARKER,
     check_corpus,
     describe_source,
+    export_data,
     export_task_names,
     load_for_export,
     staged_export,
@@ -33,6 +34,8 @@ from disastir_mteb.exports.common import (
 
 if TYPE_CHECKING:
     from datasets import Dataset
+
+    from disastir_mteb.data.source import DataSource
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +99,7 @@ def export_beir(
     gain: str | None = None,
     overwrite: bool = False,
     progress: Callable[[str], None] | None = None,
+    data: DataSource | None = None,
 ) -> list[Path]:
     """Write each task as a BEIR ``GenericDataLoader`` folder, for tools that speak BEIR, not mteb.
 
@@ -106,6 +110,7 @@ def export_beir(
             (``DISASTIR_GAIN``, exponential by default), so the export scores like the tasks.
         overwrite: replace an earlier export in ``out``.
         progress: called with one line per exported task.
+        data: the data folders to read (default: the ones the environment names).
 
     Returns:
         The task folders, in the order of ``tasks``.
@@ -118,6 +123,7 @@ def export_beir(
     if gain is not None and gain not in GAINS:
         raise ValueError(f"Unknown gain {gain!r} for the BEIR export; expected one of {list(GAINS)} or None.")
     names = export_task_names(tasks)
+    source = export_data(data)
     out = Path(out).expanduser().absolute()
     say = progress or (lambda _message: None)
     shared: Dataset | None = None
@@ -125,7 +131,7 @@ def export_beir(
     with staged_export(out, overwrite) as tmp:
         corpus_file = tmp / "corpus.jsonl"
         for name in names:
-            task, data = load_for_export(name, gain)  # type: ignore[arg-type]  # validated above
+            task, data = load_for_export(name, gain, source)  # type: ignore[arg-type]  # validated above
             if shared is None:
                 shared, used_gain = data["corpus"], task.gain
                 _write_jsonl(corpus_file, _beir_corpus_rows(shared))
@@ -139,17 +145,18 @@ def export_beir(
             rows = _write_qrels_tsv(folder / "qrels" / "test.tsv", data["relevant_docs"], name)
             say(f"{name}: {len(data['queries'])} queries, {rows} judgements, corpus by {how}")
         passages = len(shared) if shared is not None else 0
-        (tmp / "README.md").write_text(_beir_readme(names, used_gain, passages), encoding="utf-8")
+        readme = _beir_readme(names, used_gain, passages, describe_source(source))
+        (tmp / "README.md").write_text(readme, encoding="utf-8")
     logger.info("Exported %d DisastIR task(s) in BEIR format to %s (%s gain).", len(names), out, used_gain)
     return [out / name for name in names]
 
 
-def _beir_readme(names: list[str], gain: str | None, passages: int) -> str:
+def _beir_readme(names: list[str], gain: str | None, passages: int, source: str) -> str:
     return f"""# DisastIR in BEIR format
 
 {EXPORT_MARKER}
 
-{len(names)} DisastIR task(s) exported by `disastir_mteb.export.export_beir` from {describe_source()}.
+{len(names)} DisastIR task(s) exported by `disastir_mteb.export.export_beir` from {source}.
 Each task folder is a BEIR `GenericDataLoader` folder (`corpus.jsonl`, `queries.jsonl`,
 `qrels/test.tsv`). The {passages:,}-passage corpus is shared by all tasks: it is written once as
 `corpus.jsonl` here and linked into every task folder (hard link, else symlink, else copy).

@@ -15,13 +15,11 @@ link is replaced by the new folder, leaving its target untouched.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from disastir_mteb.data.layout import DATA_DIR_ENV
 from disastir_mteb.util.atomic import staged_folder
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, Split, get_spec
 
@@ -30,9 +28,11 @@ if TYPE_CHECKING:
     from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 
     from disastir_mteb.data.published import Gain
+    from disastir_mteb.data.source import DataSource
     from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
 
-__all__ = ["EXPORT_MARKER", "check_corpus", "describe_source", "export_task_names", "load_for_export", "staged_export"]
+__all__ = ["EXPORT_MARKER", "check_corpus", "describe_source", "export_data", "export_task_names", "load_for_export",
+           "staged_export"]
 
 # The flat-layout module name, kept: folders exported before the package was layered are still recognised.
 EXPORT_MARKER = "<!-- written by disastir_mteb.export -->"
@@ -52,21 +52,27 @@ def export_task_names(tasks: Iterable[str] | None) -> list[str]:
     return names
 
 
-def load_for_export(name: str, gain: Gain | None) -> tuple[AbsTaskDisastIR, RetrievalSplitData]:
-    """One task loaded exactly as mteb loads it, and its evaluation split."""
+def load_for_export(name: str, gain: Gain | None, data: DataSource) -> tuple[AbsTaskDisastIR, RetrievalSplitData]:
+    """One task loaded from ``data`` exactly as mteb loads it, and its evaluation split."""
     from disastir_mteb.tasks.retrieval import TASK_CLASSES
 
-    task = TASK_CLASSES[name](gain=gain)
+    task = TASK_CLASSES[name](gain=gain, data=data)
     task.load_data()
     return task, task.dataset["default"][task.metadata.eval_splits[0]]
 
 
-def describe_source() -> str:
+def export_data(data: DataSource | None) -> DataSource:
+    """The data an export reads: ``data``, else the folders the environment names (read once, here)."""
+    from disastir_mteb.data.source import DataSource
+
+    return data if data is not None else DataSource.from_environment()
+
+
+def describe_source(data: DataSource) -> str:
     """Where the exported data came from, for the README."""
     from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 
-    local = os.environ.get(DATA_DIR_ENV)
-    return f"the local folder {local} ({DATA_DIR_ENV})" if local else f"{DATASET_REPO} at revision {DATASET_REVISION}"
+    return f"the local folder {data.folder}" if data.folder else f"{DATASET_REPO} at revision {DATASET_REVISION}"
 
 
 def check_corpus(shared: Dataset, corpus: Dataset, name: str) -> None:

@@ -37,6 +37,7 @@ from disastir_mteb.exports.common import (
     EXPORT_MARKER,
     check_corpus,
     describe_source,
+    export_data,
     export_task_names,
     load_for_export,
     staged_export,
@@ -46,6 +47,8 @@ from disastir_mteb.vocabulary.taxonomy import get_spec
 if TYPE_CHECKING:
     import pyarrow as pa
     from datasets import Dataset
+
+    from disastir_mteb.data.source import DataSource
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +71,7 @@ def export_mteb(
     *,
     overwrite: bool = False,
     progress: Callable[[str], None] | None = None,
+    data: DataSource | None = None,
 ) -> Path:
     """Write an mteb-native Hugging Face dataset folder, ready to push to the Hub for upstreaming.
 
@@ -80,6 +84,7 @@ def export_mteb(
         tasks: task names such as ``DisastIR-QA-Bio``; all 48 when None.
         overwrite: replace an earlier export in ``out``.
         progress: called with one line per exported task.
+        data: the data folders to read (default: the ones the environment names).
 
     Returns:
         ``out``.
@@ -93,6 +98,7 @@ def export_mteb(
     import pyarrow.parquet as pq
 
     names = export_task_names(tasks)
+    source = export_data(data)
     out = Path(out).expanduser().absolute()
     say = progress or (lambda _message: None)
     qrels_schema = pa.schema([("query-id", pa.string()), ("corpus-id", pa.string()),
@@ -100,7 +106,7 @@ def export_mteb(
     shared: Dataset | None = None
     with staged_export(out, overwrite) as tmp:
         for name in names:
-            task, data = load_for_export(name, "exponential")
+            task, data = load_for_export(name, "exponential", source)
             if shared is None:
                 shared = data["corpus"]
                 (tmp / "corpus").mkdir()
@@ -121,7 +127,7 @@ def export_mteb(
             pq.write_table(pa.table(rows, schema=qrels_schema), tmp / "qrels" / subset / "test.parquet")
             say(f"{name}: subset {subset}, {len(data['queries'])} queries, {len(rows['score'])} judgements")
         passages = len(shared) if shared is not None else 0
-        (tmp / "README.md").write_text(_dataset_card(names, passages), encoding="utf-8")
+        (tmp / "README.md").write_text(_dataset_card(names, passages, describe_source(source)), encoding="utf-8")
     logger.info("Exported %d DisastIR task(s) as an mteb dataset to %s.", len(names), out)
     return out
 
@@ -135,7 +141,7 @@ def _config(name: str, path: str) -> str:
     return f"- config_name: {name}\n  data_files:\n  - split: test\n    path: {path}\n"
 
 
-def _dataset_card(names: list[str], passages: int) -> str:
+def _dataset_card(names: list[str], passages: int, source: str) -> str:
     configs = [_config("corpus", "corpus/test.parquet")]
     for name in names:
         subset = mteb_subset(name)
@@ -158,7 +164,7 @@ configs:
 {EXPORT_MARKER}
 
 {len(names)} DisastIR disaster-management retrieval task(s) in the format mteb's `RetrievalDatasetLoader`
-reads, exported by `disastir_mteb.export.export_mteb` from {describe_source()}. All tasks share one corpus of
+reads, exported by `disastir_mteb.export.export_mteb` from {source}. All tasks share one corpus of
 {passages:,} passages (`corpus/test.parquet`); task `DisastIR-{{Intent}}-{{Category}}` has the configs
 `{{Intent}}-{{Category}}-corpus`, `-queries` and `-qrels`.
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from disastir_mteb.data.layout import find_task_files, resolve_data_dir
+from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.data.published import load_task
 from disastir_mteb.data.reading import load_corpus
+from disastir_mteb.data.source import DataSource
 from disastir_mteb.results.result_sets import ResultSet, collect_result_sets
-from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 from disastir_mteb.vocabulary.taxonomy import Intent, Split, get_spec
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def load_task_texts(task: str, data_dir: str | Path | None = None) -> TaskTexts:
     if spec.split is not Split.full:
         raise ValueError(f"{task} is a {spec.split.value} task; judging reads result sets of the full query set "
                          "(DisastIR-<Intent>-<Category>), whose queries hold every published judgement.")
-    folder = Path(data_dir) if data_dir is not None else resolve_data_dir(DATASET_REPO, DATASET_REVISION)
+    folder = Path(data_dir) if data_dir is not None else DataSource.from_environment().main_folder()
     return _task_texts(task, str(Path(folder).resolve()))
 
 

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from disastir_mteb.data.extra_qrels import ADDED_MARKER, round_grade
-from disastir_mteb.data.layout import find_task_files, resolve_data_dir
+from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.data.reading import read_records
+from disastir_mteb.data.source import DataSource
 from disastir_mteb.judging.completed import AddedJudgements, Judge, merge_grades
 from disastir_mteb.judging.holes import load_task_texts
 from disastir_mteb.util.atomic import write_json_atomic
-from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, get_spec, parse_task_file, task_file_stem
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def export_qrels(out: str | Path, added: AddedJudgements, data_dir: str | Path |
     if earlier and not overwrite:
         raise FileExistsError(f"{folder} already holds {len(earlier)} file(s) (first: {earlier[0].name}); pass "
                               "overwrite=True (--overwrite) to replace that export, or choose another folder.")
-    data = Path(data_dir) if data_dir is not None else resolve_data_dir(DATASET_REPO, DATASET_REVISION)
+    data = Path(data_dir) if data_dir is not None else DataSource.from_environment().main_folder()
     published_files = find_task_files(data).qrels
     files: dict[str, Path] = {}
     kept: dict[str, int] = {}

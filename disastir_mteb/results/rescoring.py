@@ -21,7 +21,7 @@ Hub's data is not re-scored, nor one whose folder is elsewhere or changed, nor a
 per-query file does not record the DevLite folder). :meth:`Rescoring.note` says so in one line, and their numbers
 stay checked against their task files only (:mod:`~disastir_mteb.results.score_checks`).
 
-Cost: the tasks of one data folder are loaded one after another with that folder as ``DISASTIR_DATA_DIR``; the
+Cost: the tasks of one data folder are loaded one after another, each given that folder as its data; the
 data layer reads the shared corpus once per process (:func:`~disastir_mteb.data.reading.load_corpus`), so each
 task adds its query and qrels files, and scoring 10 passages per query. The task classes (and with them mteb)
 are imported only when some data is at hand.
@@ -31,17 +31,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
-from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
-from disastir_mteb.data.layout import DATA_DIR_ENV, read_marker
+from disastir_mteb.data.layout import read_marker
 from disastir_mteb.data.published import GAINS
+from disastir_mteb.data.source import DataSource
 from disastir_mteb.results.per_query import DIGEST_KEY, PerQuery, data_digests
 from disastir_mteb.results.score_checks import TOLERANCE, per_query_data
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
@@ -139,29 +137,14 @@ def _at_hand(evidence: Evidence) -> tuple[str, str | None, str] | str:
 
 
 @contextlib.contextmanager
-def _reading(folder: str, extra: str | None, log: logging.Logger) -> Iterator[None]:
-    """The environment a run on ``folder`` (with ``extra`` judgements) had, and its load reports silenced.
-
-    The load reports were shown when the run read the data; re-reading it to check a result says nothing new.
-    """
-    values = {DATA_DIR_ENV: folder, EXTRA_QRELS_ENV: extra, DEVLITE_DIR_ENV: None}
-    saved = {name: os.environ.get(name) for name in values}
+def _quiet(log: logging.Logger) -> Iterator[None]:
+    """The tasks' load reports silenced: they were shown when the run read the data; re-reading it says nothing new."""
     level = log.level
     try:
-        for name, value in values.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         log.setLevel(logging.ERROR)
         yield
     finally:
         log.setLevel(level)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 _corpus_ids_held: list[tuple[weakref.ref[Any], frozenset[str]]] = []  # the ids of the one corpus the data layer holds
@@ -243,9 +226,10 @@ def rescore(evidence: Sequence[Evidence]) -> Rescoring:
     from disastir_mteb.tasks.retrieval import ALL_TASK_CLASSES, mteb_logger  # mteb: only when there is work
 
     for (folder, extra), items in groups.items():
-        with _reading(folder, extra, mteb_logger):
+        source = DataSource(Path(folder), extra_judgements=None if extra is None else Path(extra))
+        with _quiet(mteb_logger):
             for item, gain in items:
-                task = ALL_TASK_CLASSES[item.path.stem](gain=gain)  # type: ignore[arg-type]
+                task = ALL_TASK_CLASSES[item.path.stem](gain=gain, data=source)  # type: ignore[arg-type]
                 try:
                     task.load_data()
                 except (OSError, ValueError, KeyError) as error:  # the folder is there but no longer loads

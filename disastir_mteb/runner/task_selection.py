@@ -24,6 +24,8 @@ from disastir_mteb.vocabulary.taxonomy import (
 if TYPE_CHECKING:
     from mteb import AbsTask
 
+    from disastir_mteb.data.source import DataSource
+
 __all__ = ["corpus_groups", "resolve_tasks", "selected_task_names"]
 
 
@@ -76,7 +78,8 @@ def selected_task_names(tasks: Iterable[str | AbsTask] | str | None = None, benc
 
 
 def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
-                  benchmarks: Iterable[str] | None = None, *, split: Split | str | None = None) -> list[AbsTask]:
+                  benchmarks: Iterable[str] | None = None, *, split: Split | str | None = None,
+                  data: DataSource | None = None) -> list[AbsTask]:
     """Task objects from names, task objects and/or benchmark names; the 48 of ``split`` when nothing is given.
 
     Args:
@@ -86,12 +89,29 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
             from a benchmark) become that split's (``DisastIR-QA-Bio`` -> ``DisastIR-DevLite-QA-Bio``);
             with no tasks and no benchmarks, the split's 48 tasks. None (default): the names as given, and
             the full set's 48 tasks when none are.
+        data: the data every DisastIR task reads (:class:`~disastir_mteb.data.source.DataSource`). Tasks built here
+            are given it, and so is a DisastIR task object given without data of its own and not loaded yet (as a
+            new task of its class and gain: the caller's object is never changed); a loaded one keeps what it read.
+            None: each task reads the folders the environment names when it loads.
 
     Raises:
         KeyError: an unknown task or benchmark name (with the closest valid names).
         ValueError: an unknown split, or a task of another query set than ``split``.
     """
     import mteb
+
+    from disastir_mteb.tasks.retrieval import ALL_TASK_CLASSES, AbsTaskDisastIR
+
+    def built(name: str) -> AbsTask:
+        return ALL_TASK_CLASSES[name](data=data) if name in ALL_TASK_CLASSES else mteb.get_task(name)
+
+    def given(task: AbsTask) -> AbsTask:
+        if data is None or not isinstance(task, AbsTaskDisastIR) or task.data_loaded or task.data == data:
+            return task
+        if task.data is not None:
+            raise ValueError(f"Task {task.metadata.name} was built to read {task.data.describe()}, but the run reads "
+                             f"{data.describe()}; pass the task by name, or leave the run's data unset.")
+        return type(task)(gain=task.gain, data=data)
 
     wanted = None if split is None else parse_split(split)
     chosen: list[str | AbsTask] = []
@@ -108,7 +128,7 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
         name = task if isinstance(task, str) else task.metadata.name
         own = _in_split(name, wanted)
         if own not in unique:
-            unique[own] = mteb.get_task(own) if isinstance(task, str) or own != name else task
+            unique[own] = built(own) if isinstance(task, str) or own != name else given(task)
     return list(unique.values())
 
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from disastir_mteb.sample.plan import PlannedTask
     from disastir_mteb.sample.text import PassageBuilder
 
-__all__ = ["GENERATOR_VERSION", "main", "sample_dir", "write_sample"]
+__all__ = ["GENERATOR_VERSION", "main", "sample_dir", "sample_path", "write_sample"]
 
 #: Bump whenever the bytes written for a given scale and seed change (invalidates ``sample_dir`` caches).
 #: 2: the provenance marker (:data:`MARKER`) is written beside the data.
@@ -117,13 +117,18 @@ def write_sample(
     return _write_sample(out_dir, scale, seed, overwrite, progress)[0]
 
 
-def sample_dir(scale: str = "small", *, cache_dir: str | Path | None = None, seed: int = 0) -> Path:
-    """A cached synthetic dataset folder, generated on first use; concurrent callers share one copy."""
+def sample_path(scale: str = "small", *, cache_dir: str | Path | None = None, seed: int = 0) -> Path:
+    """Where :func:`sample_dir` keeps the sample of ``scale`` and ``seed`` (nothing is generated)."""
     if cache_dir is None:
         from disastir_mteb.util.cache_dir import cache_root
 
         cache_dir = cache_root()
-    target = Path(cache_dir).expanduser() / f"sample-{scale}-seed{seed}-v{GENERATOR_VERSION}"
+    return Path(cache_dir).expanduser() / f"sample-{scale}-seed{seed}-v{GENERATOR_VERSION}"
+
+
+def sample_dir(scale: str = "small", *, cache_dir: str | Path | None = None, seed: int = 0) -> Path:
+    """A cached synthetic dataset folder, generated on first use; concurrent callers share one copy."""
+    target = sample_path(scale, cache_dir=cache_dir, seed=seed)
     if (target / "corpus.jsonl").is_file():
         return target
     try:

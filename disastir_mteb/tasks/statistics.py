@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from disastir_mteb.data.layout import DATA_DIR_ENV
+from disastir_mteb.data.source import DataSource
 from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.util.mteb_internals import split_statistics
 from disastir_mteb.vocabulary.taxonomy import (
@@ -41,6 +40,7 @@ from disastir_mteb.vocabulary.taxonomy import (
     TASK_SPECS,
     Split,
     TaskSpec,
+    get_spec,
     parse_category,
     parse_intent,
 )
@@ -211,23 +211,21 @@ def paper_statistics(splits: tuple[Split, ...] = SPLITS) -> dict[str, dict[str, 
     return stats
 
 
-def compute_statistics(task_names: list[str], out_dir: str | Path) -> list[Path]:
+def compute_statistics(task_names: list[str], out_dir: str | Path, data: DataSource | None = None) -> list[Path]:
     """Recompute mteb's full descriptive statistics for the tasks and write one JSON per task.
 
-    The data come from wherever the tasks load them (``DISASTIR_DATA_DIR`` or the Hub
-    snapshot); each file records that source under ``source``.
+    The data come from ``data`` (default: the folders the environment names, else the Hub snapshot); each file
+    records that source under ``source``.
     """
-    import mteb
-
+    from disastir_mteb.tasks.retrieval import ALL_TASK_CLASSES
     from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 
-
-    local = os.environ.get(DATA_DIR_ENV)
-    source = (f"local folder {local} (not the published data unless it is a copy of it)" if local
+    data = data if data is not None else DataSource.from_environment()
+    source = (f"local folder {data.folder} (not the published data unless it is a copy of it)" if data.folder
               else f"Hugging Face {DATASET_REPO}@{DATASET_REVISION}")
     written = []
     for name in task_names:
-        task = mteb.get_task(name)
+        task = ALL_TASK_CLASSES[get_spec(name).name](data=data)
         task.load_data()
         split = task.metadata.eval_splits[0]
         stats: dict[str, Any] = split_statistics(task, split)
