@@ -126,7 +126,7 @@ def main() -> None:
 
     import mteb
 
-    from disastir_mteb.search.precision import apply_precision
+    from disastir_mteb.search.precision import in_precision
     from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     work = Path(args.work or tempfile.mkdtemp(prefix="runner-speed-"))
@@ -134,9 +134,8 @@ def main() -> None:
     data = _data(239_704 if args.scale == "full" else args.passages, work)
     os.environ["DISASTIR_DATA_DIR"] = str(data)
     corpus, queries = _texts(data)
-    model = load(args.model, args.device)
+    model = in_precision(load(args.model, args.device), args.precision)
     st = model.model
-    apply_precision(model, args.precision)
     st.encode(corpus[:64], batch_size=args.batch_size)  # warm-up: CUDA context, kernels, tokenizer
     figures: dict[str, Any] = {"machine": machine(), "passages": len(corpus), "queries": len(queries),
                                "model": args.model, "device": args.device, "batch_size": args.batch_size,

@@ -13,6 +13,11 @@ rows as a set (tasks scored in parallel add theirs as they finish).
     python benchmarks/same_outputs.py --before /tmp/before --work /tmp/same-outputs
 
 Offline; about 3 minutes per tree on 2 CPU cores. Exits 1 when any file differs.
+
+``--new-fields`` names JSON keys the newer tree adds (for issue 36: the provenance entries of task files and the
+``provenance`` record of per-query files); they are left out where the older file lacks them, and only there. The
+embedding cache's entries are named by digests of their keys, which a change to the model identification changes:
+its files are compared by content under names with their digests left out (the same vectors, the same graph).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,17 +56,27 @@ def run_scenario(tree: Path, folder: Path) -> None:
         print(f"{tree.name}: disastir-mteb {argv[0]} done", flush=True)
 
 
-def _normalised(value: Any, root: str, as_sets: bool) -> Any:
+#: JSON keys the newer tree may add (``--new-fields``): left out of a file whose counterpart lacks them.
+NEW_FIELDS: set[str] = set()
+
+
+def _normalised(value: Any, root: str, as_sets: bool, other: Any = None) -> Any:
     if isinstance(value, dict):
-        return {k: _normalised(v, root, as_sets) for k, v in value.items() if k not in VOLATILE}
+        known = other if isinstance(other, dict) else {}
+        return {k: _normalised(v, root, as_sets, known.get(k)) for k, v in value.items()
+                if k not in VOLATILE and (k not in NEW_FIELDS or k in known)}
     if isinstance(value, list):
-        items = [_normalised(v, root, as_sets) for v in value]
+        pairs = other if isinstance(other, list) and len(other) == len(value) else [None] * len(value)
+        items = [_normalised(v, root, as_sets, o) for v, o in zip(value, pairs, strict=True)]
         return sorted(items) if as_sets and all(isinstance(v, str) for v in items) else items
     return value.replace(root, "<root>") if isinstance(value, str) else value
 
 
-def _comparable(path: Path, root: Path) -> Any:
-    """The file's bytes, or for JSON and text its content with run-time fields and the run folder left out."""
+def _comparable(path: Path, root: Path, other: Path | None = None) -> Any:
+    """The file's bytes, or for JSON and text its content with run-time fields and the run folder left out.
+
+    ``other``: the same file of the other run, whose JSON keys decide which :data:`NEW_FIELDS` are compared.
+    """
     if path.name == ".lock":  # an embedding-store entry's lock: it holds the pid of the run that took it
         return "a lock file"
     raw = path.read_bytes()
@@ -69,7 +85,8 @@ def _comparable(path: Path, root: Path) -> Any:
     except UnicodeDecodeError:
         return raw
     if path.suffix == ".json":
-        return _normalised(json.loads(text), str(root), as_sets=path.name == "model_meta.json")
+        counterpart = json.loads(other.read_text(encoding="utf-8")) if other is not None and other.is_file() else None
+        return _normalised(json.loads(text), str(root), as_sets=path.name == "model_meta.json", other=counterpart)
     if path.suffix == ".jsonl":
         rows = [_normalised(json.loads(line), str(root), False) for line in text.splitlines() if line.strip()]
         # run_settings.jsonl: mteb keys its rows by task and appends new tasks as they finish; with tasks scored
@@ -84,17 +101,41 @@ def _comparable(path: Path, root: Path) -> Any:
 INPUT_CACHES = ("cache/task-data",)
 
 
+#: Where the embedding cache keeps what a run computed, in folders named by digests of their keys.
+KEYED_CACHES = ("cache/corpus/", "cache/queries/", "cache/usearch/")
+#: The model identification's records: how a model is told apart, not what it computed.
+IDENTITY_RECORDS = ("cache/probes/",)
+_DIGEST = re.compile(r"[0-9a-f]{16,64}")
+
+
+def _keyed(side: Path) -> list[tuple[str, Any]]:
+    """The keyed caches' files as (name with digests left out, comparable content), sorted."""
+    files = [p for p in side.rglob("*") if p.is_file() and p.relative_to(side).as_posix().startswith(KEYED_CACHES)]
+    found = []
+    for path in files:
+        if path.suffix == ".json":  # an index's sidecar names its key: the graph's bytes and checksum are compared
+            continue
+        found.append((_DIGEST.sub("<digest>", path.relative_to(side).as_posix()), _comparable(path, side)))
+    return sorted(found, key=lambda item: (item[0], repr(item[1])[:200]))
+
+
 def compare(before: Path, after: Path) -> list[str]:
     """The differences between two scenario folders, one line each (:data:`INPUT_CACHES` left out)."""
+    skipped = INPUT_CACHES + KEYED_CACHES + IDENTITY_RECORDS
     names = [{p.relative_to(side) for p in side.rglob("*")
-              if p.is_file() and not p.relative_to(side).as_posix().startswith(INPUT_CACHES)}
+              if p.is_file() and not p.relative_to(side).as_posix().startswith(skipped)}
              for side in (before, after)]
     problems = [f"only in before: {p}" for p in sorted(names[0] - names[1])]
     problems += [f"only in after: {p}" for p in sorted(names[1] - names[0])]
     common = sorted(names[0] & names[1])
     problems += [f"differs: {p}" for p in common
-                 if _comparable(before / p, before) != _comparable(after / p, after)]
-    print(f"{len(common)} files in both runs; {len(problems)} difference(s)")
+                 if _comparable(before / p, before, after / p) != _comparable(after / p, after, before / p)]
+    keyed = [_keyed(before), _keyed(after)]
+    if [name for name, _ in keyed[0]] != [name for name, _ in keyed[1]]:
+        problems.append(f"the embedding caches hold other files: {len(keyed[0])} before, {len(keyed[1])} after")
+    else:
+        problems += [f"differs: {name} (embedding cache)" for (name, a), (_, b) in zip(*keyed, strict=True) if a != b]
+    print(f"{len(common)} files and {len(keyed[1])} cache files in both runs; {len(problems)} difference(s)")
     return problems
 
 
@@ -105,7 +146,10 @@ def main() -> int:
     parser.add_argument("--after", type=Path, default=Path(__file__).resolve().parents[1],
                         help="source tree of the newer code (default: this checkout)")
     parser.add_argument("--work", type=Path, required=True, help="an absent folder for both runs")
+    parser.add_argument("--new-fields", nargs="*", default=[],
+                        help="JSON keys the newer tree adds, compared only where the older file has them too")
     args = parser.parse_args()
+    NEW_FIELDS.update(args.new_fields)
     run_scenario(args.before, args.work / "before")
     run_scenario(args.after, args.work / "after")
     problems = compare(args.work / "before", args.work / "after")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from disastir_mteb.judging.settings import JudgeSettings
     from disastir_mteb.results.completed_view import CompletedView
-    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.runner.run import Evaluation
     from disastir_mteb.util.timings import Timings
 
 __all__ = ["compare", "demo", "export", "judge", "leaderboard", "offline_if_unreachable", "report", "run", "sample",
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from disastir_mteb.data.layout import DATA_DIR_ENV
-    from disastir_mteb.runner.data_source import data_folders
+    from disastir_mteb.runner.data_source import data_source
     from disastir_mteb.runner.task_selection import selected_task_names
     from disastir_mteb.util.timings import Phase, clock, run_clock
     from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
@@ -96,40 +96,26 @@ def run(args: argparse.Namespace) -> int:
             cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
         if args.embeddings_revision and not args.embeddings_url:
             raise ValueError("--embeddings-revision pins a served model: pass it with --embeddings-url.")
-        if known_names is not None:  # the folders checked (and the sample written) before the imports too
-            with clock(Phase.tasks):
-                folders = data_folders(args.data, args.devlite, task_names=known_names, as_options=True,
-                                       extra_judgements=args.extra_judgements)
+        with clock(Phase.tasks):  # the folders checked (and the sample written) before the imports too
+            source = data_source(args.data, args.devlite, task_names=known_names or (), as_options=True,
+                                 extra_judgements=args.extra_judgements, keep_joins=not args.no_cache)
         with clock(Phase.startup):
             local_model = args.model in BUILT_IN_MODELS or Path(args.model).exists() or bool(args.embeddings_url)
-            local_data = bool(args.data or os.environ.get(DATA_DIR_ENV))
+            local_data = source.folder is not None or bool(os.environ.get(DATA_DIR_ENV))
             offline_if_unreachable(needs_hub=not (local_model and local_data))
             _quiet(args.quiet)
-            from disastir_mteb.runner.run import build_search, import_libraries, resolve_tasks
+            from disastir_mteb.runner.run import EmbeddingServersOptions, import_libraries, run_evaluation
 
             import_libraries()
-        with clock(Phase.tasks):
-            tasks = resolve_tasks(args.tasks, args.benchmarks, split=args.split)
-            if known_names is None:
-                folders = data_folders(args.data, args.devlite, task_names=[task.metadata.name for task in tasks],
-                                       as_options=True, extra_judgements=args.extra_judgements)
-            os.environ.update(folders)  # the process's; main() restores the environment when the command ends
-        served = None
-        if args.embeddings_url:
-            from disastir_mteb.runner.run import serve_model
-
-            with clock(Phase.model):
-                served = serve_model(args.model, args.embeddings_url, revision=args.embeddings_revision,
-                                     concurrency=args.embeddings_concurrency, key_env=args.api_key_env)
-        try:
-            with clock(Phase.model):
-                searcher = build_search(served or args.model, settings)
-            _run_and_summarise(searcher, tasks, args)
-            if served is not None:
-                print(f"Servers: {served.describe()}.")
-        finally:
-            if served is not None:  # its event loop thread and connections, also when the run stops with an error
-                served.close()
+        served = None if not args.embeddings_url else EmbeddingServersOptions(
+            args.embeddings_url, revision=args.embeddings_revision, concurrency=args.embeddings_concurrency,
+            key_env=args.api_key_env)
+        evaluation = run_evaluation(args.model, args.tasks, benchmarks=args.benchmarks, split=args.split,
+                                    settings=settings, data=source, served=served,
+                                    output_folder=args.output_folder, overwrite=args.overwrite,
+                                    show_progress=not args.quiet, on_task_done=_task_line)
+        _summarise(evaluation)
+    searcher = evaluation.searcher
     if searcher.timings is not None:
         print(searcher.timings.to_text())
         if timings_file is not None:
@@ -173,30 +159,31 @@ def _write_timings(path: Path, timings: Timings) -> None:
     print(f"Timings written to {path.resolve()}.")
 
 
-def _run_and_summarise(searcher: SharedCorpusSearch, tasks: list, args: argparse.Namespace) -> None:
-    """``run``'s tasks through the search model, then the grid and the one-paragraph summary."""
+def _task_line(task_result: object, seconds: float) -> None:
+    """One line per task as it finishes, above the task bar."""
     from tqdm.auto import tqdm
 
+    score = task_result.get_score()  # type: ignore[attr-defined]
+    tqdm.write(f"{task_result.task_name:<24} ndcg@10 {100 * score:6.2f}  ({seconds:.1f} s)")  # type: ignore[attr-defined]
+
+
+def _summarise(evaluation: Evaluation) -> None:
+    """``run``'s grid per query set and its one-paragraph summary."""
     from disastir_mteb.results.grid import grids_by_split
-    from disastir_mteb.runner.run import result_folder, run_tasks
     from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name
 
-    def summary(task_result: object, seconds: float) -> None:
-        score = task_result.get_score()  # type: ignore[attr-defined]
-        tqdm.write(f"{task_result.task_name:<24} ndcg@10 {100 * score:6.2f}  ({seconds:.1f} s)")  # type: ignore[attr-defined]  # above the task bar
-
-    result = run_tasks(searcher, tasks, output_folder=args.output_folder, overwrite=args.overwrite,
-                       show_progress=not args.quiet, on_task_done=summary)
-    for split, grid in grids_by_split(result.task_results).items():  # the full set's exactly as it always was
+    searcher = evaluation.searcher
+    for split, grid in grids_by_split(evaluation.result.task_results).items():  # the full set's as it always was
         print(grid.to_text("NDCG@10 x100" if split is Split.full else f"{benchmark_name(split)} NDCG@10 x100"))
     loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
-    folder = result_folder(searcher, result.task_results[0].task_name, args.output_folder).resolve()
     filed = "" if searcher.identity.pinned else (" (the model has no revision of its own: its results are filed under "
                                                  "the fingerprint of what it computes)")
-    print(f"{len(result.task_results)} task result(s) in {folder}{filed}; "
+    print(f"{len(evaluation.result.task_results)} task result(s) in {evaluation.folder.resolve()}{filed}; "
           f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
           f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}.")
     print(f"Passages: {searcher.describe_encoding()}.")
+    if evaluation.servers is not None:
+        print(f"Servers: {evaluation.servers}.")
 
 
 def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[str] | None = None) -> Path | None:
@@ -210,14 +197,11 @@ def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[
     gone, changed, or the sets read different data). So ``report --judgements`` and ``judge`` on a run made with
     ``--data`` need not be told again. The folder is handed to the judging functions, not set for the process.
     """
-    import os
-
     from disastir_mteb.data.layout import DATA_DIR_ENV
     from disastir_mteb.results.data_used import choose_data
-    from disastir_mteb.runner.data_source import data_folders
+    from disastir_mteb.runner.data_source import data_source
 
-    os.environ.update(data_folders(data, as_options=True))
-    chosen = os.environ.get(DATA_DIR_ENV) or None
+    chosen = data_source(data, as_options=True).folder
     named = f"--data {data}" if data else (f"{DATA_DIR_ENV}={chosen}" if chosen else None)
     choice = choose_data(sets, chosen=chosen, chosen_as=named, tasks=tasks)
     if command == "judge":  # beside the job's plan and summary
@@ -399,13 +383,12 @@ def submit(args: argparse.Namespace) -> int:
 
 def export(args: argparse.Namespace) -> int:
     """``disastir-mteb export``: the tasks as BEIR folders or an mteb-native dataset."""
-    import os
     import time
 
     from disastir_mteb.exports import export_beir, export_mteb
-    from disastir_mteb.runner.data_source import data_folders
+    from disastir_mteb.runner.data_source import data_source
 
-    os.environ.update(data_folders(args.data, as_options=True))
+    source = data_source(args.data, as_options=True)
     _quiet(args.quiet)
     say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.perf_counter()
@@ -434,13 +417,14 @@ def export(args: argparse.Namespace) -> int:
               + ("." if args.round_grades else " (it takes integers: export with --round-grades)."))
         return 0
     if args.format == "beir":
-        folders = export_beir(args.out, args.tasks, gain=args.gain, overwrite=args.overwrite, progress=say)
+        folders = export_beir(args.out, args.tasks, gain=args.gain, overwrite=args.overwrite, progress=say,
+                              data=source)
         what = f"{len(folders)} BEIR task folder(s)"
     else:
         if args.gain is not None:
             raise ValueError("--gain applies to --format beir; the mteb export stores the exponential gain "
                              "in 'score' and the raw grade in 'grade'.")
-        export_mteb(args.out, args.tasks, overwrite=args.overwrite, progress=say)
+        export_mteb(args.out, args.tasks, overwrite=args.overwrite, progress=say, data=source)
         what = "an mteb-native Hugging Face dataset"
     print(f"Wrote {what} to {Path(args.out).resolve()} in {time.perf_counter() - started:.1f} s.")
     return 0

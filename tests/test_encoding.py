@@ -13,7 +13,7 @@ import torch
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.encoding import SentenceTransformerPipeline, length_order
-from disastir_mteb.search.precision import apply_precision
+from disastir_mteb.search.precision import in_precision
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore
 from disastir_mteb.vocabulary.run_settings import RunSettings
@@ -108,7 +108,7 @@ def test_killed_pipelined_run_resumes_and_gives_the_same_bytes(tmp_path: Path, u
 
     def dying_forward(*args: object, **kwargs: object) -> object:
         calls["n"] += 1
-        if calls["n"] == 11:  # the parity check takes two passes, then chunks of 3 batches: dies inside chunk 3
+        if calls["n"] == 14:  # the probe four passes, the parity check two, then chunks of 3 batches: dies in chunk 3
             raise KeyboardInterrupt("simulated kill")
         return forward(*args, **kwargs)
 
@@ -155,7 +155,8 @@ def test_batch_size_and_precision_are_part_of_the_cache_key(tmp_path: Path, use_
 
     half = SharedCorpusSearch(model, RunSettings(progress=False, devices=None, batch_size=8, precision="bf16"),
                               store=store)
-    assert next(model.model.parameters()).dtype == torch.bfloat16  # cast in place, like model.half()
+    assert next(model.model.parameters()).dtype == torch.float32  # the caller's model stays as it was
+    assert next(half.model.model.parameters()).dtype == torch.bfloat16  # a cast copy encodes
     _index(half, task)
     assert half.passages_encoded == 40 and half.model_dtype == "bfloat16"
     assert half.mteb_model_meta.experiment_kwargs["disastir_precision"] == "bf16"
@@ -163,7 +164,7 @@ def test_batch_size_and_precision_are_part_of_the_cache_key(tmp_path: Path, use_
         np.linalg.norm(np.asarray(half.corpus_embeddings), axis=1) * np.linalg.norm(by_batch[8][0][1], axis=1))
     assert cosine.min() > 0.99 and not np.array_equal(np.asarray(half.corpus_embeddings), by_batch[8][0][1])
     again = SharedCorpusSearch(model, RunSettings(progress=False, devices=None, batch_size=8), store=store)
-    assert again.mteb_model_meta.experiment_kwargs["disastir_precision"] == "bf16"  # the cast model stays labelled
+    assert "disastir_precision" not in (again.mteb_model_meta.experiment_kwargs or {})  # its own precision again
 
 
 def test_precision_results_are_filed_apart(use_data: object, tmp_path: Path) -> None:
@@ -187,7 +188,7 @@ def test_precision_and_batch_size_errors_are_one_sentence() -> None:
     with pytest.raises(ValueError, match=r"Unknown precision 'fp8'; valid: fp32, fp16, bf16"):
         parse_precision("fp8")
     with pytest.raises(ValueError, match="needs a torch model, but HashingEncoder holds none"):
-        apply_precision(HashingEncoder(), "fp16")
+        in_precision(HashingEncoder(), "fp16")
     with pytest.raises(ValueError, match="batch_size=0 must be an integer >= 1"):
         SharedCorpusSearch(HashingEncoder(), RunSettings(batch_size=0))
     with pytest.raises(ValueError, match="tokenize_threads=-1"):

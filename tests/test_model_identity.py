@@ -173,12 +173,13 @@ def test_a_named_model_changed_in_place_is_encoded_again_after_one_warning(
         searcher = build_search(changed, quiet(cache))
         assert ndcg(evaluate(searcher, TASKS, data=tiny, output_folder=out, show_progress=False)) == fresh != before
     meta = bundled_model.mteb_model_meta
-    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    warning, replaced = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert warning.startswith(f"Model {meta.name}@{meta.revision} computes other vectors than when its cached "
-                              "embeddings were written (its vectors of the 4 probe texts lie up to ")
+                              f"embeddings were written (its vectors of the {len(PROBE_TEXTS)} probe texts lie up to ")
     assert warning.endswith("apart, more than float32 rounding moves them (1e-05)): it was changed in place under the "
                             "same name and revision, so it gets cache entries of its own and its tasks are evaluated "
                             "again; give a changed model a new revision to keep both.")
+    assert replaced.startswith(f"{TASKS[0]}: the result in ") and "(model fingerprint " in replaced  # said once
     assert searcher.passages_encoded == N_PASSAGES and corpus_entries(cache) == 2
     # Its result files (the name and revision's folder) now hold the numbers of the model that computed them.
     assert stored(out) == {f"{meta.name.replace('/', '__')}/{meta.revision}": fresh}
@@ -212,16 +213,20 @@ def test_the_probe_reaches_every_kind_of_encoder(bundled_model: Any) -> None:
     """The vectors of a model are its vectors, whatever wraps it; instructed passages are another computation."""
     from disastir_mteb.models.adapter import as_mteb_encoder, with_instructions
 
-    reference = probe_vectors(bundled_model)
-    assert reference.shape == (len(PROBE_TEXTS), 384) and reference.dtype == np.float32
+    reference = probe_vectors(bundled_model)  # passages, then queries
+    assert reference.shape == (2 * len(PROBE_TEXTS), 384) and reference.dtype == np.float32
     st = minilm()
     assert np.array_equal(probe_vectors(as_mteb_encoder(st)), reference)
-    assert np.array_equal(probe_vectors(with_instructions(st, "disastir")), reference)  # queries only
+    instructed_queries = probe_vectors(with_instructions(st, "disastir"))
+    side = len(PROBE_TEXTS)
+    assert np.array_equal(instructed_queries[:side], reference[:side])  # the instruction reaches queries only
+    assert not np.allclose(instructed_queries[side:], reference[side:], atol=1e-3)
     instructed = probe_vectors(with_instructions(st, "disastir", passages=True))
     assert instructed.shape == reference.shape and not np.allclose(instructed, reference, atol=1e-3)
     hashing = HashingEncoder()
-    assert np.array_equal(probe_vectors(hashing), hashing.embed(list(PROBE_TEXTS)))
-    assert np.array_equal(probe_vectors(as_mteb_encoder(hashing.embed)), hashing.embed(list(PROBE_TEXTS)))
+    both_sides = np.concatenate([hashing.embed(list(PROBE_TEXTS))] * 2)  # it encodes a query as a passage
+    assert np.array_equal(probe_vectors(hashing), both_sides)
+    assert np.array_equal(probe_vectors(as_mteb_encoder(hashing.embed)), both_sides)
 
 
 class _OneShort(HashingEncoder):
@@ -233,10 +238,11 @@ class _OneShort(HashingEncoder):
 
 def test_a_model_that_cannot_answer_the_probe_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"^The model returned float32 of shape \(3, 384\) for the 4 texts that "
-                                         r"identify it; expected one float vector per text \(4, dim\)\.$"):
+                                         r"identify it \(as documents\); expected one float vector per text "
+                                         r"\(4, dim\)\.$"):
         build_search(_OneShort(), quiet(tmp_path))
     with pytest.raises(ValueError, match=r"^The model returned NaN or infinite values for the 4 texts that identify "
-                                         r"it \(e\.g\. 'Flood warning: "):
+                                         r"it \(as documents; e\.g\. 'Flood warning: "):
         build_search(lambda texts: np.full((len(texts), 2), np.nan), quiet(tmp_path))
 
 
@@ -276,7 +282,7 @@ def test_a_damaged_fingerprint_record_is_deleted_and_the_model_recognised_again(
     cache = tmp_path / "cache"
     first = build_search(HashingEncoder(name="test/hashing"), quiet(cache))
     evaluate(first, TASKS, data=tiny, output_folder=tmp_path / "out", show_progress=False)
-    (record,) = (cache / "probes").rglob("*.npy")
+    record = max((cache / "probes").rglob("*.npy"), key=lambda path: path.stat().st_size)  # both sides' record
     data = bytearray(record.read_bytes())
     data[-8:] = b"\x7f" * 8  # the last coordinate overwritten in place: the header and size intact
     record.write_bytes(bytes(data))

@@ -18,20 +18,19 @@ per-query NDCG@10 is the same computation on ids with the qrels' values as gains
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from disastir_mteb.data.data_cache import source_digest
-from disastir_mteb.data.layout import DATA_DIR_ENV, find_task_files
+from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.scoring.authors import TOP_K, ranking, score_run
 from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split, get_spec
 
-__all__ = ["DIGEST_KEY", "FOLDER", "PerQuery", "ScoreTop10", "data_digests", "data_provenance", "ndcg_by_id",
+__all__ = ["DIGEST_KEY", "FOLDER", "PerQuery", "ScoreTop10", "data_digests", "ndcg_by_id",
            "per_query_file", "per_query_path", "read_per_query", "score_queries", "with_data_digest", "write_per_query"]
 
 #: NDCG@10 of every judged query from its ranked passage ids: ``{query id: [doc id, ...]} -> {query id: NDCG@10}``.
@@ -39,7 +38,7 @@ ScoreTop10 = Callable[[Mapping[str, Sequence[str]]], Mapping[str, float]]
 
 FOLDER = "disastir_per_query"
 _FORMAT = 1
-#: The key of a data record (:func:`data_provenance`) holding the content digest of the files its task read.
+#: The key of a data record (``DataSource.record``) holding the content digest of the files its task read.
 DIGEST_KEY = "digest"
 
 
@@ -51,10 +50,12 @@ class PerQuery:
         task_name: the mteb task name.
         ndcg_at_10: query id -> NDCG@10 (fraction), for every scored query.
         top10: query id -> the ids of the 10 best passages, best first.
-        data: which data the scores come from (see :func:`data_provenance`); None in files written
-            before it was recorded.
+        data: which data the scores come from (:meth:`~disastir_mteb.data.source.DataSource.record`, with the
+            digest of the task's files); None in files written before it was recorded.
         encoding: how the vectors were computed (batch size, ``model_dtype``, device, token limit; see
             :func:`write_per_query`); None when not recorded.
+        provenance: everything the scores depend on (:meth:`~disastir_mteb.vocabulary.provenance.TaskProvenance.record`:
+            model, settings, data and corpus digests, gain, and their digest); None when not recorded.
     """
 
     task_name: str
@@ -62,6 +63,7 @@ class PerQuery:
     top10: Mapping[str, list[str]]
     data: Mapping[str, object] | None = None
     encoding: Mapping[str, object] | None = None
+    provenance: Mapping[str, object] | None = None
 
     @property
     def mean(self) -> float:
@@ -115,36 +117,6 @@ def per_query_path(task_result_path: str | Path) -> Path:
     return per_query_file(path.parent, path.stem)
 
 
-def data_provenance() -> dict[str, object]:
-    """Which data the tasks read now: ``DISASTIR_DATA_DIR``, else the pinned Hub revision.
-
-    mteb's result file names the dataset revision the task declares, not the folder actually read,
-    so a score on the generated sample would look like a DisastIR score. ``synthetic`` is true when
-    the folder carries the generator's marker (:data:`disastir_mteb.data.layout.MARKER`).
-
-    Returns:
-        ``{"source": folder or "hf:<repo>@<revision>", "synthetic": bool}``, plus ``"generator"``
-        (the marker's content) for a generated folder, and ``"extra_judgements"`` (the folder) when the tasks
-        read extra judgements (:mod:`disastir_mteb.data.extra_qrels`; absent otherwise).
-    """
-    from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
-    from disastir_mteb.data.layout import read_marker
-    from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
-
-    folder = os.environ.get(DATA_DIR_ENV)
-    record: dict[str, object] = {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
-    if folder:
-        marker = read_marker(folder)
-        record = {"source": str(Path(folder).expanduser().resolve()),
-                  "synthetic": bool(marker and marker.get("synthetic", True))}
-        if marker:
-            record["generator"] = marker
-    extra = os.environ.get(EXTRA_QRELS_ENV, "").strip()
-    if extra:
-        record["extra_judgements"] = str(Path(extra).expanduser().resolve())
-    return record
-
-
 def data_digests(folder: str | Path, task_names: Sequence[str]) -> dict[str, str | None]:
     """Each full-set task's content digest of the files it reads in ``folder``: corpus, query file, qrels file.
 
@@ -181,7 +153,7 @@ def data_digests(folder: str | Path, task_names: Sequence[str]) -> dict[str, str
 
 
 def with_data_digest(data: Mapping[str, object], task_name: str) -> dict[str, object]:
-    """A task's data record: ``data`` (:func:`data_provenance`) with :data:`DIGEST_KEY` for a local folder's task.
+    """A task's data record: ``data`` (``DataSource.record``) with :data:`DIGEST_KEY` for a local folder's task.
 
     The digest (:func:`data_digests`) lets a later command find the folder a run read and check that it still
     holds the same files (:mod:`~disastir_mteb.results.data_used`). The Hub's data needs none (its revision pins
@@ -197,22 +169,25 @@ def with_data_digest(data: Mapping[str, object], task_name: str) -> dict[str, ob
 
 
 def write_per_query(path: str | Path, record: PerQuery, *, settings: Mapping[str, object] | None = None,
-                    data: Mapping[str, object] | None = None) -> Path:
+                    data: Mapping[str, object] | None = None, provenance: Mapping[str, object] | None = None) -> Path:
     """Write ``record`` atomically (a killed run never leaves half a file).
 
     ``settings`` (how the vectors were computed: batch size, model dtype, device, token limit; default
     ``record.encoding``) is kept beside the scores under ``"encoding"``: mteb's result file has no place for it, and the
     batch size, unlike the precision, does not get its own results folder. ``data`` (which data was
-    read, :func:`data_provenance`; default ``record.data``) goes under ``"data"``, so reports can say
-    when scores come from synthetic data.
+    read; default ``record.data``) goes under ``"data"``, so reports can say when scores come from synthetic data;
+    ``provenance`` (everything the scores depend on; default ``record.provenance``) under ``"provenance"``.
     """
     data = data if data is not None else record.data
     settings = settings if settings is not None else record.encoding
+    provenance = provenance if provenance is not None else record.provenance
     content: dict[str, object] = {"format": _FORMAT, "task_name": record.task_name, "metric": MAIN_SCORE_KEY}
     if settings:
         content["encoding"] = dict(settings)
     if data:
         content["data"] = dict(data)
+    if provenance:
+        content["provenance"] = dict(provenance)
     content["queries"] = {qid: {MAIN_SCORE_KEY: score, "top10": record.top10.get(qid, [])}
                           for qid, score in record.ndcg_at_10.items()}
     write_json_atomic(Path(path), content)
@@ -233,10 +208,11 @@ def read_per_query(path: str | Path) -> PerQuery:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         queries = data["queries"]
-        provenance, encoding = data.get("data"), data.get("encoding")
+        used, encoding, provenance = data.get("data"), data.get("encoding"), data.get("provenance")
         return PerQuery(str(data["task_name"]), {q: float(v[MAIN_SCORE_KEY]) for q, v in queries.items()},
                         {q: [str(d) for d in v["top10"]] for q, v in queries.items()},
-                        dict(provenance) if isinstance(provenance, dict) else None,
-                        dict(encoding) if isinstance(encoding, dict) else None)
+                        dict(used) if isinstance(used, dict) else None,
+                        dict(encoding) if isinstance(encoding, dict) else None,
+                        dict(provenance) if isinstance(provenance, dict) else None)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path} is not a per-query score file ({type(error).__name__}: {error}).") from None

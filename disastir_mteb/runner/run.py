@@ -40,12 +40,13 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.models.loading import ModelLoadError, load_model
-from disastir_mteb.runner.data_source import data_folders, use_environment
+from disastir_mteb.runner.data_source import data_source, with_sample_devlite
 from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
 from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from mteb import AbsTask
     from mteb.results import ModelResult, TaskResult
 
+    from disastir_mteb.data.source import DataSource
     from disastir_mteb.models.embedding_servers import EmbeddingServers
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.vocabulary.instructions import InstructionConfig
@@ -65,8 +67,8 @@ logger = logging.getLogger(__name__)
 
 _DISASTIR_TASKS = ALL_TASK_NAMES  # every query set's tasks
 
-__all__ = ["ModelLoadError", "RunSettings", "build_search", "evaluate", "import_libraries", "resolve_tasks",
-           "result_folder", "run_tasks", "serve_model"]
+__all__ = ["EmbeddingServersOptions", "Evaluation", "ModelLoadError", "RunSettings", "build_search", "evaluate",
+           "import_libraries", "resolve_tasks", "result_folder", "run_evaluation", "run_tasks", "serve_model"]
 
 
 def import_libraries() -> None:
@@ -97,7 +99,8 @@ def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpu
         return model
     settings = settings or RunSettings()
     store = None if settings.cache_dir is False else EmbeddingStore(settings.cache_dir)
-    return SharedCorpusSearch(load_model(model), settings, store=store)
+    # a model object goes to the search model as it is: its precision is applied (to a copy) before any wrapper
+    return SharedCorpusSearch(load_model(model) if isinstance(model, str) else model, settings, store=store)
 
 
 def evaluate(
@@ -195,39 +198,107 @@ def evaluate(
     with run_clock():
         with clock(Phase.startup):
             import_libraries()
-            from disastir_mteb.search.shared_corpus import SharedCorpusSearch
-
         settings = RunSettings.from_options(search=search, ann_preset=ann_preset, ann_params=ann_params,
                                             instructions=instructions, template=template,
                                             instruct_passages=instruct_passages, batch_size=batch_size,
                                             precision=precision, cache_dir=cache_dir, progress=show_progress)
         with clock(Phase.tasks):
-            tasks_to_run = resolve_tasks(tasks, split=split)  # before a model loads, as the settings and the data are
-            environment = data_folders(data, devlite, task_names=[t.metadata.name for t in tasks_to_run],
-                                       extra_judgements=extra_judgements)
-        if isinstance(model, SharedCorpusSearch):  # it carries its own settings: the keywords may only name them
-            if instructions is not None or precision is not None or batch_size is not None:
-                raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
-                                 "build_search), not to evaluate() together with a ready search model.")
-            if search != EXACT and model.ann != settings.ann:
-                raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked "
-                                 f"for search={search!r}; build it with the same setting or leave search at its "
-                                 "default.")
-        served = None
-        try:
-            with clock(Phase.model):
-                if embeddings_url:
-                    served = model = serve_model(model, embeddings_url, revision=embeddings_revision,
-                                                 concurrency=embeddings_concurrency, key_env=api_key_env)
-                searcher = build_search(model, settings)
-            result = run_tasks(searcher, tasks_to_run, output_folder=output_folder, overwrite=overwrite,
-                               show_progress=show_progress, on_task_done=on_task_done, environment=environment)
-        finally:
+            source = data_source(data, devlite, extra_judgements=extra_judgements, keep_joins=cache_dir is not False)
+        served = None if not embeddings_url else EmbeddingServersOptions(
+            embeddings_url, revision=embeddings_revision, concurrency=embeddings_concurrency, key_env=api_key_env)
+        evaluation = run_evaluation(model, tasks, split=split, settings=settings, data=source, served=served,
+                                    output_folder=output_folder, overwrite=overwrite, show_progress=show_progress,
+                                    on_task_done=on_task_done, ready_keywords=(instructions is not None
+                                                                               or precision is not None
+                                                                               or batch_size is not None,
+                                                                               search))
+    if timings is not None and evaluation.searcher.timings is not None:
+        timings(evaluation.searcher.timings)
+    return evaluation.result
+
+
+@dataclass(frozen=True)
+class EmbeddingServersOptions:
+    """Where a served model is encoded (``--embeddings-url`` and its options): see :func:`serve_model`."""
+
+    urls: str | Sequence[str]
+    revision: str | None = None
+    concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY
+    key_env: str = DEFAULT_KEY_ENV
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one run did: mteb's result, the search model that computed it (its counters, its timings), the folder.
+
+    Attributes:
+        result: mteb's ``ModelResult`` holding every evaluated task.
+        searcher: the search model (``passages_encoded``, ``index_builds``, ``timings``, ``identity``, ...).
+        folder: where the first task's result file was written (the run's result set).
+        servers: how the embedding servers answered (one line), when the model was served.
+    """
+
+    result: ModelResult
+    searcher: SharedCorpusSearch
+    folder: Path
+    servers: str | None = None
+
+
+def run_evaluation(
+    model: Any,
+    tasks: Iterable[str | AbsTask] | str | None = None,
+    *,
+    benchmarks: Iterable[str] | None = None,
+    split: Split | str | None = None,
+    settings: RunSettings,
+    data: DataSource,
+    served: EmbeddingServersOptions | None = None,
+    output_folder: str | Path | None = None,
+    overwrite: bool = False,
+    show_progress: bool = True,
+    on_task_done: Callable[[TaskResult, float], None] | None = None,
+    ready_keywords: tuple[bool, str] = (False, EXACT),
+) -> Evaluation:
+    """The one orchestration of a run, for :func:`evaluate` and ``disastir-mteb run`` alike.
+
+    Tasks resolved (each given ``data``), the model served or loaded, the search model built from ``settings``, the
+    tasks run (:func:`run_tasks`), the servers closed. ``ready_keywords``: whether :func:`evaluate` was given
+    settings of its own (instructions, precision or a batch size) and which search, checked against a ready search
+    model, which carries its own.
+
+    Raises:
+        ValueError: as :func:`evaluate`.
+    """
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+
+    with clock(Phase.tasks):
+        tasks_to_run = resolve_tasks(tasks, benchmarks, split=split, data=data)  # before a model loads
+        data = with_sample_devlite(data, [task.metadata.name for task in tasks_to_run])
+        tasks_to_run = resolve_tasks(tasks_to_run, split=split, data=data)
+    if isinstance(model, SharedCorpusSearch):  # it carries its own settings: the keywords may only name them
+        keywords, search = ready_keywords
+        if keywords:
+            raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
+                             "build_search), not to evaluate() together with a ready search model.")
+        if search != EXACT and model.ann != settings.ann:
+            raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked "
+                             f"for search={search!r}; build it with the same setting or leave search at its "
+                             "default.")
+    servers = None
+    try:
+        with clock(Phase.model):
             if served is not None:
-                served.close()
-    if timings is not None and searcher.timings is not None:
-        timings(searcher.timings)
-    return result
+                servers = model = serve_model(model, served.urls, revision=served.revision,
+                                              concurrency=served.concurrency, key_env=served.key_env)
+            searcher = build_search(model, settings)
+        result = run_tasks(searcher, tasks_to_run, output_folder=output_folder, overwrite=overwrite,
+                           show_progress=show_progress, on_task_done=on_task_done)
+        said = servers.describe() if servers is not None else None
+    finally:
+        if servers is not None:  # its event loop thread and connections, also when the run stops with an error
+            servers.close()
+    folder = result_folder(searcher, result.task_results[0].task_name, output_folder)
+    return Evaluation(result, searcher, folder, said)
 
 
 def serve_model(model: Any, urls: str | Sequence[str], *, revision: str | None = None,
@@ -254,23 +325,19 @@ def run_tasks(
     overwrite: bool = False,
     show_progress: bool = True,
     on_task_done: Callable[[TaskResult, float], None] | None = None,
-    environment: Mapping[str, str] | None = None,
 ) -> ModelResult:
     """Evaluate ``tasks`` (resolved, as :func:`resolve_tasks` returns them) with one encoding per corpus.
 
-    The steps after the settings: what :func:`evaluate` and ``disastir-mteb run`` share. Arguments as in
+    The steps after the settings and the data (each task reads the data it was given). Arguments as in
     :func:`evaluate` (the batch size is the search model's, else
-    :data:`~disastir_mteb.vocabulary.settings.DEFAULT_BATCH_SIZE`). ``environment``: the data folders for
-    this call only (:func:`~disastir_mteb.runner.data_source.data_folders`; the command line sets them for
-    its whole process instead). At the end ``searcher.timings`` holds where the run's time went (the clock of
-    the call that started it, :func:`evaluate` or the command line, else one started here).
+    :data:`~disastir_mteb.vocabulary.settings.DEFAULT_BATCH_SIZE`). At the end ``searcher.timings`` holds where
+    the run's time went (the clock of the call that started it, :func:`evaluate` or the command line, else one
+    started here).
     """
     with run_clock() as running:
         with clock(Phase.startup):  # the libraries the tasks are scored with (imported already on the command line)
             from tqdm.auto import tqdm
 
-            from disastir_mteb.data.data_cache import cache_environment
-            from disastir_mteb.results.per_query import data_provenance
             from disastir_mteb.runner.result_cache import atomic_result_cache
             from disastir_mteb.runner.scoring_patch import faster_scoring
             from disastir_mteb.runner.task_pool import evaluate_tasks
@@ -295,15 +362,11 @@ def run_tasks(
         preloaded = {task.metadata.name for task in task_list if task.data_loaded}
         task_results: list[TaskResult] = []
         result: ModelResult | None = None
-        # --no-cache persists nothing: the joined tasks are not kept either (disastir_mteb.data.data_cache); the
-        # data cache stays under DISASTIR_CACHE_DIR whatever --cache-dir says: it is kept per data folder, not model
-        data_cache = cache_environment(False) if searcher.store is None else {}
-        # datasets' "Map" bars would print over ours
-        with _datasets_bars_off(), use_environment({**data_cache, **(environment or {})}), faster_scoring():
-            with clock(Phase.tasks):
-                provenance = data_provenance()  # one data folder (or Hub revision) for the whole run
+        with _datasets_bars_off(), faster_scoring():  # datasets' "Map" bars would print over ours
+            said: set[str] = set()  # the changes said in this run: each once, not once per task
+            checked: dict[str, bool] = {}  # loaded tasks whose stored result was checked here, before any fork
             run = functools.partial(_run_task, searcher=searcher, cache=cache, encode_kwargs=encode_kwargs,
-                                    overwrite=overwrite, provenance=provenance)
+                                    overwrite=overwrite, said=said, checked=checked)
             answered = functools.partial(answered_by_prefetch, searcher)  # such tasks are scored on every core
             if len(groups[0]) > 1:
                 searcher.prefetch(groups[0], encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
@@ -312,6 +375,9 @@ def run_tasks(
             for number, group in enumerate(groups):
                 if number and len(group) > 1:  # a corpus after the first (DevLite's): its group's pass when reached
                     searcher.prefetch(group, encode_kwargs=encode_kwargs)
+                with clock(Phase.writing):  # result files read back
+                    checked.update({task.metadata.name: _stale(searcher, task, cache, said)
+                                    for task in group if task.data_loaded and not overwrite})
                 started = time.perf_counter()
                 for task, result, seconds in evaluate_tasks(group, run, parallel=answered):
                     forget_prefetched(searcher, task)
@@ -381,9 +447,12 @@ def _datasets_bars_off() -> Iterator[None]:
 
 
 def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode_kwargs: Mapping[str, Any],
-              overwrite: bool, provenance: Mapping[str, object]) -> ModelResult:
+              overwrite: bool, said: set[str], checked: Mapping[str, bool]) -> ModelResult:
     """One task through ``mteb.evaluate`` (its search from the shared pass when prefetched), then its per-query file.
 
+    A result mteb already holds is reused only when it records this task's provenance (:func:`_stale`; ``checked``:
+    the tasks the run checked already, in its own process, so that a change is said once however many worker
+    processes score; ``said``: the changes already said).
     Runs in this process or in a forked worker (:mod:`disastir_mteb.runner.task_pool`): it writes the same files.
     """
     import mteb
@@ -392,21 +461,24 @@ def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode
         with clock(Phase.tasks):
             task.load_data()  # kept through mteb.evaluate, so the per-query scores can read the qrels
     with clock(Phase.writing):  # result files read back
-        rerun = (overwrite or _lacks_per_query(searcher, task, cache) or _other_scoring(searcher, task, cache)
-                 or _other_model(searcher, task, cache))
+        name = task.metadata.name
+        rerun = (overwrite or _lacks_per_query(searcher, task, cache)
+                 or (checked[name] if name in checked else _stale(searcher, task, cache, said)))
     with clock(Phase.scoring):  # mteb's save_to_cache marks its files as writing, a search not answered as search
         result = mteb.evaluate(searcher, task, cache=cache, show_progress_bar=False,  # the runner's bar is the one
                                encode_kwargs=dict(encode_kwargs),  # type: ignore[arg-type]
                                overwrite_strategy="always" if rerun else "only-missing")
-    _write_per_query(searcher, task, cache, provenance)
+    _write_per_query(searcher, task, cache)
     return result
 
 
-def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, data: Mapping[str, object]) -> None:
+def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> None:
     """Score the task's last search per query and write it beside mteb's result file (if it was searched).
 
-    ``data``: which data the run read (:func:`~disastir_mteb.results.per_query.data_provenance`), recorded beside
-    with the digest of the task's files (:func:`~disastir_mteb.results.per_query.with_data_digest`).
+    Beside the scores: how the vectors were computed (``encoding``), which data the task read (``data``:
+    :meth:`~disastir_mteb.data.source.DataSource.record`, with the digest of the task's files,
+    :func:`~disastir_mteb.results.per_query.with_data_digest`) and, for a DisastIR task, its whole provenance
+    (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.provenance`).
     """
     from disastir_mteb.results.per_query import (
         ndcg_by_id,
@@ -422,14 +494,16 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, da
     dataset = getattr(task, "dataset", None) or {}
     if len(found) != 1 or found[0] is None or _split_missing(dataset, subsets[0], splits[0]):
         return  # results came from mteb's cache, the data was unloaded, or several splits (one file per task)
-    score = (functools.partial(task.ndcg_at_10_per_query, split=splits[0]) if isinstance(task, AbsTaskDisastIR)
+    ours = isinstance(task, AbsTaskDisastIR)
+    score = (functools.partial(task.ndcg_at_10_per_query, split=splits[0]) if ours
              else ndcg_by_id(dataset[subsets[0]][splits[0]]["relevant_docs"]))  # a DisastIR task scores by text
     with clock(Phase.scoring):
         record = score_queries(task.metadata.name, found[0], score)
+    data = with_data_digest(task.data.record(), task.metadata.name) if ours and task.data is not None else None
     with clock(Phase.writing):
         write_per_query(per_query_path(cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)),
-                        record, settings=searcher.encoding_settings(),
-                        data=with_data_digest(data, task.metadata.name))
+                        record, settings=searcher.encoding_settings(), data=data,
+                        provenance=task.provenance(searcher.provenance).record() if ours else None)
 
 
 def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
@@ -462,59 +536,48 @@ def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
     return True
 
 
-def _other_scoring(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
-    """Whether mteb holds the task's result scored on other data or with another gain than this run's.
+def _stale(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, said: set[str]) -> bool:
+    """Whether mteb holds the task's result computed from other inputs than this run's: then it is computed again.
 
-    Results are filed by model and settings, not by data: a run on one data folder (or with extra judgements, or
-    with ``DISASTIR_GAIN=linear``) and a later run of the same model on another write to the same file, and mteb
-    would hand the later run the earlier scores. The task file records both (``disastir_data``, ``disastir_gain``);
-    where either differs from this run's, the task is evaluated again (from the stored embeddings), replacing the
-    file, after one warning. A file that records neither (written by plain ``mteb run`` before the record existed)
-    is evaluated again too.
+    Results are filed by model name, revision and experiment settings; what else shapes a number (what the model
+    computes and how it is configured, the run's settings, the data files' contents, the gain) is recorded in the
+    file as its provenance (:mod:`disastir_mteb.vocabulary.provenance`), and mteb would hand a later run whatever
+    file is there. Where the recorded provenance differs from this run's, or is not recorded (plain ``mteb run``,
+    an earlier version), the task is evaluated again (from the stored embeddings where they are still valid: a
+    rescore is seconds) after one line saying what changed: one per kind of change and run (``said``), not one per
+    task. Other libraries' tasks keep mteb's rule.
     """
     from disastir_mteb.results.score_checks import read_task_record
-    from disastir_mteb.vocabulary.task_record import DATA_KEY, GAIN_KEY
+    from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
+    from disastir_mteb.vocabulary.provenance import PROVENANCE_KEY, differences
+    from disastir_mteb.vocabulary.task_record import DATA_KEY
 
-    name = task.metadata.name
-    if name not in _DISASTIR_TASKS:
+    if not isinstance(task, AbsTaskDisastIR):
         return False
-    path = cache.get_task_result_path(name, searcher.mteb_model_meta)
+    path = cache.get_task_result_path(task.metadata.name, searcher.mteb_model_meta)
     if not path.is_file():
         return False
     try:
         record = read_task_record(path)
     except (OSError, ValueError):
         return False  # mteb reads it next, and sets an unreadable file aside
-    now = {DATA_KEY: getattr(task, "data_source", None) or "", GAIN_KEY: getattr(task, "gain", None) or ""}
-    differ = {key: record.get(key) for key, value in now.items() if record.get(key) != value}
-    if not differ:
+    now = task.provenance(searcher.provenance).entries()
+    if record.get(PROVENANCE_KEY) == now[PROVENANCE_KEY]:
         return False
-    said = "; ".join(f"{key} {value!r} there, {now[key]!r} now" for key, value in differ.items())
-    logger.warning("%s: the result in %s was scored otherwise than this run scores (%s): evaluating it again "
-                   "from the stored embeddings and replacing it.", name, path, said)
+    changed = [change for change in differences(record, now) if not change.startswith("data files")]
+    kinds = "; ".join(changed or ["data files"])
+    detail = "; ".join(differences(record, now)) or "its provenance digest differs"
+    if record.get(DATA_KEY) != task.data_source:
+        detail += f"; data {record.get(DATA_KEY)!r} there, {task.data_source!r} now"
+    if kinds in said:
+        logger.info("%s: the result in %s was computed from other inputs (%s): evaluating it again.",
+                    task.metadata.name, path, detail)
+        return True
+    said.add(kinds)
+    logger.warning("%s: the result in %s was computed from other inputs than this run's (%s): evaluating it again "
+                   "and replacing it (and so every other task whose result differs the same way, without a word).",
+                   task.metadata.name, path, detail)
     return True
-
-
-def _other_model(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
-    """Whether mteb holds the task's result computed by another model under the same name and revision.
-
-    The per-query file beside a result records the fingerprint of the model that computed it
-    (:mod:`disastir_mteb.models.identity`); a model changed in place has another one, and its task is
-    evaluated again (overwriting the old model's result) instead of being handed the old model's scores.
-    Unnamed models never meet this: their results are filed under their fingerprint. Files written before
-    fingerprints were recorded are taken as they are.
-    """
-    from disastir_mteb.results.per_query import per_query_path, read_per_query
-
-    name = task.metadata.name
-    if name not in _DISASTIR_TASKS:
-        return False
-    path = per_query_path(cache.get_task_result_path(name, searcher.mteb_model_meta))
-    try:
-        recorded = (read_per_query(path).encoding or {}).get("model_fingerprint")
-    except (OSError, ValueError):
-        return False  # missing or unreadable: _lacks_per_query has decided
-    return isinstance(recorded, str) and recorded != searcher.identity.fingerprint
 
 
 def _split_missing(dataset: Any, subset: str, split: str) -> bool:

@@ -22,7 +22,7 @@ bit-identical to the store's earlier path (file-order chunks of 8,192 texts, eac
 own): a batch's padded length decides the shapes the kernels see, and float results depend on them
 at the level of 1e-7, which is why the store's format number changed with this module.
 
-The model's precision (``PRECISIONS``, ``apply_precision``) is :mod:`~disastir_mteb.search.precision`,
+The model's precision (``PRECISIONS``, ``in_precision``) is :mod:`~disastir_mteb.search.precision`,
 re-exported here.
 """
 

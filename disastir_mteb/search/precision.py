@@ -1,9 +1,9 @@
-"""The model's torch weights: found behind wrappers, their dtype and device, cast in place to a precision.
+"""The model's torch weights: found behind wrappers, their dtype and device, and a copy cast to a precision.
 
-Precision (:data:`~disastir_mteb.vocabulary.settings.PRECISIONS`) casts the model's weights in place,
-like ``model.half()``; the default is the model's own dtype (float32 for the DisastIR baselines). The
-dtype in use is part of the embedding cache key, so vectors of another precision are never served for
-this one.
+Precision (:data:`~disastir_mteb.vocabulary.settings.PRECISIONS`) encodes with a copy of the model whose weights
+are cast (:func:`in_precision`); the model passed in is never changed. The default is the model's own dtype
+(float32 for the DisastIR baselines). The dtype in use is part of the embedding cache key, so vectors of another
+precision are never served for this one.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from disastir_mteb.vocabulary.settings import PRECISIONS, parse_precision
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["apply_precision", "module_device", "module_dtype", "torch_module"]
+__all__ = ["in_precision", "module_device", "module_dtype", "torch_module"]
 
 def torch_module(model: Any) -> Any:
     """The first ``torch.nn.Module`` in ``model`` or under its ``.model`` attributes (wrappers), else None."""
@@ -52,26 +52,44 @@ def module_device(model: Any) -> str | None:
     return None if parameter is None else str(parameter.device)
 
 
-def apply_precision(model: Any, precision: str | None) -> str | None:
-    """Cast the model's weights to ``precision`` in place (like ``model.half()``); return the dtype now in use.
+def in_precision(model: Any, precision: str | None) -> Any:
+    """``model`` encoding in ``precision``: itself when its weights already are, else a copy whose weights are cast.
 
-    ``None`` leaves the model as it is. The returned name (``float32``, ``float16``, ``bfloat16``,
-    or None for a model without torch weights) is what the embedding cache key records.
+    The copy is the whole wrapper chain (``copy.deepcopy``) with every floating parameter and buffer replaced by
+    its cast, so it takes the memory of the cast weights only, and the model passed in (a trainer's, a notebook's)
+    is left exactly as it was: its dtype, its weights and its attributes. ``None`` keeps the model as it is.
 
     Raises:
-        ValueError: an unknown precision, or a precision asked of a model without torch weights.
+        ValueError: an unknown precision, a precision asked of a model without torch weights, or a model that
+            cannot be copied (one sentence saying what to do instead).
     """
+    import copy
+
     wanted = parse_precision(precision)
-    module = torch_module(model)
     if wanted is None:
-        return module_dtype(model)
+        return model
+    module = torch_module(model)
     if module is None:
         raise ValueError(f"precision={precision!r} needs a torch model, but {type(model).__name__} holds none; "
                          "leave precision unset for this model.")
+    if module_dtype(model) == PRECISIONS[wanted]:
+        return model
     import torch
 
     dtype = getattr(torch, PRECISIONS[wanted])
-    if module_dtype(model) != PRECISIONS[wanted]:
-        logger.info("Casting %s to %s for encoding (in place).", type(module).__name__, PRECISIONS[wanted])
-        module.to(dtype)
-    return PRECISIONS[wanted]
+    memo: dict[int, Any] = {}
+    for parameter in module.parameters():
+        if parameter.is_floating_point():
+            memo[id(parameter)] = torch.nn.Parameter(parameter.detach().to(dtype),
+                                                     requires_grad=parameter.requires_grad)
+    for buffer in module.buffers():
+        if buffer.is_floating_point():
+            memo[id(buffer)] = buffer.detach().to(dtype)
+    logger.info("Encoding with a copy of %s in %s (the model passed in stays %s).", type(module).__name__,
+                PRECISIONS[wanted], module_dtype(model))
+    try:
+        return copy.deepcopy(model, memo)
+    except Exception as error:  # any object of the wrapper chain may refuse to be copied
+        raise ValueError(f"precision={precision!r}: {type(model).__name__} cannot be copied to cast its weights "
+                         f"({type(error).__name__}: {error}); cast the model yourself (e.g. model.half()) and leave "
+                         "precision unset.") from None

@@ -50,7 +50,7 @@ import numpy as np
 from mteb.types import PromptType
 
 from disastir_mteb.models.adapter import as_mteb_encoder, with_instructions
-from disastir_mteb.models.identity import PROBE_TEXTS, ModelIdentity, identify, probe_vectors
+from disastir_mteb.models.identity import ModelIdentity, configuration_digest, identify, probe_vectors
 from disastir_mteb.search.encoding import (
     EncodingReport,
     SentenceTransformerPipeline,
@@ -58,20 +58,25 @@ from disastir_mteb.search.encoding import (
     plain_sentence_transformer,
 )
 from disastir_mteb.search.exact_search import ExactIndex
-from disastir_mteb.search.precision import apply_precision, module_device, module_dtype, torch_module
+from disastir_mteb.search.precision import in_precision, module_device, module_dtype
 from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, encode_in_memory, fingerprint_texts
 from disastir_mteb.search.usearch_index import UsearchIndex
 from disastir_mteb.util.mteb_internals import create_dataloader, dataset_fingerprint, mteb_retrieval_texts, search_depth
 from disastir_mteb.util.timings import Phase, clock
 from disastir_mteb.vocabulary.ann_params import AnnParams, search_setting
 from disastir_mteb.vocabulary.instructions import InstructionConfig
+from disastir_mteb.vocabulary.provenance import ModelProvenance, RunProvenance
 from disastir_mteb.vocabulary.run_settings import RunSettings
 from disastir_mteb.vocabulary.settings import (
     DEFAULT_BATCH_SIZE,
+    EXACT,
+    INSTRUCTED_PASSAGES,
+    INSTRUCTIONS_KEY,
     PRECISION_KEY,
     PRECISIONS,
     QUERY_SIDE_KEYS,
     SEARCH_KEY,
+    TEMPLATE_KEY,
 )
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, get_spec
 
@@ -111,8 +116,8 @@ class SharedCorpusSearch:
               Exact search runs on the model's GPU when it is on one (same rankings as on the CPU).
             - ``instructions``: put in front of queries (and passages) here, with ``with_instructions``.
             - ``batch_size``: texts per forward pass; None = what mteb passes (``encode_kwargs``, 32 by default).
-            - ``precision``: cast the model's weights in place before encoding (like ``model.half()``). A
-              precision other than the model's own joins the mteb experiment settings
+            - ``precision``: encode with a copy of the model whose weights are cast to it (the model passed in is
+              never changed). A precision other than the model's own joins the mteb experiment settings
               (``disastir_precision``), so its results are filed apart; the dtype is part of the
               embedding cache key either way.
             - ``devices``: spread corpus encoding over several devices with sentence-transformers'
@@ -158,15 +163,13 @@ class SharedCorpusSearch:
     def __init__(self, model: Any, settings: RunSettings | None = None, *, store: EmbeddingStore | None = None,
                  dtype: str = "float32", chunk_size: int = CHUNK_SIZE) -> None:
         self.settings = settings = settings or RunSettings()
+        own = module_dtype(model)
+        model = in_precision(model, settings.precision)  # a cast copy, before any wrapper touches the caller's model
         if settings.instructions is not None:
             model = with_instructions(model, settings.instructions)
         model = as_mteb_encoder(model, "SharedCorpusSearch")
         self.model = model
-        module = torch_module(model)
-        own = getattr(module, "_disastir_own_dtype", None) or module_dtype(model)
-        self.model_dtype = apply_precision(model, settings.precision)
-        if module is not None and own is not None:
-            module._disastir_own_dtype = own  # a model cast here keeps its own dtype on record for later searches
+        self.model_dtype = module_dtype(model)
         experiment: dict[str, Any] = {}
         if self.model_dtype is not None and own is not None and self.model_dtype != own:
             experiment[PRECISION_KEY] = next(k for k, v in PRECISIONS.items() if v == self.model_dtype)
@@ -248,6 +251,30 @@ class SharedCorpusSearch:
         backend = self.index_backend
         return backend.loads if isinstance(backend, UsearchIndex) else 0
 
+    @property
+    def provenance(self) -> RunProvenance:
+        """What this search model's rankings depend on besides the data: the model and the settings.
+
+        The model as last identified (:attr:`identity`: its fingerprint covers what it computes on both sides and
+        how it is configured), and the settings that shape a ranking: the search, the instructions (set, template,
+        whether passages get them), the precision the weights run in and the batch size. Tasks record it in their
+        result files and the runner reuses a stored result only where it is the same
+        (:mod:`disastir_mteb.vocabulary.provenance`).
+        """
+        identity = self.identity
+        experiment = dict(getattr(self._own_meta, "experiment_kwargs", None) or {})
+        config = self.settings.instructions
+        settings = {
+            "search": search_setting(self.ann) if self.ann is not None else EXACT,
+            "instructions": str(experiment.get(INSTRUCTIONS_KEY, "none")),
+            "template": str(experiment.get(TEMPLATE_KEY, "none")),
+            "passages": INSTRUCTED_PASSAGES if config is not None and config.passages else "raw",
+            "precision": self.model_dtype or "none",
+            "batch_size": str(self.batch_size or DEFAULT_BATCH_SIZE),
+        }
+        return RunProvenance(ModelProvenance(identity.name, identity.revision, identity.fingerprint,
+                                             identity.configuration), settings)
+
     def encoding_settings(self) -> dict[str, object]:
         """What the stored vectors depend on besides the texts, for result records: fingerprint, batches, dtype."""
         report = self.encoding
@@ -288,7 +315,8 @@ class SharedCorpusSearch:
             if identity.fingerprint != self.identity.fingerprint:
                 logger.info("The model computes other vectors than in this search model's last run: %s.",
                             identity.describe())
-                self._held = None
+                if identity.passage_fingerprint != self.identity.passage_fingerprint:
+                    self._held = None  # its passages too: the corpus is looked up (or encoded) again
                 self._prefetched.clear()
                 self.rankings.clear()
             self.identity = identity
@@ -298,10 +326,12 @@ class SharedCorpusSearch:
     def _identify(self, *, again: bool) -> ModelIdentity:
         """Probe the model, match its fingerprint in the store, and file an unnamed model's results under it."""
         vectors = probe_vectors(self.model, again=again)
-        self.texts_probed += len(PROBE_TEXTS)
+        self.texts_probed += len(vectors)
         name, revision = self._model_key()
         identity = identify(vectors, name=name, revision=revision, precision=self.model_dtype,
-                            root=self.store.root if self.store is not None else None)
+                            root=self.store.root if self.store is not None else None,
+                            configuration=configuration_digest(self.model),
+                            passage_configuration=configuration_digest(self.model, passages=True))
         meta = self._own_meta
         if meta is not None and not identity.pinned:
             meta = meta.model_copy(update={"revision": identity.results_revision})
@@ -340,10 +370,11 @@ class SharedCorpusSearch:
                    texts_fingerprint: str | None = None) -> StoreKey:
         name, revision = self._model_key()
         fingerprint = texts_fingerprint or fingerprint_texts(texts)
+        identity = self.identity
         return StoreKey(model_name=name, model_revision=revision, side=side, prompt=prompt,  # type: ignore[arg-type]
                         texts_fingerprint=fingerprint, dtype=self.dtype,  # type: ignore[arg-type]
                         batch_size=batch_size, precision=self.model_dtype,
-                        model_fingerprint=self.identity.fingerprint)
+                        model_fingerprint=identity.passage_fingerprint if side == "corpus" else identity.fingerprint)
 
     def _count_passages(self, n: int) -> None:
         self.passages_encoded += n
@@ -549,7 +580,8 @@ class SharedCorpusSearch:
             if isinstance(self.index_backend, UsearchIndex) and self.store is not None:
                 name, revision = self._model_key()
                 self.index_backend.cache_dir = self.store.root
-                self.index_backend.cache_key = (f"{name}@{revision}#{self.identity.fingerprint}|{text_fingerprint}|"
+                self.index_backend.cache_key = (f"{name}@{revision}#{self.identity.passage_fingerprint}|"
+                                                f"{text_fingerprint}|"
                                                 f"{self.dtype}|{prompt}")
             self.index_backend.add_documents(embeddings, self._doc_ids)
         self._held = (text_fingerprint, prompt)

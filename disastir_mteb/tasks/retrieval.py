@@ -21,8 +21,8 @@ One private method (``_authors_run``) computes every text-keyed number, for the 
 
 from __future__ import annotations
 
+import json
 import logging
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache, partial
 from pathlib import Path
@@ -33,10 +33,9 @@ from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.timing import TimingStack
 
+from disastir_mteb.data.data_cache import source_digest
 from disastir_mteb.data.devlite import cached_split_files, load_split_task
-from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
-from disastir_mteb.data.extra_qrels import describe_judges, extra_qrels_dir, extra_qrels_file
-from disastir_mteb.data.layout import DATA_DIR_ENV, describe_data
+from disastir_mteb.data.extra_qrels import describe_judges, extra_qrels_file
 from disastir_mteb.data.published import (
     GAINS,
     Gain,
@@ -45,10 +44,11 @@ from disastir_mteb.data.published import (
     default_gain,
     find_task_files,
     grade_to_gain,
-    resolve_data_dir,
 )
+from disastir_mteb.data.source import DataSource
 from disastir_mteb.data.task_cache import load_cached_task
 from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, ranking, score_run
+from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.mteb_internals import validate_metadata
 from disastir_mteb.vocabulary.metadata import (
     CATEGORIES_METADATA,
@@ -64,6 +64,7 @@ from disastir_mteb.vocabulary.metadata import (
     MAIN_SCORE_KEY,
     metadata_dir,
 )
+from disastir_mteb.vocabulary.provenance import RunProvenance, TaskProvenance
 from disastir_mteb.vocabulary.task_record import extended_data, task_record
 from disastir_mteb.vocabulary.taxonomy import (
     SPLIT_LABELS,
@@ -157,10 +158,9 @@ def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
 
 
 @cache
-def _task_files(repo: str, revision: str, data_dir: str | None) -> TaskFiles:
-    """Find and place the data files once per (source, revision) and process."""
-    del data_dir  # part of the cache key only: resolve_data_dir reads the environment itself
-    return find_task_files(resolve_data_dir(repo, revision))
+def _task_files(folder: Path) -> TaskFiles:
+    """Find and place the data files of ``folder`` once per process."""
+    return find_task_files(folder)
 
 
 def forget_data_files() -> None:
@@ -186,19 +186,31 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             so ``ndcg_at_10`` is the authors' NDCG@10. ``"linear"``: the raw grades. Both
             variants are always reported too, as ``ndcg_at_10_exponential_gain`` and
             ``ndcg_at_10_linear_gain``, so a result file says which is which.
+        data: the data folders to read (:class:`~disastir_mteb.data.source.DataSource`); None: the ones the
+            environment names when the task loads (what ``mteb run``, which builds tasks itself, gets).
         **kwargs: passed to ``AbsTaskRetrieval`` (``seed``).
+
+    Attributes:
+        data_source: what was loaded, as the result file records it (``disastir_data``); None before loading.
+        data_digest: the content digest of every data file the task read (queries, judgements, corpus, extra
+            judgements, DevLite files); ``corpus_digest``: of the corpus it searches. Both part of its provenance
+            (:mod:`disastir_mteb.vocabulary.provenance`); None before loading.
     """
 
     spec: TaskSpec
     k_values = K_VALUES
     load_report: LoadReport | None = None
-    data_source: str | None = None  # what was loaded, as recorded (disastir_mteb.data.layout.describe_data)
+    data_source: str | None = None
+    data_digest: str | None = None
+    corpus_digest: str | None = None
 
-    def __init__(self, gain: Gain | None = None, **kwargs: Any) -> None:
+    def __init__(self, gain: Gain | None = None, data: DataSource | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gain: Gain = gain if gain is not None else default_gain()
         if self.gain not in GAINS:
             raise ValueError(f"Unknown gain {self.gain!r}; expected one of {list(GAINS)}.")
+        self.data = data
+        self._run: RunProvenance | None = None  # the provenance of the model evaluating it now (evaluate)
         self._grades: dict[str, dict[str, dict[str, int]]] = {}
         self._same_text: dict[str, dict[str, str]] = {}
 
@@ -241,34 +253,42 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
     def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
         """Load this task's queries and judgements and the shared corpus (read once per process).
 
-        A full-set task's join is read from the data cache when it holds the data files' contents
-        (:mod:`disastir_mteb.data.task_cache`; ``DISASTIR_TASK_CACHE=0`` turns it off), else joined and kept there.
-
-        With ``DISASTIR_EXTRA_QRELS_DIR`` set (``run --extra-judgements``), a full-set task also reads that folder's
-        extra judgements (:mod:`disastir_mteb.data.extra_qrels`) and records it in its ``disastir_data``.
+        From :attr:`data` (else the folders the environment names, read now). A full-set task's join is read from
+        the data cache when it holds the data files' contents (:mod:`disastir_mteb.data.task_cache`), else joined
+        and kept there (unless the source's ``keep_joins`` is off). With extra judgements in the source
+        (``run --extra-judgements``), a full-set task also reads them (:mod:`disastir_mteb.data.extra_qrels`) and
+        records them in its ``disastir_data``.
         """
         if self.data_loaded:
             return
         timer = timer or TimingStack()
-        folder = os.environ.get(DATA_DIR_ENV)
-        source = describe_data(folder, repo=DATASET_REPO, revision=DATASET_REVISION)
-        extra_dir = extra_qrels_dir()  # None unless asked (run --extra-judgements): the published qrels alone
+        source = self.data if self.data is not None else DataSource.from_environment()
+        described = source.describe()
         with timer("Data loading", log_message=f"Loading dataset {self.metadata.name}..."):
-            files = _task_files(DATASET_REPO, DATASET_REVISION, folder)
-            extra = extra_qrels_file(extra_dir, self.spec) if extra_dir is not None else None
+            files = _task_files(source.main_folder())
             if self.spec.split is Split.full:
-                data = load_cached_task(self.spec, files, gain=self.gain, log=mteb_logger, extra=extra)
+                extra_dir = source.extra_judgements
+                extra = extra_qrels_file(extra_dir, self.spec) if extra_dir is not None else None
+                data = load_cached_task(self.spec, files, gain=self.gain, log=mteb_logger, extra=extra,
+                                        keep=source.keep_joins)
                 if extra_dir is not None:  # labelled, so these scores never pass for official ones
                     added = data.report.extra.added if data.report.extra is not None else 0
-                    source = extended_data(source, extra_dir, added, describe_judges(extra_dir))
+                    described = extended_data(described, extra_dir, added, describe_judges(extra_dir))
+                corpus = [files.corpus]
+                read = [*corpus, *files.for_task(self.spec), *([extra] if extra is not None else [])]
             else:
-                devlite_dir = os.environ.get(DEVLITE_DIR_ENV)
-                split_files = cached_split_files(DEVLITE_REPO, DEVLITE_REVISION, devlite_dir)
-                data = load_split_task(self.spec, split_files, files, gain=self.gain, log=mteb_logger)
-                devlite = describe_data(devlite_dir, repo=DEVLITE_REPO, revision=DEVLITE_REVISION)
-                judged = "" if self.spec.base in split_files.qrels else f" with the judgements of {source}"
-                source = (f"{source} without the DevLite queries of {devlite}" if self.spec.split is Split.test
-                          else devlite + judged)
+                split_files = cached_split_files(source.devlite_folder())
+                data = load_split_task(self.spec, split_files, files, gain=self.gain, log=mteb_logger,
+                                       keep=source.keep_joins)
+                devlite = source.describe_devlite()
+                judged = "" if self.spec.base in split_files.qrels else f" with the judgements of {described}"
+                described = (f"{described} without the DevLite queries of {devlite}" if self.spec.split is Split.test
+                             else devlite + judged)
+                corpus = [files.corpus] if self.spec.split is Split.test else [split_files.corpus, files.corpus]
+                given = [*split_files.devlite_queries.get(self.spec.base, ()),
+                         *split_files.test_queries.get(self.spec.base, ())]
+                read = [*corpus, *files.for_task(self.spec.base), *(q.source for q in given),
+                        *([split_files.qrels[self.spec.base]] if self.spec.base in split_files.qrels else [])]
         split = self.metadata.eval_splits[0]
         self.dataset = {"default": {split: RetrievalSplitData(
             corpus=data.corpus, queries=data.queries, relevant_docs=data.relevant_docs, top_ranked=None,
@@ -276,13 +296,35 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         self._grades = {split: data.grades}
         self._same_text = {split: data.same_text}
         self.load_report = data.report
-        self.data_source = source
+        self.data_source = described
+        self.corpus_digest = _digest_of(corpus)
+        self.data_digest = _digest_of(read)
         self.data_loaded = True
+
+    def provenance(self, run: RunProvenance | None) -> TaskProvenance:
+        """Everything this loaded task's numbers depend on, with ``run`` (the model and settings searching it).
+
+        Raises:
+            ValueError: the task's data is not loaded.
+        """
+        if not self.data_loaded:
+            raise ValueError(f"{self.metadata.name}: its provenance names the data it read; call load_data() first.")
+        return TaskProvenance(run, data_digest=self.data_digest, corpus_digest=self.corpus_digest, gain=self.gain)
 
     def evaluate(self, model: Any, split: str = "test", subsets_to_run: list[str] | None = None,
                  **kwargs: Any) -> Mapping[str, dict[str, Any]]:
-        """Run mteb's evaluation, then log one line with the score (``mteb run`` prints none of its own)."""
-        scores = super().evaluate(model, split, subsets_to_run, **kwargs)
+        """Run mteb's evaluation, then log one line with the score (``mteb run`` prints none of its own).
+
+        A search model that states its provenance (``model.provenance``, a
+        :class:`~disastir_mteb.vocabulary.provenance.RunProvenance`: the runner's) has it recorded in the result
+        file with the task's data and gain; any other model (plain ``mteb run``) leaves the model unrecorded.
+        """
+        run = getattr(model, "provenance", None)
+        self._run = run if isinstance(run, RunProvenance) else None
+        try:
+            scores = super().evaluate(model, split, subsets_to_run, **kwargs)
+        finally:
+            self._run = None
         for subset, values in scores.items():
             report = self.load_report
             queries = f" over {report.queries_kept} queries" if report is not None else ""
@@ -334,7 +376,8 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         is nothing of theirs to equal there, and re-deriving mteb's other metrics would make a second scorer.
 
         The record (:mod:`disastir_mteb.vocabulary.task_record`): ``disastir_version``, ``disastir_gain``,
-        ``disastir_data``.
+        ``disastir_data``; and the provenance entries (:meth:`provenance`: the digest of everything, the model's
+        fingerprint and the run's settings when the search model states them, the data and corpus digests).
         """
         del qrels  # the grades of the same pairs (load_data) are read instead: they are what the authors key by text
         top10 = {query_id: ranking(similarities, TOP_K) for query_id, similarities in results.items()}
@@ -349,9 +392,13 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             extra[f"ndcg_at_{TOP_K}"] = round(runs[self.gain].ndcg_zero_fill, _MTEB_DECIMALS)
             extra[f"mrr_at_{TOP_K}"] = authors.mrr_zero_fill
             extra[f"recall_at_{TOP_K}"] = round(authors.recall_zero_fill, _MTEB_DECIMALS)
-        data = self.data_source or describe_data(os.environ.get(DATA_DIR_ENV), repo=DATASET_REPO,
-                                                 revision=DATASET_REVISION)
-        return {**extra, **task_record(gain=self.gain, data=data)}
+        return {**extra, **task_record(gain=self.gain, data=self.data_source or ""),
+                **self.provenance(self._run).entries()}
+
+
+def _digest_of(paths: Sequence[Path]) -> str:
+    """One digest of the files' contents, in order (each file hashed once per process while unchanged)."""
+    return short_digest(json.dumps([source_digest(path) for path in paths]).encode("utf-8"))
 
 
 def make_task_class(spec: TaskSpec) -> type[AbsTaskDisastIR]:
@@ -383,6 +430,7 @@ def get_tasks(
     *,
     gain: Gain | None = None,
     split: Split | str = Split.full,
+    data: DataSource | None = None,
 ) -> list[AbsTaskDisastIR]:
     """Instances of the chosen tasks, in the paper's order (intent-major).
 
@@ -391,6 +439,7 @@ def get_tasks(
         categories: abbreviations or full names; all eight when None.
         gain: see :class:`AbsTaskDisastIR`.
         split: ``full`` (default, the 48 DisastIR tasks), ``test`` or ``devlite``.
+        data: the data folders they read (default: the ones the environment names when they load).
 
     Examples:
         >>> [t.metadata.name for t in get_tasks(["FC"], ["Bio", "chemical"])]
@@ -401,7 +450,7 @@ def get_tasks(
                          if categories else None)
     classes = SPLIT_TASK_CLASSES[Split(split)]
     return [
-        classes[spec.name](gain=gain)
+        classes[spec.name](gain=gain, data=data)
         for spec in SPLIT_TASK_SPECS[Split(split)]
         if (wanted_intents is None or spec.intent in wanted_intents)
         and (wanted_categories is None or spec.category in wanted_categories)
