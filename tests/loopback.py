@@ -342,6 +342,8 @@ class LoopbackServer:
             differently (what the embedding-server encoder refuses to mix).
         latency: Seconds every chat or embeddings request waits before it is answered.
         port: The port to bind; 0 picks a free one.
+        base64_type: The numbers of its base64 embeddings: ``float32`` as the OpenAI API defines them, or
+            ``float64`` / ``float16``, as a server that sends another width does (its JSON numbers are the same).
 
     Examples:
         >>> with LoopbackServer(latency=0.05) as server:
@@ -351,7 +353,10 @@ class LoopbackServer:
 
     def __init__(self, *, answer: AnswerFunction | None = None, embed: EmbedFunction | None = None,
                  model: str = DEFAULT_MODEL, owned_by: str = "loopback", latency: float = 0.0,
-                 port: int = 0) -> None:
+                 port: int = 0, base64_type: str = "float32") -> None:
+        if base64_type not in _BASE64_TYPES:
+            raise ValueError(f"base64_type must be one of {sorted(_BASE64_TYPES)}, not {base64_type!r}")
+        self.base64_type = base64_type
         self._answer = answer if answer is not None else grade_judge({})
         self._embed = embed
         self.model = model
@@ -719,7 +724,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind is FaultKind.SHUFFLED:
             items.reverse()
         data = [{"object": "embedding", "index": index,
-                 "embedding": _base64_float32(vector) if encoding == "base64" else vector}
+                 "embedding": _base64(vector, loopback.base64_type) if encoding == "base64" else vector}
                 for index, vector in items]
         tokens = _tokens(" ".join(texts))
         return {"object": "list", "data": data, "model": request.get("model") or loopback.model,
@@ -995,9 +1000,14 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def _base64_float32(vector: Sequence[float]) -> str:
-    """A vector as the OpenAI API sends it for ``encoding_format="base64"``: little-endian float32."""
-    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+#: The struct codes of the number types a loopback server's base64 embeddings may hold.
+_BASE64_TYPES = {"float32": "f", "float64": "d", "float16": "e"}
+
+
+def _base64(vector: Sequence[float], number_type: str = "float32") -> str:
+    """A vector as base64 of little-endian ``number_type``: float32 is what the OpenAI API sends when asked."""
+    code = _BASE64_TYPES[number_type]
+    return base64.b64encode(struct.pack(f"<{len(vector)}{code}", *vector)).decode("ascii")
 
 
 def _header_seconds(seconds: float) -> str:

@@ -299,6 +299,31 @@ def test_an_all_zero_vector_stops_the_run(minilm: MemoisedEncoder, tiny: Path,
     assert repr(empty[:60]) in str(error.value)
 
 
+OTHER_WIDTHS = [("float64", "returned base64 embeddings of 3072 bytes, which is 768 float32 values, but its vectors "
+                            "have 384 dimensions (1536 bytes): it may be sending float64; "),
+                ("float16", "returned base64 embeddings of 768 bytes, which is 192 float32 values, but its vectors "
+                            "have 384 dimensions (1536 bytes): it may be sending float16 or bfloat16; ")]
+
+
+@pytest.mark.parametrize(("number_type", "says"), OTHER_WIDTHS, ids=[number_type for number_type, _ in OTHER_WIDTHS])
+def test_base64_of_another_width_than_float32_stops_the_run_naming_the_server(
+        number_type: str, says: str, minilm: MemoisedEncoder, on_tiny: Path, servers: Callable[..., LoopbackServer],
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Read as float32, float64 gives vectors of twice the dimension and float16 of half, of meaningless values."""
+    server = servers(embed=minilm, model=MODEL, base64_type=number_type)
+    served = EmbeddingServers(MODEL, server.base_url)
+    assert served.dimension == 384  # the probe's count of numbers, whatever width its base64 would have
+    with pytest.raises(EndpointError) as error:
+        run_on(served, on_tiny, tmp_path / "api")
+    assert str(error.value).startswith(f"{server.base_url} {says}")
+    assert str(error.value).endswith("the OpenAI API's base64 embeddings are little-endian float32, so the run stops "
+                                     "rather than read them as vectors of another width: have the server send "
+                                     "float32.")
+    assert run_cli("-m", MODEL, "--embeddings-url", server.base_url, data=on_tiny, out=tmp_path / "cli") == 2
+    assert one_sentence(capsys.readouterr().err) == f"disastir-mteb run: {error.value}"
+    assert not list((tmp_path / "cli").rglob("*.json"))  # no result of the task
+
+
 # ---------------------------------------------------------------------- the store
 
 

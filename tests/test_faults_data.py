@@ -142,6 +142,13 @@ ERRORS = [
     Fault("query-file-empty-list", lambda r: _write(r, QUERY, []), r"{root}/" + _Q + r" holds no rows;"),
     Fault("query-invalid-utf8", _bad_utf8(QUERY, 200),
           r"{root}/" + _Q + r": not valid UTF-8 at byte offset {offset} \(line {line}\)"),
+    Fault("query-blank-text", _edit_row(QUERY, 3, lambda row: {**row, "user_query": " \t\n "}),
+          r"{root}/" + _Q + r": row 3 \(query_id 'QA-Bio-q004'\) has a blank user_query \(' \\t\\n '\); a query needs "
+          r"words to be searched with: write its text, or delete the row\.$"),
+    Fault("query-empty-texts", lambda r: _write(r, QUERY, [{**row, "user_query": ""} if number in (2, 5, 6) else row
+                                                          for number, row in enumerate(_rows(r, QUERY))]),
+          r"{root}/" + _Q + r": row 2 \(query_id 'QA-Bio-q003'\) has a blank user_query \(''\), and so do 2 more "
+          r"row\(s\) \(row 5, row 6\); a query needs words to be searched with"),
     # qrels files
     Fault("qrels-row-lacks-score", _edit_row(QRELS, 5, lambda row: {k: v for k, v in row.items() if k != "score"}),
           r"{root}/" + _R + r": row 5 lacks \['score'\]"),

@@ -430,6 +430,70 @@ def test_a_malformed_output_file_is_one_sentence_naming_the_line_and_nothing_is_
         assert db.execute("SELECT COUNT(*) FROM answers").fetchone()[0] == 0
 
 
+def _answered_by(model: Any, *indexes: int, repeat: bool = False) -> Callable[[list[dict[str, Any]]], list[Any]]:
+    """The file with the bodies of lines ``indexes`` naming ``model`` as the model that answered (None: no model);
+    ``repeat``: the changed lines are added after the file's own, repeating their answers word for word."""
+    def change(records: list[dict[str, Any]]) -> list[Any]:
+        changed = json.loads(json.dumps(records))
+        for index in indexes:
+            if model is None:
+                del changed[index]["response"]["body"]["model"]
+            else:
+                changed[index]["response"]["body"]["model"] = model
+        return [*records, *(changed[index] for index in indexes)] if repeat else changed
+    return change
+
+
+ANOTHER_MODEL = [
+    ("every line", _answered_by("gpt-4o", 0, 1, 2),
+     "OUT: line 1 (custom_id 'K0:zero_shot') was answered by model 'gpt-4o' (as were 2 more of its line(s)), not by "
+     f"the judge model {MODEL!r} (--model); grades are stored under the judge model's name, so send the request file "
+     f"to {MODEL!r}, or judge with --model 'gpt-4o' (a request file of its own). Nothing was read."),
+    ("one line", _answered_by(f"{MODEL}-mini", 2),
+     f"OUT: line 3 (custom_id 'K2:zero_shot') was answered by model '{MODEL}-mini', not by the judge model "
+     f"{MODEL!r} (--model); "),
+    ("a snapshot of another model", _answered_by(f"{MODEL}-mini-2024-07-18", 1),
+     f"OUT: line 2 (custom_id 'K1:zero_shot') was answered by model '{MODEL}-mini-2024-07-18', not by the judge "
+     f"model {MODEL!r} (--model); "),
+    ("a repeated line", _answered_by("gpt-4o", 1, repeat=True),
+     f"OUT: line 4 (custom_id 'K1:zero_shot') was answered by model 'gpt-4o', not by the judge model {MODEL!r} "
+     "(--model); "),
+]
+
+
+@pytest.mark.parametrize(("change", "says"), [case[1:] for case in ANOTHER_MODEL], ids=[c[0] for c in ANOTHER_MODEL])
+def test_an_output_file_answered_by_another_model_is_one_sentence_naming_both_and_nothing_is_read(
+        change: Callable[[list[dict[str, Any]]], list[Any]], says: str, batch: tuple, tmp_path: Path) -> None:
+    """Grades are stored under the judge model's name: another model's answers must never be filed under it."""
+    pairs, store_path, records = batch
+    out = write_lines(tmp_path / "out.jsonl", change(records))
+    with JudgementStore(store_path) as store, pytest.raises(ValueError) as refused:
+        read_batch_results(pairs, store, out)
+    expected = says.replace("OUT", str(out))
+    for number, pair in enumerate(pairs):
+        expected = expected.replace(f"K{number}", pair.key)
+    assert str(refused.value).startswith(expected)
+    with sqlite3.connect(store_path) as db:
+        assert db.execute("SELECT COUNT(*) FROM answers").fetchone()[0] == 0
+
+
+SAME_MODEL = [("the judge model", _answered_by(MODEL, 0, 1, 2), f"batch: {MODEL}"),
+              ("its dated snapshot", _answered_by(f"{MODEL}-2024-07-18", 0, 1, 2), f"batch: {MODEL}-2024-07-18"),
+              ("its older snapshot", _answered_by(f"{MODEL}-0613", 0, 1, 2), f"batch: {MODEL}-0613"),
+              ("no model named", _answered_by(None, 0, 1, 2), "batch: no model named")]
+
+
+@pytest.mark.parametrize(("change", "kept"), [case[1:] for case in SAME_MODEL], ids=[case[0] for case in SAME_MODEL])
+def test_answers_of_the_judge_model_its_dated_snapshot_or_naming_none_are_read_and_the_name_kept(
+        change: Callable[[list[dict[str, Any]]], list[Any]], kept: str, batch: tuple, tmp_path: Path) -> None:
+    """OpenAI answers ``gpt-4o-mini`` as ``gpt-4o-mini-2024-07-18``; a tool that names no model wrote to the key's."""
+    pairs, store_path, records = batch
+    with JudgementStore(store_path) as store:
+        read = read_batch_results(pairs, store, write_lines(tmp_path / "out.jsonl", change(records)))
+        assert (read.requests, read.judged) == (3, 3)
+        assert [answer["server"] for pair in pairs for answer in store.raw_answers(pair.key)] == [kept] * 3
+
+
 def test_an_empty_or_truncated_output_file_is_one_sentence(batch: tuple, tmp_path: Path) -> None:
     pairs, store_path, records = batch
     (tmp_path / "empty.jsonl").write_bytes(b"")

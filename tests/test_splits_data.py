@@ -167,6 +167,22 @@ def test_misnamed_file_and_missing_task_fail_in_one_sentence(devlite_dirs: dict[
     assert message.endswith(".") and ". " not in message and "\n" not in message
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_blank_devlite_query_is_one_sentence_naming_the_file_and_row(layout: str, devlite_dirs: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """As in the main query files: a query without words would be scored like any other."""
+    folder = tmp_path / "devlite"
+    shutil.copytree(devlite_dirs[layout], folder)
+    path = folder / ("test_query_eva/QA_Biological.json" if layout == "eval-code" else "DisastIR_devlite_query.json")
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    rows[1]["user_query"] = "   "
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    with pytest.raises(ValueError) as caught:
+        find_split_files(folder)
+    assert str(caught.value) == (f"{path}: row 1 has a blank query text ('   '); a query needs words to be searched "
+                                 "with: write its text, or delete the row.")
+
+
 def test_card_rows_that_name_no_task_are_named(devlite_dirs: dict[str, Path], tmp_path: Path) -> None:
     folder = tmp_path / "devlite"
     shutil.copytree(devlite_dirs["card"], folder)

@@ -307,6 +307,29 @@ def test_files_removed_or_added_are_seen_as_without_a_cache(sample_data: Path, t
     assert joins == ["DisastIR-QA-Bio"]  # the folder as it was: read back
 
 
+def test_a_blank_query_is_refused_at_every_load_and_no_entry_of_it_is_kept(sample_data: Path, tmp_path: Path,
+                                                                           cache: Path, joins: list[str]) -> None:
+    """Refused before a join is kept, so no entry of a file with a blank query exists for the cache to serve."""
+    root = tmp_path / "data"
+    shutil.copytree(sample_data, root)
+    load_cached_task(QA_BIO, find_task_files(root))
+    kept = _entries(cache)
+    query = root / "query" / "QA_Biological.json"
+
+    def blank_the_fourth(path: Path) -> None:  # its text becomes spaces, byte for byte: the same size
+        text = path.read_text(encoding="utf-8")
+        old = json.dumps(json.loads(text)[3]["user_query"], ensure_ascii=False)[1:-1]
+        assert text.count(old) == 1
+        path.write_text(text.replace(old, " " * len(old.encode("utf-8"))), encoding="utf-8")
+
+    _same_size_and_time(query, blank_the_fourth)
+    for _ in range(2):  # the first load keeps nothing, so the second finds nothing to serve
+        with pytest.raises(ValueError) as refused:
+            load_cached_task(QA_BIO, find_task_files(root))
+        assert str(refused.value).startswith(f"{query}: row 3 (query_id 'QA-Bio-q004') has a blank user_query (' ")
+    assert _entries(cache) == kept and joins == ["DisastIR-QA-Bio"]
+
+
 def test_another_folder_with_the_same_bytes_shares_the_entries(sample_data: Path, tmp_path: Path, cache: Path,
                                                                joins: list[str], monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:

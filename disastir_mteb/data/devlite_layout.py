@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 from disastir_mteb.data.layout import MARKER
-from disastir_mteb.data.reading import field_value, read_rows
+from disastir_mteb.data.reading import check_query_texts, field_value, read_rows
 from disastir_mteb.vocabulary.taxonomy import (
     SPLIT_LABELS,
     TASK_SPECS,
@@ -167,11 +167,18 @@ class _Finder:
             placed[spec] = path
             if split is not None:
                 self.claim(split, spec, self.name(path))
-                self.queries[split][spec] = [self.query(path, where, record) for where, record in read_rows(path)]
+                self.queries[split][spec] = self.query_rows(path, read_rows(path))
         if split is None:
             self.qrels = placed
         else:
             self.seen.add(split)
+
+    def query_rows(self, path: Path, rows: list[tuple[str, object]]) -> list[SplitQuery]:
+        """The queries of ``rows`` of one file, refused when one has a blank text (as the main queries are)."""
+        queries = [(where, self.query(path, where, record)) for where, record in rows]
+        check_query_texts(path, [(where, query.query_id, query.text) for where, query in queries],
+                          field="query text")
+        return [query for _, query in queries]
 
     def query(self, path: Path, where: str, record: object) -> SplitQuery:
         text = field_value(record, QUERY_TEXT_FIELDS, path=path, where=where, text=True)
@@ -182,13 +189,17 @@ class _Finder:
         """``DisastIR_devlite_query.json`` / ``DisastIR_test_query.json``: each row names its task."""
         self.seen.add(split)
         bad: list[str] = []
+        placed: list[tuple[str, TaskSpec, object]] = []
         for where, record in read_rows(path):
             spec = _row_task(record)
             if spec is None:
                 bad.append(where)
                 continue
+            placed.append((where, spec, record))
+        queries = self.query_rows(path, [(where, record) for where, _, record in placed])
+        for (_, spec, _), query in zip(placed, queries, strict=True):
             self.claim(split, spec, self.name(path))
-            self.queries[split].setdefault(spec, []).append(self.query(path, where, record))
+            self.queries[split].setdefault(spec, []).append(query)
         if bad:
             self.bad_rows.append(f"{len(bad)} row(s) of {self.name(path)} ({', '.join(bad[:3])}"
                                  f"{', ...' if len(bad) > 3 else ''}) naming no task in {list(INTENT_FIELDS)} "

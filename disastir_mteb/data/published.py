@@ -21,6 +21,9 @@ Evaluation policies (the authors' evaluation code is the reference):
   and the pairs graded differently (not merely repeated) are counted apart, with an example
   naming the grades in row order and the one kept, in the load report's warning.
 - Queries without any judged passage are dropped (the authors skip them); counted.
+- A query whose text is empty or only whitespace is an error naming the file, the row and its id
+  (:func:`~disastir_mteb.data.reading.check_query_texts`): stripped, it would reach the model as an empty text
+  and be ranked and scored like any query.
 - Unjudged passages count as non-relevant (gain 0): the "zero-fill" variant the paper reports.
 - Gain: ``2**grade - 1`` by default, so trec_eval's linear-gain NDCG equals the authors'
   exponential-gain NDCG@10; ``gain="linear"`` keeps the grades as they are.
@@ -43,7 +46,7 @@ from typing import TYPE_CHECKING, Literal
 
 from disastir_mteb.data.extra_qrels import ExtraReport, extra_grades
 from disastir_mteb.data.layout import TaskFiles, find_task_files, resolve_data_dir
-from disastir_mteb.data.reading import Corpus, load_corpus, read_records, text_digest
+from disastir_mteb.data.reading import Corpus, check_query_texts, load_corpus, read_records, text_digest
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, TaskSpec
 
@@ -230,15 +233,19 @@ def read_queries(spec: TaskSpec, query_path: Path) -> dict[str, str]:
     """A published query file as {query id: text}, in file order.
 
     Raises:
-        ValueError: malformed rows, or one id twice (the message names the file and task).
+        ValueError: malformed rows, one id twice (the message names the file and task), or a query whose text is
+            empty or only whitespace (:func:`~disastir_mteb.data.reading.check_query_texts`).
     """
     query_text_by_id: dict[str, str] = {}
-    for _, record in read_records(query_path, ("query_id", "user_query")):
+    rows: list[tuple[str, str | None, str]] = []
+    for where, record in read_records(query_path, ("query_id", "user_query")):
         query_id, text = str(record["query_id"]), str(record["user_query"])
         if query_id in query_text_by_id:
             raise ValueError(f"{query_path}: query_id {query_id!r} appears twice in task {spec.name}; "
                              "ids must be unique.")
         query_text_by_id[query_id] = text
+        rows.append((where, query_id, text))
+    check_query_texts(query_path, rows, field="user_query")
     return query_text_by_id
 
 

@@ -15,6 +15,7 @@ import json
 import logging
 import sys
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Corpus", "field_value", "forget_corpus", "load_corpus", "read_records", "read_rows", "text_digest"]
+__all__ = ["Corpus", "check_query_texts", "field_value", "forget_corpus", "load_corpus", "read_records", "read_rows",
+           "text_digest"]
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -159,6 +161,34 @@ def field_value(record: object, names: tuple[str, ...], *, path: Path, where: st
     if text:
         raise ValueError(f"{path}: {where} has none of {list(names)} (has {sorted(record)}).")
     return None
+
+
+def check_query_texts(path: Path, queries: Iterable[tuple[str, str | None, str]], *, field: str) -> None:
+    """Refuse a query file holding a query whose text is empty or only whitespace.
+
+    Models receive stripped queries, so such a query reaches the model as ``""``: whatever vector that gives
+    (all zeros for some encoders) is ranked against every passage and scored like a real query, a number that
+    means nothing. So it is refused at load, before any join is kept in the data cache (whose entries are only
+    written for a load that succeeded).
+
+    Args:
+        path: the query file, for the message.
+        queries: ``(where, query id or None, text)`` of each of its rows, ``where`` as the rows are named.
+        field: what the message calls the text (``user_query``).
+
+    Raises:
+        ValueError: one sentence naming the file, the first such row and its id, and how many more there are.
+    """
+    blank = [(where, query_id, text) for where, query_id, text in queries if not text.strip()]
+    if not blank:
+        return
+    where, query_id, text = blank[0]
+    named = f"{where} (query_id {query_id!r})" if query_id is not None else where
+    others = [other for other, _, _ in blank[1:]]
+    more = (f", and so do {len(others)} more row(s) ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''})"
+            if others else "")
+    raise ValueError(f"{path}: {named} has a blank {field} ({text!r}){more}; a query needs words to be searched "
+                     "with: write its text, or delete the row.")
 
 
 def _corpus_fault(path: Path, *, duplicates: int = 0) -> str | None:

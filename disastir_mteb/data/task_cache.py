@@ -18,7 +18,9 @@ the cache).
 Not kept, loaded as before (their corpus still comes from the cache): a task read with extra judgements
 (:mod:`disastir_mteb.data.extra_qrels`, a per-study option whose counts depend on a second folder), and the
 DisastIR-Test and DevLite tasks (:mod:`disastir_mteb.data.devlite`, whose joins depend on a DevLite folder too and
-log its cross-checks). A task whose join fails (a malformed file) has no entry: every load fails as before.
+log its cross-checks). A task whose join fails (a malformed file) has no entry: every load fails as before. So
+a check of the files (a blank query, say) lives in the load itself, which runs before an entry is written and whose
+code is part of the key: no entry of a file it refuses can exist, nor one written by code that did not check.
 """
 
 from __future__ import annotations

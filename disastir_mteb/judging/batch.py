@@ -16,6 +16,10 @@ comes next; a pair whose steps are all answered gets its grade. An answer that c
 in the next file, up to :data:`~disastir_mteb.judging.protocol.MAX_ANSWER_ATTEMPTS` times.
 
 ``custom_id`` is ``<pair key>:<step>``: the store knows the pair by that key.
+
+Each answer names the model that gave it (the body's ``model``); it must be the judge model the pairs are judged by
+(``--model``), or that model's dated snapshot (:func:`same_model`), since grades are stored under the judge model's
+name: a file answered by another model is refused, not filed under the wrong name.
 """
 
 from __future__ import annotations
@@ -30,10 +34,30 @@ from disastir_mteb.judging.protocol import AnswerFault, chat_content, grade_of, 
 from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.util.atomic import write_text_atomic
 
-__all__ = ["BATCH_URL", "BatchRound", "read_batch_results", "write_batch_requests"]
+__all__ = ["BATCH_URL", "BatchRound", "read_batch_results", "same_model", "write_batch_requests"]
 
 #: The endpoint every line of a request file names.
 BATCH_URL = "/v1/chat/completions"
+#: A dated snapshot's suffix, as OpenAI names its snapshots: ``-2024-07-18`` (``gpt-4o-mini-2024-07-18``) or, for
+#: older models, ``-0613`` (``gpt-4-0613``).
+_SNAPSHOT = r"-(?:\d{4}-\d{2}-\d{2}|\d{4})"
+
+
+def same_model(answered: str, asked: str) -> bool:
+    """Whether an answer naming the model ``answered`` comes from the judge model ``asked``.
+
+    OpenAI answers a request for an alias with the snapshot that served it: ``gpt-4o-mini`` answers as
+    ``gpt-4o-mini-2024-07-18``. So the asked name itself, or it followed by a dated suffix (``-YYYY-MM-DD``, or
+    ``-MMDD`` as older snapshots are named), is the same model; anything else is another (``gpt-4o-mini`` is not
+    ``gpt-4o``, nor ``gpt-4-1106-preview`` ``gpt-4``).
+
+    Examples:
+        >>> same_model("gpt-4o-mini-2024-07-18", "gpt-4o-mini"), same_model("gpt-4-0613", "gpt-4")
+        (True, True)
+        >>> same_model("gpt-4o-mini-2024-07-18", "gpt-4o"), same_model("gpt-4o-mini", "gpt-4o-mini-2024-07-18")
+        (False, False)
+    """
+    return answered == asked or re.fullmatch(re.escape(asked) + _SNAPSHOT, answered) is not None
 
 
 @dataclass(frozen=True)
@@ -124,17 +148,26 @@ def read_batch_results(pairs: Sequence[Pair], store: JudgementStore, path: str |
     any of them is refused (another model's or other results' file). Lines for steps already answered in the
     store are left out: the same file read twice adds nothing.
 
+    Each answer's body names the model that answered (``model``): an answer of these pairs from another model than
+    their judge model (:func:`same_model`: the name itself or its dated snapshot) is refused in one sentence naming
+    the file, the line, its ``custom_id`` and both models, and nothing is read. The name is kept with each answer
+    in the store (its ``server``: ``batch: gpt-4o-mini-2024-07-18``). A body that names no model (some
+    Batch-compatible tools leave it out) is read: its ``custom_id`` holds the pair's key, which holds the judge model
+    the request was written for; it is kept as ``batch: no model named``.
+
     Raises:
         ValueError: as above.
         FileNotFoundError: no such file.
     """
     path = Path(path)
-    lines, repeated = _result_lines(path)
+    lines, repeats = _result_lines(path)
     by_key = {pair.key: pair for pair in pairs}
     ours = [line for line in lines if line.key in by_key]
     if not ours:
         raise ValueError(f"{path}: none of its {len(lines):,} result line(s) is for a pair of these results judged "
                          f"by {_models(pairs)}; was it written for other results, or with another --model?")
+    _check_models(path, sorted(ours + [line for line in repeats if line.key in by_key],
+                               key=lambda line: line.number), by_key)
     store.add_pairs(pairs)
     read = unreadable = errors = already = 0
     foreign = len(lines) - len(ours)
@@ -158,12 +191,12 @@ def read_batch_results(pairs: Sequence[Pair], store: JudgementStore, path: str |
         except AnswerFault as fault:
             unreadable += 1
             store.record_answer(line.key, line.step, raw=line.text, fault=fault.kind, detail=str(fault),
-                                server="batch", **line.tokens)
+                                server=line.server, **line.tokens)
             continue
-        store.record_answer(line.key, line.step, raw=line.text, value=value, server="batch", **line.tokens)
+        store.record_answer(line.key, line.step, raw=line.text, value=value, server=line.server, **line.tokens)
     judged, failed, open_pairs = _close_complete(pairs, store)
     return BatchRound(read, judged, failed, len(open_pairs), unreadable, errors, already=already,
-                      foreign=foreign, repeated=repeated)
+                      foreign=foreign, repeated=len(repeats))
 
 
 #: ``<pair key>:<step>``, as :func:`write_batch_requests` writes ``custom_id``.
@@ -182,14 +215,34 @@ class _ResultLine:
     error: bool
     text: str | None
     tokens: dict[str, int | None]
+    model: str | None = None  # what the answer's body names as the model that answered; None: it names none
 
     @property
     def outcome(self) -> tuple[bool, str | None]:
         return self.error, self.text
 
+    @property
+    def server(self) -> str:
+        """Where the store says the answer came from: the Batch API, and the model the answer names."""
+        return f"batch: {self.model or 'no model named'}"
 
-def _result_lines(path: Path) -> tuple[list[_ResultLine], int]:
-    """Every line of an output file, checked, and how many lines repeated another word for word.
+
+def _check_models(path: Path, lines: Sequence[_ResultLine], pairs: dict[str, Pair]) -> None:
+    """Refuse the file when an answer names another model than its pair's judge model (one sentence, the first)."""
+    wrong = [line for line in lines
+             if line.model is not None and not same_model(line.model, pairs[line.key].judge_model)]
+    if not wrong:
+        return
+    first, asked = wrong[0], pairs[wrong[0].key].judge_model
+    more = f" (as were {len(wrong) - 1:,} more of its line(s))" if len(wrong) > 1 else ""
+    raise ValueError(f"{path}: line {first.number} (custom_id '{first.key}:{first.step}') was answered by model "
+                     f"{first.model!r}{more}, not by the judge model {asked!r} (--model); grades are stored under the "
+                     f"judge model's name, so send the request file to {asked!r}, or judge with --model "
+                     f"{first.model!r} (a request file of its own). Nothing was read.")
+
+
+def _result_lines(path: Path) -> tuple[list[_ResultLine], list[_ResultLine]]:
+    """Every line of an output file, checked, and apart the lines repeating an earlier one's answer word for word.
 
     Raises:
         ValueError: one sentence naming the file and the line, for the first bad one.
@@ -203,7 +256,7 @@ def _result_lines(path: Path) -> tuple[list[_ResultLine], int]:
     last = numbered[-1][0]
     found: dict[tuple[str, str], _ResultLine] = {}
     lines: list[_ResultLine] = []
-    repeated = 0
+    repeats: list[_ResultLine] = []
     for number, raw in numbered:
         line = _result_line(path, number, raw, last=number == last and not data.endswith(b"\n"))
         earlier = found.get((line.key, line.step))
@@ -211,13 +264,13 @@ def _result_lines(path: Path) -> tuple[list[_ResultLine], int]:
             found[line.key, line.step] = line
             lines.append(line)
         elif earlier.outcome == line.outcome:
-            repeated += 1
+            repeats.append(line)
         else:
             raise ValueError(f"{path}: custom_id '{line.key}:{line.step}' is on line {earlier.number} and line "
                              f"{number} with different answers ({_shown(earlier)} and {_shown(line)}); an output "
                              "file holds each request once (two files joined?): keep the line to trust, delete the "
                              "other, and read the file again. Nothing was read.")
-    return lines, repeated
+    return lines, repeats
 
 
 def _result_line(path: Path, number: int, raw: bytes, *, last: bool) -> _ResultLine:
@@ -255,7 +308,10 @@ def _result_line(path: Path, number: int, raw: bytes, *, last: bool) -> _ResultL
         text, tokens = chat_content(response.get("body"))
     except ValueError as wrong:
         raise ValueError(f"{where}: the response body is {wrong}; {_SHAPE}.") from None
-    return _ResultLine(number, found["key"], found["step"], False, text, tokens)
+    model = response["body"].get("model")
+    if model is not None and not isinstance(model, str):
+        raise ValueError(f"{where}: the response body's model is {model!r:.40}, not a model name; {_SHAPE}.")
+    return _ResultLine(number, found["key"], found["step"], False, text, tokens, model=(model or "").strip() or None)
 
 
 def _shown(line: _ResultLine) -> str:

@@ -29,6 +29,13 @@ ANN, instructions (put in front of queries by the search model, as for any encod
   dimension, finite and not all zero; anything else stops the run with one sentence naming the server.
   Vectors are returned as the server sent them: the search normalises them (cosine), as it does for
   in-process models.
+- **Widths.** The run asks for base64 (a quarter of the bytes of JSON numbers), which the OpenAI API defines as
+  little-endian float32 and which carries no width of its own: a server sending float64 (or float16) would be
+  read as vectors of twice (half) the dimension, of meaningless values. So the probe asks for JSON numbers,
+  whose count is the dimension whatever the server's precision, and every base64 answer after it must hold
+  exactly dimension x 4 bytes per vector; one of twice or half that (or not a whole number of float32 values) is
+  one sentence naming the server and the width it sent. A server that answers the probe in base64 although asked
+  for numbers is read as float32, as the protocol says: nothing else tells its width.
 - **Names and prefixes.** A server must list ``model`` (Ollama's ``name`` stands for its ``name:latest``);
   text-embeddings-inference, which answers every request with its one model whatever the request names, must
   say in ``/info`` that it serves that name. A base URL whose model list answers 404 while the same server
@@ -163,6 +170,8 @@ class EmbeddingServers(AbsEncoder):
         the run's are) identify the served model in the store. Servers that answer them with different
         dimensions, or with vectors further apart than rounding moves them
         (:data:`~disastir_mteb.models.identity.PROBE_TOLERANCE` of an unknown precision), serve different models.
+        The probe asks for JSON numbers, not base64: their count is the dimension whatever precision the server
+        computes in, and every later base64 answer is held to it (four bytes a coordinate).
 
         Raises:
             EndpointError: the servers disagree, or one cannot answer (one sentence naming it).
@@ -309,7 +318,7 @@ class EmbeddingServers(AbsEncoder):
         answers: list[np.ndarray] = []
 
         def ask(texts: list[str], server: Server) -> tuple[str, dict[str, Any]]:
-            return "/embeddings", self._body(texts)
+            return "/embeddings", self._body(texts, encoding="float")  # numbers: their count is the dimension
 
         def done(texts: list[str], response: Any, server: Server) -> None:
             answers.append(self._read(server.url, texts, response, check_dimension=False))
@@ -321,8 +330,8 @@ class EmbeddingServers(AbsEncoder):
             await pool.close()
         return answers[0]
 
-    def _body(self, texts: list[str]) -> dict[str, Any]:
-        return {"model": self.served_model, "input": texts, "encoding_format": "base64"}
+    def _body(self, texts: list[str], *, encoding: str = "base64") -> dict[str, Any]:
+        return {"model": self.served_model, "input": texts, "encoding_format": encoding}
 
     async def _embed(self, batches: list[list[str]]) -> np.ndarray:
         results: dict[int, np.ndarray] = {}
@@ -413,7 +422,7 @@ class EmbeddingServers(AbsEncoder):
         values = [None] * len(texts)
         for entry, index in zip(data, indexes, strict=True):
             values[index] = entry.get("embedding")
-        array = _matrix(values, url)
+        array = _matrix(values, url, dimension=self.dimension if check_dimension else None)
         if check_dimension and array.shape[1] != self.dimension:
             raise EndpointError(f"{url} returned {array.shape[1]}-dimensional vectors; {self.served_model} gave "
                                 f"{self.dimension} when the run began; the server's model changed, so the run stops "
@@ -448,8 +457,13 @@ class ServedPassages:
         return self.served.encode_stream(chunks, on_batch, batch_size=self.batch_size)
 
 
-def _matrix(values: list[Any], url: str) -> np.ndarray:
-    """The answer's vectors as one (n, dim) float32 array: base64 decoded into one buffer, else row by row."""
+def _matrix(values: list[Any], url: str, *, dimension: int | None) -> np.ndarray:
+    """The answer's vectors as one (n, dim) float32 array: base64 decoded into one buffer, else row by row.
+
+    ``dimension``: the run's (the probe's count of numbers), which base64 vectors must fill exactly at four bytes
+    a coordinate when they are twice or half as wide (float64, float16), or not whole float32 values; None for the
+    probe itself. Another whole number of float32 values is a changed dimension, the caller's sentence.
+    """
     if all(isinstance(value, str) for value in values):  # what the servers are asked for: one copy, one frombuffer
         try:
             raws = [binascii.a2b_base64(value, strict_mode=True) for value in values]
@@ -460,6 +474,8 @@ def _matrix(values: list[Any], url: str) -> np.ndarray:
             raise EndpointError(f"{url} returned vectors of different dimensions "
                                 f"{sorted(width // 4 for width in widths)} in one answer.")
         width = widths.pop()
+        if dimension and (fault := _width_fault(url, width, dimension)):
+            raise EndpointError(fault)
         if width % 4 or not width:
             raise EndpointError(f"{url} returned a base64 embedding of {width} bytes, not whole float32 values.")
         return np.frombuffer(b"".join(raws), dtype="<f4").reshape(len(raws), width // 4).astype(np.float32)
@@ -468,6 +484,24 @@ def _matrix(values: list[Any], url: str) -> np.ndarray:
     if len(widths) != 1:
         raise EndpointError(f"{url} returned vectors of different dimensions {sorted(widths)} in one answer.")
     return np.stack(rows)
+
+
+def _width_fault(url: str, width: int, dimension: int) -> str | None:
+    """The sentence for base64 vectors of ``width`` bytes that are not ``dimension`` float32 values, or None.
+
+    None too for another whole number of float32 values: that is a vector of another dimension (the model changed),
+    which the caller says as it says it for lists of numbers.
+    """
+    if width == 4 * dimension:
+        return None
+    sending = {8 * dimension: "float64", 2 * dimension: "float16 or bfloat16"}.get(width)
+    if sending is None and not width % 4:
+        return None
+    values = f"which is {width // 4} float32 values" if not width % 4 else "not a whole number of float32 values"
+    return (f"{url} returned base64 embeddings of {width} bytes, {values}, but its vectors have {dimension} "
+            f"dimensions ({4 * dimension} bytes): it may be sending {sending or 'another number type'}; the OpenAI "
+            "API's base64 embeddings are little-endian float32, so the run stops rather than read them as vectors of "
+            "another width: have the server send float32.")
 
 
 def _vector(value: Any, url: str) -> np.ndarray:
