@@ -55,6 +55,9 @@ class PerQuery:
             before it was recorded.
         encoding: how the vectors were computed (batch size, ``model_dtype``, device, token limit; see
             :func:`write_per_query`); None when not recorded.
+        provenance: everything the scores depend on (:meth:`TaskProvenance.record
+            <disastir_mteb.vocabulary.provenance.TaskProvenance.record>`: model, settings, data digests, gain), kept
+            under ``"provenance"``; None in files written before it was recorded.
     """
 
     task_name: str
@@ -62,6 +65,7 @@ class PerQuery:
     top10: Mapping[str, list[str]]
     data: Mapping[str, object] | None = None
     encoding: Mapping[str, object] | None = None
+    provenance: Mapping[str, object] | None = None
 
     @property
     def mean(self) -> float:
@@ -204,7 +208,7 @@ def write_per_query(path: str | Path, record: PerQuery, *, settings: Mapping[str
     ``record.encoding``) is kept beside the scores under ``"encoding"``: mteb's result file has no place for it, and the
     batch size, unlike the precision, does not get its own results folder. ``data`` (which data was
     read, :func:`data_provenance`; default ``record.data``) goes under ``"data"``, so reports can say
-    when scores come from synthetic data.
+    when scores come from synthetic data; ``record.provenance``, when set, under ``"provenance"``.
     """
     data = data if data is not None else record.data
     settings = settings if settings is not None else record.encoding
@@ -213,6 +217,8 @@ def write_per_query(path: str | Path, record: PerQuery, *, settings: Mapping[str
         content["encoding"] = dict(settings)
     if data:
         content["data"] = dict(data)
+    if record.provenance:
+        content["provenance"] = dict(record.provenance)
     content["queries"] = {qid: {MAIN_SCORE_KEY: score, "top10": record.top10.get(qid, [])}
                           for qid, score in record.ndcg_at_10.items()}
     write_json_atomic(Path(path), content)
@@ -233,10 +239,11 @@ def read_per_query(path: str | Path) -> PerQuery:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         queries = data["queries"]
-        provenance, encoding = data.get("data"), data.get("encoding")
+        provenance, encoding, everything = data.get("data"), data.get("encoding"), data.get("provenance")
         return PerQuery(str(data["task_name"]), {q: float(v[MAIN_SCORE_KEY]) for q, v in queries.items()},
                         {q: [str(d) for d in v["top10"]] for q, v in queries.items()},
                         dict(provenance) if isinstance(provenance, dict) else None,
-                        dict(encoding) if isinstance(encoding, dict) else None)
+                        dict(encoding) if isinstance(encoding, dict) else None,
+                        dict(everything) if isinstance(everything, dict) else None)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path} is not a per-query score file ({type(error).__name__}: {error}).") from None
