@@ -52,6 +52,7 @@ from disastir_mteb.results.score_checks import (
     refuse_contradictions,
     task_record_of,
 )
+from disastir_mteb.results.set_provenance import pair_problem, provenance_problem, recorded
 from disastir_mteb.vocabulary.ann_params import ANN_PREFIX
 from disastir_mteb.vocabulary.settings import EXACT, SEARCH_KEY
 from disastir_mteb.vocabulary.task_record import DATA_KEY, is_synthetic
@@ -378,11 +379,16 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
         path, contents[path], per_query=per_query.get(path, (None, None))[1],
         per_query_path=beside[path]))], model=model)  # what report, compare, the leaderboard and submit read
     records = {path: task_record_of(path, contents[path]) for path in files}
+    refuse_contradictions([(path, problem) for path, (where, found) in per_query.items()
+                           if (problem := pair_problem(path, records[path], found, where))], model=model)
+    experiment = dict(meta.get("experiment_kwargs") or {})
+    if mixed := provenance_problem({path: recorded(path, records[path], per_query.get(path, (None, None))[1])
+                                    for path in files}, experiment=experiment, meta_path=meta_path, model=model):
+        raise ValueError(mixed)  # one set, one provenance: a file of another run is never shown as this one's
     rescoring = rescore([Evidence(path, records[path], *per_query[path]) for path in files if path in per_query])
     refuse_contradictions(rescoring.problems, model=model)
     task = {path: get_spec(path.stem).base.name for path in files}  # scores are keyed by the full set's names
-    return ResultSet(folder=folder, model=model, revision=revision_folder.name,
-                     experiment=dict(meta.get("experiment_kwargs") or {}),
+    return ResultSet(folder=folder, model=model, revision=revision_folder.name, experiment=experiment,
                      scores={task[path]: record["main_score"] for path, record in records.items()}, split=split,
                      meta=meta, unchecked=rescoring.note(folder),
                      rescored=tuple(path.stem for path in rescoring.rescored),
