@@ -238,3 +238,5 @@ def test_sets_scored_on_other_data_are_refused(sample_data: Path, cache_dir: Pat
     assert printed.err == (f"disastir-mteb compare: {c}: 1 of 2 per-query file(s) not re-scored against their data "
                            "(DisastIR-QA-Bio: their per-query files do not record their data); their numbers were "
                            "checked against their task files only.\n")
+    assert printed.out.count("ndcg_at_10: taken from the task files, not re-scored for 1 of 4 tasks of 2 result sets: "
+                             "1 whose data is not at hand, as said on stderr.") == 1

@@ -133,7 +133,8 @@ def test_what_runs_produce_is_accepted(runs: Path, tmp_path: Path) -> None:
     assert metric_range("ndcg_at_10") == (0.0, 1.0, False) and metric_range("hit_rate_at_100") == (0.0, 1.0, False)
     assert metric_range("nauc_mrr_at_10_diff1") == (-math.inf, 1.0, True) and metric_range("evaluation_time") is None
     _, exact = _copy(runs, tmp_path)
-    _edit(exact, _set(nauc_ndcg_at_10_max=-0.7, nauc_map_at_10_std=math.nan, map_at_1=0.0, precision_at_1=1.0,
+    # the bounds at cut-offs below the top 10 (map_at_1 0, precision_at_1 1) would be re-scored, so deeper ones
+    _edit(exact, _set(nauc_ndcg_at_10_max=-0.7, nauc_map_at_10_std=math.nan, map_at_100=0.0, precision_at_20=1.0,
                       some_later_metric=42.0))
     assert load_result_set(exact).scores[EDITED] == json.loads((exact / f"{EDITED}.json").read_text())["scores"][
         "test"][0]["main_score"]
@@ -340,6 +341,23 @@ CONTRADICTIONS: dict[str, tuple[Callable[[Path, Path], Path], str, bool]] = {
         _task_file_after(_per_query(lambda pq: pq["queries"]["QA-Bio-q001"].update(ndcg_at_10=1.5))),
         r" holds ndcg_at_10 0\.08774, but the mean NDCG@10 of the 8 queries in .* is 0\.25\d+ \(they must agree "
         r"within 1e-05, mteb's rounding\)", True),
+    "recall_at_10 edited, per-query file beside": (  # the issue's case: only NDCG@10 was re-scored
+        _task_file_after(_scores(lambda scores: scores["test"][0].update(recall_at_10=0.5))),
+        rf" holds recall_at_10 0\.5, but the top 10s of .*disastir_per_query/{EDITED}_per_query\.json re-scored "
+        r"against the data in .*sample-small-seed0-v2 give 0\.132440 \(they must agree within 2e-05\)", True),
+    "mrr_at_10 edited, per-query file beside": (
+        _task_file_after(_scores(lambda scores: scores["test"][0].update(mrr_at_10=0.5))),
+        r" holds mrr_at_10 0\.5, but the top 10s of .* re-scored against the data in .* give 0\.191964 \(they must "
+        r"agree within 2e-05\)", True),
+    "ndcg_at_1 edited, per-query file beside": (
+        _task_file_after(_scores(lambda scores: scores["test"][0].update(ndcg_at_1=0.5))),
+        r" holds ndcg_at_1 0\.5, but the top 10s of .* re-scored against the data in .* give 0\.053570 \(they must "
+        r"agree within 2e-05\)", True),
+    "several metrics edited alike": (  # recall and its "unjudged removed" twin, which the task keeps equal
+        _task_file_after(_scores(lambda scores: scores["test"][0].update(
+            recall_at_10=0.5, recall_at_10_unjudged_removed=0.5, precision_at_10=0.5))),
+        r" holds recall_at_10 0\.5, but the top 10s .* give 0\.132440 \(they must agree within 2e-05; 2 more "
+        r"metric\(s\) differ: precision_at_10, recall_at_10_unjudged_removed\)", True),
     "task file and per-query file of two runs (new entries)": (  # the model fingerprint each records
         lambda exact, data: (_edit(exact, _set(disastir_model="a" * 32)), _per_query(
             lambda pq: pq.update(provenance={"model": {"fingerprint": "b" * 32}}))(exact, data))[1],
@@ -382,7 +400,8 @@ def test_a_file_contradicting_itself_is_refused_by_every_reader(case: str, runs:
 
 def test_per_query_files_whose_data_is_not_at_hand_are_said_in_one_line(runs: Path, tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """Not re-scored, and said: a data folder elsewhere, or holding other data now, the Hub's data, no gain."""
+    """Not re-scored, and said: a data folder elsewhere, or holding other data now, the Hub's data, no gain; and where
+    the report shows the metric, how many of its tasks it takes from the task files unchecked."""
     copy, exact = _copy(runs, tmp_path)
     elsewhere = tmp_path / "regenerated" / "sample-small-seed0-v2"  # the same name, another generator seed now
     elsewhere.mkdir(parents=True)
@@ -397,8 +416,12 @@ def test_per_query_files_whose_data_is_not_at_hand_are_said_in_one_line(runs: Pa
             "DisastIR-QA-Bio: their data folder /nowhere/sample-small-seed0-v2 is not on this machine); their numbers "
             "were checked against their task files only.")
     assert load_result_set(exact).unchecked == note
-    assert cli.main(["report", str(copy)]) == 0
-    assert capsys.readouterr().err == f"disastir-mteb report: {note}\n"  # the ANN set was re-scored: nothing said
+    for metric in ("ndcg_at_10", "recall_at_10"):
+        assert cli.main(["report", str(copy), "--metric", metric]) == 0
+        printed = capsys.readouterr()
+        assert printed.err == f"disastir-mteb report: {note}\n"  # the ANN set was re-scored: nothing said
+        assert printed.out.count(f"{metric}: taken from the task files, not re-scored for 2 of 6 tasks of 2 result "
+                                 "sets: 2 whose data is not at hand, as said on stderr.") == 1
 
     for task in TASKS:  # a run on the Hub's data: never downloaded to check it
         _json(per_query_file(exact, task), lambda pq: pq.update(data={"source": hub, "synthetic": False}))
@@ -560,6 +583,8 @@ def test_a_file_of_another_gain_or_corpus_is_refused(runs: Path, other_runs: dic
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """A task rerun with ``DISASTIR_GAIN=linear`` into a set of exponential ones. Before: shown, the report's
     provenance saying the tasks disagree, exit 0. And, with the new entries, a file recording another corpus."""
+    linear = load_result_set(other_runs["linear"])  # alone, its every metric re-scored with its own gain
+    assert linear.rescored == (EDITED,) and "ndcg_at_5" in linear.rescored_metrics
     copy, exact = _copy(runs, tmp_path)
     _copy_in(other_runs["linear"], exact, [EDITED])
     gain = (rf"^{re.escape(str(exact / f'{EDITED}.json'))} records gain 'linear' \(disastir_gain\) but the other 2 "
@@ -577,3 +602,24 @@ def test_a_file_of_another_gain_or_corpus_is_refused(runs: Path, other_runs: dic
         load_result_set(exact)
     _write_entries(exact, ["DisastIR-STS-Tech"], disastir_corpus_digest="1" * 32)
     assert set(load_result_set(exact).scores) == set(TASKS)
+
+
+def test_every_metric_a_top_10_gives_is_rescored_and_the_others_are_said(runs: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """What a run writes agrees with its top 10s for every metric down to rank 10; deeper ones are said unchecked."""
+    cutoffs = "{1,3,5,10}"
+    assert sorted(load_result_set(next(runs.rglob("model_meta.json")).parent).rescored_metrics) == sorted(
+        [*(f"{family}_at_{k}" for family in ("ndcg", "map", "recall", "precision", "mrr", "hit_rate")
+           for k in cutoffs.strip("{}").split(",")), "accuracy", "ndcg_at_10_exponential_gain",
+         "ndcg_at_10_linear_gain", "unjudged_at_10", "ndcg_at_10_unjudged_removed", "mrr_at_10_unjudged_removed",
+         "recall_at_10_unjudged_removed"])
+    for metric, line in (("mrr_at_10", None),
+                         ("recall_at_100", "recall_at_100: taken from the task files, not re-scored (a top 10 cannot "
+                                           "give it: Recall@100 reads down to rank 100, and the per-query files keep "
+                                           "each query's top 10).")):
+        for command in ("report", "compare"):
+            assert cli.main([command, str(runs), "--metric", metric]) == 0
+            printed = capsys.readouterr()
+            assert printed.err == ""
+            assert ("taken from the task files" not in printed.out if line is None else
+                    printed.out.count(line) == 1), (command, metric)
