@@ -190,22 +190,25 @@ def test_compare_on_another_metric_shows_the_result_files_numbers(partial_runs: 
 
 def test_sets_scored_on_other_data_are_refused(sample_data: Path, cache_dir: Path, use_data: object, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    """The issue's case: B's QA-Bio from a run on another corpus (the sample of another seed), B's FC-Geo and all of A
-    on the same. Before: a drop of -435 % with exit 0, while ``report`` on B said its tasks disagree."""
+    """The issue's case: B's tasks from a run on another corpus (the sample of another seed), all of A on the same.
+    Before: a drop of -435 % with exit 0. A set whose own tasks ran on two corpora (C: QA-Bio on the other seed) is
+    refused by every reader, ``report`` too, where before ``report`` on it said its tasks disagree and went on."""
     from disastir_mteb.results.compare import compare_sets
     from disastir_mteb.results.result_sets import load_result_set
     from disastir_mteb.sample.generator import sample_dir
 
     other = sample_dir("small", cache_dir=cache_dir, seed=1)
-    for folder, data, tasks in (("a", sample_data, TASKS[:2]), ("b", sample_data, TASKS[1:2]), ("b", other, TASKS[:1])):
+    for folder, data, tasks in (("a", sample_data, TASKS[:2]), ("b", other, TASKS[:2]), ("c", sample_data, TASKS[1:2]),
+                                ("c", other, TASKS[:1])):
         use_data(data)  # type: ignore[operator]
         evaluate(HashingEncoder(), tasks, cache_dir=tmp_path / "cache", output_folder=tmp_path / folder,
                  show_progress=False)
-    a, b = _revision(tmp_path / "a"), _revision(tmp_path / "b")
-    refused = (f"Refusing to compare {a} with {b}: DisastIR-QA-Bio was scored on local folder sample-small-seed0-v2 "
+    a, b, c = _revision(tmp_path / "a"), _revision(tmp_path / "b"), _revision(tmp_path / "c")
+    refused = (f"Refusing to compare {a} with {b}: DisastIR-FC-Geo was scored on local folder sample-small-seed0-v2 "
                "(synthetic sample, scale small, seed 0) in the first and on local folder sample-small-seed1-v2 "
-               "(synthetic sample, scale small, seed 1) in the second, so their difference measures the data, not the "
-               "model or the search; compare runs on the same data (rerun one set with the other's data).")
+               "(synthetic sample, scale small, seed 1) in the second (and 1 more task(s): DisastIR-QA-Bio), so their "
+               "difference measures the data, not the model or the search; compare runs on the same data (rerun one "
+               "set with the other's data).")
 
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
     printed = capsys.readouterr()
@@ -213,16 +216,27 @@ def test_sets_scored_on_other_data_are_refused(sample_data: Path, cache_dir: Pat
     with pytest.raises(ValueError) as raised:
         compare_sets(load_result_set(a), load_result_set(b))
     assert str(raised.value) == refused
-    assert cli.main(["report", str(tmp_path / "b")]) == 0  # what report already said, and still says
-    assert "its tasks disagree. Data: local folder sample-small-seed0-v2" in capsys.readouterr().out
 
-    for path in (b / "DisastIR-QA-Bio.json", b / "disastir_per_query" / "DisastIR-QA-Bio_per_query.json"):
+    mixed = (f"{c / 'DisastIR-QA-Bio.json'} records data 'local folder sample-small-seed1-v2 (synthetic sample, scale "
+             "small, seed 1)' (disastir_data) but the other file of this set records 'local folder "
+             "sample-small-seed0-v2 (synthetic sample, scale small, seed 0)': it was scored on other data; remove it "
+             "or rerun the task (disastir-mteb run -m disastir-mteb/hashing-encoder -t DisastIR-QA-Bio --overwrite, "
+             "with the run's other options).")
+    for command in (["report", str(tmp_path / "c")], ["compare", str(tmp_path / "a"), str(tmp_path / "c")]):
+        assert cli.main(command) == 2  # before: report said "its tasks disagree. Data: ..." and showed both, exit 0
+        printed = capsys.readouterr()
+        assert printed.out == "" and printed.err == f"disastir-mteb {command[0]}: {mixed}\n"
+
+    for path in (c / "DisastIR-QA-Bio.json", c / "disastir_per_query" / "DisastIR-QA-Bio_per_query.json"):
         content = json.loads(path.read_text())  # files from before the data was recorded: no claim either way
         content.pop("data", None)
         for block in content.get("scores", {}).get("test", []):
             block.pop("disastir_data")
         path.write_text(json.dumps(content))
-    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
-    assert capsys.readouterr().err == (f"disastir-mteb compare: {b}: 1 of 2 per-query file(s) not re-scored against "
-                                       "their data (DisastIR-QA-Bio: their per-query files do not record their data); "
-                                       "their numbers were checked against their task files only.\n")
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "c")]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == (f"disastir-mteb compare: {c}: 1 of 2 per-query file(s) not re-scored against their data "
+                           "(DisastIR-QA-Bio: their per-query files do not record their data); their numbers were "
+                           "checked against their task files only.\n")
+    assert printed.out.count("ndcg_at_10: taken from the task files, not re-scored for 1 of 4 tasks of 2 result sets: "
+                             "1 whose data is not at hand, as said on stderr.") == 1

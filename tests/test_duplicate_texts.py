@@ -177,6 +177,24 @@ def test_mtebs_other_metrics_stay_keyed_by_id(run: tuple[dict[str, Any], dict[st
     assert block["hit_rate_at_10"] == pytest.approx(2 / 3, abs=5e-6) and block["mrr_at_5"] == pytest.approx(2 / 3)
 
 
+def test_every_metric_of_a_run_with_shared_texts_is_rescored_as_written(
+        run: tuple[dict[str, Any], dict[str, list[str]], dict[str, float]], tmp_path: Path) -> None:
+    """Re-scoring a stored top 10 (results.rescoring) gives the file's numbers, the text-keyed ones (ndcg_at_10,
+    mrr_at_10, recall_at_10 replaced) and mteb's id-keyed ones alike; an edit of a text-keyed one is refused."""
+    from disastir_mteb.results.result_sets import load_result_set
+
+    [path] = (tmp_path / "results").rglob(f"{TASK}.json")
+    result = load_result_set(path.parent)
+    assert result.rescored == (TASK,) and result.unchecked is None
+    assert {"ndcg_at_10", "mrr_at_10", "recall_at_10", "accuracy", "map_at_10", "ndcg_at_5",
+            "recall_at_10_unjudged_removed"} <= result.rescored_metrics
+    content = json.loads(path.read_text())
+    content["scores"]["test"][0]["mrr_at_10"] = 0.5  # the authors' 2/3, keyed by text
+    path.write_text(json.dumps(content))
+    with pytest.raises(ValueError, match=r"holds mrr_at_10 0\.5, but the top 10s of .* give 0\.666667"):
+        load_result_set(path.parent)
+
+
 def test_plain_mteb_gets_the_authors_numbers_and_the_load_report_counts(
         run: tuple[dict[str, Any], dict[str, list[str]], dict[str, float]], duplicates: Path,
         caplog: pytest.LogCaptureFixture) -> None:

@@ -246,19 +246,21 @@ def test_result_sets_on_different_data_in_one_folder_are_never_mixed(
 
 def test_a_set_whose_tasks_were_rerun_on_other_data_is_never_completed(
         careless: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """One model run on folder A, then one of its tasks rerun on folder B into the same output folder."""
+    """One model run on folder A, then one of its tasks rerun on folder B into the same output folder: the set is
+    refused by every reader (before, the plain report said its tasks disagree and showed both, exit 0)."""
     data, results = careless
     _run(data, results, ["DisastIR-QA-Bio"])
     other = write_sample(tmp_path / "other", seed=1).resolve()
     _run(other, results, [STS])  # replaces STS's file: the set now holds QA-Bio on A and STS-Geo on B
     store = _store(tmp_path / "store.sqlite")
-    assert cli.main(["report", str(results)]) == 0  # the report says its tasks disagree, as it always did
-    assert "its tasks disagree. Data: local folder data (synthetic sample, scale small, seed 0) in 1 task" in \
-        capsys.readouterr().out
-    assert cli.main(["report", str(results), "--judgements", str(store)]) == 2
-    err = capsys.readouterr().err.splitlines()[-1]
-    assert err.startswith(f"disastir-mteb report: The result sets read different data: {data} (DisastIR-QA-Bio of ")
-    assert f"; {other} ({STS} of " in err
+    [folder] = {path.parent for path in results.rglob(f"{STS}.json")}
+    sentence = (f"{folder / f'{STS}.json'} records data 'local folder other (synthetic sample, scale small, seed 1)' "
+                "(disastir_data) but the other file of this set records 'local folder data (synthetic sample, scale "
+                "small, seed 0)': it was scored on other data; remove it or rerun the task (disastir-mteb run -m "
+                f"disastir-mteb/hashing-64 -t {STS} --overwrite, with the run's other options).")
+    for command in (["report", str(results)], ["report", str(results), "--judgements", str(store)]):
+        assert cli.main(command) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb report: {sentence}"
 
 
 def test_compare_refuses_two_runs_on_one_folder_whose_files_changed_between_them(

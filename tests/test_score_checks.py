@@ -133,7 +133,8 @@ def test_what_runs_produce_is_accepted(runs: Path, tmp_path: Path) -> None:
     assert metric_range("ndcg_at_10") == (0.0, 1.0, False) and metric_range("hit_rate_at_100") == (0.0, 1.0, False)
     assert metric_range("nauc_mrr_at_10_diff1") == (-math.inf, 1.0, True) and metric_range("evaluation_time") is None
     _, exact = _copy(runs, tmp_path)
-    _edit(exact, _set(nauc_ndcg_at_10_max=-0.7, nauc_map_at_10_std=math.nan, map_at_1=0.0, precision_at_1=1.0,
+    # the bounds at cut-offs below the top 10 (map_at_1 0, precision_at_1 1) would be re-scored, so deeper ones
+    _edit(exact, _set(nauc_ndcg_at_10_max=-0.7, nauc_map_at_10_std=math.nan, map_at_100=0.0, precision_at_20=1.0,
                       some_later_metric=42.0))
     assert load_result_set(exact).scores[EDITED] == json.loads((exact / f"{EDITED}.json").read_text())["scores"][
         "test"][0]["main_score"]
@@ -340,6 +341,28 @@ CONTRADICTIONS: dict[str, tuple[Callable[[Path, Path], Path], str, bool]] = {
         _task_file_after(_per_query(lambda pq: pq["queries"]["QA-Bio-q001"].update(ndcg_at_10=1.5))),
         r" holds ndcg_at_10 0\.08774, but the mean NDCG@10 of the 8 queries in .* is 0\.25\d+ \(they must agree "
         r"within 1e-05, mteb's rounding\)", True),
+    "recall_at_10 edited, per-query file beside": (  # the issue's case: only NDCG@10 was re-scored
+        _task_file_after(_scores(lambda scores: scores["test"][0].update(recall_at_10=0.5))),
+        rf" holds recall_at_10 0\.5, but the top 10s of .*disastir_per_query/{EDITED}_per_query\.json re-scored "
+        r"against the data in .*sample-small-seed0-v2 give 0\.132440 \(they must agree within 2e-05\)", True),
+    "mrr_at_10 edited, per-query file beside": (
+        _task_file_after(_scores(lambda scores: scores["test"][0].update(mrr_at_10=0.5))),
+        r" holds mrr_at_10 0\.5, but the top 10s of .* re-scored against the data in .* give 0\.191964 \(they must "
+        r"agree within 2e-05\)", True),
+    "ndcg_at_1 edited, per-query file beside": (
+        _task_file_after(_scores(lambda scores: scores["test"][0].update(ndcg_at_1=0.5))),
+        r" holds ndcg_at_1 0\.5, but the top 10s of .* re-scored against the data in .* give 0\.053570 \(they must "
+        r"agree within 2e-05\)", True),
+    "several metrics edited alike": (  # recall and its "unjudged removed" twin, which the task keeps equal
+        _task_file_after(_scores(lambda scores: scores["test"][0].update(
+            recall_at_10=0.5, recall_at_10_unjudged_removed=0.5, precision_at_10=0.5))),
+        r" holds recall_at_10 0\.5, but the top 10s .* give 0\.132440 \(they must agree within 2e-05; 2 more "
+        r"metric\(s\) differ: precision_at_10, recall_at_10_unjudged_removed\)", True),
+    "task file and per-query file of two runs (new entries)": (  # the model fingerprint each records
+        lambda exact, data: (_edit(exact, _set(disastir_model="a" * 32)), _per_query(
+            lambda pq: pq.update(provenance={"model": {"fingerprint": "b" * 32}}))(exact, data))[1],
+        r" records model fingerprint b{16}…, but .*DisastIR-QA-Bio\.json records a{16}… \(disastir_model\): the two "
+        r"files come from different runs", True),
     "per-query file of a run on other data": (
         _per_query(lambda pq: pq["data"]["generator"].update(seed=1)),
         r" records data 'local folder sample-small-seed0-v2 \(synthetic sample, scale small, seed 1\)', but "
@@ -377,7 +400,8 @@ def test_a_file_contradicting_itself_is_refused_by_every_reader(case: str, runs:
 
 def test_per_query_files_whose_data_is_not_at_hand_are_said_in_one_line(runs: Path, tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """Not re-scored, and said: a data folder elsewhere, or holding other data now, the Hub's data, no gain."""
+    """Not re-scored, and said: a data folder elsewhere, or holding other data now, the Hub's data, no gain; and where
+    the report shows the metric, how many of its tasks it takes from the task files unchecked."""
     copy, exact = _copy(runs, tmp_path)
     elsewhere = tmp_path / "regenerated" / "sample-small-seed0-v2"  # the same name, another generator seed now
     elsewhere.mkdir(parents=True)
@@ -386,21 +410,33 @@ def test_per_query_files_whose_data_is_not_at_hand_are_said_in_one_line(runs: Pa
 
     _json(per_query_file(exact, EDITED), lambda pq: pq["data"].update(source="/nowhere/sample-small-seed0-v2"))
     _json(per_query_file(exact, "DisastIR-FC-Geo"), lambda pq: pq["data"].update(source=str(elsewhere)))
-    _json(per_query_file(exact, "DisastIR-STS-Tech"), lambda pq: pq.update(data={"source": hub, "synthetic": False}))
-    _json(exact / "DisastIR-STS-Tech.json", lambda content: content["scores"]["test"][0].update(disastir_data=hub))
-    note = (f"{exact}: 3 of 3 per-query file(s) not re-scored against their data (DisastIR-FC-Geo: their data folder "
+    note = (f"{exact}: 2 of 3 per-query file(s) not re-scored against their data (DisastIR-FC-Geo: their data folder "
             f"{elsewhere} now holds local folder sample-small-seed0-v2 (synthetic sample, scale small, seed 7), not "
             "the local folder sample-small-seed0-v2 (synthetic sample, scale small, seed 0) they were scored on; "
-            "DisastIR-QA-Bio: their data folder /nowhere/sample-small-seed0-v2 is not on this machine; "
-            f"DisastIR-STS-Tech: their data is the Hub's ({hub}), which is never downloaded to check results); their "
-            "numbers were checked against their task files only.")
+            "DisastIR-QA-Bio: their data folder /nowhere/sample-small-seed0-v2 is not on this machine); their numbers "
+            "were checked against their task files only.")
     assert load_result_set(exact).unchecked == note
-    assert cli.main(["report", str(copy)]) == 0
-    assert capsys.readouterr().err == f"disastir-mteb report: {note}\n"  # the ANN set was re-scored: nothing said
+    for metric in ("ndcg_at_10", "recall_at_10"):
+        assert cli.main(["report", str(copy), "--metric", metric]) == 0
+        printed = capsys.readouterr()
+        assert printed.err == f"disastir-mteb report: {note}\n"  # the ANN set was re-scored: nothing said
+        assert printed.out.count(f"{metric}: taken from the task files, not re-scored for 2 of 6 tasks of 2 result "
+                                 "sets: 2 whose data is not at hand, as said on stderr.") == 1
 
-    shutil.copy(per_query_file(runs / exact.relative_to(copy), EDITED), per_query_file(exact, EDITED))
+    for task in TASKS:  # a run on the Hub's data: never downloaded to check it
+        _json(per_query_file(exact, task), lambda pq: pq.update(data={"source": hub, "synthetic": False}))
+        _json(exact / f"{task}.json", lambda content: content["scores"]["test"][0].update(disastir_data=hub))
+    assert load_result_set(exact).unchecked == (
+        f"{exact}: 3 of 3 per-query file(s) not re-scored against their data (DisastIR-FC-Geo and 2 more: their data "
+        f"is the Hub's ({hub}), which is never downloaded to check results); their numbers were checked against their "
+        "task files only.")
+
+    shutil.rmtree(exact)
+    shutil.copytree(runs / exact.relative_to(copy), exact)
     _edit(exact, lambda block: block.pop("disastir_gain"))
-    assert "; DisastIR-QA-Bio: their task files do not record the gain;" in str(load_result_set(exact).unchecked)
+    assert load_result_set(exact).unchecked == (
+        f"{exact}: 1 of 3 per-query file(s) not re-scored against their data (DisastIR-QA-Bio: their task files do not "
+        "record the gain); their numbers were checked against their task files only.")
 
 
 def test_a_run_s_own_files_are_all_rescored(runs: Path) -> None:
@@ -408,3 +444,182 @@ def test_a_run_s_own_files_are_all_rescored(runs: Path) -> None:
     sets = collect_result_sets(runs)
     assert len(sets) == 2 and [result.unchecked for result in sets] == [None, None]
     assert all(len(result.scores) == 3 for result in sets)
+
+
+# A result set is one provenance (disastir_mteb.results.set_provenance): a file of another model, another setting,
+# other data or another gain copied into a set is refused by every reader, naming it and what its siblings record.
+@pytest.fixture(scope="module")
+def other_runs(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The exact set's tasks run otherwise on the same sample: ``disastir`` instructions, and the linear gain."""
+    from disastir_mteb.tasks import retrieval as task_module
+
+    out = tmp_path_factory.mktemp("other-runs")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DISASTIR_DATA_DIR", str(sample_data))
+        task_module.forget_data_files()
+        try:
+            evaluate(HashingEncoder(), TASKS, instructions="disastir", cache_dir=False,
+                     output_folder=out / "instructions", show_progress=False)
+            patch.setenv("DISASTIR_GAIN", "linear")
+            evaluate(HashingEncoder(), [EDITED], cache_dir=False, output_folder=out / "linear", show_progress=False)
+        finally:
+            task_module.forget_data_files()
+    [instructed] = {path.parent for path in (out / "instructions").rglob(f"{EDITED}.json")}
+    [linear] = {path.parent for path in (out / "linear").rglob(f"{EDITED}.json")}
+    return {"instructions": instructed, "linear": linear}
+
+
+def _copy_in(source: Path, exact: Path, tasks: list[str]) -> None:
+    """``tasks``' task files and per-query files of the set at ``source`` copied over the exact set's."""
+    for task in tasks:
+        shutil.copy(source / f"{task}.json", exact / f"{task}.json")
+        shutil.copy(per_query_file(source, task), per_query_file(exact, task))
+
+
+def _fingerprint(folder: Path, task: str = EDITED) -> str:
+    return str((read_per_query(per_query_file(folder, task)).encoding or {})["model_fingerprint"])
+
+
+def _write_entries(folder: Path, tasks: list[str], **entries: str) -> None:
+    """Entries the new runner writes into each task file's score block (``disastir_model``, ``disastir_settings``...),
+    written into the copies as they would be: the test's stand-in for files of the new runner."""
+    for task in tasks:
+        _json(folder / f"{task}.json", lambda content: content["scores"]["test"][0].update(entries))
+
+
+def _settings(**items: str) -> str:
+    """A ``disastir_settings`` value as a run writes it (canonical JSON: RunProvenance.settings_text)."""
+    from disastir_mteb.vocabulary.provenance import ModelProvenance, RunProvenance
+
+    plain = {"search": "exact", "instructions": "none", "template": "raw", "passages": "raw", "precision": "none",
+             "batch_size": "32"}
+    model = ModelProvenance("disastir-mteb/hashing-encoder", "1", "f" * 32)
+    return RunProvenance(model, {**plain, **items}).settings_text()
+
+
+INSTRUCTED = _settings(instructions="disastir", template="instruct-query")
+
+
+def _rerun(*tasks: str) -> str:
+    return (rf"; remove {'them' if len(tasks) > 1 else 'it'} or rerun the task{'s' if len(tasks) > 1 else ''} "
+            rf"\(disastir-mteb run -m disastir-mteb/hashing-encoder -t {' '.join(tasks)} --overwrite, with the run's "
+            r"other options\)\.$")
+
+
+def test_a_file_of_another_model_is_refused_by_every_reader(runs: Path, hashing_runs: Callable[..., Path],
+                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's case: another model's task file and per-query file copied into a set. Before: shown as this model's
+    (``report`` its score, ``compare`` a significant drop), exit 0, though its per-query file records another model."""
+    copy, exact = _copy(runs, tmp_path)
+    [other] = {path.parent for path in hashing_runs(*TASKS).rglob(f"{EDITED}.json")}  # disastir-mteb/hashing-64
+    ours, theirs = _fingerprint(exact), _fingerprint(other)
+    assert ours != theirs
+    _copy_in(other, exact, [EDITED])
+    sentence = (rf"^{re.escape(str(exact / f'{EDITED}.json'))} records model fingerprint {theirs[:16]}… \(its "
+                rf"per-query file's encoding\.model_fingerprint\) but the other 2 files of this set record "
+                rf"{ours[:16]}…: it was computed by another model" + _rerun(EDITED))
+    _every_reader_refuses(copy, exact, sentence, tmp_path / "mteb-results", capsys)
+
+    # files of the new runner record the model's provenance fingerprint (disastir_model) in the task file too
+    _write_entries(exact, TASKS, disastir_model="c" * 32)
+    _write_entries(exact, [EDITED], disastir_model="d" * 32)
+    with pytest.raises(ValueError, match=rf"{EDITED}\.json records model fingerprint d{{16}}… \(disastir_model\) but "
+                                         r"the other 2 files of this set record c{16}…: it was computed by another "
+                                         r"model"):
+        load_result_set(exact)
+
+
+def test_an_instructions_run_copied_over_a_plain_run_is_refused(runs: Path, other_runs: dict[str, Path],
+                                                                tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's case: an ``--instructions disastir`` run's files copied over a plain run's. Its files record the
+    setting once the new runner writes ``disastir_settings`` (written here into the copies): one of them among plain
+    ones, or all of them under the plain run's ``model_meta.json``, is refused; before, ``report`` showed them as the
+    plain run and ``submit`` said "ready for a pull request"."""
+    copy, exact = _copy(runs, tmp_path)
+    instructed = tmp_path / "instructed"
+    shutil.copytree(other_runs["instructions"], instructed)
+    _write_entries(exact, TASKS, disastir_settings=_settings())
+    _write_entries(instructed, TASKS, disastir_settings=INSTRUCTED)
+
+    _copy_in(instructed, exact, [EDITED])
+    one = (rf"^{re.escape(str(exact / f'{EDITED}.json'))} records instructions 'disastir' \(disastir_settings\) but "
+           r"the other 2 files of this set record 'none': it was computed with other settings" + _rerun(EDITED))
+    _every_reader_refuses(copy, exact, one, tmp_path / "mteb-results", capsys)
+
+    _copy_in(instructed, exact, TASKS)  # every file: they agree with each other, not with the set's model_meta.json
+    first = exact / "DisastIR-FC-Geo.json"
+    every = (rf"^{re.escape(str(first))} records instructions 'disastir' \(disastir_settings\) but "
+             rf"{re.escape(str(exact / 'model_meta.json'))} files this set as instructions 'none' \(no "
+             r"disastir_instructions in its experiment_kwargs: a plain run\) \(2 more files of this set record "
+             r"otherwise too: DisastIR-QA-Bio\.json, DisastIR-STS-Tech\.json\): it was computed with other settings "
+             r"than the set's" + _rerun("DisastIR-FC-Geo", EDITED, "DisastIR-STS-Tech"))
+    _every_reader_refuses(copy, exact, every, tmp_path / "mteb-results", capsys)
+
+    # beside the model_meta.json of their own experiment folder, where the runner files them, they are one run
+    assert json.loads((instructed / "model_meta.json").read_text())["experiment_kwargs"]["disastir_instructions"] == \
+        "disastir"
+    assert set(load_result_set(instructed).scores) == set(TASKS)
+
+
+def test_settings_that_do_not_change_a_ranking_beyond_rounding_are_not_refused(runs: Path, tmp_path: Path) -> None:
+    """A set resumed with another batch size is one run (batches move vectors by float rounding only); another
+    precision, search or template is another run's file."""
+    _, exact = _copy(runs, tmp_path)
+    _write_entries(exact, TASKS, disastir_settings=_settings())
+    _write_entries(exact, [EDITED], disastir_settings=_settings(batch_size="8"))
+    assert set(load_result_set(exact).scores) == set(TASKS)
+    for item, value, said in (("precision", "bf16", "'bf16'"), ("search", "ann-hnsw-ip-f32-M16-efC128-ef64-k10-t2",
+                                                                 "'ann-hnsw-ip-f32-M16-efC128-ef64-k10-t2'"),
+                              ("template", "colon", "'colon'")):
+        _write_entries(exact, [EDITED], disastir_settings=_settings(**{item: value}))
+        with pytest.raises(ValueError, match=rf"{EDITED}\.json records {item} {said} \(disastir_settings\) but the "
+                                             r"other 2 files of this set record '.*': it was computed with other "
+                                             r"settings; remove it or rerun the task"):
+            load_result_set(exact)
+
+
+def test_a_file_of_another_gain_or_corpus_is_refused(runs: Path, other_runs: dict[str, Path], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A task rerun with ``DISASTIR_GAIN=linear`` into a set of exponential ones. Before: shown, the report's
+    provenance saying the tasks disagree, exit 0. And, with the new entries, a file recording another corpus."""
+    linear = load_result_set(other_runs["linear"])  # alone, its every metric re-scored with its own gain
+    assert linear.rescored == (EDITED,) and "ndcg_at_5" in linear.rescored_metrics
+    copy, exact = _copy(runs, tmp_path)
+    _copy_in(other_runs["linear"], exact, [EDITED])
+    gain = (rf"^{re.escape(str(exact / f'{EDITED}.json'))} records gain 'linear' \(disastir_gain\) but the other 2 "
+            r"files of this set record 'exponential': it was scored with another gain" + _rerun(EDITED))
+    _every_reader_refuses(copy, exact, gain, tmp_path / "mteb-results", capsys)
+
+    _, exact = _copy(runs, tmp_path / "corpus")
+    _write_entries(exact, TASKS, disastir_corpus_digest="1" * 32)
+    _write_entries(exact, ["DisastIR-STS-Tech"], disastir_corpus_digest="2" * 32,
+                   disastir_data_digest="3" * 32)  # per task by design: never compared across tasks
+    _write_entries(exact, [EDITED], disastir_data_digest="4" * 32)
+    with pytest.raises(ValueError, match=r"DisastIR-STS-Tech\.json records corpus digest 2{16}… "
+                                         r"\(disastir_corpus_digest\) but the other 2 files of this set record 1{16}…: "
+                                         r"it searched another corpus; remove it or rerun the task"):
+        load_result_set(exact)
+    _write_entries(exact, ["DisastIR-STS-Tech"], disastir_corpus_digest="1" * 32)
+    assert set(load_result_set(exact).scores) == set(TASKS)
+
+
+def test_every_metric_a_top_10_gives_is_rescored_and_the_others_are_said(runs: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """What a run writes agrees with its top 10s for every metric down to rank 10; deeper ones are said unchecked."""
+    cutoffs = "{1,3,5,10}"
+    assert sorted(load_result_set(next(runs.rglob("model_meta.json")).parent).rescored_metrics) == sorted(
+        [*(f"{family}_at_{k}" for family in ("ndcg", "map", "recall", "precision", "mrr", "hit_rate")
+           for k in cutoffs.strip("{}").split(",")), "accuracy", "ndcg_at_10_exponential_gain",
+         "ndcg_at_10_linear_gain", "unjudged_at_10", "ndcg_at_10_unjudged_removed", "mrr_at_10_unjudged_removed",
+         "recall_at_10_unjudged_removed"])
+    for metric, line in (("mrr_at_10", None),
+                         ("recall_at_100", "recall_at_100: taken from the task files, not re-scored (a top 10 cannot "
+                                           "give it: Recall@100 reads down to rank 100, and the per-query files keep "
+                                           "each query's top 10).")):
+        for command in ("report", "compare"):
+            assert cli.main([command, str(runs), "--metric", metric]) == 0
+            printed = capsys.readouterr()
+            assert printed.err == ""
+            assert ("taken from the task files" not in printed.out if line is None else
+                    printed.out.count(line) == 1), (command, metric)

@@ -20,7 +20,9 @@ holds; where it cannot be computed, the reason is said once.
 
 The per-query files hold NDCG@10 only (:mod:`disastir_mteb.results.per_query`): with another metric the
 paired tests are not run, and the text says so once instead of inventing per-query scores. Recall@10 of B
-against A compares the rankings themselves, whatever the metric.
+against A compares the rankings themselves, whatever the metric. Where the metric compared is taken from task
+files that were not re-scored from their top 10s (``recall_at_100``; tasks whose data is not at hand), one line under
+the table says so (:func:`~disastir_mteb.results.result_sets.not_rescored`).
 
 Which sets are compared with which is :mod:`disastir_mteb.results.pairing` (on one query set; rankings across
 query sets are :mod:`disastir_mteb.results.split_agreement`); :func:`pairing_text` prints its pairs, and names
@@ -39,7 +41,7 @@ from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.pairing import Pairing, pair_sets
 from disastir_mteb.results.per_query import DIGEST_KEY
 from disastir_mteb.results.provenance import recorded_data
-from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.results.result_sets import ResultSet, not_rescored
 from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Intent, get_spec
 
@@ -229,6 +231,9 @@ def _notes(comparisons: Sequence[Comparison]) -> list[str]:
     if lacking:
         notes.append(f"Recall@10 and the tests need per-query files (written by disastir-mteb run); {lacking} task(s) "
                      f"lack them{' in one set or both' if len(comparisons) == 1 else ' across the pairs'}.")
+    shown = [(c.a, c.a_grid.scores) for c in comparisons] + [(c.b, c.b_grid.scores) for c in comparisons]
+    if comparisons and (unchecked := not_rescored(shown, comparisons[0].metric)):
+        notes.append(unchecked)
     return notes
 
 

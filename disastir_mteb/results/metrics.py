@@ -65,6 +65,8 @@ VARIANTS: Mapping[str, str] = MappingProxyType({
 })
 #: Fractions named otherwise; ``main_score`` is :data:`MAIN_METRIC` under mteb's generic name.
 _OTHER_FRACTIONS: Mapping[str, str] = MappingProxyType({"accuracy": "Accuracy"})
+#: The deepest rank each of those reads (mteb's ``accuracy`` is its Recall@1: ``make_score_dict``).
+_OTHER_CUTOFFS: Mapping[str, int] = MappingProxyType({"accuracy": 1})
 
 _FAMILY_KEY = re.compile(rf"(?P<family>{'|'.join(sorted(FAMILIES, key=len, reverse=True))})_at_(?P<k>\d+)"
                          rf"(?:_(?P<variant>{'|'.join(VARIANTS)}))?")
@@ -92,6 +94,12 @@ class Metric:
 
     key: str
     name: str
+
+    @property
+    def cutoff(self) -> int:
+        """The deepest rank the metric reads: ``k`` of ``<family>_at_<k>``, 1 for ``accuracy`` (mteb's Recall@1)."""
+        found = _FAMILY_KEY.fullmatch(self.key)
+        return int(found["k"]) if found else _OTHER_CUTOFFS[self.key]
 
     @property
     def is_main(self) -> bool:

@@ -19,8 +19,11 @@ prompts of their own, so by ``model_meta.json``'s ``use_instructions`` the set s
 (declared), "none" (declared off) or "model's own, if any" (not declared). A model's own query prefix
 (e5's ``"query: "``) is its input format, not an instruction, and is not counted.
 
-Where the tasks of one set disagree (a run resumed after an upgrade), every value is shown
-("0.1.0, 0.1.1") and :meth:`Provenance.conflicts` says which tasks hold which.
+Where the tasks of one set disagree on what does not change a number (a run resumed after an upgrade), every value
+is shown ("0.1.0, 0.1.1") and :meth:`Provenance.conflicts` says which tasks hold which. A set whose files record
+different data, gains, precisions or models is refused before it gets here
+(:mod:`~disastir_mteb.results.set_provenance`); only a mix of files that record a value and older ones that do not
+("not recorded") still shows here.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ from disastir_mteb.results.report_format import (
     render_markdown,
     render_text,
 )
-from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.results.result_sets import ResultSet, not_rescored
 from disastir_mteb.results.table2_standing import standing_blocks
 from disastir_mteb.util.atomic import write_text_atomic
 from disastir_mteb.vocabulary.task_record import DATA_KEY
@@ -188,6 +188,10 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
     (``report --judgements``), shown in the set's section beside the official one, labelled as an estimate
     (:mod:`disastir_mteb.results.completed_view`); None: no such section, the report as it always was.
 
+    Where the metric shown is taken from task files that were not re-scored from their top 10s (a metric a top 10
+    cannot give, such as ``recall_at_100``, or tasks whose data is not at hand), one paragraph under the introduction
+    says so (:func:`~disastir_mteb.results.result_sets.not_rescored`).
+
     Raises:
         ValueError: no result sets, an unknown metric, or one a set's task files lack (the sentence names the file
             and the metrics it holds).
@@ -214,6 +218,8 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
     if not metric.is_main:
         blocks.append(Paragraph(f"The authors publish {MAIN_METRIC.name} only: no published numbers are set beside "
                                 f"{metric.name}."))
+    if unchecked := not_rescored([(result, result.scores) for result in sets], metric):
+        blocks.append(Paragraph(unchecked))
     blocks += [
         Heading("Overview"),
         Table(["model", "setting", *(i.value for i in INTENTS), "Avg", "tasks"],

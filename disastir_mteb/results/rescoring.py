@@ -10,7 +10,16 @@ duplicate texts and unjudged passages, nothing re-implemented here), and finds, 
 - a per-query file holding other queries than the data judges for the task (another task's, or edited);
 - a top-10 passage the corpus does not hold;
 - a query whose stored NDCG@10 is not what its top 10 scores (within :data:`~.score_checks.TOLERANCE`);
-- a task whose ``ndcg_at_10`` is not the mean of its re-scored queries.
+- a task whose ``ndcg_at_10`` is not the mean of its re-scored queries;
+- a task file holding any other metric a top 10 gives (:func:`rescorable`) that is not what the top 10s give, within
+  :data:`METRIC_TOLERANCE`: every metric of mteb and of the task at a cut-off of 10 or less, computed as the task
+  computed its file (:func:`_metrics`: mteb's ``pytrec_eval`` measures and MRR on passage ids with the qrels' gains,
+  then the task's own :meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.task_specific_scores`), never by a
+  second scorer.
+
+What a top 10 cannot give is not re-scored, and readers say so where they show it
+(:func:`~disastir_mteb.results.result_sets.not_rescored`): mteb's metrics at 20 and 100 read below rank 10, and its
+abstention metrics (``nauc_*``) the similarities of each query's whole run, neither of which a per-query file keeps.
 
 The data at hand: the folder the per-query file's ``data`` record names (``source``, the ``DISASTIR_DATA_DIR``
 of the run), when it is a folder on this machine still holding what the run read (its name and generator marker
@@ -23,7 +32,8 @@ stay checked against their task files only (:mod:`~disastir_mteb.results.score_c
 
 Cost: the tasks of one data folder are loaded one after another, each given that folder as its data; the
 data layer reads the shared corpus once per process (:func:`~disastir_mteb.data.reading.load_corpus`), so each
-task adds its query and qrels files, and scoring 10 passages per query. The task classes (and with them mteb)
+task adds its query and qrels files, and scoring 10 passages per query (mteb's measures without its abstention
+metrics, which would take 95% of the time for numbers a top 10 cannot give). The task classes (and with them mteb)
 are imported only when some data is at hand.
 """
 
@@ -40,18 +50,41 @@ from typing import TYPE_CHECKING, Any
 from disastir_mteb.data.layout import read_marker
 from disastir_mteb.data.published import GAINS
 from disastir_mteb.data.source import DataSource
+from disastir_mteb.results.metrics import Metric, get_metric
 from disastir_mteb.results.per_query import DIGEST_KEY, PerQuery, data_digests
 from disastir_mteb.results.score_checks import TOLERANCE, per_query_data
-from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
+from disastir_mteb.scoring.authors import TOP_K
+from disastir_mteb.util.mteb_internals import retrieval_scores
+from disastir_mteb.vocabulary.metadata import K_VALUES, MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.task_record import GAIN_KEY, local_data
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, Split, benchmark_name, get_spec
 
 if TYPE_CHECKING:
     from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
 
-__all__ = ["Evidence", "Rescoring", "rescore"]
+__all__ = ["CUTOFFS", "METRIC_TOLERANCE", "Evidence", "Rescoring", "rescorable", "rescore"]
 
 _REASON_LENGTH = 200  # characters of a load error kept in the one-line note
+#: mteb's cut-offs of a DisastIR task that a top 10 gives (1, 3, 5, 10): its metrics at 20 and 100 read deeper.
+CUTOFFS: tuple[int, ...] = tuple(k for k in K_VALUES if k <= TOP_K)
+#: How far a task file's metric other than NDCG@10 may lie from what its top 10s give: mteb rounds its means to 5
+#: decimals, so two summations of one number may land one step (1e-5) apart; twice :data:`~.score_checks.TOLERANCE`
+#: is a fifth of the smallest change a report can show (0.01 at x100).
+METRIC_TOLERANCE = 2 * TOLERANCE
+_SUBSET = "default"  # mteb's one subset of a monolingual task
+_SHOWN = 3  # metrics named after the first that differs
+
+
+def rescorable(metric: str | Metric) -> bool:
+    """Whether a top 10 gives ``metric``: a metric a report can show whose cut-off is at most 10.
+
+    ``recall_at_100`` or ``ndcg_at_20`` read below rank 10, which no per-query file keeps; the abstention metrics
+    (``nauc_*``) read the similarities of each query's whole run, which no per-query file keeps either.
+    """
+    try:
+        return get_metric(metric).cutoff <= TOP_K
+    except ValueError:  # nauc_* and anything else no report shows
+        return False
 
 
 @dataclass(frozen=True)
@@ -79,11 +112,14 @@ class Rescoring:
         problems: (task file, the clause saying what contradicts its data), in the order found.
         rescored: the task files whose per-query files were re-scored.
         skipped: (task file, why its data is not at hand) for the others.
+        metrics: the metrics (mteb's keys) compared with the re-scored files' values; the others of those files are
+            taken as they are (:func:`rescorable` says which cannot be re-scored from a top 10).
     """
 
     problems: tuple[tuple[Path, str], ...] = ()
     rescored: tuple[Path, ...] = ()
     skipped: tuple[tuple[Path, str], ...] = ()
+    metrics: frozenset[str] = frozenset()
 
     def note(self, folder: Path) -> str | None:
         """One line naming the per-query files of ``folder`` not re-scored and why; None when none was skipped.
@@ -167,7 +203,10 @@ def _count(count: int, singular: str, plural: str) -> str:
 
 
 def _contradiction(evidence: Evidence, task: AbsTaskDisastIR, folder: str) -> str | None:
-    """What the data in ``folder`` (loaded into ``task``) says against ``evidence``; None when it agrees."""
+    """What the data in ``folder`` (loaded into ``task``) says against ``evidence``'s queries, passages and NDCG@10.
+
+    None when they agree; the task file's other metrics are :func:`_other_metric`'s.
+    """
     split = task.metadata.eval_splits[0]
     where, name = evidence.per_query_path, evidence.path.stem
     stored, top10 = evidence.per_query.ndcg_at_10, evidence.per_query.top10
@@ -202,6 +241,47 @@ def _contradiction(evidence: Evidence, task: AbsTaskDisastIR, folder: str) -> st
     return None
 
 
+def _metrics(task: AbsTaskDisastIR, top10: Mapping[str, Sequence[str]]) -> dict[str, float]:
+    """Every metric a top 10 gives, computed as the task computed its result file: mteb's, then the task's own.
+
+    mteb scores the run by passage id (:func:`~disastir_mteb.util.mteb_internals.retrieval_scores`: ``pytrec_eval``
+    on the qrels' gains, and mteb's MRR) at :data:`CUTOFFS`; the task adds its text-keyed numbers on top
+    (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.task_specific_scores`: both gains' NDCG@10, the unjudged
+    share, the "unjudged removed" variants, and mteb's three @10 keys where a judged text has several ids), as mteb's
+    ``make_score_dict`` puts them last. The run given to both is the top 10s with similarities falling by rank, so
+    that both rank them as stored; every metric at a cut-off of 10 or less reads nothing below rank 10, so it is
+    the number of the full run. Unrounded: mteb stores them to 5 or 6 decimals.
+    """
+    split = task.metadata.eval_splits[0]
+    qrels = task.dataset[_SUBSET][split]["relevant_docs"]
+    run = {query_id: {doc: float(len(docs) - rank) for rank, doc in enumerate(docs)}
+           for query_id, docs in top10.items()}
+    per_query, scores = retrieval_scores(qrels, run, CUTOFFS)
+    scores.update(task.task_specific_scores(per_query, qrels, run, split, _SUBSET))
+    return {key: float(value) for key, value in scores.items()
+            if rescorable(key) and isinstance(value, int | float) and not isinstance(value, bool)}
+
+
+def _other_metric(evidence: Evidence, metrics: Mapping[str, float], folder: str) -> str | None:
+    """The first metric of the task file that is not what its top 10s give (the others counted); None if all agree.
+
+    ``ndcg_at_10`` is left to :func:`_contradiction`, which holds it to the unrounded mean. The others are held to
+    :data:`METRIC_TOLERANCE` of what :func:`_metrics` gives: mteb's own means come rounded to 5 decimals as mteb
+    stores them, so a file as written gives the very number, and a second summation one rounding step at most.
+    """
+    off = [(key, value, metrics[key]) for key, value in evidence.record.items()
+           if key in metrics and key != MAIN_SCORE_KEY and isinstance(value, int | float)
+           and not isinstance(value, bool) and not abs(value - metrics[key]) <= METRIC_TOLERANCE]
+    if not off:
+        return None
+    key, stored, ours = off[0]
+    rest = [name for name, _, _ in off[1:]]
+    more = (f"; {len(rest)} more metric(s) differ: {', '.join(rest[:_SHOWN])}{' ...' if len(rest) > _SHOWN else ''}"
+            if rest else "")
+    return (f"{evidence.path} holds {key} {stored!r}, but the top 10s of {evidence.per_query_path} re-scored against "
+            f"the data in {folder} give {ours:.6f} (they must agree within {METRIC_TOLERANCE:g}{more})")
+
+
 def rescore(evidence: Sequence[Evidence]) -> Rescoring:
     """Re-score the top 10s of every per-query file whose data is at hand against that data.
 
@@ -214,6 +294,7 @@ def rescore(evidence: Sequence[Evidence]) -> Rescoring:
     problems: list[tuple[Path, str]] = []
     rescored: list[Path] = []
     skipped: list[tuple[Path, str]] = []
+    compared: set[str] = set()
     groups: dict[tuple[str, str | None], list[tuple[Evidence, str]]] = {}
     for item in evidence:
         hand = _at_hand(item)
@@ -237,6 +318,12 @@ def rescore(evidence: Sequence[Evidence]) -> Rescoring:
                     skipped.append((item.path, f"the data in {folder} does not load ({reason})"))
                     continue
                 rescored.append(item.path)
-                if problem := _contradiction(item, task, folder):
+                problem = _contradiction(item, task, folder)
+                if problem is None:  # the queries and passages are the data's: every other metric, scored again
+                    metrics = _metrics(task, item.per_query.top10)
+                    compared.update(key for key in metrics if key in item.record)
+                    problem = _other_metric(item, metrics, folder)
+                if problem:
                     problems.append((item.path, problem))
-    return Rescoring(problems=tuple(problems), rescored=tuple(rescored), skipped=tuple(skipped))
+    return Rescoring(problems=tuple(problems), rescored=tuple(rescored), skipped=tuple(skipped),
+                     metrics=frozenset(compared))

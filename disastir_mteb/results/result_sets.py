@@ -19,14 +19,16 @@ Reading: :func:`load_result_set` and :func:`find_result_sets` read the full set 
 :func:`load_result_sets` gives every set of one folder, :func:`collect_result_sets` every set under a path.
 Every set is read through :func:`load_result_set`, which believes a set only when its files agree with themselves:
 a damaged ``model_meta.json``, or one naming another model or revision than the folders the set is filed under, a
-task file holding another task's results, other splits or subsets, or an impossible score, and a per-query file
+task file holding another task's results, other splits or subsets, or an impossible score, a per-query file
 contradicting its task file (:mod:`~disastir_mteb.results.score_checks`) or its data
-(:mod:`~disastir_mteb.results.rescoring`) are refused in one sentence: what ``report``, ``compare``, the
-leaderboard and ``submit`` show has passed these checks.
+(:mod:`~disastir_mteb.results.rescoring`: every metric a top 10 gives), and a file of another run than its siblings
+(another model, setting, data or gain: :mod:`~disastir_mteb.results.set_provenance`) are refused in one sentence:
+what ``report``, ``compare``, the leaderboard and ``submit`` show has passed these checks.
 
 Metrics: :attr:`ResultSet.scores` are the main score, NDCG@10; :meth:`ResultSet.scores_of` and
 :meth:`ResultSet.grid_of` give any metric the task files hold (``recall_at_100``, ``map_at_10``:
-:mod:`~disastir_mteb.results.metrics`), and name the file and the metrics it holds when one lacks it.
+:mod:`~disastir_mteb.results.metrics`), and name the file and the metrics it holds when one lacks it;
+:func:`not_rescored` is the line saying which of them were taken from the task files without being re-scored.
 
 Labels: :attr:`ResultSet.setting` is readable ("ANN (HNSW M=16, ef=64)", :mod:`disastir_mteb.results.describe`,
 whose :func:`describe_setting` and :func:`describe_search` this module re-exports); the raw values stay in
@@ -36,6 +38,7 @@ whose :func:`describe_setting` and :func:`describe_search` this module re-export
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +47,7 @@ from disastir_mteb.results.describe import describe_search, describe_setting
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric, missing_metric
 from disastir_mteb.results.per_query import PerQuery, per_query_file, read_per_query
-from disastir_mteb.results.rescoring import Evidence, rescore
+from disastir_mteb.results.rescoring import Evidence, rescorable, rescore
 from disastir_mteb.results.score_checks import (
     file_problem,
     read_task_file,
@@ -52,6 +55,7 @@ from disastir_mteb.results.score_checks import (
     refuse_contradictions,
     task_record_of,
 )
+from disastir_mteb.results.set_provenance import pair_problem, provenance_problem, recorded
 from disastir_mteb.vocabulary.ann_params import ANN_PREFIX
 from disastir_mteb.vocabulary.settings import EXACT, SEARCH_KEY
 from disastir_mteb.vocabulary.task_record import DATA_KEY, is_synthetic
@@ -66,7 +70,7 @@ from disastir_mteb.vocabulary.taxonomy import (
 )
 
 __all__ = ["ResultSet", "collect_result_sets", "describe_search", "describe_setting", "find_result_sets",
-           "load_result_set", "load_result_sets", "model_folder_name", "resolve_result_set"]
+           "load_result_set", "load_result_sets", "model_folder_name", "not_rescored", "resolve_result_set"]
 
 def _task_files(paths: object, split: Split | None = None) -> list[Path]:
     """Only files named exactly after a DisastIR task of ``split`` (of any split for None).
@@ -96,6 +100,8 @@ class ResultSet:
             why (the data is the Hub's, or not on this machine: :mod:`~disastir_mteb.results.rescoring`); None when
             every per-query file was, or the set has none.
         rescored: the tasks (the set's own names) whose per-query top 10s were re-scored against their data, and agree.
+        rescored_metrics: the metrics (mteb's keys) of those tasks' files that were re-scored, all that a top 10 gives
+            (:func:`~disastir_mteb.results.rescoring.rescorable`); :func:`not_rescored` says what was not.
     """
 
     folder: Path
@@ -107,6 +113,7 @@ class ResultSet:
     meta: dict[str, Any] = field(default_factory=dict, repr=False)
     unchecked: str | None = field(default=None, repr=False)
     rescored: tuple[str, ...] = field(default=(), repr=False)
+    rescored_metrics: frozenset[str] = field(default=frozenset(), repr=False)
     _per_query: dict[str, PerQuery] = field(default_factory=dict, repr=False)
     _records: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -286,6 +293,49 @@ class ResultSet:
         return self._per_query[task]
 
 
+def not_rescored(shown: Sequence[tuple[ResultSet, Collection[str]]], metric: str | Metric = MAIN_METRIC) -> str | None:
+    """The line a report or a comparison prints where ``metric`` is shown from task files it did not re-score, or None.
+
+    A metric a top 10 cannot give (:func:`~disastir_mteb.results.rescoring.rescorable`: ``recall_at_100``) is never
+    re-scored; one it can give is, for every task whose per-query file was re-scored against its data
+    (:attr:`ResultSet.rescored`), and the line counts the others: without a per-query file (plain ``mteb run``), or
+    with one whose data is not at hand (why: :attr:`ResultSet.unchecked`, on stderr).
+
+    Args:
+        shown: each set shown, with the tasks of it shown (names as :attr:`ResultSet.scores` keys them).
+        metric: the metric shown (mteb's key), NDCG@10 by default.
+
+    Examples:
+        ``recall_at_100: taken from the task files, not re-scored (a top 10 cannot give it: Recall@100 reads down to
+        rank 100, and the per-query files keep each query's top 10).``
+    """
+    metric = get_metric(metric)
+    if not rescorable(metric):
+        return (f"{metric.key}: taken from the task files, not re-scored (a top 10 cannot give it: {metric.name} reads "
+                f"down to rank {metric.cutoff}, and the per-query files keep each query's top 10).")
+    tasks = {id(result): (result, set()) for result, _ in shown}
+    for result, names in shown:
+        tasks[id(result)][1].update(names)
+    why: dict[str, int] = {}
+    total = 0
+    for result, names in tasks.values():
+        for task in names:
+            total += 1
+            file = result.file_task(task)
+            if file in result.rescored and metric.key in result.rescored_metrics:
+                continue
+            reason = ("without a per-query file, which plain mteb run does not write" if not result.has_per_query(task)
+                      else "whose data is not at hand, as said on stderr" if file not in result.rescored
+                      else "whose re-scoring does not give it")
+            why[reason] = why.get(reason, 0) + 1
+    if not why:
+        return None
+    across = f" of {len(tasks)} result sets" if len(tasks) > 1 else ""
+    parts = "; ".join(f"{count} {reason}" for reason, count in why.items())
+    return (f"{metric.key}: taken from the task files, not re-scored for {sum(why.values())} of {total} "
+            f"task{'s' if total != 1 else ''}{across}: {parts}.")
+
+
 def _splits_in(folder: Path) -> list[Split]:
     """The splits of the DisastIR task files directly in ``folder``, in :data:`SPLITS` order."""
     found = {get_spec(path.stem).split for path in _task_files(folder.glob("DisastIR-*.json"))}
@@ -341,9 +391,10 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
     """Read the DisastIR task files of one query set and the model metadata of one result-set folder, checked.
 
     Every file is checked against itself before anything is returned (:mod:`~disastir_mteb.results.score_checks`:
-    name, splits, ranges, the per-query file beside it), and each per-query file's top 10s are re-scored against
-    their data where it is at hand (:mod:`~disastir_mteb.results.rescoring`); :attr:`ResultSet.unchecked` says in
-    one line which were not, and why.
+    name, splits, ranges, the per-query file beside it), the files against each other and the set's
+    ``model_meta.json`` (:mod:`~disastir_mteb.results.set_provenance`: one model, setting, data and gain), and each
+    per-query file's top 10s are re-scored against their data where it is at hand, every metric they give
+    (:mod:`~disastir_mteb.results.rescoring`); :attr:`ResultSet.unchecked` says in one line which were not, and why.
 
     Args:
         folder: the folder holding the task files.
@@ -355,7 +406,8 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
         ValueError: ``model_meta.json`` is damaged or names another model or revision than the folders; a task file
             is not an mteb result, holds another task's results, other splits or subsets, or an impossible score
             (out of range, not finite, or unlike its per-query file), or its per-query file contradicts it or its
-            data; or ``split`` is not a split. One sentence, naming the file.
+            data (any metric its top 10s give); a file records another model, setting, data or gain than the set's
+            other files or its ``model_meta.json``; or ``split`` is not a split. One sentence, naming the file.
     """
     folder, split = Path(folder), parse_split(split)
     files = _task_files(folder.glob("DisastIR-*.json"), split)
@@ -378,14 +430,19 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
         path, contents[path], per_query=per_query.get(path, (None, None))[1],
         per_query_path=beside[path]))], model=model)  # what report, compare, the leaderboard and submit read
     records = {path: task_record_of(path, contents[path]) for path in files}
+    refuse_contradictions([(path, problem) for path, (where, found) in per_query.items()
+                           if (problem := pair_problem(path, records[path], found, where))], model=model)
+    experiment = dict(meta.get("experiment_kwargs") or {})
+    if mixed := provenance_problem({path: recorded(path, records[path], per_query.get(path, (None, None))[1])
+                                    for path in files}, experiment=experiment, meta_path=meta_path, model=model):
+        raise ValueError(mixed)  # one set, one provenance: a file of another run is never shown as this one's
     rescoring = rescore([Evidence(path, records[path], *per_query[path]) for path in files if path in per_query])
     refuse_contradictions(rescoring.problems, model=model)
     task = {path: get_spec(path.stem).base.name for path in files}  # scores are keyed by the full set's names
-    return ResultSet(folder=folder, model=model, revision=revision_folder.name,
-                     experiment=dict(meta.get("experiment_kwargs") or {}),
+    return ResultSet(folder=folder, model=model, revision=revision_folder.name, experiment=experiment,
                      scores={task[path]: record["main_score"] for path, record in records.items()}, split=split,
                      meta=meta, unchecked=rescoring.note(folder),
-                     rescored=tuple(path.stem for path in rescoring.rescored),
+                     rescored=tuple(path.stem for path in rescoring.rescored), rescored_metrics=rescoring.metrics,
                      _records={task[path]: record for path, record in records.items()},
                      _per_query={task[path]: found for path, (_, found) in per_query.items()})
 

@@ -3,10 +3,11 @@
 A DisastIR score reaches people through one door: :func:`~disastir_mteb.results.result_sets.load_result_set`,
 which ``report``, ``compare``, the leaderboard (:mod:`~disastir_mteb.leaderboard.rows`) and ``submit`` all
 read through. It reads each task file with :func:`read_task_file`, asks :func:`file_problem` what in it
-contradicts itself or its per-query file, has the per-query top 10s re-scored against their data
-(:mod:`~disastir_mteb.results.rescoring`), and refuses, with one sentence, a set holding anything found
-(:func:`refuse_contradictions`): an edited, copied or damaged file is never shown as 750.00, under another task's
-name, or submitted as ready for a pull request.
+contradicts itself or its per-query file, compares the files with each other
+(:mod:`~disastir_mteb.results.set_provenance`: one model, setting, data and gain), has the per-query top 10s
+re-scored against their data (:mod:`~disastir_mteb.results.rescoring`), and refuses, with one sentence, a set
+holding anything found (:func:`refuse_contradictions`): an edited, copied or damaged file is never shown as 750.00,
+under another task's name, or submitted as ready for a pull request.
 
 What is checked, per task file, without the data:
 

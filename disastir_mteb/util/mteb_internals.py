@@ -31,6 +31,7 @@ __all__ = [
     "missing",
     "mteb_retrieval_texts",
     "results_frame",
+    "retrieval_scores",
     "search_depth",
     "split_statistics",
     "validate_metadata",
@@ -42,6 +43,7 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "mteb.abstasks.task_metadata": ("TaskMetadata._validate_metadata",),
     "mteb.abstasks.abstask": ("AbsTask._calculate_descriptive_statistics_from_split",),
     "mteb.benchmarks._leaderboard_menu": ("MenuEntry",),
+    "mteb._evaluators.retrieval_metrics": ("make_score_dict", "mrr", "parse_metrics_from_scores"),
     "mteb.results.benchmark_results": ("BenchmarkResults._to_results_df",),
     "sentence_transformers": ("SentenceTransformer._can_flatten_inputs",),
 }
@@ -166,3 +168,29 @@ def results_frame(results: Any, tasks: Sequence[Any]) -> Any:
     ``save_leaderboard_cache``; the page reads only that cache, so it is written the same way.
     """
     return results._to_results_df(tasks)
+
+
+def retrieval_scores(qrels: Mapping[str, Mapping[str, int]], results: Mapping[str, Mapping[str, float]],
+                     k_values: Sequence[int]) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """Mteb's scores of a retrieval run but its abstention metrics: (per-query scores, means under the file's keys).
+
+    Why private: ``calculate_retrieval_scores`` is what ``AbsTaskRetrieval`` scores every task with, in
+    ``mteb._evaluators.retrieval_metrics``, with no public name; a stored ranking is scored again the same way, never
+    by a second scorer. This is its body without the ``nauc_*`` step, which takes 95% of its time and reads each
+    query's whole run: the same ``pytrec_eval`` measures, mteb's ``parse_metrics_from_scores`` (means rounded to 5
+    decimals), mteb's ``mrr``, and ``make_score_dict`` naming them as a result file does (``ndcg_at_k``, ``map_at_k``,
+    ``recall_at_k``, ``precision_at_k``, ``mrr_at_k``, ``hit_rate_at_k``, ``accuracy``). The task's own scores are
+    not added: the caller adds them last, as mteb's task does.
+    """
+    import pytrec_eval
+    from mteb._evaluators.retrieval_metrics import make_score_dict, mrr, parse_metrics_from_scores
+
+    cutoffs = ",".join(str(k) for k in k_values)
+    measures = {f"{measure}.{cutoffs}" for measure in ("map_cut", "ndcg_cut", "recall", "P", "success")}
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(results)
+    ndcg, _map, recall, precision, *_, hit_rate = parse_metrics_from_scores(per_query, list(k_values))
+    reciprocal = mrr(qrels, results, list(k_values))
+    means = make_score_dict(ndcg=ndcg, _map=_map, recall=recall, precision=precision,
+                            mrr={k: sum(values) / len(values) for k, values in reciprocal.items()},
+                            naucs={}, naucs_mrr={}, hit_rate=hit_rate, task_scores={})
+    return dict(per_query), means
