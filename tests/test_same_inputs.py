@@ -185,6 +185,14 @@ def test_the_callers_model_is_never_changed(tiny: Path, tmp_path: Path) -> None:
     assert st.__dict__.keys() == attributes.keys()
     assert all(st.__dict__[name] is value for name, value in attributes.items())
     assert all(torch.equal(weights[name], tensor) for name, tensor in st.state_dict().items())
+    # the cast run's files record the precision as its experiment folder names it, so readers take it as one run
+    from disastir_mteb.results.result_sets import load_result_set
+
+    [meta] = (tmp_path / "out").rglob("model_meta.json")
+    assert "disastir_precision_fp16" in meta.parts
+    record = json.loads(next(meta.parent.glob(f"{TASK}.json")).read_text(encoding="utf-8"))["scores"]["test"][0]
+    assert json.loads(record[SETTINGS_KEY])["precision"] == "fp16"
+    assert set(load_result_set(meta.parent).scores) == {TASK}
 
 
 def test_the_command_line_and_evaluate_write_the_same_results(tiny: Path, tmp_path: Path) -> None:

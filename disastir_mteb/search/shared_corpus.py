@@ -257,7 +257,8 @@ class SharedCorpusSearch:
 
         The model as last identified (:attr:`identity`: its fingerprint covers what it computes on both sides and
         how it is configured), and the settings that shape a ranking: the search, the instructions (set, template,
-        whether passages get them), the precision the weights run in and the batch size. Tasks record it in their
+        whether passages get them), the precision the weights run in (``fp32``, ``fp16``, ``bf16``, or ``none``
+        without torch weights) and the batch size. Tasks record it in their
         result files and the runner reuses a stored result only where it is the same
         (:mod:`disastir_mteb.vocabulary.provenance`).
         """
@@ -269,7 +270,7 @@ class SharedCorpusSearch:
             "instructions": str(experiment.get(INSTRUCTIONS_KEY, "none")),
             "template": str(experiment.get(TEMPLATE_KEY, "none")),
             "passages": INSTRUCTED_PASSAGES if config is not None and config.passages else "raw",
-            "precision": self.model_dtype or "none",
+            "precision": next((name for name, dtype in PRECISIONS.items() if dtype == self.model_dtype), "none"),
             "batch_size": str(self.batch_size or DEFAULT_BATCH_SIZE),
         }
         return RunProvenance(ModelProvenance(identity.name, identity.revision, identity.fingerprint,

@@ -79,7 +79,8 @@ class RunProvenance:
         model: who computed the vectors.
         settings: the settings that shape a ranking, as strings: ``search`` (``exact`` or the ANN label),
             ``instructions`` (the set's name, or ``none``), ``template``, ``passages`` (``raw`` or ``instructed``),
-            ``precision`` (the dtype the weights ran in, or ``none`` for a model without torch weights) and
+            ``precision`` (what the weights ran in: ``fp32``, ``fp16``, ``bf16``, or ``none`` for a model without
+            torch weights) and
             ``batch_size``.
     """
 
