@@ -13,6 +13,7 @@ import pytest
 from disastir_mteb import cli
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner.run import evaluate
+from disastir_mteb.vocabulary.provenance import PROVENANCE_ENTRY_KEYS
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 
@@ -230,8 +231,10 @@ def test_sets_scored_on_other_data_are_refused(sample_data: Path, cache_dir: Pat
     for path in (c / "DisastIR-QA-Bio.json", c / "disastir_per_query" / "DisastIR-QA-Bio_per_query.json"):
         content = json.loads(path.read_text())  # files from before the data was recorded: no claim either way
         content.pop("data", None)
+        content.pop("provenance", None)
         for block in content.get("scores", {}).get("test", []):
-            block.pop("disastir_data")
+            for key in ("disastir_data", *PROVENANCE_ENTRY_KEYS):
+                block.pop(key)
         path.write_text(json.dumps(content))
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "c")]) == 0
     printed = capsys.readouterr()

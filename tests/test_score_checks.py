@@ -238,6 +238,14 @@ def _per_query_of_another_task_renamed(exact: Path, data: Path) -> Path:
     return path
 
 
+def _per_query_of_another_task_renamed_unrecorded(exact: Path, data: Path) -> Path:
+    """The same, the per-query file without its ``provenance`` section (a file of a runner before the record): only
+    the queries it holds say whose they are."""
+    path = _per_query_of_another_task_renamed(exact, data)
+    _json(path, lambda pq: pq.pop("provenance"))
+    return path
+
+
 def _other_queries(exact: Path, data: Path) -> Path:
     def rename(pq: dict[str, Any]) -> None:
         pq["queries"]["QA-Bio-q999"] = pq["queries"].pop("QA-Bio-q001")
@@ -315,8 +323,12 @@ CONTRADICTIONS: dict[str, tuple[Callable[[Path, Path], Path], str, bool]] = {
     "per-query file of another task": (
         _per_query_of_another_task, r" holds the per-query scores of 'DisastIR-FC-Geo', not of DisastIR-QA-Bio "
                                     r"beside which it lies: a per-query file copied or renamed", True),
-    "per-query file of another task, renamed": (
+    "per-query file of another task, renamed": (  # each records the digest of the data files its task read
         _per_query_of_another_task_renamed,
+        r" records data files digest [0-9a-f]{16}…, but .*DisastIR-QA-Bio\.json records [0-9a-f]{16}… "
+        r"\(disastir_data_digest\): the two files come from different runs", True),
+    "per-query file of another task, renamed, no provenance recorded": (
+        _per_query_of_another_task_renamed_unrecorded,
         r" does not hold the queries of DisastIR-QA-Bio in the data in .*sample-small-seed0-v2: it holds 8 queries "
         r"that the data does not judge for DisastIR-QA-Bio \(first: 'FC-Geo-q001'\) and no score for 8 queries it "
         r"judges \(first: 'QA-Bio-q001'\); a per-query file of another task or data", True),
@@ -480,24 +492,41 @@ def _fingerprint(folder: Path, task: str = EDITED) -> str:
     return str((read_per_query(per_query_file(folder, task)).encoding or {})["model_fingerprint"])
 
 
+def _model(folder: Path, task: str = EDITED) -> str:
+    """The model fingerprint a task file records (``disastir_model``)."""
+    return str(json.loads((folder / f"{task}.json").read_text(encoding="utf-8"))["scores"]["test"][0]["disastir_model"])
+
+
+#: Where a per-query file's ``provenance`` section keeps each task-file entry.
+_SECTION = {"disastir_model": ("model", "fingerprint"), "disastir_settings": ("settings",),
+            "disastir_corpus_digest": ("corpus_digest",), "disastir_data_digest": ("data_digest",),
+            "disastir_gain": ("gain",)}
+
+
 def _write_entries(folder: Path, tasks: list[str], **entries: str) -> None:
-    """Entries the new runner writes into each task file's score block (``disastir_model``, ``disastir_settings``...),
-    written into the copies as they would be: the test's stand-in for files of the new runner."""
+    """Provenance entries set in each task file's score block and in its per-query file's ``provenance`` section
+    alike, as a run with those inputs writes both: the test's stand-in for another run's files."""
+    def section(pq: dict[str, Any]) -> None:
+        for key, value in entries.items():
+            *parents, leaf = _SECTION[key]
+            place = pq["provenance"]
+            for parent in parents:
+                place = place[parent]
+            place[leaf] = json.loads(value) if key == "disastir_settings" else value
+
     for task in tasks:
         _json(folder / f"{task}.json", lambda content: content["scores"]["test"][0].update(entries))
+        _json(per_query_file(folder, task), section)
 
 
 def _settings(**items: str) -> str:
     """A ``disastir_settings`` value as a run writes it (canonical JSON: RunProvenance.settings_text)."""
     from disastir_mteb.vocabulary.provenance import ModelProvenance, RunProvenance
 
-    plain = {"search": "exact", "instructions": "none", "template": "raw", "passages": "raw", "precision": "none",
+    plain = {"search": "exact", "instructions": "none", "template": "none", "passages": "raw", "precision": "none",
              "batch_size": "32"}
     model = ModelProvenance("disastir-mteb/hashing-encoder", "1", "f" * 32)
     return RunProvenance(model, {**plain, **items}).settings_text()
-
-
-INSTRUCTED = _settings(instructions="disastir", template="instruct-query")
 
 
 def _rerun(*tasks: str) -> str:
@@ -512,20 +541,22 @@ def test_a_file_of_another_model_is_refused_by_every_reader(runs: Path, hashing_
     (``report`` its score, ``compare`` a significant drop), exit 0, though its per-query file records another model."""
     copy, exact = _copy(runs, tmp_path)
     [other] = {path.parent for path in hashing_runs(*TASKS).rglob(f"{EDITED}.json")}  # disastir-mteb/hashing-64
-    ours, theirs = _fingerprint(exact), _fingerprint(other)
+    ours, theirs = _model(exact), _model(other)
     assert ours != theirs
     _copy_in(other, exact, [EDITED])
-    sentence = (rf"^{re.escape(str(exact / f'{EDITED}.json'))} records model fingerprint {theirs[:16]}… \(its "
-                rf"per-query file's encoding\.model_fingerprint\) but the other 2 files of this set record "
-                rf"{ours[:16]}…: it was computed by another model" + _rerun(EDITED))
+    sentence = (rf"^{re.escape(str(exact / f'{EDITED}.json'))} records model fingerprint {theirs[:16]}… "
+                rf"\(disastir_model\) but the other 2 files of this set record {ours[:16]}…: it was computed by "
+                rf"another model" + _rerun(EDITED))
     _every_reader_refuses(copy, exact, sentence, tmp_path / "mteb-results", capsys)
 
-    # files of the new runner record the model's provenance fingerprint (disastir_model) in the task file too
-    _write_entries(exact, TASKS, disastir_model="c" * 32)
-    _write_entries(exact, [EDITED], disastir_model="d" * 32)
-    with pytest.raises(ValueError, match=rf"{EDITED}\.json records model fingerprint d{{16}}… \(disastir_model\) but "
-                                         r"the other 2 files of this set record c{16}…: it was computed by another "
-                                         r"model"):
+    # files of a runner before the provenance record: the per-query file's store fingerprint still tells
+    ours, theirs = _fingerprint(exact, "DisastIR-FC-Geo"), _fingerprint(exact)
+    for task in TASKS:
+        _json(exact / f"{task}.json", lambda content: content["scores"]["test"][0].pop("disastir_model"))
+        _json(per_query_file(exact, task), lambda pq: pq.pop("provenance"))
+    with pytest.raises(ValueError, match=rf"{EDITED}\.json records model fingerprint {theirs[:16]}… \(its per-query "
+                                         rf"file's encoding\.model_fingerprint\) but the other 2 files of this set "
+                                         rf"record {ours[:16]}…: it was computed by another model"):
         load_result_set(exact)
 
 
@@ -533,15 +564,12 @@ def test_an_instructions_run_copied_over_a_plain_run_is_refused(runs: Path, othe
                                                                 tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's case: an ``--instructions disastir`` run's files copied over a plain run's. Its files record the
-    setting once the new runner writes ``disastir_settings`` (written here into the copies): one of them among plain
-    ones, or all of them under the plain run's ``model_meta.json``, is refused; before, ``report`` showed them as the
-    plain run and ``submit`` said "ready for a pull request"."""
+    setting (``disastir_settings``): one of them among plain ones, or all of them under the plain run's
+    ``model_meta.json``, is refused; before, ``report`` showed them as the plain run and ``submit`` said "ready for a
+    pull request"."""
     copy, exact = _copy(runs, tmp_path)
     instructed = tmp_path / "instructed"
     shutil.copytree(other_runs["instructions"], instructed)
-    _write_entries(exact, TASKS, disastir_settings=_settings())
-    _write_entries(instructed, TASKS, disastir_settings=INSTRUCTED)
-
     _copy_in(instructed, exact, [EDITED])
     one = (rf"^{re.escape(str(exact / f'{EDITED}.json'))} records instructions 'disastir' \(disastir_settings\) but "
            r"the other 2 files of this set record 'none': it was computed with other settings" + _rerun(EDITED))

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["InstructedEncoder", "as_mteb_encoder", "with_instructions"]
+__all__ = ["InstructedEncoder", "as_mteb_encoder", "require_encoder", "with_instructions"]
 
 ModelPrompt = Literal["take-over", "leave"]
 _DISASTIR = ALL_TASK_NAMES  # every query set's tasks: DisastIR-Test-QA-Bio gets QA's instruction too
@@ -82,10 +82,11 @@ def as_mteb_encoder(model: Any, who: str = "with_instructions()") -> Any:
     Raises:
         TypeError: anything else (e.g. a CrossEncoder, which cannot embed a corpus), naming ``who``.
     """
+    require_encoder(model, who)
     if hasattr(model, "encode") and hasattr(model, "mteb_model_meta"):
         return model
     from mteb.models import ModelMeta
-    from sentence_transformers import CrossEncoder, SentenceTransformer
+    from sentence_transformers import SentenceTransformer
 
     if isinstance(model, ModelMeta):
         return model.load_model()
@@ -95,8 +96,21 @@ def as_mteb_encoder(model: Any, who: str = "with_instructions()") -> Any:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*get_sentence_embedding_dimension", category=FutureWarning)
             return SentenceTransformerEncoderWrapper(model)
-    if callable(model) and not isinstance(model, CrossEncoder):
-        return _CallableEncoder(model)
+    return _CallableEncoder(model)
+
+
+def require_encoder(model: Any, who: str) -> None:
+    """Refuse, naming ``who`` (the function the user called), what :func:`as_mteb_encoder` cannot make an encoder of.
+
+    Checked before anything is wrapped or copied, so the sentence names the caller's entry point.
+    """
+    if hasattr(model, "encode") and hasattr(model, "mteb_model_meta"):
+        return
+    from mteb.models import ModelMeta
+    from sentence_transformers import CrossEncoder, SentenceTransformer
+
+    if isinstance(model, (ModelMeta, SentenceTransformer)) or (callable(model) and not isinstance(model, CrossEncoder)):
+        return
     raise TypeError(f"{who} takes a SentenceTransformer, an mteb encoder or a callable list[str] -> array, "
                     f"not {type(model).__name__}.")
 

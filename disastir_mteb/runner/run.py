@@ -97,6 +97,10 @@ def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpu
 
     if isinstance(model, SharedCorpusSearch):  # ready: it holds its own settings and store
         return model
+    if not isinstance(model, str):
+        from disastir_mteb.models.adapter import require_encoder
+
+        require_encoder(model, "evaluate()")
     settings = settings or RunSettings()
     store = None if settings.cache_dir is False else EmbeddingStore(settings.cache_dir)
     # a model object goes to the search model as it is: its precision is applied (to a copy) before any wrapper
