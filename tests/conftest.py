@@ -26,6 +26,9 @@ elif "PYTEST_XDIST_WORKER" in os.environ:  # one given cache root (CI's): a fold
 if "PYTEST_XDIST_WORKER" in os.environ:  # workers share the cores: one compute thread each, not one per core each
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(variable, "1")
+    # and each scores its tasks itself: forked scoring workers on cores the other test workers hold only add forks
+    # (tests of the pool ask for workers themselves: tests/workers.py)
+    os.environ.setdefault("DISASTIR_PROCESSES", "1")
 
 
 @pytest.fixture(scope="session")

@@ -19,11 +19,12 @@ import numpy as np
 import pytest
 import sklearn.metrics
 from mteb._evaluators.retrieval_metrics import nauc
+from workers import forks_workers
 
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.runner.scoring_patch import exact_auc, faster_scoring, missing
-from disastir_mteb.runner.task_pool import PROCESSES_ENV, worker_count
+from disastir_mteb.runner.task_pool import PROCESSES_ENV
 
 SIX = ["DisastIR-QA-Bio", "DisastIR-QAdoc-Chem", "DisastIR-Twitter-Env", "DisastIR-FC-Geo", "DisastIR-NLI-Soc",
        "DisastIR-STS-Tech"]
@@ -128,9 +129,11 @@ def test_scoring_skips_scikit_learn_checks_and_reads_package_versions_once(
     assert counts == {"auc": 0, "versions": 1}
 
 
-@pytest.mark.skipif(worker_count(2) == 0, reason="one usable core or not Linux: the runner scores in its own process")
+@pytest.mark.skipif(not forks_workers(2), reason="one usable core or not Linux: the runner scores in its own process")
 def test_tasks_the_pass_answered_are_scored_in_worker_processes(on_sample: Path, tmp_path: Path,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
+                                                                 caplog: pytest.LogCaptureFixture,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROCESSES_ENV, raising=False)  # the default: every usable core
     with caplog.at_level(logging.INFO):
         evaluate(HashingEncoder(), SIX, cache_dir=False, output_folder=tmp_path, show_progress=False)
     scored = [r for r in caplog.records if r.getMessage().endswith("(main score; x100)")]

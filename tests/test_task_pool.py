@@ -7,10 +7,17 @@ import os
 import warnings
 
 import pytest
+from workers import forks_workers
 
 from disastir_mteb.runner.task_pool import PROCESSES_ENV, evaluate_tasks, worker_count
 
-needs_two_cores = pytest.mark.skipif(worker_count(2) == 0, reason="one usable core or not Linux: tasks run in-process")
+needs_two_cores = pytest.mark.skipif(not forks_workers(2), reason="one usable core or not Linux: tasks run in-process")
+
+
+@pytest.fixture(autouse=True)
+def default_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool as a run gets it by default: DISASTIR_PROCESSES unset (the suite sets it to 1 under xdist)."""
+    monkeypatch.delenv(PROCESSES_ENV, raising=False)
 PARENT = os.getpid()
 
 

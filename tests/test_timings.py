@@ -22,9 +22,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from workers import forks_workers
 
 from disastir_mteb import cli
-from disastir_mteb.runner.task_pool import PROCESSES_ENV, worker_count
+from disastir_mteb.runner.task_pool import PROCESSES_ENV
 from disastir_mteb.util import timings as timings_module
 from disastir_mteb.util.timings import Phase, PhaseClock, Timings, WorkerReport, clock, pooled, run_clock
 from disastir_mteb.vocabulary.settings import HASHING_ENCODER
@@ -223,7 +224,7 @@ def test_a_cold_run_encodes_the_corpus_and_a_warm_one_nothing(runs: dict[str, An
     assert cold["phases"]["passages"] > 0 and cold["phases"]["store"] > 0 and warm["phases"]["store"] > 0
 
 
-@pytest.mark.skipif(worker_count(48) == 0, reason="one usable core or not Linux: tasks run in-process")
+@pytest.mark.skipif(not forks_workers(48), reason="one usable core or not Linux: tasks run in-process")
 def test_scoring_and_writing_are_accounted_with_workers_and_without(runs: dict[str, Any]) -> None:
     """With workers the runner never scores or writes itself: those seconds can only come from their reports."""
     for name in ("cold", "warm-serial", "warm-pooled"):
