@@ -14,7 +14,9 @@ rows as a set (tasks scored in parallel add theirs as they finish).
 
 Offline; about 3 minutes per tree on 2 CPU cores. Exits 1 when any file differs.
 
-``--new-fields`` names JSON keys the newer tree adds (for issue 36: the provenance entries of task files and the
+``--identity-changed`` leaves out the fingerprint a per-query file records of the model
+(``encoding.model_fingerprint``), for a change to how models are identified. ``--new-fields`` names JSON keys the
+newer tree adds (for issue 36: the provenance entries of task files and the
 ``provenance`` record of per-query files); they are left out where the older file lacks them, and only there. The
 embedding cache's entries are named by digests of their keys, which a change to the model identification changes:
 its files are compared by content under names with their digests left out (the same vectors, the same graph).
@@ -58,13 +60,17 @@ def run_scenario(tree: Path, folder: Path) -> None:
 
 #: JSON keys the newer tree may add (``--new-fields``): left out of a file whose counterpart lacks them.
 NEW_FIELDS: set[str] = set()
+#: JSON keys naming how the model was identified (``--identity-changed``): a change to the identification (issue 36's
+#: probe on both sides) gives every model another fingerprint, which says nothing about what was computed.
+IDENTITY_FIELDS = frozenset({"model_fingerprint"})
+IGNORED: set[str] = set()
 
 
 def _normalised(value: Any, root: str, as_sets: bool, other: Any = None) -> Any:
     if isinstance(value, dict):
         known = other if isinstance(other, dict) else {}
         return {k: _normalised(v, root, as_sets, known.get(k)) for k, v in value.items()
-                if k not in VOLATILE and (k not in NEW_FIELDS or k in known)}
+                if k not in VOLATILE and k not in IGNORED and (k not in NEW_FIELDS or k in known)}
     if isinstance(value, list):
         pairs = other if isinstance(other, list) and len(other) == len(value) else [None] * len(value)
         items = [_normalised(v, root, as_sets, o) for v, o in zip(value, pairs, strict=True)]
@@ -105,7 +111,7 @@ INPUT_CACHES = ("cache/task-data",)
 KEYED_CACHES = ("cache/corpus/", "cache/queries/", "cache/usearch/")
 #: The model identification's records: how a model is told apart, not what it computed.
 IDENTITY_RECORDS = ("cache/probes/",)
-_DIGEST = re.compile(r"[0-9a-f]{16,64}")
+_DIGEST = re.compile(r"[0-9a-f]{12,64}")  # the ANN index folders name the fingerprint by its first 12
 
 
 def _keyed(side: Path) -> list[tuple[str, Any]]:
@@ -148,8 +154,13 @@ def main() -> int:
     parser.add_argument("--work", type=Path, required=True, help="an absent folder for both runs")
     parser.add_argument("--new-fields", nargs="*", default=[],
                         help="JSON keys the newer tree adds, compared only where the older file has them too")
+    parser.add_argument("--identity-changed", action="store_true",
+                        help="the newer tree identifies models otherwise: leave their fingerprints out "
+                             f"({', '.join(sorted(IDENTITY_FIELDS))}; the cache's names are compared without digests)")
     args = parser.parse_args()
     NEW_FIELDS.update(args.new_fields)
+    if args.identity_changed:
+        IGNORED.update(IDENTITY_FIELDS)
     run_scenario(args.before, args.work / "before")
     run_scenario(args.after, args.work / "after")
     problems = compare(args.work / "before", args.work / "after")
