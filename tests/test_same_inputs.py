@@ -3,8 +3,8 @@
 Each case is an ordinary edit a researcher makes between two runs (a model's token limit or query prompt, a
 grade fixed in the data, a corrected passage, a model changed in place and run with ``--no-cache``); each ends
 in the number a fresh run gives. Real parts: the bundled MiniLM copied into a folder and edited there, a
-generated 300-passage sample copied and edited, the real store, mteb and the runner; the command line where
-the case is a command line's.
+generated 400-passage sample copied and edited (200 short passages for the real model), the real store, mteb and
+the runner; the command line where the case is a command line's.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from disastir_mteb.vocabulary.run_settings import RunSettings
 
 TASK = "DisastIR-QA-Bio"
 N_PASSAGES = 400
+SMALL_PASSAGES = 200
+SMALL_QUERIES = 2  # per task
 PACKAGE = Path(__file__).resolve().parents[1] / "disastir_mteb"
 
 
@@ -35,6 +37,17 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     scale = SampleScale("tiny", n_passages=N_PASSAGES, queries_per_task=4, judged_per_query=6, passage_words=40)
     return write_sample(tmp_path_factory.mktemp("tiny") / "data", scale=scale)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A smaller sample for the cases that encode with the real MiniLM three times each (short passages, so that a
+    token limit of 8 still cuts them)."""
+    from disastir_mteb.sample.generator import SampleScale, write_sample
+
+    scale = SampleScale("small-mini", n_passages=SMALL_PASSAGES, queries_per_task=SMALL_QUERIES, judged_per_query=4,
+                        passage_words=20)
+    return write_sample(tmp_path_factory.mktemp("small") / "data", scale=scale)
 
 
 @pytest.fixture
@@ -63,46 +76,46 @@ def _truth(model: Any, data: Path, tmp_path: Path) -> float:
     return _run(model, data, tmp_path / "truth", False)[0]
 
 
-def test_a_changed_token_limit_is_encoded_and_scored_again(mini: Path, tiny: Path, tmp_path: Path) -> None:
+def test_a_changed_token_limit_is_encoded_and_scored_again(mini: Path, small: Path, tmp_path: Path) -> None:
     cache, out = tmp_path / "cache", tmp_path / "out"
-    before, _ = _run(str(mini), tiny, out, cache)
+    before, _ = _run(str(mini), small, out, cache)
     _edit_json(mini / "sentence_bert_config.json", max_seq_length=8)  # the probe's long text sees the cut
-    after, searcher = _run(str(mini), tiny, tmp_path / "B", cache)
-    assert searcher.passages_encoded == N_PASSAGES and searcher.queries_encoded > 0  # nothing of the old model served
-    assert after == pytest.approx(_truth(str(mini), tiny, tmp_path), abs=1e-9)
+    after, searcher = _run(str(mini), small, tmp_path / "B", cache)
+    assert searcher.passages_encoded == SMALL_PASSAGES and searcher.queries_encoded > 0  # nothing old served
+    assert after == pytest.approx(_truth(str(mini), small, tmp_path), abs=1e-9)
     assert after != pytest.approx(before, abs=1e-6)
-    again, searcher = _run(str(mini), tiny, out, cache)  # the first folder: the stored number is not the answer
+    again, searcher = _run(str(mini), small, out, cache)  # the first folder: the stored number is not the answer
     assert again == pytest.approx(after, abs=1e-9) and searcher.passages_encoded == 0
 
 
-def test_a_query_prompt_added_encodes_queries_again_and_keeps_the_corpus(mini: Path, tiny: Path,
+def test_a_query_prompt_added_encodes_queries_again_and_keeps_the_corpus(mini: Path, small: Path,
                                                                           tmp_path: Path) -> None:
     cache, out = tmp_path / "cache", tmp_path / "out"
-    before, _ = _run(str(mini), tiny, out, cache)
+    before, _ = _run(str(mini), small, out, cache)
     _edit_json(mini / "config_sentence_transformers.json",
                prompts={"query": "Represent this question for searching relevant passages: ", "document": ""})
-    after, searcher = _run(str(mini), tiny, out, cache)
-    assert searcher.passages_encoded == 0 and searcher.queries_encoded == 4  # only the side that changed
-    assert after == pytest.approx(_truth(str(mini), tiny, tmp_path), abs=1e-9)
+    after, searcher = _run(str(mini), small, out, cache)
+    assert searcher.passages_encoded == 0 and searcher.queries_encoded == SMALL_QUERIES  # only the side that changed
+    assert after == pytest.approx(_truth(str(mini), small, tmp_path), abs=1e-9)
     assert after != pytest.approx(before, abs=1e-6)
 
 
 def test_an_in_memory_model_changed_on_the_query_side_gets_its_own_vectors_and_folder(
-        bundled_model: Any, tiny: Path, tmp_path: Path) -> None:
+        bundled_model: Any, small: Path, tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
     from disastir_mteb.models.bundled import bundled_model_path
 
     st = SentenceTransformer(str(bundled_model_path()), device="cpu")
     cache, out = tmp_path / "cache", tmp_path / "out"
-    before, first = _run(st, tiny, out, cache)
-    st.prompts["query"] = "query: "  # a notebook edit: the passage side computes exactly what it did
-    after, second = _run(st, tiny, out, cache)
-    assert second.passages_encoded == 0 and second.queries_encoded == 4
+    before, first = _run(st, small, out, cache)
+    st.prompts["query"] = "Recipes and cooking times for a family dinner: "  # a notebook edit; passages unchanged
+    after, second = _run(st, small, out, cache)
+    assert second.passages_encoded == 0 and second.queries_encoded == SMALL_QUERIES
     assert second.identity.fingerprint != first.identity.fingerprint
     assert second.identity.passage_fingerprint == first.identity.passage_fingerprint
     assert second.mteb_model_meta.revision != first.mteb_model_meta.revision  # a result folder of its own
-    assert after == pytest.approx(_truth(st, tiny, tmp_path), abs=1e-9) and after != pytest.approx(before, abs=1e-6)
+    assert after == pytest.approx(_truth(st, small, tmp_path), abs=1e-9) and after != pytest.approx(before, abs=1e-6)
 
 
 @pytest.mark.parametrize("edit", ["grades zeroed", "passages corrected"])
@@ -169,7 +182,7 @@ def test_every_result_records_its_provenance_and_the_settings(tiny: Path, tmp_pa
     assert per_query["provenance"]["model"]["fingerprint"] == record[MODEL_KEY]
 
 
-def test_the_callers_model_is_never_changed(tiny: Path, tmp_path: Path) -> None:
+def test_the_callers_model_is_never_changed(small: Path, tmp_path: Path) -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -179,7 +192,7 @@ def test_the_callers_model_is_never_changed(tiny: Path, tmp_path: Path) -> None:
     attributes = dict(st.__dict__)
     weights = {name: tensor.clone() for name, tensor in st.state_dict().items()}
     result = evaluate(st, [TASK], precision="fp16", cache_dir=False, output_folder=tmp_path / "out",
-                      show_progress=False, data=tiny)
+                      show_progress=False, data=small)
     assert result.task_results[0].get_score() > 0
     assert {parameter.dtype for parameter in st.parameters()} == {torch.float32}
     assert st.__dict__.keys() == attributes.keys()
