@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import sys
 import threading
 import time
@@ -204,6 +206,77 @@ def refuses_schema(answer: Answer) -> Respond:
         if answer_format(request) == "json_schema":
             return 400, "application/json", _error("Invalid parameter: 'response_format' of type 'json_schema' is "
                                                    "not supported with this model.", "response_format")
+        return 200, "application/json", completion(request, answer(request))
+
+    return respond
+
+
+#: How an answer is cut into tokens: ``{"``, ``final``, ``_score``, ``":``, `` ``, ``2``, ``}`` (the grade a token of
+#: its own), or with ``merged`` the space joined to the value (`` 2``, `` "Yes``), as some tokenizers do.
+_TOKENS = re.compile(r'\{"|"\}|":| "|[A-Za-z]+|_[A-Za-z]+|\d+|\s+|.')
+_MERGED = re.compile(r'\{"|"\}|":| "?[A-Za-z]+| \d+|_[A-Za-z]+|\d+|\s+|.')
+
+
+def token_logprobs(content: str, probabilities: dict[Any, float], *, merged: bool = False) -> dict[str, Any]:
+    """``choices[0].logprobs`` as OpenAI, vLLM and llama.cpp write it for ``content``: every token with its
+    ``top_logprobs``; at the value's token, one alternative per grade of ``probabilities`` (value -> probability,
+    spelt as the token would spell it), elsewhere the token alone at probability 1."""
+    value = json.loads(content)
+    [(key, chosen)] = value.items()
+    tokens = (_MERGED if merged else _TOKENS).findall(content)
+    entries, offset = [], 0
+    start = content.index(json.dumps(chosen), content.index(f'"{key}"') + len(key) + 2)
+    start += 1 if isinstance(chosen, str) else 0  # the value's first character, inside its quotes
+    for token in tokens:
+        if offset <= start < offset + len(token):
+            prefix = token[:start - offset]
+            alternatives = sorted(((f"{prefix}{option}", p) for option, p in probabilities.items() if p > 0),
+                                  key=lambda item: -item[1])
+        else:
+            alternatives = [(token, 1.0)]
+        chosen_logprob = next((math.log(p) for text, p in alternatives if text == token), math.log(1e-6))
+        entries.append({"id": 0, "token": token, "bytes": list(token.encode()), "logprob": chosen_logprob,
+                        "top_logprobs": [{"id": 0, "token": text, "bytes": list(text.encode()),
+                                          "logprob": math.log(p)} for text, p in alternatives]})
+        offset += len(token)
+    return {"content": entries}
+
+
+def with_logprobs(answer: Answer, probabilities: Callable[[dict[str, Any], Any], dict[Any, float]], *,
+                  merged: bool = False) -> Respond:
+    """:func:`constrained`, and where the request asks for ``logprobs`` its answer carries them
+    (:func:`token_logprobs`): ``probabilities(request, chosen value)`` gives the grade token's alternatives."""
+    inner = constrained(answer)
+
+    def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
+        status, content_type, body = inner(request)
+        if status != 200 or not request.get("logprobs") or answer_format(request) != "json_schema":
+            return status, content_type, body
+        reply = json.loads(body)
+        content = reply["choices"][0]["message"]["content"]
+        chosen = next(iter(json.loads(content).values()))
+        reply["choices"][0]["logprobs"] = token_logprobs(content, probabilities(request, chosen), merged=merged)
+        return status, content_type, json.dumps(reply).encode()
+
+    return respond
+
+
+def confident(confidence: float) -> Callable[[dict[str, Any], Any], dict[Any, float]]:
+    """The chosen value at ``confidence``, the rest spread evenly over the schema's other allowed values."""
+    def probabilities(request: dict[str, Any], chosen: Any) -> dict[Any, float]:
+        schema = request["response_format"]["json_schema"]["schema"]
+        [key] = schema["required"]
+        others = [value for value in schema["properties"][key]["enum"] if value != chosen]
+        return {chosen: confidence, **{value: (1 - confidence) / len(others) for value in others}}
+
+    return probabilities
+
+
+def refuses_logprobs(answer: Answer) -> Respond:
+    """A 400 naming ``logprobs`` to every request asking for them (a model served without them); ``answer`` else."""
+    def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
+        if request.get("logprobs"):
+            return 400, "application/json", _error("This model does not support 'logprobs'.", "logprobs")
         return 200, "application/json", completion(request, answer(request))
 
     return respond

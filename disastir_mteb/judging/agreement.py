@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from disastir_mteb.data.extra_qrels import round_grade
+from disastir_mteb.judging.calibration import Calibration, calibration_of
 from disastir_mteb.judging.holes import load_task_texts
 from disastir_mteb.judging.protocol import PROMPT_VERSION
 from disastir_mteb.judging.store import JudgementStore, Pair, StoredAgreement
@@ -274,6 +275,8 @@ class Agreement:
         intents: intent -> its agreement, for the intents with pairs.
         asked: pairs picked.
         ungraded: picked pairs the judge gave no grade (no readable answer): left out of every kappa.
+        calibration: the grade probabilities against the published grades, over the graded pairs that have them
+            (:mod:`~disastir_mteb.judging.calibration`); None when the server gave no logprobs.
     """
 
     judge_model: str
@@ -281,6 +284,7 @@ class Agreement:
     intents: dict[Intent, IntentAgreement]
     asked: int
     ungraded: int
+    calibration: Calibration | None = None
 
     def mean(self, which: Literal["binary", "weighted"]) -> float | None:
         """The mean over intents of one kappa (the intents where it is defined), as the paper averages."""
@@ -303,7 +307,8 @@ class Agreement:
             self.judge_model, self.prompt_version, asked=self.asked, ungraded=self.ungraded,
             binary=self.mean("binary"), weighted=self.mean("weighted"),
             intents={a.intent.value: {"pairs": a.pairs, "binary": a.binary, "weighted": a.weighted}
-                     for a in self.intents.values()})
+                     for a in self.intents.values()},
+            calibration=self.calibration.record() if self.calibration is not None else None)
 
     def to_text(self) -> str:
         """The table ``judge --agreement`` prints, with the definitions and the paper's figure beside."""
@@ -326,22 +331,44 @@ class Agreement:
             Paragraph(f"The paper's {PAPER_KAPPA} is its mean over intents of the binary kappa of gpt-4o-mini against "
                       "people; here the reference is the published labels (gpt-4o-mini's), so a judge near them "
                       "labels the holes as the pool was labelled."),
+            *self._calibration_text(shown),
         ])
+
+    def _calibration_text(self, shown: Callable[[float | None], str]) -> list[Paragraph | Table]:
+        graded = self.asked - self.ungraded
+        if self.calibration is None:
+            return [Paragraph(f"Grade probabilities: none of the {graded:,} graded pair(s) came with logprobs (the "
+                              "server gave none), so only the hard grades above are measured.")]
+        c = self.calibration
+        return [
+            Paragraph(f"Grade probabilities (read at the grade token, DIRAS's \"Tok\"), {c.pairs:,} of {graded:,} "
+                      "graded pair(s): P(relevant) = P(grade > 0) against the published relevance; the expected grade "
+                      "ranked against the published grade (Kendall's tau-b per intent, then the mean), beside the "
+                      "hard grade on the same pairs."),
+            Table(["measure", "value", "best"], [
+                ["ECE (10 bins)", shown(c.ece), "0"], ["Brier score", shown(c.brier), "0"],
+                ["AUROC", shown(c.auroc), "1"], ["tau, expected grade", shown(c.tau_expected), "1"],
+                ["tau, hard grade", shown(c.tau_hard), "1"]]),
+        ]
 
 
 def agreement_of(pairs: Sequence[AgreementPair], store: JudgementStore, *, judge_model: str,
                  prompt_version: str = PROMPT_VERSION) -> Agreement:
     """Kappa per intent between the published grades of ``pairs`` and the store's grades by ``judge_model``."""
-    judged = {(j.intent, j.query.strip(), j.passage.strip()): j.grade
+    judged = {(j.intent, j.query.strip(), j.passage.strip()): j
               for j in store.judgements(judge_model=judge_model, prompt_version=prompt_version)}
     by_intent: dict[Intent, list[tuple[int, float]]] = defaultdict(list)
+    probabilities: list[tuple[str, int, float, float, float]] = []
     ungraded = 0
     for pair in pairs:
-        grade = judged.get((pair.intent, pair.query, pair.passage))
-        if grade is None:
+        judgement = judged.get((pair.intent, pair.query, pair.passage))
+        if judgement is None or judgement.grade is None:
             ungraded += 1
             continue
-        by_intent[pair.intent].append((pair.published, grade))
+        by_intent[pair.intent].append((pair.published, judgement.grade))
+        if judgement.expected is not None and judgement.p_relevant is not None:
+            probabilities.append((pair.intent.value, pair.published, judgement.grade, judgement.expected,
+                                  judgement.p_relevant))
     intents = {}
     for intent in INTENTS:
         compared = by_intent.get(intent)
@@ -353,7 +380,7 @@ def agreement_of(pairs: Sequence[AgreementPair], store: JudgementStore, *, judge
         weighted = cohen_kappa(published, [min(round_grade(g), MAX_GRADE[intent]) for g in judge],
                                labels=list(range(MAX_GRADE[intent] + 1)), weights="quadratic")
         intents[intent] = IntentAgreement(intent, len(compared), binary, weighted)
-    return Agreement(judge_model, prompt_version, intents, len(pairs), ungraded)
+    return Agreement(judge_model, prompt_version, intents, len(pairs), ungraded, calibration_of(probabilities))
 
 
 def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementStore, settings: JudgeSettings,

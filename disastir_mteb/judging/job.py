@@ -23,14 +23,16 @@ English with OpenAI's tokenizers), and every answer as :data:`ANSWER_TOKENS` tok
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from disastir_mteb.endpoints.pool import EndpointError, EndpointPool, Server
+from disastir_mteb.judging.grade_probabilities import answer_distribution, pair_distribution
 from disastir_mteb.judging.protocol import (
     MAX_ANSWER_ATTEMPTS,
     AnswerFault,
@@ -215,18 +217,30 @@ class _Formats:
     answers to such requests are kept and read as any other, but do not count toward leaving the current format.
     """
 
-    def __init__(self, servers: Sequence[Server], first: AnswerFormat) -> None:
-        self._current = {server.url: first for server in servers}
+    def __init__(self, servers: Sequence[Server], first: AnswerFormat, *, logprobs: bool = True,
+                 learned: Mapping[str, tuple[AnswerFormat, bool]] | None = None) -> None:
+        learned = learned or {}
+        order = list(AnswerFormat)
+        # a server starts where an earlier job against it (and this judge model) ended, never stricter than asked
+        self._current = {server.url: max(first, learned.get(server.url, (first, logprobs))[0], key=order.index)
+                         for server in servers}
+        self._logprobs = {server.url: logprobs and learned.get(server.url, (first, True))[1] for server in servers}
         self._unreadable = dict.fromkeys(self._current, 0)
-        self._settled = dict.fromkeys(self._current, first is AnswerFormat.PLAIN)
+        self._settled = {url: answer_format is AnswerFormat.PLAIN for url, answer_format in self._current.items()}
+        self._heard = dict.fromkeys(self._current, False)
         for server in servers:
-            server.mode = first.describe()
+            server.mode = self._current[server.url].describe()
 
     def current(self, server: Server) -> AnswerFormat:
         return self._current[server.url]
 
+    def logprobs(self, server: Server) -> bool:
+        """Whether requests to ``server`` ask for logprobs (until it refuses them)."""
+        return self._logprobs[server.url]
+
     def answered(self, server: Server, asked: AnswerFormat, *, readable: bool, why: str) -> None:
         """One answer to a request sent in ``asked``: settles the format, or counts toward leaving it."""
+        self._heard[server.url] = True
         if asked is not self._current[server.url] or self._settled[server.url]:
             return
         if readable:
@@ -238,6 +252,12 @@ class _Formats:
 
     def refused(self, server: Server, asked: AnswerFormat, said: str) -> bool:
         """A 400/422 to a request sent in ``asked``: True when it is to be sent again (in the format now current)."""
+        if "logprobs" in said.lower():
+            if self._logprobs[server.url]:  # a server (or model) without logprobs: hard grades only from now on
+                self._logprobs[server.url] = False
+                logger.warning("%s refused logprobs (%s); asking it without them from now on: its answers get hard "
+                               "grades only, no grade probabilities.", server.url, " ".join(said.split())[:200])
+            return True
         if not any(word in said.lower() for word in _FORMAT_WORDS):
             return False  # refused for another reason: the pool's one sentence
         if asked is not self._current[server.url]:
@@ -261,18 +281,25 @@ class _Formats:
     def final(self) -> dict[str, AnswerFormat]:
         return dict(self._current)
 
+    def learned(self) -> dict[str, tuple[AnswerFormat, bool]]:
+        """What was learned of each server that answered: its format once settled, and whether it gives logprobs."""
+        return {url: (self._current[url], self._logprobs[url]) for url in self._current
+                if self._heard[url] and self._settled[url]}
+
 
 @dataclass
 class _Active:
     pair: Pair
     answers: dict[str, Any]
     attempts: dict[str, int]
+    distributions: dict[str, Any] = field(default_factory=dict)
     in_flight: set[str] = field(default_factory=set)
 
 
 def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool[Any, Any], *, judge_model: str,
                 progress: Callable[[int], None] | None = None,
-                answer_format: AnswerFormat | str = AnswerFormat.JSON_SCHEMA) -> JobSummary:
+                answer_format: AnswerFormat | str = AnswerFormat.JSON_SCHEMA, logprobs: bool = True,
+                on_answer: Callable[[int, str], None] | None = None) -> JobSummary:
     """Judge every pair of ``pairs`` the store has no grade for; returns what was done.
 
     Args:
@@ -282,7 +309,13 @@ def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool
         judge_model: the judge model, as the servers name it.
         progress: called with 1 per pair finished (a progress bar's ``update``).
         answer_format: the format every server is asked with first (the most constrained by default); a server
-            that refuses or ignores it is moved to the plainer ones after it, never to a stricter one.
+            that refuses or ignores it is moved to the plainer ones after it, never to a stricter one. A server
+            an earlier job against this judge model moved on starts where that job left it (the store keeps it).
+        logprobs: ask for the answer tokens' log-probabilities, from which each answer's grade probabilities are
+            read and stored (:mod:`~disastir_mteb.judging.grade_probabilities`); a server refusing them is asked
+            without from then on.
+        on_answer: called after every answer with the answers received so far and one line of each server's state
+            (its format, requests in flight), so a slow judge shows its progress before any pair is complete.
 
     Raises:
         EndpointError: a server fault retrying cannot mend, an answer that is not a chat completion, or every
@@ -290,13 +323,28 @@ def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool
         StoreLockedError: the store stayed locked by another process (answers already received are kept).
     """
     return asyncio.run(_judge(pairs, store, pool, model=judge_model, progress=progress,
-                              answer_format=AnswerFormat(answer_format)))
+                              answer_format=AnswerFormat(answer_format), logprobs=logprobs, on_answer=on_answer))
+
+
+def _learned(store: JudgementStore, servers: Sequence[Server], model: str) -> dict[str, tuple[AnswerFormat, bool]]:
+    found = {}
+    for server in servers:
+        if (known := store.learned_format(server.url, model)) is not None:
+            with contextlib.suppress(ValueError):  # a format this version does not know: start from the top
+                found[server.url] = (AnswerFormat(known[0]), known[1])
+    return found
 
 
 async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool[Any, Any], *, model: str,
-                 progress: Callable[[int], None] | None, answer_format: AnswerFormat) -> JobSummary:
+                 progress: Callable[[int], None] | None, answer_format: AnswerFormat, logprobs: bool,
+                 on_answer: Callable[[int, str], None] | None) -> JobSummary:
     summary = JobSummary()
-    formats = _Formats(pool.servers, answer_format)
+    learned = _learned(store, pool.servers, model)
+    formats = _Formats(pool.servers, answer_format, logprobs=logprobs, learned=learned)
+    for url, (known, _) in learned.items():
+        if known is not answer_format:
+            logger.info("%s: asked with %s from the start, as an earlier job against %s learned.", url,
+                        known.describe(), model)
     asked: dict[tuple[str, str], AnswerFormat] = {}  # (pair, step) in flight -> the format it was last sent in
     started = time.perf_counter()
     done_before = store.judged(p.key for p in pairs)
@@ -309,7 +357,9 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
 
     def finish(state: _Active) -> None:
         grade, votes = grade_of(state.pair.intent, state.answers)
-        store.record_judgement(state.pair.key, grade, votes)
+        distribution = pair_distribution(state.pair.intent, state.answers, state.distributions) if grade is not None \
+            else None
+        store.record_judgement(state.pair.key, grade, votes, distribution)
         if grade is None:
             summary.failed += 1
         else:
@@ -340,7 +390,8 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
                 if key in finished_elsewhere:
                     continue
                 state = store.state(key)
-                active[key] = _Active(by_key[key], dict(state.answers), dict(state.attempts))
+                active[key] = _Active(by_key[key], dict(state.answers), dict(state.attempts),
+                                      dict(state.distributions))
                 push_next(active[key])
         if not waiting and not active and not stopped:
             stopped = True
@@ -348,7 +399,7 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
 
     def ask(item: tuple[str, Request], server: Server) -> tuple[str, dict[str, Any]]:
         asked[item[0], item[1].step] = answer_format = formats.current(server)
-        return "/chat/completions", item[1].body(model, answer_format)
+        return "/chat/completions", item[1].body(model, answer_format, logprobs=formats.logprobs(server))
 
     def refused(item: tuple[str, Request], server: Server, said: str) -> bool:
         return formats.refused(server, asked[item[0], item[1].step], said)
@@ -358,6 +409,8 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
         key, request = item
         state = active[key]
         summary.requests += 1
+        if on_answer is not None:
+            on_answer(summary.requests, "; ".join(f"{s.url}: {s.mode}" for s in pool.servers))
         sent_as = asked.pop((key, request.step))
         try:
             text, tokens = chat_content(answer)
@@ -382,7 +435,11 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
             value = None
         else:
             formats.answered(server, sent_as, readable=True, why="")
-            store.record_answer(key, request.step, raw=text, value=value, server=server.url, **tokens)
+            distribution = answer_distribution(answer, request.key, request.allowed)
+            if distribution is not None:
+                state.distributions[request.step] = distribution
+            store.record_answer(key, request.step, raw=text, value=value, server=server.url,
+                                distribution=distribution, **tokens)
         state.answers[request.step] = value
         state.in_flight.discard(request.step)
         push_next(state)
@@ -403,4 +460,7 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
         summary.seconds = time.perf_counter() - started
         summary.servers = [server.summary() for server in pool.servers]
         summary.formats = formats.final()
+        for url, (known, gives_logprobs) in formats.learned().items():
+            with contextlib.suppress(StoreLockedError, ValueError):  # a lesson lost is relearned, never an error
+                store.record_format(url, model, known.value, logprobs=gives_logprobs)
     return summary

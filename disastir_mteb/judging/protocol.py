@@ -48,6 +48,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
+from disastir_mteb.judging.grade_probabilities import TOP_LOGPROBS
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Intent
@@ -365,13 +366,17 @@ class Request:
         return {"type": "object", "properties": {self.key: {"type": kind, "enum": list(self.allowed)}},
                 "required": [self.key], "additionalProperties": False}
 
-    def body(self, model: str, answer_format: AnswerFormat = AnswerFormat.JSON_SCHEMA) -> dict[str, Any]:
+    def body(self, model: str, answer_format: AnswerFormat = AnswerFormat.JSON_SCHEMA, *,
+             logprobs: bool = False) -> dict[str, Any]:
         """The chat-completions request body for ``model`` (the same online and in a Batch API file).
 
         Args:
             model: the model name the server serves.
             answer_format: how the answer's shape is asked for; the schema's ``name`` is the asked key (OpenAI
                 wants ``[A-Za-z0-9_-]``, at most 64 characters) and ``strict`` is on.
+            logprobs: also ask for each answer token's log-probability and its
+                :data:`~disastir_mteb.judging.grade_probabilities.TOP_LOGPROBS` alternatives, from which the grade
+                probabilities are read (:mod:`~disastir_mteb.judging.grade_probabilities`).
         """
         body: dict[str, Any] = {
             "model": model,
@@ -379,6 +384,8 @@ class Request:
             "temperature": TEMPERATURE,
             "max_tokens": self.max_tokens,
         }
+        if logprobs:
+            body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
         if answer_format is AnswerFormat.JSON_SCHEMA:
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": self.key, "strict": True, "schema": self.schema()}}

@@ -46,10 +46,11 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.judging.grade_probabilities import GradeDistribution
 from disastir_mteb.judging.protocol import MAX_ANSWER_ATTEMPTS, PROMPT_VERSION, pair_key
 from disastir_mteb.util.cache_dir import cache_root
 from disastir_mteb.vocabulary.taxonomy import Intent, parse_intent
@@ -67,7 +68,7 @@ CLAIM_LEASE = 600.0
 MAX_RAW_CHARS = 10_000
 #: The tables of a judgement store (``claims`` and ``agreements`` came later, and are added to an older store when it
 #: is opened): a database without the others is something else.
-_TABLES = frozenset({"meta", "pairs", "answers", "judgements", "claims", "agreements"})
+_TABLES = frozenset({"meta", "pairs", "answers", "judgements", "claims", "agreements", "formats"})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -77,16 +78,24 @@ CREATE TABLE IF NOT EXISTS pairs (
 CREATE TABLE IF NOT EXISTS answers (
     pair TEXT NOT NULL REFERENCES pairs(pair), step TEXT NOT NULL, attempt INTEGER NOT NULL,
     raw TEXT, value TEXT, fault TEXT, detail TEXT, server TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
-    at REAL NOT NULL, PRIMARY KEY (pair, step, attempt));
+    at REAL NOT NULL, distribution TEXT, PRIMARY KEY (pair, step, attempt));
 CREATE TABLE IF NOT EXISTS judgements (
     pair TEXT PRIMARY KEY REFERENCES pairs(pair), status TEXT NOT NULL, grade REAL, votes TEXT NOT NULL,
-    rounds INTEGER NOT NULL DEFAULT 1, at REAL NOT NULL);
+    rounds INTEGER NOT NULL DEFAULT 1, at REAL NOT NULL, expected REAL, p_relevant REAL, distribution TEXT);
 CREATE TABLE IF NOT EXISTS claims (
     pair TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS agreements (
     judge_model TEXT NOT NULL, prompt_version TEXT NOT NULL, asked INTEGER NOT NULL, ungraded INTEGER NOT NULL,
-    binary_kappa REAL, weighted_kappa REAL, intents TEXT NOT NULL, at REAL NOT NULL);
+    binary_kappa REAL, weighted_kappa REAL, intents TEXT NOT NULL, at REAL NOT NULL, calibration TEXT);
+CREATE TABLE IF NOT EXISTS formats (
+    server TEXT NOT NULL, judge_model TEXT NOT NULL, answer_format TEXT NOT NULL, logprobs INTEGER NOT NULL,
+    at REAL NOT NULL, PRIMARY KEY (server, judge_model));
 """
+#: Columns added after the tables first shipped: (table, column, type), added to a store that lacks them on opening
+#: (its answers and grades stay; what they lack is None).
+_ADDED_COLUMNS = (("answers", "distribution", "TEXT"), ("judgements", "expected", "REAL"),
+                  ("judgements", "p_relevant", "REAL"), ("judgements", "distribution", "TEXT"),
+                  ("agreements", "calibration", "TEXT"))
 
 
 def default_store_path() -> Path:
@@ -112,7 +121,11 @@ class Pair:
 
 @dataclass(frozen=True)
 class Judgement:
-    """A pair's grade as stored: ``grade`` None when ``status`` is ``failed``."""
+    """A pair's grade as stored: ``grade`` None when ``status`` is ``failed``.
+
+    ``expected`` and ``p_relevant`` come from the judge's grade probabilities
+    (:mod:`~disastir_mteb.judging.grade_probabilities`), None where the server gave none.
+    """
 
     intent: Intent
     query: str
@@ -122,14 +135,20 @@ class Judgement:
     status: str
     grade: float | None
     votes: Mapping[str, Any]
+    expected: float | None = None
+    p_relevant: float | None = None
 
 
 @dataclass(frozen=True)
 class StepState:
-    """What the store holds for one pair: answered steps (value, or None when given up) and faulty attempts."""
+    """What the store holds for one pair: answered steps (value, or None when given up) and faulty attempts.
+
+    ``distributions``: step -> the answer's grade probabilities (value -> probability), where it had them.
+    """
 
     answers: Mapping[str, Any]
     attempts: Mapping[str, int]
+    distributions: Mapping[str, Mapping[Any, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,6 +164,8 @@ class StoredAgreement:
         weighted: the mean over intents of the quadratic-weighted kappa (None: undefined).
         intents: intent -> ``{"pairs": n, "binary": kappa, "weighted": kappa}``.
         at: when it was measured (seconds since the epoch).
+        calibration: the grade probabilities' calibration
+            (:meth:`~disastir_mteb.judging.calibration.Calibration.record`), None without any.
     """
 
     judge_model: str
@@ -155,6 +176,7 @@ class StoredAgreement:
     weighted: float | None
     intents: Mapping[str, Any]
     at: float
+    calibration: Mapping[str, Any] | None = None
 
 
 class StoreLockedError(OSError):
@@ -185,6 +207,10 @@ class JudgementStore:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.executescript(_SCHEMA)
+                for table, column, kind in _ADDED_COLUMNS:
+                    have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                    if column not in have:
+                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                 found = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
                 if found is None:
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (str(FORMAT),))
@@ -202,7 +228,7 @@ class JudgementStore:
         tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             return  # a new store (an empty file included)
-        if _TABLES - {"claims", "agreements"} <= tables and self._db.execute(
+        if _TABLES - {"claims", "agreements", "formats"} <= tables and self._db.execute(
                 "SELECT 1 FROM meta WHERE key = 'format'").fetchone() is not None:
             return  # a store (an early one without claims or agreements gets them)
         shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
@@ -278,23 +304,26 @@ class JudgementStore:
         earlier = MAX_ANSWER_ATTEMPTS * rounds_row[0] if rounds_row and rounds_row[1] == "failed" else 0
         answers: dict[str, Any] = {}
         attempts: dict[str, int] = {}
-        for step, value, fault in self._rows(
-                "SELECT step, value, fault FROM answers WHERE pair = ? ORDER BY attempt", (key,)):
+        distributions: dict[str, dict[Any, float]] = {}
+        for step, value, fault, distribution in self._rows(
+                "SELECT step, value, fault, distribution FROM answers WHERE pair = ? ORDER BY attempt", (key,)):
             if fault is None:
                 answers[step] = json.loads(value)
+                if distribution is not None:
+                    distributions[step] = dict(json.loads(distribution))  # [[value, p], ...]: values keep their type
             else:
                 attempts[step] = attempts.get(step, 0) + 1
         attempts = {step: max(0, count - earlier) for step, count in attempts.items()}  # this run's
         for step, count in attempts.items():
             if step not in answers and count >= MAX_ANSWER_ATTEMPTS:
                 answers[step] = None
-        return StepState(answers, attempts)
+        return StepState(answers, attempts, distributions)
 
     def judgements(self, *, judge_model: str | None = None, prompt_version: str | None = None,
                    status: str = "judged") -> Iterator[Judgement]:
         """Every stored judgement of ``status``, optionally of one judge model and prompt version."""
-        sql = ("SELECT p.intent, p.query, p.passage, p.judge_model, p.prompt_version, j.status, j.grade, j.votes "
-               "FROM judgements j JOIN pairs p ON p.pair = j.pair WHERE j.status = ?")
+        sql = ("SELECT p.intent, p.query, p.passage, p.judge_model, p.prompt_version, j.status, j.grade, j.votes, "
+               "j.expected, j.p_relevant FROM judgements j JOIN pairs p ON p.pair = j.pair WHERE j.status = ?")
         args: list[Any] = [status]
         if judge_model is not None:
             sql += " AND p.judge_model = ?"
@@ -302,8 +331,10 @@ class JudgementStore:
         if prompt_version is not None:
             sql += " AND p.prompt_version = ?"
             args.append(prompt_version)
-        for intent, query, passage, model, version, state, grade, votes in self._rows(sql + " ORDER BY j.rowid", args):
-            yield Judgement(parse_intent(intent), query, passage, model, version, state, grade, json.loads(votes))
+        for intent, query, passage, model, version, state, grade, votes, expected, p_relevant in self._rows(
+                sql + " ORDER BY j.rowid", args):
+            yield Judgement(parse_intent(intent), query, passage, model, version, state, grade, json.loads(votes),
+                            expected, p_relevant)
 
     def counts(self) -> dict[str, int]:
         """Totals: pairs judged and failed, answers, and unreadable answers by fault."""
@@ -317,13 +348,15 @@ class JudgementStore:
 
     def agreement(self, judge_model: str, prompt_version: str) -> StoredAgreement | None:
         """The latest agreement measured for one judge model and prompt version; None when never measured here."""
-        rows = self._rows("SELECT asked, ungraded, binary_kappa, weighted_kappa, intents, at FROM agreements WHERE "
-                          "judge_model = ? AND prompt_version = ? ORDER BY at DESC, rowid DESC LIMIT 1",
+        rows = self._rows("SELECT asked, ungraded, binary_kappa, weighted_kappa, intents, at, calibration FROM "
+                          "agreements WHERE judge_model = ? AND prompt_version = ? "
+                          "ORDER BY at DESC, rowid DESC LIMIT 1",
                           (judge_model, prompt_version))
         if not rows:
             return None
-        asked, ungraded, binary, weighted, intents, at = rows[0]
-        return StoredAgreement(judge_model, prompt_version, asked, ungraded, binary, weighted, json.loads(intents), at)
+        asked, ungraded, binary, weighted, intents, at, calibration = rows[0]
+        return StoredAgreement(judge_model, prompt_version, asked, ungraded, binary, weighted, json.loads(intents), at,
+                               None if calibration is None else json.loads(calibration))
 
     def raw_answers(self, key: str) -> list[dict[str, Any]]:
         """Every answer stored for one pair, in order: step, attempt, raw reply, value or fault, server."""
@@ -342,37 +375,65 @@ class JudgementStore:
 
     def record_answer(self, key: str, step: str, *, raw: str | None, value: Any = None, fault: str | None = None,
                       detail: str | None = None, server: str | None = None, prompt_tokens: int | None = None,
-                      completion_tokens: int | None = None) -> None:
+                      completion_tokens: int | None = None,
+                      distribution: Mapping[Any, float] | None = None) -> None:
         """Keep one answer: its raw reply and the value read, or the fault and why (committed at once).
 
         A raw reply longer than :data:`MAX_RAW_CHARS` is kept cut there, its full length noted after it.
+        ``distribution``: the answer's grade probabilities (value -> probability), where the server gave them.
         """
         if raw is not None and len(raw) > MAX_RAW_CHARS:
             raw = f"{raw[:MAX_RAW_CHARS]}... [{len(raw):,} characters in all; the rest was not kept]"
         with self._transaction():
             attempt = self._db.execute("SELECT COALESCE(MAX(attempt), 0) + 1 FROM answers WHERE pair = ? AND step = ?",
                                        (key, step)).fetchone()[0]
-            self._db.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self._db.execute("INSERT INTO answers (pair, step, attempt, raw, value, fault, detail, server, "
+                             "prompt_tokens, completion_tokens, at, distribution) VALUES "
+                             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              (key, step, attempt, raw, None if fault else json.dumps(value), fault, detail, server,
-                              prompt_tokens, completion_tokens, time.time()))
+                              prompt_tokens, completion_tokens, time.time(),
+                              None if distribution is None else json.dumps(
+                                  [[value, round(p, 6)] for value, p in distribution.items()])))
 
-    def record_judgement(self, key: str, grade: float | None, votes: Mapping[str, Any]) -> None:
-        """Keep a complete pair's grade (``failed`` when None) and release its claim."""
+    def record_judgement(self, key: str, grade: float | None, votes: Mapping[str, Any],
+                         distribution: GradeDistribution | None = None) -> None:
+        """Keep a complete pair's grade (``failed`` when None), its grade probabilities if any; release its claim."""
         status = "judged" if grade is not None else "failed"
+        expected = p_relevant = shown = None
+        if distribution is not None:
+            expected, p_relevant = distribution.expected, distribution.p_relevant
+            shown = json.dumps(distribution.record())
         with self._transaction():
             self._db.execute(
-                "INSERT INTO judgements VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(pair) DO UPDATE SET status = "
-                "excluded.status, grade = excluded.grade, votes = excluded.votes, rounds = judgements.rounds + 1, "
-                "at = excluded.at", (key, status, grade, json.dumps(votes, sort_keys=True), time.time()))
+                "INSERT INTO judgements (pair, status, grade, votes, rounds, at, expected, p_relevant, distribution) "
+                "VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?) ON CONFLICT(pair) DO UPDATE SET status = excluded.status, "
+                "grade = excluded.grade, votes = excluded.votes, rounds = judgements.rounds + 1, at = excluded.at, "
+                "expected = excluded.expected, p_relevant = excluded.p_relevant, distribution = excluded.distribution",
+                (key, status, grade, json.dumps(votes, sort_keys=True), time.time(), expected, p_relevant, shown))
             self._db.execute("DELETE FROM claims WHERE pair = ? AND owner = ?", (key, self.owner))
 
     def record_agreement(self, judge_model: str, prompt_version: str, *, asked: int, ungraded: int,
-                         binary: float | None, weighted: float | None, intents: Mapping[str, Any]) -> None:
+                         binary: float | None, weighted: float | None, intents: Mapping[str, Any],
+                         calibration: Mapping[str, Any] | None = None) -> None:
         """Keep one agreement measurement (committed at once); earlier ones stay, the latest is read."""
         with self._transaction():
-            self._db.execute("INSERT INTO agreements VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            self._db.execute("INSERT INTO agreements (judge_model, prompt_version, asked, ungraded, binary_kappa, "
+                             "weighted_kappa, intents, at, calibration) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              (judge_model, prompt_version, asked, ungraded, binary, weighted,
-                              json.dumps(dict(intents), sort_keys=True), time.time()))
+                              json.dumps(dict(intents), sort_keys=True), time.time(),
+                              None if calibration is None else json.dumps(dict(calibration), sort_keys=True)))
+
+    def learned_format(self, server: str, judge_model: str) -> tuple[str, bool] | None:
+        """The answer format (and whether it gives logprobs) a job learned for this server and judge model, or None."""
+        rows = self._rows("SELECT answer_format, logprobs FROM formats WHERE server = ? AND judge_model = ?",
+                          (server, judge_model))
+        return (rows[0][0], bool(rows[0][1])) if rows else None
+
+    def record_format(self, server: str, judge_model: str, answer_format: str, *, logprobs: bool) -> None:
+        """Keep what a job learned of a server: the next job against it and this judge model starts there."""
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO formats VALUES (?, ?, ?, ?, ?)",
+                             (server, judge_model, answer_format, int(logprobs), time.time()))
 
     # ----------------------------------------------------------------- claims
 

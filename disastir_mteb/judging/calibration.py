@@ -1,0 +1,174 @@
+"""How well probabilities and scores agree with labels: ECE, Brier score, AUROC and Kendall's tau-b.
+
+The measures DIRAS reports for a judge's relevance probability (Ni et al., 2024, Section 3.1 and Appendix C,
+after Kadavath et al. 2022 and Tian et al. 2023), and the rank correlation TREC uses for system rankings, each in a
+few lines so that the definitions are on the page:
+
+- **ECE** (expected calibration error): the probabilities cut into :data:`ECE_BINS` equal-width bins; each bin's gap
+  between its mean probability and its share of relevant pairs, weighted by its share of pairs. 0 is calibrated.
+- **Brier score**: the mean squared difference between probability and label (0 or 1). 0 is perfect.
+- **AUROC**: the probability that a relevant pair gets a higher probability than an irrelevant one (ties count
+  half), i.e. the Mann-Whitney statistic. 0.5 is chance, 1 perfect; None with one class only.
+- **Kendall's tau-b**: concordant minus discordant pairs over the square root of the pairs not tied in each
+  ranking (Kendall 1945), so ties in either ranking (many equal grades) do not count as agreement. None when one
+  ranking is all ties.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["ECE_BINS", "Calibration", "auroc", "brier_score", "calibration_of", "expected_calibration_error",
+           "kendall_tau"]
+
+#: Equal-width probability bins of the ECE.
+ECE_BINS = 10
+
+
+def _check(probabilities: Sequence[float], labels: Sequence[bool]) -> None:
+    if len(probabilities) != len(labels):
+        raise ValueError(f"{len(probabilities)} probabilities for {len(labels)} labels; each pair needs both.")
+
+
+def expected_calibration_error(probabilities: Sequence[float], labels: Sequence[bool], *,
+                               bins: int = ECE_BINS) -> float | None:
+    """ECE over ``bins`` equal-width bins; None without pairs.
+
+    Examples:
+        >>> expected_calibration_error([0.9, 0.9, 0.1, 0.1], [True, True, False, False])
+        0.1
+    """
+    _check(probabilities, labels)
+    if not probabilities:
+        return None
+    groups: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
+    for p, label in zip(probabilities, labels, strict=True):
+        groups[min(int(p * bins), bins - 1)].append((p, label))
+    n = len(probabilities)
+    gap = sum(len(group) / n * abs(sum(p for p, _ in group) / len(group) - sum(y for _, y in group) / len(group))
+              for group in groups if group)
+    return round(gap, 12)
+
+
+def brier_score(probabilities: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """Mean of ``(p - y)**2``; None without pairs.
+
+    Examples:
+        >>> brier_score([1.0, 0.5], [True, False])
+        0.125
+    """
+    _check(probabilities, labels)
+    if not probabilities:
+        return None
+    return sum((p - float(y)) ** 2 for p, y in zip(probabilities, labels, strict=True)) / len(probabilities)
+
+
+def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """P(a relevant pair scores above an irrelevant one), ties half; None unless both classes occur.
+
+    Examples:
+        >>> auroc([0.9, 0.4, 0.4, 0.1], [True, True, False, False])
+        0.875
+    """
+    _check(scores, labels)
+    positive = [s for s, y in zip(scores, labels, strict=True) if y]
+    negative = [s for s, y in zip(scores, labels, strict=True) if not y]
+    if not positive or not negative:
+        return None
+    ordered = sorted(negative)
+    wins = 0.0
+    for score in positive:  # below: negatives under it; ties: equal to it (binary search on the sorted negatives)
+        below = _count_below(ordered, score)
+        ties = _count_below(ordered, math.nextafter(score, math.inf)) - below
+        wins += below + ties / 2
+    return wins / (len(positive) * len(negative))
+
+
+def _count_below(ordered: Sequence[float], value: float) -> int:
+    low, high = 0, len(ordered)
+    while low < high:
+        middle = (low + high) // 2
+        if ordered[middle] < value:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def kendall_tau(first: Sequence[float], second: Sequence[float]) -> float | None:
+    """Kendall's tau-b of two scorings of the same items; None for fewer than two items or a ranking of ties only.
+
+    Examples:
+        >>> kendall_tau([1, 2, 3], [1, 2, 3]), kendall_tau([1, 2, 3], [3, 2, 1])
+        (1.0, -1.0)
+    """
+    if len(first) != len(second):
+        raise ValueError(f"{len(first)} and {len(second)} scores; tau compares the same items.")
+    concordant = discordant = tied_first = tied_second = 0
+    n = len(first)
+    for i in range(n):
+        for j in range(i + 1, n):
+            a, b = first[i] - first[j], second[i] - second[j]
+            if a == 0 and b == 0:
+                continue
+            if a == 0:
+                tied_first += 1
+            elif b == 0:
+                tied_second += 1
+            elif (a > 0) == (b > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = math.sqrt((concordant + discordant + tied_first) * (concordant + discordant + tied_second))
+    return None if denominator == 0 else (concordant - discordant) / denominator
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A judge's P(relevant) against the published relevance, and its expected grade against the published grade.
+
+    Attributes:
+        pairs: pairs with grade probabilities.
+        ece: expected calibration error of P(relevant).
+        brier: Brier score of P(relevant).
+        auroc: AUROC of P(relevant).
+        tau_expected: Kendall's tau-b of the expected grade against the published grade (per intent, then the mean).
+        tau_hard: the same of the hard grade, on the same pairs, for comparison.
+    """
+
+    pairs: int
+    ece: float | None
+    brier: float | None
+    auroc: float | None
+    tau_expected: float | None
+    tau_hard: float | None
+
+    def record(self) -> dict[str, float | int | None]:
+        """As JSON, for the store."""
+        return {"pairs": self.pairs, "ece": self.ece, "brier": self.brier, "auroc": self.auroc,
+                "tau_expected": self.tau_expected, "tau_hard": self.tau_hard}
+
+
+def calibration_of(rows: Sequence[tuple[str, int, float, float, float]]) -> Calibration | None:
+    """The calibration of ``rows`` (intent, published grade, hard grade, expected grade, P(relevant)); None if empty.
+
+    Relevant is a published grade above 0. The taus are per intent (one scale each), then averaged over the intents
+    where they are defined, as the kappas are.
+    """
+    if not rows:
+        return None
+    probabilities = [p for *_, p in rows]
+    labels = [published > 0 for _, published, *_ in rows]
+
+    def tau_of(column: int) -> float | None:
+        values = []
+        for intent in sorted({row[0] for row in rows}):
+            mine = [row for row in rows if row[0] == intent]
+            if (tau := kendall_tau([row[1] for row in mine], [row[column] for row in mine])) is not None:
+                values.append(tau)
+        return sum(values) / len(values) if values else None
+
+    return Calibration(len(rows), expected_calibration_error(probabilities, labels),
+                       brier_score(probabilities, labels), auroc(probabilities, labels), tau_of(3), tau_of(2))
