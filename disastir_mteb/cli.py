@@ -51,6 +51,10 @@ def _judgement_options(parser: argparse.ArgumentParser) -> None:
                         help="with --judgements: only this judge model's judgements (needed when two judged one pair)")
     parser.add_argument("--prompt-version", default=None,
                         help="with --judgements: only judgements of this prompt version")
+    parser.add_argument("--completed-grade", choices=["hard", "expected"], default="hard",
+                        help="with --judgements: the grade each judgement adds: hard (default: the methods' vote, as "
+                             "the authors grade) or expected (the expected grade of the judge's grade "
+                             "probabilities, where the server gave logprobs); the report says which")
     parser.add_argument("--data", help="with --judgements: the data the runs read, a folder in the published layout "
                                        f"or 'sample' ({_RUNS_DATA})")
 
@@ -217,7 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "or an option, so it stays out of shell history and logs")
     judge.add_argument("--agreement", type=_at_least(1), default=None, metavar="N",
                        help="first judge N pairs that have published grades (stratified by intent and grade) and "
-                            "print Cohen's kappa against them, beside the paper's 0.77 against people")
+                            "print Cohen's kappa against them, beside the paper's 0.77 against people (and the "
+                            "calibration of the grade probabilities where the server gives logprobs); below the band "
+                            "the job stops there, before filling any hole, unless --fill-anyway")
+    judge.add_argument("--fill-anyway", action="store_true",
+                       help="with --agreement: fill the holes even when the judge is below the agreement band")
     judge.add_argument("--price", default=None, metavar="IN,OUT",
                        help="US dollars per million input and output tokens, for the cost estimate (e.g. 0.15,0.60)")
     judge.add_argument("--confirm-above", type=_at_least(0), default=2000, metavar="REQUESTS",

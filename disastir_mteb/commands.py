@@ -240,7 +240,8 @@ def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, Complet
         raise ValueError("--judgements completes result sets of the full query set (DisastIR-<Intent>-<Category>); "
                          "these folders hold none.")
     with JudgementStore(args.judgements) as store:
-        added = load_added(store, judge_model=args.judge_model, prompt_version=args.prompt_version)
+        added = load_added(store, judge_model=args.judge_model, prompt_version=args.prompt_version,
+                           grade=args.completed_grade)
         agreement = {judge: agreement_note(store.agreement(*judge), judge_model=judge[0], prompt_version=judge[1])
                      for judge in set(added.judges.values())}
     if not added.grades:
@@ -498,10 +499,14 @@ def judge(args: argparse.Namespace) -> int:
         if args.agreement:
             from disastir_mteb.judging.agreement import run_agreement
 
-            run_agreement(result_sets, args.agreement, store=store, settings=settings,
-                          go_ahead=lambda text, requests: _go_ahead(text, requests, settings), data_dir=data)
+            measured = run_agreement(result_sets, args.agreement, store=store, settings=settings,
+                                     go_ahead=lambda text, requests: _go_ahead(text, requests, settings), data_dir=data)
             if no_rankings:
                 print(f"disastir-mteb judge: {no_rankings}", file=sys.stderr)
+                return 1
+            if measured is not None and measured.warning() is not None and not args.fill_anyway:
+                print(f"Stopped before filling the {len(pairs):,} hole(s): this judge is below the agreement band. "
+                      "Judge with a stronger model, or pass --fill-anyway to fill them with this one.")
                 return 1
         if batch:
             if args.batch_results:
@@ -528,8 +533,13 @@ def judge(args: argparse.Namespace) -> int:
         with tqdm(total=plan.to_judge, desc="judging", unit="pair", disable=args.quiet) as bar:
             if not args.quiet:
                 pool.on_wait = bar.set_postfix_str  # a long wait for a server is shown, not silence
+
+            def answered(count: int, servers: str) -> None:  # requests count as they return: never a silent bar
+                bar.set_postfix_str(f"{count:,} answer(s) of ~{plan.requests:,}; {servers}", refresh=True)
+
             try:
-                summary = judge_pairs(pairs, store, pool, judge_model=settings.judge_model, progress=bar.update)
+                summary = judge_pairs(pairs, store, pool, judge_model=settings.judge_model, progress=bar.update,
+                                      on_answer=None if args.quiet else answered)
             except EndpointError as error:
                 raise EndpointError(f"{str(error).rstrip('.')}; every answer received is kept in {store_path}, and "
                                     "the same command asks only what is missing.") from None

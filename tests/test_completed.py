@@ -213,7 +213,8 @@ def test_report_and_compare_show_official_and_completed_side_by_side(
     assert ESTIMATE_NOTE in printed
     section = f"Completed NDCG@10 (estimate): {plain_set.display_label}"  # type: ignore[attr-defined]
     assert printed.count("Completed NDCG@10 (estimate):") == 2  # the run's folder holds its instructions run too
-    assert f"Judges: {JUDGE}, prompt version disastir-appendix-c/1: {len(holes)} judgement(s)." in printed
+    assert (f"Judges: {JUDGE}, prompt version disastir-appendix-c/1: {len(holes)} judgement(s), hard grades (the "
+            "methods' vote, as the authors grade).") in printed
     for task in TASKS:
         intent = get_spec(task).intent
         official, completed = _independent_ndcg(sample_data, plain_set.folder, task,  # type: ignore[attr-defined]

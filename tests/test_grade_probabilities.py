@@ -195,3 +195,30 @@ def test_agreement_prints_the_calibration_and_stores_it(tmp_path: Path, capsys: 
     assert stored.calibration["brier"] == pytest.approx(brier_score(p, labels), abs=1e-6)
     assert stored.calibration["ece"] == pytest.approx(expected_calibration_error(p, labels), abs=1e-6)
     assert json.dumps(stored.calibration)  # plain JSON
+
+
+@pytest.fixture(scope="module")
+def runs(hashing_runs: object) -> Path:
+    return hashing_runs("DisastIR-STS-Geo")  # type: ignore[operator]
+
+
+def test_completed_scores_take_the_expected_grade_when_asked_and_say_so(runs: Path, holes: list, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from judge_servers import judge_of
+
+    from disastir_mteb import cli
+
+    store = tmp_path / "j.sqlite"
+    with JudgeServer(with_logprobs(judge_of(holes), confident(0.5))) as server:
+        assert cli.main(["judge", str(runs), "--model", MODEL, "--base-url", server.base_url, "--store", str(store),
+                         "--yes", "--quiet", "-t", "DisastIR-STS-Geo"]) == 0
+    capsys.readouterr()
+    shown = {}
+    for grade in ("hard", "expected"):
+        assert cli.main(["report", str(runs), "--judgements", str(store), "--completed-grade", grade]) == 0
+        shown[grade] = capsys.readouterr().out
+    assert "hard grades (the methods' vote" in shown["hard"]
+    assert "expected grades (from the judge's grade probabilities)" in shown["expected"]
+    line = {grade: next(row for row in text.splitlines() if row.startswith("DisastIR-STS-Geo  "))
+            for grade, text in shown.items()}
+    assert line["hard"] != line["expected"]  # half the mass off the hard grade moves the completed NDCG@10

@@ -406,8 +406,16 @@ def test_a_judge_below_the_band_is_told_not_to_fill_holes_and_the_report_says_so
     monkeypatch.delenv("DISASTIR_DATA_DIR")  # the run's folder, from its result files
     store = tmp_path / "store.sqlite"
     with LoopbackServer() as server:  # grade 0 for every pair: no better than chance
-        assert _judge(runs, [server.base_url], store, "--agreement", "12", "-t", "DisastIR-STS-Geo") == 0
-    out = capsys.readouterr().out
+        assert _judge(runs, [server.base_url], store, "--agreement", "12", "-t", "DisastIR-STS-Geo") == 1
+        out = capsys.readouterr().out
+        with JudgementStore(store) as opened:  # stopped before the holes: only the 12 agreement pairs were judged
+            assert opened.counts()["judged"] == 12
+        assert "Stopped before filling the" in out.splitlines()[-1] and "--fill-anyway" in out.splitlines()[-1]
+        assert _judge(runs, [server.base_url], store, "--agreement", "12", "-t", "DisastIR-STS-Geo",
+                      "--fill-anyway") == 0  # asked to: the holes are filled
+        with JudgementStore(store) as opened:
+            assert opened.counts()["judged"] > 12
+    out += capsys.readouterr().out
     assert (f"Warning: {MODEL} (prompt version {PROMPT_VERSION}) is below the band (binary kappa 0.000, below 0.4; the "
             "band: binary kappa at least 0.4 and at most a tenth of the pairs unreadable, the paper's judge 0.77): its "
             "labels are not the pool's, so this judge should not fill holes; completed scores from it would say "

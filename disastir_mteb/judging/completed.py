@@ -60,6 +60,9 @@ class AddedJudgements:
         store: the store's path, as shown to readers.
         judge_model: the judge model asked for, or None for every one.
         prompt_version: the prompt version asked for, or None for every one.
+        grade: which grade of each judgement: ``hard`` (the methods' vote, the authors' grade) or ``expected`` (the
+            expected grade of its grade probabilities, :mod:`~disastir_mteb.judging.grade_probabilities`).
+        hard_fallbacks: with ``expected``, judgements without grade probabilities, taken at their hard grade.
     """
 
     grades: Mapping[tuple[Intent, str, str], float]
@@ -67,6 +70,16 @@ class AddedJudgements:
     store: str
     judge_model: str | None = None
     prompt_version: str | None = None
+    grade: str = "hard"
+    hard_fallbacks: int = 0
+
+    def describe_grade(self) -> str:
+        """How the added grades were taken, for the report: ``hard grades (the methods' vote)`` or the expected."""
+        if self.grade == "hard":
+            return "hard grades (the methods' vote, as the authors grade)"
+        fallback = (f"; {self.hard_fallbacks:,} judgement(s) without grade probabilities at their hard grade"
+                    if self.hard_fallbacks else "")
+        return f"expected grades (from the judge's grade probabilities{fallback})"
 
     def by_query(self, intent: Intent) -> dict[str, dict[str, tuple[float, Judge]]]:
         """One intent's judgements as query text -> {passage text: (grade, judge)}."""
@@ -78,21 +91,26 @@ class AddedJudgements:
 
 
 def load_added(store: JudgementStore, *, judge_model: str | None = None,
-               prompt_version: str | None = None) -> AddedJudgements:
+               prompt_version: str | None = None, grade: str = "hard") -> AddedJudgements:
     """The store's graded judgements (``failed`` pairs have no grade and are left out), optionally of one judge.
 
     Args:
         store: the judgement store.
         judge_model: only this judge model's judgements (default: every model's).
         prompt_version: only this prompt version's (default: every version's).
+        grade: ``hard`` (default) or ``expected`` (``--completed-grade``): the grade each judgement adds.
 
     Raises:
         ValueError: the chosen judgements hold two grades for one pair (two judge models or prompt versions); the
             sentence names them and asks to pick one with ``--judge-model`` (and ``--prompt-version``).
     """
+    if grade not in ("hard", "expected"):
+        raise ValueError(f"--completed-grade {grade!r}: choose hard (the methods' vote) or expected (the expected "
+                         "grade of the judge's grade probabilities).")
     grades: dict[tuple[Intent, str, str], float] = {}
     judges: dict[tuple[Intent, str, str], Judge] = {}
     clashes: Counter[tuple[Judge, Judge]] = Counter()
+    fallbacks = 0
     for judgement in store.judgements(judge_model=judge_model, prompt_version=prompt_version):
         if judgement.grade is None:
             continue
@@ -101,14 +119,18 @@ def load_added(store: JudgementStore, *, judge_model: str | None = None,
         if key in judges and judges[key] != judge:
             clashes[tuple(sorted((judges[key], judge)))] += 1  # type: ignore[arg-type]
             continue
-        grades[key] = float(judgement.grade)
+        if grade == "expected" and judgement.expected is not None:
+            grades[key] = float(judgement.expected)
+        else:
+            fallbacks += grade == "expected"
+            grades[key] = float(judgement.grade)
         judges[key] = judge
     if clashes:
         shown = sorted({_judge_name(judge) for pair in clashes for judge in pair})
         raise ValueError(f"{store.path} holds judgements of {sum(clashes.values()):,} pair(s) by more than one judge "
                          f"({'; '.join(shown)}); pick one with --judge-model (and --prompt-version) so that each "
                          "completed score comes from one judge.")
-    return AddedJudgements(grades, judges, str(store.path), judge_model, prompt_version)
+    return AddedJudgements(grades, judges, str(store.path), judge_model, prompt_version, grade, fallbacks)
 
 
 def _judge_name(judge: Judge) -> str:
@@ -231,6 +253,7 @@ class CompletedScores:
     store: str
     without_rankings: tuple[str, ...] = ()
     judges: Mapping[Judge, int] = field(default_factory=dict)
+    grade: str = "hard grades (the methods' vote, as the authors grade)"
 
     def view(self, agreement: Mapping[Judge, str] | None = None) -> CompletedView:
         """The plain numbers the report and compare show (:mod:`disastir_mteb.results.completed_view`).
@@ -240,7 +263,7 @@ class CompletedScores:
                 (:func:`~disastir_mteb.judging.agreement.agreement_note`); the view holds those of the judges that
                 added grades to this set.
         """
-        judges = [f"{model}, prompt version {version}: {count:,} judgement(s)"
+        judges = [f"{model}, prompt version {version}: {count:,} judgement(s), {self.grade}"
                   for (model, version), count in sorted(self.judges.items())]
         notes = [agreement[judge] for judge in sorted(self.judges) if agreement and judge in agreement]
         return CompletedView(
@@ -296,7 +319,8 @@ def completed_scores(result_sets: Sequence[ResultSet], added: AddedJudgements, d
                 task=task, official=result_set.scores[task], published=_by_text(top, texts.grades, texts),
                 completed=_by_text(top, merged.grades, texts), added=len(merged.added), filled=filled,
                 judges=dict(task_judges))
-        found.append(CompletedScores(result_set, scored, added.store, tuple(missing), dict(judges)))
+        found.append(CompletedScores(result_set, scored, added.store, tuple(missing), dict(judges),
+                                     added.describe_grade()))
         logger.info("%s: %d task(s) completed with %d added judgement(s).", result_set.display_label, len(scored),
                     sum(t.added for t in scored.values()))
     return found
