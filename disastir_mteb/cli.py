@@ -243,6 +243,34 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--quiet", action="store_true", help="no progress bar")
     judge.set_defaults(func=commands.judge)
 
+    study = sub.add_parser("judge-study", help="Does the judge recover the ranking? For each of three or more runs, "
+                                               "hide the published grades of the judged pairs only it retrieved, "
+                                               "score every run officially, with those holes and with the holes "
+                                               "judged, and print each run's NDCG@10 and Kendall's tau across runs "
+                                               "(the leave-one-run-out pool study of TREC).")
+    study.add_argument("results", nargs="+", help="three or more result sets (folders at any level) on the same data")
+    study.add_argument("--model", required=True, help="the judge model as the server names it")
+    study.add_argument("--base-url", action="append", default=[], dest="base_url",
+                       help="an OpenAI-compatible chat server; repeat it to share the work")
+    study.add_argument("--store", default=None, help=f"the judgement store (default: {JUDGEMENT_STORE_NAME} in the "
+                                                     "cache folder); judgements are kept and reused")
+    study.add_argument("--concurrency", type=_at_least(1), default=8, help="requests in flight per server (default 8)")
+    study.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (default 120)")
+    study.add_argument("--api-key-env", default=DEFAULT_KEY_ENV,
+                       help=f"the environment variable holding the key (default {DEFAULT_KEY_ENV})")
+    study.add_argument("--price", default=None, metavar="IN,OUT",
+                       help="US dollars per million input and output tokens, for the estimate")
+    study.add_argument("--confirm-above", type=_at_least(0), default=2000, metavar="REQUESTS",
+                       help="ask before sending more requests than this (default 2000)")
+    study.add_argument("--yes", action="store_true", help="never ask")
+    study.add_argument("--completed-grade", choices=["hard", "expected"], default="hard",
+                       help="fill the holes with the judge's hard grade (default) or its expected grade")
+    study.add_argument("--json", default=None, metavar="FILE", help="also write the study as JSON to FILE")
+    study.add_argument("-t", "--tasks", nargs="*", help="only these tasks (default: every task all runs have)")
+    study.add_argument("--data", help=f"the data the runs read: a folder, or 'sample' ({_RUNS_DATA})")
+    study.add_argument("--quiet", action="store_true", help="no progress bar")
+    study.set_defaults(func=commands.judge_study)
+
     board = sub.add_parser("leaderboard", help="Serve mteb's leaderboard app offline with DisastIR in its menu: your "
                                                "result sets beside the DisastIR paper's 30 models (marked published).")
     board.add_argument("results", nargs="*", default=["results"],
@@ -335,7 +363,8 @@ _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 # error names, else this folder (a plain write() names no file); commands absent here write nothing of theirs
 _OUTPUT_OPTION = {"run": ("--output-folder", "output_folder"), "demo": ("--output-folder", "output_folder"),
                   "report": ("--out", "out"), "submit": ("--out", "out"), "export": ("--out", "out"),
-                  "sample": ("--out", "out"), "stats": ("--out", "out"), "judge": ("--store", "store")}
+                  "sample": ("--out", "out"), "stats": ("--out", "out"), "judge": ("--store", "store"),
+                  "judge-study": ("--store", "store")}
 
 
 def _interrupted(args: argparse.Namespace) -> str:
@@ -345,9 +374,9 @@ def _interrupted(args: argparse.Namespace) -> str:
     whole or absent), and the embedding store keeps every finished chunk, so the same command
     evaluates only the tasks without a result and encodes only what is not stored yet.
     """
-    if args.command == "judge":
-        return ("disastir-mteb judge: interrupted; run the same command again to resume: every answer received is "
-                "kept in the store, and only what is missing is asked.")
+    if args.command in ("judge", "judge-study"):
+        return (f"disastir-mteb {args.command}: interrupted; run the same command again to resume: every answer "
+                "received is kept in the store, and only what is missing is asked.")
     if args.command not in ("run", "demo"):
         return f"disastir-mteb {args.command}: interrupted."
     kept = ("the results of finished tasks are kept (with --no-cache the passages are encoded again)"

@@ -550,6 +550,24 @@ def judge(args: argparse.Namespace) -> int:
     return 0 if not summary.failed else 1
 
 
+def judge_study(args: argparse.Namespace) -> int:
+    """``disastir-mteb judge-study``: the leave-one-run-out pool study (:mod:`disastir_mteb.judging.pool_study`)."""
+    from disastir_mteb.judging.holes import result_sets_of
+    from disastir_mteb.judging.pool_study import run_study
+    from disastir_mteb.judging.settings import JudgeSettings
+    from disastir_mteb.judging.store import JudgementStore, default_store_path
+
+    if not args.base_url:
+        raise ValueError("Name a judge server with --base-url (e.g. http://127.0.0.1:8080/v1).")
+    settings = JudgeSettings.from_options(args)
+    result_sets = result_sets_of(args.results)
+    data = _data_of_results(result_sets, args.data, "judge", tasks=args.tasks)
+    with JudgementStore(Path(args.store) if args.store else default_store_path()) as store:
+        study = run_study(result_sets, store=store, settings=settings, data_dir=data, grade=args.completed_grade,
+                          go_ahead=lambda text, requests: _go_ahead(text, requests, settings), json_path=args.json)
+    return 0 if study is not None else 1
+
+
 def leaderboard(args: argparse.Namespace) -> int:
     """``disastir-mteb leaderboard``: mteb's leaderboard app over the result folders, offline."""
     from disastir_mteb.leaderboard.app import serve

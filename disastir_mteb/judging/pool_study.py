@@ -1,0 +1,258 @@
+"""Does the judge recover the ranking? The leave-one-run-out pool study of Zobel (1998) and Buckley et al. (2007).
+
+A pool is biased against a run when the passages only that run found were never judged: they count as zero, and
+the run falls. TREC measures that bias by taking each run's unique contributions out of the pool and seeing how far
+the run falls; UMBRELA and TREC 2024 RAG accept an LLM judge when the system ranking it induces agrees with the
+official one (Kendall's tau). ``disastir-mteb judge-study`` does both on the published judgements:
+
+- **Unique pairs.** For each run (result set) and task, the judged (query, passage) pairs of its top 10 that no
+  other given run has in its top 10. Pairs are keyed by text, as the task scores its official number
+  (:func:`~disastir_mteb.scoring.authors.key_by_text`): copies of one judged text are one pair.
+- **Three scores per run** (the authors' NDCG@10, zero fill, the mean over the tasks of the study): (a) on the
+  published judgements; (b) with the run's unique pairs hidden, the pool as if the run had not contributed; (c) with
+  those holes judged by the judge (its grade; ``expected`` takes the expected grade of its grade probabilities).
+  Only the run's own pairs are hidden in its (b) and (c): every run is scored against its own leave-one-out pool.
+- **What is printed**: per run the three NDCG@10, the pool-bias drop (a) - (b), and the share of it the judge
+  recovered, ((c) - (b)) / ((a) - (b)); across runs, Kendall's tau-b of (b) and of (c) against (a).
+
+A judge that answers each pair's published grade gives (c) = (a) exactly for every run (the hidden grades come back
+as they were): the study's oracle case, tested. The judgements go through the job and the store
+(:mod:`~disastir_mteb.judging.job`), so a study run again asks nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from disastir_mteb.data.published import shared_texts
+from disastir_mteb.judging.calibration import kendall_tau
+from disastir_mteb.judging.holes import TaskTexts, load_task_texts
+from disastir_mteb.judging.protocol import PROMPT_VERSION
+from disastir_mteb.judging.store import JudgementStore, Pair
+from disastir_mteb.results.report_format import Paragraph, Table, render_text
+from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.scoring.authors import TOP_K, key_by_text, score_run
+from disastir_mteb.util.atomic import write_json_atomic
+from disastir_mteb.vocabulary.taxonomy import Intent
+
+if TYPE_CHECKING:
+    from disastir_mteb.judging.settings import JudgeSettings
+
+__all__ = ["MIN_RUNS", "RunStudy", "Study", "run_study"]
+
+#: Runs a study needs: with two, each run's unique pairs are the other's blind spot, and tau says little.
+MIN_RUNS = 3
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One task of the study, keyed by text: each run's top 10 and the published grades."""
+
+    texts: TaskTexts
+    tops: list[dict[str, list[str]]]  # per run: query id -> keyed top 10
+    grades: dict[str, dict[str, float]]  # query id -> {keyed passage id: published grade}
+
+
+@dataclass(frozen=True)
+class RunStudy:
+    """One run's three NDCG@10 (the mean over the study's tasks) and its unique pairs.
+
+    Attributes:
+        label: the run (result set) as shown.
+        official: (a), on the published judgements.
+        holes: (b), its unique judged pairs hidden.
+        judged: (c), those holes judged.
+        unique: its unique judged pairs (hidden in (b)).
+        filled: of those, pairs the judge graded (the rest stay holes in (c)).
+    """
+
+    label: str
+    official: float
+    holes: float
+    judged: float
+    unique: int
+    filled: int
+
+    @property
+    def drop(self) -> float:
+        """The pool-bias drop, (a) - (b)."""
+        return self.official - self.holes
+
+    @property
+    def recovered(self) -> float | None:
+        """The share of the drop the judge recovered, ((c) - (b)) / ((a) - (b)); None where nothing dropped."""
+        return (self.judged - self.holes) / self.drop if abs(self.drop) > 1e-12 else None
+
+    def record(self) -> dict[str, Any]:
+        """As JSON."""
+        return {"run": self.label, "official": self.official, "holes": self.holes, "judged": self.judged,
+                "drop": self.drop, "recovered": self.recovered, "unique_pairs": self.unique, "filled": self.filled}
+
+
+@dataclass(frozen=True)
+class Study:
+    """The study over all runs: each run's scores and the rankings' agreement with the official one.
+
+    Attributes:
+        runs: each run's scores, in the order given.
+        tasks: the tasks of the study (those every run has per-query rankings for).
+        judge_model: the judge.
+        grade: ``hard`` or ``expected``: which grade of each judgement filled the holes.
+        tau_holes: Kendall's tau-b of (b) against (a) across runs.
+        tau_judged: Kendall's tau-b of (c) against (a).
+    """
+
+    runs: tuple[RunStudy, ...]
+    tasks: tuple[str, ...]
+    judge_model: str
+    grade: str
+    tau_holes: float | None
+    tau_judged: float | None
+
+    def record(self) -> dict[str, Any]:
+        """As JSON (``--json FILE``)."""
+        return {"judge_model": self.judge_model, "grade": self.grade, "tasks": list(self.tasks),
+                "tau_holes": self.tau_holes, "tau_judged": self.tau_judged, "runs": [r.record() for r in self.runs]}
+
+    def to_text(self) -> str:
+        """The table ``judge-study`` prints."""
+        def shown(value: float | None, scale: float = 100.0, digits: int = 2) -> str:
+            return "–" if value is None else f"{value * scale:.{digits}f}"
+
+        rows = [[r.label, shown(r.official), shown(r.holes), shown(r.judged), shown(r.drop),
+                 shown(r.recovered, 100.0, 0) + (" %" if r.recovered is not None else ""), f"{r.unique:,}",
+                 f"{r.filled:,}"] for r in self.runs]
+        return render_text([
+            Paragraph(f"Pool study (leave one run out) of {len(self.runs)} runs over {len(self.tasks)} task(s), judge "
+                      f"{self.judge_model} ({self.grade} grades). NDCG@10 x100, the mean over the tasks: (a) on the "
+                      "published judgements; (b) with the judged pairs only this run has in its top 10 hidden; (c) "
+                      "with those holes judged. Recovered: the share of the drop (a) - (b) that (c) wins back."),
+            Table(["run", "(a) official", "(b) holes", "(c) judged", "drop", "recovered", "unique pairs", "judged"],
+                  rows),
+            Paragraph(f"Kendall's tau-b across runs against (a): (b) holes {shown(self.tau_holes, 1.0, 3)}, (c) judged "
+                      f"{shown(self.tau_judged, 1.0, 3)} (1: the official ranking recovered)."),
+        ])
+
+
+def _study_tasks(result_sets: Sequence[ResultSet], tasks: Sequence[str] | None) -> list[str]:
+    held = [{task for task in s.scores if s.has_per_query(task)} for s in result_sets]
+    common = set.intersection(*held)
+    if tasks:
+        common &= set(tasks)
+    if not common:
+        raise ValueError("The result sets share no task with per-query rankings (written by disastir-mteb run)"
+                         + (f" among --tasks {' '.join(tasks)}" if tasks else "") + "; a study compares runs on "
+                         "the same tasks.")
+    return sorted(common)
+
+
+def _load(result_sets: Sequence[ResultSet], task: str, data_dir: str | Path | None) -> _Task:
+    texts = load_task_texts(task, data_dir)
+    shared = shared_texts(texts.grades, texts.first_copy)
+    tops, grades = [], {}
+    for result_set in result_sets:
+        top = {query: list(ranked[:TOP_K]) for query, ranked in result_set.per_query(task).top10.items()}
+        keyed_top, grades = key_by_text(top, texts.grades, shared)
+        tops.append(keyed_top)
+    return _Task(texts, tops, grades)
+
+
+def _unique(task: _Task, run: int) -> set[tuple[str, str]]:
+    """The judged (query id, keyed passage id) pairs in this run's top 10 and in no other run's."""
+    seen: Counter[tuple[str, str]] = Counter()
+    for top in task.tops:
+        seen.update({(query, doc) for query, ranked in top.items() for doc in ranked})
+    return {(query, doc) for query, ranked in task.tops[run].items() for doc in set(ranked)
+            if seen[query, doc] == 1 and doc in task.grades.get(query, {})}
+
+
+def _text_pair(task: _Task, query: str, doc: str) -> tuple[Intent, str, str]:
+    return task.texts.intent, task.texts.queries[query].strip(), task.texts.passages[doc].strip()
+
+
+def _ndcg(task: _Task, run: int, grades: Mapping[str, Mapping[str, float]]) -> float:
+    return score_run(task.tops[run], grades, TOP_K).ndcg_zero_fill
+
+
+def run_study(result_sets: Sequence[ResultSet], *, store: JudgementStore, settings: JudgeSettings,
+              data_dir: str | Path | None = None, grade: str = "hard",
+              go_ahead: Callable[[str, int], bool] = lambda text, requests: True, say: Callable[[str], None] = print,
+              json_path: str | Path | None = None) -> Study | None:
+    """Run the leave-one-run-out study: find each run's unique pairs, judge them (store reused), score, print.
+
+    Args:
+        result_sets: three or more full-set result sets on the same data.
+        store: the judgement store (answers reused; the study's judgements are kept there).
+        settings: the judge model and servers (``settings.tasks`` narrows the tasks).
+        data_dir: the data the runs read.
+        grade: ``hard`` or ``expected`` (the expected grade where the judge gave grade probabilities).
+        go_ahead: asked with the plan's text and its request count before anything is sent.
+        say: where the plan and the table go.
+        json_path: also write the study as JSON there.
+
+    Returns:
+        The study, or None when the plan was not sent.
+
+    Raises:
+        ValueError: fewer than :data:`MIN_RUNS` runs, no shared task with rankings, or no ``--base-url``.
+    """
+    from disastir_mteb.judging.job import judge_pairs, plan_job
+
+    if len(result_sets) < MIN_RUNS:
+        raise ValueError(f"A pool study needs at least {MIN_RUNS} result sets (runs) on the same data; "
+                         f"{len(result_sets)} given.")
+    if not settings.base_urls:
+        raise ValueError("judge-study asks a server: give --base-url.")
+    names = _study_tasks(result_sets, settings.tasks)
+    tasks = [_load(result_sets, name, data_dir) for name in names]
+    unique = [[_unique(task, run) for task in tasks] for run in range(len(result_sets))]
+    found = {_text_pair(task, query, doc) for per_task in unique for task, hidden in zip(tasks, per_task, strict=True)
+             for query, doc in hidden}
+    wanted = sorted(found, key=lambda key: (key[0].value, key[1], key[2]))
+    pairs = [Pair(intent, query, passage, settings.judge_model) for intent, query, passage in wanted]
+    plan = plan_job(pairs, store)
+    text = f"Pool study: {plan.describe(settings.price)}"
+    say(text)
+    if plan.to_judge:
+        if not go_ahead(text, plan.requests):
+            say("Pool study not sent.")
+            return None
+        say(judge_pairs(pairs, store, settings.pool(), judge_model=settings.judge_model).describe())
+    asked = set(wanted)
+    given: dict[tuple[Intent, str, str], float] = {}
+    for judgement in store.judgements(judge_model=settings.judge_model, prompt_version=PROMPT_VERSION):
+        key = (judgement.intent, judgement.query, judgement.passage)
+        if judgement.grade is not None and key in asked:
+            given[key] = judgement.expected if grade == "expected" and judgement.expected is not None \
+                else judgement.grade
+    runs = []
+    for run, result_set in enumerate(result_sets):
+        scores: dict[str, list[float]] = {"official": [], "holes": [], "judged": []}
+        filled = 0
+        for task, hidden in zip(tasks, unique[run], strict=True):
+            holes = {query: {doc: g for doc, g in judged.items() if (query, doc) not in hidden}
+                     for query, judged in task.grades.items()}
+            judged = {query: dict(docs) for query, docs in holes.items()}
+            for query, doc in hidden:
+                if (value := given.get(_text_pair(task, query, doc))) is not None:
+                    judged[query][doc] = float(value)
+                    filled += 1
+            scores["official"].append(_ndcg(task, run, task.grades))
+            scores["holes"].append(_ndcg(task, run, holes))
+            scores["judged"].append(_ndcg(task, run, judged))
+        means = {name: sum(values) / len(values) for name, values in scores.items()}
+        runs.append(RunStudy(result_set.display_label, means["official"], means["holes"], means["judged"],
+                             sum(len(hidden) for hidden in unique[run]), filled))
+    official = [r.official for r in runs]
+    study = Study(tuple(runs), tuple(names), settings.judge_model, grade,
+                  kendall_tau(official, [r.holes for r in runs]), kendall_tau(official, [r.judged for r in runs]))
+    say(study.to_text())
+    if json_path is not None:
+        write_json_atomic(Path(json_path), study.record())
+        say(f"Wrote the study to {json_path}.")
+    return study
+
