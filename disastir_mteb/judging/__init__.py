@@ -12,4 +12,8 @@
   command line builds once for the holes job and the agreement check.
 - :mod:`~disastir_mteb.judging.agreement`: ``judge --agreement N``: published pairs stratified by intent and
   grade, judged through the same job, and Cohen's kappa (binary and quadratic-weighted) per intent.
+- :mod:`~disastir_mteb.judging.grade_probabilities`: the judge's distribution over the grades, read at the grade
+  token of answers carrying logprobs; a pair's expected grade and P(relevant).
+- :mod:`~disastir_mteb.judging.calibration`: ECE, Brier score, AUROC and Kendall's tau-b.
+- :mod:`~disastir_mteb.judging.pool_study`: ``judge-study``: the leave-one-run-out pool study and its taus.
 """
