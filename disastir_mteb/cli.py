@@ -59,6 +59,29 @@ def _judgement_options(parser: argparse.ArgumentParser) -> None:
                                        f"or 'sample' ({_RUNS_DATA})")
 
 
+def _judge_server_options(parser: argparse.ArgumentParser) -> None:
+    """The judge model, its servers, its store and when to ask before sending: ``judge`` and ``judge-study`` alike."""
+    parser.add_argument("--model", required=True, help="the judge model as the server names it (e.g. gpt-4o-mini)")
+    parser.add_argument("--base-url", action="append", default=[], dest="base_url",
+                        help="an OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1 for vLLM; "
+                             "https://api.openai.com/v1 for OpenAI); repeat it to share the work between servers")
+    parser.add_argument("--store", default=None,
+                        help=f"the judgement store (default: {JUDGEMENT_STORE_NAME} in the cache folder, "
+                             "DISASTIR_CACHE_DIR); every answer is kept there, so a killed job resumes and nothing is "
+                             "asked twice")
+    parser.add_argument("--concurrency", type=_at_least(1), default=8, help="requests in flight per server (default 8)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (default 120)")
+    parser.add_argument("--api-key-env", default=DEFAULT_KEY_ENV,
+                        help=f"the environment variable holding the key (default {DEFAULT_KEY_ENV}); never a file "
+                             "or an option, so it stays out of shell history and logs")
+    parser.add_argument("--price", default=None, metavar="IN,OUT",
+                        help="US dollars per million input and output tokens, for the cost estimate (e.g. 0.15,0.60)")
+    parser.add_argument("--confirm-above", type=_at_least(0), default=2000, metavar="REQUESTS",
+                        help="ask before sending more requests than this (default 2000); without a terminal the "
+                             "job stops instead of asking, unless --yes")
+    parser.add_argument("--yes", action="store_true", help="never ask: go ahead whatever the estimate")
+
+
 def _timings_option(parser: argparse.ArgumentParser) -> None:
     """``--timings-json FILE``: where the run's time went, as JSON (the table is printed either way)."""
     parser.add_argument("--timings-json", default=None, metavar="FILE",
@@ -207,18 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "completed scores are a per-study estimate beside the official ones, never "
                                           "in their place.")
     judge.add_argument("results", nargs="+", help="mteb result folders (any level) whose top-10 holes are judged")
-    judge.add_argument("--model", required=True, help="the judge model as the server names it (e.g. gpt-4o-mini)")
-    judge.add_argument("--base-url", action="append", default=[], dest="base_url",
-                       help="an OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1 for vLLM; "
-                            "https://api.openai.com/v1 for OpenAI); repeat it to share the work between servers")
-    judge.add_argument("--store", default=None,
-                       help=f"the judgement store (default: {JUDGEMENT_STORE_NAME} in the cache folder, "
-                            "DISASTIR_CACHE_DIR); every answer is kept there, so a killed job resumes")
-    judge.add_argument("--concurrency", type=_at_least(1), default=8, help="requests in flight per server (default 8)")
-    judge.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (default 120)")
-    judge.add_argument("--api-key-env", default=DEFAULT_KEY_ENV,
-                       help=f"the environment variable holding the key (default {DEFAULT_KEY_ENV}); never a file "
-                            "or an option, so it stays out of shell history and logs")
+    _judge_server_options(judge)
     judge.add_argument("--agreement", type=_at_least(1), default=None, metavar="N",
                        help="first judge N pairs that have published grades (stratified by intent and grade) and "
                             "print Cohen's kappa against them, beside the paper's 0.77 against people (and the "
@@ -226,12 +238,6 @@ def build_parser() -> argparse.ArgumentParser:
                             "the job stops there, before filling any hole, unless --fill-anyway")
     judge.add_argument("--fill-anyway", action="store_true",
                        help="with --agreement: fill the holes even when the judge is below the agreement band")
-    judge.add_argument("--price", default=None, metavar="IN,OUT",
-                       help="US dollars per million input and output tokens, for the cost estimate (e.g. 0.15,0.60)")
-    judge.add_argument("--confirm-above", type=_at_least(0), default=2000, metavar="REQUESTS",
-                       help="ask before sending more requests than this (default 2000); without a terminal the "
-                            "job stops instead of asking, unless --yes")
-    judge.add_argument("--yes", action="store_true", help="never ask: go ahead whatever the estimate")
     judge.add_argument("--batch-requests", default=None, metavar="FILE",
                        help="write OpenAI Batch API requests for the next round to FILE instead of calling a server")
     judge.add_argument("--batch-results", default=None, metavar="FILE",
@@ -249,20 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "judged, and print each run's NDCG@10 and Kendall's tau across runs "
                                                "(the leave-one-run-out pool study of TREC).")
     study.add_argument("results", nargs="+", help="three or more result sets (folders at any level) on the same data")
-    study.add_argument("--model", required=True, help="the judge model as the server names it")
-    study.add_argument("--base-url", action="append", default=[], dest="base_url",
-                       help="an OpenAI-compatible chat server; repeat it to share the work")
-    study.add_argument("--store", default=None, help=f"the judgement store (default: {JUDGEMENT_STORE_NAME} in the "
-                                                     "cache folder); judgements are kept and reused")
-    study.add_argument("--concurrency", type=_at_least(1), default=8, help="requests in flight per server (default 8)")
-    study.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (default 120)")
-    study.add_argument("--api-key-env", default=DEFAULT_KEY_ENV,
-                       help=f"the environment variable holding the key (default {DEFAULT_KEY_ENV})")
-    study.add_argument("--price", default=None, metavar="IN,OUT",
-                       help="US dollars per million input and output tokens, for the estimate")
-    study.add_argument("--confirm-above", type=_at_least(0), default=2000, metavar="REQUESTS",
-                       help="ask before sending more requests than this (default 2000)")
-    study.add_argument("--yes", action="store_true", help="never ask")
+    _judge_server_options(study)
     study.add_argument("--completed-grade", choices=["hard", "expected"], default="hard",
                        help="fill the holes with the judge's hard grade (default) or its expected grade")
     study.add_argument("--json", default=None, metavar="FILE", help="also write the study as JSON to FILE")

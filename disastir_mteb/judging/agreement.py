@@ -407,21 +407,13 @@ def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementS
         ValueError: no ``--base-url`` (the agreement pairs are asked online), or as :func:`pick_agreement_pairs`.
         EndpointError: as :func:`~disastir_mteb.judging.job.judge_pairs`.
     """
-    from disastir_mteb.judging.job import judge_pairs, plan_job
-
     if not settings.base_urls:
         raise ValueError("--agreement asks a server: give --base-url (the Batch API files carry the holes only).")
     tasks = settings.tasks or sorted({task for result_set in result_sets for task in result_set.scores}) or None
     picked = pick_agreement_pairs(n, tasks, data_dir, seed=settings.seed)
     pairs = [Pair(pair.intent, pair.query, pair.passage, settings.judge_model) for pair in picked]
-    plan = plan_job(pairs, store)
-    text = f"Agreement check: {plan.describe(settings.price)}"
-    say(text)
-    if plan.to_judge:
-        if not go_ahead(text, plan.requests):
-            say("Agreement check not sent.")
-            return None
-        say(judge_pairs(pairs, store, settings.pool(), judge_model=settings.judge_model).describe())
+    if not settings.judge_planned(pairs, store, what="Agreement check", go_ahead=go_ahead, say=say):
+        return None
     agreement = agreement_of(picked, store, judge_model=settings.judge_model)
     agreement.store_in(store)
     say(agreement.to_text())

@@ -200,8 +200,6 @@ def run_study(result_sets: Sequence[ResultSet], *, store: JudgementStore, settin
     Raises:
         ValueError: fewer than :data:`MIN_RUNS` runs, no shared task with rankings, or no ``--base-url``.
     """
-    from disastir_mteb.judging.job import judge_pairs, plan_job
-
     if len(result_sets) < MIN_RUNS:
         raise ValueError(f"A pool study needs at least {MIN_RUNS} result sets (runs) on the same data; "
                          f"{len(result_sets)} given.")
@@ -214,14 +212,8 @@ def run_study(result_sets: Sequence[ResultSet], *, store: JudgementStore, settin
              for query, doc in hidden}
     wanted = sorted(found, key=lambda key: (key[0].value, key[1], key[2]))
     pairs = [Pair(intent, query, passage, settings.judge_model) for intent, query, passage in wanted]
-    plan = plan_job(pairs, store)
-    text = f"Pool study: {plan.describe(settings.price)}"
-    say(text)
-    if plan.to_judge:
-        if not go_ahead(text, plan.requests):
-            say("Pool study not sent.")
-            return None
-        say(judge_pairs(pairs, store, settings.pool(), judge_model=settings.judge_model).describe())
+    if not settings.judge_planned(pairs, store, what="Pool study", go_ahead=go_ahead, say=say):
+        return None
     asked = set(wanted)
     given: dict[tuple[Intent, str, str], float] = {}
     for judgement in store.judgements(judge_model=settings.judge_model, prompt_version=PROMPT_VERSION):

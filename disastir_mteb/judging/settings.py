@@ -7,6 +7,7 @@ servers the same way and a new option is added in one place. From Python, build 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from disastir_mteb.judging.job import Price
 
 if TYPE_CHECKING:
     from disastir_mteb.endpoints.pool import EndpointPool
+    from disastir_mteb.judging.store import JudgementStore, Pair
 
 __all__ = ["JudgeSettings"]
 
@@ -55,6 +57,26 @@ class JudgeSettings:
                    price=Price.parse(options.price) if options.price else None,
                    tasks=tuple(options.tasks) if options.tasks else None,
                    confirm_above=options.confirm_above, yes=options.yes)
+
+    def judge_planned(self, pairs: Sequence[Pair], store: JudgementStore, *, what: str,
+                      go_ahead: Callable[[str, int], bool], say: Callable[[str], None]) -> bool:
+        """Say the plan for ``pairs`` (``what: N pair(s) to judge ...``), ask, and judge what the store lacks.
+
+        Returns:
+            False when ``go_ahead`` said no (nothing sent); True otherwise, nothing left to ask included.
+        """
+        from disastir_mteb.judging.job import judge_pairs, plan_job
+
+        plan = plan_job(pairs, store)
+        text = f"{what}: {plan.describe(self.price)}"
+        say(text)
+        if not plan.to_judge:
+            return True
+        if not go_ahead(text, plan.requests):
+            say(f"{what} not sent.")
+            return False
+        say(judge_pairs(pairs, store, self.pool(), judge_model=self.judge_model).describe())
+        return True
 
     def pool(self) -> EndpointPool[Any, Any]:
         """A pool of this job's servers (one per call: a pool lives for one job)."""
