@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import errno
+import math
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from disastir_mteb import commands
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV, check_base_url
@@ -34,6 +36,17 @@ def _at_least(lowest: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds (0, a negative number or nan would never end a wait)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, not {text!r}")
+    return value
 
 
 #: Where the commands that read results find their data without --data (disastir_mteb.results.data_used).
@@ -70,7 +83,7 @@ def _judge_server_options(parser: argparse.ArgumentParser) -> None:
                              "DISASTIR_CACHE_DIR); every answer is kept there, so a killed job resumes and nothing is "
                              "asked twice")
     parser.add_argument("--concurrency", type=_at_least(1), default=8, help="requests in flight per server (default 8)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (default 120)")
+    parser.add_argument("--timeout", type=_seconds, default=120.0, help="seconds one request may take (default 120)")
     parser.add_argument("--api-key-env", default=DEFAULT_KEY_ENV,
                         help=f"the environment variable holding the key (default {DEFAULT_KEY_ENV}); never a file "
                              "or an option, so it stays out of shell history and logs")
@@ -360,6 +373,17 @@ _OUTPUT_OPTION = {"run": ("--output-folder", "output_folder"), "demo": ("--outpu
                   "judge-study": ("--store", "store")}
 
 
+def _check_output_folder(args: argparse.Namespace) -> None:
+    """A command's output folder named by a file: one sentence before anything runs (not ``File exists`` after)."""
+    option, name = _OUTPUT_OPTION.get(args.command, (None, None))
+    value = getattr(args, name, None) if name else None
+    if option is None or option == "--store" or value is None:
+        return
+    if Path(value).exists() and not Path(value).is_dir():
+        raise ValueError(f"{option} {value} is a file, not a folder: name a folder (it is created when missing), or "
+                         "move the file away.")
+
+
 def _interrupted(args: argparse.Namespace) -> str:
     """The one line Ctrl-C ends a command with: what is kept and how to go on.
 
@@ -414,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         _check_server_urls(args)
+        _check_output_folder(args)
+        if getattr(args, "model", None) is not None and args.command == "run" and not str(args.model).strip():
+            raise ValueError("-m is empty: name a model (an mteb name such as intfloat/e5-small-v2, a folder, or "
+                             "bundled).")
         return int(args.func(args))
     except KeyboardInterrupt:
         if not getattr(args, "quiet", True):

@@ -155,7 +155,12 @@ def _write_timings(path: Path, timings: Timings) -> None:
     """Write the run's timings as JSON, atomically, and say where."""
     from disastir_mteb.util.atomic import write_json_atomic
 
-    write_json_atomic(path, timings.as_dict())
+    try:
+        write_json_atomic(path, timings.as_dict())
+    except OSError as error:  # after the run: its results are written, only the timings are not
+        raise OSError(error.errno, f"the run's results are written, but its timings could not be ({error.strerror}): "
+                      "--timings-json names a path that became unwritable during the run; the table above holds "
+                      "the same figures", str(path)) from None
     print(f"Timings written to {path.resolve()}.")
 
 

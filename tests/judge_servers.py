@@ -282,6 +282,44 @@ def refuses_logprobs(answer: Answer) -> Respond:
     return respond
 
 
+def bare_422(answer: Answer) -> Respond:
+    """A 422 with an empty body to every ``json_schema`` request (a validator that names nothing); ``answer`` else."""
+    def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
+        if answer_format(request) == "json_schema":
+            return 422, "application/json", b"{}"
+        return 200, "application/json", completion(request, answer(request))
+
+    return respond
+
+
+def fails_schema(answer: Answer) -> Respond:
+    """A 500 naming nothing to every ``json_schema`` request (an engine whose grammar crashes); ``answer`` else."""
+    def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
+        if answer_format(request) == "json_schema":
+            return 500, "text/plain", b"Internal Server Error"
+        return 200, "application/json", completion(request, answer(request))
+
+    return respond
+
+
+def reshaped(answer: Answer, shape: str) -> Respond:
+    """``answer`` in another shape: ``parts`` (content as a list of text parts), ``no choice`` (``choices: []``) or
+    ``refusal`` (``content: null`` and a ``refusal`` text, as OpenAI answers what its model declines)."""
+    def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
+        reply = json.loads(completion(request, answer(request)))
+        message = reply["choices"][0]["message"]
+        if shape == "parts":
+            text = message["content"]
+            message["content"] = [{"type": "text", "text": text[:5]}, {"type": "text", "text": text[5:]}]
+        elif shape == "no choice":
+            reply["choices"] = []
+        else:
+            message.update(content=None, refusal="I can't help with rating this passage.")
+        return 200, "application/json", json.dumps(reply).encode()
+
+    return respond
+
+
 def refuses(message: str) -> Respond:
     """A 400 with ``message`` to every request (a refusal that has nothing to do with the answer's format)."""
     def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:

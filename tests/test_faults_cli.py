@@ -69,7 +69,20 @@ FAST_CASES = [
     (["--data", "no-such-folder"], "--data no-such-folder: no such folder; pass"),
     (["--ann-k", "5"], "ANN parameters ['k'] were given for search='exact'; add search='ann'."),
     (["--embeddings-revision", "abc"], "--embeddings-revision pins a served model: pass it with --embeddings-url."),
+    (["-t", ""], "A task name is empty (''): name tasks like DisastIR-QA-Bio"),
+    (["-m", ""], "-m is empty: name a model"),
+    (["--output-folder", "/etc/hostname"], "--output-folder /etc/hostname is a file, not a folder: name a folder"),
 ]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+@pytest.mark.parametrize("command", ["judge", "judge-study"])
+def test_a_judge_timeout_must_be_positive_and_finite(command: str, value: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: accepted, and a request with no time to run (or forever) was the result."""
+    assert _run([command, "results", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--timeout", value]) == 2
+    assert (f"argument --timeout: must be a positive, finite number of seconds, not {value!r}"
+            in capsys.readouterr().err.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize(("extra", "sentence"), FAST_CASES, ids=[" ".join(c[0]) for c in FAST_CASES])

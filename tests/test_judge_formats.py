@@ -25,15 +25,18 @@ from judge_servers import (
 )
 from judge_servers import (
     JudgeServer,
+    bare_422,
     constrained,
     event_stream,
     expected,
+    fails_schema,
     fixed,
     grades_in,
     judge_of,
     prose,
     refuses,
     refuses_schema,
+    reshaped,
     streaming,
     true_grade,
 )
@@ -315,3 +318,49 @@ def test_a_stream_ending_in_an_error_is_asked_again_then_the_server_given_up_on(
     assert str(stopped.value) == (f"Every server was given up on: {server.base_url}: 0 answered, 2 retried "
                                   "(0 rate-limited); given up: its answer's stream ended in an error: "
                                   "'\"CUDA out of memory\"'.")
+
+
+# ------------------------------------------------------------ refusals that name nothing, answers without text
+
+
+def _sts(n: int) -> tuple[list[Pair], dict[tuple[str, str], int]]:
+    pairs = [Pair(Intent.STS, f"sts query {i}", f"sts passage {i}", MODEL) for i in range(n)]
+    return pairs, {(p.query, p.passage): i % 6 for i, p in enumerate(pairs)}
+
+
+@pytest.mark.parametrize("server_of", [bare_422, fails_schema], ids=["bare 422", "500 under json_schema only"])
+def test_a_server_failing_only_under_the_schema_is_moved_down_not_given_up(
+        server_of: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Before: a bare 422 stopped the job (it names no format), and 500s under json_schema gave the server up."""
+    pairs, grades = _sts(3)
+    with JudgeServer(server_of(grade_judge(grades))) as server, JudgementStore(tmp_path / "j.sqlite") as store:
+        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=1, max_attempts=2,
+                                                          backoff=(0.01, 0.01)), judge_model=MODEL)
+        formats = server.formats()
+        got = {(j.query, j.passage): j.grade for j in store.judgements()}
+    assert formats[-3:] == ["json_object"] * 3 and set(formats[:-3]) == {"json_schema"}
+    assert got == {key: float(grade) for key, grade in grades.items()}
+    assert summary.formats == {server.base_url: AnswerFormat.JSON_OBJECT}
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "asking it with" in
+                 r.getMessage()]
+    assert warning.startswith(f"{server.base_url}: asked with response_format json_schema, it ")
+
+
+def test_content_given_as_a_list_of_parts_is_read_as_its_text(tmp_path: Path) -> None:
+    pairs, grades = _sts(3)
+    with JudgeServer(reshaped(grade_judge(grades), "parts")) as server, JudgementStore(tmp_path / "j.sqlite") as store:
+        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=1), judge_model=MODEL)
+        got = {(j.query, j.passage): j.grade for j in store.judgements()}
+    assert got == {key: float(grade) for key, grade in grades.items()} and summary.unparseable == 0
+
+
+@pytest.mark.parametrize(("shape", "said"), [("no choice", "the answer holds no choice (choices: [])"),
+                                             ("refusal", "the model refused to answer: \"I can't help with rating")])
+def test_an_answer_without_text_says_why_and_leaves_the_format_alone(shape: str, said: str, tmp_path: Path) -> None:
+    """Before: "not one JSON object: ''", and three of them moved the server down a format (twice in a job)."""
+    pairs, grades = _sts(2)
+    with JudgeServer(reshaped(grade_judge(grades), shape)) as server, JudgementStore(tmp_path / "j.sqlite") as store:
+        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=1), judge_model=MODEL)
+        assert set(server.formats()) == {"json_schema"}  # never moved: the format is not what failed
+    assert summary.judged == 0 and summary.formats == {server.base_url: AnswerFormat.JSON_SCHEMA}
+    assert said in " ".join(summary.failures())

@@ -285,3 +285,30 @@ def test_a_bad_timings_path_is_one_sentence_before_the_model_loads(tmp_path: Pat
         [line] = err.strip().splitlines()
         assert line.startswith(f"disastir-mteb {command}: {sentence}"), line
         assert not (tmp_path / "out").exists()  # stopped before anything ran
+
+
+def test_a_timings_path_that_becomes_unwritable_during_the_run_says_the_results_are_written(
+        sample_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder of --timings-json replaced by a file while the run runs (checked writable at its start). Before:
+    "File exists" after the results were written, with nothing saying they were."""
+    from disastir_mteb import commands
+
+    folder = tmp_path / "timings"
+    folder.mkdir()  # there when the run starts, checked writable
+    task_line = commands._task_line
+
+    def replace_the_folder(*args: Any) -> None:
+        if folder.is_dir():
+            folder.rmdir()
+            folder.write_text("now a file")
+        task_line(*args)
+
+    monkeypatch.setattr(commands, "_task_line", replace_the_folder)
+    argv = ["run", "-m", HASHING_ENCODER, "--data", str(sample_data), "-t", "DisastIR-QA-Bio", "--no-cache",
+            "--output-folder", str(tmp_path / "out"), "--timings-json", str(folder / "t.json")]
+    code, _, err = _run(argv, "1")
+    assert code == 2
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"disastir-mteb run: {folder / 't.json'}: the run's results are written, but its timings "
+                           "could not be"), last
+    assert next((tmp_path / "out").rglob("DisastIR-QA-Bio.json")).is_file()

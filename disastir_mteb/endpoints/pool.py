@@ -40,9 +40,10 @@ text-embeddings-inference). This module is the one place that knows how:
   waits is a warning in the log.
 - **Errors that retrying cannot mend** (a refused key, an unknown model, a rejected request) stop the run
   with one sentence naming the server and what it said, unless the caller changes how it asks that server:
-  a request refused with 400 or 422 is handed to :meth:`EndpointPool.serve`'s ``refused`` callback, and sent
-  again when it says so (the judge moves a server that refuses structured outputs to a plainer format,
-  :attr:`Server.mode`; one place decides, per server, for the whole job).
+  a request refused with 400 or 422, or failing with a 5xx that names what it failed on or has failed as often as
+  a server is allowed to, is handed to :meth:`EndpointPool.serve`'s ``refused`` callback, and sent again when it
+  says so (the judge moves a server that refuses structured outputs to a plainer format, :attr:`Server.mode`; one
+  place decides, per server, for the whole job).
 - **Base URLs are checked before anything is sent** (:func:`check_base_url`): a URL without a scheme or host,
   with an empty or unreadable port, with spaces, credentials, a query, or naming a local file is one sentence
   saying how to write it. Engines differ in their prefix (vLLM, Ollama and llama.cpp answer under ``/v1``,
@@ -66,7 +67,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,12 @@ _HOSTED = ("api.openai.com",)
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class Refused(Protocol[T]):
+    """``refused(item, server, said, status=..., last_try=...) -> send again?`` (:meth:`EndpointPool.serve`)."""
+
+    def __call__(self, item: T, server: Server, said: str, *, status: int, last_try: bool) -> bool: ...
 
 
 class EndpointError(OSError):
@@ -373,7 +380,7 @@ class EndpointPool(Generic[T, R]):
 
     async def serve(self, queue: asyncio.Queue[Any], ask: Callable[[T, Server], tuple[str, Mapping[str, Any]]],
                     done: Callable[[T, R, Server], Awaitable[None] | None], *,
-                    refused: Callable[[T, Server, str], bool] | None = None) -> None:
+                    refused: Refused[T] | None = None) -> None:
         """POST each item of ``queue`` as ``ask(item, server)`` says, hand its answer to ``done``; until :meth:`stop`.
 
         Args:
@@ -383,10 +390,12 @@ class EndpointPool(Generic[T, R]):
             done: ``(item, answer, server)``: the answer is the parsed JSON body (a streamed chat answer folded
                 into one completion), the key already redacted from it. It may put more items on the queue (a
                 protocol's next step).
-            refused: ``(item, server, what the server said) -> send again?``, for a request the server refused
-                with 400 or 422: True when the caller changed how it asks that server (``ask`` now gives another
-                body), so the request is sent again at once; False (or no callback) stops the run with one
-                sentence, as for any refusal. It must not say True for ever to the same refusal.
+            refused: ``(item, server, what the server said, status, last_try) -> send again?``, for a request the
+                server refused with 400 or 422, or failed with a 5xx (``last_try``: the failures in a row have
+                reached :attr:`max_attempts`, so without a change the server is given up on): True when the caller
+                changed how it asks that server (``ask`` now gives another body), so the request is sent again at
+                once (its failures counted from 0); False (or no callback) stops the run with one sentence for a
+                refusal, and goes on retrying, then giving the server up, for a 5xx. It must not say True for ever.
 
         Returns when every worker has taken its stop marker.
 
@@ -516,7 +525,7 @@ class EndpointPool(Generic[T, R]):
     async def _worker(self, server: Server, queue: asyncio.Queue[Any],
                       ask: Callable[[T, Server], tuple[str, Mapping[str, Any]]],
                       done: Callable[[T, R, Server], Awaitable[None] | None],
-                      refused: Callable[[T, Server, str], bool] | None) -> None:
+                      refused: Refused[T] | None) -> None:
         while server.alive:
             item = await queue.get()
             if item is _STOP:
@@ -534,7 +543,7 @@ class EndpointPool(Generic[T, R]):
                 await outcome
 
     async def _send(self, server: Server, ask: Callable[[T, Server], tuple[str, Mapping[str, Any]]], item: T,
-                    refused: Callable[[T, Server, str], bool] | None) -> Any:
+                    refused: Refused[T] | None) -> Any:
         import openai
 
         failures = rate_limited = 0
@@ -568,13 +577,19 @@ class EndpointPool(Generic[T, R]):
                 failures += 1
                 server.retried += 1
                 server.last_error = self._describe(error)
+                if (isinstance(error, openai.InternalServerError) and refused is not None
+                        and refused(item, server, self.redact(_said(error)), status=error.status_code,
+                                    last_try=failures >= self.max_attempts)):
+                    failures = 0
+                    continue  # the caller asks this server differently now
                 if failures >= self.max_attempts:
                     self._give_up(server, server.last_error, failures=failures)
                     raise _ServerDown from None
                 await self._sleep(server, *self._retry_wait(error, failures))
             except openai.APIStatusError as error:
                 said = self.redact(_said(error))
-                if refused is not None and error.status_code in (400, 422) and refused(item, server, said):
+                if refused is not None and error.status_code in (400, 422) and refused(
+                        item, server, said, status=error.status_code, last_try=True):
                     continue  # the caller asks this server differently now
                 if error.status_code == 404:
                     raise EndpointError(await self.describe_not_found(server, "POST", path, error,

@@ -40,6 +40,7 @@ from disastir_mteb.judging.protocol import (
     Request,
     chat_content,
     grade_of,
+    no_text_reason,
     parse_answer,
     pending_requests,
 )
@@ -250,20 +251,35 @@ class _Formats:
         if self._unreadable[server.url] >= FORMAT_PROBES:
             self._move(server, f"its first {FORMAT_PROBES} answers under it were not readable (the last: {why})")
 
-    def refused(self, server: Server, asked: AnswerFormat, said: str) -> bool:
-        """A 400/422 to a request sent in ``asked``: True when it is to be sent again (in the format now current)."""
-        if "logprobs" in said.lower():
+    def refused(self, server: Server, asked: AnswerFormat, said: str, *, status: int = 400,
+                last_try: bool = True) -> bool:
+        """A refusal (400, 422) or a failure (5xx) of a request sent in ``asked``: True when it is to be sent again.
+
+        Sent again, in the format now current, when it names logprobs (asked without them from then on), names
+        structured outputs (400, 422 or 5xx), is a 422 that names nothing (a validator rejecting the schema), or is a
+        5xx on the server's last try under a structured format: a server failing only under ``response_format``
+        is moved down a format instead of given up on.
+        """
+        lowered = said.lower()
+        if "logprobs" in lowered:
             if self._logprobs[server.url]:  # a server (or model) without logprobs: hard grades only from now on
                 self._logprobs[server.url] = False
                 logger.warning("%s refused logprobs (%s); asking it without them from now on: its answers get hard "
                                "grades only, no grade probabilities.", server.url, " ".join(said.split())[:200])
             return True
-        if not any(word in said.lower() for word in _FORMAT_WORDS):
-            return False  # refused for another reason: the pool's one sentence
+        names_format = any(word in lowered for word in _FORMAT_WORDS)
+        bare_422 = status == 422
+        failing = status >= 500 and last_try
+        if not (names_format or bare_422 or failing):
+            return False  # refused for another reason: the pool's one sentence (a 5xx: retried as usual)
         if asked is not self._current[server.url]:
             return True  # sent before the server was moved on: send it again as the others go
         shown = " ".join(said.split()).rstrip(".")
-        return self._move(server, f"it refused it: {shown[:197] + '...' if len(shown) > 200 else shown}")
+        shown = shown[:197] + "..." if len(shown) > 200 else shown
+        why = (f"it refused it: {shown}" if status < 500 else
+               f"it failed under it ({shown})" if names_format else
+               f"it failed every try under it (the last: {shown})")
+        return self._move(server, why)
 
     def _move(self, server: Server, why: str) -> bool:
         asked = self._current[server.url]
@@ -401,8 +417,8 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
         asked[item[0], item[1].step] = answer_format = formats.current(server)
         return "/chat/completions", item[1].body(model, answer_format, logprobs=formats.logprobs(server))
 
-    def refused(item: tuple[str, Request], server: Server, said: str) -> bool:
-        return formats.refused(server, asked[item[0], item[1].step], said)
+    def refused(item: tuple[str, Request], server: Server, said: str, *, status: int, last_try: bool) -> bool:
+        return formats.refused(server, asked[item[0], item[1].step], said, status=status, last_try=last_try)
 
     def done(item: tuple[str, Request], answer: Any, server: Server) -> None:
         nonlocal last_renewal
@@ -418,9 +434,12 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
             raise EndpointError(f"{server.url} answered a chat request, but the answer is {error}; check that this "
                                 "base URL is a chat-completions server (it usually ends in /v1).") from None
         try:
+            if text is None:  # no text at all (no choice, a refusal): nothing to say about the format
+                raise AnswerFault("unparseable", no_text_reason(answer))
             value = parse_answer(text, request.key, request.allowed)
         except AnswerFault as fault:
-            formats.answered(server, sent_as, readable=fault.kind != "unparseable", why=str(fault))
+            if text is not None:
+                formats.answered(server, sent_as, readable=fault.kind != "unparseable", why=str(fault))
             setattr(summary, fault.kind, getattr(summary, fault.kind) + 1)
             store.record_answer(key, request.step, raw=text, fault=fault.kind, detail=str(fault), server=server.url,
                                 **tokens)

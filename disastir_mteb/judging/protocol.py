@@ -65,6 +65,7 @@ __all__ = [
     "combine_votes",
     "grade_of",
     "judge_query",
+    "no_text_reason",
     "pair_key",
     "parse_answer",
     "pending_requests",
@@ -526,10 +527,29 @@ def chat_content(answer: Any) -> tuple[str | None, dict[str, int | None]]:
     first = choices[0] if choices and isinstance(choices[0], dict) else {}
     message = first.get("message") if isinstance(first.get("message"), dict) else {}
     text = message.get("content")
+    if isinstance(text, list):  # content as a list of parts (OpenAI's shape for multi-part messages): their text
+        parts = [part.get("text") for part in text if isinstance(part, dict) and part.get("type") == "text"]
+        text = "".join(part for part in parts if isinstance(part, str)) if parts else None
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
     tokens = {name: count if isinstance(count := usage.get(name), int) and not isinstance(count, bool) else None
               for name in ("prompt_tokens", "completion_tokens")}
     return (text if isinstance(text, str) else None), tokens
+
+
+def no_text_reason(answer: Any) -> str:
+    """Why a chat completion holds no answer text: no choice, a refusal (quoted), or an empty message.
+
+    For the answer's fault: it says what the server sent, where "not one JSON object: ''" would say nothing.
+    """
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not choices:
+        return "the answer holds no choice (choices: [])"
+    first = choices[0] if isinstance(choices[0], dict) else {}
+    message = first.get("message") if isinstance(first.get("message"), dict) else {}
+    if isinstance(message.get("refusal"), str) and message["refusal"].strip():
+        return f"the model refused to answer: {_clip(message['refusal'])}"
+    return f"the answer's message holds no text (content {message.get('content')!r:.40}, finish_reason " \
+           f"{first.get('finish_reason')!r})"
 
 
 def _clip(text: str | None, width: int = 80) -> str:

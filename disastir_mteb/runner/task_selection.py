@@ -67,6 +67,9 @@ def selected_task_names(tasks: Iterable[str | AbsTask] | str | None = None, benc
     """
     wanted = None if split is None else parse_split(split)
     given = [tasks] if isinstance(tasks, str) else list(tasks or ())
+    if any(isinstance(task, str) and not task.strip() for task in given):
+        raise ValueError("A task name is empty (''): name tasks like DisastIR-QA-Bio (disastir-mteb tasks lists "
+                         "the 48), or name none for all of them.")
     names: list[str] = []
     for task in given:
         if isinstance(task, str) and task.startswith("DisastIR-"):
