@@ -165,14 +165,14 @@ def evaluate(
         on_task_done: called with each task's result and its wall time, as tasks finish.
         batch_size: texts per forward pass (default 32, mteb's). Passages are encoded longest
             first, in the batches of one ``SentenceTransformer.encode`` call over the corpus.
-        precision: ``fp32``, ``fp16`` or ``bf16``: the model's weights are cast in place before
-            encoding (default: the model's own dtype, float32 for the DisastIR baselines). A
+        precision: ``fp32``, ``fp16`` or ``bf16``: a copy of the model with its weights cast encodes (the model
+            passed in is never changed; default: the model's own dtype, float32 for the DisastIR baselines). A
             precision other than the model's own files its results under their own mteb
             experiment (``disastir_precision``); the embedding cache keys the dtype and batch size.
         data: the data the tasks read, as ``disastir-mteb run --data``: a folder in the published layout,
             ``"sample"`` (the small synthetic sample; its scores are not DisastIR results), or None
-            (``DISASTIR_DATA_DIR``, else the Hub). Set for this call only
-            (:func:`~disastir_mteb.runner.data_source.data_folders`).
+            (``DISASTIR_DATA_DIR``, else the Hub). Handed to this call's tasks as a value
+            (:class:`~disastir_mteb.data.source.DataSource`); the process environment is never set.
         devlite: a DisastIR-DevLite folder for DisastIR-Test and DevLite tasks, as ``run --devlite``
             (default ``DISASTIR_DEVLITE_DIR``, else the Hub; with ``data="sample"``, the sample's).
         extra_judgements: a ``qrels_with_added`` folder (as ``run --extra-judgements``; the judge's export writes
