@@ -253,6 +253,8 @@ def test_the_private_name_check_catches_each_way_of_reading_one(tmp_path: Path) 
 #: Private names tests still read, each because no public way exists: test file -> {read: why}.
 TESTS_READING_PRIVATE_NAMES = {
     "test_exact_search.py": {"kernel._exact_top_tensor": "a spy counting the blocked kernel's calls"},
+    "test_timings.py": {"commands._task_line": "the one moment between the start of a run and its end, to make the "
+                                               "--timings-json folder a file while the run runs"},
 }
 
 
