@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.data.published import shared_texts
 from disastir_mteb.judging.calibration import kendall_tau
+from disastir_mteb.judging.completed import load_added
 from disastir_mteb.judging.holes import TaskTexts, load_task_texts
 from disastir_mteb.judging.protocol import PROMPT_VERSION
 from disastir_mteb.judging.store import JudgementStore, Pair
@@ -161,13 +162,13 @@ def _load(result_sets: Sequence[ResultSet], task: str, data_dir: str | Path | No
     return _Task(texts, tops, grades)
 
 
-def _unique(task: _Task, run: int) -> set[tuple[str, str]]:
-    """The judged (query id, keyed passage id) pairs in this run's top 10 and in no other run's."""
+def _unique(task: _Task) -> list[set[tuple[str, str]]]:
+    """Per run, the judged (query id, keyed passage id) pairs in its top 10 and in no other run's."""
     seen: Counter[tuple[str, str]] = Counter()
     for top in task.tops:
         seen.update({(query, doc) for query, ranked in top.items() for doc in ranked})
-    return {(query, doc) for query, ranked in task.tops[run].items() for doc in set(ranked)
-            if seen[query, doc] == 1 and doc in task.grades.get(query, {})}
+    return [{(query, doc) for query, ranked in top.items() for doc in set(ranked)
+             if seen[query, doc] == 1 and doc in task.grades.get(query, {})} for top in task.tops]
 
 
 def _text_pair(task: _Task, query: str, doc: str) -> tuple[Intent, str, str]:
@@ -207,20 +208,15 @@ def run_study(result_sets: Sequence[ResultSet], *, store: JudgementStore, settin
         raise ValueError("judge-study asks a server: give --base-url.")
     names = _study_tasks(result_sets, settings.tasks)
     tasks = [_load(result_sets, name, data_dir) for name in names]
-    unique = [[_unique(task, run) for task in tasks] for run in range(len(result_sets))]
+    by_task = [_unique(task) for task in tasks]
+    unique = [[per_run[run] for per_run in by_task] for run in range(len(result_sets))]
     found = {_text_pair(task, query, doc) for per_task in unique for task, hidden in zip(tasks, per_task, strict=True)
              for query, doc in hidden}
     wanted = sorted(found, key=lambda key: (key[0].value, key[1], key[2]))
     pairs = [Pair(intent, query, passage, settings.judge_model) for intent, query, passage in wanted]
     if not settings.judge_planned(pairs, store, what="Pool study", go_ahead=go_ahead, say=say):
         return None
-    asked = set(wanted)
-    given: dict[tuple[Intent, str, str], float] = {}
-    for judgement in store.judgements(judge_model=settings.judge_model, prompt_version=PROMPT_VERSION):
-        key = (judgement.intent, judgement.query, judgement.passage)
-        if judgement.grade is not None and key in asked:
-            given[key] = judgement.expected if grade == "expected" and judgement.expected is not None \
-                else judgement.grade
+    given = load_added(store, judge_model=settings.judge_model, prompt_version=PROMPT_VERSION, grade=grade).grades
     runs = []
     for run, result_set in enumerate(result_sets):
         scores: dict[str, list[float]] = {"official": [], "holes": [], "judged": []}
