@@ -61,11 +61,6 @@ class GradeDistribution:
         """As JSON: ``{"0": p0, "1": p1, ...}``."""
         return {str(grade): round(p, 6) for grade, p in sorted(self.probabilities.items())}
 
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> GradeDistribution:
-        """Back from :meth:`record`."""
-        return cls({int(grade): float(p) for grade, p in record.items()})
-
 
 def _entries(answer: Any) -> list[tuple[str, list[tuple[str, float]]]]:
     """(token, its alternatives with log-probabilities) of the first choice's ``logprobs.content``; [] without."""
