@@ -44,11 +44,11 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
 
-from loopback import grade_judge
+from loopback import QuietListener, grade_judge
 
 ENGINES = ("vllm", "tei", "infinity", "ollama", "llamacpp")
 
@@ -85,7 +85,7 @@ class EngineServer:
         self.requests: Counter[str] = Counter()  # "POST /v1/embeddings": how many, whatever the answer
         self.embedded: list[str] = []  # every text encoded, in the order asked
         self.lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: QuietListener | None = None
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> EngineServer:
@@ -274,19 +274,10 @@ def _texts(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(text) for text in value or []]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
+class _Server(QuietListener):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], engine: EngineServer) -> None:
         self.engine = engine
         super().__init__(address, handler)
-
-    def server_bind(self) -> None:  # no getfqdn: a DNS lookup that can take seconds
-        import socketserver
-
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = "127.0.0.1", int(self.server_address[1])
 
 
 class _Handler(BaseHTTPRequestHandler):

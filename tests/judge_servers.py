@@ -27,15 +27,14 @@ import hashlib
 import json
 import math
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from loopback import grade_judge
+from loopback import QuietListener, grade_judge
 
 from disastir_mteb.judging.store import JudgementStore
 
@@ -57,7 +56,7 @@ class JudgeServer:
         self.model = model
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: QuietListener | None = None
         self._url = ""
 
     def __enter__(self) -> JudgeServer:
@@ -93,7 +92,7 @@ class JudgeServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._httpd = _Listener(("127.0.0.1", 0), Handler)
+        self._httpd = QuietListener(("127.0.0.1", 0), Handler)
         self._url = f"http://127.0.0.1:{self._httpd.server_port}/v1"
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
@@ -115,15 +114,6 @@ class JudgeServer:
         """The ``response_format`` type of each request received, in order (``plain`` for none)."""
         with self._lock:
             return [(request.get("response_format") or {}).get("type", "plain") for request in self.requests]
-
-
-class _Listener(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away mid-answer (a job stopped by another answer) is no error of the server's."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 def answer_format(request: dict[str, Any]) -> str:

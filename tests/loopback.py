@@ -539,18 +539,19 @@ class LoopbackServer:
                                     "fail_all, set_latency, reset_stats")
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    """The listening socket: daemon threads, a deep backlog, no wait on close for hanging requests."""
+class QuietListener(ThreadingHTTPServer):
+    """A loopback listening socket for test servers: daemon threads, no DNS lookup, no traceback for a client gone.
+
+    ``socketserver`` prints every handler exception to standard error; a client that goes away (killed, its
+    timeout, or a job stopped by another answer) resets its kept-alive connections, which is no fault of the
+    server's, and a traceback in standard error would break the tests that read it. Every test server
+    (this module's, ``engine_servers``, ``judge_servers``) listens through this one class.
+    """
 
     daemon_threads = True
     block_on_close = False  # close() ends hangs itself; never wait for a client that went away
     request_queue_size = 256  # 32 clients connecting at once must not overflow the backlog (1 s SYN retry)
     allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 loopback: LoopbackServer) -> None:
-        self.loopback = loopback
-        super().__init__(address, handler)
 
     def server_bind(self) -> None:
         """Bind without ``HTTPServer.server_bind``'s ``socket.getfqdn``, a DNS lookup that can take seconds."""
@@ -560,16 +561,21 @@ class _HTTPServer(ThreadingHTTPServer):
         self.server_port = int(port)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away (killed, or its timeout) is normal here: a debug line, not a traceback.
-
-        ``socketserver`` prints every handler exception to standard error; a client killed mid-run (the
-        tests kill runs on purpose) resets its kept-alive connections, which is no fault of the server.
-        """
+        """A client that went away is normal here: a debug line, not a traceback."""
         error = sys.exc_info()[1]
-        if isinstance(error, (ConnectionResetError, BrokenPipeError)):
-            logger.debug("loopback server: client %s went away (%s)", client_address, type(error).__name__)
+        if isinstance(error, ConnectionError):
+            logger.debug("test server: client %s went away (%s)", client_address, type(error).__name__)
             return
         super().handle_error(request, client_address)
+
+
+class _HTTPServer(QuietListener):
+    """This module's listener, which hands its handlers the :class:`LoopbackServer` they serve."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 loopback: LoopbackServer) -> None:
+        self.loopback = loopback
+        super().__init__(address, handler)
 
 
 class _Handler(BaseHTTPRequestHandler):
