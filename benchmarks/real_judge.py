@@ -11,8 +11,8 @@ the bundled sample (synthetic data: these figures measure the judge's machinery 
    with the seconds per answer.
 2. **Agreement**: ``disastir-mteb judge --agreement N`` on the sample's 8 STS tasks (one request per pair): pairs/s,
    kappa, and the grade probabilities' ECE, Brier score and AUROC (the server gives logprobs under the schema).
-3. **The pool study**: ``disastir-mteb judge-study`` over five result sets (hashing encoders of five widths, close in quality) on the
-   same tasks: each run's (a)/(b)/(c) NDCG@10 and Kendall's tau across runs.
+3. **The pool study**: ``disastir-mteb judge-study`` over five result sets (hashing encoders of five widths, close
+   in quality) on the same tasks: each run's (a)/(b)/(c) NDCG@10 and Kendall's tau across runs.
 
 Each figure is printed as soon as it is measured. Offline; the model is SmolLM2-135M, far too small to judge well:
 expect a kappa near 0 and the job stopping before the holes, which is the band working.

@@ -15,6 +15,7 @@ from pathlib import Path
 from disastir_mteb import commands
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV, check_base_url
 from disastir_mteb.judging.store import JUDGEMENT_STORE_NAME
+from disastir_mteb.leaderboard.app import SCREENSHOT_WIDTH
 from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS, DEFAULT_PRESET
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
@@ -286,6 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--no-published", action="store_true", help="only your result sets, not the paper's models")
     board.add_argument("--screenshot", metavar="PNG",
                        help="save a screenshot of the page with headless Chromium and stop, instead of serving")
+    board.add_argument("--screenshot-width", metavar="PX", type=_at_least(320), default=SCREENSHOT_WIDTH,
+                       help=f"the browser window's width for --screenshot (default: {SCREENSHOT_WIDTH}, a laptop's)")
     board.set_defaults(func=commands.leaderboard)
 
     submit = sub.add_parser("submit", help="Copy result sets into the embeddings-benchmark/results layout (plain runs "

@@ -582,7 +582,8 @@ def leaderboard(args: argparse.Namespace) -> int:
         results = []
         print("No ./results folder: showing the published models only (run `disastir-mteb demo` to add a run).",
               file=sys.stderr)
-    serve(results, host=args.host, port=args.port, published=not args.no_published, screenshot_to=args.screenshot)
+    serve(results, host=args.host, port=args.port, published=not args.no_published, screenshot_to=args.screenshot,
+          screenshot_width=args.screenshot_width)
     return 0
 
 

@@ -7,7 +7,7 @@ the 48-task ``DisastIR`` benchmark, the six per-intent ones and DMRetriever's ``
 ``DisastIR-DevLite``, and it opens on ``DisastIR``. What
 mteb offers no setting for is done in :mod:`disastir_mteb.leaderboard.mteb_patch` and nowhere else. A
 "Provenance" section under mteb's tables says, for each row, how it was computed, and a DisastIR blurb
-replaces mteb's own at the top. ``--screenshot`` saves the whole page, every table column included
+replaces mteb's own at the top. ``--screenshot`` saves the whole page as a laptop's window shows it
 (:mod:`disastir_mteb.leaderboard.browser`).
 
 Needs the ``leaderboard`` extra (gradio, plotly, cachetools); nothing is fetched from the network.
@@ -38,8 +38,8 @@ from disastir_mteb.util.mteb_internals import menu_entry, results_frame
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Split, benchmark_name
 
-__all__ = ["BENCHMARKS", "DEFAULT", "TITLE", "blurb", "find_browser", "leaderboard_app", "menu", "provenance_markdown",
-           "screenshot", "serve"]
+__all__ = ["BENCHMARKS", "DEFAULT", "SCREENSHOT_WIDTH", "TITLE", "blurb", "find_browser", "leaderboard_app", "menu",
+           "provenance_markdown", "screenshot", "serve"]
 
 DEFAULT = "DisastIR"
 """The benchmark the page opens on."""
@@ -54,12 +54,15 @@ TITLE = "DisastIR leaderboard"
 _PAGE_READY = ("!!document.getElementById('disastir_provenance') && document.body.innerText.includes('Rank (Borda)')")
 
 
-#: Gradio's Markdown lets a line break anywhere (``overflow-wrap: anywhere``), which inside a table that does not
-#: fit the window broke words mid-word ("Precisio|n", "exponenti|al"): the provenance table breaks between words
-#: only, and scrolls sideways where its words do not fit.
-_PROVENANCE_CSS = ("#disastir_provenance span, #disastir_provenance td, #disastir_provenance th "
-                   "{overflow-wrap: normal; word-break: normal}"
-                   " #disastir_provenance table {display: block; overflow-x: auto}")
+#: Gradio's Markdown lets a line break anywhere (``overflow-wrap: anywhere``), which broke words mid-word: in the
+#: provenance table when it did not fit the window ("Precisio|n", "exponenti|al"), and in the menu's title at
+#: 1,000 px ("managem|ent", the sidebar is 18 % of the window). The provenance table breaks between words only
+#: and scrolls sideways where its words do not fit; the menu's title does the same at a size that fits its word.
+_PAGE_CSS = ("#disastir_provenance span, #disastir_provenance td, #disastir_provenance th "
+             "{overflow-wrap: normal; word-break: normal}"
+             " #disastir_provenance table {display: block; overflow-x: auto}"
+             " .sidebar .prose h2 {overflow-wrap: normal; word-break: normal;"
+             " font-size: clamp(0.95rem, 1.45vw, 1.6rem)}")
 
 
 def _require_gradio() -> Any:
@@ -188,7 +191,7 @@ def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) ->
     gradio = _require_gradio()
     from mteb.models.model_implementations import MODEL_REGISTRY
 
-    from disastir_mteb.leaderboard.mteb_patch import patched, replace_blurb
+    from disastir_mteb.leaderboard.mteb_patch import offline_footer, patched, replace_blurb
 
     rows = result_rows(results) if results else []
     rows += published_rows() if published else []
@@ -201,19 +204,26 @@ def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) ->
 
         app = get_leaderboard_app(cache, rebuild=False, cache_repo_id=None)
         replace_blurb(app, blurb(rows), title=TITLE)
+        offline_footer(app)
         with app, gradio.Accordion("Provenance of these rows", open=True):
             gradio.Markdown(provenance_markdown(rows), elem_id="disastir_provenance")
-            gradio.HTML(f"<style>{_PROVENANCE_CSS}</style>")
+            gradio.HTML(f"<style>{_PAGE_CSS}</style>")
         yield app, rows
 
 
+SCREENSHOT_WIDTH = 1280
+"""Pixels, the window's width for ``--screenshot``: a laptop's, so the picture shows what a reader sees."""
+
+
 def serve(results: Sequence[str | Path], *, host: str = "127.0.0.1", port: int = 7860, published: bool = True,
-          screenshot_to: str | Path | None = None, say: Any = print) -> list[BoardRow]:
+          screenshot_to: str | Path | None = None, screenshot_width: int = SCREENSHOT_WIDTH,
+          say: Any = print) -> list[BoardRow]:
     """Serve the leaderboard until interrupted.
 
-    With ``screenshot_to`` (a PNG path), load the page in headless Chromium, save the whole page (widened
-    until every table column is in the picture) and the rendered HTML beside it (same name, ``.html``: for
-    checks without eyes), and stop.
+    With ``screenshot_to`` (a PNG path), load the page in headless Chromium in a window ``screenshot_width``
+    pixels wide, save the whole page at that width (its full height; a table wider than its box stays
+    scrolled, as a reader sees it) and the rendered HTML beside it (same name, ``.html``: for checks
+    without eyes), and stop.
     """
     with leaderboard_app(results, published=published) as (app, rows):
         runs = sum(not row.published for row in rows)
@@ -224,12 +234,12 @@ def serve(results: Sequence[str | Path], *, host: str = "127.0.0.1", port: int =
             return rows
         app.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True)
         try:
-            shot = screenshot(f"http://{host}:{port}/?benchmark_name={DEFAULT}", screenshot_to, ready=_PAGE_READY)
+            shot = screenshot(f"http://{host}:{port}/?benchmark_name={DEFAULT}", screenshot_to, ready=_PAGE_READY,
+                              width=screenshot_width, max_width=screenshot_width)
         finally:
-            app.close()
+            app.close(verbose=False)  # gradio prints "Closing server running on port" otherwise
         html = Path(screenshot_to).with_suffix(".html")
         write_text_atomic(html, shot.html)
-        cut = f"; a table is still {shot.hidden_width} px too wide for it" if shot.hidden_width else ""
-        say(f"Screenshot: {screenshot_to} ({shot.width} x {shot.height} px, the whole page{cut}; the page as "
-            f"rendered: {html})")
+        say(f"Screenshot: {screenshot_to} ({shot.width} x {shot.height} px, the whole page at a {shot.width}-px "
+            f"window; the page as rendered: {html})")
     return rows

@@ -62,12 +62,15 @@ class PageShot:
         height: pixels, the page's height (the PNG's height).
         hidden_width: pixels of a table (or of the page) still scrolled out of sight: 0 unless
             ``max_width`` stopped the widening.
+        measured: the value of the ``measure`` expression on the page as saved (None without one), e.g.
+            where a header's box lies: what a check needs that the HTML cannot say.
     """
 
     html: str
     width: int
     height: int
     hidden_width: int
+    measured: Any = None
 
 
 def find_browser() -> str | None:
@@ -157,7 +160,8 @@ class _DevTools:
 
 
 def screenshot(url: str, png: str | Path, *, browser: str | None = None, width: int = 1600, height: int = 1200,
-               ready: str | None = None, timeout_s: float = 120, max_width: int = 8000) -> PageShot:
+               ready: str | None = None, timeout_s: float = 120, max_width: int = 8000,
+               measure: str | None = None) -> PageShot:
     """Load ``url`` in headless Chromium and save the whole page, every table in full, as one PNG.
 
     Args:
@@ -168,7 +172,9 @@ def screenshot(url: str, png: str | Path, *, browser: str | None = None, width: 
         height: pixels, the window's height while the page loads (the PNG is as tall as the page).
         ready: a JavaScript expression that is true once the page shows what it must (besides settling).
         timeout_s: seconds the page may take to become ready and settle.
-        max_width: pixels, the widest window tried for a table that does not fit.
+        max_width: pixels, the widest window tried for a table that does not fit (``width``: never widened).
+        measure: a JavaScript expression evaluated on the page as saved; its JSON value is
+            :attr:`PageShot.measured`.
 
     Returns:
         The rendered HTML and the PNG's size (see :class:`PageShot`).
@@ -214,10 +220,11 @@ def screenshot(url: str, png: str | Path, *, browser: str | None = None, width: 
             resize(width, page_height)
             image = base64.b64decode(tools.call("Page.captureScreenshot", {"format": "png"}, session=session)["data"])
             html = str(evaluate("document.documentElement.outerHTML"))
+            measured = evaluate(measure) if measure is not None else None
         finally:
             tools.close()
     write_bytes_atomic(png, image)
-    return PageShot(html=html, width=width, height=page_height, hidden_width=hidden)
+    return PageShot(html=html, width=width, height=page_height, hidden_width=hidden, measured=measured)
 
 
 def _settle(evaluate: Any, ready: str | None, timeout_s: float, url: str) -> None:

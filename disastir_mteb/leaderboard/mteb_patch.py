@@ -21,6 +21,10 @@ else. What it shows is fixed by module state of mteb 2.26, touched here and nowh
    every header not starting with "Mean" with ``_split_on_capital``, which keeps only letter runs and
    splits at capitals: ``__cg__Intent::QAdoc`` became "cg Intent Q Adoc". These columns are renamed
    ``Mean (Intent: QAdoc)`` before styling, which that step leaves as it is.
+7. **Column order.** mteb lays the summary out as rank, model, the model's facts (zero-shot, parameters,
+   dimensions, max tokens; ``_STANDARD_META_COLS``), then the scores: at a laptop's width (1,000 to
+   1,280 px) no score was in view without scrolling the table sideways. The scores follow the model
+   column here, and the facts come after them.
 6. **Logging.** ``get_leaderboard_app`` sets the ``mteb.leaderboard`` logger to INFO and, when no
    logging is configured, gives it a handler of its own on stderr: about 23 KB of timings per page
    (and "Couldn't produce radar chart" for every benchmark of one task type). A handler of ours on
@@ -31,7 +35,9 @@ else. What it shows is fixed by module state of mteb 2.26, touched here and nowh
    (``tqdm`` as bound in ``mteb.results.benchmark_results``), a second on this page.
 
 The app's title and its opening blurb ("100+ text and image embedding models ...") are literals in
-``get_leaderboard_app``; :func:`replace_blurb` swaps them in the built app.
+``get_leaderboard_app``; :func:`replace_blurb` swaps them in the built app. Its footer thanks mteb's
+sponsors with four logos fetched from the web, broken images offline: :func:`offline_footer` keeps the
+words and drops the images.
 
 Everything is restored on exit. :func:`missing` lists what a newer mteb no longer has; the canary test
 fails on it, and :func:`patched` warns and skips that step instead of breaking.
@@ -42,6 +48,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -49,14 +56,18 @@ from typing import Any
 
 from disastir_mteb.util.patching import missing_names
 
-__all__ = ["EXPERIMENT_COLUMN", "MTEB_BLURB_START", "REQUIRED", "ROW_PIXELS", "group_header", "missing", "patched",
-           "replace_blurb"]
+__all__ = ["EXPERIMENT_COLUMN", "FOOTER_ID", "MTEB_BLURB_START", "REQUIRED", "ROW_PIXELS", "group_header", "missing",
+           "offline_footer", "patched", "replace_blurb", "scores_first"]
 
 EXPERIMENT_COLUMN = "_experiment_id"
 ROW_PIXELS = 64
 """Height allowed per table row (two-line model names included)."""
 MTEB_BLURB_START = "## Embedding Leaderboard"
 """How the Markdown of mteb's opening blurb starts (mteb 2.26: "This leaderboard compares 100+ text and image ...")."""
+FOOTER_ID = "ack_markdown"
+"""The ``elem_id`` of mteb's footer Markdown (its sponsors' acknowledgement)."""
+_FACTS_AFTER = ("Release Date",)
+"""Columns of model facts mteb puts after the scores already; they stay last."""
 
 #: module -> the names used from it. The canary test checks each.
 REQUIRED: Mapping[str, tuple[str, ...]] = {
@@ -68,7 +79,7 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "mteb.results.benchmark_results": ("tqdm",),
     "mteb.benchmarks._create_table": ("_static_model_meta", "_meta_df_no_zs", "_meta_df_with_zs",
                                       "_training_datasets_cached", "_zero_shot_pct_cached", "_EXPERIMENT_ID_COL",
-                                      "_CUSTOM_GROUP_COL_PREFIX"),
+                                      "_CUSTOM_GROUP_COL_PREFIX", "_STANDARD_META_COLS"),
 }
 _QUIET = ("mteb.leaderboard.event_logger",)
 """Loggers raised to ERROR while the app lives: mteb's hosted-leaderboard analytics, which warn offline."""
@@ -119,12 +130,31 @@ def group_header(column: str, prefix: str = "__cg__") -> str:
     return f"Mean ({grouping}: {label})"
 
 
-def _styled_table(style: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    prefix = getattr(importlib.import_module("mteb.benchmarks._create_table"), "_CUSTOM_GROUP_COL_PREFIX", "__cg__")
+def scores_first(columns: Sequence[str], facts: Sequence[str]) -> list[str]:
+    """``columns`` reordered: those up to ``Model``, then every score, then the model ``facts`` (module point 7).
+
+    Examples:
+        >>> scores_first(["Rank", "Model", "Zero-shot", "Max Tokens", "Mean (Task)", "Release Date"],
+        ...              ["Zero-shot", "Max Tokens", "Release Date"])
+        ['Rank', 'Model', 'Mean (Task)', 'Zero-shot', 'Max Tokens', 'Release Date']
+    """
+    if "Model" not in columns:
+        return list(columns)
+    lead = list(columns[:list(columns).index("Model") + 1])
+    fact_columns = [column for column in columns if column in facts and column not in lead]
+    return lead + [column for column in columns if column not in lead and column not in fact_columns] + fact_columns
+
+
+def _styled_table(style: Callable[[Any], Any], *, summary: bool) -> Callable[[Any], Any]:
+    create_table = importlib.import_module("mteb.benchmarks._create_table")
+    prefix = getattr(create_table, "_CUSTOM_GROUP_COL_PREFIX", "__cg__")
+    facts = (*getattr(create_table, "_STANDARD_META_COLS", ()), *_FACTS_AFTER)
 
     @functools.wraps(style)
     def styled(frame: Any) -> Any:
         frame = frame.drop(columns=[EXPERIMENT_COLUMN], errors="ignore")
+        if summary:
+            frame = frame[scores_first(list(frame.columns), facts)]
         table = style(frame.rename(columns={c: group_header(c, prefix) for c in frame.columns}))
         # Every row in view (the page scrolls, not the table): a browser renders only the rows in view,
         # and a user's run ranked below the 30 published models would otherwise be out of sight.
@@ -203,6 +233,22 @@ def replace_blurb(app: Any, markdown: str, *, title: str | None = None) -> bool:
     return False
 
 
+def offline_footer(app: Any) -> bool:
+    """Drop the images from mteb's footer in the built ``app`` (logos fetched from the web), keeping its words.
+
+    Returns:
+        False when the app has no footer of that ``elem_id`` (a newer mteb): nothing changed.
+    """
+    import gradio
+
+    for block in app.blocks.values():
+        if isinstance(block, gradio.Markdown) and getattr(block, "elem_id", None) == FOOTER_ID:
+            text = re.sub(r"<img\b[^>]*>", "", str(block.value))
+            block.value = re.sub(r"<div[^>]*>\s*(<a[^>]*>\s*</a>\s*)*</div>", "", text)  # the emptied logo row
+            return True
+    return False
+
+
 @contextmanager
 def patched(menu: Sequence[Any], default: str, metas: Sequence[Any]) -> Iterator[None]:
     """Mteb's leaderboard app showing ``menu`` (MenuEntry objects), opening on ``default``, knowing ``metas``.
@@ -237,7 +283,7 @@ def _patched(menu: Sequence[Any], default: str, metas: Sequence[Any]) -> Iterato
             stack.enter_context(_set(results, "tqdm", functools.partial(results.tqdm, disable=True)))
         for name in ("_apply_summary_table_styling", "_apply_per_task_table_styling"):
             if hasattr(table, name):
-                stack.enter_context(_set(table, name, _styled_table(getattr(table, name))))
+                stack.enter_context(_set(table, name, _styled_table(getattr(table, name), summary="summary" in name)))
         stack.enter_context(_registered(metas))
         _clear_caches()
         stack.callback(_clear_caches)
