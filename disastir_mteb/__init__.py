@@ -27,6 +27,7 @@ __all__ = [
     "TEMPLATES",
     "AnnParams",
     "Category",
+    "EvaluationResult",
     "Intent",
     "UsearchIndex",
     "evaluate",
@@ -40,6 +41,7 @@ _LAZY = {
     "PRESETS": "vocabulary.ann_params", "AnnParams": "vocabulary.ann_params", "UsearchIndex": "search.usearch_index",
     "DATASET_REPO": "vocabulary.metadata", "DATASET_REVISION": "vocabulary.metadata", "get_tasks": "tasks.retrieval",
     "with_instructions": "models.adapter", "evaluate": "runner.run",
+    "EvaluationResult": "runner.evaluation_result",
 }
 
 

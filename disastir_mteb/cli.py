@@ -20,7 +20,13 @@ from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS, DEFAULT_PRESET
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
 from disastir_mteb.vocabulary.run_settings import ANN
-from disastir_mteb.vocabulary.settings import BUILT_IN_MODELS, DEFAULT_BATCH_SIZE, EXACT, PRECISIONS
+from disastir_mteb.vocabulary.settings import (
+    BUILT_IN_MODELS,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_OUTPUT_FOLDER,
+    EXACT,
+    PRECISIONS,
+)
 
 __all__ = ["main"]
 
@@ -121,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="Evaluate the bundled small model on the sample data (offline), print "
                                        "the grid, write a report with its heatmap.")
-    demo.add_argument("--output-folder", default="results", help="mteb results folder (default: ./results)")
+    demo.add_argument("--output-folder", default=DEFAULT_OUTPUT_FOLDER,
+                      help=f"mteb results folder (default: ./{DEFAULT_OUTPUT_FOLDER})")
     demo.add_argument("--scale", default="small", choices=["small", "full"], help="sample size (default: small)")
     demo.add_argument("--report", default="report", help="folder for the report and heatmap (default: ./report)")
     demo.add_argument("--no-report", action="store_true", help="print the grid only")
@@ -163,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also read the integer grades of a qrels_with_added folder (the judge's export, rounded) "
                           "where the published qrels have none; the result files say so and submit refuses them: "
                           "a per-study estimate, not an official score (default: the published judgements alone)")
-    run.add_argument("--output-folder", default="results",
+    run.add_argument("--output-folder", default=DEFAULT_OUTPUT_FOLDER,
                      help="mteb results cache (default: ./results); files land in DIR/results/<org>__<model>/"
                           "<revision>/, as with mteb run")
     run.add_argument("--cache-dir", default=None,
@@ -280,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     board = sub.add_parser("leaderboard", help="Serve mteb's leaderboard app offline with DisastIR in its menu: your "
                                                "result sets beside the DisastIR paper's 30 models (marked published).")
-    board.add_argument("results", nargs="*", default=["results"],
+    board.add_argument("results", nargs="*", default=[DEFAULT_OUTPUT_FOLDER],
                        help="mteb result folders, any level (default: ./results, where demo and run write)")
     board.add_argument("--host", default="127.0.0.1", help="serve on (default: 127.0.0.1, this machine only)")
     board.add_argument("--port", type=_at_least(1), default=7860, help="port (default: 7860, as mteb leaderboard)")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from disastir_mteb.runner.run import Evaluation
     from disastir_mteb.util.timings import Timings
 
-__all__ = ["compare", "demo", "export", "judge", "leaderboard", "offline_if_unreachable", "report", "run", "sample",
+__all__ = ["compare", "demo", "export", "judge", "leaderboard", "report", "run", "sample",
            "seed", "stats", "submit", "tasks", "upstream"]
 
 def _quiet(quiet: bool) -> None:
@@ -31,27 +31,6 @@ def _quiet(quiet: bool) -> None:
     datasets.disable_progress_bars()
     huggingface_hub.utils.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()
-
-
-def offline_if_unreachable(needs_hub: bool) -> None:
-    """Without a network, load from the local Hugging Face cache at once instead of retrying for minutes.
-
-    Only when HF_HUB_OFFLINE is unset and the model or the data would come from the Hub; huggingface-hub
-    reads the variable when first imported, so this runs before that.
-    """
-    import os
-    import socket
-    from urllib.parse import urlsplit
-
-    if os.environ.get("HF_HUB_OFFLINE") or not needs_hub:
-        return
-    host = urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
-    try:
-        socket.create_connection((host, 443), timeout=3).close()
-    except OSError:
-        os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
-        print(f"disastir-mteb: {host} cannot be reached; using the local Hugging Face cache only (HF_HUB_OFFLINE=1).",
-              file=sys.stderr)
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -73,15 +52,12 @@ def run(args: argparse.Namespace) -> int:
     and the table of where its time went ends its output (``--timings-json FILE`` also writes it, a path
     checked first of all, before anything is imported or loaded).
     """
-    import os
-
-    from disastir_mteb.data.layout import DATA_DIR_ENV
-    from disastir_mteb.runner.data_source import data_source
+    from disastir_mteb.runner.data_source import data_source, needs_hub
     from disastir_mteb.runner.task_selection import selected_task_names
+    from disastir_mteb.util.hub import offline_if_unreachable
     from disastir_mteb.util.timings import Phase, clock, run_clock
     from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
     from disastir_mteb.vocabulary.run_settings import RunSettings
-    from disastir_mteb.vocabulary.settings import BUILT_IN_MODELS
 
     timings_file = _timings_file(args.timings_json)
     with run_clock():
@@ -100,9 +76,7 @@ def run(args: argparse.Namespace) -> int:
             source = data_source(args.data, args.devlite, task_names=known_names or (), as_options=True,
                                  extra_judgements=args.extra_judgements, keep_joins=not args.no_cache)
         with clock(Phase.startup):
-            local_model = args.model in BUILT_IN_MODELS or Path(args.model).exists() or bool(args.embeddings_url)
-            local_data = source.folder is not None or bool(os.environ.get(DATA_DIR_ENV))
-            offline_if_unreachable(needs_hub=not (local_model and local_data))
+            offline_if_unreachable(needs_hub(args.model, source, served=bool(args.embeddings_url)))
             _quiet(args.quiet)
             from disastir_mteb.runner.run import EmbeddingServersOptions, import_libraries, run_evaluation
 
@@ -177,18 +151,9 @@ def _summarise(evaluation: Evaluation) -> None:
     from disastir_mteb.results.grid import grids_by_split
     from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name
 
-    searcher = evaluation.searcher
     for split, grid in grids_by_split(evaluation.result.task_results).items():  # the full set's as it always was
         print(grid.to_text("NDCG@10 x100" if split is Split.full else f"{benchmark_name(split)} NDCG@10 x100"))
-    loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
-    filed = "" if searcher.identity.pinned else (" (the model has no revision of its own: its results are filed under "
-                                                 "the fingerprint of what it computes)")
-    print(f"{len(evaluation.result.task_results)} task result(s) in {evaluation.folder.resolve()}{filed}; "
-          f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
-          f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}.")
-    print(f"Passages: {searcher.describe_encoding()}.")
-    if evaluation.servers is not None:
-        print(f"Servers: {evaluation.servers}.")
+    print("\n".join(evaluation.summary()))
 
 
 def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[str] | None = None) -> Path | None:

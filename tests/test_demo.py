@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from disastir_mteb.vocabulary.task_record import SYNTHETIC_NOTICE
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
 
@@ -29,9 +30,10 @@ def test_demo_evaluates_all_48_tasks_with_one_corpus_encoding(
     assert set(grid.scores) == set(TASK_NAMES)
     assert all(0.0 < s < 1.0 for s in grid.scores.values())
     assert grid.overall() is not None and 0.05 < grid.overall() < 0.99
-    corpus_size = sum(1 for _ in (sample_data / "corpus.jsonl").open())
     out = capsys.readouterr().out
-    assert f"Corpus of {corpus_size} passages: " in out and "1 index for 48 tasks" in out
+    assert f"48 task result(s) in {(tmp_path / 'results').resolve()}" in out
+    assert "search: exact (blocked inner product), 1 index build(s)" in out
+    assert SYNTHETIC_NOTICE in out  # as `run --data sample` says it
     assert "QAdoc" in out and "Mean" in out and f"{100 * grid.overall():.2f}" in out
     written = [path for path in (tmp_path / "results").rglob("DisastIR-*.json") if path.stem in TASK_NAMES]
     assert len(written) == 48
@@ -43,4 +45,5 @@ def test_demo_evaluates_all_48_tasks_with_one_corpus_encoding(
     [timings] = spent  # the run's table, the report included (as writing), printed last
     assert out.rstrip().endswith(timings.to_text()) and timings.phases["writing"] > 0
     assert abs(sum(timings.phases.values()) - timings.total) < 1e-6
-    assert f": {timings.passages_encoded} encoded now" in out
+    assert f"; {timings.passages_encoded} passages and {timings.queries_encoded} queries encoded;" in out
+    assert out.count(" s wall clock") == 1 and " s; results in" not in out  # one total: the table's (it printed two)

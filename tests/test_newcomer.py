@@ -213,7 +213,7 @@ def test_no_network_goes_offline_at_once(monkeypatch: pytest.MonkeyPatch, capsys
     import os
     import socket
 
-    from disastir_mteb import commands
+    from disastir_mteb.util.hub import offline_if_unreachable
 
     def unreachable(address: tuple[str, int], timeout: float) -> socket.socket:
         assert address == ("huggingface.co", 443) and timeout == 3
@@ -223,8 +223,70 @@ def test_no_network_goes_offline_at_once(monkeypatch: pytest.MonkeyPatch, capsys
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     monkeypatch.delenv("HF_ENDPOINT", raising=False)
     monkeypatch.setattr(socket, "create_connection", unreachable)
-    commands.offline_if_unreachable(needs_hub=False)  # nothing from the Hub: no probe
+    import huggingface_hub.constants  # imported already, as in a notebook: its flag is read at import
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    offline_if_unreachable(needs_hub=False)  # nothing from the Hub: no probe
     assert "HF_HUB_OFFLINE" not in os.environ
-    commands.offline_if_unreachable(needs_hub=True)
+    offline_if_unreachable(needs_hub=True)
     assert os.environ["HF_HUB_OFFLINE"] == os.environ["HF_DATASETS_OFFLINE"] == "1"
+    assert huggingface_hub.constants.HF_HUB_OFFLINE is True
     assert "huggingface.co cannot be reached; using the local Hugging Face cache only" in capsys.readouterr().err
+
+
+def test_evaluate_says_where_it_wrote_in_one_line_and_files_under_results(
+        tiny: Path, use_data: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    """It printed nothing and wrote into mteb's cache folder, where `report` and `leaderboard` do not look."""
+    import logging
+
+    from mteb.results import ModelResult
+    from sentence_transformers import SentenceTransformer
+
+    import disastir_mteb
+
+    use_data(tiny)
+    monkeypatch.chdir(tmp_path)
+    model = SentenceTransformer(str(bundled_model_path()), device="cpu")  # in memory: no name of its own
+    result = disastir_mteb.evaluate(model, TWO, cache_dir=False)
+    said = [line for line in capsys.readouterr().err.splitlines() if "task result(s) in" in line]
+    assert len(said) == 1 and said[0] == result.summary
+    assert isinstance(result, ModelResult) and [r.task_name for r in result.task_results] == TWO
+    assert result.folder.resolve().is_relative_to(tmp_path / "results" / "results")  # the command line's folder
+    assert sorted(path.stem for path in result.folder.glob("DisastIR-*.json")) == sorted(TWO)
+    assert said[0].startswith(f"2 task result(s) in {result.folder.resolve()} (the model has no revision of its own")
+
+    caplog.set_level(logging.INFO, logger="disastir_mteb")  # an application's logging shows INFO: said there, once
+    again = disastir_mteb.evaluate(model, TWO, cache_dir=False)
+    assert "task result(s) in" not in capsys.readouterr().err
+    assert [record.getMessage() for record in caplog.records if "task result(s) in" in record.getMessage()] == [
+        again.summary]
+    assert again.folder == result.folder
+
+
+def test_evaluate_of_a_hub_model_offline_gives_up_after_the_3_second_probe(
+        tiny: Path, use_data: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Python example spent about 70 s in Hugging Face retries offline; the command line probes once."""
+    import socket
+
+    import huggingface_hub.constants
+
+    import disastir_mteb
+    from disastir_mteb.models.loading import ModelLoadError
+
+    probed = []
+
+    def unreachable(address: tuple[str, int], timeout: float) -> socket.socket:
+        probed.append((address, timeout))
+        raise OSError("Name or service not known")
+
+    use_data(tiny)
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    with pytest.raises(ModelLoadError):
+        disastir_mteb.evaluate("intfloat/e5-small-v2", TWO, cache_dir=False, output_folder=tmp_path / "out",
+                               show_progress=False)
+    assert probed == [(("huggingface.co", 443), 3)]
+    assert huggingface_hub.constants.HF_HUB_OFFLINE is True  # loaded from the local cache only: no retries

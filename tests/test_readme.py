@@ -37,3 +37,25 @@ def test_no_path_of_a_build_machine(page: Path) -> None:
 def test_the_readme_repeats_no_fault_count() -> None:
     """The counts live in docs/faults/README.md, which tests/test_fault_tables.py keeps right."""
     assert not re.search(r"\d+ cases", README)
+
+
+def test_the_readmes_offline_python_example_runs_as_written(tmp_path: Path, cache_dir: Path) -> None:
+    """The first Python block of the README, in a fresh interpreter in an empty folder: it says where it wrote."""
+    import os
+    import subprocess
+    import sys
+
+    section = README[README.index("## From Python"):]
+    start = section.index("```python\n") + len("```python\n")
+    block = section[start:section.index("```\n", start)]
+    environment = {**os.environ, "DISASTIR_CACHE_DIR": str(cache_dir), "HF_HUB_OFFLINE": "1"}
+    environment.pop("DISASTIR_DATA_DIR", None)
+    done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=environment, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = Path(done.stdout.splitlines()[0])
+    assert folder.is_relative_to(tmp_path / "results" / "results") and len(list(folder.glob("DisastIR-*.json"))) == 2
+    said = [line for line in done.stderr.splitlines() if "task result(s) in" in line]
+    assert len(said) == 1 and said[0].startswith(f"2 task result(s) in {folder}")
+    assert "Synthetic data: scores exercise the pipeline" in said[0]
+    assert re.fullmatch(r"DisastIR-QA-Bio \d+\.\d\d", done.stdout.splitlines()[1])

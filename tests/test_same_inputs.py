@@ -236,8 +236,8 @@ def _writes_the_environment(node: ast.AST) -> bool:
 
 
 #: The only writes left: switches of other libraries that read them when first imported (Hugging Face's offline
-#: mode when the Hub cannot be reached, gradio's analytics off), at the command line's edge. No DisastIR setting.
-_LIBRARY_SWITCHES = {("commands.py", "offline_if_unreachable"), ("leaderboard/app.py", "_require_gradio")}
+#: mode when the Hub cannot be reached, gradio's analytics off), at a run's edge. No DisastIR setting.
+_LIBRARY_SWITCHES = {("util/hub.py", "offline_if_unreachable"), ("leaderboard/app.py", "_require_gradio")}
 
 
 def test_no_module_of_the_package_writes_the_environment() -> None:

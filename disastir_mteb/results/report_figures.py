@@ -20,12 +20,12 @@ from pathlib import Path
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.published import published_for
 from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.vocabulary.task_record import SYNTHETIC_NOTICE
 from disastir_mteb.vocabulary.taxonomy import SPLITS, Intent, Split, benchmark_name
 
 __all__ = ["SYNTHETIC_NOTICE", "SYNTHETIC_TAG", "bars_tag", "benchmark_names", "check_figure_options",
            "figure_metadata", "heatmap_names", "legend_labels", "published_ticks", "tagged", "write_figures"]
 
-SYNTHETIC_NOTICE = "Synthetic data: scores exercise the pipeline and are not DisastIR results."
 SYNTHETIC_TAG = "(synthetic data)"
 
 

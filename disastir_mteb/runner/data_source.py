@@ -17,9 +17,10 @@ from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
 from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
 from disastir_mteb.data.layout import DATA_DIR_ENV
 from disastir_mteb.data.source import DataSource
+from disastir_mteb.vocabulary.settings import BUILT_IN_MODELS
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split, get_spec
 
-__all__ = ["data_source", "with_sample_devlite"]
+__all__ = ["data_source", "needs_hub", "with_sample_devlite"]
 
 
 def data_source(data: str | Path | None, devlite: str | Path | None = None, *, task_names: Iterable[str] = (),
@@ -87,3 +88,13 @@ def with_sample_devlite(source: DataSource, task_names: Iterable[str]) -> DataSo
     from disastir_mteb.sample.devlite import devlite_sample_dir
 
     return dataclasses.replace(source, devlite=devlite_sample_dir("small"))
+
+
+def needs_hub(model: object, data: DataSource, *, served: bool = False) -> bool:
+    """Whether a run would fetch its model or its data from the Hugging Face Hub (whose reachability is then probed).
+
+    A model object, a built-in name, a local folder or a model the embedding servers serve (``served``) is here
+    already; so is data read from a folder.
+    """
+    here = served or not isinstance(model, str) or model in BUILT_IN_MODELS or Path(model).exists()
+    return not (here and data.folder is not None)

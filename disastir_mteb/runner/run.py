@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,12 +47,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.models.loading import ModelLoadError, load_model
-from disastir_mteb.runner.data_source import data_source, with_sample_devlite
+from disastir_mteb.runner.data_source import data_source, needs_hub, with_sample_devlite
 from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
+from disastir_mteb.util.hub import offline_if_unreachable
 from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
 from disastir_mteb.vocabulary.run_settings import RunSettings, Search
-from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, DEFAULT_OUTPUT_FOLDER, EXACT
+from disastir_mteb.vocabulary.task_record import SYNTHETIC_NOTICE
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split
 
 if TYPE_CHECKING:
@@ -60,6 +63,7 @@ if TYPE_CHECKING:
 
     from disastir_mteb.data.source import DataSource
     from disastir_mteb.models.embedding_servers import EmbeddingServers
+    from disastir_mteb.runner.evaluation_result import EvaluationResult
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.vocabulary.instructions import InstructionConfig
 
@@ -119,7 +123,7 @@ def evaluate(
     template: str | None = None,
     instruct_passages: bool = False,
     cache_dir: str | Path | Literal[False] | None = None,
-    output_folder: str | Path | None = None,
+    output_folder: str | Path | None = DEFAULT_OUTPUT_FOLDER,
     overwrite: bool = False,
     show_progress: bool = True,
     on_task_done: Callable[[TaskResult, float], None] | None = None,
@@ -133,7 +137,7 @@ def evaluate(
     embeddings_concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY,
     api_key_env: str = DEFAULT_KEY_ENV,
     timings: Callable[[Timings], None] | None = None,
-) -> ModelResult:
+) -> EvaluationResult:
     """Evaluate a model on DisastIR tasks (the 48 of the full set by default) with one encoding per corpus.
 
     Args:
@@ -158,10 +162,13 @@ def evaluate(
         instruct_passages: also put the instruction before passages.
         cache_dir: where embeddings persist (default ``DISASTIR_CACHE_DIR``); ``False`` keeps them
             in memory for this call only.
-        output_folder: mteb results folder; default mteb's own cache (``MTEB_CACHE``).
+        output_folder: mteb results folder: ``./results`` by default, the command line's, where ``report`` and
+            ``leaderboard`` look; None: mteb's own cache (``MTEB_CACHE``).
         overwrite: rerun tasks that already have results there.
-        show_progress: progress bars: task loading, corpus encoding (rate and ETA), query encoding, and
-            the tasks being evaluated (print per-task lines with ``tqdm.write`` to keep them above it).
+        show_progress: progress bars (task loading, corpus encoding with rate and ETA, query encoding, the tasks
+            being evaluated; print per-task lines with ``tqdm.write`` to keep them above it) and, at the end, the
+            run's one line (:attr:`EvaluationResult.summary`) on stderr. The line is logged at INFO on this
+            module's logger too; where logging shows INFO, it is said there only, once.
         on_task_done: called with each task's result and its wall time, as tasks finish.
         batch_size: texts per forward pass (default 32, mteb's). Passages are encoded longest
             first, in the batches of one ``SentenceTransformer.encode`` call over the corpus.
@@ -191,7 +198,9 @@ def evaluate(
             (``searcher.timings``). A run inside a run already timed (the demo) is part of that one's clock.
 
     Returns:
-        mteb's ``ModelResult`` holding every evaluated task.
+        mteb's ``ModelResult`` holding every evaluated task, as an
+        :class:`~disastir_mteb.runner.evaluation_result.EvaluationResult`, which also holds the result set's
+        ``folder`` and the run's ``summary``.
 
     Raises:
         ValueError: an unknown ``search`` value, ANN preset, parameter, precision or split, a batch size
@@ -200,14 +209,15 @@ def evaluate(
         FileNotFoundError: ``data``, ``devlite`` or ``extra_judgements`` is not a folder.
     """
     with run_clock():
-        with clock(Phase.startup):
-            import_libraries()
         settings = RunSettings.from_options(search=search, ann_preset=ann_preset, ann_params=ann_params,
                                             instructions=instructions, template=template,
                                             instruct_passages=instruct_passages, batch_size=batch_size,
                                             precision=precision, cache_dir=cache_dir, progress=show_progress)
         with clock(Phase.tasks):
             source = data_source(data, devlite, extra_judgements=extra_judgements, keep_joins=cache_dir is not False)
+        with clock(Phase.startup):
+            offline_if_unreachable(needs_hub(model, source, served=bool(embeddings_url)), say=logger.warning)
+            import_libraries()
         served = None if not embeddings_url else EmbeddingServersOptions(
             embeddings_url, revision=embeddings_revision, concurrency=embeddings_concurrency, key_env=api_key_env)
         evaluation = run_evaluation(model, tasks, split=split, settings=settings, data=source, served=served,
@@ -218,7 +228,15 @@ def evaluate(
                                                                                search))
     if timings is not None and evaluation.searcher.timings is not None:
         timings(evaluation.searcher.timings)
-    return evaluation.result
+    from disastir_mteb.runner.evaluation_result import EvaluationResult  # imports mteb: here, not at the top
+
+    summary = " ".join(evaluation.summary(brief=True))
+    logger.info(summary)
+    if show_progress and not logger.isEnabledFor(logging.INFO):  # the line a user sees without configuring logging
+        from tqdm.auto import tqdm
+
+        tqdm.write(summary, file=sys.stderr)
+    return EvaluationResult.of(evaluation.result, folder=evaluation.folder.resolve(), summary=summary)
 
 
 @dataclass(frozen=True)
@@ -239,13 +257,37 @@ class Evaluation:
         result: mteb's ``ModelResult`` holding every evaluated task.
         searcher: the search model (``passages_encoded``, ``index_builds``, ``timings``, ``identity``, ...).
         folder: where the first task's result file was written (the run's result set).
+        data: the data the tasks read.
         servers: how the embedding servers answered (one line), when the model was served.
     """
 
     result: ModelResult
     searcher: SharedCorpusSearch
     folder: Path
+    data: DataSource
     servers: str | None = None
+
+    def summary(self, *, brief: bool = False) -> list[str]:
+        """What the run did, as ``run``, ``demo`` and ``evaluate()`` say it: where, what was encoded, how it searched.
+
+        The lines: the result set's folder (and that it is filed by fingerprint when the model has no name and
+        revision of its own), the passages and queries encoded, the search; unless ``brief``, how the passages were
+        encoded and how the embedding servers answered (when served); :data:`SYNTHETIC_NOTICE` on generated data.
+        """
+        searcher = self.searcher
+        loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
+        filed = "" if searcher.identity.pinned else (" (the model has no revision of its own: its results are filed "
+                                                     "under the fingerprint of what it computes)")
+        lines = [f"{len(self.result.task_results)} task result(s) in {self.folder.resolve()}{filed}; "
+                 f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
+                 f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}."]
+        if not brief:
+            lines.append(f"Passages: {searcher.describe_encoding()}.")
+            if self.servers is not None:
+                lines.append(f"Servers: {self.servers}.")
+        if self.data.record()["synthetic"]:
+            lines.append(SYNTHETIC_NOTICE)
+        return lines
 
 
 def run_evaluation(
@@ -302,7 +344,7 @@ def run_evaluation(
         if servers is not None:  # its event loop thread and connections, also when the run stops with an error
             servers.close()
     folder = result_folder(searcher, result.task_results[0].task_name, output_folder)
-    return Evaluation(result, searcher, folder, said)
+    return Evaluation(result, searcher, folder, data, said)
 
 
 def serve_model(model: Any, urls: str | Sequence[str], *, revision: str | None = None,

@@ -17,6 +17,7 @@ from typing import Literal
 __all__ = [
     "BUILT_IN_MODELS",
     "DEFAULT_BATCH_SIZE",
+    "DEFAULT_OUTPUT_FOLDER",
     "EXACT",
     "EXPERIMENT_KEYS",
     "HASHING_ENCODER",
@@ -50,6 +51,9 @@ QUERY_SIDE_KEYS = (INSTRUCTIONS_KEY, TEMPLATE_KEY)
 
 #: The search a run does unless told otherwise.
 EXACT = "exact"
+#: Where a run files its results unless told otherwise (``run``, ``demo``, ``evaluate()``), and where ``leaderboard``
+#: looks by default: mteb's layout under ``./results``.
+DEFAULT_OUTPUT_FOLDER = "results"
 #: Texts per forward pass unless told otherwise: mteb's own default (``encode_kwargs``).
 DEFAULT_BATCH_SIZE = 32
 

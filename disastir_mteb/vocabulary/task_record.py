@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-__all__ = ["DATA_KEY", "DISTRIBUTION", "EXTRA_JUDGEMENTS", "GAIN_KEY", "RECORD_KEYS", "SYNTHETIC_SAMPLE", "VERSION_KEY",
-           "extended_data", "hub_data", "is_extended", "is_synthetic", "local_data", "plugin_version", "task_record"]
+__all__ = ["DATA_KEY", "DISTRIBUTION", "EXTRA_JUDGEMENTS", "GAIN_KEY", "RECORD_KEYS", "SYNTHETIC_NOTICE",
+           "SYNTHETIC_SAMPLE", "VERSION_KEY", "extended_data", "hub_data", "is_extended", "is_synthetic", "local_data",
+           "plugin_version", "task_record"]
 
 VERSION_KEY = "disastir_version"
 GAIN_KEY = "disastir_gain"
@@ -36,6 +37,8 @@ RECORD_KEYS = (VERSION_KEY, GAIN_KEY, DATA_KEY)
 DISTRIBUTION = "disastir-mteb"
 #: What a ``disastir_data`` string says of a folder the sample generator wrote.
 SYNTHETIC_SAMPLE = "synthetic sample"
+#: What every output on generated data says of its numbers (the run's summary, the report, the figures).
+SYNTHETIC_NOTICE = "Synthetic data: scores exercise the pipeline and are not DisastIR results."
 #: What a ``disastir_data`` string says of a run that read extra judgements beside the published ones.
 EXTRA_JUDGEMENTS = "extra judgements"
 
