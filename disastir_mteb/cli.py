@@ -438,6 +438,17 @@ def _check_server_urls(args: argparse.Namespace) -> None:
             setattr(args, name, [check_base_url(url, option) for url in urls])
 
 
+def _lines_in_order() -> None:
+    """Write standard output line by line, as standard error is: results and progress then land in the order said.
+
+    Python buffers stdout in blocks when it is not a terminal (``disastir-mteb export ... > log 2>&1``, CI logs), so
+    a command's results came after, or between, progress lines written later on stderr.
+    """
+    reconfigure = getattr(sys.stdout, "reconfigure", None)  # absent on a stream replaced by a test or a notebook
+    if reconfigure is not None:
+        reconfigure(line_buffering=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``disastir-mteb`` console script.
 
@@ -446,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         Ctrl-C (one line saying how to resume, no traceback), or what the command returns (``submit``: 1).
     """
     args = build_parser().parse_args(argv)
+    _lines_in_order()
     try:
         _check_server_urls(args)
         _check_output_folder(args)

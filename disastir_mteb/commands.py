@@ -322,12 +322,13 @@ def report(args: argparse.Namespace) -> int:
                          "--out; pass --out DIR.")
     _say_unchecked([s.unchecked for s in sets], "report")
     completed = _completed_views(sets, args)
-    print(report_text(sets, metric=args.metric, completed=completed), end="")
-    if args.out:
+    print(report_text(sets, metric=args.metric, completed=completed, summary=bool(args.out)), end="")
+    if args.out:  # the terminal gets the overview; the whole report is in the files
         written = write_report(sets, args.out, formats=args.format or ["md", "csv"], figure_formats=args.figure_format,
                                figure_titles=not args.no_figure_title, colour_scale=args.colour_scale,
                                metric=args.metric, completed=completed)
-        print(f"Wrote {len(written)} file(s) to {Path(args.out).resolve()}: "
+        print(f"\nThe whole report (each set's grid, provenance, published numbers, missing tasks) and its figures: "
+              f"{len(written)} file(s) in {Path(args.out).resolve()}: "
               f"{', '.join(sorted({p.name for p in written if not p.name.startswith('heatmap-')}))} "
               f"and {sum(p.name.startswith('heatmap-') for p in written)} heatmap file(s).")
     return 0

@@ -110,6 +110,20 @@ def test_three_tasks_exact_and_ann_give_partial_means(partial_runs: Path, capsys
     assert "QA 1 of 8, FC 1 of 8, STS 1 of 8; Avg over 3 of 6 intents" in printed
 
 
+def test_one_whole_intent_says_only_how_many_intents_are_averaged(sample_data: Path, use_data: object,
+                                                                  tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The 8 QA tasks: every intent held is whole, so the note printed "(here ; Avg over 1 of 6 intents)"."""
+    use_data(sample_data)
+    qa = [name for name in TASK_NAMES if name.startswith("DisastIR-QA-")]
+    for settings in ({}, {"search": "ann"}):
+        evaluate(HashingEncoder(), qa, cache_dir=tmp_path / "cache", output_folder=tmp_path / "runs",
+                 show_progress=False, **settings)
+    assert cli.main(["compare", str(tmp_path / "runs")]) == 0
+    printed = capsys.readouterr().out
+    assert "fewer than the paper's (Avg over 1 of 6 intents); compare it only" in printed and "(here" not in printed
+
+
 def test_two_result_roots_give_labelled_rows_and_one_tau_reason(partial_runs: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["compare", str(partial_runs / "plain"), str(partial_runs / "ann")]) == 0

@@ -211,3 +211,20 @@ def test_a_command_called_from_python_leaves_the_environment_as_it_found_it(samp
                  "--tasks", "DisastIR-QA-Bio", "--quiet"]) == 0
     assert (tmp_path / "out").is_dir()
     assert dict(os.environ) == before
+
+
+def test_export_says_progress_on_stderr_and_its_result_on_stdout_in_order(sample_data: Path, tmp_path: Path) -> None:
+    """A user's `export ... > log 2>&1`: the task lines, then the result line; each on its own stream."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "disastir_mteb.cli", "export", "--format", "beir", "--data", str(sample_data),
+               "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo"]
+    merged = subprocess.run([*command, "--out", str(tmp_path / "one")], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=300, check=True).stdout.splitlines()
+    assert [line.split(":")[0] for line in merged] == ["DisastIR-QA-Bio", "DisastIR-FC-Geo", merged[-1].split(":")[0]]
+    assert merged[-1].startswith("Wrote 2 BEIR task folder(s) to ")
+    apart = subprocess.run([*command, "--out", str(tmp_path / "two")], capture_output=True, text=True, timeout=300,
+                           check=True)
+    assert len(apart.stdout.splitlines()) == 1 and apart.stdout.startswith("Wrote 2 BEIR task folder(s) to ")
+    assert [line.split(":")[0] for line in apart.stderr.splitlines()] == ["DisastIR-QA-Bio", "DisastIR-FC-Geo"]

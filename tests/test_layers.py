@@ -41,8 +41,8 @@ TOP = "top"
 #: The public API: ``disastir_mteb.__all__`` exactly.
 PUBLIC = [
     "CATEGORIES", "DATASET_REPO", "DATASET_REVISION", "INSTRUCTION_SETS", "INTENTS", "PRESETS", "TASK_NAMES",
-    "TEMPLATES", "AnnParams", "Category", "Intent", "UsearchIndex", "evaluate", "get_tasks", "register",
-    "with_instructions",
+    "TEMPLATES", "AnnParams", "Category", "EvaluationResult", "Intent", "UsearchIndex", "evaluate", "get_tasks",
+    "register", "with_instructions",
 ]
 
 

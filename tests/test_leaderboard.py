@@ -228,7 +228,7 @@ def test_at_a_laptops_width_the_scores_are_in_view_and_no_word_is_split(runs: Pa
     Also at these widths: the menu's title broke mid-word ("managem|ent") and the provenance table too
     ("Precisio|n"); the footer's sponsor logos, fetched from the web, were broken images offline.
     """
-    from disastir_mteb.leaderboard.app import _PAGE_READY, leaderboard_app, screenshot
+    from disastir_mteb.leaderboard.app import PAGE_READY, leaderboard_app, screenshot
 
     _browser()
     port = _free_port()
@@ -236,7 +236,7 @@ def test_at_a_laptops_width_the_scores_are_in_view_and_no_word_is_split(runs: Pa
         app.launch(server_name="127.0.0.1", server_port=port, quiet=True, prevent_thread_lock=True)
         try:
             shot = screenshot(f"http://127.0.0.1:{port}/", tmp_path / "laptop.png", width=width, max_width=width,
-                              ready=f"{_PAGE_READY} && {_NO_WORD_SPLIT}", timeout_s=90,  # a TimeoutError: a split
+                              ready=f"{PAGE_READY} && {_NO_WORD_SPLIT}", timeout_s=90,  # a TimeoutError: a split
                               measure=_LAPTOP_VIEW)
         finally:
             app.close()

@@ -125,6 +125,9 @@ def test_report_cli_on_runner_results(sample_data: Path, use_data: object, tmp_p
     assert cli.main(["report", str(tmp_path / "results"), "--out", str(out), "--format", "md", "html"]) == 0
     printed = capsys.readouterr().out
     assert "disastir-mteb/hashing-encoder" in printed and "40 of 48" not in printed and "8/48" in printed
+    # the terminal gets the overview; the grids, provenance and the 40-name "Missing" list are in the files
+    assert "Overview" in printed and "Missing (" not in printed and "Provenance" not in printed
+    assert "Missing (40): " in (out / "report.md").read_text() and f"4 file(s) in {out.resolve()}" in printed
     assert (out / "report.md").is_file() and (out / "report.html").is_file() and not (out / "scores.csv").exists()
     assert cli.main(["report", str(tmp_path / "results"), "--model", "e5"]) == 2
     assert "No DisastIR result sets for model(s) e5 under" in capsys.readouterr().err
@@ -175,7 +178,7 @@ def test_report_on_another_metric_shows_the_result_files_numbers(sample_data: Pa
         mean = f"{100 * sum(files.values()) / len(files):.2f}"
         overview = _table(built, "model", "setting").row("disastir-mteb/hashing-encoder")
         assert qa["Mean"] == mean and overview["QA"] == mean and overview["Avg"] == "–"  # 5 intents not run
-        assert f"\n{name} x100 " in printed and f"| {name} x100 | Bio |" in (out / "report.md").read_text()
+        assert f"{name} x100;" in printed and f"| {name} x100 | Bio |" in (out / "report.md").read_text()
         assert printed.count(f"The authors publish NDCG@10 only: no published numbers are set beside {name}.") == 1
         assert _png_text(out / "intents.png")["Title"] == f"DisastIR {name} per intent (synthetic data)"
         [heatmap] = out.glob("heatmap-*.png")

@@ -38,8 +38,8 @@ from disastir_mteb.util.mteb_internals import menu_entry, results_frame
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Split, benchmark_name
 
-__all__ = ["BENCHMARKS", "DEFAULT", "SCREENSHOT_WIDTH", "TITLE", "blurb", "find_browser", "leaderboard_app", "menu",
-           "provenance_markdown", "screenshot", "serve"]
+__all__ = ["BENCHMARKS", "DEFAULT", "PAGE_READY", "SCREENSHOT_WIDTH", "TITLE", "blurb", "find_browser",
+           "leaderboard_app", "menu", "provenance_markdown", "screenshot", "serve"]
 
 DEFAULT = "DisastIR"
 """The benchmark the page opens on."""
@@ -51,7 +51,7 @@ TITLE = "DisastIR leaderboard"
 """The page's title (browser tab and heading), in place of mteb's "MTEB Leaderboard"."""
 
 #: True once the page shows mteb's summary table and the provenance section (what a screenshot must hold).
-_PAGE_READY = ("!!document.getElementById('disastir_provenance') && document.body.innerText.includes('Rank (Borda)')")
+PAGE_READY = ("!!document.getElementById('disastir_provenance') && document.body.innerText.includes('Rank (Borda)')")
 
 
 #: Gradio's Markdown lets a line break anywhere (``overflow-wrap: anywhere``), which broke words mid-word: in the
@@ -234,7 +234,7 @@ def serve(results: Sequence[str | Path], *, host: str = "127.0.0.1", port: int =
             return rows
         app.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True)
         try:
-            shot = screenshot(f"http://{host}:{port}/?benchmark_name={DEFAULT}", screenshot_to, ready=_PAGE_READY,
+            shot = screenshot(f"http://{host}:{port}/?benchmark_name={DEFAULT}", screenshot_to, ready=PAGE_READY,
                               width=screenshot_width, max_width=screenshot_width)
         finally:
             app.close(verbose=False)  # gradio prints "Closing server running on port" otherwise

@@ -220,7 +220,8 @@ def _notes(comparisons: Sequence[Comparison]) -> list[str]:
         counts = {i: partial[0].a_grid.categories_held(i) for i in INTENTS}
         cover = ", ".join(f"{i.value} {n} of 8" for i, n in counts.items() if 0 < n < 8)
         intents = sum(n > 0 for n in counts.values())
-        which = f" (here {cover}; Avg over {intents} of 6 intents)" if len(comparisons) == 1 else ""
+        held = [f"here {cover}"] if cover else []  # empty when each intent held is whole (all 8 categories)
+        which = f" ({'; '.join([*held, f'Avg over {intents} of 6 intents'])})" if len(comparisons) == 1 else ""
         notes.append(f"{PARTIAL}: mean over the tasks both sets hold, fewer than the paper's{which}; compare it only "
                      "with means over the same tasks.")
     empty = [i.value for i in INTENTS if all(c.a_grid.categories_held(i) == 0 for c in comparisons)]

@@ -258,13 +258,22 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
 
 
 def report_text(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_METRIC,
-                completed: Mapping[Path, CompletedView] | None = None) -> str:
+                completed: Mapping[Path, CompletedView] | None = None, summary: bool = False) -> str:
     """What ``disastir-mteb report`` prints: the tables of :func:`build_report`, fixed width.
+
+    ``summary``: only the title, the notes on the data and the overview table (one row per set), what the command
+    prints when the whole report goes to files: each set's grid, provenance, published numbers and missing tasks
+    are there.
 
     Raises:
         ValueError: as :func:`build_report`.
     """
-    return render_text(build_report(sets, figures=False, metric=metric, completed=completed))
+    blocks = build_report(sets, figures=False, metric=metric, completed=completed)
+    if summary:
+        overview = next(number for number, block in enumerate(blocks)
+                        if isinstance(block, Heading) and block.text == "Overview")
+        blocks = blocks[:overview + 2]  # the heading and its table
+    return render_text(blocks)
 
 
 def _csv(sets: Sequence[ResultSet], metric: Metric) -> str:
