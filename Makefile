@@ -43,11 +43,12 @@ demo: $(VENV)/.demo-installed  ## the bundled small model on the bundled sample 
 	$(KEEP_BYTECODE) HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/disastir-mteb demo
 
 # The suite on TEST_WORKERS processes (pytest-xdist), a test file per worker at a time (its module fixtures built
-# once); one per core up to 4 (each holds about 1.5 GB). TEST_WORKERS=0 runs it in this process alone.
+# once); one per core up to 4 (each holds about 1.5 GB). TEST_WORKERS=0 runs it in this process alone. Not -q:
+# under -q, pytest-xdist 3.8 prints "bringing up nodes..." twice when stdout is not a terminal.
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, os.cpu_count() or 1))")
 
 test: setup  ## the offline test suite (real mteb, datasets, USearch and MiniLM)
-	$(KEEP_BYTECODE) HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
+	$(KEEP_BYTECODE) HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
 	  --durations=15
 
 lint: setup

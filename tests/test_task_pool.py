@@ -28,6 +28,10 @@ def _square(number: int) -> tuple[int, int]:
     return number * number, os.getpid()
 
 
+def _quiet_square(number: int) -> tuple[int, int]:
+    return number * number, os.getpid()
+
+
 @needs_two_cores
 def test_results_logs_and_warnings_come_back_in_task_order(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="disastir_mteb.test_pool"), pytest.warns(UserWarning, match="task 3"):
@@ -91,7 +95,7 @@ def test_no_worker_is_left_running_when_the_tasks_are_done(stop: str) -> None:
     """
     import multiprocessing
 
-    done = evaluate_tasks(range(6), _square, parallel=lambda n: True)
+    done = evaluate_tasks(range(6), _quiet_square, parallel=lambda n: True)
     if stop == "finished":
         assert [result[0] for _, result, _ in done] == [n * n for n in range(6)]
     else:
