@@ -38,6 +38,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runner_vs_mteb import _data, _texts
 
+from disastir_mteb.vocabulary.settings import PRECISIONS
+
 CHECK_TASK = "DisastIR-QA-Bio"
 
 
@@ -116,7 +118,7 @@ def main() -> None:
                                                            "folder")
     parser.add_argument("--device", default="cuda" if _cuda() else "cpu")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default=None,
+    parser.add_argument("--precision", choices=list(PRECISIONS), default=None,
                         help="cast the weights (default: the model's own)")
     parser.add_argument("--ann", choices=["warm", "cold", "skip"], default="warm")
     parser.add_argument("--plain-tasks", type=int, default=2, help="plain mteb tasks to time (0 = skip)")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from disastir_mteb import commands
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV, check_base_url
+from disastir_mteb.judging.settings import JudgeSettings
 from disastir_mteb.judging.store import JUDGEMENT_STORE_NAME
 from disastir_mteb.leaderboard.app import SCREENSHOT_WIDTH
 from disastir_mteb.results.metrics import MAIN_METRIC
@@ -89,15 +90,18 @@ def _judge_server_options(parser: argparse.ArgumentParser) -> None:
                         help=f"the judgement store (default: {JUDGEMENT_STORE_NAME} in the cache folder, "
                              "DISASTIR_CACHE_DIR); every answer is kept there, so a killed job resumes and nothing is "
                              "asked twice")
-    parser.add_argument("--concurrency", type=_at_least(1), default=8, help="requests in flight per server (default 8)")
-    parser.add_argument("--timeout", type=_seconds, default=120.0, help="seconds one request may take (default 120)")
+    parser.add_argument("--concurrency", type=_at_least(1), default=JudgeSettings.concurrency,
+                        help=f"requests in flight per server (default {JudgeSettings.concurrency})")
+    parser.add_argument("--timeout", type=_seconds, default=JudgeSettings.timeout,
+                        help=f"seconds one request may take (default {JudgeSettings.timeout:g})")
     parser.add_argument("--api-key-env", default=DEFAULT_KEY_ENV,
                         help=f"the environment variable holding the key (default {DEFAULT_KEY_ENV}); never a file "
                              "or an option, so it stays out of shell history and logs")
     parser.add_argument("--price", default=None, metavar="IN,OUT",
                         help="US dollars per million input and output tokens, for the cost estimate (e.g. 0.15,0.60)")
-    parser.add_argument("--confirm-above", type=_at_least(0), default=2000, metavar="REQUESTS",
-                        help="ask before sending more requests than this (default 2000); without a terminal the "
+    parser.add_argument("--confirm-above", type=_at_least(0), default=JudgeSettings.confirm_above, metavar="REQUESTS",
+                        help=f"ask before sending more requests than this (default {JudgeSettings.confirm_above}); "
+                             "without a terminal the "
                              "job stops instead of asking, unless --yes")
     parser.add_argument("--yes", action="store_true", help="never ask: go ahead whatever the estimate")
 

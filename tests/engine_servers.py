@@ -1,8 +1,8 @@
 """Loopback servers that answer as the engines people serve models with: vLLM, TEI, Infinity, Ollama, llama.cpp.
 
 Each :class:`EngineServer` is a real HTTP server on ``127.0.0.1`` (standard library only, HTTP/1.1 with exact
-``Content-Length``) that reproduces one engine's documented differences, as read from its source and docs
-(``shared/reference/ENGINES.md``): its routes and prefix, its model listing's fields, the name it serves a
+``Content-Length``) that reproduces one engine's documented differences, as read from its source and docs (the table in
+``docs/servers.md`` names each engine's): its routes and prefix, its model listing's fields, the name it serves a
 model under, what it does with the request's ``model``, and the bodies of its errors, 404 included. The vectors
 are whatever ``embed`` returns (the tests give it the bundled MiniLM, so scores compare with an in-process run);
 chat answers are ``answer(request)`` (default: :func:`~loopback.grade_judge`, grade 0).

@@ -30,7 +30,6 @@ from loopback import Fault, FaultKind, LoopbackServer
 from disastir_mteb import cli
 from disastir_mteb.endpoints.pool import (
     LONGEST_WAIT_ENV,
-    MIN_REDACTED_LENGTH,
     RATE_LIMIT_PATIENCE_ENV,
     REDACTED,
     EndpointError,
@@ -97,14 +96,30 @@ def store_bytes(store: Path) -> bytes:
 
 def test_the_waits_and_sizes_default_to_the_documented_values(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each default the docs state is the code's: the docs' sentence and the value, read from both."""
+    import re
+
+    from disastir_mteb.judging.settings import JudgeSettings
+
+    docs = Path(__file__).parents[1] / "docs"
+    environment, judge_page = ((docs / name).read_text(encoding="utf-8") for name in ("environment.md", "judge.md"))
+
+    def documented(text: str, pattern: str) -> float:
+        found = re.search(pattern, text, flags=re.S)
+        assert found, pattern
+        return float(found.group(1).replace(",", ""))
+
     monkeypatch.delenv(LONGEST_WAIT_ENV, raising=False)
     monkeypatch.delenv(RATE_LIMIT_PATIENCE_ENV, raising=False)
-    assert EndpointLimits.from_environment() == EndpointLimits(longest_wait=120.0, rate_limit_patience=300.0,
-                                                               shown_wait=5.0, max_answer_bytes=64 * 2**20)
-    assert (LONGEST_WAIT_ENV, RATE_LIMIT_PATIENCE_ENV) == ("DISASTIR_LONGEST_WAIT", "DISASTIR_RATE_LIMIT_PATIENCE")
-    assert (MIN_REDACTED_LENGTH, REDACTED, MAX_RAW_CHARS) == (8, "[key redacted]", 10_000)
-    with JudgementStore(tmp_path / "s.sqlite") as store:
-        assert store.timeout == 60.0
+    limits = EndpointLimits.from_environment()
+    assert limits == EndpointLimits()
+    row = r"` \|[^|]*\(default (\d+)\)"  # the variable's row in the table, up to its default
+    assert limits.longest_wait == documented(environment, f"`{LONGEST_WAIT_ENV}{row}")
+    assert limits.rate_limit_patience == documented(environment, f"`{RATE_LIMIT_PATIENCE_ENV}{row}")
+    assert limits.longest_wait == documented(judge_page, r"but never more than (\d+) s at a time")
+    assert JudgeSettings.concurrency == documented(
+        judge_page, r"`--concurrency` requests in flight each \(default (\d+)")
+    assert JudgeSettings.confirm_above == documented(judge_page, r"Above `--confirm-above` requests \(default ([\d,]+)")
     monkeypatch.setenv(LONGEST_WAIT_ENV, "2.5")
     monkeypatch.setenv(RATE_LIMIT_PATIENCE_ENV, "30")
     assert EndpointLimits.from_environment() == EndpointLimits(longest_wait=2.5, rate_limit_patience=30.0)

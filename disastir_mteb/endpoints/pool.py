@@ -72,15 +72,18 @@ from urllib.parse import urlsplit, urlunsplit
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_EMBEDDING_CONCURRENCY", "DEFAULT_KEY_ENV", "LONGEST_WAIT_ENV", "MIN_REDACTED_LENGTH",
-           "RATE_LIMIT_PATIENCE_ENV", "REDACTED", "EndpointError", "EndpointLimits", "EndpointPool", "Server",
-           "chat_from_event_stream", "check_base_url", "listed_name", "other_bases", "prefix_advice", "read_key",
-           "retry_after"]
+__all__ = ["DEFAULT_EMBEDDING_CONCURRENCY", "DEFAULT_KEY_ENV", "DEFAULT_TIMEOUT", "LONGEST_WAIT_ENV",
+           "MIN_REDACTED_LENGTH", "RATE_LIMIT_PATIENCE_ENV", "REDACTED", "EndpointError", "EndpointLimits",
+           "EndpointPool", "Server", "chat_from_event_stream", "check_base_url", "listed_name", "other_bases",
+           "prefix_advice", "read_key", "retry_after"]
 
 #: Where the key is read from unless the user names another variable.
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: Requests in flight per embedding server unless the user says otherwise (``--embeddings-concurrency``).
 DEFAULT_EMBEDDING_CONCURRENCY = 4
+#: Seconds one request may take in all unless the caller says otherwise (``--timeout``), for the judge and the
+#: embedding servers alike.
+DEFAULT_TIMEOUT = 120.0
 #: What replaces the key wherever a server echoed it.
 REDACTED = "[key redacted]"
 #: Keys shorter than this are not redacted: they would match ordinary text and change answers.
@@ -345,8 +348,8 @@ class EndpointPool(Generic[T, R]):
         EndpointError: OpenAI's own server without a key.
     """
 
-    def __init__(self, base_urls: Sequence[str], *, key_env: str = DEFAULT_KEY_ENV, concurrency: int = 8,
-                 timeout: float = 120.0, max_attempts: int = 5, backoff: tuple[float, float] = (0.5, 30.0),
+    def __init__(self, base_urls: Sequence[str], *, concurrency: int, key_env: str = DEFAULT_KEY_ENV,
+                 timeout: float = DEFAULT_TIMEOUT, max_attempts: int = 5, backoff: tuple[float, float] = (0.5, 30.0),
                  limits: EndpointLimits | None = None) -> None:
         import openai
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV
+from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV, DEFAULT_TIMEOUT
 from disastir_mteb.judging.job import Price
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class JudgeSettings:
     base_urls: tuple[str, ...] = ()
     api_key_env: str = DEFAULT_KEY_ENV
     concurrency: int = 8
-    timeout: float = 120.0
+    timeout: float = DEFAULT_TIMEOUT
     price: Price | None = None
     tasks: tuple[str, ...] | None = None
     confirm_above: int = 2000

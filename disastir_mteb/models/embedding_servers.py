@@ -64,6 +64,7 @@ from mteb.models.model_meta import ScoringFunction
 from disastir_mteb.endpoints.pool import (
     DEFAULT_EMBEDDING_CONCURRENCY,
     DEFAULT_KEY_ENV,
+    DEFAULT_TIMEOUT,
     EndpointError,
     EndpointPool,
     Server,
@@ -106,7 +107,7 @@ class EmbeddingServers(AbsEncoder):
 
     def __init__(self, model: str, base_urls: Sequence[str] | str, *, revision: str | None = None,
                  key_env: str = DEFAULT_KEY_ENV, concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY,
-                 timeout: float = 120.0) -> None:
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
         self.served_model = str(model).strip()
         if not self.served_model:
             raise ValueError("Name the served model (-m NAME), as the embedding servers know it.")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from disastir_mteb.vocabulary.settings import PRECISIONS, parse_precision
+from disastir_mteb.vocabulary.settings import PRECISIONS, Precision
 
 logger = logging.getLogger(__name__)
 
@@ -52,20 +52,23 @@ def module_device(model: Any) -> str | None:
     return None if parameter is None else str(parameter.device)
 
 
-def in_precision(model: Any, precision: str | None) -> Any:
+def in_precision(model: Any, precision: Precision | None) -> Any:
     """``model`` encoding in ``precision``: itself when its weights already are, else a copy whose weights are cast.
+
+    ``precision`` is a parsed name (``fp32``, ``fp16``, ``bf16``), as :class:`RunSettings` holds it: parsed once, by
+    :func:`~disastir_mteb.vocabulary.settings.parse_precision`, where the settings are built.
 
     The copy is the whole wrapper chain (``copy.deepcopy``) with every floating parameter and buffer replaced by
     its cast, so it takes the memory of the cast weights only, and the model passed in (a trainer's, a notebook's)
     is left exactly as it was: its dtype, its weights and its attributes. ``None`` keeps the model as it is.
 
     Raises:
-        ValueError: an unknown precision, a precision asked of a model without torch weights, or a model that
-            cannot be copied (one sentence saying what to do instead).
+        ValueError: a precision asked of a model without torch weights, or a model that cannot be copied (one
+            sentence saying what to do instead).
     """
     import copy
 
-    wanted = parse_precision(precision)
+    wanted = precision
     if wanted is None:
         return model
     module = torch_module(model)

@@ -546,10 +546,8 @@ def _load_entry(key: StoreKey, n_rows: int, folder: Path) -> _Entry:
 
 # ---------------------------------------------------------------------- the store
 
-#: Texts per chunk file: what a killed run loses at most, for any corpus size. 1,024 passages of
-#: all-MiniLM-L6-v2 on a 2-core CPU: about 35 s on full-length DisastIR passages (~30 passages/s,
-#: DISASTIR_FACTS 7b), about 15 s on the sample's shorter ones (the demo's 1,500 in 22 s); on one H100
-#: about 0.26 s (derived from its measured 60.4 s pass over the full corpus, not measured per chunk).
+#: Texts per chunk file: what a killed run loses at most, for any corpus size (seconds of a small model on a CPU,
+#: a fraction of a second on a GPU; figures in ``docs/benchmarks.md``).
 CHUNK_SIZE = 1024
 
 

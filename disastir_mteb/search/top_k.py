@@ -2,10 +2,10 @@
 
 DisastIR's 9,600 queries against 239,704 passages make a 9.2 GB float32 similarity matrix, so
 :func:`top_k_inner_product` never builds it: it walks the corpus in blocks, keeps per query the
-exact top-k seen so far, and merges each block's candidates into it. Measured on a 2-core CPU
-(DISASTIR_FACTS 7b), ``torch.mm`` + ``torch.topk`` took 11.7 s and +0.95 GB where NumPy
-``matmul`` + ``argpartition`` took 13.2 s and +4.7 GB, so torch is used when importable and
-NumPy is the fallback; both give the same ranking.
+exact top-k seen so far, and merges each block's candidates into it. torch (``torch.mm`` +
+``torch.topk``) is used when importable: on the full set it takes about half NumPy's time and a twentieth
+of its added memory (``docs/benchmarks.md``); NumPy (``matmul`` + ``argpartition``) is the fallback; both give the
+same ranking.
 
 With torch, the search runs on a torch device (see :mod:`disastir_mteb.search.torch_device`).
 Scores and ``torch.topk`` stay on that device and only the small per-block candidate lists
