@@ -7,7 +7,9 @@ import errno
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -174,3 +176,56 @@ def test_a_written_file_has_the_permissions_the_umask_gives_and_the_umask_is_lef
         assert os.umask(0o027) == 0o027  # still the test's: reading it did not change it
     finally:
         os.umask(before)
+
+
+def _modes_while(read_or_write: Callable[[], object], folder: Path, seconds: float) -> list[int]:
+    """The modes of the files two threads create (umask 077, so 0600 each) while ``read_or_write`` runs in a loop.
+
+    The interpreter switches threads every microsecond, so a umask changed for a moment in the loop (the portable way
+    of reading it: set, then restore) is the umask some of the threads' files are created under. The loop stops
+    early once a file came out with another mode.
+    """
+    before, interval = os.umask(0o077), sys.getswitchinterval()
+    stop, modes = threading.Event(), []
+
+    def create() -> None:
+        number = 0
+        while not stop.is_set():
+            path = folder / f"other-{threading.get_ident()}-{number}"
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o666))
+            modes.append(path.stat().st_mode & 0o777)
+            path.unlink()
+            number += 1
+
+    threads = [threading.Thread(target=create) for _ in range(2)]
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and all(mode == 0o600 for mode in modes[-64:]):
+            read_or_write()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(interval)
+        os.umask(before)
+    return modes
+
+
+def test_a_write_never_changes_the_mode_of_files_other_threads_create(tmp_path: Path) -> None:
+    """The umask is read, never set: a file another thread creates meanwhile keeps the process's umask.
+
+    The control shows the check can fail: the set-and-restore way of reading the umask loses this race within
+    seconds (within 0.25 s in six tries of six on the project's machine).
+    """
+    def set_and_restore() -> int:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+    racy = _modes_while(set_and_restore, tmp_path, seconds=10)
+    assert any(mode != 0o600 for mode in racy), "the control did not provoke the race: the check proves nothing"
+    ours = _modes_while(lambda: write_bytes_atomic(tmp_path / "result.json", b"{}"), tmp_path, seconds=1)
+    assert len(ours) > 100 and {mode for mode in ours} == {0o600}
