@@ -1,9 +1,9 @@
 """What the data layer derives from a data folder, kept on disk: keyed by content, read back verified.
 
-Reading the full DisastIR folder (a 210 MB corpus, 1.3 GB of text-keyed qrels) and joining it to ids takes about
-18 s on a 2-core CPU, at every run; read back from here, about 1 s. The join's results (the corpus as Arrow with its
-text index, :mod:`disastir_mteb.data.reading`; each task's ids, grades and load report,
-:mod:`disastir_mteb.data.task_cache`) are kept under ``<cache root>/task-data/``
+Reading the full DisastIR folder (a 210 MB corpus, 1.3 GB of text-keyed qrels) and joining it to ids takes tens of
+seconds at every run; read back from here, about a twentieth of that (figures in ``docs/benchmarks.md``). The join's
+results (the corpus as Arrow with its text index, :mod:`disastir_mteb.data.reading`; each task's ids, grades and load
+report, :mod:`disastir_mteb.data.task_cache`) are kept under ``<cache root>/task-data/``
 (:func:`disastir_mteb.util.cache_dir.cache_root`, the folder of the embeddings: ``DISASTIR_CACHE_DIR``), one checked
 file per entry (:mod:`disastir_mteb.util.checked_file`): never a pickle, every byte verified before it is used.
 

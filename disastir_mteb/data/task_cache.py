@@ -1,10 +1,10 @@
 """The full set's tasks loaded from the data cache: each task's join read back instead of computed again.
 
-Joining one task's text-keyed qrels to ids (:func:`disastir_mteb.data.published.load_task`) reads its 27 MB of
-JSON and looks up every row's texts: about 0.3 s a task, 15 s for the 48 at full scale on a 2-core CPU, at every
-run. Its result depends only on the task's query file, its qrels file, the corpus and the code, so it is kept in the
-data cache (:mod:`disastir_mteb.data.data_cache`: keyed by the content of those three files and of the code,
-verified byte for byte, rebuilt after one warning when damaged) and read back in about 15 ms.
+Joining one task's text-keyed qrels to ids (:func:`disastir_mteb.data.published.load_task`) reads its 27 MB of JSON and
+looks up every row's texts, for every task at every run. Its result depends only on the task's query file, its qrels
+file, the corpus and the code, so it is kept in the data cache (:mod:`disastir_mteb.data.data_cache`: keyed by the
+content of those three files and of the code, verified byte for byte, rebuilt after one warning when damaged) and read
+back in a fraction of that time (figures in ``docs/benchmarks.md``).
 
 What an entry holds is the join's result, never a second implementation of it: the kept queries (ids, stripped
 texts), every judged pair in the join's order as (corpus row, grade), the ids that share a judged text

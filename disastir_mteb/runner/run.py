@@ -78,9 +78,9 @@ __all__ = ["EmbeddingServersOptions", "Evaluation", "ModelLoadError", "RunSettin
 def import_libraries() -> None:
     """Import what every run uses: mteb, torch, sentence-transformers and the search model's modules.
 
-    A run calls it first, under its clock's ``startup``: imported lazily, each library's seconds (torch 1.5 s,
-    sentence-transformers 2 s on a 2-core CPU) would land in whichever phase first needs it (the model's
-    identification, the passages), and a phase that looked slow would be an import.
+    A run calls it first, under its clock's ``startup``: imported lazily, each library's seconds would land in
+    whichever phase first needs it (the model's identification, the passages), and a phase that looked slow would be
+    an import.
     """
     import sentence_transformers  # noqa: F401
     import torch  # noqa: F401

@@ -131,8 +131,8 @@ class SharedCorpusSearch:
         store: where embeddings persist; None keeps them in memory for this process only.
         dtype: storage precision of persisted embeddings (``float32`` or ``float16``).
         chunk_size: passages per persisted chunk (rounded up to whole batches): a killed run loses at most one
-            chunk of work. The default, :data:`~disastir_mteb.search.store.CHUNK_SIZE` (1,024), is 15-35 s of
-            all-MiniLM-L6-v2 on a 2-core CPU, whatever the corpus size.
+            chunk of work. The default, :data:`~disastir_mteb.search.store.CHUNK_SIZE` (1,024), is seconds of a
+            small model on a CPU, whatever the corpus size.
 
     Attributes:
         corpus_indexings: how many times a corpus had to be (re)loaded into the index.
@@ -719,7 +719,7 @@ def passage_loader(texts: list[str], batch_size: int) -> Any:
     """The batches mteb's ``create_dataloader`` makes of passages, without its per-row ``datasets.map``.
 
     mteb standardises a corpus row by row (``{"id", "text": text.strip(), "body": text}``), a Python call per
-    passage (about 8 s for 239,704 on this 2-core machine, inside the model's own encode call). ``texts`` are
+    passage (seconds over the full corpus, inside the model's own encode call). ``texts`` are
     :func:`retrieval_texts` already (stripped, titles joined), so that map would change nothing: the same three
     columns are built at once, and the loader hands the model the same batches (lists of strings), over a
     ``datasets.Dataset`` as mteb's, whose ``features`` encoders read.

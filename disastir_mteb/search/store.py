@@ -99,7 +99,7 @@ __all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "checksum", "encode_chunk
 # 3: checksums: in every chunk file's name, and per row of embeddings.npy (checksums.npy, itself checksummed
 #    in the manifest; older entries cannot be verified, so they are encoded again); corpus keys no longer hold
 #    query-side instruction settings.
-# Fingerprints (issue 29) needed no new format: a key with one hashes differently, a key without one as before.
+# Fingerprints needed no new format: a key with one hashes differently, a key without one as before.
 # Entries written before them are never found by the search model, whose keys always hold one: its first run
 # after the upgrade encodes again (the old folders stay, unused, until deleted); direct users keep theirs.
 _FORMAT = 3
@@ -610,7 +610,7 @@ class EmbeddingStore:
                 :class:`~disastir_mteb.search.encoding.SentenceTransformerPipeline` has), all missing
                 chunks go through one stream, so the encoder keeps working across chunk boundaries.
             chunk_size: texts per resumable chunk file (and per ``encode`` call): what a killed run
-                can lose. The default, :data:`CHUNK_SIZE` (1,024), is 15-35 s of all-MiniLM-L6-v2 on a 2-core CPU.
+                can lose. The default, :data:`CHUNK_SIZE` (1,024), is seconds of a small model on a CPU.
             progress: show a tqdm bar over the texts (rate and ETA); ``False`` for quiet runs.
             order: encode the texts in this order (a permutation of ``range(len(texts))``), chunk
                 by chunk; ``None`` = as given. The result is in the texts' order either way.
