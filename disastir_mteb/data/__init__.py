@@ -8,6 +8,4 @@
   whose integer grades fill pairs the published qrels lack, never overriding a published grade.
 - ``data_cache``: what reading and joining a data folder computes, kept on disk keyed by the files' content and read
   back verified (the corpus by ``reading``; each full-set task's join by ``task_cache``, which the tasks load through).
-
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`.
 """

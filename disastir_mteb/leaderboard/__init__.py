@@ -3,7 +3,4 @@
 - ``app``: ``disastir-mteb leaderboard`` (serve, or one PNG); ``rows`` its rows (the user's result sets and
   the authors' published models); ``mteb_patch`` the one place it touches mteb's app where mteb offers no
   setting; ``browser`` headless Chromium over its DevTools pipe (the ``--screenshot`` PNG).
-
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.tasks`,
-:mod:`disastir_mteb.results`.
 """

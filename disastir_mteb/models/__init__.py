@@ -10,8 +10,6 @@
 
 mteb is imported first, here: its import registers the plugin (the autoload hook), and registration reads
 :mod:`~disastir_mteb.models.dmretriever`, which must then not be half-executed.
-
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.tasks`.
 """
 
 import mteb  # noqa: F401  (first: see above)

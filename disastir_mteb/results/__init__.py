@@ -19,9 +19,4 @@
 
 The leaderboard page (:mod:`disastir_mteb.leaderboard`) and the submission folder
 (:mod:`disastir_mteb.submission`) are built on these, on the main score only.
-
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.data`,
-:mod:`disastir_mteb.scoring`, and :mod:`disastir_mteb.tasks` in ``rescoring`` only (a stored top 10 is scored by
-the task's own :meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.ndcg_at_10_per_query`, imported when some
-data is at hand); never ``models`` or ``search``: results are read from files.
 """

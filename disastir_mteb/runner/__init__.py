@@ -5,6 +5,4 @@
 - ``task_pool``: tasks the shared pass answered, scored on every core; ``scoring_patch``: mteb's per-task
   scoring without its repeated checks, number for number.
 - ``result_cache``: mteb's result cache with atomic saves (each result file whole or not at all).
-
-May import every layer below it: util, vocabulary, data, tasks, models, search, results.
 """

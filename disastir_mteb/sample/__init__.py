@@ -4,6 +4,4 @@
   ``python -m disastir_mteb.sample``); ``scale`` its sizes; ``plan`` what it holds (grade counts after
   Table 14, queries, judgements); ``text`` its words and the passage builder.
 - ``devlite``: a DisastIR-DevLite folder split from a dataset in the published layout.
-
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.data`.
 """

@@ -9,6 +9,4 @@
   it runs, in float32).
 - ``usearch_index`` (``UsearchIndex``, the ANN index is built here; its parameters and presets are
   :mod:`disastir_mteb.vocabulary.ann_params`) and ``usearch_files`` (built indexes cached on disk).
-
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.models`.
 """

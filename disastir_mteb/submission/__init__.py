@@ -3,6 +3,4 @@
 - ``submit``: ``disastir-mteb submit``, DisastIR results -> a folder the repository's checks accept.
 - ``checks``: the repository's checks, offline (``submit --check``), with ``results_repository`` (what the
   repository enforces, what a clone says) and ``run_settings_check`` (advice it does not enforce).
-
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.results`.
 """

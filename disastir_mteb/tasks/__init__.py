@@ -7,9 +7,6 @@
 
 mteb is imported first, here: its import registers the plugin (the autoload hook), and registration reads
 :mod:`~disastir_mteb.tasks.retrieval`, which must then not be half-executed.
-
-May import: :mod:`disastir_mteb.util`, :mod:`disastir_mteb.vocabulary`, :mod:`disastir_mteb.data`,
-:mod:`disastir_mteb.scoring` (the authors' metrics in every task's scores).
 """
 
 import mteb  # noqa: F401  (first: see above)

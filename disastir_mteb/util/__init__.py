@@ -7,6 +7,4 @@
 of a run and the clock every layer marks them with), ``install_hint`` (the one ``pip install`` command an error
 gives for a missing package), ``mteb_internals`` (the one door to mteb's, datasets' and sentence-transformers'
 private names).
-
-May import: nothing from the package (``tests/test_layers.py`` checks every folder's imports).
 """

@@ -6,5 +6,5 @@
 - ``ann_params``: USearch parameters (``AnnParams``, ``PRESETS``), and the ANN label written and parsed.
 - ``settings``: the experiment keys a run files its results under, and the run defaults.
 
-Pure data and stdlib: no mteb, no numpy. May import: :mod:`disastir_mteb.util`.
+Pure data and stdlib: no mteb, no numpy.
 """
