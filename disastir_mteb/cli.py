@@ -18,6 +18,7 @@ from disastir_mteb.judging.settings import JudgeSettings
 from disastir_mteb.judging.store import JUDGEMENT_STORE_NAME
 from disastir_mteb.leaderboard.app import SCREENSHOT_WIDTH
 from disastir_mteb.results.metrics import MAIN_METRIC
+from disastir_mteb.util.errors import DisastirError, InvalidInput
 from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS, DEFAULT_PRESET
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
 from disastir_mteb.vocabulary.run_settings import ANN
@@ -394,8 +395,8 @@ def _check_output_folder(args: argparse.Namespace) -> None:
     if option is None or option == "--store" or value is None:
         return
     if Path(value).exists() and not Path(value).is_dir():
-        raise ValueError(f"{option} {value} is a file, not a folder: name a folder (it is created when missing), or "
-                         "move the file away.")
+        raise InvalidInput(f"{option} {value} is a file, not a folder: name a folder (it is created when missing), or "
+                           "move the file away.")
 
 
 def _interrupted(args: argparse.Namespace) -> str:
@@ -457,8 +458,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``disastir-mteb`` console script.
 
     Returns:
-        0 on success, 2 for an error (one sentence on stderr, naming the file or option), 130 after
-        Ctrl-C (one line saying how to resume, no traceback), or what the command returns (``submit``: 1).
+        0 on success, 2 for an error of the input or the surroundings (a
+        :class:`~disastir_mteb.util.errors.DisastirError`, or an ``OSError`` such as a full disk: one sentence on
+        stderr, naming the file or option), 130 after Ctrl-C (one line saying how to resume, no traceback), or what
+        the command returns (``submit``: 1). Any other exception is a bug and keeps its traceback.
     """
     args = build_parser().parse_args(argv)
     _lines_in_order()
@@ -466,16 +469,16 @@ def main(argv: list[str] | None = None) -> int:
         _check_server_urls(args)
         _check_output_folder(args)
         if getattr(args, "model", None) is not None and args.command == "run" and not str(args.model).strip():
-            raise ValueError("-m is empty: name a model (an mteb name such as intfloat/e5-small-v2, a folder, or "
-                             "bundled).")
+            raise InvalidInput("-m is empty: name a model (an mteb name such as intfloat/e5-small-v2, a folder, or "
+                               "bundled).")
         return int(args.func(args))
     except KeyboardInterrupt:
         if not getattr(args, "quiet", True):
             print(file=sys.stderr)  # a progress bar may hold the line
         print(_interrupted(args), file=sys.stderr)
         return 130  # 128 + SIGINT, as a shell reports a process ended by Ctrl-C
-    except (OSError, ValueError, KeyError, ImportError, NotImplementedError) as error:
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+    except (DisastirError, OSError) as error:  # the user's input or surroundings; anything else is a bug: a traceback
+        message: object = error
         if isinstance(error, OSError) and error.filename and error.strerror:  # "[Errno 13] ..." -> path: reason
             message = f"{error.filename}: {error.strerror}"
         if isinstance(error, OSError) and error.errno in _DISK_FULL:

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from disastir_mteb.util.errors import InvalidInput, MissingInput
+
 if TYPE_CHECKING:
     from disastir_mteb.judging.settings import JudgeSettings
     from disastir_mteb.results.completed_view import CompletedView
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
             cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
         if args.embeddings_revision and not args.embeddings_url:
-            raise ValueError("--embeddings-revision pins a served model: pass it with --embeddings-url.")
+            raise InvalidInput("--embeddings-revision pins a served model: pass it with --embeddings-url.")
         with clock(Phase.tasks):  # the folders checked (and the sample written) before the imports too
             source = data_source(args.data, args.devlite, task_names=known_names or (), as_options=True,
                                  extra_judgements=args.extra_judgements, keep_joins=not args.no_cache)
@@ -112,16 +114,16 @@ def _timings_file(path: str | None) -> Path | None:
         return None
     target = Path(path).expanduser()
     if target.is_dir():
-        raise ValueError(f"--timings-json {path} is a folder; name a file, e.g. {target / 'timings.json'}.")
+        raise InvalidInput(f"--timings-json {path} is a folder; name a file, e.g. {target / 'timings.json'}.")
     existing = next(folder for folder in [target.parent, *target.parent.parents] if folder.exists())
     if not existing.is_dir():
-        raise ValueError(f"--timings-json {path} cannot be written: {existing} is a file, not a folder; name a file "
-                         "in a folder.")
+        raise InvalidInput(f"--timings-json {path} cannot be written: {existing} is a file, not a folder; name a file "
+                           "in a folder.")
     try:
         tempfile.TemporaryFile(dir=existing).close()
     except OSError as error:
-        raise ValueError(f"--timings-json {path} cannot be written: {existing}: {error.strerror or error}; name a "
-                         "file in a folder you can write to.") from None
+        raise InvalidInput(f"--timings-json {path} cannot be written: {existing}: {error.strerror or error}; name a "
+                           "file in a folder you can write to.") from None
     return target
 
 
@@ -195,7 +197,7 @@ def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, Complet
         given = [flag for flag, value in (("--judge-model", args.judge_model),
                                           ("--prompt-version", args.prompt_version)) if value]
         if given:
-            raise ValueError(f"{' and '.join(given)} pick judgements of a store: pass it with --judgements STORE.")
+            raise InvalidInput(f"{' and '.join(given)} pick judgements of a store: pass it with --judgements STORE.")
         return None
     from disastir_mteb.judging.agreement import agreement_note
     from disastir_mteb.judging.completed import completed_scores, load_added
@@ -203,12 +205,12 @@ def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, Complet
     from disastir_mteb.vocabulary.taxonomy import Split
 
     if not Path(args.judgements).is_file():
-        raise FileNotFoundError(f"--judgements {args.judgements}: no such judgement store; judge the runs first "
-                                "(disastir-mteb judge RESULTS --model M --base-url URL --store FILE).")
+        raise MissingInput(f"--judgements {args.judgements}: no such judgement store; judge the runs first "
+                           "(disastir-mteb judge RESULTS --model M --base-url URL --store FILE).")
     full = [s for s in sets if s.split is Split.full]
     if not full:
-        raise ValueError("--judgements completes result sets of the full query set (DisastIR-<Intent>-<Category>); "
-                         "these folders hold none.")
+        raise InvalidInput("--judgements completes result sets of the full query set (DisastIR-<Intent>-<Category>); "
+                           "these folders hold none.")
     with JudgementStore(args.judgements) as store:
         added = load_added(store, judge_model=args.judge_model, prompt_version=args.prompt_version,
                            grade=args.completed_grade)
@@ -217,8 +219,8 @@ def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, Complet
     if not added.grades:
         which = " ".join(f"of {name} {value}" for name, value in (("judge model", args.judge_model),
                                                                    ("prompt version", args.prompt_version)) if value)
-        raise ValueError(f"{args.judgements} holds no graded judgement{' ' + which if which else ''}; judge the "
-                         "runs first (disastir-mteb judge), or check --judge-model and --prompt-version.")
+        raise InvalidInput(f"{args.judgements} holds no graded judgement{' ' + which if which else ''}; judge the "
+                           "runs first (disastir-mteb judge), or check --judge-model and --prompt-version.")
     data = _data_of_results(full, args.data, args.command)
     return {found.result_set.folder: found.view(agreement) for found in completed_scores(full, added, data)}
 
@@ -255,7 +257,7 @@ def compare(args: argparse.Namespace) -> int:
     def sets(path: str) -> list:
         found = collect_result_sets(path)
         if not found:
-            raise FileNotFoundError(f"{path} holds no DisastIR result files (DisastIR-*.json).")
+            raise MissingInput(f"{path} holds no DisastIR result files (DisastIR-*.json).")
         _say_unchecked([s.unchecked for s in found], "compare")
         return found
 
@@ -275,9 +277,10 @@ def compare(args: argparse.Namespace) -> int:
             # no model ran with the same settings on two query sets: compare within each query set instead
             comparable = {split for split in SPLITS if all(_one_folder_sides([s for s in found if s.split is split]))}
             if not comparable:
-                raise ValueError(f"{args.results[0]} holds runs on several query sets, but no model has runs with the "
-                                 "same settings on two of them, and no query set holds both sides of a comparison "
-                                 "(exact and ANN runs, or a plain run and experiments); pass two folders instead.")
+                raise InvalidInput(f"{args.results[0]} holds runs on several query sets, but no model has runs with "
+                                   "the "
+                                   "same settings on two of them, and no query set holds both sides of a comparison "
+                                   "(exact and ANN runs, or a plain run and experiments); pass two folders instead.")
             aside = [s for s in found if s.split not in comparable]
             if aside:
                 print(f"Set aside: {'; '.join(s.display_label for s in aside)} (no run with the "
@@ -286,12 +289,12 @@ def compare(args: argparse.Namespace) -> int:
             found = [s for s in found if s.split in comparable]
         first, second = _one_folder_sides(found)
         if not first or not second:
-            raise ValueError(f"With one folder, compare needs exact and ANN result sets in it, or a plain run and "
-                             f"experiments; {args.results[0]} holds {len(found)}: "
-                             f"{'; '.join(s.display_label for s in found)}. Pass two folders instead.")
+            raise InvalidInput(f"With one folder, compare needs exact and ANN result sets in it, or a plain run and "
+                               f"experiments; {args.results[0]} holds {len(found)}: "
+                               f"{'; '.join(s.display_label for s in found)}. Pass two folders instead.")
     else:
-        raise ValueError(f"compare takes one folder (exact and ANN runs inside) or two result folders, "
-                         f"not {len(args.results)}.")
+        raise InvalidInput(f"compare takes one folder (exact and ANN runs inside) or two result folders, "
+                           f"not {len(args.results)}.")
     shared = [split for split in SPLITS if split in {s.split for s in first} & {s.split for s in second}]
     completed = _completed_views([*first, *second], args)
     texts = []
@@ -313,13 +316,13 @@ def report(args: argparse.Namespace) -> int:
         sets = [s for s in sets if any(m.lower() in s.model.lower() for m in args.model)]
     if not sets:
         wanted = f" for model(s) {', '.join(args.model)}" if args.model else ""
-        raise FileNotFoundError(f"No DisastIR result sets{wanted} under {', '.join(args.results)}.")
+        raise MissingInput(f"No DisastIR result sets{wanted} under {', '.join(args.results)}.")
     figures = {"--figure-format": args.figure_format, "--no-figure-title": args.no_figure_title,
                "--colour-scale": args.colour_scale != "data"}
     if not args.out and any(figures.values()):
         flags = [flag for flag, given in figures.items() if given]
-        raise ValueError(f"{' and '.join(flags)} {'shape' if len(flags) > 1 else 'shapes'} the figures written with "
-                         "--out; pass --out DIR.")
+        raise InvalidInput(f"{' and '.join(flags)} {'shape' if len(flags) > 1 else 'shapes'} the figures written with "
+                           "--out; pass --out DIR.")
     _say_unchecked([s.unchecked for s in sets], "report")
     completed = _completed_views(sets, args)
     print(report_text(sets, metric=args.metric, completed=completed, summary=bool(args.out)), end="")
@@ -346,7 +349,7 @@ def submit(args: argparse.Namespace) -> int:
         print(f"{args.out}: {errors} error(s), {len(problems) - errors} warning(s).")
         return 1 if errors else 0
     if not args.results:
-        raise ValueError("submit needs a results folder (or --check to validate OUT only).")
+        raise InvalidInput("submit needs a results folder (or --check to validate OUT only).")
     report = submit(args.results, args.out, model=args.model, overwrite=args.overwrite)
     _say_unchecked(list(report.notes), "submit")
     print(report.to_text())
@@ -368,7 +371,7 @@ def export(args: argparse.Namespace) -> int:
                                               ("--prompt-version", args.prompt_version),
                                               ("--round-grades", args.round_grades)) if value]
     if args.format != "qrels-with-added" and judge_options:
-        raise ValueError(f"{', '.join(judge_options)} apply to --format qrels-with-added.")
+        raise InvalidInput(f"{', '.join(judge_options)} apply to --format qrels-with-added.")
     if args.format == "qrels-with-added":
         from disastir_mteb.judging.completed import load_added
         from disastir_mteb.judging.qrels_export import export_qrels
@@ -376,10 +379,10 @@ def export(args: argparse.Namespace) -> int:
 
         if not args.judgements or not Path(args.judgements).is_file():
             missing = f" ({args.judgements} is not a file)" if args.judgements else ""
-            raise ValueError("--format qrels-with-added needs --judgements STORE, a judgement store written by "
-                             f"disastir-mteb judge{missing}.")
+            raise InvalidInput("--format qrels-with-added needs --judgements STORE, a judgement store written by "
+                               f"disastir-mteb judge{missing}.")
         if args.gain is not None:
-            raise ValueError("--gain applies to --format beir; qrels_with_added holds the grades themselves.")
+            raise InvalidInput("--gain applies to --format beir; qrels_with_added holds the grades themselves.")
         with JudgementStore(args.judgements) as store:
             added = load_added(store, judge_model=args.judge_model, prompt_version=args.prompt_version)
         written = export_qrels(args.out, added, tasks=args.tasks, rounded=args.round_grades, overwrite=args.overwrite)
@@ -394,8 +397,8 @@ def export(args: argparse.Namespace) -> int:
         what = f"{len(folders)} BEIR task folder(s)"
     else:
         if args.gain is not None:
-            raise ValueError("--gain applies to --format beir; the mteb export stores the exponential gain "
-                             "in 'score' and the raw grade in 'grade'.")
+            raise InvalidInput("--gain applies to --format beir; the mteb export stores the exponential gain "
+                               "in 'score' and the raw grade in 'grade'.")
         export_mteb(args.out, args.tasks, overwrite=args.overwrite, progress=say, data=source)
         what = "an mteb-native Hugging Face dataset"
     print(f"Wrote {what} to {Path(args.out).resolve()} in {time.perf_counter() - started:.1f} s.")
@@ -413,8 +416,9 @@ def _go_ahead(plan_text: str, requests: int, settings: JudgeSettings) -> bool:
     if settings.yes or requests <= settings.confirm_above:
         return True
     if not sys.stdin.isatty() or os.environ.get("CI"):
-        raise ValueError(f"{requests:,} requests is more than --confirm-above {settings.confirm_above:,}, and there is "
-                         "no terminal to ask: rerun with --yes to go ahead (or raise --confirm-above).")
+        raise InvalidInput(f"{requests:,} requests is more than --confirm-above {settings.confirm_above:,}, and "
+                           "there is "
+                           "no terminal to ask: rerun with --yes to go ahead (or raise --confirm-above).")
     answer = input(f"{plan_text}\nSend {requests:,} requests? [y/N] ")
     return answer.strip().lower() in ("y", "yes")
 
@@ -436,23 +440,23 @@ def judge(args: argparse.Namespace) -> int:
 
     batch = bool(args.batch_requests or args.batch_results)
     if not batch and not args.base_url:
-        raise ValueError("Name a server with --base-url (e.g. http://127.0.0.1:8000/v1), or write Batch API files "
-                         "with --batch-requests FILE.")
+        raise InvalidInput("Name a server with --base-url (e.g. http://127.0.0.1:8000/v1), or write Batch API files "
+                           "with --batch-requests FILE.")
     settings = JudgeSettings.from_options(args)  # the one value the holes job and the agreement check share
     result_sets = result_sets_of(args.results)
     considered, without = rankings_held(result_sets, args.tasks)
     if not considered:
         held = sorted({task for result_set in result_sets for task in result_set.scores})
         shown = ", ".join(held[:6]) + (", ..." if len(held) > 6 else "")
-        raise ValueError(f"None of --tasks {' '.join(args.tasks or [])} is a task of the result sets under "
-                         f"{', '.join(args.results)} (they hold {shown}).")
+        raise InvalidInput(f"None of --tasks {' '.join(args.tasks or [])} is a task of the result sets under "
+                           f"{', '.join(args.results)} (they hold {shown}).")
     no_rankings = (f"{', '.join(args.results)} hold{'s' if len(args.results) == 1 else ''} no per-query rankings "
                    f"({len(without)} task(s), e.g. {without[0]}), so there are no holes to judge: the top 10 of each "
                    "query is written by disastir-mteb run (beside each task file, in disastir_per_query/), not by "
                    "plain mteb run; run the model with disastir-mteb run -m MODEL, then judge its results."
                    if len(without) == considered else None)
     if no_rankings and not args.agreement:
-        raise ValueError(no_rankings)
+        raise InvalidInput(no_rankings)
     data = _data_of_results(result_sets, args.data, "judge", tasks=args.tasks)
     if no_rankings:
         holes = Holes(result_sets=[s.label for s in result_sets], without_rankings=without)
@@ -529,7 +533,7 @@ def judge_study(args: argparse.Namespace) -> int:
     from disastir_mteb.judging.store import JudgementStore, default_store_path
 
     if not args.base_url:
-        raise ValueError("Name a judge server with --base-url (e.g. http://127.0.0.1:8080/v1).")
+        raise InvalidInput("Name a judge server with --base-url (e.g. http://127.0.0.1:8080/v1).")
     settings = JudgeSettings.from_options(args)
     result_sets = result_sets_of(args.results)
     data = _data_of_results(result_sets, args.data, "judge", tasks=args.tasks)

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from disastir_mteb import cli
 from disastir_mteb.cli import main
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.ann_params import resolve_params
 
 RUN = ["run", "-m", "bundled", "--data", "sample", "--quiet", "--no-cache"]
@@ -400,3 +402,31 @@ def test_offline_mteb_run_without_data_says_what_to_set_on_its_last_line(tmp_pat
     assert ("is not in the Hugging Face cache and the Hub cannot be reached (offline?); set DISASTIR_DATA_DIR to a "
             "folder in the published layout (disastir-mteb run: --data DIR) or download it once online; "
             "`disastir-mteb sample --out DIR` writes synthetic data in that layout to try the tools with") in last
+
+
+# ---------------------------------------------------------------------- the user's errors, and bugs
+
+
+@pytest.mark.parametrize("raised, code", [
+    (InvalidInput("--out names nothing usable; name a folder."), 2),
+    (OSError(28, "No space left on device", "/out/x.json"), 2),  # the surroundings: one sentence too
+    (KeyError("x"), None), (ValueError("a bug"), None), (ImportError("a bug"), None), (TypeError("a bug"), None),
+])
+def test_the_users_errors_are_one_sentence_and_a_bug_keeps_its_traceback(
+        raised: Exception, code: int | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """cli.main turned any KeyError, ImportError or ValueError into one line and exit 2: a bug showed no traceback."""
+    from disastir_mteb import commands
+
+    def fails(args: object) -> int:
+        raise raised
+
+    monkeypatch.setattr(commands, "sample", fails)
+    argv = ["sample", "--out", str(tmp_path / "data")]
+    if code is None:
+        with pytest.raises(type(raised)):
+            cli.main(argv)
+        return
+    assert cli.main(argv) == code
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("disastir-mteb sample: ") and "Traceback" not in line

@@ -43,6 +43,7 @@ from disastir_mteb.data.devlite_layout import (
 from disastir_mteb.data.layout import TaskFiles
 from disastir_mteb.data.published import Gain, LoadReport, TaskData, join_task, read_queries
 from disastir_mteb.data.reading import Corpus, field_value, load_corpus, read_rows, text_digest
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import Split, TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -224,4 +225,4 @@ def load_split_task(spec: TaskSpec, files: SplitFiles, main: TaskFiles, *, gain:
         return load_test_task(spec, files, main, gain=gain, log=log, keep=keep)
     if spec.split is Split.devlite:
         return load_devlite_task(spec, files, main, gain=gain, log=log, keep=keep)
-    raise ValueError(f"{spec.name} is a full-set task; load it with disastir_mteb.data.published.load_task.")
+    raise InvalidInput(f"{spec.name} is a full-set task; load it with disastir_mteb.data.published.load_task.")

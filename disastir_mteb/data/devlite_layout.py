@@ -37,6 +37,7 @@ from typing import Literal
 
 from disastir_mteb.data.layout import MARKER
 from disastir_mteb.data.reading import check_query_texts, field_value, read_rows
+from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.taxonomy import (
     SPLIT_LABELS,
     TASK_SPECS,
@@ -92,7 +93,7 @@ def resolve_devlite_dir(repo: str, revision: str) -> Path:
             ignore_patterns=[f"*{_FULL_CORPUS}.json", f"*{_FULL_CORPUS}.jsonl"],
         )
     except LocalEntryNotFoundError:
-        raise FileNotFoundError(
+        raise MissingInput(
             f"DisastIR-DevLite data {repo}@{revision} is not in the Hugging Face cache and the Hub cannot be reached "
             f"(offline?); set {DEVLITE_DIR_ENV} to a local copy (disastir-mteb run: --devlite DIR) or download it once "
             f"online; `disastir-mteb sample --out DIR --devlite eval-code` writes synthetic data with a DevLite folder "
@@ -144,9 +145,9 @@ class _Finder:
 
     def claim(self, split: Split, spec: TaskSpec, source: str) -> None:
         if (split, spec) in self.owner and self.owner[split, spec] != source:
-            raise ValueError(f"{self.root}: both {self.owner[split, spec]!r} and {source!r} give the "
-                             f"{SPLIT_LABELS[split]} queries of task {task_name(spec.intent, spec.category, split)}; "
-                             "remove one of them.")
+            raise InvalidInput(f"{self.root}: both {self.owner[split, spec]!r} and {source!r} give the "
+                               f"{SPLIT_LABELS[split]} queries of task {task_name(spec.intent, spec.category, split)}; "
+                               "remove one of them.")
         self.owner[split, spec] = source
 
     def task_folder(self, folder: Path, split: Split | None) -> None:
@@ -162,8 +163,8 @@ class _Finder:
                 self.unplaced.append(self.name(path))
                 continue
             if spec in placed:
-                raise ValueError(f"{self.root}: both {self.name(placed[spec])!r} and {self.name(path)!r} map to task "
-                                 f"{spec.name}; remove one of them.")
+                raise InvalidInput(f"{self.root}: both {self.name(placed[spec])!r} and {self.name(path)!r} map to task "
+                                   f"{spec.name}; remove one of them.")
             placed[spec] = path
             if split is not None:
                 self.claim(split, spec, self.name(path))
@@ -253,7 +254,7 @@ class _Finder:
         if problems or self.bad_rows:  # one sentence: what could not be placed, then what is missing
             unplaced = self.unplaced + self.bad_rows
             placed = [f"could not place {', '.join(unplaced)}"] if unplaced else []
-            raise ValueError(f"DisastIR-DevLite folder {self.root}: {'; '.join(placed + problems)}; {_EXPECTED}.")
+            raise InvalidInput(f"DisastIR-DevLite folder {self.root}: {'; '.join(placed + problems)}; {_EXPECTED}.")
         if self.unplaced:  # all parts complete: a stray JSON file is only a warning, as in the main layout
             logger.warning("%s: ignoring %d JSON file(s) that are no DevLite file (%s).", self.root,
                            len(self.unplaced), ", ".join(self.unplaced[:5]))
@@ -302,7 +303,7 @@ def find_split_files(root: str | Path) -> SplitFiles:
     """
     root = Path(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"{root} is not a DisastIR-DevLite folder; {_EXPECTED}.")
+        raise MissingInput(f"{root} is not a DisastIR-DevLite folder; {_EXPECTED}.")
     finder = _Finder(root)
     finder.scan()
     return finder.result()

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from disastir_mteb.data.reading import Corpus, read_records, text_digest
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Split, TaskSpec, parse_task_file
 
 __all__ = ["ADDED_MARKER", "EXTRA_QRELS_ENV", "ExtraReport", "describe_judges", "extra_grades",
@@ -72,8 +73,8 @@ def extra_qrels_file(folder: Path, spec: TaskSpec) -> Path | None:
         ValueError: ``spec`` is not a full-set task, or two files of the folder name its task.
     """
     if spec.split is not Split.full:
-        raise ValueError(f"Extra judgements apply to the full query set's tasks (DisastIR-<Intent>-<Category>), not "
-                         f"{spec.name}; run {spec.base.name} with them, or {spec.name} without extra judgements.")
+        raise InvalidInput(f"Extra judgements apply to the full query set's tasks (DisastIR-<Intent>-<Category>), not "
+                           f"{spec.name}; run {spec.base.name} with them, or {spec.name} without extra judgements.")
     found = []
     for path in sorted(folder.iterdir()):
         if not path.is_file() or path.name.startswith(".") or path.suffix not in _JSON_SUFFIXES \
@@ -86,8 +87,9 @@ def extra_qrels_file(folder: Path, spec: TaskSpec) -> Path | None:
         if placed == spec:
             found.append(path)
     if len(found) > 1:
-        raise ValueError(f"{folder}: both {found[0].name!r} and {found[1].name!r} map to task {spec.name}; remove one "
-                         "of them.")
+        raise InvalidInput(f"{folder}: both {found[0].name!r} and {found[1].name!r} map to task {spec.name}; remove "
+                           "one "
+                           "of them.")
     return found[0] if found else None
 
 
@@ -177,13 +179,13 @@ def extra_grades(spec: TaskSpec, path: Path, *, queries: Mapping[str, str], corp
         if isinstance(grade, float) and grade.is_integer():
             grade = int(grade)
         if isinstance(grade, float) and math.isfinite(grade) and 0 <= grade <= top:
-            raise ValueError(f"{path}: {where} has score {grade!r}, a fraction (a judge's mean vote); mteb scores "
-                             f"integer grades, so extra judgements for task {spec.name} must be integers 0..{top}: "
-                             "export them with rounded grades (half up), or read the fractions in the completed "
-                             "scores (disastir-mteb report --judgements).")
+            raise InvalidInput(f"{path}: {where} has score {grade!r}, a fraction (a judge's mean vote); mteb scores "
+                               f"integer grades, so extra judgements for task {spec.name} must be integers 0..{top}: "
+                               "export them with rounded grades (half up), or read the fractions in the completed "
+                               "scores (disastir-mteb report --judgements).")
         if not isinstance(grade, int) or isinstance(grade, bool) or not 0 <= grade <= top:
-            raise ValueError(f"{path}: {where} has score {record['score']!r}; task {spec.name} grades are integers "
-                             f"0..{top}.")
+            raise InvalidInput(f"{path}: {where} has score {record['score']!r}; task {spec.name} grades are integers "
+                               f"0..{top}.")
         query_text = str(record["user_query"]).strip()
         query_ids = query_ids_by_text.get(query_text)
         if not query_ids:
@@ -212,10 +214,10 @@ def extra_grades(spec: TaskSpec, path: Path, *, queries: Mapping[str, str], corp
     if conflicts:
         query, passage, where, grade = conflicts[0]
         first_grade, first_where = first_row[(query, text_digest(passage))]
-        raise ValueError(f"{path} grades {len(conflicting)} (query, passage) pair(s) differently in two rows, the "
-                         f"first query {query[:60]!r} with passage {passage[:60]!r}: {first_grade} in {first_where}, "
-                         f"{grade} in {where}; keep one row per pair (extra judgements give each pair one grade, and "
-                         "row order must not pick a score).")
+        raise InvalidInput(f"{path} grades {len(conflicting)} (query, passage) pair(s) differently in two rows, the "
+                           f"first query {query[:60]!r} with passage {passage[:60]!r}: {first_grade} in {first_where}, "
+                           f"{grade} in {where}; keep one row per pair (extra judgements give each pair one grade, and "
+                           "row order must not pick a score).")
     report.grades = {query_id: dict(judged) for query_id, judged in grades.items()}
     report.added = sum(len(judged) for judged in report.grades.values())
     return report

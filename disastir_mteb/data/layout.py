@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.task_record import hub_data, local_data
 from disastir_mteb.vocabulary.taxonomy import TASK_SPECS, TaskSpec, parse_task_file, task_file_stem
 
@@ -48,7 +49,7 @@ def resolve_data_dir(repo: str, revision: str) -> Path:
             allow_patterns=["corpus.jsonl", "corpus/*", "query/*", "qrels/*", "README.md"],
         )
     except LocalEntryNotFoundError:
-        raise FileNotFoundError(  # the last line of mteb run's traceback: it says what to set
+        raise MissingInput(  # the last line of mteb run's traceback: it says what to set
             f"DisastIR data {repo}@{revision} is not in the Hugging Face cache and the Hub cannot be reached "
             f"(offline?); set {DATA_DIR_ENV} to a folder in the published layout (disastir-mteb run: --data DIR) or "
             f"download it once online; `disastir-mteb sample --out DIR` writes synthetic data in that layout to try "
@@ -78,7 +79,7 @@ class TaskFiles:
             expected = " and ".join(f"query/{stem}.json" if kind == "query" else f"qrels/{stem}_qrels.json"
                                     for kind in missing)
             absent = sorted(s.name for s in TASK_SPECS if s not in self.queries or s not in self.qrels)
-            raise FileNotFoundError(
+            raise MissingInput(
                 f"{self.root}: no {' and no '.join(missing)} file for task {spec.name}; "
                 f"{len(absent)} of 48 tasks lack a file ({', '.join(absent[:6])}{', ...' if len(absent) > 6 else ''}); "
                 f"expected {expected}."
@@ -104,13 +105,13 @@ def _place_files(folder: Path) -> dict[TaskSpec, Path]:
             unplaced.append(path.name)
             continue
         if spec in placed:
-            raise ValueError(f"{folder}: both {placed[spec].name!r} and {path.name!r} map to task {spec.name}; "
-                             "remove one of them.")
+            raise InvalidInput(f"{folder}: both {placed[spec].name!r} and {path.name!r} map to task {spec.name}; "
+                               "remove one of them.")
         placed[spec] = path
     absent = sorted(s.name for s in TASK_SPECS if s not in placed)
     unplaced_json = [name for name in unplaced if name.endswith(_JSON_SUFFIXES)]
     if unplaced_json and absent:
-        raise ValueError(
+        raise InvalidInput(
             f"{folder}: {len(unplaced_json)} file(s) name no DisastIR task ({', '.join(unplaced_json[:5])}"
             f"{', ...' if len(unplaced_json) > 5 else ''}); expected '{{intent}}_{{category}}.json', and "
             f"{len(absent)} task(s) have no file{': ' + ', '.join(absent[:6]) if absent else ''}."
@@ -131,11 +132,11 @@ def find_task_files(root: str | Path) -> TaskFiles:
     root = Path(root)
     layout = "a DisastIR data folder holds corpus.jsonl, query/ and qrels/ (the published layout)"
     if not root.is_dir():
-        raise FileNotFoundError(f"{root} is not a folder; {layout}.")
+        raise MissingInput(f"{root} is not a folder; {layout}.")
     corpus = root / "corpus.jsonl"
     missing = [f"'{p.name}'" for p in (corpus, root / "query", root / "qrels") if not p.exists()]
     if missing:
-        raise FileNotFoundError(f"{root}: missing {', '.join(missing)}; {layout}.")
+        raise MissingInput(f"{root}: missing {', '.join(missing)}; {layout}.")
     return TaskFiles(root=root, corpus=corpus, queries=_place_files(root / "query"),
                      qrels=_place_files(root / "qrels"))
 

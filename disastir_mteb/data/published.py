@@ -48,6 +48,7 @@ from disastir_mteb.data.extra_qrels import ExtraReport, extra_grades
 from disastir_mteb.data.layout import TaskFiles, find_task_files, resolve_data_dir
 from disastir_mteb.data.reading import Corpus, check_query_texts, load_corpus, read_records, text_digest
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, TaskSpec
 
 if TYPE_CHECKING:
@@ -89,14 +90,14 @@ def grade_to_gain(grade: int, gain: Gain = "exponential") -> int:
         return (1 << grade) - 1
     if gain == "linear":
         return grade
-    raise ValueError(f"Unknown gain {gain!r}; expected one of {list(GAINS)}.")
+    raise InvalidInput(f"Unknown gain {gain!r}; expected one of {list(GAINS)}.")
 
 
 def default_gain() -> Gain:
     """The gain named by ``DISASTIR_GAIN`` (default ``exponential``), validated."""
     value = os.environ.get(GAIN_ENV, "exponential").strip().lower() or "exponential"
     if value not in GAINS:
-        raise ValueError(f"{GAIN_ENV}={value!r} is not a gain; expected one of {list(GAINS)}.")
+        raise InvalidInput(f"{GAIN_ENV}={value!r} is not a gain; expected one of {list(GAINS)}.")
     return value  # type: ignore[return-value]
 
 
@@ -241,8 +242,8 @@ def read_queries(spec: TaskSpec, query_path: Path) -> dict[str, str]:
     for where, record in read_records(query_path, ("query_id", "user_query")):
         query_id, text = str(record["query_id"]), str(record["user_query"])
         if query_id in query_text_by_id:
-            raise ValueError(f"{query_path}: query_id {query_id!r} appears twice in task {spec.name}; "
-                             "ids must be unique.")
+            raise InvalidInput(f"{query_path}: query_id {query_id!r} appears twice in task {spec.name}; "
+                               "ids must be unique.")
         query_text_by_id[query_id] = text
         rows.append((where, query_id, text))
     check_query_texts(query_path, rows, field="user_query")
@@ -327,8 +328,8 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
         if isinstance(grade, float) and grade.is_integer():
             grade = int(grade)
         if not isinstance(grade, int) or isinstance(grade, bool) or not 0 <= grade <= top:
-            raise ValueError(f"{qrels_path}: {where} has score {record['score']!r}; task {spec.name} "
-                             f"grades are integers 0..{top}.")
+            raise InvalidInput(f"{qrels_path}: {where} has score {record['score']!r}; task {spec.name} "
+                               f"grades are integers 0..{top}.")
         query_text = str(record["user_query"]).strip()
         query_ids = query_ids_by_text.get(query_text)
         if not query_ids:
@@ -382,7 +383,7 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
     report.count_shared(same_text)
 
     if not kept or not report.judgements:
-        raise ValueError(
+        raise InvalidInput(
             f"Task {spec.name} has no usable judgements: {qrels_path} has {report.qrels_rows} rows, of which "
             f"{report.unmatched_query_rows} name no query of {query_source} ({report.queries} queries) and "
             f"{report.unmatched_passage_rows} name no passage of {corpus_source}"

@@ -28,6 +28,7 @@ from disastir_mteb.data.data_cache import (
     unusable,
     write_entry,
 )
+from disastir_mteb.util.errors import InvalidInput
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -52,20 +53,20 @@ def _decode(path: Path, raw: bytes, *, offset: int = 0, line: int = 1) -> str:
     except UnicodeDecodeError as error:
         at = skip + error.start
         line += raw.count(b"\n", 0, at)
-        raise ValueError(f"{path}: not valid UTF-8 at byte offset {offset + at} (line {line}); "
-                         "re-save the file as UTF-8.") from None
+        raise InvalidInput(f"{path}: not valid UTF-8 at byte offset {offset + at} (line {line}); "
+                           "re-save the file as UTF-8.") from None
 
 
 def _check_row(record: object, keys: tuple[str, ...], path: Path, where: str) -> None:
     """Reject a row that is no object, lacks a key or holds null: ``str(None)`` would silently become 'None'."""
     if not isinstance(record, dict):
-        raise ValueError(f"{path}: {where} is a JSON {type(record).__name__}, not an object with keys {list(keys)}.")
+        raise InvalidInput(f"{path}: {where} is a JSON {type(record).__name__}, not an object with keys {list(keys)}.")
     missing = [k for k in keys if k not in record]
     if missing:
-        raise ValueError(f"{path}: {where} lacks {missing} (has {sorted(record)}); expected keys {list(keys)}.")
+        raise InvalidInput(f"{path}: {where} lacks {missing} (has {sorted(record)}); expected keys {list(keys)}.")
     null = [k for k in keys if record[k] is None]
     if null:
-        raise ValueError(f"{path}: {where} has null {null}; every row needs a value for {list(keys)}.")
+        raise InvalidInput(f"{path}: {where} has null {null}; every row needs a value for {list(keys)}.")
 
 
 def read_records(path: Path, keys: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
@@ -82,11 +83,11 @@ def read_records(path: Path, keys: tuple[str, ...]) -> list[tuple[str, dict[str,
             whole = json.loads(text)
         except json.JSONDecodeError as error:
             if head == "[":
-                raise ValueError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno} "
-                                 f"({error.msg}).") from None
+                raise InvalidInput(f"{path}: not valid JSON at line {error.lineno}, column {error.colno} "
+                                   f"({error.msg}).") from None
     if isinstance(whole, dict) and not all(k in whole for k in keys):
-        raise ValueError(f"{path}: one JSON object with keys {sorted(whole)[:4]}{'...' if len(whole) > 4 else ''}, "
-                         f"not rows; expected a JSON array (or JSON lines) of objects with keys {list(keys)}.")
+        raise InvalidInput(f"{path}: one JSON object with keys {sorted(whole)[:4]}{'...' if len(whole) > 4 else ''}, "
+                           f"not rows; expected a JSON array (or JSON lines) of objects with keys {list(keys)}.")
     rows: list[tuple[str, Any]] = []
     if isinstance(whole, list):
         rows = [(f"row {i}", record) for i, record in enumerate(whole)]
@@ -95,8 +96,8 @@ def read_records(path: Path, keys: tuple[str, ...]) -> list[tuple[str, dict[str,
     else:
         rows = _json_lines(path, text)
     if not rows:
-        raise ValueError(f"{path} holds no rows{' (0 bytes)' if not text else ''}; expected objects with keys "
-                         f"{list(keys)}.")
+        raise InvalidInput(f"{path} holds no rows{' (0 bytes)' if not text else ''}; expected objects with keys "
+                           f"{list(keys)}.")
     for where, record in rows:
         _check_row(record, keys, path, where)
     return rows
@@ -112,8 +113,8 @@ def _json_lines(path: Path, text: str) -> list[tuple[str, Any]]:
         try:
             rows += [(f"line {number}", json.loads(line))] if line.strip() else []
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: line {number} is not valid JSON at column {error.colno} "
-                             f"({error.msg}).") from None
+            raise InvalidInput(f"{path}: line {number} is not valid JSON at column {error.colno} "
+                               f"({error.msg}).") from None
     return rows
 
 
@@ -128,13 +129,13 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
         try:
             whole = json.loads(text)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno} "
-                             f"({error.msg}).") from None
+            raise InvalidInput(f"{path}: not valid JSON at line {error.lineno}, column {error.colno} "
+                               f"({error.msg}).") from None
         rows: list[tuple[str, object]] = [(f"row {i}", value) for i, value in enumerate(whole)]
     else:
         rows = _json_lines(path, text)
     if not rows:
-        raise ValueError(f"{path} holds no rows; expected a JSON array or JSON lines.")
+        raise InvalidInput(f"{path} holds no rows; expected a JSON array or JSON lines.")
     return rows
 
 
@@ -154,12 +155,12 @@ def field_value(record: object, names: tuple[str, ...], *, path: Path, where: st
     if isinstance(record, str):
         return record if text else None
     if not isinstance(record, dict):
-        raise ValueError(f"{path}: {where} is a JSON {type(record).__name__}, not an object or a string.")
+        raise InvalidInput(f"{path}: {where} is a JSON {type(record).__name__}, not an object or a string.")
     for name in names:
         if record.get(name) is not None:
             return str(record[name])
     if text:
-        raise ValueError(f"{path}: {where} has none of {list(names)} (has {sorted(record)}).")
+        raise InvalidInput(f"{path}: {where} has none of {list(names)} (has {sorted(record)}).")
     return None
 
 
@@ -187,8 +188,8 @@ def check_query_texts(path: Path, queries: Iterable[tuple[str, str | None, str]]
     others = [other for other, _, _ in blank[1:]]
     more = (f", and so do {len(others)} more row(s) ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''})"
             if others else "")
-    raise ValueError(f"{path}: {named} has a blank {field} ({text!r}){more}; a query needs words to be searched "
-                     "with: write its text, or delete the row.")
+    raise InvalidInput(f"{path}: {named} has a blank {field} ({text!r}){more}; a query needs words to be searched "
+                       "with: write its text, or delete the row.")
 
 
 def _corpus_fault(path: Path, *, duplicates: int = 0) -> str | None:
@@ -253,7 +254,7 @@ class Corpus:
             ValueError: neither or both of ``ids_by_text`` and ``text_digests`` given.
         """
         if (ids_by_text is None) == (text_digests is None):
-            raise ValueError("A Corpus needs its text index: ids_by_text or text_digests, one of them.")
+            raise InvalidInput("A Corpus needs its text index: ids_by_text or text_digests, one of them.")
         self.path = path
         self.dataset = dataset
         self.duplicate_texts = duplicate_texts
@@ -342,16 +343,16 @@ def _read_corpus(path: Path, *, fingerprint: str) -> tuple[Corpus, bytes]:
     from datasets import Dataset
 
     if not path.stat().st_size:
-        raise ValueError(f"{path} is empty (0 bytes); {_CORPUS_SHAPE}.")
+        raise InvalidInput(f"{path} is empty (0 bytes); {_CORPUS_SHAPE}.")
     try:
         table = paj.read_json(path, read_options=paj.ReadOptions(block_size=1 << 26))
         table.validate(full=True)  # read_json accepts invalid UTF-8; a full validation does not
     except pa.ArrowInvalid as error:  # pyarrow's row numbers restart per block: find the file line
-        raise ValueError(_corpus_fault(path) or f"{path}: not valid JSON lines ({error}).") from None
+        raise InvalidInput(_corpus_fault(path) or f"{path}: not valid JSON lines ({error}).") from None
     missing = [c for c in ("corpus_id", "text") if c not in table.column_names]
     if missing or not table.num_rows:
-        raise ValueError(f"{path}: corpus rows lack {missing} (columns: {table.column_names}); {_CORPUS_SHAPE}."
-                         if table.num_rows else f"{path} holds no passages; {_CORPUS_SHAPE}.")
+        raise InvalidInput(f"{path}: corpus rows lack {missing} (columns: {table.column_names}); {_CORPUS_SHAPE}."
+                           if table.num_rows else f"{path} holds no passages; {_CORPUS_SHAPE}.")
     import pyarrow.compute as pc
 
     table = table.select(["corpus_id", "text"]).rename_columns(["id", "text"])
@@ -359,8 +360,8 @@ def _read_corpus(path: Path, *, fingerprint: str) -> tuple[Corpus, bytes]:
     ids, texts = table.column("id"), table.column("text")
     repeated_ids = table.num_rows - ids.null_count - pc.count_distinct(ids).as_py()
     if ids.null_count or texts.null_count or not pa.types.is_string(texts.type) or repeated_ids:
-        raise ValueError(_corpus_fault(path, duplicates=repeated_ids)
-                         or f"{path}: a row lacks its corpus_id or text; {_CORPUS_SHAPE}.")
+        raise InvalidInput(_corpus_fault(path, duplicates=repeated_ids)
+                           or f"{path}: a row lacks its corpus_id or text; {_CORPUS_SHAPE}.")
     # models see stripped passages, as in the authors' pipeline (their ordered corpus strips every text)
     table = table.set_column(1, "text", pc.utf8_trim_whitespace(texts))
     ids_by_text: dict[bytes, list[str]] = defaultdict(list)
@@ -405,7 +406,7 @@ def _cached_corpus(entry: Path, key: str, path: Path) -> Corpus | None:
         rows, digests = int(found.meta["rows"]), found.sections["text_digests"]
         if table.column_names != ["id", "text"] or table.num_rows != rows or len(digests) != 16 * rows \
                 or not all(pa.types.is_string(column.type) for column in table.columns):
-            raise ValueError(f"{table.num_rows} rows of {table.column_names}, {len(digests)} bytes of digests")
+            raise InvalidInput(f"{table.num_rows} rows of {table.column_names}, {len(digests)} bytes of digests")
         return Corpus(path=path, dataset=Dataset(table, fingerprint=key[:16]), text_digests=digests,
                       duplicate_texts=int(found.meta["duplicate_texts"]))
     except (pa.ArrowException, ValueError, KeyError, TypeError) as error:

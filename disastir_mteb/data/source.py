@@ -23,6 +23,7 @@ from disastir_mteb.data.data_cache import TASK_CACHE_ENV
 from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV, resolve_devlite_dir
 from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
 from disastir_mteb.data.layout import DATA_DIR_ENV, describe_data, read_marker, resolve_data_dir
+from disastir_mteb.util.errors import MissingInput
 from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION, DEVLITE_REPO, DEVLITE_REVISION
 
 __all__ = ["DataSource"]
@@ -64,7 +65,7 @@ class DataSource:
                 return None
             path = Path(value).expanduser()
             if not path.is_dir():
-                raise FileNotFoundError(f"{name}={value!r} is not a folder; point it at {what}.")
+                raise MissingInput(f"{name}={value!r} is not a folder; point it at {what}.")
             return path.resolve()
 
         return cls(

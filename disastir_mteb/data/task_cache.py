@@ -55,6 +55,7 @@ from disastir_mteb.data.published import (
     query_dataset,
 )
 from disastir_mteb.data.reading import Corpus, load_corpus
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary import taxonomy
 from disastir_mteb.vocabulary.taxonomy import Split, TaskSpec
 
@@ -81,8 +82,8 @@ def load_cached_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponent
             :func:`disastir_mteb.data.devlite.load_split_task`).
     """
     if spec.split is not Split.full:
-        raise ValueError(f"{spec.name} is not a full-set task; load it with "
-                         "disastir_mteb.data.devlite.load_split_task.")
+        raise InvalidInput(f"{spec.name} is not a full-set task; load it with "
+                           "disastir_mteb.data.devlite.load_split_task.")
     folder = cache_folder(keep)
     if folder is None or extra is not None:
         return load_task(spec, files, gain=gain, log=log, extra=extra, keep=keep)
@@ -144,7 +145,7 @@ def _cached(entry: Path, key: str, spec: TaskSpec, corpus: Corpus, *, gain: Gain
         if len(offsets) != len(queries["id"]) + 1 or len(queries["text"]) != len(queries["id"]) \
                 or offsets[0] != 0 or not offsets[-1] == len(rows) == len(grade_array) \
                 or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max()) < len(corpus.ids)):
-            raise ValueError("its arrays do not fit together or the corpus")
+            raise InvalidInput("its arrays do not fit together or the corpus")
         report_fields = dict(found.meta["report"])
         report_fields["grade_counts"] = {int(grade): int(count) for grade, count in report_fields["grade_counts"]}
         report = LoadReport(task=spec.name, query_file=str(files[0]), qrels_file=str(files[1]), **report_fields)

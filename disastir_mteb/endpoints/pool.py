@@ -70,6 +70,8 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from disastir_mteb.util.errors import DisastirError, InvalidInput
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_EMBEDDING_CONCURRENCY", "DEFAULT_KEY_ENV", "DEFAULT_TIMEOUT", "LONGEST_WAIT_ENV",
@@ -106,7 +108,7 @@ class Refused(Protocol[T]):
     def __call__(self, item: T, server: Server, said: str, *, status: int, last_try: bool) -> bool: ...
 
 
-class EndpointError(OSError):
+class EndpointError(DisastirError, OSError):
     """A server fault that stops the run: one sentence naming the server and what went wrong."""
 
 
@@ -140,10 +142,10 @@ class EndpointLimits:
         for name in ("longest_wait", "rate_limit_patience", "shown_wait"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ValueError(f"EndpointLimits.{name} must be a positive number of seconds, not {value!r}.")
+                raise InvalidInput(f"EndpointLimits.{name} must be a positive number of seconds, not {value!r}.")
         if not (isinstance(self.max_answer_bytes, int) and self.max_answer_bytes > 0):
-            raise ValueError(f"EndpointLimits.max_answer_bytes must be a positive integer, not "
-                             f"{self.max_answer_bytes!r}.")
+            raise InvalidInput(f"EndpointLimits.max_answer_bytes must be a positive integer, not "
+                               f"{self.max_answer_bytes!r}.")
 
     @classmethod
     def from_environment(cls) -> EndpointLimits:
@@ -162,8 +164,8 @@ class EndpointLimits:
             except ValueError:
                 value = math.nan
             if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"The environment variable {variable} is {text!r}, not a positive number of "
-                                 f"seconds; set it to one (e.g. {getattr(cls, name):g}) or unset it.")
+                raise InvalidInput(f"The environment variable {variable} is {text!r}, not a positive number of "
+                                   f"seconds; set it to one (e.g. {getattr(cls, name):g}) or unset it.")
             values[name] = value
         return cls(**values)
 
@@ -190,12 +192,12 @@ def check_base_url(url: str, option: str = "The base URL") -> str:
     text = str(url).strip()
     example = "http://127.0.0.1:8000/v1"
     if not text:
-        raise ValueError(f"{option} is empty; give the server's base URL, e.g. {example}.")
+        raise InvalidInput(f"{option} is empty; give the server's base URL, e.g. {example}.")
     if any(character.isspace() for character in text):
-        raise ValueError(f"{option} {text!r} contains a space; a URL has none: write it as e.g. {example}.")
+        raise InvalidInput(f"{option} {text!r} contains a space; a URL has none: write it as e.g. {example}.")
     if "://" not in text and Path(text).expanduser().is_file():
-        raise ValueError(f"{option} {text!r} is a file, not a server's URL; give each server's base URL as an "
-                         f"option of its own, e.g. {example}.")
+        raise InvalidInput(f"{option} {text!r} is a file, not a server's URL; give each server's base URL as an "
+                           f"option of its own, e.g. {example}.")
     parts = urlsplit(text)
     if "://" not in text:
         head, slashes, tail = text.partition("//")  # http//host, https:/host, host:8000/v1
@@ -206,31 +208,31 @@ def check_base_url(url: str, option: str = "The base URL") -> str:
         except ValueError:  # no port after its ':', say: name the host and a port
             host = bare.split("/", 1)[0].split(":", 1)[0] or "127.0.0.1"
             suggestion = f"write it as e.g. {scheme}://{host}:8000/v1, with the port the server listens on"
-        raise ValueError(f"{option} {text!r} has no scheme (http:// or https://); {suggestion}.")
+        raise InvalidInput(f"{option} {text!r} has no scheme (http:// or https://); {suggestion}.")
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"{option} {text!r} uses {parts.scheme or 'no'}://, not http:// or https://; a server's API "
-                         f"is reached over HTTP, e.g. {example}.")
+        raise InvalidInput(f"{option} {text!r} uses {parts.scheme or 'no'}://, not http:// or https://; a server's API "
+                           f"is reached over HTTP, e.g. {example}.")
     if parts.username is not None or parts.password is not None:
         shown = urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[1], parts.path, "", ""))
-        raise ValueError(f"{option} {shown} is given with credentials before its host; put the key in an "
-                         "environment variable (OPENAI_API_KEY, or the one --api-key-env names), never in the URL.")
+        raise InvalidInput(f"{option} {shown} is given with credentials before its host; put the key in an "
+                           "environment variable (OPENAI_API_KEY, or the one --api-key-env names), never in the URL.")
     if not parts.hostname:
-        raise ValueError(f"{option} {text!r} names no host; write it as e.g. {example}.")
+        raise InvalidInput(f"{option} {text!r} names no host; write it as e.g. {example}.")
     if parts.netloc.endswith(":"):
-        raise ValueError(f"{option} {text!r} has a ':' after its host but no port; write the port the server "
-                         f"listens on, e.g. {parts.scheme}://{parts.hostname}:8000{parts.path}.")
+        raise InvalidInput(f"{option} {text!r} has a ':' after its host but no port; write the port the server "
+                           f"listens on, e.g. {parts.scheme}://{parts.hostname}:8000{parts.path}.")
     try:
         parts.port  # noqa: B018 (reading it checks it)
     except ValueError:
         port = parts.netloc.rsplit(":", 1)[-1]
-        raise ValueError(f"{option} {text!r} has the port {port!r}, not a number from 1 to 65535; write the port "
-                         f"the server listens on, e.g. {parts.scheme}://{parts.hostname}:8000{parts.path}.") from None
+        raise InvalidInput(f"{option} {text!r} has the port {port!r}, not a number from 1 to 65535; write the port "
+                           f"the server listens on, e.g. {parts.scheme}://{parts.hostname}:8000{parts.path}.") from None
     if parts.port == 0:
-        raise ValueError(f"{option} {text!r} has the port 0, not a number from 1 to 65535; write the port the "
-                         "server listens on.")
+        raise InvalidInput(f"{option} {text!r} has the port 0, not a number from 1 to 65535; write the port the "
+                           "server listens on.")
     if parts.query or parts.fragment or text.endswith(("?", "#")):
-        raise ValueError(f"{option} {text!r} has a query or fragment; a base URL ends with its path, e.g. "
-                         f"{urlunsplit((parts.scheme, parts.netloc, parts.path, '', '')).rstrip('/')}.")
+        raise InvalidInput(f"{option} {text!r} has a query or fragment; a base URL ends with its path, e.g. "
+                           f"{urlunsplit((parts.scheme, parts.netloc, parts.path, '', '')).rstrip('/')}.")
     return text.rstrip("/")
 
 
@@ -355,9 +357,9 @@ class EndpointPool(Generic[T, R]):
 
         urls = list(dict.fromkeys(check_base_url(u) for u in base_urls))
         if not urls:
-            raise ValueError("No server given: pass at least one base URL (e.g. http://127.0.0.1:8000/v1).")
+            raise InvalidInput("No server given: pass at least one base URL (e.g. http://127.0.0.1:8000/v1).")
         if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {concurrency}.")
+            raise InvalidInput(f"concurrency must be at least 1, not {concurrency}.")
         self.limits = limits if limits is not None else EndpointLimits.from_environment()
         self.key_env = key_env
         key = read_key(key_env, urls)
@@ -808,11 +810,11 @@ def chat_from_event_stream(text: str) -> dict[str, Any]:
         try:
             chunk = json.loads(data)
         except (ValueError, RecursionError):
-            raise ValueError(f"event {number} is not JSON ({_clip(data)})") from None
+            raise InvalidInput(f"event {number} is not JSON ({_clip(data)})") from None
         if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
             raise _StreamError(_clip(json.dumps(chunk["error"], ensure_ascii=False)))
         if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
-            raise ValueError(f"event {number} is no chat.completion.chunk (no 'choices' list): {_clip(data)}")
+            raise InvalidInput(f"event {number} is no chat.completion.chunk (no 'choices' list): {_clip(data)}")
         first = first if first is not None else chunk
         choice = chunk["choices"][0] if chunk["choices"] and isinstance(chunk["choices"][0], dict) else {}
         delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
@@ -822,7 +824,7 @@ def chat_from_event_stream(text: str) -> dict[str, Any]:
         finish = choice.get("finish_reason") or finish
         usage = chunk["usage"] if isinstance(chunk.get("usage"), dict) else usage
     if first is None:
-        raise ValueError(f"it holds no chat.completion.chunk event (it begins {_clip(text.strip())})")
+        raise InvalidInput(f"it holds no chat.completion.chunk event (it begins {_clip(text.strip())})")
     completion: dict[str, Any] = {
         "id": first.get("id"), "object": "chat.completion", "created": first.get("created"),
         "model": first.get("model"),

@@ -31,6 +31,7 @@ from disastir_mteb.exports.common import (
     load_for_export,
     staged_export,
 )
+from disastir_mteb.util.errors import InvalidInput
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -85,8 +86,8 @@ def _write_qrels_tsv(path: Path, relevant_docs: dict[str, dict[str, int]], name:
         for query_id, judged in relevant_docs.items():
             for doc_id, score in judged.items():
                 if any(c in query_id + doc_id for c in '\t\n\r"'):
-                    raise ValueError(f"Task {name}: id {query_id!r} or {doc_id!r} holds a tab, newline or quote, "
-                                     "which BEIR's qrels TSV cannot carry.")
+                    raise InvalidInput(f"Task {name}: id {query_id!r} or {doc_id!r} holds a tab, newline or quote, "
+                                       "which BEIR's qrels TSV cannot carry.")
                 handle.write(f"{query_id}\t{doc_id}\t{int(score)}\n")
                 rows += 1
     return rows
@@ -121,7 +122,7 @@ def export_beir(
         FileExistsError: ``out`` is not empty and ``overwrite`` is False, or is not an earlier export.
     """
     if gain is not None and gain not in GAINS:
-        raise ValueError(f"Unknown gain {gain!r} for the BEIR export; expected one of {list(GAINS)} or None.")
+        raise InvalidInput(f"Unknown gain {gain!r} for the BEIR export; expected one of {list(GAINS)} or None.")
     names = export_task_names(tasks)
     source = export_data(data)
     out = Path(out).expanduser().absolute()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from disastir_mteb.util.atomic import staged_folder
+from disastir_mteb.util.errors import ExistingOutput, InvalidInput, NotAFolder
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, Split, get_spec
 
 if TYPE_CHECKING:
@@ -45,10 +46,10 @@ def export_task_names(tasks: Iterable[str] | None) -> list[str]:
     names = list(dict.fromkeys([tasks] if isinstance(tasks, str) else tasks))
     for name in names:
         if get_spec(name).split is not Split.full:  # get_spec: KeyError with close matches for an unknown name
-            raise ValueError(f"{name} is a DisastIR-Test/DevLite task; export writes the 48 full DisastIR tasks only "
-                             f"(e.g. {get_spec(name).base.name}).")
+            raise InvalidInput(f"{name} is a DisastIR-Test/DevLite task; export writes the 48 full DisastIR tasks only "
+                               f"(e.g. {get_spec(name).base.name}).")
     if not names:
-        raise ValueError("No DisastIR tasks to export: pass task names, or None for all 48.")
+        raise InvalidInput("No DisastIR tasks to export: pass task names, or None for all 48.")
     return names
 
 
@@ -78,23 +79,23 @@ def describe_source(data: DataSource) -> str:
 def check_corpus(shared: Dataset, corpus: Dataset, name: str) -> None:
     """Every task must see the one corpus written once (reading.py caches it per process)."""
     if corpus is not shared and len(corpus) != len(shared):
-        raise ValueError(f"Task {name} loaded a corpus of {len(corpus)} passages, not the {len(shared)} already "
-                         "exported; the data folder changed during the export, so rerun it.")
+        raise InvalidInput(f"Task {name} loaded a corpus of {len(corpus)} passages, not the {len(shared)} already "
+                           "exported; the data folder changed during the export, so rerun it.")
 
 
 def _refuse(out: Path, overwrite: bool) -> None:
     """Raise unless ``out`` is absent, empty, or (with ``overwrite``) an earlier export."""
     if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"Cannot export to {out}: it is a file, not a folder.")
+        raise NotAFolder(f"Cannot export to {out}: it is a file, not a folder.")
     if not out.is_dir() or not any(out.iterdir()):
         return
     if not overwrite:
-        raise FileExistsError(f"Refusing to export to {out}: it exists and is not empty; pass overwrite=True "
-                              "(--overwrite) to replace an earlier export.")
+        raise ExistingOutput(f"Refusing to export to {out}: it exists and is not empty; pass overwrite=True "
+                             "(--overwrite) to replace an earlier export.")
     readme = out / "README.md"
     if not (readme.is_file() and EXPORT_MARKER in readme.read_text(encoding="utf-8", errors="replace")):
-        raise FileExistsError(f"Refusing to overwrite {out}: it is not a DisastIR export (no README.md written "
-                              "by disastir_mteb.exports), so choose a new or empty folder.")
+        raise ExistingOutput(f"Refusing to overwrite {out}: it is not a DisastIR export (no README.md written "
+                             "by disastir_mteb.exports), so choose a new or empty folder.")
 
 
 def staged_export(out: Path, overwrite: bool) -> AbstractContextManager[Path]:

@@ -37,6 +37,7 @@ from disastir_mteb.exports.upstream_source import (
     task_module_source,
 )
 from disastir_mteb.util.atomic import write_text_atomic
+from disastir_mteb.util.errors import InvalidInput, MissingInput
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -90,9 +91,9 @@ def check_checkout(root: str | Path) -> Path:
     pyproject = path / "pyproject.toml"
     named = pyproject.is_file() and re.search(r'^name\s*=\s*"mteb"\s*$', pyproject.read_text(encoding="utf-8"), re.M)
     if not named or not all((path / part).exists() for part in _REQUIRED):
-        raise ValueError(f"{root} is not an mteb checkout (no pyproject.toml naming the mteb project beside "
-                         f"{_TASKS_INIT.parent}/ and {_BENCHMARKS.parent}/); pass the root of a clone of "
-                         "https://github.com/embeddings-benchmark/mteb.")
+        raise InvalidInput(f"{root} is not an mteb checkout (no pyproject.toml naming the mteb project beside "
+                           f"{_TASKS_INIT.parent}/ and {_BENCHMARKS.parent}/); pass the root of a clone of "
+                           "https://github.com/embeddings-benchmark/mteb.")
     return path
 
 
@@ -120,8 +121,8 @@ def write_upstream(mteb_dir: str | Path, *, revision: str | None = None, dataset
     root = check_checkout(mteb_dir)
     revision = revision or DATASET.get("mteb_dataset_revision")
     if revision is not None and not _FULL_REVISION.fullmatch(revision):
-        raise ValueError(f"--revision {revision!r} is not a full commit hash; pass the 40 hex digits of the "
-                         "dataset's commit on the Hub.")
+        raise InvalidInput(f"--revision {revision!r} is not a full commit hash; pass the 40 hex digits of the "
+                           "dataset's commit on the Hub.")
     _check_vocabulary(root, TASK_CLASSES.values())
     groupings = "class CustomGrouping" in (root / _BENCHMARK_CLASSES).read_text(encoding="utf-8")
     metadatas = {name: cls.metadata for name, cls in TASK_CLASSES.items()}
@@ -151,8 +152,8 @@ def write_upstream(mteb_dir: str | Path, *, revision: str | None = None, dataset
     for name, metadata in metadatas.items():
         source = Path(stats_dir) / f"{name}.json" if stats_dir is not None else metadata.descriptive_stat_path
         if not source.is_file():
-            raise FileNotFoundError(f"{source}: no descriptive statistics for {name}; write them with "
-                                    "`disastir-mteb stats --out DIR` (all 48 tasks).")
+            raise MissingInput(f"{source}: no descriptive statistics for {name}; write them with "
+                               "`disastir-mteb stats --out DIR` (all 48 tasks).")
         stats = json.loads(source.read_text(encoding="utf-8"))
         planned[_stats_folder(root) / f"{name}.json"] = json.dumps(stats, indent=4) + "\n"  # mteb's own format
 
@@ -185,9 +186,9 @@ def _check_vocabulary(root: Path, classes: Iterable[type]) -> None:
     if unknown:
         (key, item), tasks = next(iter(unknown.items()))
         more = f" and {len(unknown) - 1} other value(s)" if len(unknown) > 1 else ""
-        raise ValueError(f"The mteb in {root} does not know {key} {item!r} (used by {tasks[0]} and "
-                         f"{len(tasks) - 1} other task(s)){more}, so the tasks would not import there; update the "
-                         "checkout to a newer mteb (this was written against mteb 2.26.24).")
+        raise InvalidInput(f"The mteb in {root} does not know {key} {item!r} (used by {tasks[0]} and "
+                           f"{len(tasks) - 1} other task(s)){more}, so the tasks would not import there; update the "
+                           "checkout to a newer mteb (this was written against mteb 2.26.24).")
 
 
 def _stats_folder(root: Path) -> Path:
@@ -226,8 +227,8 @@ def _edit_list(text: str, opening: str, names: list[str], where: Path, *, quoted
         start = lines.index(opening)
         end = lines.index(opening[-1].replace("[", "]").replace("(", ")"), start)
     except ValueError:
-        raise ValueError(f"{where}: no line {opening!r} followed by a one-per-line list; is this an mteb "
-                         "checkout of 2.x?") from None
+        raise InvalidInput(f"{where}: no line {opening!r} followed by a one-per-line list; is this an mteb "
+                           "checkout of 2.x?") from None
     pattern = re.compile(r'^    "?([^",]+)"?,$')
     entries = [m.group(1) if (m := pattern.match(line)) else None for line in lines[start + 1:end]]
     kept = [(e, line) for e, line in zip(entries, lines[start + 1:end], strict=True)

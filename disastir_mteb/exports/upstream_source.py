@@ -15,6 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.exports.mteb_dataset import mteb_subset
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import CATEGORY_FULL_NAMES, INTENTS, TASK_SPECS
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def task_module_source(metadatas: dict[str, TaskMetadata], *, dataset_path: str,
     varying, common = _split_fields(ordered)
     citations = {m.bibtex_citation.strip() for m in ordered if m.bibtex_citation}
     if len(citations) != 1:
-        raise ValueError("The DisastIR tasks must share one citation.")
+        raise InvalidInput("The DisastIR tasks must share one citation.")
     todo = "" if revision else (
         "# TODO: placeholders until the mteb-format dataset is on the Hub. Push the folder written by\n"
         "# `disastir-mteb export --format mteb --out DIR` to this repository, then put the full\n"

@@ -48,6 +48,7 @@ from disastir_mteb.judging.protocol import PROMPT_VERSION
 from disastir_mteb.judging.store import JudgementStore, Pair, StoredAgreement
 from disastir_mteb.results.report_format import Paragraph, Table, render_text
 from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import INTENTS, MAX_GRADE, TASK_NAMES, Intent
 
 if TYPE_CHECKING:
@@ -155,11 +156,11 @@ def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable], *, labels
         0.5
     """
     if len(first) != len(second):
-        raise ValueError(f"The raters label {len(first)} and {len(second)} items; kappa compares the same items.")
+        raise InvalidInput(f"The raters label {len(first)} and {len(second)} items; kappa compares the same items.")
     index = {label: number for number, label in enumerate(labels)}
     unknown = sorted({repr(label) for label in (*first, *second) if label not in index})
     if unknown:
-        raise ValueError(f"Label(s) {', '.join(unknown)} are not among {list(labels)}.")
+        raise InvalidInput(f"Label(s) {', '.join(unknown)} are not among {list(labels)}.")
     if not first:
         return None
     k, n = len(labels), len(first)
@@ -231,7 +232,7 @@ def pick_agreement_pairs(n: int, tasks: Iterable[str] | None = None, data_dir: s
         ValueError: ``n`` below 1, or a task that is not a full-set task.
     """
     if n < 1:
-        raise ValueError(f"--agreement {n}: judge at least one pair.")
+        raise InvalidInput(f"--agreement {n}: judge at least one pair.")
     names = sorted(set(tasks) if tasks is not None else set(TASK_NAMES), key=TASK_NAMES.index)
     strata: dict[Intent, dict[int, list[AgreementPair]]] = defaultdict(lambda: defaultdict(list))
     seen: set[tuple[Intent, str, str]] = set()
@@ -408,7 +409,7 @@ def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementS
         EndpointError: as :func:`~disastir_mteb.judging.job.judge_pairs`.
     """
     if not settings.base_urls:
-        raise ValueError("--agreement asks a server: give --base-url (the Batch API files carry the holes only).")
+        raise InvalidInput("--agreement asks a server: give --base-url (the Batch API files carry the holes only).")
     tasks = settings.tasks or sorted({task for result_set in result_sets for task in result_set.scores}) or None
     picked = pick_agreement_pairs(n, tasks, data_dir, seed=settings.seed)
     pairs = [Pair(pair.intent, pair.query, pair.passage, settings.judge_model) for pair in picked]

@@ -33,6 +33,7 @@ from pathlib import Path
 from disastir_mteb.judging.protocol import AnswerFault, chat_content, grade_of, parse_answer, pending_requests
 from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.util.atomic import write_text_atomic
+from disastir_mteb.util.errors import InvalidInput
 
 __all__ = ["BATCH_URL", "BatchRound", "read_batch_results", "same_model", "write_batch_requests"]
 
@@ -164,8 +165,8 @@ def read_batch_results(pairs: Sequence[Pair], store: JudgementStore, path: str |
     by_key = {pair.key: pair for pair in pairs}
     ours = [line for line in lines if line.key in by_key]
     if not ours:
-        raise ValueError(f"{path}: none of its {len(lines):,} result line(s) is for a pair of these results judged "
-                         f"by {_models(pairs)}; was it written for other results, or with another --model?")
+        raise InvalidInput(f"{path}: none of its {len(lines):,} result line(s) is for a pair of these results judged "
+                           f"by {_models(pairs)}; was it written for other results, or with another --model?")
     _check_models(path, sorted(ours + [line for line in repeats if line.key in by_key],
                                key=lambda line: line.number), by_key)
     store.add_pairs(pairs)
@@ -235,10 +236,11 @@ def _check_models(path: Path, lines: Sequence[_ResultLine], pairs: dict[str, Pai
         return
     first, asked = wrong[0], pairs[wrong[0].key].judge_model
     more = f" (as were {len(wrong) - 1:,} more of its line(s))" if len(wrong) > 1 else ""
-    raise ValueError(f"{path}: line {first.number} (custom_id '{first.key}:{first.step}') was answered by model "
-                     f"{first.model!r}{more}, not by the judge model {asked!r} (--model); grades are stored under the "
-                     f"judge model's name, so send the request file to {asked!r}, or judge with --model "
-                     f"{first.model!r} (a request file of its own). Nothing was read.")
+    raise InvalidInput(f"{path}: line {first.number} (custom_id '{first.key}:{first.step}') was answered by model "
+                       f"{first.model!r}{more}, not by the judge model {asked!r} (--model); grades are stored under "
+                       "the "
+                       f"judge model's name, so send the request file to {asked!r}, or judge with --model "
+                       f"{first.model!r} (a request file of its own). Nothing was read.")
 
 
 def _result_lines(path: Path) -> tuple[list[_ResultLine], list[_ResultLine]]:
@@ -251,8 +253,8 @@ def _result_lines(path: Path) -> tuple[list[_ResultLine], list[_ResultLine]]:
     raw_lines = data.split(b"\n")
     numbered = [(number, raw) for number, raw in enumerate(raw_lines, start=1) if raw.strip()]
     if not numbered:
-        raise ValueError(f"{path} is empty ({len(data):,} bytes, no result line); download the batch's output file "
-                         "again (its output_file_id).")
+        raise InvalidInput(f"{path} is empty ({len(data):,} bytes, no result line); download the batch's output file "
+                           "again (its output_file_id).")
     last = numbered[-1][0]
     found: dict[tuple[str, str], _ResultLine] = {}
     lines: list[_ResultLine] = []
@@ -266,10 +268,10 @@ def _result_lines(path: Path) -> tuple[list[_ResultLine], list[_ResultLine]]:
         elif earlier.outcome == line.outcome:
             repeats.append(line)
         else:
-            raise ValueError(f"{path}: custom_id '{line.key}:{line.step}' is on line {earlier.number} and line "
-                             f"{number} with different answers ({_shown(earlier)} and {_shown(line)}); an output "
-                             "file holds each request once (two files joined?): keep the line to trust, delete the "
-                             "other, and read the file again. Nothing was read.")
+            raise InvalidInput(f"{path}: custom_id '{line.key}:{line.step}' is on line {earlier.number} and line "
+                               f"{number} with different answers ({_shown(earlier)} and {_shown(line)}); an output "
+                               "file holds each request once (two files joined?): keep the line to trust, delete the "
+                               "other, and read the file again. Nothing was read.")
     return lines, repeats
 
 
@@ -278,39 +280,39 @@ def _result_line(path: Path, number: int, raw: bytes, *, last: bool) -> _ResultL
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{where} is not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1}); "
-                         f"{_SHAPE}.") from None
+        raise InvalidInput(f"{where} is not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1}); "
+                           f"{_SHAPE}.") from None
     try:
         record = json.loads(text)
     except (ValueError, RecursionError) as error:
         cut = (" and the file ends there without a newline: it looks cut short; download the output file again"
                if last else f"; {_SHAPE}")
-        raise ValueError(f"{where} is not JSON ({error}){cut}.") from None
+        raise InvalidInput(f"{where} is not JSON ({error}){cut}.") from None
     if not isinstance(record, dict):
-        raise ValueError(f"{where} is a JSON {type(record).__name__}, not an object; {_SHAPE}.")
+        raise InvalidInput(f"{where} is a JSON {type(record).__name__}, not an object; {_SHAPE}.")
     custom_id = record.get("custom_id")
     found = _CUSTOM_ID.match(custom_id) if isinstance(custom_id, str) else None
     if found is None:
-        raise ValueError(f"{where} has custom_id {custom_id!r}, not '<pair>:<step>' as disastir-mteb judge "
-                         "--batch-requests writes it; was the request file written by another program?")
+        raise InvalidInput(f"{where} has custom_id {custom_id!r}, not '<pair>:<step>' as disastir-mteb judge "
+                           "--batch-requests writes it; was the request file written by another program?")
     response, error = record.get("response"), record.get("error")
     if error is not None:
         return _ResultLine(number, found["key"], found["step"], True, None, {})
     if not isinstance(response, dict):
         what = "no 'response' and no 'error'" if response is None else f"a 'response' that is {response!r:.60}"
-        raise ValueError(f"{where} has {what}, not an object; {_SHAPE}.")
+        raise InvalidInput(f"{where} has {what}, not an object; {_SHAPE}.")
     status = response.get("status_code")
     if status != 200:
         if not isinstance(status, int) or isinstance(status, bool):
-            raise ValueError(f"{where} has a response without a numeric status_code ({status!r:.40}); {_SHAPE}.")
+            raise InvalidInput(f"{where} has a response without a numeric status_code ({status!r:.40}); {_SHAPE}.")
         return _ResultLine(number, found["key"], found["step"], True, None, {})
     try:
         text, tokens = chat_content(response.get("body"))
     except ValueError as wrong:
-        raise ValueError(f"{where}: the response body is {wrong}; {_SHAPE}.") from None
+        raise InvalidInput(f"{where}: the response body is {wrong}; {_SHAPE}.") from None
     model = response["body"].get("model")
     if model is not None and not isinstance(model, str):
-        raise ValueError(f"{where}: the response body's model is {model!r:.40}, not a model name; {_SHAPE}.")
+        raise InvalidInput(f"{where}: the response body's model is {model!r:.40}, not a model name; {_SHAPE}.")
     return _ResultLine(number, found["key"], found["step"], False, text, tokens, model=(model or "").strip() or None)
 
 

@@ -20,6 +20,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from disastir_mteb.util.errors import InvalidInput
+
 __all__ = ["ECE_BINS", "Calibration", "auroc", "brier_score", "calibration_of", "expected_calibration_error",
            "kendall_tau"]
 
@@ -29,7 +31,7 @@ ECE_BINS = 10
 
 def _check(probabilities: Sequence[float], labels: Sequence[bool]) -> None:
     if len(probabilities) != len(labels):
-        raise ValueError(f"{len(probabilities)} probabilities for {len(labels)} labels; each pair needs both.")
+        raise InvalidInput(f"{len(probabilities)} probabilities for {len(labels)} labels; each pair needs both.")
 
 
 def expected_calibration_error(probabilities: Sequence[float], labels: Sequence[bool], *,
@@ -105,7 +107,7 @@ def kendall_tau(first: Sequence[float], second: Sequence[float]) -> float | None
         (1.0, -1.0)
     """
     if len(first) != len(second):
-        raise ValueError(f"{len(first)} and {len(second)} scores; tau compares the same items.")
+        raise InvalidInput(f"{len(first)} and {len(second)} scores; tau compares the same items.")
     concordant = discordant = tied_first = tied_second = 0
     n = len(first)
     for i in range(n):

@@ -39,6 +39,7 @@ from disastir_mteb.judging.store import JudgementStore
 from disastir_mteb.results.completed_view import CompletedView
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, score_run
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import Intent
 
 logger = logging.getLogger(__name__)
@@ -105,8 +106,8 @@ def load_added(store: JudgementStore, *, judge_model: str | None = None,
             sentence names them and asks to pick one with ``--judge-model`` (and ``--prompt-version``).
     """
     if grade not in ("hard", "expected"):
-        raise ValueError(f"--completed-grade {grade!r}: choose hard (the methods' vote) or expected (the expected "
-                         "grade of the judge's grade probabilities).")
+        raise InvalidInput(f"--completed-grade {grade!r}: choose hard (the methods' vote) or expected (the expected "
+                           "grade of the judge's grade probabilities).")
     grades: dict[tuple[Intent, str, str], float] = {}
     judges: dict[tuple[Intent, str, str], Judge] = {}
     clashes: Counter[tuple[Judge, Judge]] = Counter()
@@ -127,9 +128,9 @@ def load_added(store: JudgementStore, *, judge_model: str | None = None,
         judges[key] = judge
     if clashes:
         shown = sorted({_judge_name(judge) for pair in clashes for judge in pair})
-        raise ValueError(f"{store.path} holds judgements of {sum(clashes.values()):,} pair(s) by more than one judge "
-                         f"({'; '.join(shown)}); pick one with --judge-model (and --prompt-version) so that each "
-                         "completed score comes from one judge.")
+        raise InvalidInput(f"{store.path} holds judgements of {sum(clashes.values()):,} pair(s) by more than one judge "
+                           f"({'; '.join(shown)}); pick one with --judge-model (and --prompt-version) so that each "
+                           "completed score comes from one judge.")
     return AddedJudgements(grades, judges, str(store.path), judge_model, prompt_version, grade, fallbacks)
 
 
@@ -309,8 +310,8 @@ def completed_scores(result_sets: Sequence[ResultSet], added: AddedJudgements, d
             top = {query_id: list(ranked[:TOP_K]) for query_id, ranked in result_set.per_query(task).top10.items()}
             unknown = [query_id for query_id in top if query_id not in texts.queries]
             if unknown:
-                raise ValueError(f"{result_set.folder}: {task} ranks query {unknown[0]!r}, which the data does not "
-                                 "hold; score with the data the run read (--data).")
+                raise InvalidInput(f"{result_set.folder}: {task} ranks query {unknown[0]!r}, which the data does not "
+                                   "hold; score with the data the run read (--data).")
             filled = sum(1 for query_id, ranked in top.items() for doc_id in ranked
                          if (query_id, doc_id) in merged.added)
             task_judges = merged.judges()

@@ -23,6 +23,7 @@ from disastir_mteb.data.published import load_task
 from disastir_mteb.data.reading import load_corpus
 from disastir_mteb.data.source import DataSource
 from disastir_mteb.results.result_sets import ResultSet, collect_result_sets
+from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.taxonomy import Intent, Split, get_spec
 
 logger = logging.getLogger(__name__)
@@ -83,8 +84,8 @@ def load_task_texts(task: str, data_dir: str | Path | None = None) -> TaskTexts:
     """
     spec = get_spec(task)
     if spec.split is not Split.full:
-        raise ValueError(f"{task} is a {spec.split.value} task; judging reads result sets of the full query set "
-                         "(DisastIR-<Intent>-<Category>), whose queries hold every published judgement.")
+        raise InvalidInput(f"{task} is a {spec.split.value} task; judging reads result sets of the full query set "
+                           "(DisastIR-<Intent>-<Category>), whose queries hold every published judgement.")
     folder = Path(data_dir) if data_dir is not None else DataSource.from_environment().main_folder()
     return _task_texts(task, str(Path(folder).resolve()))
 
@@ -135,8 +136,8 @@ def result_sets_of(paths: Iterable[str | Path]) -> list[ResultSet]:
     for path in paths:
         sets = [s for s in collect_result_sets(path) if s.split is Split.full]
         if not sets:
-            raise FileNotFoundError(f"{path} holds no DisastIR result set of the full query set (DisastIR-*.json); "
-                                    "run a model first (disastir-mteb run -m MODEL).")
+            raise MissingInput(f"{path} holds no DisastIR result set of the full query set (DisastIR-*.json); "
+                               "run a model first (disastir-mteb run -m MODEL).")
         for result_set in sets:
             found.setdefault(result_set.folder.resolve(), result_set)
     return list(found.values())
@@ -191,8 +192,8 @@ def find_holes(result_sets: Sequence[ResultSet], data_dir: str | Path | None = N
                     continue  # a query without judgements is not scored (the authors skip it too)
                 query = texts.queries.get(query_id)
                 if query is None:
-                    raise ValueError(f"{result_set.folder}: {task} ranks query {query_id!r}, which the data does not "
-                                     "hold; judge with the data the run read (--data).")
+                    raise InvalidInput(f"{result_set.folder}: {task} ranks query {query_id!r}, which the data does not "
+                                       "hold; judge with the data the run read (--data).")
                 for doc_id in ranked[:depth]:
                     holes.retrieved += 1
                     if doc_id in judged:
@@ -200,8 +201,8 @@ def find_holes(result_sets: Sequence[ResultSet], data_dir: str | Path | None = N
                     holes.unjudged += 1
                     passage = texts.passages.get(doc_id)
                     if passage is None:
-                        raise ValueError(f"{result_set.folder}: {task} ranks passage {doc_id!r}, which the corpus "
-                                         "does not hold; judge with the data the run read (--data).")
+                        raise InvalidInput(f"{result_set.folder}: {task} ranks passage {doc_id!r}, which the corpus "
+                                           "does not hold; judge with the data the run read (--data).")
                     key = (texts.intent, query.strip(), passage.strip())
                     if key not in seen:
                         seen.add(key)

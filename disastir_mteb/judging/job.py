@@ -45,6 +45,7 @@ from disastir_mteb.judging.protocol import (
     pending_requests,
 )
 from disastir_mteb.judging.store import JudgementStore, Pair, StoreLockedError
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import Intent
 
 logger = logging.getLogger(__name__)
@@ -86,8 +87,8 @@ class Price:
         except ValueError:
             values = []
         if len(values) not in (1, 2) or any(v < 0 or v != v for v in values):
-            raise ValueError(f"--price {text!r}: expected US dollars per million tokens, input and output, "
-                             "e.g. 0.15,0.60 (one number prices both).")
+            raise InvalidInput(f"--price {text!r}: expected US dollars per million tokens, input and output, "
+                               "e.g. 0.15,0.60 (one number prices both).")
         return cls(values[0], values[-1])
 
 

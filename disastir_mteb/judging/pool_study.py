@@ -38,6 +38,7 @@ from disastir_mteb.results.report_format import Paragraph, Table, render_text
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.scoring.authors import TOP_K, key_by_text, score_run
 from disastir_mteb.util.atomic import write_json_atomic
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import Intent
 
 if TYPE_CHECKING:
@@ -145,9 +146,9 @@ def _study_tasks(result_sets: Sequence[ResultSet], tasks: Sequence[str] | None) 
     if tasks:
         common &= set(tasks)
     if not common:
-        raise ValueError("The result sets share no task with per-query rankings (written by disastir-mteb run)"
-                         + (f" among --tasks {' '.join(tasks)}" if tasks else "") + "; a study compares runs on "
-                         "the same tasks.")
+        raise InvalidInput("The result sets share no task with per-query rankings (written by disastir-mteb run)"
+                           + (f" among --tasks {' '.join(tasks)}" if tasks else "") + "; a study compares runs on "
+                           "the same tasks.")
     return sorted(common)
 
 
@@ -202,10 +203,10 @@ def run_study(result_sets: Sequence[ResultSet], *, store: JudgementStore, settin
         ValueError: fewer than :data:`MIN_RUNS` runs, no shared task with rankings, or no ``--base-url``.
     """
     if len(result_sets) < MIN_RUNS:
-        raise ValueError(f"A pool study needs at least {MIN_RUNS} result sets (runs) on the same data; "
-                         f"{len(result_sets)} given.")
+        raise InvalidInput(f"A pool study needs at least {MIN_RUNS} result sets (runs) on the same data; "
+                           f"{len(result_sets)} given.")
     if not settings.base_urls:
-        raise ValueError("judge-study asks a server: give --base-url.")
+        raise InvalidInput("judge-study asks a server: give --base-url.")
     names = _study_tasks(result_sets, settings.tasks)
     tasks = [_load(result_sets, name, data_dir) for name in names]
     by_task = [_unique(task) for task in tasks]

@@ -50,6 +50,7 @@ from typing import Any
 
 from disastir_mteb.judging.grade_probabilities import TOP_LOGPROBS
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Intent
 
@@ -522,7 +523,8 @@ def chat_content(answer: Any) -> tuple[str | None, dict[str, int | None]]:
             message reads on after "the answer is".
     """
     if not isinstance(answer, dict) or not isinstance(answer.get("choices"), list):
-        raise ValueError(f"not a chat completion (no 'choices' list): {_clip(json.dumps(answer, ensure_ascii=False))}")
+        raise InvalidInput("not a chat completion (no 'choices' list): "
+                           f"{_clip(json.dumps(answer, ensure_ascii=False))}")
     choices = answer["choices"]
     first = choices[0] if choices and isinstance(choices[0], dict) else {}
     message = first.get("message") if isinstance(first.get("message"), dict) else {}

@@ -35,6 +35,7 @@ from disastir_mteb.data.source import DataSource
 from disastir_mteb.judging.completed import AddedJudgements, Judge, merge_grades
 from disastir_mteb.judging.holes import load_task_texts
 from disastir_mteb.util.atomic import write_json_atomic
+from disastir_mteb.util.errors import ExistingOutput
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, get_spec, parse_task_file, task_file_stem
 
 logger = logging.getLogger(__name__)
@@ -114,8 +115,8 @@ def export_qrels(out: str | Path, added: AddedJudgements, data_dir: str | Path |
     earlier = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")) \
         if folder.is_dir() else []
     if earlier and not overwrite:
-        raise FileExistsError(f"{folder} already holds {len(earlier)} file(s) (first: {earlier[0].name}); pass "
-                              "overwrite=True (--overwrite) to replace that export, or choose another folder.")
+        raise ExistingOutput(f"{folder} already holds {len(earlier)} file(s) (first: {earlier[0].name}); pass "
+                             "overwrite=True (--overwrite) to replace that export, or choose another folder.")
     data = Path(data_dir) if data_dir is not None else DataSource.from_environment().main_folder()
     published_files = find_task_files(data).qrels
     files: dict[str, Path] = {}

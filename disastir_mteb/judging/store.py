@@ -53,6 +53,7 @@ from typing import Any
 from disastir_mteb.judging.grade_probabilities import GradeDistribution
 from disastir_mteb.judging.protocol import MAX_ANSWER_ATTEMPTS, PROMPT_VERSION, pair_key
 from disastir_mteb.util.cache_dir import cache_root
+from disastir_mteb.util.errors import DisastirError, InvalidInput
 from disastir_mteb.vocabulary.taxonomy import Intent, parse_intent
 
 __all__ = ["CLAIM_LEASE", "FORMAT", "JUDGEMENT_STORE_NAME", "MAX_RAW_CHARS", "Judgement", "JudgementStore", "Pair",
@@ -179,7 +180,7 @@ class StoredAgreement:
     calibration: Mapping[str, Any] | None = None
 
 
-class StoreLockedError(OSError):
+class StoreLockedError(DisastirError, OSError):
     """The store stayed locked by another process for the whole wait: one sentence naming the file."""
 
 
@@ -215,8 +216,8 @@ class JudgementStore:
                 if found is None:
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (str(FORMAT),))
                 elif found[0] != str(FORMAT):
-                    raise ValueError(f"{self.path} is a judgement store of format {found[0]}; this version reads "
-                                     f"format {FORMAT}.")
+                    raise InvalidInput(f"{self.path} is a judgement store of format {found[0]}; this version reads "
+                                       f"format {FORMAT}.")
         except BaseException:
             if hasattr(self, "_db"):
                 self._db.close()
@@ -232,8 +233,9 @@ class JudgementStore:
                 "SELECT 1 FROM meta WHERE key = 'format'").fetchone() is not None:
             return  # a store (an early one without claims or agreements gets them)
         shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        raise ValueError(f"{self.path} is an SQLite database of something else (its tables: {shown}), not a judgement "
-                         "store; nothing was written to it: name another file with --store.")
+        raise InvalidInput(f"{self.path} is an SQLite database of something else (its tables: {shown}), not a "
+                           "judgement "
+                           "store; nothing was written to it: name another file with --store.")
 
     @contextlib.contextmanager
     def _named_errors(self, *, opening: bool = False) -> Iterator[None]:
@@ -249,9 +251,10 @@ class JudgementStore:
                     "with unsaved changes, a process in exclusive locking mode); close it and run the same command "
                     "again (answers already received are kept).") from None
             if opening:
-                raise ValueError(f"{self.path} is not a judgement store (SQLite says: {error}).") from None
-            raise ValueError(f"{self.path}: SQLite failed ({error}); answers received before are kept: check the disk "
-                             "and the file, then run the same command again.") from None
+                raise InvalidInput(f"{self.path} is not a judgement store (SQLite says: {error}).") from None
+            raise InvalidInput(f"{self.path}: SQLite failed ({error}); answers received before are kept: check the "
+                               "disk "
+                               "and the file, then run the same command again.") from None
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:

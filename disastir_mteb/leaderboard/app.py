@@ -33,6 +33,7 @@ from disastir_mteb.leaderboard.rows import (
 )
 from disastir_mteb.results.published import published_sizes
 from disastir_mteb.util.atomic import write_text_atomic
+from disastir_mteb.util.errors import InvalidInput, MissingPackage
 from disastir_mteb.util.install_hint import install_hint
 from disastir_mteb.util.mteb_internals import menu_entry, results_frame
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
@@ -70,8 +71,8 @@ def _require_gradio() -> Any:
     try:
         import gradio
     except ImportError as error:
-        raise ImportError(f"The leaderboard needs gradio, plotly and cachetools ({error}); install them with "
-                          f"{install_hint('leaderboard')}.") from None
+        raise MissingPackage(f"The leaderboard needs gradio, plotly and cachetools ({error}); install them with "
+                             f"{install_hint('leaderboard')}.") from None
     return gradio
 
 
@@ -196,7 +197,7 @@ def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) ->
     rows = result_rows(results) if results else []
     rows += published_rows() if published else []
     if not rows:
-        raise ValueError("Nothing to show: pass result folders, or keep the published models (no --no-published).")
+        raise InvalidInput("Nothing to show: pass result folders, or keep the published models (no --no-published).")
     metas = [_meta_for(row, MODEL_REGISTRY) for row in rows if row.name not in MODEL_REGISTRY]
     with tempfile.TemporaryDirectory(prefix="disastir-leaderboard-") as work, patched(menu(), DEFAULT, metas):
         cache = _write_cache(rows, Path(work))

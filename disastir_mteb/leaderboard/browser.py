@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from disastir_mteb.util.atomic import write_bytes_atomic
+from disastir_mteb.util.errors import BrowserError, BrowserTimeout, MissingInput
 
 __all__ = ["BROWSERS", "PageShot", "find_browser", "screenshot"]
 
@@ -129,16 +130,16 @@ class _DevTools:
                 reply = json.loads(raw)
                 if reply.get("id") == self._last_id:
                     if "error" in reply:
-                        raise RuntimeError(f"Chromium refused {method}: {reply['error'].get('message', reply)}")
+                        raise BrowserError(f"Chromium refused {method}: {reply['error'].get('message', reply)}")
                     result: dict[str, Any] = reply.get("result", {})
                     return result
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"Chromium did not answer {method} within {timeout_s:.0f} s.")
+                raise BrowserTimeout(f"Chromium did not answer {method} within {timeout_s:.0f} s.")
             if select.select([self._from_browser], [], [], left)[0]:
                 chunk = os.read(self._from_browser, 1 << 20)
                 if not chunk:
-                    raise RuntimeError(f"Chromium closed its DevTools pipe during {method}: {self.output()}")
+                    raise BrowserError(f"Chromium closed its DevTools pipe during {method}: {self.output()}")
                 self._buffer += chunk
 
     def close(self) -> None:
@@ -186,8 +187,8 @@ def screenshot(url: str, png: str | Path, *, browser: str | None = None, width: 
     """
     browser = browser or find_browser()
     if browser is None:
-        raise FileNotFoundError("No Chromium-family browser on PATH (chromium, google-chrome); install one, e.g. "
-                                "`apt-get install chromium`, to take a screenshot.")
+        raise MissingInput("No Chromium-family browser on PATH (chromium, google-chrome); install one, e.g. "
+                           "`apt-get install chromium`, to take a screenshot.")
     with tempfile.TemporaryDirectory(prefix="disastir-browser-") as profile:
         tools = _DevTools(browser, profile)
         try:
@@ -239,6 +240,6 @@ def _settle(evaluate: Any, ready: str | None, timeout_s: float, url: str) -> Non
         if same >= 2:
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{url} was not ready within {timeout_s:.0f} s (ready condition: {ready!r}).")
+            raise BrowserTimeout(f"{url} was not ready within {timeout_s:.0f} s (ready condition: {ready!r}).")
         last = state
         time.sleep(0.5)

@@ -24,6 +24,7 @@ from disastir_mteb.results.describe import describe_setting
 from disastir_mteb.results.provenance import provenance_of
 from disastir_mteb.results.published import SOURCES, published_per_task
 from disastir_mteb.results.result_sets import ResultSet, collect_result_sets
+from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.taxonomy import Split
 
 __all__ = ["PUBLISHED_MARK", "SYNTHETIC_MARK", "BoardRow", "published_reference", "published_rows",
@@ -104,16 +105,16 @@ def result_rows(paths: Iterable[str | Path]) -> list[BoardRow]:
         for result_set in collect_result_sets(path):
             sets.setdefault((result_set.folder.resolve(), result_set.split), result_set)
     if not sets:
-        raise FileNotFoundError(f"No DisastIR result files (DisastIR-*.json) under {', '.join(map(str, paths))}; "
-                                "run `disastir-mteb demo` or `disastir-mteb run` first, or pass the folder they wrote.")
+        raise MissingInput(f"No DisastIR result files (DisastIR-*.json) under {', '.join(map(str, paths))}; "
+                           "run `disastir-mteb demo` or `disastir-mteb run` first, or pass the folder they wrote.")
     rows: list[BoardRow] = []
     seen: dict[tuple[str, str], Path] = {}
     for (folder, _), result_set in sets.items():
         provenance = provenance_of(result_set)
         name = _row_name(result_set, provenance.synthetic)
         if (name, result_set.revision) in seen:
-            raise ValueError(f"{seen[name, result_set.revision]} and {folder} hold the same run ({name}, revision "
-                             f"{result_set.revision}); pass one of them.")
+            raise InvalidInput(f"{seen[name, result_set.revision]} and {folder} hold the same run ({name}, revision "
+                               f"{result_set.revision}); pass one of them.")
         seen[name, result_set.revision] = folder
         rescored = f"{len(result_set.rescored)} of {len(result_set.scores)} tasks against their data"
         details = (("Folder", str(folder)), *provenance.fields(), ("Top 10s re-scored", rescored))

@@ -25,6 +25,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
+from disastir_mteb.util.errors import InvalidInput, NotAnEncoder
 from disastir_mteb.vocabulary.instructions import MODEL_OWN, InstructionConfig, resolve_instructions
 from disastir_mteb.vocabulary.settings import INSTRUCTIONS_KEY, TEMPLATE_KEY
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, TaskSpec, get_spec
@@ -67,8 +68,8 @@ class _CallableEncoder(AbsEncoder):
             output = output.detach().cpu().numpy()
         array = np.asarray(output, dtype=np.float32)
         if array.ndim != 2 or array.shape[0] != len(texts):
-            raise ValueError(f"{self.mteb_model_meta.name} returned shape {array.shape} for {len(texts)} texts; "
-                             "expected (n_texts, dim).")
+            raise InvalidInput(f"{self.mteb_model_meta.name} returned shape {array.shape} for {len(texts)} texts; "
+                               "expected (n_texts, dim).")
         return array
 
 
@@ -111,8 +112,8 @@ def require_encoder(model: Any, who: str) -> None:
 
     if isinstance(model, (ModelMeta, SentenceTransformer)) or (callable(model) and not isinstance(model, CrossEncoder)):
         return
-    raise TypeError(f"{who} takes a SentenceTransformer, an mteb encoder or a callable list[str] -> array, "
-                    f"not {type(model).__name__}.")
+    raise NotAnEncoder(f"{who} takes a SentenceTransformer, an mteb encoder or a callable list[str] -> array, "
+                       f"not {type(model).__name__}.")
 
 
 def _applies_task_prompt(model: Any) -> bool:
@@ -213,7 +214,7 @@ class InstructedEncoder:
 
     def __init__(self, model: object, config: InstructionConfig, *, model_prompt: ModelPrompt = "take-over") -> None:
         if model_prompt not in ("take-over", "leave"):
-            raise ValueError(f"model_prompt must be 'take-over' or 'leave', not {model_prompt!r}.")
+            raise InvalidInput(f"model_prompt must be 'take-over' or 'leave', not {model_prompt!r}.")
         self.model = as_mteb_encoder(model)
         self.config = config
         self.applies_task_prompt = _applies_task_prompt(self.model)

@@ -33,6 +33,7 @@ import torch
 from transformers import AutoTokenizer
 from transformers.models.qwen3.modeling_qwen3 import Qwen3Model
 
+from disastir_mteb.util.errors import InvalidInput, MissingPackage
 from disastir_mteb.util.install_hint import install_hint
 
 if TYPE_CHECKING:
@@ -84,8 +85,8 @@ def resolve_dtype(dtype: str | None, device: str) -> torch.dtype:
         return torch.float16 if str(device).startswith("cuda") else torch.float32
     name = _DTYPES.get(str(dtype).lower())
     if name is None:
-        raise ValueError(f"Unknown dtype {dtype!r}; valid: {', '.join(sorted(_DTYPES))} (None: float16 on CUDA, "
-                         "float32 elsewhere).")
+        raise InvalidInput(f"Unknown dtype {dtype!r}; valid: {', '.join(sorted(_DTYPES))} (None: float16 on CUDA, "
+                           "float32 elsewhere).")
     return getattr(torch, name)
 
 
@@ -116,9 +117,9 @@ def load_bidirectional_qwen3(source: str, *, adapter: Path | None, base_model: s
         base = base_model or json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
         base_hub = {**hub, "revision": None}
         if (adapter / "embedding" / "emb.pth").exists():
-            raise ValueError(f"The adapter {source!r} comes with resized token embeddings "
-                             f"({adapter / 'embedding' / 'emb.pth'}, a pickled module); merge it with the authors' "
-                             "save_merged_lora and load the merged folder.")
+            raise InvalidInput(f"The adapter {source!r} comes with resized token embeddings "
+                               f"({adapter / 'embedding' / 'emb.pth'}, a pickled module); merge it with the authors' "
+                               "save_merged_lora and load the merged folder.")
     tokenizer = AutoTokenizer.from_pretrained(base, **base_hub)
     if tokenizer.pad_token_id is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -133,7 +134,7 @@ def _merge_adapter(model: PreTrainedModel, adapter: Path) -> PreTrainedModel:
     try:
         from peft import PeftModel
     except ImportError:
-        raise ImportError(f"{adapter} is a LoRA adapter, which needs peft: {install_hint('lora')}.") from None
+        raise MissingPackage(f"{adapter} is a LoRA adapter, which needs peft: {install_hint('lora')}.") from None
     logger.info("Merging the LoRA adapter %s into %s", adapter, type(model).__name__)
     with warnings.catch_warnings():  # peft 0.21 asks transformers 5 a deprecated question; nothing for the user
         warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)

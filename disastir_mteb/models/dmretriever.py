@@ -35,6 +35,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
+from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 from disastir_mteb.vocabulary.taxonomy import SPLIT_TASK_SPECS, Intent
@@ -127,8 +128,8 @@ class DMRetrieverEncoder(AbsEncoder):
             from disastir_mteb.models.bidirectional_qwen3 import load_bidirectional_qwen3, resolve_dtype
 
             if kind == "qwen3" and base_model is not None:
-                raise ValueError(f"base_model={base_model!r} applies to LoRA adapters; {model_name!r} is a full "
-                                 "checkpoint.")
+                raise InvalidInput(f"base_model={base_model!r} applies to LoRA adapters; {model_name!r} is a full "
+                                   "checkpoint.")
             self.tokenizer, self.model = load_bidirectional_qwen3(
                 model_name, adapter=adapter, base_model=base_model, hub=hub,
                 dtype=resolve_dtype(dtype, self.device), device=self.device, model_kwargs=model_kwargs)
@@ -181,18 +182,18 @@ def _checkpoint_kind(model_name: str, hub: dict[str, Any]) -> tuple[_Kind, Path 
         for weights in ("adapter_model.safetensors", "adapter_model.bin"):  # into the same snapshot folder
             if cached_file(model_name, weights, **hub, _raise_exceptions_for_missing_entries=False):
                 return "adapter", Path(adapter_config).parent
-        raise FileNotFoundError(f"The LoRA adapter {model_name!r} has adapter_config.json but no adapter_model."
-                                "safetensors or adapter_model.bin here; download the whole repository or folder.")
+        raise MissingInput(f"The LoRA adapter {model_name!r} has adapter_config.json but no adapter_model."
+                           "safetensors or adapter_model.bin here; download the whole repository or folder.")
     reason = "no config.json"
     try:
         config = cached_file(model_name, "config.json", **hub)
     except OSError as error:
         config, reason = None, (str(error).strip().splitlines() or [type(error).__name__])[0]
     if config is None and Path(model_name).expanduser().is_dir():
-        raise FileNotFoundError(f"The folder {model_name!r} holds neither config.json (a full checkpoint) nor "
-                                "adapter_config.json (a LoRA adapter).")
+        raise MissingInput(f"The folder {model_name!r} holds neither config.json (a full checkpoint) nor "
+                           "adapter_config.json (a LoRA adapter).")
     if config is None:
-        raise FileNotFoundError(
+        raise MissingInput(
             f"The weights of {model_name!r} are not available here ({reason}). Download them where the Hub is "
             f"reachable (`hf download {model_name}`) into the Hugging Face cache used here (HF_HUB_CACHE), or pass "
             "a local folder with config.json, tokenizer and weights (a LoRA adapter: adapter_config.json).")
@@ -200,8 +201,8 @@ def _checkpoint_kind(model_name: str, hub: dict[str, Any]) -> tuple[_Kind, Path 
     if model_type == "qwen3":
         return "qwen3", None
     if model_type.startswith("qwen"):
-        raise ValueError(f"{model_name!r} is a {model_type!r} model; the DMRetriever decoders are Qwen3 "
-                         "(model_type 'qwen3'), run bidirectional, and no other decoder is supported.")
+        raise InvalidInput(f"{model_name!r} is a {model_type!r} model; the DMRetriever decoders are Qwen3 "
+                           "(model_type 'qwen3'), run bidirectional, and no other decoder is supported.")
     return "encoder", None
 
 
@@ -211,7 +212,7 @@ def _load_encoder(model_name: str, *, hub: dict[str, Any], dtype: str | None, ba
     from transformers import AutoModel, AutoTokenizer
 
     if base_model is not None:
-        raise ValueError(f"base_model={base_model!r} applies to LoRA adapters; {model_name!r} is a full checkpoint.")
+        raise InvalidInput(f"base_model={base_model!r} applies to LoRA adapters; {model_name!r} is a full checkpoint.")
     if dtype is not None:
         from disastir_mteb.models.bidirectional_qwen3 import resolve_dtype
 

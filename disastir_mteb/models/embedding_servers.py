@@ -73,6 +73,7 @@ from disastir_mteb.endpoints.pool import (
 )
 from disastir_mteb.models.identity import PROBE_TEXTS, PROBE_TOLERANCE, probe_difference
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.util.errors import InvalidInput
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class EmbeddingServers(AbsEncoder):
                  timeout: float = DEFAULT_TIMEOUT) -> None:
         self.served_model = str(model).strip()
         if not self.served_model:
-            raise ValueError("Name the served model (-m NAME), as the embedding servers know it.")
+            raise InvalidInput("Name the served model (-m NAME), as the embedding servers know it.")
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="embedding-servers", daemon=True)

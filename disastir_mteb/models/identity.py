@@ -56,6 +56,7 @@ import numpy as np
 
 from disastir_mteb.util.atomic import write_bytes_atomic
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.mteb_internals import create_dataloader
 
 logger = logging.getLogger(__name__)
@@ -137,13 +138,13 @@ def _checked(output: Any, texts: list[str], side: str) -> np.ndarray:
         output = output.detach().float().cpu().numpy()
     array = np.asarray(output)
     if array.ndim != 2 or array.shape[0] != len(texts) or not np.issubdtype(array.dtype, np.floating):
-        raise ValueError(f"The model returned {array.dtype} of shape {array.shape} for the {len(texts)} texts that "
-                         f"identify it (as {side}s); expected one float vector per text ({len(texts)}, dim).")
+        raise InvalidInput(f"The model returned {array.dtype} of shape {array.shape} for the {len(texts)} texts that "
+                           f"identify it (as {side}s); expected one float vector per text ({len(texts)}, dim).")
     array = array.astype(np.float32)
     if not np.isfinite(array).all():
         bad = texts[int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0])]
-        raise ValueError(f"The model returned NaN or infinite values for the {len(texts)} texts that identify it "
-                         f"(as {side}s; e.g. {bad[:80]!r}).")
+        raise InvalidInput(f"The model returned NaN or infinite values for the {len(texts)} texts that identify it "
+                           f"(as {side}s; e.g. {bad[:80]!r}).")
     return array
 
 

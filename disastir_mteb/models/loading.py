@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.util.errors import DisastirError
 from disastir_mteb.vocabulary.settings import HASHING_ENCODER
 
 __all__ = ["ModelLoadError", "load_model"]
@@ -51,7 +52,7 @@ def load_model(model: Any, *, device: str | None = None) -> Any:
         raise ModelLoadError(model, error) from error
 
 
-class ModelLoadError(OSError):
+class ModelLoadError(DisastirError, OSError):
     """A model name that could not be loaded, in one sentence that says what to do."""
 
     HUB_HINT = ("Offline? Put the model in a Hugging Face cache under its hub id and set HF_HUB_OFFLINE=1 "

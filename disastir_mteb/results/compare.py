@@ -43,6 +43,7 @@ from disastir_mteb.results.per_query import DIGEST_KEY
 from disastir_mteb.results.provenance import recorded_data
 from disastir_mteb.results.result_sets import ResultSet, not_rescored
 from disastir_mteb.results.significance import PairedTest, kendall_tau, paired_test
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Intent, get_spec
 
 __all__ = ["PARTIAL", "Comparison", "Pairing", "compare_sets", "pair_sets", "pairing_text", "rankings_text",
@@ -251,14 +252,15 @@ def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METR
     """
     metric = get_metric(metric)
     if a.split is not b.split:
-        raise ValueError(f"{a.folder} holds {a.benchmark} and {b.folder} {b.benchmark} results: compare_sets compares "
-                         "two runs on one query set; for model rankings across query sets use split_agreement "
-                         "(disastir-mteb compare with the two query sets' folders).")
+        raise InvalidInput(f"{a.folder} holds {a.benchmark} and {b.folder} {b.benchmark} results: compare_sets "
+                           "compares "
+                           "two runs on one query set; for model rankings across query sets use split_agreement "
+                           "(disastir-mteb compare with the two query sets' folders).")
     common = sorted(set(a.scores) & set(b.scores))
     if not common:
-        raise ValueError(f"{a.folder} and {b.folder} share no DisastIR task: {a.display_label} holds "
-                         f"{len(a.scores)}, {b.display_label} {len(b.scores)}, none of them the same; run the same "
-                         "tasks on both (-t).")
+        raise InvalidInput(f"{a.folder} and {b.folder} share no DisastIR task: {a.display_label} holds "
+                           f"{len(a.scores)}, {b.display_label} {len(b.scores)}, none of them the same; run the same "
+                           "tasks on both (-t).")
     _refuse_other_data(a, b, common)
     a_scores, b_scores = a.scores_of(metric), b.scores_of(metric)
     recalls = {task: recall for task in common if (recall := top10_recall(a, b, task)) is not None}
@@ -296,9 +298,9 @@ def _refuse_other_data(a: ResultSet, b: ResultSet, common: Sequence[str]) -> Non
         return
     task, x, y = differ[0]
     more = f" (and {len(differ) - 1} more task(s): {', '.join(t for t, _, _ in differ[1:])})" if len(differ) > 1 else ""
-    raise ValueError(f"Refusing to compare {a.folder} with {b.folder}: {a.file_task(task)} was scored on {x} in the "
-                     f"first and on {y} in the second{more}, so their difference measures the data, not the model or "
-                     "the search; compare runs on the same data (rerun one set with the other's data).")
+    raise InvalidInput(f"Refusing to compare {a.folder} with {b.folder}: {a.file_task(task)} was scored on {x} in the "
+                       f"first and on {y} in the second{more}, so their difference measures the data, not the model or "
+                       "the search; compare runs on the same data (rerun one set with the other's data).")
 
 
 def _row_labels(comparisons: Sequence[Comparison]) -> list[str]:
@@ -376,7 +378,7 @@ def pairing_text(pairing: Pairing, *, metric: str | Metric = MAIN_METRIC,
     shared = [(a, b) for a, b in pairing.pairs if set(a.scores) & set(b.scores)]
     disjoint = [f"{a.display_label} and {b.display_label}" for a, b in pairing.pairs if (a, b) not in shared]
     if not shared:
-        raise ValueError(f"No pair shares a DisastIR task ({'; '.join(disjoint)}); run the same tasks on both (-t).")
+        raise InvalidInput(f"No pair shares a DisastIR task ({'; '.join(disjoint)}); run the same tasks on both (-t).")
     comparisons = [compare_sets(a, b, metric=metric) for a, b in shared]
     lines = [comparisons[0].to_text() if len(comparisons) == 1 else rankings_text(comparisons)]
     if disjoint:

@@ -37,6 +37,7 @@ from disastir_mteb.results.per_query import DIGEST_KEY, data_digests
 from disastir_mteb.results.provenance import recorded_data
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.results.score_checks import per_query_data
+from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 from disastir_mteb.vocabulary.task_record import hub_data, local_data
 from disastir_mteb.vocabulary.taxonomy import Split
@@ -149,10 +150,10 @@ def choose_data(result_sets: Sequence[ResultSet], *, chosen: str | Path | None =
                     else "the result files record no data to check it against")
             return DataChoice(folder, f"data: {folder} ({named}; {said}).")
         if changed := _changed(folder, recorded, by_name=False):
-            raise ValueError(f"{named} does not hold the data the runs read: the files of "
-                             f"{_more(sorted({r.task for r in changed}))} there are not those the runs read in "
-                             f"{', '.join(sorted({r.source for r in changed}))}; pass the folder the runs read, or "
-                             "rerun them on this one.")
+            raise InvalidInput(f"{named} does not hold the data the runs read: the files of "
+                               f"{_more(sorted({r.task for r in changed}))} there are not those the runs read in "
+                               f"{', '.join(sorted({r.source for r in changed}))}; pass the folder the runs read, or "
+                               "rerun them on this one.")
         checked = [r for r in recorded if isinstance(r.record.get(DIGEST_KEY), str)]
         said = (f"its files are those the runs read in {', '.join(sorted({r.source for r in checked}))}" if checked
                 else "the result files record no digest of their data to check it against")
@@ -163,8 +164,8 @@ def choose_data(result_sets: Sequence[ResultSet], *, chosen: str | Path | None =
     if not by_source:
         local = [name for name in _named(result_sets, tasks) if not name.startswith("hf:")]
         if local:
-            raise ValueError(f"The runs read {'; '.join(local)} (their task files name it, not where it lies: they "
-                             "have no per-query files, which record the folder); pass --data with that folder.")
+            raise InvalidInput(f"The runs read {'; '.join(local)} (their task files name it, not where it lies: they "
+                               "have no per-query files, which record the folder); pass --data with that folder.")
         return DataChoice(None, f"data: {_shown(hub_data(DATASET_REPO, DATASET_REVISION))} (no --data, and the "
                                 "result files do not record another).")
     if len(by_source) > 1:
@@ -172,25 +173,26 @@ def choose_data(result_sets: Sequence[ResultSet], *, chosen: str | Path | None =
         for source, records in sorted(by_source.items()):
             sets = list(dict.fromkeys(str(r.result_set.folder) for r in records))
             parts.append(f"{_shown(source)} ({_more([r.task for r in records])} of {_more(sets)})")
-        raise ValueError(f"The result sets read different data: {'; '.join(parts)}; one command reads one data folder, "
-                         "so give the result sets of one folder at a time (or --data with a folder holding the files "
-                         "they all read).")
+        raise InvalidInput(f"The result sets read different data: {'; '.join(parts)}; one command reads one data "
+                           "folder, "
+                           "so give the result sets of one folder at a time (or --data with a folder holding the files "
+                           "they all read).")
     [(source, records)] = by_source.items()
     if source.startswith("hf:"):
         if source != hub_data(DATASET_REPO, DATASET_REVISION):
-            raise ValueError(f"The runs read {_shown(source)}, but this version of disastir-mteb reads "
-                             f"{DATASET_REPO}@{DATASET_REVISION}; pass --data with a folder holding the data of that "
-                             "revision.")
+            raise InvalidInput(f"The runs read {_shown(source)}, but this version of disastir-mteb reads "
+                               f"{DATASET_REPO}@{DATASET_REVISION}; pass --data with a folder holding the data of that "
+                               "revision.")
         return DataChoice(None, f"data: {_shown(source)}, what the runs read (recorded in their result files).")
     folder = Path(source)
     if not folder.is_dir():
-        raise FileNotFoundError(f"The runs read data folder {source} (recorded in their result files), which is not "
-                                "on this machine any more; pass --data with a folder holding the same files.")
+        raise MissingInput(f"The runs read data folder {source} (recorded in their result files), which is not "
+                           "on this machine any more; pass --data with a folder holding the same files.")
     if changed := _changed(folder, records, by_name=True):
-        raise ValueError(f"The runs read data folder {source} (recorded in their result files), but it no longer "
-                         f"holds the files they were scored on ({_more(sorted({r.task for r in changed}))} changed "
-                         "since); "
-                         "pass --data with a folder holding the data the runs read, or rerun them on this one.")
+        raise InvalidInput(f"The runs read data folder {source} (recorded in their result files), but it no longer "
+                           f"holds the files they were scored on ({_more(sorted({r.task for r in changed}))} changed "
+                           "since); "
+                           "pass --data with a folder holding the data the runs read, or rerun them on this one.")
     checked = ("its files checked unchanged" if all(isinstance(r.record.get(DIGEST_KEY), str) for r in records)
                else "checked by its name, as files written before the digest allow")
     return DataChoice(folder, f"data: {folder}, the folder the runs read (recorded in their result files; {checked}; "

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 
 __all__ = ["FAMILIES", "MAIN_METRIC", "VARIANTS", "Metric", "get_metric", "held_metrics", "metric_range",
@@ -169,10 +170,10 @@ def get_metric(metric: str | Metric) -> Metric:
         return Metric(key, name)
     examples = "ndcg_at_10 (the default), recall_at_100, map_at_10, mrr_at_10, precision_at_5"
     if _NAUC.fullmatch(key):
-        raise ValueError(f"{key!r} is one of mteb's abstention metrics (nAUC: at most 1, unbounded below), not a "
-                         f"score in [0, 1]; a report shows a score such as {examples}.")
-    raise ValueError(f"Unknown metric {key!r}{_suggestion(key)}: name it as mteb's result files do, "
-                     f"<family>_at_<k> with a family among {', '.join(FAMILIES)}: e.g. {examples}.")
+        raise InvalidInput(f"{key!r} is one of mteb's abstention metrics (nAUC: at most 1, unbounded below), not a "
+                           f"score in [0, 1]; a report shows a score such as {examples}.")
+    raise InvalidInput(f"Unknown metric {key!r}{_suggestion(key)}: name it as mteb's result files do, "
+                       f"<family>_at_<k> with a family among {', '.join(FAMILIES)}: e.g. {examples}.")
 
 
 def _suggestion(key: str) -> str:

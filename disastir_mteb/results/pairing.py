@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.settings import SEARCH_KEY
 
 __all__ = ["Pairing", "pair_sets"]
@@ -85,10 +86,10 @@ def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> Pairin
         pairs = [(first[0], b) for b in second if not _same(first[0], b) and b.split is first[0].split]
     used = [x for pair in pairs for x in pair]
     if not pairs:
-        raise ValueError("No pair to compare: no set has one of the same model and settings (or the same but the "
-                         "search) on the other side, and neither side is a single set. A holds: "
-                         + "; ".join(r.display_label for r in first) + ". B holds: "
-                         + "; ".join(r.display_label for r in second) + ". Pass one result set on one side.")
+        raise InvalidInput("No pair to compare: no set has one of the same model and settings (or the same but the "
+                           "search) on the other side, and neither side is a single set. A holds: "
+                           + "; ".join(r.display_label for r in first) + ". B holds: "
+                           + "; ".join(r.display_label for r in second) + ". Pass one result set on one side.")
     unpaired: list[ResultSet] = []  # each set once, even when it is on both sides
     for x in (*first, *second):
         if not any(_same(x, y) for y in (*used, *unpaired)):

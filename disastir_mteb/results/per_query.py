@@ -27,6 +27,7 @@ from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.scoring.authors import TOP_K, ranking, score_run
 from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split, get_spec
 
@@ -203,8 +204,8 @@ def read_per_query(path: str | Path) -> PerQuery:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"No per-query scores at {path}: rerun the task with disastir-mteb run "
-                                "(plain `mteb run` does not write them).")
+        raise MissingInput(f"No per-query scores at {path}: rerun the task with disastir-mteb run "
+                           "(plain `mteb run` does not write them).")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         queries = data["queries"]
@@ -215,4 +216,4 @@ def read_per_query(path: str | Path) -> PerQuery:
                         dict(encoding) if isinstance(encoding, dict) else None,
                         dict(provenance) if isinstance(provenance, dict) else None)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise ValueError(f"{path} is not a per-query score file ({type(error).__name__}: {error}).") from None
+        raise InvalidInput(f"{path} is not a per-query score file ({type(error).__name__}: {error}).") from None

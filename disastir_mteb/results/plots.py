@@ -26,6 +26,7 @@ import numpy as np
 
 from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
+from disastir_mteb.util.errors import InvalidInput, MissingPackage
 from disastir_mteb.util.install_hint import install_hint
 from disastir_mteb.vocabulary.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Intent
 
@@ -47,7 +48,7 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise ImportError(f"Plots need matplotlib, which disastir-mteb requires: {install_hint()}") from None
+        raise MissingPackage(f"Plots need matplotlib, which disastir-mteb requires: {install_hint()}") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -73,8 +74,8 @@ def _save(figure: object, path: Path, metadata: Mapping[str, str] | None = None)
     """
     kind = path.suffix.lstrip(".").lower()
     if kind not in FIGURE_FORMATS:
-        raise ValueError(f"Cannot write a figure as {path.name!r}: the file name must end in "
-                         f"{', '.join('.' + f for f in FIGURE_FORMATS)}.")
+        raise InvalidInput(f"Cannot write a figure as {path.name!r}: the file name must end in "
+                           f"{', '.join('.' + f for f in FIGURE_FORMATS)}.")
     plt = _pyplot()
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
@@ -117,7 +118,7 @@ def colour_limits(grid: ScoreGrid, colour_scale: str = "data") -> tuple[float, f
         ValueError: ``colour_scale`` is not one of :data:`COLOUR_SCALES`.
     """
     if colour_scale not in COLOUR_SCALES:
-        raise ValueError(f"Unknown colour scale {colour_scale!r}; valid: {', '.join(COLOUR_SCALES)}.")
+        raise InvalidInput(f"Unknown colour scale {colour_scale!r}; valid: {', '.join(COLOUR_SCALES)}.")
     scores = [100 * score for score in grid.scores.values()]
     if colour_scale == "0-100" or not scores:
         return 0.0, 100.0

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
 
+from disastir_mteb.util.errors import UnknownName
 from disastir_mteb.vocabulary.taxonomy import CATEGORIES, INTENTS, Category, Intent, Split, task_name
 
 __all__ = [
@@ -184,7 +185,7 @@ def published_source(source: str) -> list[tuple[str, PublishedScores]]:
         KeyError: ``source`` is not a key of :data:`SOURCES`.
     """
     if source not in SOURCES:
-        raise KeyError(f"Unknown published source {source!r}; expected one of {list(SOURCES)}.")
+        raise UnknownName(f"Unknown published source {source!r}; expected one of {list(SOURCES)}.")
     return [(hub_id, record) for hub_id, records in _table().items() for record in records if record.source == source]
 
 

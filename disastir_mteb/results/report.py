@@ -69,6 +69,7 @@ from disastir_mteb.results.report_format import (
 from disastir_mteb.results.result_sets import ResultSet, not_rescored
 from disastir_mteb.results.table2_standing import standing_blocks
 from disastir_mteb.util.atomic import write_text_atomic
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.task_record import DATA_KEY
 from disastir_mteb.vocabulary.taxonomy import (
     CATEGORIES,
@@ -197,7 +198,7 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
             and the metrics it holds).
     """
     if not sets:
-        raise ValueError("No result sets to report on.")
+        raise InvalidInput("No result sets to report on.")
     metric = get_metric(metric)
     grids = {id(result): result.grid_of(metric) for result in sets}
     if title is None:
@@ -327,7 +328,7 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
     """
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
-        raise ValueError(f"Unknown report format(s) {unknown}; valid: {', '.join(FORMATS)}.")
+        raise InvalidInput(f"Unknown report format(s) {unknown}; valid: {', '.join(FORMATS)}.")
     check_figure_options(figure_formats or (), colour_scale)
     out = Path(out)
     written: list[Path] = []

@@ -20,6 +20,7 @@ from pathlib import Path
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.published import published_for
 from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.task_record import SYNTHETIC_NOTICE
 from disastir_mteb.vocabulary.taxonomy import SPLITS, Intent, Split, benchmark_name
 
@@ -40,9 +41,9 @@ def check_figure_options(figure_formats: Sequence[str], colour_scale: str) -> No
 
     unknown = [kind for kind in figure_formats if kind not in FIGURE_FORMATS]
     if unknown:
-        raise ValueError(f"Unknown figure format(s) {unknown}; valid: {', '.join(FIGURE_FORMATS)}.")
+        raise InvalidInput(f"Unknown figure format(s) {unknown}; valid: {', '.join(FIGURE_FORMATS)}.")
     if colour_scale not in COLOUR_SCALES:
-        raise ValueError(f"Unknown colour scale {colour_scale!r}; valid: {', '.join(COLOUR_SCALES)}.")
+        raise InvalidInput(f"Unknown colour scale {colour_scale!r}; valid: {', '.join(COLOUR_SCALES)}.")
 
 
 def heatmap_names(sets: Sequence[ResultSet]) -> list[str]:

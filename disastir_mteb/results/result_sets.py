@@ -56,6 +56,7 @@ from disastir_mteb.results.score_checks import (
     task_record_of,
 )
 from disastir_mteb.results.set_provenance import pair_problem, provenance_problem, recorded
+from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.ann_params import ANN_PREFIX
 from disastir_mteb.vocabulary.settings import EXACT, SEARCH_KEY
 from disastir_mteb.vocabulary.task_record import DATA_KEY, is_synthetic
@@ -266,7 +267,7 @@ class ResultSet:
             record = self.task_record(task)
             value = record.get(metric.key)
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(missing_metric(metric, self.folder / f"{self.file_task(task)}.json", record))
+                raise InvalidInput(missing_metric(metric, self.folder / f"{self.file_task(task)}.json", record))
             found[task] = float(value)
         return found
 
@@ -359,10 +360,10 @@ def _read_meta(path: Path) -> dict[str, Any]:
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError alike
-        raise ValueError(f"{path} is damaged: it is not valid JSON ({error}); {fix}.") from None
+        raise InvalidInput(f"{path} is damaged: it is not valid JSON ({error}); {fix}.") from None
     if not isinstance(meta, dict):
-        raise ValueError(f"{path} is damaged: it holds a JSON {type(meta).__name__}, not the object mteb writes; "
-                         f"{fix}.")
+        raise InvalidInput(f"{path} is damaged: it holds a JSON {type(meta).__name__}, not the object mteb writes; "
+                           f"{fix}.")
     return meta
 
 
@@ -416,12 +417,12 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
         hint = (f"; it holds {', '.join(benchmark_name(s) for s in held)} files (split="
                 f"{' or '.join(repr(s.value) for s in held)}, or load_result_sets for all)") if held else ""
         pattern = "DisastIR-*.json" if split is Split.full else f"{benchmark_name(split)}-*.json"
-        raise FileNotFoundError(f"{folder} holds no DisastIR result files ({pattern}){hint}.")
+        raise MissingInput(f"{folder} holds no DisastIR result files ({pattern}){hint}.")
     meta_path = folder / "model_meta.json"
     meta = _read_meta(meta_path)
     revision_folder = folder.parent.parent if folder.parent.name == "experiments" else folder
     if misfiled := _misfiled(revision_folder, meta, meta_path):
-        raise ValueError(misfiled)
+        raise InvalidInput(misfiled)
     model = str(meta.get("name") or revision_folder.parent.name.replace("__", "/"))
     contents = {path: read_task_file(path) for path in files}
     beside = {path: per_query_file(folder, path.stem) for path in files}
@@ -435,7 +436,7 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
     experiment = dict(meta.get("experiment_kwargs") or {})
     if mixed := provenance_problem({path: recorded(path, records[path], per_query.get(path, (None, None))[1])
                                     for path in files}, experiment=experiment, meta_path=meta_path, model=model):
-        raise ValueError(mixed)  # one set, one provenance: a file of another run is never shown as this one's
+        raise InvalidInput(mixed)  # one set, one provenance: a file of another run is never shown as this one's
     rescoring = rescore([Evidence(path, records[path], *per_query[path]) for path in files if path in per_query])
     refuse_contradictions(rescoring.problems, model=model)
     task = {path: get_spec(path.stem).base.name for path in files}  # scores are keyed by the full set's names
@@ -465,7 +466,7 @@ def load_result_sets(folder: str | Path) -> list[ResultSet]:
     folder = Path(folder)
     splits = _splits_in(folder)
     if not splits:
-        raise FileNotFoundError(f"{folder} holds no DisastIR result files (DisastIR-*.json).")
+        raise MissingInput(f"{folder} holds no DisastIR result files (DisastIR-*.json).")
     return [load_result_set(folder, split=split) for split in splits]
 
 
@@ -482,7 +483,7 @@ def find_result_sets(path: str | Path, *, split: Split | str | None = Split.full
     """
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"No results at {path}: the folder does not exist.")
+        raise MissingInput(f"No results at {path}: the folder does not exist.")
     if path.is_file():
         path = path.parent
     wanted = None if split is None else parse_split(split)
@@ -517,9 +518,9 @@ def resolve_result_set(path: str | Path, *, split: Split | str | None = Split.fu
         load_result_set(folder, split=wanted) for folder in find_result_sets(path, split=wanted)]
     if not sets:
         which = "" if wanted in (None, Split.full) else f" of {benchmark_name(wanted)}"
-        raise FileNotFoundError(f"{path} holds no DisastIR result files{which} (DisastIR-*.json).")
+        raise MissingInput(f"{path} holds no DisastIR result files{which} (DisastIR-*.json).")
     if len(sets) > 1:
         listed = "; ".join(f"{result.folder} [{result.search}"
                            f"{'' if result.split is Split.full else ', ' + result.benchmark}]" for result in sets)
-        raise ValueError(f"{path} holds {len(sets)} result sets; pass one of them: {listed}.")
+        raise InvalidInput(f"{path} holds {len(sets)} result sets; pass one of them: {listed}.")
     return sets[0]

@@ -54,6 +54,7 @@ from typing import Any
 from disastir_mteb.data.published import GAINS
 from disastir_mteb.results.metrics import metric_range
 from disastir_mteb.results.per_query import PerQuery
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.metadata import DATASET, MAIN_SCORE_KEY
 from disastir_mteb.vocabulary.task_record import DATA_KEY, EXTRA_JUDGEMENTS, GAIN_KEY, is_extended, local_data
 from disastir_mteb.vocabulary.taxonomy import Split, get_spec
@@ -257,8 +258,8 @@ def refuse_contradictions(problems: Sequence[tuple[Path, str]], *, model: str) -
     first, others = problems[0][1], list(dict.fromkeys(path for path, _ in problems[1:] if path != problems[0][0]))
     more = f" ({len(others)} more file(s) of this set too: {', '.join(p.name for p in others)})" if others else ""
     tasks = " ".join(dict.fromkeys(path.stem for path, _ in problems))
-    raise ValueError(f"{first}{more}; the file was edited or damaged: rerun the task{'s' if others else ''} "
-                     f"(disastir-mteb run -m {model} -t {tasks} --overwrite, with the run's other options).")
+    raise InvalidInput(f"{first}{more}; the file was edited or damaged: rerun the task{'s' if others else ''} "
+                       f"(disastir-mteb run -m {model} -t {tasks} --overwrite, with the run's other options).")
 
 
 def read_task_file(path: Path) -> dict[str, Any]:
@@ -270,11 +271,11 @@ def read_task_file(path: Path) -> dict[str, Any]:
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError alike
-        raise ValueError(f"{path} is not an mteb result file with a test score ({type(error).__name__}: "
-                         f"{error}).") from None
+        raise InvalidInput(f"{path} is not an mteb result file with a test score ({type(error).__name__}: "
+                           f"{error}).") from None
     if not isinstance(content, dict):
-        raise ValueError(f"{path} is not an mteb result file with a test score (a JSON {type(content).__name__}, "
-                         "not an object).")
+        raise InvalidInput(f"{path} is not an mteb result file with a test score (a JSON {type(content).__name__}, "
+                           "not an object).")
     return content
 
 
@@ -289,8 +290,8 @@ def task_record_of(path: Path, content: Mapping[str, Any]) -> dict[str, Any]:
         return {**block, "main_score": float(block["main_score"]),
                 "dataset_revision": content.get("dataset_revision")}
     except (ValueError, KeyError, IndexError, TypeError) as error:
-        raise ValueError(f"{path} is not an mteb result file with a test score ({type(error).__name__}: "
-                         f"{error}).") from None
+        raise InvalidInput(f"{path} is not an mteb result file with a test score ({type(error).__name__}: "
+                           f"{error}).") from None
 
 
 def read_task_record(path: Path) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from disastir_mteb.util.errors import InvalidInput
+
 __all__ = ["PairedTest", "kendall_tau", "paired_test"]
 
 
@@ -55,7 +57,7 @@ def paired_test(a: Sequence[float], b: Sequence[float], *, resamples: int = 2000
 
     x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if x.shape != y.shape or x.size == 0:
-        raise ValueError(f"A paired test needs two equally long, non-empty score lists; got {x.size} and {y.size}.")
+        raise InvalidInput(f"A paired test needs two equally long, non-empty score lists; got {x.size} and {y.size}.")
     differences = y - x
     if np.all(differences == 0):
         p_value = 1.0
@@ -83,6 +85,6 @@ def kendall_tau(scores_x: Mapping[str, float], scores_y: Mapping[str, float]) ->
 
     common = sorted(set(scores_x) & set(scores_y))
     if len(common) < 2:
-        raise ValueError(f"Kendall's tau needs at least two models in both result sets; found {len(common)}.")
+        raise InvalidInput(f"Kendall's tau needs at least two models in both result sets; found {len(common)}.")
     tau = kendalltau([scores_x[m] for m in common], [scores_y[m] for m in common]).statistic
     return float(tau), len(common)

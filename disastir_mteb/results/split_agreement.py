@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.results.result_sets import ResultSet, describe_setting
 from disastir_mteb.results.significance import kendall_tau
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import INTENTS, SPLITS, Intent, Split, benchmark_name
 
 __all__ = ["AUTHORS_TAU", "SplitAgreement", "split_agreement"]
@@ -145,8 +146,8 @@ def _by_key(sets: Sequence[ResultSet], split: Split) -> dict[tuple[str, str], Re
         if result.split is not split:
             continue
         if _key(result) in found:
-            raise ValueError(f"Two result sets of {result.display_label} ({found[_key(result)].folder} and "
-                             f"{result.folder}): pass folders that hold one run per model and setting.")
+            raise InvalidInput(f"Two result sets of {result.display_label} ({found[_key(result)].folder} and "
+                               f"{result.folder}): pass folders that hold one run per model and setting.")
         found[_key(result)] = result
     return found
 
@@ -169,8 +170,8 @@ def split_agreement(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_ME
         result.scores_of(metric)
     present = [split for split in SPLITS if any(result.split is split for result in sets)]
     if len(present) < 2:
-        raise ValueError(f"Rankings across query sets need result sets on two of them (e.g. DevLite and full); "
-                         f"these are all on {', '.join(benchmark_name(s) for s in present) or 'none'}.")
+        raise InvalidInput(f"Rankings across query sets need result sets on two of them (e.g. DevLite and full); "
+                           f"these are all on {', '.join(benchmark_name(s) for s in present) or 'none'}.")
     reference = Split.full if Split.full in present else Split.test
     theirs = _by_key(sets, reference)
     agreements = []
@@ -184,6 +185,6 @@ def split_agreement(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_ME
         unpaired += [result for key, result in theirs.items() if key not in mine]
         agreements.append(SplitAgreement(split, reference, tuple(pairs), tuple(unpaired), metric))
     if paired_only and not any(agreement.pairs for agreement in agreements):
-        raise ValueError(f"No model has runs with the same settings on {benchmark_name(reference)} and on "
-                         f"{', '.join(benchmark_name(a.split) for a in agreements)}; nothing to rank.")
+        raise InvalidInput(f"No model has runs with the same settings on {benchmark_name(reference)} and on "
+                           f"{', '.join(benchmark_name(a.split) for a in agreements)}; nothing to rank.")
     return agreements

@@ -17,6 +17,7 @@ from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV
 from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
 from disastir_mteb.data.layout import DATA_DIR_ENV
 from disastir_mteb.data.source import DataSource
+from disastir_mteb.util.errors import MissingInput
 from disastir_mteb.vocabulary.settings import BUILT_IN_MODELS
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split, get_spec
 
@@ -49,7 +50,7 @@ def data_source(data: str | Path | None, devlite: str | Path | None = None, *, t
         path = Path(given).expanduser().resolve()
         if not path.is_dir():
             named = f"--{option} {given}" if as_options else f"{option}={str(given)!r}"
-            raise FileNotFoundError(f"{named}: {'not a folder' if path.exists() else 'no such folder'}; pass {what}.")
+            raise MissingInput(f"{named}: {'not a folder' if path.exists() else 'no such folder'}; pass {what}.")
         return path
 
     chosen: dict[str, Path] = {}

@@ -49,6 +49,7 @@ from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_
 from disastir_mteb.models.loading import ModelLoadError, load_model
 from disastir_mteb.runner.data_source import data_source, needs_hub, with_sample_devlite
 from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.hub import offline_if_unreachable
 from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
@@ -324,12 +325,12 @@ def run_evaluation(
     if isinstance(model, SharedCorpusSearch):  # it carries its own settings: the keywords may only name them
         keywords, search = ready_keywords
         if keywords:
-            raise ValueError("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
-                             "build_search), not to evaluate() together with a ready search model.")
+            raise InvalidInput("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
+                               "build_search), not to evaluate() together with a ready search model.")
         if search != EXACT and model.ann != settings.ann:
-            raise ValueError(f"The search model searches {model.describe_search()}, but evaluate() was asked "
-                             f"for search={search!r}; build it with the same setting or leave search at its "
-                             "default.")
+            raise InvalidInput(f"The search model searches {model.describe_search()}, but evaluate() was asked "
+                               f"for search={search!r}; build it with the same setting or leave search at its "
+                               "default.")
     servers = None
     try:
         with clock(Phase.model):
@@ -358,8 +359,8 @@ def serve_model(model: Any, urls: str | Sequence[str], *, revision: str | None =
     from disastir_mteb.models.embedding_servers import EmbeddingServers
 
     if not isinstance(model, str):
-        raise ValueError("With embedding servers the model is the served model's name as the servers know it "
-                         f"(e.g. 'Qwen/Qwen3-Embedding-8B'), not a {type(model).__name__} object.")
+        raise InvalidInput("With embedding servers the model is the served model's name as the servers know it "
+                           f"(e.g. 'Qwen/Qwen3-Embedding-8B'), not a {type(model).__name__} object.")
     return EmbeddingServers(model, urls, revision=revision, concurrency=concurrency, key_env=key_env)
 
 
@@ -444,7 +445,7 @@ def run_tasks(
         searcher.timings = running.timings(passages_encoded=searcher.passages_encoded,
                                            queries_encoded=searcher.queries_encoded, device=_encoding_device(searcher))
     if result is None:
-        raise ValueError("No tasks to evaluate.")
+        raise InvalidInput("No tasks to evaluate.")
     return result.model_copy(update={"task_results": task_results})
 
 
@@ -474,8 +475,8 @@ def _check_inside(cache: Any, tasks: Sequence[AbsTask], searcher: SharedCorpusSe
     path = Path(cache.get_task_result_path(tasks[0].metadata.name, searcher.mteb_model_meta)).resolve()
     if not path.is_relative_to(root):
         meta = searcher.mteb_model_meta
-        raise ValueError(f"Model {getattr(meta, 'name', '?')!r} revision {getattr(meta, 'revision', '?')!r} "
-                         f"would write its results to {path}, outside {root}; fix the model's name or revision.")
+        raise InvalidInput(f"Model {getattr(meta, 'name', '?')!r} revision {getattr(meta, 'revision', '?')!r} "
+                           f"would write its results to {path}, outside {root}; fix the model's name or revision.")
 
 
 @contextlib.contextmanager

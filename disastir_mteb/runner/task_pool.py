@@ -52,6 +52,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.timings import PhaseClock, WorkerReport, active_clock, peak_rss_bytes, pooled, rss_bytes
 
 logger = logging.getLogger(__name__)
@@ -91,8 +92,8 @@ def worker_count(tasks: int) -> int:
     cap = None
     if raw:
         if not raw.isdigit() or int(raw) < 1:
-            raise ValueError(f"{PROCESSES_ENV}={raw!r} is not a number of processes; set an integer >= 1 "
-                             "(1 evaluates tasks in the runner's own process) or unset it (all cores).")
+            raise InvalidInput(f"{PROCESSES_ENV}={raw!r} is not a number of processes; set an integer >= 1 "
+                               "(1 evaluates tasks in the runner's own process) or unset it (all cores).")
         cap = int(raw)
     if sys.platform != "linux" or tasks < 2:
         return 0

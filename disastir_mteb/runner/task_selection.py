@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import (
     ALL_TASK_NAMES,
     SPLIT_TASK_NAMES,
@@ -43,9 +44,9 @@ def _in_split(name: str, split: Split | None) -> str:
     if spec.split is Split.full:
         return task_name(spec.intent, spec.category, split)
     if spec.split is not split:
-        raise ValueError(f"Task {name!r} is in {spec.split.value!r}, but split={split.value!r} was asked for; drop "
-                         f"the split to run the names as given, or name the task of the full set "
-                         f"({spec.base.name!r}), which the split turns into its own.")
+        raise InvalidInput(f"Task {name!r} is in {spec.split.value!r}, but split={split.value!r} was asked for; drop "
+                           f"the split to run the names as given, or name the task of the full set "
+                           f"({spec.base.name!r}), which the split turns into its own.")
     return name
 
 
@@ -68,8 +69,8 @@ def selected_task_names(tasks: Iterable[str | AbsTask] | str | None = None, benc
     wanted = None if split is None else parse_split(split)
     given = [tasks] if isinstance(tasks, str) else list(tasks or ())
     if any(isinstance(task, str) and not task.strip() for task in given):
-        raise ValueError("A task name is empty (''): name tasks like DisastIR-QA-Bio (disastir-mteb tasks lists "
-                         "the 48), or name none for all of them.")
+        raise InvalidInput("A task name is empty (''): name tasks like DisastIR-QA-Bio (disastir-mteb tasks lists "
+                           "the 48), or name none for all of them.")
     names: list[str] = []
     for task in given:
         if isinstance(task, str) and task.startswith("DisastIR-"):
@@ -112,8 +113,8 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
         if data is None or not isinstance(task, AbsTaskDisastIR) or task.data_loaded or task.data == data:
             return task
         if task.data is not None:
-            raise ValueError(f"Task {task.metadata.name} was built to read {task.data.describe()}, but the run reads "
-                             f"{data.describe()}; pass the task by name, or leave the run's data unset.")
+            raise InvalidInput(f"Task {task.metadata.name} was built to read {task.data.describe()}, but the run reads "
+                               f"{data.describe()}; pass the task by name, or leave the run's data unset.")
         return type(task)(gain=task.gain, data=data)
 
     wanted = None if split is None else parse_split(split)

@@ -36,6 +36,7 @@ from disastir_mteb.data.published import read_queries
 from disastir_mteb.data.reading import read_records
 from disastir_mteb.sample.generator import sample_dir
 from disastir_mteb.util.atomic import staged_folder
+from disastir_mteb.util.errors import ExistingOutput, InvalidInput
 from disastir_mteb.vocabulary.taxonomy import CATEGORY_FULL_NAMES, INTENT_FILE_KEYS, TASK_SPECS, task_file_stem
 
 __all__ = ["DEVLITE_GENERATOR_VERSION", "POOL_SHARE", "devlite_queries_per_task", "devlite_sample_dir",
@@ -126,10 +127,10 @@ def write_devlite_sample(
         FileNotFoundError: ``full_dir`` is not in the published layout.
     """
     if layout not in LAYOUTS:
-        raise ValueError(f"Unknown DevLite layout {layout!r}; expected one of {list(LAYOUTS)}.")
+        raise InvalidInput(f"Unknown DevLite layout {layout!r}; expected one of {list(LAYOUTS)}.")
     source, out = Path(full_dir).expanduser().absolute(), Path(out_dir).expanduser().absolute()
     if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"Refusing to write the DevLite sample: {out} exists and is not empty.")
+        raise ExistingOutput(f"Refusing to write the DevLite sample: {out} exists and is not empty.")
     with staged_folder(out) as tmp:
         details = _fill(tmp, source, layout, seed)
         origin = read_marker(source) or {}

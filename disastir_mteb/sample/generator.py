@@ -25,6 +25,7 @@ from disastir_mteb.data.layout import MARKER
 from disastir_mteb.sample.plan import generate
 from disastir_mteb.sample.scale import SCALES, SampleScale
 from disastir_mteb.util.atomic import staged_folder
+from disastir_mteb.util.errors import ExistingOutput
 from disastir_mteb.vocabulary.taxonomy import task_file_stem
 
 if TYPE_CHECKING:
@@ -84,12 +85,12 @@ def _write_sample(out_dir: str | Path, scale: str | SampleScale, seed: int, over
     out = Path(out_dir).expanduser().absolute()
     sc = SCALES[scale] if isinstance(scale, str) else scale
     if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"Refusing to write the DisastIR sample: {out} exists and is not empty.")
+        raise ExistingOutput(f"Refusing to write the DisastIR sample: {out} exists and is not empty.")
     say = progress or (lambda _msg: None)
 
     def still_free(out: Path) -> None:
         if out.exists() and any(out.iterdir()) and not overwrite:
-            raise FileExistsError(f"Refusing to replace {out}: another process created it meanwhile.")
+            raise ExistingOutput(f"Refusing to replace {out}: another process created it meanwhile.")
 
     with staged_folder(out, still_free) as tmp:
         b, tasks, short = generate(sc, seed, say)

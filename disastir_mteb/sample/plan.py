@@ -25,6 +25,7 @@ from disastir_mteb.sample.text import (
     PassageBuilder,
     resource,
 )
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import CATEGORIES, MAX_GRADE, TASK_SPECS, Category, Intent
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def generate(
 ) -> tuple[PassageBuilder, list[PlannedTask], int]:
     """Build queries, corpus and judgements in memory (texts once; qrels are (pid, grade) pairs)."""
     if scale.n_passages < 2 * len(TASK_SPECS) * scale.queries_per_task:
-        raise ValueError(f"Scale {scale.name!r} needs n_passages >= 2 x the number of queries.")
+        raise InvalidInput(f"Scale {scale.name!r} needs n_passages >= 2 x the number of queries.")
     b = PassageBuilder(scale, seed)
     tasks = _plan_queries(b, scale, seed)
     progress(f"planned {sum(len(t.queries) for t in tasks)} queries")

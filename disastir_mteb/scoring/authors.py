@@ -53,6 +53,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from disastir_mteb.util.errors import InvalidInput
+
 __all__ = ["TOP_K", "Gain", "QueryScores", "RunScores", "exponential_gain", "key_by_text", "ranking", "score_query",
            "score_run"]
 
@@ -200,8 +202,8 @@ def _check_grades(grades: Mapping[str, float]) -> None:
     bad = [(doc, grade) for doc, grade in grades.items()
            if isinstance(grade, bool) or not isinstance(grade, int | float) or not math.isfinite(grade) or grade < 0]
     if bad:
-        raise ValueError(f"{len(bad)} grade(s) are not finite numbers >= 0 (first: {bad[0][0]!r}: {bad[0][1]!r}); "
-                         "a grade is a judgement on the intent's scale (0-3, STS 0-5), a fraction for a mean vote.")
+        raise InvalidInput(f"{len(bad)} grade(s) are not finite numbers >= 0 (first: {bad[0][0]!r}: {bad[0][1]!r}); "
+                           "a grade is a judgement on the intent's scale (0-3, STS 0-5), a fraction for a mean vote.")
 
 
 def score_query(ranked: Sequence[str], grades: Mapping[str, float], top_k: int = TOP_K, *,
@@ -219,9 +221,9 @@ def score_query(ranked: Sequence[str], grades: Mapping[str, float], top_k: int =
             that is negative, not finite or not a number; ``top_k`` below 1.
     """
     if top_k < 1:
-        raise ValueError(f"top_k is {top_k!r}; it must be at least 1.")
+        raise InvalidInput(f"top_k is {top_k!r}; it must be at least 1.")
     if not grades:
-        raise ValueError("The query has no judgement; the authors skip such a query (score_run leaves it out).")
+        raise InvalidInput("The query has no judgement; the authors skip such a query (score_run leaves it out).")
     _check_grades(grades)
     head = list(ranked[:top_k])
     judged = list(grades.values())
@@ -252,7 +254,7 @@ def score_run(top: Mapping[str, Sequence[str]], grades: Mapping[str, Mapping[str
         ValueError: a grade that is negative, not finite or not a number; ``top_k`` below 1.
     """
     if top_k < 1:
-        raise ValueError(f"top_k is {top_k!r}; it must be at least 1.")
+        raise InvalidInput(f"top_k is {top_k!r}; it must be at least 1.")
     per_query: dict[str, QueryScores] = {}
     retrieved = skipped = 0
     for query, ranked in top.items():

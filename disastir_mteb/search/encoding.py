@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from disastir_mteb.search.precision import module_dtype
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.mteb_internals import may_flatten_inputs
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, check_count
 
@@ -142,7 +143,7 @@ class SentenceTransformerPipeline:
         check_count("batch_size", batch_size, 1)
         check_count("tokenize_threads", tokenize_threads, 0, "automatic")
         if side not in ("document", "query"):
-            raise ValueError(f"side={side!r} must be 'document' or 'query'.")
+            raise InvalidInput(f"side={side!r} must be 'document' or 'query'.")
         self.model = model
         self.side = side
         self.batch_size = batch_size

@@ -20,6 +20,7 @@ import numpy as np
 
 from disastir_mteb.search.top_k import as_float32, top_k_inner_product
 from disastir_mteb.search.torch_device import import_torch, resolve_device
+from disastir_mteb.util.errors import InvalidInput, UnknownName
 from disastir_mteb.util.timings import Phase, clock
 
 if TYPE_CHECKING:
@@ -56,8 +57,8 @@ def as_documents(embeddings: Any, idxs: list[str]) -> tuple[list[str], np.ndarra
     plain = not hasattr(embeddings, "detach") and isinstance(embeddings, np.ndarray) and embeddings.ndim == 2
     documents = embeddings if plain else as_float32(embeddings, "document embeddings")
     if documents.ndim != 2 or len(documents) != len(ids):
-        raise ValueError(f"add_documents got {len(ids)} ids but embeddings of shape {documents.shape}; "
-                         "expected one row per id.")
+        raise InvalidInput(f"add_documents got {len(ids)} ids but embeddings of shape {documents.shape}; "
+                           "expected one row per id.")
     return ids, documents
 
 
@@ -101,15 +102,15 @@ def similarity_kind(similarity_fn: Callable[[Array, Array], Array], dim: int) ->
     try:
         output = similarity_fn(left.astype(np.float32), right.astype(np.float32))
     except (TypeError, ValueError, RuntimeError) as error:
-        raise ValueError(f"ExactIndex could not probe the similarity function {name}: {error}") from error
+        raise InvalidInput(f"ExactIndex could not probe the similarity function {name}: {error}") from error
     probed = np.asarray(output.detach().cpu() if hasattr(output, "detach") else output, dtype=np.float64)
     dot = left @ right.T
     cosine = dot / np.outer(np.linalg.norm(left, axis=1), np.linalg.norm(right, axis=1))
     for kind, expected in (("cosine", cosine), ("dot", dot)):
         if probed.shape == expected.shape and np.allclose(probed, expected, rtol=1e-4, atol=1e-5):
             return kind  # type: ignore[return-value]
-    raise ValueError(f"ExactIndex supports cosine and dot-product similarity, but {name} computes neither "
-                     "(Euclidean or MaxSim?); use mteb's default search (no index_backend) for this model.")
+    raise InvalidInput(f"ExactIndex supports cosine and dot-product similarity, but {name} computes neither "
+                       "(Euclidean or MaxSim?); use mteb's default search (no index_backend) for this model.")
 
 
 def normalised(vectors: np.ndarray, block: int = 65536) -> np.ndarray:
@@ -321,7 +322,7 @@ class ExactIndex:
             KeyError: a ``top_ranked`` candidate is not among the held documents.
         """
         if self._documents is None:
-            raise ValueError("ExactIndex holds no documents; call add_documents() before search().")
+            raise InvalidInput("ExactIndex holds no documents; call add_documents() before search().")
         queries = as_float32(embeddings, "query embeddings")
         kind = similarity_kind(similarity_fn, queries.shape[1])
         documents = self._documents
@@ -337,7 +338,7 @@ class ExactIndex:
                                                         corpus_block=self.corpus_block, device=self._device)
             return similarities.tolist(), indices.tolist()
         if query_idx_to_id is None:
-            raise ValueError("ExactIndex.search needs query_idx_to_id when reranking top_ranked candidates.")
+            raise InvalidInput("ExactIndex.search needs query_idx_to_id when reranking top_ranked candidates.")
         return self._rerank(queries, documents, top_k, top_ranked, query_idx_to_id)
 
     @clock(Phase.index)
@@ -366,8 +367,8 @@ class ExactIndex:
                 continue
             missing = [doc_id for doc_id in candidates if doc_id not in row_of]
             if missing:
-                raise KeyError(f"{len(missing)} top_ranked candidates of query {query_idx_to_id[query_row]!r} are "
-                               f"not among the {len(self.idxs)} indexed documents (first: {missing[:3]!r}).")
+                raise UnknownName(f"{len(missing)} top_ranked candidates of query {query_idx_to_id[query_row]!r} are "
+                                  f"not among the {len(self.idxs)} indexed documents (first: {missing[:3]!r}).")
             vectors = documents[[row_of[doc_id] for doc_id in candidates]]
             values, local = top_k_inner_product(queries[query_row:query_row + 1], vectors, top_k)
             similarities.append(values[0].tolist())

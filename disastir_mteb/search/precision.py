@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.settings import PRECISIONS, Precision
 
 logger = logging.getLogger(__name__)
@@ -73,8 +74,8 @@ def in_precision(model: Any, precision: Precision | None) -> Any:
         return model
     module = torch_module(model)
     if module is None:
-        raise ValueError(f"precision={precision!r} needs a torch model, but {type(model).__name__} holds none; "
-                         "leave precision unset for this model.")
+        raise InvalidInput(f"precision={precision!r} needs a torch model, but {type(model).__name__} holds none; "
+                           "leave precision unset for this model.")
     if module_dtype(model) == PRECISIONS[wanted]:
         return model
     import torch
@@ -93,6 +94,6 @@ def in_precision(model: Any, precision: Precision | None) -> Any:
     try:
         return copy.deepcopy(model, memo)
     except Exception as error:  # any object of the wrapper chain may refuse to be copied
-        raise ValueError(f"precision={precision!r}: {type(model).__name__} cannot be copied to cast its weights "
-                         f"({type(error).__name__}: {error}); cast the model yourself (e.g. model.half()) and leave "
-                         "precision unset.") from None
+        raise InvalidInput(f"precision={precision!r}: {type(model).__name__} cannot be copied to cast its weights "
+                           f"({type(error).__name__}: {error}); cast the model yourself (e.g. model.half()) and leave "
+                           "precision unset.") from None

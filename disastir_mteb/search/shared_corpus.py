@@ -61,6 +61,7 @@ from disastir_mteb.search.exact_search import ExactIndex
 from disastir_mteb.search.precision import in_precision, module_device, module_dtype
 from disastir_mteb.search.store import CHUNK_SIZE, EmbeddingStore, StoreKey, encode_in_memory, fingerprint_texts
 from disastir_mteb.search.usearch_index import UsearchIndex
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.mteb_internals import create_dataloader, dataset_fingerprint, mteb_retrieval_texts, search_depth
 from disastir_mteb.util.timings import Phase, clock
 from disastir_mteb.vocabulary.ann_params import AnnParams, search_setting
@@ -595,7 +596,7 @@ class SharedCorpusSearch:
                num_proc: int | None = None, **kwargs: Any) -> RetrievalOutputType:
         """Top-k passages per query, exact, as ``{query_id: {doc_id: similarity}}``."""
         if self._held is None:
-            raise ValueError("Corpus must be indexed before searching.")
+            raise InvalidInput("Corpus must be indexed before searching.")
         query_ids = [str(i) for i in queries["id"]]
         ready = self._prefetched.pop((task_metadata.name, hf_split, hf_subset, self._held), None)
         if ready is not None and top_ranked is None and ready[0] >= top_k and set(query_ids) <= ready[1].keys():

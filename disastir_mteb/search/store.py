@@ -81,6 +81,7 @@ import numpy as np
 from disastir_mteb.util.atomic import remove_orphans, write_path_atomic, write_stream_atomic
 from disastir_mteb.util.cache_dir import cache_root
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.util.timings import Phase, clock
 
 if TYPE_CHECKING:
@@ -162,11 +163,11 @@ class StoreKey:
 
     def __post_init__(self) -> None:
         if self.side not in ("corpus", "queries"):
-            raise ValueError(f"StoreKey.side={self.side!r} is not a side; expected 'corpus' or 'queries'.")
+            raise InvalidInput(f"StoreKey.side={self.side!r} is not a side; expected 'corpus' or 'queries'.")
         if self.dtype not in ("float32", "float16"):
-            raise ValueError(f"StoreKey.dtype={self.dtype!r} is not supported; expected 'float32' or 'float16'.")
+            raise InvalidInput(f"StoreKey.dtype={self.dtype!r} is not supported; expected 'float32' or 'float16'.")
         if not self.model_name or not self.texts_fingerprint:
-            raise ValueError(f"StoreKey needs a model_name and a texts_fingerprint; got {self.describe()!r}.")
+            raise InvalidInput(f"StoreKey needs a model_name and a texts_fingerprint; got {self.describe()!r}.")
 
     @property
     def digest(self) -> str:
@@ -269,7 +270,7 @@ def _checked_order(order: Sequence[int] | np.ndarray | None, n: int) -> np.ndarr
         return None
     positions = np.asarray(order, dtype=np.int64)
     if positions.shape != (n,) or not np.array_equal(np.sort(positions), np.arange(n)):
-        raise ValueError(f"order must be a permutation of range({n}); got shape {positions.shape}.")
+        raise InvalidInput(f"order must be a permutation of range({n}); got shape {positions.shape}.")
     return positions
 
 
@@ -335,14 +336,14 @@ def _check_output(output: Any, start: int, stop: int, dtype: str) -> np.ndarray:
     array = np.asarray(output)
     where = f"rows {start}-{stop}"
     if array.ndim != 2 or array.shape[0] != stop - start:
-        raise ValueError(f"The encoder returned shape {array.shape} for {where}; expected ({stop - start}, dim).")
+        raise InvalidInput(f"The encoder returned shape {array.shape} for {where}; expected ({stop - start}, dim).")
     if not np.issubdtype(array.dtype, np.floating):
-        raise ValueError(f"The encoder returned dtype {array.dtype} for {where}; expected a float array.")
+        raise InvalidInput(f"The encoder returned dtype {array.dtype} for {where}; expected a float array.")
     with np.errstate(over="ignore"):  # float16 overflow becomes inf, refused just below
         array = array.astype(dtype, copy=False)
     if not np.isfinite(array).all():
         bad = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0]) + start
-        raise ValueError(f"The encoder returned NaN or infinite values (as {dtype}) for {where}, first in row {bad}.")
+        raise InvalidInput(f"The encoder returned NaN or infinite values (as {dtype}) for {where}, first in row {bad}.")
     return array
 
 
@@ -471,8 +472,8 @@ def _consolidate(key: StoreKey, n_rows: int, folder: Path, ranges: list[tuple[in
     except FileNotFoundError:  # another process (without a working lock) consolidated and removed the chunks first
         entry = _load_entry(key, n_rows, folder)
         if not entry.usable:
-            raise FileNotFoundError(f"Embedding cache {folder}: chunk files vanished while consolidating "
-                                    f"and no finished entry replaced them ({entry.problem}); run again.") from None
+            raise MissingInput(f"Embedding cache {folder}: chunk files vanished while consolidating "
+                               f"and no finished entry replaced them ({entry.problem}); run again.") from None
         return entry.array  # type: ignore[return-value]
     for path in folder.glob("chunk_*.npy"):
         path.unlink(missing_ok=True)
@@ -626,13 +627,13 @@ class EmbeddingStore:
                 the model name and revision already served vectors of another dimension.
         """
         if chunk_size < 1:
-            raise ValueError(f"chunk_size={chunk_size!r} must be at least 1.")
+            raise InvalidInput(f"chunk_size={chunk_size!r} must be at least 1.")
         if len(texts) == 0:
-            raise ValueError(f"No texts to encode for {key.describe()}.")
+            raise InvalidInput(f"No texts to encode for {key.describe()}.")
         with clock(Phase.store):
             if fingerprint_texts(texts) != key.texts_fingerprint:
-                raise ValueError(f"The {len(texts)} texts do not match the key's fingerprint "
-                                 f"{key.texts_fingerprint!r}; build the key with fingerprint_texts(texts).")
+                raise InvalidInput(f"The {len(texts)} texts do not match the key's fingerprint "
+                                   f"{key.texts_fingerprint!r}; build the key with fingerprint_texts(texts).")
             folder = self.folder(key)
             self.last_encoded_rows = 0
             positions = _checked_order(order, len(texts))
@@ -714,9 +715,10 @@ class EmbeddingStore:
         fresh: dict[tuple[int, int], np.ndarray] = {}
         for (start, stop), vectors in self._encoded(key, texts, encode, touched, progress, positions, done=n - again):
             if vectors.shape[1] != dim:
-                raise ValueError(f"The encoder returned dimension {vectors.shape[1]} for rows {start}-{stop} but "
-                                 f"{folder / 'embeddings.npy'} holds {dim}-dimensional vectors of the same model name "
-                                 "and revision; a changed model needs another revision, or pass --no-cache.")
+                raise InvalidInput(f"The encoder returned dimension {vectors.shape[1]} for rows {start}-{stop} but "
+                                   f"{folder / 'embeddings.npy'} holds {dim}-dimensional vectors of the same model "
+                                   "name "
+                                   "and revision; a changed model needs another revision, or pass --no-cache.")
             fresh[(start, stop)] = vectors
         return _repaired(key, folder, entry, positions, fresh)
 
@@ -747,9 +749,9 @@ class EmbeddingStore:
         if seen[2] and not fresh:
             return True
         model, where = f"{key.model_name}@{key.model_revision or 'unknown revision'}", key.folder_name.split("/")[1]
-        raise ValueError(f"The embedding cache mixes two models saved as {model}: {folder} holds {dim}-dimensional "
-                         f"vectors but {seen[1]} holds {seen[0]}-dimensional ones; delete {self.root}/corpus/{where} "
-                         f"and {self.root}/queries/{where}, or pass another --cache-dir (or --no-cache).")
+        raise InvalidInput(f"The embedding cache mixes two models saved as {model}: {folder} holds {dim}-dimensional "
+                           f"vectors but {seen[1]} holds {seen[0]}-dimensional ones; delete {self.root}/corpus/{where} "
+                           f"and {self.root}/queries/{where}, or pass another --cache-dir (or --no-cache).")
 
     # ------------------------------------------------------------------ encoding chunk files
 
@@ -807,8 +809,8 @@ class EmbeddingStore:
                 for (start, stop), vectors in self._encoded(key, texts, encode, todo, progress, positions,
                                                             done=sum(b - a for a, b in done)):
                     if fresh is not None and vectors.shape[1] != fresh:
-                        raise ValueError(f"The encoder returned dimension {vectors.shape[1]} for rows {start}-{stop} "
-                                         f"but {fresh} for earlier rows; it must return one dimension.")
+                        raise InvalidInput(f"The encoder returned dimension {vectors.shape[1]} for rows {start}-{stop} "
+                                           f"but {fresh} for earlier rows; it must return one dimension.")
                     fresh = done[(start, stop)] = vectors.shape[1]
                     # on its thread, while the next chunk is encoded; a copy, as the encoder may reuse its array
                     sources[(start, stop)] = vectors if writer is None else writer.write((start, stop), vectors)

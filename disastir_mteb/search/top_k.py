@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from disastir_mteb.search.torch_device import float32_matmul, import_torch, resolve_device
+from disastir_mteb.util.errors import InvalidInput
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -60,7 +61,7 @@ def as_float32(array: Any, what: str) -> np.ndarray:
         array = array.detach().float().cpu().numpy()
     array = np.asarray(array)
     if array.ndim != 2:
-        raise ValueError(f"{what} must be a 2-D array (rows, dim); got shape {array.shape}.")
+        raise InvalidInput(f"{what} must be a 2-D array (rows, dim); got shape {array.shape}.")
     return _writable_block(array)
 
 
@@ -178,8 +179,8 @@ def _corpus_block(corpus: Any, start: int, stop: int, device: Any, torch: Any) -
         finite = bool(np.isfinite(host).all())
         block = host if torch is None else torch.from_numpy(host).to(device)
     if not finite:
-        raise ValueError(f"corpus rows {start}-{start + len(block)} hold NaN or infinite values "
-                         "(float16 overflow?); exact search needs finite vectors.")
+        raise InvalidInput(f"corpus rows {start}-{start + len(block)} hold NaN or infinite values "
+                           "(float16 overflow?); exact search needs finite vectors.")
     return block
 
 
@@ -231,14 +232,14 @@ def top_k_inner_product(
     if query_block is None:
         query_block = _QUERY_BLOCK["cpu" if target is None else target.type]
     if top_k < 1 or query_block < 1 or corpus_block < 1:
-        raise ValueError(f"top_k={top_k!r}, query_block={query_block!r} and corpus_block={corpus_block!r} "
-                         "must all be at least 1.")
+        raise InvalidInput(f"top_k={top_k!r}, query_block={query_block!r} and corpus_block={corpus_block!r} "
+                           "must all be at least 1.")
     queries = as_float32(queries, "queries")
     if len(corpus.shape) != 2 or corpus.shape[1] != queries.shape[1]:
-        raise ValueError(f"corpus must be 2-D with the queries' dimension {queries.shape[1]}; "
-                         f"got shape {tuple(corpus.shape)}.")
+        raise InvalidInput(f"corpus must be 2-D with the queries' dimension {queries.shape[1]}; "
+                           f"got shape {tuple(corpus.shape)}.")
     if not np.isfinite(queries).all():
-        raise ValueError("queries hold NaN or infinite values; exact search needs finite vectors.")
+        raise InvalidInput("queries hold NaN or infinite values; exact search needs finite vectors.")
     n_queries, n_docs = queries.shape[0], corpus.shape[0]
     top_k = min(top_k, n_docs)
     if n_queries == 0 or top_k == 0:

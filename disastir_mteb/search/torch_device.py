@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from disastir_mteb.util.errors import InvalidInput
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
@@ -57,26 +59,26 @@ def resolve_device(device: str | torch_module.device | None, torch: Any) -> Any:
     if torch is None:
         if str(device) == "cpu":
             return None
-        raise ValueError(f"device={device!r} needs torch, which is not installed; install torch or pass "
-                         "device=None to search on the CPU with NumPy.")
+        raise InvalidInput(f"device={device!r} needs torch, which is not installed; install torch or pass "
+                           "device=None to search on the CPU with NumPy.")
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise ValueError(f"device={device!r} is not a torch device; use one of {options} "
-                         "(optionally with an index, e.g. 'cuda:0').") from None
+        raise InvalidInput(f"device={device!r} is not a torch device; use one of {options} "
+                           "(optionally with an index, e.g. 'cuda:0').") from None
     if resolved.type not in DEVICE_TYPES:
-        raise ValueError(f"device={device!r} is not supported by exact search; use one of {options} "
-                         "(optionally with an index, e.g. 'cuda:0').")
+        raise InvalidInput(f"device={device!r} is not supported by exact search; use one of {options} "
+                           "(optionally with an index, e.g. 'cuda:0').")
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device={device!r} was requested for exact search, but CUDA is not available to "
-                             f"torch {torch.__version__}; pass device=None or 'cpu' to search on the CPU.")
+            raise InvalidInput(f"device={device!r} was requested for exact search, but CUDA is not available to "
+                               f"torch {torch.__version__}; pass device=None or 'cpu' to search on the CPU.")
         count = torch.cuda.device_count()
         if resolved.index is None:
             resolved = torch.device("cuda", torch.cuda.current_device())
         elif resolved.index >= count:
-            raise ValueError(f"device={device!r} names a GPU that does not exist: torch sees {count} CUDA "
-                             f"device(s), 'cuda:0' to 'cuda:{count - 1}'.")
+            raise InvalidInput(f"device={device!r} names a GPU that does not exist: torch sees {count} CUDA "
+                               f"device(s), 'cuda:0' to 'cuda:{count - 1}'.")
     return resolved
 
 

@@ -33,6 +33,7 @@ from disastir_mteb.search.exact_search import (
 )
 from disastir_mteb.search.top_k import as_float32
 from disastir_mteb.search.usearch_files import cache_entry, manifest_mismatch, write_entry
+from disastir_mteb.util.errors import InvalidInput, MissingPackage
 from disastir_mteb.util.install_hint import install_hint
 from disastir_mteb.util.timings import Phase, clock
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET, PRESETS, AnnParams, resolve_params
@@ -57,8 +58,8 @@ def _usearch() -> Any:
     try:
         import usearch.index
     except ImportError:
-        raise ImportError(f"UsearchIndex needs the usearch package, which disastir-mteb requires: {install_hint()}"
-                          ) from None
+        raise MissingPackage(f"UsearchIndex needs the usearch package, which disastir-mteb requires: {install_hint()}"
+                             ) from None
     return usearch.index
 
 
@@ -119,9 +120,10 @@ class UsearchIndex:
         self.params = (params if isinstance(params, AnnParams) else resolve_params(params)).resolved()
         self.progress = progress
         if (cache_dir is None) != (cache_key is None):
-            raise ValueError(f"cache_dir={cache_dir!r} and cache_key={cache_key!r}: give both to persist, or neither.")
+            raise InvalidInput(f"cache_dir={cache_dir!r} and cache_key={cache_key!r}: give both to persist, or "
+                               "neither.")
         if similarity not in (None, "cosine", "dot"):
-            raise ValueError(f"similarity={similarity!r} must be 'cosine', 'dot' or None.")
+            raise InvalidInput(f"similarity={similarity!r} must be 'cosine', 'dot' or None.")
         self.keep_on_clear, self.similarity = keep_on_clear, similarity
         self.cache_dir, self.cache_key = (Path(cache_dir) if cache_dir is not None else None), cache_key
         self.builds = self.builds_skipped = self.loads = 0
@@ -154,7 +156,7 @@ class UsearchIndex:
     def build(self, similarity: Similarity) -> None:
         """Build (or load from the cache) the index for ``similarity``; a no-op when it is already built."""
         if self._documents is None:
-            raise ValueError("UsearchIndex holds no documents; call add_documents() before search().")
+            raise InvalidInput("UsearchIndex holds no documents; call add_documents() before search().")
         if similarity == self._kind or len(self.idxs) == 0:
             return
         self._index = self._space = self._path = None
@@ -207,7 +209,7 @@ class UsearchIndex:
             ValueError: no documents are held, or the similarity function is unsupported.
         """
         if self._documents is None:
-            raise ValueError("UsearchIndex holds no documents; call add_documents() before search().")
+            raise InvalidInput("UsearchIndex holds no documents; call add_documents() before search().")
         queries = as_float32(embeddings, "query embeddings")
         if top_ranked is not None:  # candidates are given: exact re-scoring, the same as ExactIndex
             if self._reranker is None:

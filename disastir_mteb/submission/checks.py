@@ -23,6 +23,7 @@ from typing import Any, Literal
 from disastir_mteb.submission import results_repository as repo
 from disastir_mteb.submission.results_repository import EXPERIMENTS, MODEL_META, RUN_SETTINGS, Exemptions
 from disastir_mteb.submission.run_settings_check import MIN_MTEB_VERSION, check_run_settings, old_version
+from disastir_mteb.util.errors import MissingInput
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES
 
 __all__ = ["MIN_MTEB_VERSION", "MODEL_META", "RUN_SETTINGS", "Problem", "submitted_folders", "validate_folders",
@@ -72,8 +73,8 @@ def validate_submission(folder: str | Path) -> list[Problem]:
     folder = Path(folder)
     root = folder / "results" if (folder / "results").is_dir() else folder
     if not folder.is_dir() or root.name != "results":
-        raise FileNotFoundError(f"No results folder at {folder}: pass the folder holding results/<org>__<model>/"
-                                "<revision>/ (a clone of embeddings-benchmark/results or the out folder of submit).")
+        raise MissingInput(f"No results folder at {folder}: pass the folder holding results/<org>__<model>/"
+                           "<revision>/ (a clone of embeddings-benchmark/results or the out folder of submit).")
     return validate_folders(root, sorted(path for path in root.iterdir() if path.name != repo.IGNORED),
                             submitted=submitted_folders(root), exemptions=repo.read_exemptions(root.parent))
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from disastir_mteb.results.result_sets import model_folder_name  # the folder test maps a name as mteb does
+from disastir_mteb.util.errors import InvalidInput
 
 __all__ = ["CHECKS", "EXPERIMENTS", "FOLDER_TEST_FILE", "IGNORED", "MAX_FILE_BYTES", "METADATA_TEST_FILE",
            "MODEL_META", "PLACEHOLDER_REVISIONS", "RUN_SETTINGS", "Exemptions", "expected_folder",
@@ -148,19 +149,19 @@ def expected_folder(root: Path, meta_file: Path, meta: dict[str, Any]) -> Path:
     """
     name, revision = meta.get("name"), meta.get("revision")
     if not isinstance(name, str):
-        raise ValueError(f"has no model name (name is {name!r})")
+        raise InvalidInput(f"has no model name (name is {name!r})")
     if revision is None:
         revision = meta_file.parent.name
     if meta_file.parent.name == "external":
         revision = "external"
     if not isinstance(revision, str):
-        raise ValueError(f"has revision {revision!r}, not a string")
+        raise InvalidInput(f"has revision {revision!r}, not a string")
     folder = root / model_folder_name(name) / revision
     if EXPERIMENTS not in meta_file.relative_to(root).parts:
         return folder
     experiment = experiment_name(meta)
     if experiment is None:
-        raise ValueError("is in an experiments/ folder but has no experiment_kwargs")
+        raise InvalidInput("is in an experiments/ folder but has no experiment_kwargs")
     return folder / EXPERIMENTS / experiment
 
 

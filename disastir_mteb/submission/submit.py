@@ -44,6 +44,7 @@ from disastir_mteb.submission import results_repository as repo
 from disastir_mteb.submission.checks import Problem, validate_folders, validate_submission
 from disastir_mteb.submission.results_repository import EXPERIMENTS, MODEL_META, RUN_SETTINGS
 from disastir_mteb.util.atomic import write_bytes_atomic
+from disastir_mteb.util.errors import ExistingOutput, InvalidInput, MissingInput
 from disastir_mteb.vocabulary.task_record import DATA_KEY, is_extended
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES
 
@@ -149,8 +150,8 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
     for source in sources:
         target = _target(root, source)
         if target in targets:
-            raise ValueError(f"Two result sets under {results} are for {source.label} at revision {source.revision} "
-                             f"({targets[target].folder} and {source.folder}): pass the one folder to submit.")
+            raise InvalidInput(f"Two result sets under {results} are for {source.label} at revision {source.revision} "
+                               f"({targets[target].folder} and {source.folder}): pass the one folder to submit.")
         targets[target] = source
     _refuse_lone_experiments(targets)
     writes: dict[Path, bytes] = {}
@@ -174,8 +175,8 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
     conflicts = sorted(path for path in writes if path.exists() and path not in unchanged and path.name != RUN_SETTINGS)
     if conflicts and not overwrite:
         shown = ", ".join(str(path) for path in conflicts[:3])
-        raise FileExistsError(f"{len(conflicts)} file(s) in {root} differ from the results to submit (first: {shown}); "
-                              "pass overwrite=True (--overwrite) to replace them.")
+        raise ExistingOutput(f"{len(conflicts)} file(s) in {root} differ from the results to submit (first: {shown}); "
+                             "pass overwrite=True (--overwrite) to replace them.")
     model_dirs = sorted({root / target.relative_to(root).parts[0] for target in targets})
     problems = _validate_staged(Path(out), root, model_dirs, {p: d for p, d in writes.items() if p not in unchanged},
                                 submitted=set(targets), changed=set(writes))
@@ -230,9 +231,9 @@ def _refuse_synthetic(folders: list[list[ResultSet]]) -> None:
     if synthetic:
         first, others = synthetic[0], len(synthetic) - 1
         more = f" (and {others} more result set(s) here)" if others else ""
-        raise ValueError(f"Refusing to submit {first.folder}{more}: its scores were computed on generated data "
-                         f"({provenance_of(first).dataset}), so they are not DisastIR results; run the model on the "
-                         "DisastIR data (without --data sample or a generated DISASTIR_DATA_DIR) and submit that.")
+        raise InvalidInput(f"Refusing to submit {first.folder}{more}: its scores were computed on generated data "
+                           f"({provenance_of(first).dataset}), so they are not DisastIR results; run the model on the "
+                           "DisastIR data (without --data sample or a generated DISASTIR_DATA_DIR) and submit that.")
 
 
 def _refuse_extended(folders: list[list[ResultSet]]) -> None:
@@ -247,10 +248,10 @@ def _refuse_extended(folders: list[list[ResultSet]]) -> None:
                 data = found.task_record(task).get(DATA_KEY)
                 extra = (found.task_data(task) or {}).get("extra_judgements")
                 if (isinstance(data, str) and is_extended(data)) or extra:
-                    raise ValueError(f"Refusing to submit {found.folder}: {found.file_task(task)} was scored with "
-                                     f"extra judgements ({data if isinstance(data, str) else extra}), a per-study "
-                                     "estimate rather than an official DisastIR score; run the model without "
-                                     "--extra-judgements and submit that.")
+                    raise InvalidInput(f"Refusing to submit {found.folder}: {found.file_task(task)} was scored with "
+                                       f"extra judgements ({data if isinstance(data, str) else extra}), a per-study "
+                                       "estimate rather than an official DisastIR score; run the model without "
+                                       "--extra-judgements and submit that.")
 
 
 def _refuse_copy_onto_itself(results: Path, out: Path, sources: list[ResultSet]) -> None:
@@ -258,11 +259,11 @@ def _refuse_copy_onto_itself(results: Path, out: Path, sources: list[ResultSet])
     target = (out / "results").resolve()
     inside = [source.folder for source in sources if source.folder == target or target in source.folder.parents]
     if inside:
-        raise ValueError(f"Refusing to submit {results} into {out}: its result sets already lie in {out / 'results'} "
-                         f"(first: {inside[0]}), so submit would copy the run onto itself, per-query files beside, "
-                         "instead of into a clone; clone embeddings-benchmark/results into a folder of its own (git "
-                         "clone https://github.com/embeddings-benchmark/results mteb-results) and pass --out "
-                         "mteb-results.")
+        raise InvalidInput(f"Refusing to submit {results} into {out}: its result sets already lie in {out / 'results'} "
+                           f"(first: {inside[0]}), so submit would copy the run onto itself, per-query files beside, "
+                           "instead of into a clone; clone embeddings-benchmark/results into a folder of its own (git "
+                           "clone https://github.com/embeddings-benchmark/results mteb-results) and pass --out "
+                           "mteb-results.")
 
 
 def _pick_result_sets(results: Path, model: str | None) -> list[list[ResultSet]]:
@@ -274,8 +275,8 @@ def _pick_result_sets(results: Path, model: str | None) -> list[list[ResultSet]]
     """
     found = [load_result_sets(folder) for folder in find_result_sets(results, split=None)]
     if not found:
-        raise FileNotFoundError(f"{results} holds no DisastIR result files (DisastIR-*.json); run "
-                                "`disastir-mteb run -m MODEL` first.")
+        raise MissingInput(f"{results} holds no DisastIR result files (DisastIR-*.json); run "
+                           "`disastir-mteb run -m MODEL` first.")
     if model is not None:
         wanted = model.replace("__", "/")
         names = sorted({sets[0].model for sets in found})
@@ -283,7 +284,7 @@ def _pick_result_sets(results: Path, model: str | None) -> list[list[ResultSet]]
         if not found:
             close = difflib.get_close_matches(wanted, names, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"No results for model {model!r} under {results}; it holds {', '.join(names)}.{hint}")
+            raise InvalidInput(f"No results for model {model!r} under {results}; it holds {', '.join(names)}.{hint}")
     return found
 
 
@@ -314,18 +315,19 @@ def _refuse_lone_experiments(targets: dict[Path, ResultSet]) -> None:
     for target, source in sorted(targets.items()):
         revision = target.parent.parent
         if _is_experiment(source) and revision not in with_meta and not (revision / MODEL_META).is_file():
-            raise ValueError(f"Refusing to submit {source.folder} alone: the results repository needs a "
-                             f"model_meta.json in {revision} ({repo.CHECKS['meta']}), which only a plain run writes; "
-                             f"run `disastir-mteb run -m {source.model}` without --search ann and --instructions, and "
-                             "submit both.")
+            raise InvalidInput(f"Refusing to submit {source.folder} alone: the results repository needs a "
+                               f"model_meta.json in {revision} ({repo.CHECKS['meta']}), which only a plain run writes; "
+                               f"run `disastir-mteb run -m {source.model}` without --search ann and --instructions, "
+                               "and "
+                               "submit both.")
 
 
 def _check_inside(out: Path, path: Path) -> None:
     """Refuse ``path`` unless it stays inside ``out`` once every symbolic link on the way is followed."""
     real, home = path.resolve(), out.resolve()
     if real != home and home not in real.parents:
-        raise ValueError(f"Refusing to write {path}: a symbolic link leads it to {real}, outside {out}; remove the "
-                         "link or choose another output folder.")
+        raise InvalidInput(f"Refusing to write {path}: a symbolic link leads it to {real}, outside {out}; remove the "
+                           "link or choose another output folder.")
 
 
 def _refuse_path_names(folders: list[Path]) -> None:
@@ -339,14 +341,15 @@ def _refuse_path_names(folders: list[Path]) -> None:
         meta = _json_object(folder / MODEL_META)
         name = meta.get("name")
         if isinstance(name, str) and ("\\" in name or any(part in ("", ".", "..") for part in name.split("/"))):
-            raise ValueError(f"Refusing to submit {folder}: its model name {name!r} (model_meta.json) reads as a file "
-                             "path ('..', '.', an empty part or '\\'); fix the model's name and rerun.")
+            raise InvalidInput(f"Refusing to submit {folder}: its model name {name!r} (model_meta.json) reads as a "
+                               "file "
+                               "path ('..', '.', an empty part or '\\'); fix the model's name and rerun.")
         for path in sorted(path for path in folder.glob("DisastIR-*.json") if path.stem in _TASKS):
             task = _json_object(path).get("task_name")
             if isinstance(task, str) and ("/" in task or "\\" in task or ".." in task):
-                raise ValueError(f"Refusing to submit {path}: its task_name {task!r} reads as a file path ('..', '/' "
-                                 "or '\\'), and the results repository names files after tasks; fix the name and "
-                                 "rerun the task.")
+                raise InvalidInput(f"Refusing to submit {path}: its task_name {task!r} reads as a file path ('..', '/' "
+                                   "or '\\'), and the results repository names files after tasks; fix the name and "
+                                   "rerun the task.")
 
 
 def _json_object(path: Path) -> dict[str, object]:
@@ -399,7 +402,7 @@ def _text_lines(path: Path) -> list[str]:
     try:
         return path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is damaged: it is not UTF-8 text ({error}); mteb writes one JSON line per task "
-                         "run: restore it, or delete it and rerun the tasks with --overwrite.") from None
+        raise InvalidInput(f"{path} is damaged: it is not UTF-8 text ({error}); mteb writes one JSON line per task "
+                           "run: restore it, or delete it and rerun the tasks with --overwrite.") from None
 
 

@@ -49,6 +49,7 @@ from disastir_mteb.data.source import DataSource
 from disastir_mteb.data.task_cache import load_cached_task
 from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, ranking, score_run
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.mteb_internals import validate_metadata
 from disastir_mteb.vocabulary.metadata import (
     CATEGORIES_METADATA,
@@ -208,7 +209,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         super().__init__(**kwargs)
         self.gain: Gain = gain if gain is not None else default_gain()
         if self.gain not in GAINS:
-            raise ValueError(f"Unknown gain {self.gain!r}; expected one of {list(GAINS)}.")
+            raise InvalidInput(f"Unknown gain {self.gain!r}; expected one of {list(GAINS)}.")
         self.data = data
         self._run: RunProvenance | None = None  # the provenance of the model evaluating it now (evaluate)
         self._grades: dict[str, dict[str, dict[str, int]]] = {}
@@ -221,7 +222,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             ValueError: the task's data is not loaded.
         """
         if split not in self._grades:
-            raise ValueError(f"{self.metadata.name}: no grades for split {split!r}; call load_data() first.")
+            raise InvalidInput(f"{self.metadata.name}: no grades for split {split!r}; call load_data() first.")
         return self._grades[split]
 
     def ndcg_at_10_per_query(self, top10: Mapping[str, Sequence[str]], split: str = "test") -> dict[str, float]:
@@ -308,7 +309,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
             ValueError: the task's data is not loaded.
         """
         if not self.data_loaded:
-            raise ValueError(f"{self.metadata.name}: its provenance names the data it read; call load_data() first.")
+            raise InvalidInput(f"{self.metadata.name}: its provenance names the data it read; call load_data() first.")
         return TaskProvenance(run, data_digest=self.data_digest, corpus_digest=self.corpus_digest, gain=self.gain)
 
     def evaluate(self, model: Any, split: str = "test", subsets_to_run: list[str] | None = None,

@@ -30,6 +30,7 @@ from typing import Any
 
 from disastir_mteb.data.source import DataSource
 from disastir_mteb.util.atomic import write_json_atomic
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.mteb_internals import split_statistics
 from disastir_mteb.vocabulary.taxonomy import (
     CATEGORIES,
@@ -85,9 +86,9 @@ def _judgements() -> dict[TaskSpec, tuple[int, dict[int, int]]]:
                 pairs[spec] = int(row[f"{spec.intent.value}_pairs"])
     for spec in TASK_SPECS:
         if sum(grades[spec].values()) != pairs[spec]:
-            raise ValueError(f"Published tables disagree for {spec.name}: Table 14 sums to "
-                             f"{sum(grades[spec].values())}, Table 1 says {pairs[spec]}; fix "
-                             "disastir_mteb/resources/published/.")
+            raise InvalidInput(f"Published tables disagree for {spec.name}: Table 14 sums to "
+                               f"{sum(grades[spec].values())}, Table 1 says {pairs[spec]}; fix "
+                               "disastir_mteb/resources/published/.")
     return {spec: (pairs[spec], grades[spec]) for spec in TASK_SPECS}
 
 

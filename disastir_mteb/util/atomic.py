@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from disastir_mteb.util.errors import ExistingOutput
+
 __all__ = ["error_naming", "remove_orphans", "set_aside", "staged_folder", "temporary_beside", "write_bytes_atomic",
            "write_json_atomic", "write_path_atomic", "write_stream_atomic", "write_text_atomic", "writer_gone"]
 
@@ -123,7 +125,7 @@ def _swap_in(staging: Path, out: Path) -> None:
             os.replace(old / out.name, out)
             shutil.rmtree(old, ignore_errors=True)
         if error.errno in (errno.ENOTEMPTY, errno.EEXIST):  # a folder another process renamed into place meanwhile
-            raise FileExistsError(f"Refusing to replace {out}: another process wrote it first.") from error
+            raise ExistingOutput(f"Refusing to replace {out}: another process wrote it first.") from error
         raise error_naming(error, out, staging) from None
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)  # a link or a file inside it is removed, never what a link points to

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from disastir_mteb.util.atomic import write_stream_atomic
+from disastir_mteb.util.errors import DisastirError, InvalidInput
 
 __all__ = ["MAGIC", "CheckedFile", "DamagedFile", "read_checked", "write_checked"]
 
@@ -40,7 +41,7 @@ _READ = 1 << 22
 Section = bytes | bytearray | memoryview | Callable[[BinaryIO], object]
 
 
-class DamagedFile(ValueError):
+class DamagedFile(DisastirError, ValueError):
     """A checked file that cannot be used as written: cut short, damaged, or no checked file at all.
 
     Attributes:
@@ -168,7 +169,7 @@ def read_checked(path: str | Path) -> CheckedFile:
                     for name, (start, length) in header["sections"].items()
                     if 0 <= int(start) <= int(start) + int(length) <= body - 8 - header_length}
         if len(sections) != len(header["sections"]) or not isinstance(header["meta"], dict):
-            raise ValueError("a section outside the file")
+            raise InvalidInput("a section outside the file")
     except (ValueError, TypeError, KeyError) as error:
         raise DamagedFile(path, f"holds a header that does not describe it ({error})") from None
     return CheckedFile(meta=header["meta"], sections=sections)

@@ -43,6 +43,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from disastir_mteb.util.errors import InvalidInput
+
 __all__ = ["PHASE_MEANINGS", "Phase", "PhaseClock", "Timings", "WorkerReport", "active_clock", "clock",
            "peak_rss_bytes", "pooled", "rss_bytes", "run_clock"]
 
@@ -271,12 +273,12 @@ class Timings:
         """
         missing = [key for key in _KEYS if key not in data]
         if missing:
-            raise ValueError(f"Not a timings record: no {', '.join(missing)}; expected what disastir-mteb run "
-                             "--timings-json writes.")
+            raise InvalidInput(f"Not a timings record: no {', '.join(missing)}; expected what disastir-mteb run "
+                               "--timings-json writes.")
         unknown = sorted(set(data["phases"]) - {phase.value for phase in Phase})
         if unknown:
-            raise ValueError(f"Not a timings record: unknown phase(s) {', '.join(map(repr, unknown))}; the phases "
-                             f"are {', '.join(phase.value for phase in Phase)}.")
+            raise InvalidInput(f"Not a timings record: unknown phase(s) {', '.join(map(repr, unknown))}; the phases "
+                               f"are {', '.join(phase.value for phase in Phase)}.")
         phases = {phase.value: float(data["phases"].get(phase.value, 0.0)) for phase in Phase}
         return cls(phases=phases, total=float(data["total"]), passages_encoded=int(data["passages_encoded"]),
                    queries_encoded=int(data["queries_encoded"]), device=str(data["device"]),

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from disastir_mteb.util.digest import short_digest
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.settings import EXACT
 
 __all__ = ["ANN_OPTIONS", "ANN_PREFIX", "DEFAULT_PRESET", "INDEX_FORMAT", "PRESETS", "AnnOption", "AnnParams",
@@ -106,11 +107,11 @@ class AnnParams:
     def __post_init__(self) -> None:
         """Check every field and name every bad one in one sentence (not only the first a user would fix)."""
         if self.dtype not in _DTYPES:
-            raise ValueError(f"AnnParams.dtype={self.dtype!r} is not supported; valid: {', '.join(_DTYPES)}.")
+            raise InvalidInput(f"AnnParams.dtype={self.dtype!r} is not supported; valid: {', '.join(_DTYPES)}.")
         expected = "hamming" if self.dtype == "b1" else "ip"
         if self.metric != expected:
-            raise ValueError(f"AnnParams.metric={self.metric!r} does not fit dtype={self.dtype!r}: use metric="
-                             f"{expected!r} ('hamming' on sign bits for b1, 'ip' for f32, f16 and i8).")
+            raise InvalidInput(f"AnnParams.metric={self.metric!r} does not fit dtype={self.dtype!r}: use metric="
+                               f"{expected!r} ('hamming' on sign bits for b1, 'ip' for f32, f16 and i8).")
         bad = []  # "name=value", "an integer >= 1": one clause per bad field, all in one sentence
         for name in ("connectivity", "expansion_add", "expansion_search", "threads", "rescore", "k"):
             value = getattr(self, name)
@@ -121,10 +122,10 @@ class AnnParams:
         if bad:
             clauses = [f"{given} {'must be ' if i == 0 else ''}{rule}" for i, (given, rule) in enumerate(bad)]
             listed = clauses[0] if len(clauses) == 1 else f"{', '.join(clauses[:-1])} and {clauses[-1]}"
-            raise ValueError(f"AnnParams.{listed}.")
+            raise InvalidInput(f"AnnParams.{listed}.")
         if self.exact and (self.dtype != "f32" or self.rescore is not None):
-            raise ValueError(f"AnnParams(exact=True) searches float32 vectors without rescoring; got "
-                             f"dtype={self.dtype!r}, rescore={self.rescore!r}.")
+            raise InvalidInput(f"AnnParams(exact=True) searches float32 vectors without rescoring; got "
+                               f"dtype={self.dtype!r}, rescore={self.rescore!r}.")
 
     def memory_bytes(self, n_vectors: int, dimensions: int) -> int:
         """Bytes the index of ``n_vectors`` vectors of ``dimensions`` holds: its graph and its vectors.
@@ -224,7 +225,7 @@ class AnnParams:
         """
         match = _LABEL.fullmatch(label)
         if match is None:
-            raise ValueError(f"{label!r} is not an ANN label (e.g. 'hnsw-ip-f32-M16-efC128-ef64-k10-t16').")
+            raise InvalidInput(f"{label!r} is not an ANN label (e.g. 'hnsw-ip-f32-M16-efC128-ef64-k10-t16').")
         part = match.groupdict()
         graph = {} if part["kind"] == "exact" else {
             "connectivity": int(part["M"]), "expansion_add": int(part["efC"]), "expansion_search": int(part["ef"])}
@@ -313,11 +314,11 @@ def resolve_params(preset: str | AnnParams = DEFAULT_PRESET, **overrides: Any) -
         'HNSW ip f32 M=16 efC=128 ef=128 k=10 threads=1'
     """
     if not isinstance(preset, AnnParams) and preset not in PRESETS:
-        raise ValueError(_unknown("preset", preset, list(PRESETS)))
+        raise InvalidInput(_unknown("preset", preset, list(PRESETS)))
     fields = [field.name for field in dataclasses.fields(AnnParams)]
     for name in overrides:
         if name not in fields:
-            raise ValueError(_unknown("AnnParams field", name, fields))
+            raise InvalidInput(_unknown("AnnParams field", name, fields))
     if "dtype" in overrides and "metric" not in overrides:
         overrides["metric"] = "hamming" if overrides["dtype"] == "b1" else "ip"
     return dataclasses.replace(preset if isinstance(preset, AnnParams) else PRESETS[preset], **overrides)
@@ -337,5 +338,5 @@ def parse_search_setting(value: str) -> AnnParams | None:
     if value == EXACT:
         return None
     if not value.startswith(ANN_PREFIX):
-        raise ValueError(f"{value!r} is not a DisastIR search setting ('exact' or 'ann-<label>').")
+        raise InvalidInput(f"{value!r} is not a DisastIR search setting ('exact' or 'ann-<label>').")
     return AnnParams.from_label(value.removeprefix(ANN_PREFIX))

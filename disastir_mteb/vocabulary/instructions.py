@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.metadata import INTENTS_METADATA
 from disastir_mteb.vocabulary.settings import INSTRUCTED_PASSAGES, INSTRUCTIONS_KEY, PASSAGES_KEY, TEMPLATE_KEY
 from disastir_mteb.vocabulary.taxonomy import INTENTS, Intent, parse_intent
@@ -146,15 +147,15 @@ def resolve_instructions(
     if isinstance(instructions, str):
         key = instructions.strip().lower()
         if key not in INSTRUCTION_SETS:
-            raise ValueError(f"Unknown instruction set {instructions!r}; expected one of {sorted(INSTRUCTION_SETS)} "
-                             "or a mapping {intent: instruction}.")
+            raise InvalidInput(f"Unknown instruction set {instructions!r}; expected one of {sorted(INSTRUCTION_SETS)} "
+                               "or a mapping {intent: instruction}.")
         name, mapping = key, INSTRUCTION_SETS[key]
     else:
         parsed = {parse_intent(str(k)): str(v) for k, v in instructions.items()}
         missing = [i.value for i in INTENTS if i not in parsed]
         if missing:
-            raise ValueError(f"Custom instructions lack intent(s) {missing}; "
-                             f"give all six: {[i.value for i in INTENTS]}.")
+            raise InvalidInput(f"Custom instructions lack intent(s) {missing}; "
+                               f"give all six: {[i.value for i in INTENTS]}.")
         mapping = MappingProxyType(parsed)
         name = "custom-" + _short_hash({i.value: parsed[i] for i in INTENTS})
 
@@ -166,12 +167,12 @@ def resolve_instructions(
         template_name, fmt = chosen, TEMPLATES[chosen]
     else:
         if "{instruction}" not in chosen or "{query}" not in chosen:
-            raise ValueError(f"Template {chosen!r} must contain '{{instruction}}' and '{{query}}', or be one of "
-                             f"{sorted(TEMPLATES)}.")
+            raise InvalidInput(f"Template {chosen!r} must contain '{{instruction}}' and '{{query}}', or be one of "
+                               f"{sorted(TEMPLATES)}.")
         try:
             chosen.format(instruction="", query="")
         except (KeyError, IndexError, ValueError) as error:
-            raise ValueError(f"Template {chosen!r} is not a valid format string ({error}).") from None
+            raise InvalidInput(f"Template {chosen!r} is not a valid format string ({error}).") from None
         template_name, fmt = "custom-" + _short_hash(chosen), chosen
     return InstructionConfig(name=name, instructions=mapping, template=fmt, template_name=template_name,
                              passages=passages)

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from disastir_mteb.util.errors import MissingInput
+
 __all__ = [
     "CATEGORIES_METADATA",
     "CITATION",
@@ -34,7 +36,7 @@ def metadata_dir() -> Path:
     for candidate in (here / "task_metadata", here.parent / "task_metadata"):
         if (candidate / "dataset.json").is_file():
             return candidate
-    raise FileNotFoundError(f"task_metadata/ not found beside {here}; the installation is incomplete.")
+    raise MissingInput(f"task_metadata/ not found beside {here}; the installation is incomplete.")
 
 
 def read_metadata(name: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET, AnnParams, resolve_params
 from disastir_mteb.vocabulary.instructions import InstructionConfig, resolve_instructions
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, EXACT, Precision, check_count, parse_precision
@@ -102,11 +103,11 @@ class RunSettings:
             ann: AnnParams | None = resolve_params(ann_preset, **dict(ann_params or {}))
         elif search == EXACT:
             if ann_params:
-                raise ValueError(f"ANN parameters {sorted(ann_params)} were given for search='exact'; "
-                                 "add search='ann'.")
+                raise InvalidInput(f"ANN parameters {sorted(ann_params)} were given for search='exact'; "
+                                   "add search='ann'.")
             ann = None
         else:
-            raise ValueError(f"Unknown search {search!r}; expected 'exact' or 'ann'.")
+            raise InvalidInput(f"Unknown search {search!r}; expected 'exact' or 'ann'.")
         config = None if instructions is None else resolve_instructions(instructions, template,
                                                                         passages=instruct_passages)
         return cls(ann=ann, instructions=config, batch_size=batch_size, precision=precision,  # type: ignore[arg-type]

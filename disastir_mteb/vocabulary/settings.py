@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from disastir_mteb.util.errors import InvalidInput
+
 __all__ = [
     "BUILT_IN_MODELS",
     "DEFAULT_BATCH_SIZE",
@@ -83,8 +85,8 @@ def parse_precision(value: str | None) -> Precision | None:
         return None
     name = _ALIASES.get(str(value).lower(), str(value).lower())
     if name not in PRECISIONS:
-        raise ValueError(f"Unknown precision {value!r}; valid: {', '.join(PRECISIONS)} (or leave it unset for the "
-                         "model's own dtype).")
+        raise InvalidInput(f"Unknown precision {value!r}; valid: {', '.join(PRECISIONS)} (or leave it unset for the "
+                           "model's own dtype).")
     return name  # type: ignore[return-value]
 
 
@@ -98,4 +100,4 @@ def check_count(name: str, value: int | None, lowest: int, unset: str | None = N
         return
     if type(value) is not int or value < lowest:
         accepted = f" (or None for {unset})" if unset is not None else ""
-        raise ValueError(f"{name}={value!r} must be an integer >= {lowest}{accepted}.")
+        raise InvalidInput(f"{name}={value!r} must be an integer >= {lowest}{accepted}.")

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from disastir_mteb.util.errors import InvalidInput, UnknownName
+
 __all__ = [
     "ALL_TASK_NAMES",
     "CATEGORIES",
@@ -144,7 +146,7 @@ def parse_split(value: Split | str) -> Split:
     try:
         return Split(value)
     except ValueError:
-        raise ValueError(f"Unknown query set {value!r}; expected one of {[s.value for s in Split]}.") from None
+        raise InvalidInput(f"Unknown query set {value!r}; expected one of {[s.value for s in Split]}.") from None
 
 
 def parse_intent(text: str) -> Intent:
@@ -156,7 +158,7 @@ def parse_intent(text: str) -> Intent:
     try:
         return _INTENT_ALIASES[_norm(text)]
     except KeyError:
-        raise ValueError(
+        raise InvalidInput(
             f"Unknown DisastIR intent {text!r}; expected one of "
             f"{sorted({*(i.value for i in Intent), *INTENT_FILE_KEYS.values(), 'TW'})}."
         ) from None
@@ -171,7 +173,7 @@ def parse_category(text: str) -> Category:
     try:
         return _CATEGORY_ALIASES[_norm(text)]
     except KeyError:
-        raise ValueError(
+        raise InvalidInput(
             f"Unknown DisastIR category {text!r}; expected an abbreviation "
             f"{[c.value for c in Category]} or a full name {list(CATEGORY_FULL_NAMES.values())}."
         ) from None
@@ -239,7 +241,7 @@ def get_spec(name: str) -> TaskSpec:
     except KeyError:
         close = difflib.get_close_matches(name, sorted(ALL_TASK_NAMES), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(
+        raise UnknownName(
             f"Unknown DisastIR task {name!r}.{hint} Valid names: DisastIR-{{Intent}}-{{Category}}, and "
             "DisastIR-Test-... / DisastIR-DevLite-... for the DMRetriever splits."
         ) from None
@@ -274,7 +276,7 @@ def parse_task_file(stem: str) -> TaskSpec:
         found.add(TaskSpec(intent, category))
     if len(found) != 1:
         why = "names no task" if not found else f"is ambiguous ({sorted(s.name for s in found)})"
-        raise ValueError(
+        raise InvalidInput(
             f"File name {stem!r} {why}: expected '{{intent}}_{{category}}', e.g. 'QA_Bio' or 'FactCheck_biological'."
         )
     return found.pop()
