@@ -26,6 +26,7 @@ from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
 from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.data.published import TaskData, load_task
 from disastir_mteb.data.reading import load_corpus
+from disastir_mteb.util.errors import DisastirError
 from disastir_mteb.vocabulary.taxonomy import get_spec
 
 QUERY, QRELS, CORPUS = "query/QA_Biological.json", "qrels/QA_Biological_qrels.json", "corpus.jsonl"
@@ -207,7 +208,8 @@ def test_fault_ends_in_one_sentence_naming_the_file(fault: Fault, via: str, dama
     with pytest.raises(Exception) as caught:
         _load(damaged, fault.task, via, use_data)
     error = caught.value
-    assert type(error) is fault.error, f"{type(error).__name__}: {error}"  # not UnicodeDecodeError, ArrowInvalid...
+    # the project's own error, of the kind the fault is (not a raw UnicodeDecodeError, ArrowInvalid, ...)
+    assert isinstance(error, DisastirError) and isinstance(error, fault.error), f"{type(error).__name__}: {error}"
     message = str(error)
     assert re.search(pattern, message), f"\n{message}\n!~ {pattern}"
     assert "\n" not in message and message.endswith(".")

@@ -49,7 +49,9 @@ def resolve_data_dir(repo: str, revision: str) -> Path:
             allow_patterns=["corpus.jsonl", "corpus/*", "query/*", "qrels/*", "README.md"],
         )
     except LocalEntryNotFoundError:
-        raise MissingInput(  # the last line of mteb run's traceback: it says what to set
+        # The last line of mteb run's traceback, which says what to set: a built-in's short name reads better there
+        # than the project's class (disastir-mteb run says the sentence alone: an OSError, caught as one).
+        raise FileNotFoundError(
             f"DisastIR data {repo}@{revision} is not in the Hugging Face cache and the Hub cannot be reached "
             f"(offline?); set {DATA_DIR_ENV} to a folder in the published layout (disastir-mteb run: --data DIR) or "
             f"download it once online; `disastir-mteb sample --out DIR` writes synthetic data in that layout to try "
