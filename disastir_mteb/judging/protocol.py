@@ -33,7 +33,8 @@ sends its requests and :mod:`~disastir_mteb.judging.store` keeps the answers.
   passage (an instruction, a JSON key) cannot change what is read; an unreadable or out-of-range answer is
   a :class:`AnswerFault`, counted and asked again.
 
-:data:`PROMPT_VERSION` names this protocol in every stored judgement; change it whenever a prompt, a scale
+The prompts' texts are data, ``task_metadata/judge_prompts.json`` (as the tasks' descriptions are), with
+:data:`PROMPT_VERSION`, which names this protocol in every stored judgement; change it whenever a prompt, a scale
 or the combination changes (:data:`PROMPT_DIGEST` pins the texts, and a test checks the two move together).
 """
 
@@ -52,6 +53,7 @@ from disastir_mteb.judging.grade_probabilities import TOP_LOGPROBS
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS
+from disastir_mteb.vocabulary.metadata import read_metadata
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Intent
 
 __all__ = [
@@ -73,8 +75,10 @@ __all__ = [
     "requests_per_pair",
 ]
 
-#: The protocol's name in every judgement: the paper's Appendix C prompts as this module writes them.
-PROMPT_VERSION = "disastir-appendix-c/1"
+#: The prompts' texts, as data (``task_metadata/judge_prompts.json``) like the tasks' own; this module only uses them.
+_TEXTS = read_metadata("judge_prompts.json")
+#: The protocol's name in every judgement: the paper's Appendix C prompts as that file holds them.
+PROMPT_VERSION: str = _TEXTS["version"]
 #: How many times one step is asked when its answers cannot be read (then the step has no vote).
 MAX_ANSWER_ATTEMPTS = 3
 #: The authors' settings (``configs/gen_config.py``, the raters): deterministic, short JSON answers.
@@ -87,10 +91,6 @@ _SCORE_KEYS = ("final_score", "final_relevance_score", "final_similarity_score",
 _YES_NO = ("Yes", "No")
 
 # --------------------------------------------------------------------------- the prompts (Appendix C)
-
-_SCALE_0_3_CRITERIA = ("0 = Not relevant at all / No information provided. 1 = Marginally relevant / Partially "
-                       "addresses the criterion. 2 = Fairly relevant / Adequately addresses the criterion. "
-                       "3 = Highly relevant / Fully satisfies the criterion.")
 
 
 @dataclass(frozen=True)
@@ -113,168 +113,16 @@ class _Prompts:
     criteria: Mapping[str, str]  # Exactness, Coverage, Topicality, Contextual Fit -> definition
 
 
-_CRITERION_OUT = 'Output JSON: {{"criterion_score": <integer_score_0_to_3>}}'
-_SUB_SCORES = ("Exactness: {Exactness}, Coverage: {Coverage}, Topicality: {Topicality}, "
-               "Contextual Fit: {Contextual Fit}")
-
-_QA = _Prompts(  # Table 10: QA, QAdoc and Twitter
-    zero_shot_system=("You are a search quality rater evaluating passage relevance based on detailed instructions "
-                      "and outputting JSON."),
-    zero_shot_user=("Given a query and a passage, provide a score (0-3): 0 = Irrelevant, 1 = Related, "
-                    "2 = Highly relevant, 3 = Perfectly relevant.\n"
-                    "Important: 1 if somewhat related but not completely, 2 if important info + extra, "
-                    "3 if only refers to topic.\n"
-                    "Query: {query}\nPassage: {passage}\n"
-                    "Consider intent, content match (M), trustworthiness (T), then decide final score (O).\n"
-                    'Output MUST be JSON: {{"final_score": <0-3>}}'),
-    presence=("Instruction: Given a passage and a query, predict whether the passage includes an answer to the "
-              'query by producing either "Yes" or "No".\nQuery: {query}\nPassage: {passage}\nAnswer:\n'
-              'Output your prediction as JSON: {{"has_answer": "Yes"}} or {{"has_answer": "No"}}'),
-    criterion_system=("Please assess how well the provided passage meets specific criteria in relation to the "
-                      f"query. Use the following scoring scale (0-3) for evaluation: {_SCALE_0_3_CRITERIA}\n"
-                      'Your output MUST be JSON: {{"criterion_score": <0-3>}}'),
-    criterion_user=("Please rate how well the given passage meets the {criterion_name} criterion in relation to the "
-                    "query. The output should be a single score (0-3) indicating {criterion_definition}.\n"
-                    f"Query: {{query}}\nPassage: {{passage}}\n{_CRITERION_OUT}"),
-    final_yes_system=("You are a search quality rater. Provide a final relevance score (2 or 3): "
-                      "2 = Highly relevant, 3 = Perfectly relevant. "
-                      'Your output MUST be JSON: {{"relevance_score": <2_or_3>}}'),
-    final_yes_user=("The passage is relevant. Rate how relevant (2 or 3).\nQuery: {query}\nPassage: {passage}\n"
-                    'Output JSON: {{"relevance_score": <2_or_3>}}'),
-    final_no_system=("You are a search quality rater. Provide a final relevance score (0 or 1): "
-                     "0 = Irrelevant, 1 = Related. "
-                     'Your output MUST be JSON: {{"relevance_score": <0_or_1>}}'),
-    final_no_user=("The passage is irrelevant. Rate how irrelevant (0 or 1).\nQuery: {query}\nPassage: {passage}\n"
-                   'Output JSON: {{"relevance_score": <0_or_1>}}'),
-    multi_criterion_system=("Please assess how well the provided passage meets specific criteria in relation to the "
-                            f"query. Use the following scoring scale (0-3): {_SCALE_0_3_CRITERIA}\n"
-                            'Your output MUST be JSON: {{"criterion_score": <0-3>}}'),
-    multi_criterion_user=("Please rate how well the given passage meets the {criterion_name} criterion in relation "
-                          "to the query. The output should be a single score (0-3) indicating "
-                          f"{{criterion_definition}}.\nQuery: {{query}}\nPassage: {{passage}}\n{_CRITERION_OUT}"),
-    multi_final_system=("You are a search quality rater evaluating overall relevance. Given a query, passage, and "
-                        "sub-scores, provide a final score (0-3): 3 = Perfectly relevant, 2 = Highly relevant, "
-                        "1 = Related, 0 = Irrelevant. "
-                        'Your output MUST be JSON: {{"final_relevance_score": <0-3>}}'),
-    multi_final_user=("Please rate how relevant the passage is based on the given sub-scores.\n"
-                      f"Query: {{query}}\nPassage: {{passage}}\n{_SUB_SCORES}\n"
-                      'Output your final rating as JSON: {{"final_relevance_score": <integer_score_0_to_3>}}'),
-    criteria=MappingProxyType({
-        "Exactness": "how precisely the passage answers the query",
-        "Coverage": "proportion of content discussing the query",
-        "Topicality": "subject alignment between passage and query",
-        "Contextual Fit": "presence of relevant background information",
-    }),
-)
-
-_FC = _Prompts(  # Table 11: fact checking
-    zero_shot_system="You are a search quality rater evaluating evidence for fact-checking and outputting JSON.",
-    zero_shot_user=("Given a claim and a passage, score relevance (0-3): 0 = Irrelevant, 1 = Related (no help), "
-                    "2 = Relevant (unclear/mixed), 3 = Direct support/refutation.\n"
-                    "Important: 1 if related but no help, 2 if important info + noise, "
-                    "3 if clearly supports/refutes.\n"
-                    "Claim: {query}\nPassage: {passage}\n"
-                    "Consider intent, support/refutation (M), trustworthiness (T), then decide final score (O).\n"
-                    'Output MUST be JSON: {{"final_score": <0_to_3>}}'),
-    presence=("Instruction: Given a passage and a claim, predict whether the passage includes information that "
-              'supports or refutes the claim by producing either "Yes" or "No".\nClaim: {query}\nPassage: {passage}\n'
-              'Output JSON: {{"has_answer": "Yes"}} or {{"has_answer": "No"}}'),
-    criterion_system=("Please assess how well the provided passage serves as evidence for evaluating the claim. "
-                      f"Use the following scoring scale (0-3): {_SCALE_0_3_CRITERIA}\n"
-                      'Your output MUST be JSON: {{"criterion_score": <0_to_3>}}'),
-    criterion_user=("Please rate how well the given passage meets the {criterion_name} criterion in relation to the "
-                    "claim. The output should be a single score (0-3) indicating {criterion_definition}.\n"
-                    f"Claim: {{query}}\nPassage: {{passage}}\n{_CRITERION_OUT}"),
-    final_yes_system=("You are a rater evaluating evidence for fact-checking. Score (2 or 3): 2 = Highly relevant "
-                      "(some support/refutation), 3 = Perfectly relevant (direct support/refutation). "
-                      'Your output MUST be JSON: {{"relevance_score": <2_or_3>}}'),
-    final_yes_user=("Passage is relevant. Rate its relevance (2 or 3).\nClaim: {query}\nPassage: {passage}\n"
-                    'Output JSON: {{"relevance_score": <2_or_3>}}'),
-    final_no_system=("You are a rater evaluating evidence for fact-checking. Score (0 or 1): 0 = Irrelevant, "
-                     "1 = Related (no support/refutation). "
-                     'Your output MUST be JSON: {{"relevance_score": <0_or_1>}}'),
-    final_no_user=("Passage irrelevant for evidence. Rate its relevance (0 or 1).\nClaim: {query}\n"
-                   'Passage: {passage}\nOutput JSON: {{"relevance_score": <0_or_1>}}'),
-    multi_criterion_system=("Please assess how well the provided passage serves as evidence for evaluating the claim "
-                            f"according to the following criteria. Use a score (0-3): {_SCALE_0_3_CRITERIA}\n"
-                            'Your output MUST be JSON: {{"criterion_score": <0_to_3>}}'),
-    multi_criterion_user=("Please rate how well the given passage meets the {criterion_name} criterion in relation "
-                          "to the claim. The output should be a single score (0-3) indicating "
-                          f"{{criterion_definition}}.\nClaim: {{query}}\nPassage: {{passage}}\n{_CRITERION_OUT}"),
-    multi_final_system=("You are a search quality rater evaluating evidence relevance for fact-checking. Given a "
-                        "claim, passage, and sub-scores, provide a final score (0-3): 3 = Perfectly relevant (direct "
-                        "support/refutation), 2 = Highly relevant (helps verification), 1 = Related (topic match, no "
-                        "verification aid), 0 = Irrelevant. "
-                        'Your output MUST be JSON: {{"final_relevance_score": <0_to_3>}}'),
-    multi_final_user=("Please rate how relevant the given passage is to the claim based on the given scores.\n"
-                      f"Claim: {{query}}\nPassage: {{passage}}\n{_SUB_SCORES}\n"
-                      'Output JSON: {{"final_relevance_score": <0_to_3>}}'),
-    criteria=MappingProxyType({
-        "Exactness": "how precisely the passage supports or refutes the claim",
-        "Coverage": "the extent to which the passage discusses content directly relevant to the claim",
-        "Topicality": "how closely the subject matter aligns with the claim topic",
-        "Contextual Fit": "how much relevant background/context is provided to verify the claim",
-    }),
-)
-
-_NLI = _Prompts(  # Table 12: entailment
-    zero_shot_system="You are a rater evaluating entailment. Output only the final score in JSON.",
-    zero_shot_user=("Given a premise and hypothesis, score entailment (0-3): 0 = Not entailed/Contradicted, "
-                    "1 = Related not entailed, 2 = Mostly entailed, 3 = Perfectly entailed.\n"
-                    "Important: 1 if related but not inferable, 2 if captures important implied content but not "
-                    "fully, 3 if clearly/fully supported.\n"
-                    "Premise: {query}\nHypothesis: {passage}\n"
-                    "Consider premise implications, logical following (E), info gaps, then decide final score (O).\n"
-                    'Output MUST be JSON: {{"final_score": <0_to_3>}}'),
-    presence=("Instruction: Given a hypothesis and a premise, predict whether the hypothesis is entailed by the "
-              'premise by producing either "Yes" or "No".\nPremise: {query}\nHypothesis: {passage}\n'
-              'Output JSON: {{"has_answer": "Yes"}} or {{"has_answer": "No"}}'),
-    criterion_system=None,  # Table 12 gives this step as one prompt
-    criterion_user=("Please assess how well the given hypothesis meets the {criterion_name} criterion in relation to "
-                    "the premise. Use a single score (0-3) indicating {criterion_definition}.\n"
-                    'Premise: {query}\nHypothesis: {passage}\nOutput JSON: {{"criterion_score": <0_to_3>}}'),
-    final_yes_system=("You are a rater evaluating entailment. Provide a final score (2 or 3): 2 = Mostly entailed, "
-                      '3 = Perfectly entailed. Your output MUST be JSON: {{"relevance_score": <2_or_3>}}'),
-    final_yes_user=("Hypothesis is entailed. Rate how well (2 or 3).\nPremise: {query}\nHypothesis: {passage}\n"
-                    'Output JSON: {{"relevance_score": <2_or_3>}}'),
-    final_no_system=("You are a rater evaluating entailment. Provide a final score (0 or 1): 0 = Not "
-                     "entailed/Contradicted, 1 = Related but not entailed. "
-                     'Your output MUST be JSON: {{"relevance_score": <0_or_1>}}'),
-    final_no_user=("Hypothesis is not entailed. Rate how (0 or 1).\nPremise: {query}\nHypothesis: {passage}\n"
-                   'Output JSON: {{"relevance_score": <0_or_1>}}'),
-    multi_criterion_system=("Please assess how well the hypothesis is entailed by the premise according to the "
-                            f"following criteria. Use a score (0-3): {_SCALE_0_3_CRITERIA}\n"
-                            'Your output MUST be JSON: {{"criterion_score": <0_to_3>}}'),
-    multi_criterion_user=("Please rate how well the given hypothesis meets the {criterion_name} criterion in "
-                          "relation to the premise. The output should be a single score (0-3) indicating "
-                          "{criterion_definition}.\nPremise: {query}\nHypothesis: {passage}\n"
-                          'Output JSON: {{"criterion_score": <0_to_3>}}'),
-    multi_final_system=("You are a search quality rater evaluating entailment. Given a premise, hypothesis, and "
-                        "sub-scores, provide a final score (0-3): 3 = Perfectly entailed, 2 = Mostly entailed, "
-                        "1 = Related but not entailed, 0 = Not entailed/Contradicted. "
-                        'Your output MUST be JSON: {{"final_relevance_score": <0_to_3>}}'),
-    multi_final_user=("Please rate how well the hypothesis is entailed by the premise based on the given scores.\n"
-                      f"Premise: {{query}}\nHypothesis: {{passage}}\n{_SUB_SCORES}\n"
-                      'Output JSON: {{"final_relevance_score": <0_to_3>}}'),
-    criteria=MappingProxyType({
-        "Exactness": "how precisely the hypothesis is entailed by the premise",
-        "Coverage": "the extent to which the hypothesis reflects core information from the premise",
-        "Topicality": "how closely the subject matter of the hypothesis aligns with that of the premise",
-        "Contextual Fit": "how well the hypothesis fits within the context or background established by the premise",
-    }),
-)
-
+_FAMILIES = {name: _Prompts(**{**fields, "criteria": MappingProxyType(fields["criteria"])})
+             for name, fields in _TEXTS["families"].items()}
+_QA, _FC, _NLI = (_FAMILIES[name] for name in ("QA", "FC", "NLI"))
 #: Table 13: STS, zero-shot only, 0-5.
-_STS_SYSTEM = ("You are a semantic-similarity rater. Output JSON with a score (0-5) where 0 = unrelated, "
-               "5 = semantically equivalent.")
-_STS_USER = ("Rate the semantic similarity 0-5: 0 = unrelated | 1 = slight | 2 = partial | 3 = moderate | "
-             "4 = high | 5 = equivalent\nSentence A: {query}\nSentence B: {passage}\n"
-             'Output JSON: {{"final_similarity_score": <0_to_5>}}')
-
-_PROMPTS: Mapping[Intent, _Prompts] = MappingProxyType({
-    Intent.QA: _QA, Intent.QAdoc: _QA, Intent.Twitter: _QA, Intent.FC: _FC, Intent.NLI: _NLI})
+_STS_SYSTEM: str = _TEXTS["sts"]["system"]
+_STS_USER: str = _TEXTS["sts"]["user"]
+_PROMPTS: Mapping[Intent, _Prompts] = MappingProxyType(
+    {Intent(intent): _FAMILIES[family] for intent, family in _TEXTS["family_of_intent"].items()})
 #: The chain of thought's criteria after each answer to its first question (the authors' ``rate_cot``).
-_COT_CRITERIA = MappingProxyType({"Yes": ("Exactness", "Coverage"), "No": ("Contextual Fit", "Topicality")})
+_COT_CRITERIA = MappingProxyType({answer: tuple(names) for answer, names in _TEXTS["cot_criteria"].items()})
 
 
 def _prompt_texts() -> list[str]:
