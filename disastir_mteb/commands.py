@@ -426,20 +426,17 @@ def _go_ahead(plan_text: str, requests: int, settings: JudgeSettings) -> bool:
 def judge(args: argparse.Namespace) -> int:
     """``disastir-mteb judge``: the result sets' unjudged top-10 pairs, judged with the authors' protocol.
 
-    The data is the runs' own unless ``--data`` says otherwise (:func:`_data_of_results`). Result sets without any
+    The options checked, the settings and the data resolved (the runs' own unless ``--data`` says otherwise:
+    :func:`_data_of_results`), then :func:`~disastir_mteb.judging.holes_job.judge_holes`. Result sets without any
     per-query rankings (plain ``mteb run``) have no holes to find: one sentence and exit 2 (1 after ``--agreement``,
     which needs none).
     """
-    from disastir_mteb.endpoints.pool import EndpointError
-    from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
-    from disastir_mteb.judging.holes import Holes, find_holes, rankings_held, result_sets_of
-    from disastir_mteb.judging.job import judge_pairs, plan_job
-    from disastir_mteb.judging.protocol import PROMPT_VERSION
+    from disastir_mteb.judging.holes import rankings_held, result_sets_of
+    from disastir_mteb.judging.holes_job import judge_holes
     from disastir_mteb.judging.settings import JudgeSettings
-    from disastir_mteb.judging.store import JudgementStore, Pair, default_store_path
+    from disastir_mteb.judging.store import default_store_path
 
-    batch = bool(args.batch_requests or args.batch_results)
-    if not batch and not args.base_url:
+    if not (args.batch_requests or args.batch_results) and not args.base_url:
         raise InvalidInput("Name a server with --base-url (e.g. http://127.0.0.1:8000/v1), or write Batch API files "
                            "with --batch-requests FILE.")
     settings = JudgeSettings.from_options(args)  # the one value the holes job and the agreement check share
@@ -458,71 +455,16 @@ def judge(args: argparse.Namespace) -> int:
     if no_rankings and not args.agreement:
         raise InvalidInput(no_rankings)
     data = _data_of_results(result_sets, args.data, "judge", tasks=args.tasks)
-    if no_rankings:
-        holes = Holes(result_sets=[s.label for s in result_sets], without_rankings=without)
-    else:
-        holes = find_holes(result_sets, data, tasks=args.tasks)
-        if without:
-            print(f"No per-query rankings for {len(without)} of {considered} task(s) (e.g. {without[0]}; plain mteb "
-                  "run writes none): their holes are not judged; rerun them with disastir-mteb run to judge them.",
-                  file=sys.stderr)
-    print(f"{len(result_sets)} result set(s): {holes.retrieved:,} top-10 hits, {holes.unjudged:,} unjudged "
-          f"({100 * holes.unjudged_share:.1f} %), {len(holes.pairs):,} distinct pair(s) to judge.")
-    pairs = [Pair(hole.intent, hole.query, hole.passage, settings.judge_model) for hole in holes.pairs]
     store_path = Path(args.store) if args.store else default_store_path()
-    with JudgementStore(store_path) as store:
-        if args.agreement:
-            from disastir_mteb.judging.agreement import run_agreement
-
-            measured = run_agreement(result_sets, args.agreement, store=store, settings=settings,
-                                     go_ahead=lambda text, requests: _go_ahead(text, requests, settings), data_dir=data)
-            if no_rankings:
-                print(f"disastir-mteb judge: {no_rankings}", file=sys.stderr)
-                return 1
-            if measured is not None and measured.warning() is not None and not args.fill_anyway:
-                print(f"Stopped before filling the {len(pairs):,} hole(s): this judge is below the agreement band. "
-                      "Judge with a stronger model, or pass --fill-anyway to fill them with this one.")
-                return 1
-        if batch:
-            if args.batch_results:
-                print(read_batch_results(pairs, store, args.batch_results).describe_read(args.batch_results))
-            if args.batch_requests:
-                round_ = write_batch_requests(pairs, store, args.batch_requests, judge_model=settings.judge_model)
-                where = f"written to {args.batch_requests}" if round_.requests else "nothing left to ask"
-                print(f"{round_.requests} request(s) for {round_.remaining} pair(s) {where}; upload it to the Batch "
-                      "API, then rerun with --batch-results <its output file> (and --batch-requests for the next "
-                      f"round). Store: {store_path}.")
-            return 0
-        plan = plan_job(pairs, store)
-        text = plan.describe(settings.price)
-        print(text)
-        if not plan.to_judge:
-            print(f"Nothing to ask: every pair has a grade in {store_path}.")
-            return 0
-        if not _go_ahead(text, plan.requests, settings):
-            print("Not sent.")
-            return 1
-        pool = settings.pool()
-        from tqdm.auto import tqdm
-
-        with tqdm(total=plan.to_judge, desc="judging", unit="pair", disable=args.quiet) as bar:
-            if not args.quiet:
-                pool.on_wait = bar.set_postfix_str  # a long wait for a server is shown, not silence
-
-            def answered(count: int, servers: str) -> None:  # requests count as they return: never a silent bar
-                bar.set_postfix_str(f"{count:,} answer(s) of ~{plan.requests:,}; {servers}", refresh=True)
-
-            try:
-                summary = judge_pairs(pairs, store, pool, judge_model=settings.judge_model, progress=bar.update,
-                                      on_answer=None if args.quiet else answered)
-            except EndpointError as error:
-                raise EndpointError(f"{str(error).rstrip('.')}; every answer received is kept in {store_path}, and "
-                                    "the same command asks only what is missing.") from None
-        print(summary.describe())
-        counts = store.counts()
-        print(f"Store {store_path}: {counts['judged']:,} graded pair(s), {counts['failed']:,} without a grade; prompt "
-              f"version {PROMPT_VERSION}. Completed scores: disastir-mteb report RESULTS --judgements {store_path}.")
-    return 0 if not summary.failed else 1
+    code = judge_holes(result_sets, settings=settings, store_path=store_path, data=data,
+                       go_ahead=lambda text, requests: _go_ahead(text, requests, settings),
+                       without_rankings=without, considered=considered, agreement=args.agreement,
+                       fill_anyway=args.fill_anyway, batch_requests=args.batch_requests,
+                       batch_results=args.batch_results, quiet=args.quiet,
+                       warn=lambda line: print(line, file=sys.stderr))
+    if no_rankings:
+        print(f"disastir-mteb judge: {no_rankings}", file=sys.stderr)
+    return code
 
 
 def judge_study(args: argparse.Namespace) -> int:

@@ -16,4 +16,6 @@
   token of answers carrying logprobs; a pair's expected grade and P(relevant).
 - :mod:`~disastir_mteb.judging.calibration`: ECE, Brier score, AUROC and Kendall's tau-b.
 - :mod:`~disastir_mteb.judging.pool_study`: ``judge-study``: the leave-one-run-out pool study and its taus.
+- :mod:`~disastir_mteb.judging.holes_job`: ``judge`` as one function: the agreement check, then the holes judged
+  online or through the Batch API's files.
 """
