@@ -190,15 +190,26 @@ def constrained(answer: Answer) -> Respond:
     return respond
 
 
-def refuses_schema(answer: Answer) -> Respond:
-    """A 400 naming ``response_format`` to every ``json_schema`` request (OpenAI's words); ``answer`` otherwise."""
+def _refusing(answer: Answer, refused: Callable[[dict[str, Any]], bool], status: int, content_type: str,
+              body: bytes) -> Respond:
+    """``status`` with ``body`` to every request ``refused`` picks; a completion of ``answer`` to the others."""
     def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
-        if answer_format(request) == "json_schema":
-            return 400, "application/json", _error("Invalid parameter: 'response_format' of type 'json_schema' is "
-                                                   "not supported with this model.", "response_format")
+        if refused(request):
+            return status, content_type, body
         return 200, "application/json", completion(request, answer(request))
 
     return respond
+
+
+def _schema(request: dict[str, Any]) -> bool:
+    return answer_format(request) == "json_schema"
+
+
+def refuses_schema(answer: Answer) -> Respond:
+    """A 400 naming ``response_format`` to every ``json_schema`` request (OpenAI's words); ``answer`` otherwise."""
+    return _refusing(answer, _schema, 400, "application/json", _error(
+        "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
+        "response_format"))
 
 
 #: How an answer is cut into tokens: ``{"``, ``final``, ``_score``, ``":``, `` ``, ``2``, ``}`` (the grade a token of
@@ -264,32 +275,18 @@ def confident(confidence: float) -> Callable[[dict[str, Any], Any], dict[Any, fl
 
 def refuses_logprobs(answer: Answer) -> Respond:
     """A 400 naming ``logprobs`` to every request asking for them (a model served without them); ``answer`` else."""
-    def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
-        if request.get("logprobs"):
-            return 400, "application/json", _error("This model does not support 'logprobs'.", "logprobs")
-        return 200, "application/json", completion(request, answer(request))
-
-    return respond
+    return _refusing(answer, lambda request: bool(request.get("logprobs")), 400, "application/json",
+                     _error("This model does not support 'logprobs'.", "logprobs"))
 
 
 def bare_422(answer: Answer) -> Respond:
     """A 422 with an empty body to every ``json_schema`` request (a validator that names nothing); ``answer`` else."""
-    def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
-        if answer_format(request) == "json_schema":
-            return 422, "application/json", b"{}"
-        return 200, "application/json", completion(request, answer(request))
-
-    return respond
+    return _refusing(answer, _schema, 422, "application/json", b"{}")
 
 
 def fails_schema(answer: Answer) -> Respond:
     """A 500 naming nothing to every ``json_schema`` request (an engine whose grammar crashes); ``answer`` else."""
-    def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
-        if answer_format(request) == "json_schema":
-            return 500, "text/plain", b"Internal Server Error"
-        return 200, "application/json", completion(request, answer(request))
-
-    return respond
+    return _refusing(answer, _schema, 500, "text/plain", b"Internal Server Error")
 
 
 def reshaped(answer: Answer, shape: str) -> Respond:
