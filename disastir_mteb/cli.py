@@ -16,7 +16,7 @@ from disastir_mteb import commands
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV, check_base_url
 from disastir_mteb.judging.settings import JudgeSettings
 from disastir_mteb.judging.store import JUDGEMENT_STORE_NAME
-from disastir_mteb.leaderboard.app import SCREENSHOT_WIDTH
+from disastir_mteb.leaderboard.browser import SCREENSHOT_WIDTH
 from disastir_mteb.results.metrics import MAIN_METRIC
 from disastir_mteb.util.errors import DisastirError, InvalidInput
 from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS, DEFAULT_PRESET

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV, DEFAULT_TIMEOUT
-from disastir_mteb.judging.job import Price
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the job's modules load when a job runs: the command line reads these defaults at every start
     from disastir_mteb.endpoints.pool import EndpointPool
+    from disastir_mteb.judging.job import Price
     from disastir_mteb.judging.store import JudgementStore, Pair
 
 __all__ = ["JudgeSettings"]
@@ -52,6 +52,8 @@ class JudgeSettings:
     @classmethod
     def from_options(cls, options: Any) -> JudgeSettings:
         """The ``judge`` command's parsed options as one value (``--price`` read here: a bad one is one sentence)."""
+        from disastir_mteb.judging.job import Price
+
         return cls(judge_model=options.model, base_urls=tuple(options.base_url or ()),
                    api_key_env=options.api_key_env, concurrency=options.concurrency, timeout=options.timeout,
                    price=Price.parse(options.price) if options.price else None,

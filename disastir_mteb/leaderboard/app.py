@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from disastir_mteb.leaderboard.browser import find_browser, screenshot
+from disastir_mteb.leaderboard.browser import SCREENSHOT_WIDTH, find_browser, screenshot
 from disastir_mteb.leaderboard.rows import (
     PUBLISHED_MARK,
     BoardRow,
@@ -210,10 +210,6 @@ def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) ->
             gradio.Markdown(provenance_markdown(rows), elem_id="disastir_provenance")
             gradio.HTML(f"<style>{_PAGE_CSS}</style>")
         yield app, rows
-
-
-SCREENSHOT_WIDTH = 1280
-"""Pixels, the window's width for ``--screenshot``: a laptop's, so the picture shows what a reader sees."""
 
 
 def serve(results: Sequence[str | Path], *, host: str = "127.0.0.1", port: int = 7860, published: bool = True,

@@ -32,8 +32,10 @@ from typing import Any
 from disastir_mteb.util.atomic import write_bytes_atomic
 from disastir_mteb.util.errors import BrowserError, BrowserTimeout, MissingInput
 
-__all__ = ["BROWSERS", "PageShot", "find_browser", "screenshot"]
+__all__ = ["BROWSERS", "SCREENSHOT_WIDTH", "PageShot", "find_browser", "screenshot"]
 
+SCREENSHOT_WIDTH = 1280
+"""Pixels, the window's width for ``leaderboard --screenshot``: a laptop's, so the picture shows what a reader sees."""
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 """Chromium-family executables looked for on PATH, in this order."""
 
