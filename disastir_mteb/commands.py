@@ -91,11 +91,9 @@ def run(args: argparse.Namespace) -> int:
                                     output_folder=args.output_folder, overwrite=args.overwrite,
                                     show_progress=not args.quiet, on_task_done=_task_line)
         _summarise(evaluation)
-    searcher = evaluation.searcher
-    if searcher.timings is not None:
-        print(searcher.timings.to_text())
-        if timings_file is not None:
-            _write_timings(timings_file, searcher.timings)
+    print(evaluation.timings.to_text())
+    if timings_file is not None:
+        _write_timings(timings_file, evaluation.timings)
     return 0
 
 

@@ -69,9 +69,8 @@ def run_demo(*, output_folder: str | Path = DEFAULT_OUTPUT_FOLDER, scale: str = 
 
                 written = write_report([load_result_set(folder)], report, formats=["md"])
             say(f"Report with heatmap: {next(p for p in written if p.suffix == '.md').resolve()}")
-        run = searcher.timings
         spent = running.timings(passages_encoded=searcher.passages_encoded, queries_encoded=searcher.queries_encoded,
-                                device=run.device if run is not None else "cpu")
+                                device=evaluation.timings.device)
     say(spent.to_text())
     if timings is not None:
         timings(spent)

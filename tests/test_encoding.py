@@ -14,6 +14,7 @@ from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.encoding import SentenceTransformerPipeline, length_order
 from disastir_mteb.search.precision import in_precision
+from disastir_mteb.search.prefetch import prefetch
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore
 from disastir_mteb.vocabulary.run_settings import RunSettings
@@ -224,7 +225,7 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(sample_data: Path, use
     store = EmbeddingStore(tmp_path / "cache")
     joint = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=store)
     with caplog.at_level("INFO", logger="disastir_mteb.search"):
-        joint.prefetch(tasks, encode_kwargs={"batch_size": 8})
+        prefetch(joint, tasks, encode_kwargs={"batch_size": 8})
     assert "Encoded the queries of 3 task(s) in one length-sorted pass" in caplog.text
     n_queries = sum(len(t.dataset["default"]["test"]["queries"]) for t in tasks)
     assert joint.queries_encoded == n_queries
@@ -241,7 +242,7 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(sample_data: Path, use
     assert joint.queries_encoded == n_queries  # the per-task calls above were store hits
 
     again = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=store)
-    again.prefetch(tasks, encode_kwargs={"batch_size": 8})
+    prefetch(again, tasks, encode_kwargs={"batch_size": 8})
     assert again.queries_encoded == 0 and again.passages_encoded == 0
 
 

@@ -7,7 +7,7 @@ from datasets import Dataset
 from mteb._create_dataloaders import _retrieval_texts
 from mteb.types import PromptType
 
-from disastir_mteb.search.shared_corpus import retrieval_texts
+from disastir_mteb.search.routing import retrieval_texts
 
 CORPORA = {
     "text only": {"id": ["d1", "d2", "d3"], "text": ["  Floods spread cholera. ", "Boil water\n", "x"]},
@@ -47,7 +47,7 @@ def test_the_passage_loader_hands_the_model_mtebs_batches() -> None:
     import mteb
     from mteb._create_dataloaders import create_dataloader
 
-    from disastir_mteb.search.shared_corpus import passage_loader
+    from disastir_mteb.search.routing import passage_loader
 
     corpus = Dataset.from_dict(CORPORA["titles, some empty"])
     texts = retrieval_texts(corpus, PromptType.document) * 3  # 9 passages: batches of 4, 4 and 1

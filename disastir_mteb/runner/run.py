@@ -25,8 +25,8 @@ After a group's pass, the tasks it answered are scored and written on every core
 Where the time went: a run runs under a phase clock (:mod:`disastir_mteb.util.timings`), from its first
 step (``evaluate``'s settings, or the command line's imports) to the end of its last task. Each step marks
 its phase (tasks loaded, the model, passages, the store, queries, the index, the search, scoring, result
-files), the rest is ``other``, and at the end the search model keeps the run's
-:class:`~disastir_mteb.util.timings.Timings` (``searcher.timings``): ``disastir-mteb run`` prints it as a
+files), the rest is ``other``, and at the end the run's :class:`~disastir_mteb.util.timings.Timings` is part of
+what it did (:attr:`Evaluation.timings`): ``disastir-mteb run`` prints it as a
 table and writes it with ``--timings-json``; ``evaluate(timings=...)`` hands it to a callable.
 
 One module because the run and the steps of one task it hands to a worker process (evaluate, per-query
@@ -195,8 +195,8 @@ def evaluate(
         api_key_env: the environment variable holding the servers' key (never a file or an argument).
         timings: called once, when the run is done, with where its wall time went
             (:class:`~disastir_mteb.util.timings.Timings`: seconds per phase, which add up to the total, the
-            passages and queries encoded, the device, the peak memory), the value the search model also keeps
-            (``searcher.timings``). A run inside a run already timed (the demo) is part of that one's clock.
+            passages and queries encoded, the device, the peak memory), as :attr:`Evaluation.timings`. A run inside
+            a run already timed (the demo) is part of that one's clock.
 
     Returns:
         mteb's ``ModelResult`` holding every evaluated task, as an
@@ -227,8 +227,8 @@ def evaluate(
                                                                                or precision is not None
                                                                                or batch_size is not None,
                                                                                search))
-    if timings is not None and evaluation.searcher.timings is not None:
-        timings(evaluation.searcher.timings)
+    if timings is not None:
+        timings(evaluation.timings)
     from disastir_mteb.runner.evaluation_result import EvaluationResult  # imports mteb: here, not at the top
 
     summary = " ".join(evaluation.summary(brief=True))
@@ -259,6 +259,8 @@ class Evaluation:
         searcher: the search model (``passages_encoded``, ``index_builds``, ``timings``, ``identity``, ...).
         folder: where the first task's result file was written (the run's result set).
         data: the data the tasks read.
+        timings: where the run's wall time went (:class:`~disastir_mteb.util.timings.Timings`), on the clock of the
+            call that started it (:func:`evaluate`, the command line, else :func:`run_evaluation`'s own).
         servers: how the embedding servers answered (one line), when the model was served.
     """
 
@@ -266,6 +268,7 @@ class Evaluation:
     searcher: SharedCorpusSearch
     folder: Path
     data: DataSource
+    timings: Timings
     servers: str | None = None
 
     def summary(self, *, brief: bool = False) -> list[str]:
@@ -318,34 +321,37 @@ def run_evaluation(
     """
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
-    with clock(Phase.tasks):
-        tasks_to_run = resolve_tasks(tasks, benchmarks, split=split, data=data)  # before a model loads
-        data = with_sample_devlite(data, [task.metadata.name for task in tasks_to_run])
-        tasks_to_run = resolve_tasks(tasks_to_run, split=split, data=data)
-    if isinstance(model, SharedCorpusSearch):  # it carries its own settings: the keywords may only name them
-        keywords, search = ready_keywords
-        if keywords:
-            raise InvalidInput("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
-                               "build_search), not to evaluate() together with a ready search model.")
-        if search != EXACT and model.ann != settings.ann:
-            raise InvalidInput(f"The search model searches {model.describe_search()}, but evaluate() was asked "
-                               f"for search={search!r}; build it with the same setting or leave search at its "
-                               "default.")
-    servers = None
-    try:
-        with clock(Phase.model):
-            if served is not None:
-                servers = model = serve_model(model, served.urls, revision=served.revision,
-                                              concurrency=served.concurrency, key_env=served.key_env)
-            searcher = build_search(model, settings)
-        result = run_tasks(searcher, tasks_to_run, output_folder=output_folder, overwrite=overwrite,
-                           show_progress=show_progress, on_task_done=on_task_done)
-        said = servers.describe() if servers is not None else None
-    finally:
-        if servers is not None:  # its event loop thread and connections, also when the run stops with an error
-            servers.close()
-    folder = result_folder(searcher, result.task_results[0].task_name, output_folder)
-    return Evaluation(result, searcher, folder, data, said)
+    with run_clock() as running:
+        with clock(Phase.tasks):
+            tasks_to_run = resolve_tasks(tasks, benchmarks, split=split, data=data)  # before a model loads
+            data = with_sample_devlite(data, [task.metadata.name for task in tasks_to_run])
+            tasks_to_run = resolve_tasks(tasks_to_run, split=split, data=data)
+        if isinstance(model, SharedCorpusSearch):  # it carries its own settings: the keywords may only name them
+            keywords, search = ready_keywords
+            if keywords:
+                raise InvalidInput("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
+                                   "build_search), not to evaluate() together with a ready search model.")
+            if search != EXACT and model.ann != settings.ann:
+                raise InvalidInput(f"The search model searches {model.describe_search()}, but evaluate() was asked "
+                                   f"for search={search!r}; build it with the same setting or leave search at its "
+                                   "default.")
+        servers = None
+        try:
+            with clock(Phase.model):
+                if served is not None:
+                    servers = model = serve_model(model, served.urls, revision=served.revision,
+                                                  concurrency=served.concurrency, key_env=served.key_env)
+                searcher = build_search(model, settings)
+            result = run_tasks(searcher, tasks_to_run, output_folder=output_folder, overwrite=overwrite,
+                               show_progress=show_progress, on_task_done=on_task_done)
+            said = servers.describe() if servers is not None else None
+        finally:
+            if servers is not None:  # its event loop thread and connections, also when the run stops with an error
+                servers.close()
+        folder = result_folder(searcher, result.task_results[0].task_name, output_folder)
+        spent = running.timings(passages_encoded=searcher.passages_encoded, queries_encoded=searcher.queries_encoded,
+                                device=_encoding_device(searcher))
+    return Evaluation(result, searcher, folder, data, spent, said)
 
 
 def serve_model(model: Any, urls: str | Sequence[str], *, revision: str | None = None,
@@ -377,18 +383,17 @@ def run_tasks(
 
     The steps after the settings and the data (each task reads the data it was given). Arguments as in
     :func:`evaluate` (the batch size is the search model's, else
-    :data:`~disastir_mteb.vocabulary.settings.DEFAULT_BATCH_SIZE`). At the end ``searcher.timings`` holds where
-    the run's time went (the clock of the call that started it, :func:`evaluate` or the command line, else one
-    started here).
+    :data:`~disastir_mteb.vocabulary.settings.DEFAULT_BATCH_SIZE`). Its steps are marked on the clock of the call
+    that started the run (:func:`run_evaluation`, :func:`evaluate` or the command line), else on one started here.
     """
-    with run_clock() as running:
+    with run_clock():
         with clock(Phase.startup):  # the libraries the tasks are scored with (imported already on the command line)
             from tqdm.auto import tqdm
 
             from disastir_mteb.runner.result_cache import atomic_result_cache
             from disastir_mteb.runner.scoring_patch import faster_scoring
             from disastir_mteb.runner.task_pool import evaluate_tasks
-            from disastir_mteb.search.shared_corpus import answered_by_prefetch, forget_prefetched
+            from disastir_mteb.search.prefetch import answered_by_prefetch, forget_prefetched, prefetch
 
         with clock(Phase.tasks):
             groups = corpus_groups(tasks)
@@ -397,7 +402,9 @@ def run_tasks(
         if not show_progress:
             encode_kwargs["show_progress_bar"] = False  # what mteb.evaluate sets when it builds encode_kwargs itself
         with clock(Phase.model):
-            identity = searcher.start_run()  # a search model run before is probed again: its model may have changed
+            # a search model run before is probed again (its model may have changed); per-query files need each
+            # task's search results kept
+            identity = searcher.start_run(keep_rankings=True)
         with clock(Phase.writing):
             cache = atomic_result_cache(output_folder)  # mteb's layout; each file lands whole or not at all
             _check_inside(cache, task_list, searcher)
@@ -405,7 +412,6 @@ def run_tasks(
             logger.info("%s has no name and revision of its own: it is identified by what it computes (fingerprint "
                         "%s), and its results are filed under %s.", identity.name, identity.fingerprint[:16],
                         Path(cache.get_task_result_path(task_list[0].metadata.name, searcher.mteb_model_meta)).parent)
-        searcher.keep_rankings = True  # per-query files need each task's search results
         preloaded = {task.metadata.name for task in task_list if task.data_loaded}
         task_results: list[TaskResult] = []
         result: ModelResult | None = None
@@ -416,12 +422,12 @@ def run_tasks(
                                     overwrite=overwrite, said=said, checked=checked)
             answered = functools.partial(answered_by_prefetch, searcher)  # such tasks are scored on every core
             if len(groups[0]) > 1:
-                searcher.prefetch(groups[0], encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
+                prefetch(searcher, groups[0], encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
             bar = tqdm(total=len(task_list), desc="Evaluating tasks", unit=" tasks", dynamic_ncols=True,
                        disable=not show_progress or len(task_list) < 2)
             for number, group in enumerate(groups):
                 if number and len(group) > 1:  # a corpus after the first (DevLite's): its group's pass when reached
-                    searcher.prefetch(group, encode_kwargs=encode_kwargs)
+                    prefetch(searcher, group, encode_kwargs=encode_kwargs)
                 with clock(Phase.writing):  # result files read back
                     checked.update({task.metadata.name: _stale(searcher, task, cache, said)
                                     for task in group if task.data_loaded and not overwrite})
@@ -442,8 +448,6 @@ def run_tasks(
                     len(task_list), searcher.describe_search(), searcher.index_builds, searcher.index_loads,
                     searcher.passages_encoded, searcher.queries_encoded)
         logger.info("Passages: %s.", searcher.describe_encoding())
-        searcher.timings = running.timings(passages_encoded=searcher.passages_encoded,
-                                           queries_encoded=searcher.queries_encoded, device=_encoding_device(searcher))
     if result is None:
         raise InvalidInput("No tasks to evaluate.")
     return result.model_copy(update={"task_results": task_results})
@@ -537,7 +541,7 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
     from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
 
     splits, subsets = list(task.metadata.eval_splits), list(task.hf_subsets)
-    found = [searcher.rankings.pop((task.metadata.name, split, subset), None) for split in splits for subset in subsets]
+    found = [searcher.take_ranking(task.metadata.name, split, subset) for split in splits for subset in subsets]
     dataset = getattr(task, "dataset", None) or {}
     if len(found) != 1 or found[0] is None or _split_missing(dataset, subsets[0], splits[0]):
         return  # results came from mteb's cache, the data was unloaded, or several splits (one file per task)

@@ -1,0 +1,141 @@
+"""Every task's queries in one pass over the shared corpus, before mteb asks for them task by task.
+
+Searching per task streams the whole corpus once per task (48 passes); one pass for all 9,600 queries costs about
+what a single task's pass does. :func:`prefetch` indexes the shared corpus, has the search model encode every
+task's queries (together, longest first, when they all reach one plain SentenceTransformer), searches them all at
+once and files each task's top-k in the search model's :class:`FiledSearches`, which that task's own ``search``
+then hands back at once. :func:`answered_by_prefetch` tells the runner which tasks need no model any more,
+:func:`forget_prefetched` drops what a task did not take.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from disastir_mteb.search.routing import DISASTIR_TASKS
+from disastir_mteb.util.mteb_internals import search_depth
+from disastir_mteb.util.timings import Phase, clock
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from mteb.types import EncodeKwargs, RetrievalOutputType
+
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FiledSearches", "answered_by_prefetch", "forget_prefetched", "prefetch"]
+
+PrefetchKey = tuple[str, str, str, "tuple[str, str] | None"]  # task, split, subset, held corpus
+
+
+class FiledSearches:
+    """The top-k the shared pass filed per (task, split, subset, held corpus), until each task's search takes it."""
+
+    def __init__(self) -> None:
+        self._filed: dict[PrefetchKey, tuple[int, dict[str, dict[str, float]]]] = {}
+
+    def file(self, key: PrefetchKey, top_k: int, rankings: dict[str, dict[str, float]]) -> None:
+        """Keep ``rankings`` (``top_k`` deep) for the search of ``key``."""
+        self._filed[key] = (top_k, rankings)
+
+    def take(self, key: PrefetchKey, query_ids: Sequence[str], top_k: int) -> RetrievalOutputType | None:
+        """The filed top-``top_k`` of ``query_ids`` (dropped from here), or None when the pass did not answer them."""
+        ready = self._filed.pop(key, None)
+        if ready is None or ready[0] < top_k or not set(query_ids) <= ready[1].keys():
+            return None
+        return {qid: dict(list(ready[1][qid].items())[:top_k]) for qid in query_ids}
+
+    def holds(self, key: PrefetchKey, top_k: int) -> bool:
+        """Whether a search of ``key`` at least ``top_k`` deep is filed."""
+        ready = self._filed.get(key)
+        return ready is not None and ready[0] >= top_k
+
+    def forget(self, task_name: str) -> None:
+        """Drop everything filed for ``task_name``."""
+        for key in [key for key in self._filed if key[0] == task_name]:
+            del self._filed[key]
+
+    def clear(self) -> None:
+        """Drop everything filed (the model computes other vectors now)."""
+        self._filed.clear()
+
+
+def prefetch(searcher: SharedCorpusSearch, tasks: Sequence[Any], *, encode_kwargs: EncodeKwargs | None = None) -> int:
+    """Search all DisastIR tasks' queries in ONE pass over the corpus and file each task's top-k in ``searcher``.
+
+    Only DisastIR tasks are prefetched, and only when they share one corpus and passage prompt; the others are
+    searched as usual.
+
+    Returns:
+        How many tasks were prefetched (0 when they do not share one corpus).
+    """
+    from tqdm.auto import tqdm
+
+    encode_kwargs = dict(encode_kwargs or {"batch_size": searcher.batch_size or DEFAULT_BATCH_SIZE})
+    ours = [task for task in tasks if task.metadata.name in DISASTIR_TASKS]  # other tasks keep the per-task path
+    with clock(Phase.tasks):
+        for task in tqdm(ours, desc="Loading tasks", unit=" tasks", disable=not searcher.progress, leave=False,
+                         dynamic_ncols=True):
+            if not task.data_loaded:
+                task.load_data()
+    items: list[tuple[Any, Any]] = []
+    owners: list[tuple[PrefetchKey, list[str], int]] = []
+    for task in ours:  # the first indexes (encodes) the shared corpus, under its own bar; the rest reuse it
+        split, subset = task.metadata.eval_splits[0], "default"
+        data = task.dataset[subset][split]
+        searcher.index(data["corpus"], task_metadata=task.metadata, hf_split=split, hf_subset=subset,
+                       encode_kwargs=encode_kwargs)
+        if owners and owners[0][0][3] != searcher.held_corpus:  # not one shared corpus after all: do nothing early
+            logger.info("Tasks do not share one corpus; searching task by task.")
+            return 0
+        items.append((task, data))
+        owners.append(((task.metadata.name, split, subset, searcher.held_corpus),
+                       [str(i) for i in data["queries"]["id"]], search_depth(task)))
+    if not owners:
+        return 0
+    with clock(Phase.queries):
+        blocks = searcher.query_vectors(items, encode_kwargs)
+    top_k = max(k for _, _, k in owners)
+    with clock(Phase.search):
+        values, indices = searcher.search_vectors(np.concatenate(blocks), top_k)
+        doc_ids = searcher.corpus_ids
+        row = 0
+        for key, query_ids, _ in owners:
+            searcher.filed.file(key, top_k, {
+                qid: {doc_ids[int(i)]: float(v) for v, i in zip(values[row + n], indices[row + n], strict=True)}
+                for n, qid in enumerate(query_ids)})
+            row += len(query_ids)
+    logger.info("Searched %d queries of %d task(s) in one pass over the corpus.", row, len(owners))
+    return len(owners)
+
+
+def answered_by_prefetch(searcher: SharedCorpusSearch, task: Any) -> bool:
+    """Whether mteb's evaluation of ``task`` takes every search from the shared pass, so runs no model.
+
+    True when each (split, subset) mteb evaluates has its top-k filed, at least as deep as the task
+    asks, for the corpus held now, and has no ``top_ranked`` (a reranking task is searched per task).
+    The runner evaluates such tasks in forked worker processes (:mod:`disastir_mteb.runner.task_pool`),
+    which must never run the model.
+    """
+    held = searcher.held_corpus
+    if not task.data_loaded or held is None:
+        return False
+    top_k = search_depth(task)
+    for split in task.metadata.eval_splits:
+        for subset in task.hf_subsets or ["default"]:
+            data = task.dataset.get(subset, {}).get(split) if isinstance(task.dataset, dict) else None
+            if (not searcher.filed.holds((task.metadata.name, split, subset, held), top_k) or data is None
+                    or data.get("top_ranked") is not None):
+                return False
+    return True
+
+
+def forget_prefetched(searcher: SharedCorpusSearch, task: Any) -> None:
+    """Drop what the pass filed for ``task`` (its search ran in a worker process, which took its own copy)."""
+    searcher.filed.forget(task.metadata.name)
