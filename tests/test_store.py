@@ -41,22 +41,12 @@ def expected(texts: list[str], dim: int = 8) -> np.ndarray:
     return CountingEncoder(dim)(texts)
 
 
-def test_keys_keep_the_digests_they_had_so_caches_written_before_stay_valid() -> None:
-    # The digests of these keys before ``instructions`` (always "") left StoreKey: a changed digest would
-    # send every user's cached corpus (hours for a 7B model) to be encoded again.
+def test_key_digests_are_pinned_so_a_refactor_cannot_silently_send_every_cache_to_be_encoded_again() -> None:
+    """A changed digest moves every entry to a new folder (hours for a 7B model): it must be a deliberate change."""
     texts = fingerprint_texts(["a", "b"])
-    assert StoreKey("org/model", "abc123", "corpus", "", texts).digest == "b8f01d332d5e40106885eff9511b7117"
+    assert StoreKey("org/model", "abc123", "corpus", "", texts).digest == "51c9d0fa996c9a8fd9b53da1c1a045d4"
     assert StoreKey("sentence-transformers/all-MiniLM-L6-v2", "c9745ed1", "queries", "query: ", texts, "float16", 32,
-                    "float32", "ab" * 16).digest == "e488e50c6fbd5a994e3be9713944aa12"
-
-
-def test_manifests_keep_the_retired_field_so_an_older_version_sharing_the_cache_reads_them(tmp_path: Path) -> None:
-    """Earlier versions take a manifest as valid only with ``"instructions": ""``; two virtual environments often
-    share one cache folder, and without the field the older one would encode the whole corpus again."""
-    store = EmbeddingStore(tmp_path)
-    store.get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(), chunk_size=16, progress=False)
-    manifest = json.loads((store.folder(key_for(TEXTS)) / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["instructions"] == "" and manifest["prompt"] == "" and manifest["model_name"] == "org/model"
+                    "float32", "ab" * 16).digest == "e60eb07883a28d06b18f5f853f54a1a1"
 
 
 def test_fingerprint_is_ordered_and_length_prefixed() -> None:
@@ -74,16 +64,9 @@ def test_key_digest_and_folder() -> None:
                    {"model_fingerprint": "0" * 32}):
         assert key_for(TEXTS, **change).digest != key.digest
     assert "org/model@abc123" in key.describe()
+    assert "org/model@abc123#ffffffffffff " in key_for(TEXTS, model_fingerprint="f" * 32).describe()
     with pytest.raises(ValueError, match="side"):
         key_for(TEXTS, side="docs")
-
-
-def test_a_key_without_fingerprint_keeps_the_digest_it_had_before_fingerprints() -> None:
-    """Entries of the store used directly stay valid: the digest below is what the code before fingerprints gave."""
-    key = key_for(["a", "b"], batch_size=32, precision="float32")
-    assert key.digest == "5964ad05955bcb6de4d8e23807391b1b"
-    with_fingerprint = key_for(["a", "b"], batch_size=32, precision="float32", model_fingerprint="f" * 32)
-    assert with_fingerprint.digest != key.digest and "org/model@abc123#ffffffffffff " in with_fingerprint.describe()
 
 
 def test_cache_root_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -293,19 +276,47 @@ def test_damaged_bytes_in_a_chunk_file_re_encode_that_chunk(tmp_path: Path, capl
         in warning
 
 
-def test_entries_of_an_earlier_version_without_checksums_are_encoded_again(tmp_path: Path,
-                                                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_an_entry_of_an_older_format_is_encoded_again_once_after_one_warning_naming_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from disastir_mteb.search.store import _FORMAT
+
+    store = EmbeddingStore(tmp_path)
+    store.get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(), chunk_size=16, progress=False)
+    folder = store.folder(key_for(TEXTS))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "format": _FORMAT - 1}))
+    assert store.cached(key_for(TEXTS), 50) is None
+
+    encoder = CountingEncoder()
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
+        vectors = EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, encoder, chunk_size=16, progress=False)
+        again = CountingEncoder()
+        EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, again, chunk_size=16, progress=False)
+    assert encoder.rows == 50 and again.rows == 0  # encoded once more, in its folder, then served
+    np.testing.assert_array_equal(vectors, expected(TEXTS))
+    assert json.loads((folder / "manifest.json").read_text())["format"] == _FORMAT
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert str(folder) in line and f"format {_FORMAT - 1}" in line
+
+
+def test_chunks_of_an_older_format_are_encoded_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store = EmbeddingStore(tmp_path)
     with pytest.raises(RuntimeError):
         store.get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(fail_after=1), chunk_size=16, progress=False)
-    (chunk,) = store.folder(key_for(TEXTS)).glob("chunk_*.npy")
-    chunk.rename(chunk.with_name("chunk_0000000000_0000000016.npy"))  # the name format 2 wrote
+    folder = store.folder(key_for(TEXTS))
+    record = json.loads((folder / "order.json").read_text())
+    (folder / "order.json").write_text(json.dumps({**record, "format": record["format"] - 1}))
     encoder = CountingEncoder()
     with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.store"):
         store.get_or_encode(key_for(TEXTS), TEXTS, encoder, chunk_size=16, progress=False)
     assert encoder.rows == 50
-    assert "no checksum in its name (written by an earlier version)" in caplog.text
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert str(folder) in line and "1 chunk file(s)" in line and f"format {record['format'] - 1}" in line
 
+
+def test_an_entry_whose_manifest_lacks_the_checksum_of_its_row_checksums_is_not_served(tmp_path: Path) -> None:
+    store = EmbeddingStore(tmp_path)
+    store.get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(), chunk_size=16, progress=False)
     manifest_path = store.folder(key_for(TEXTS)) / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest_path.write_text(json.dumps({k: v for k, v in manifest.items() if k != "checksums"}))

@@ -1,29 +1,27 @@
 """A persistent, memory-mapped store of corpus and query embeddings: :class:`EmbeddingStore`.
 
-All 48 DisastIR tasks search one corpus of 239,704 passages, which takes about two hours to
-encode on a laptop CPU. The store encodes it once per (model, revision, passage-side prompt,
-corpus texts) and keeps the vectors under ``DISASTIR_CACHE_DIR`` as plain ``.npy`` files read
-through ``np.load(mmap_mode="r")``: never pickles, so a cache folder cannot run code.
+All 48 DisastIR tasks search one corpus of 239,704 passages, hours to encode on a CPU. The store
+encodes it once per (model, revision, passage-side prompt, corpus texts) and keeps the vectors
+under ``DISASTIR_CACHE_DIR`` as plain ``.npy`` files read through ``np.load(mmap_mode="r")``:
+never pickles, so a cache folder cannot run code.
 
-The module reads top to bottom as an entry lives: its key, its chunk files while it is encoded,
-the finished entry, and the store that serves, verifies, repairs and encodes entries (the steps of
-one :meth:`EmbeddingStore.get_or_encode`, under one lock), then the encoding loop they share.
+It is one module because its parts are the stages of one entry's life under one lock (key, chunk
+files while encoding, finished entry, the store that serves, verifies, repairs and encodes it, then
+the encoding loop they share), and each stage reads and writes the files of the one before.
 
 The key. A :class:`StoreKey` names the model (name, revision, and the fingerprint of what it
 computes: :mod:`disastir_mteb.models.identity`), the side, the prompt or instruction the texts are
-encoded with, the texts (:func:`fingerprint_texts`), the storage dtype, the batch size and the model's
-precision: change any of them and the vectors are looked up (or encoded) under another folder. The store format
-number (``_FORMAT``) is hashed in too, so a change in how vectors are laid out or computed rebuilds old
-entries instead of serving them.
+encoded with, the texts (:func:`fingerprint_texts`), the storage dtype, the batch size and the
+model's precision: change any of them and the vectors are looked up (or encoded) under another folder.
 
 Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
 
 - ``chunk_<start>_<stop>_<checksum>.npy``: positions ``start:stop`` of the encoding order, one file
   per finished chunk (:data:`CHUNK_SIZE` texts) while encoding. The order is the caller's (the runner
   passes :func:`~disastir_mteb.search.encoding.length_order`, longest passage first, so batches carry
-  little padding); ``order.json`` records its digest, and chunks written under another order hold
-  other rows and are discarded. A run killed at any point (exception, Ctrl-C, SIGKILL, out of
-  memory) resumes from the last finished chunk, because every file is written under a pid-named
+  little padding); ``order.json`` records its digest and the store format, and chunks written under
+  another order or format are discarded. A run killed at any point (exception, Ctrl-C, SIGKILL, out
+  of memory) resumes from the last finished chunk, because every file is written under a pid-named
   temporary name, fsynced and renamed. The checksum in the name is :func:`checksum` of the vectors
   the file holds, computed before they were written. The encoder's output is checked (2-D, float,
   finite) before it is written.
@@ -33,6 +31,9 @@ Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
   format, shape, the chunks the vectors were encoded in (ranges of the encoding order), the order's
   digest, the checksum of ``checksums.npy``, date and library versions. The manifest is written
   last, so an entry without one is unfinished and never served.
+
+The format (``_FORMAT``) is recorded, not hashed into the folder: an entry written by another
+format is not served, and is encoded again in its folder after one warning naming it.
 
 Every byte is verified before it is used. A chunk file is used only if it has a readable header,
 the expected rows and dtype, and bytes that still hash to its name (a file damaged in the middle
@@ -46,7 +47,7 @@ the entry rewritten; either after one warning naming the file.
 Why a checksum per row rather than per block: the rows are stored in the texts' order but encoded
 in length order, so any block of stored rows holds rows of nearly every encoding chunk. Knowing the
 damaged rows themselves, a repair encodes again only the chunks that hold them (a damaged 4 KB page
-is at most four chunks, not the corpus). Hashing 239,704 rows of 384 float32 takes about 0.1 s here.
+is at most four chunks, not the corpus).
 
 Concurrency: a run writing an entry holds its lock (``.lock``, POSIX ``flock``); a second run that
 needs the same entry waits for it, after one warning, and then serves what the first wrote (or
@@ -95,19 +96,9 @@ __all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "checksum", "encode_chunk
 
 # ---------------------------------------------------------------------- the key
 
-# Bump when the layout, the manifest or the way vectors are computed changes: old entries are then rebuilt.
-# 2: length-ordered chunks (other batches, so other float rounding than format 1), batch size and precision keyed.
-# 3: checksums: in every chunk file's name, and per row of embeddings.npy (checksums.npy, itself checksummed
-#    in the manifest; older entries cannot be verified, so they are encoded again); corpus keys no longer hold
-#    query-side instruction settings.
-# Fingerprints needed no new format: a key with one hashes differently, a key without one as before.
-# Entries written before them are never found by the search model, whose keys always hold one: its first run
-# after the upgrade encodes again (the old folders stay, unused, until deleted); direct users keep theirs.
-_FORMAT = 3
-# Fields a key no longer has, hashed and written into manifests at the value they always had, so the entries
-# written before stay valid, and an older version sharing the cache folder keeps reading the entries written now:
-# ``instructions`` (queries carry their instruction in ``prompt``; it was always "").
-_RETIRED_FIELDS = {"instructions": ""}
+# Bump when the layout, the manifest or the way vectors are computed changes: entries of another format are then
+# not served but encoded again, once, in their folders (one warning each).
+_FORMAT = 4
 _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
 
 
@@ -133,8 +124,7 @@ class StoreKey:
         model_revision: the model's revision (commit), ``None`` when unknown.
         model_fingerprint: what the model computes (:func:`~disastir_mteb.models.identity.identify`), so that
             two models under one name and revision (in-memory models have neither; a model can be changed in
-            place) never share vectors; ``None``: the name and revision are trusted. A key without one has
-            the digest it had before fingerprints existed, so such entries stay valid.
+            place) never share vectors; ``None``: the name and revision are trusted.
         side: ``corpus`` for passages, ``queries`` for queries.
         prompt: the prompt or instruction the texts are encoded with (the passage-side one for the corpus, the
             task's query prompt for queries), ``""`` if none.
@@ -171,11 +161,8 @@ class StoreKey:
 
     @property
     def digest(self) -> str:
-        """A stable 32-hex-character hash of every field (and of the store format); no fingerprint hashes as before."""
-        fields = {name: value for name, value in asdict(self).items()
-                  if name != "model_fingerprint" or value is not None}
-        payload = json.dumps({"format": _FORMAT, **_RETIRED_FIELDS, **fields}, sort_keys=True, ensure_ascii=False)
-        return short_digest(payload.encode("utf-8"))
+        """A stable 32-hex-character hash of every field (not of the format, recorded in the manifest instead)."""
+        return short_digest(json.dumps(asdict(self), sort_keys=True, ensure_ascii=False).encode("utf-8"))
 
     @property
     def folder_name(self) -> str:
@@ -213,15 +200,15 @@ def _library_versions() -> dict[str, str | None]:
 # ---------------------------------------------------------------------- chunk files (an unfinished entry)
 
 _ORDER_FILE = "order.json"
-_CHUNK = re.compile(r"chunk_(\d{10})_(\d{10})(?:_([0-9a-f]{32}))?\.npy")
+_CHUNK = re.compile(r"chunk_(\d{10})_(\d{10})_([0-9a-f]{32})\.npy")
 
 
 def checksum(array: np.ndarray) -> str:
     """The xxh3-128 digest (32 hex characters) of an array's bytes in C order.
 
     xxh3 rather than SHA-256 (the USearch index's) because every byte of an entry is hashed on
-    every run that reads it: 239,704 x 384 float32 (368 MB) take about 0.04 s here, SHA-256 0.34 s.
-    It guards against damage, not against someone who forges a cache (a cache is never unpickled).
+    every run that reads it, and xxh3 is several times faster. It guards against damage, not
+    against someone who forges a cache (a cache is never unpickled).
     """
     import xxhash
 
@@ -283,21 +270,27 @@ def _order_digest(positions: np.ndarray | None) -> str:
 
 @clock(Phase.store)
 def _discard_chunks_of_another_order(folder: Path, digest: str) -> None:
-    """Delete chunk files encoded under another order (they hold other rows), then record ``digest``."""
+    """Delete chunk files encoded under another order (they hold other rows) or format, then record both."""
     path = folder / _ORDER_FILE
+    wanted = {"format": _FORMAT, "order": digest}
     try:
-        recorded = json.loads(path.read_text(encoding="utf-8")).get("order")
-    except (OSError, ValueError, AttributeError):
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         recorded = None
-    if recorded == digest:
+    if recorded == wanted:
         return
     chunks = list(folder.glob("chunk_*.npy"))
     if chunks:
-        logger.warning("Embedding cache %s holds %d chunk file(s) encoded in another order (%s): re-encoding them.",
-                       folder, len(chunks), "no record" if recorded is None else f"order {str(recorded)[:12]}")
+        if not isinstance(recorded, dict):
+            why = "no record of their order"
+        elif recorded.get("format") != _FORMAT:
+            why = f"written by store format {recorded.get('format')}, not {_FORMAT}"
+        else:
+            why = f"encoded in another order ({str(recorded.get('order'))[:12]})"
+        logger.warning("Embedding cache %s holds %d chunk file(s) %s: re-encoding them.", folder, len(chunks), why)
         for chunk in chunks:
             chunk.unlink(missing_ok=True)
-    write_stream_atomic(path, lambda handle: handle.write(json.dumps({"order": digest}).encode()))
+    write_stream_atomic(path, lambda handle: handle.write(json.dumps(wanted).encode()))
 
 
 @clock(Phase.store)
@@ -312,9 +305,6 @@ def _chunk_texts(texts: Sequence[str], positions: np.ndarray | None, rows: tuple
 @clock(Phase.store)
 def _chunk_dim(path: Path, n_rows: int, dtype: str) -> int | str:
     """The dimension of a finished chunk file whose bytes match the checksum in its name, or why it cannot be used."""
-    match = _CHUNK.fullmatch(path.name)
-    if match is None or match[3] is None:
-        return "no checksum in its name (written by an earlier version)"
     try:
         array = np.load(path, mmap_mode="r")
     except (OSError, ValueError, EOFError):  # EOFError: an empty file
@@ -323,7 +313,8 @@ def _chunk_dim(path: Path, n_rows: int, dtype: str) -> int | str:
         return f"shape {array.shape} {array.dtype}, expected ({n_rows}, dim) {dtype}"
     if path.stat().st_size != array.offset + array.nbytes:
         return f"{path.stat().st_size} bytes, not {array.offset + array.nbytes}"
-    if checksum(array) != match[3]:
+    match = _CHUNK.fullmatch(path.name)
+    if match is None or checksum(array) != match[3]:
         return "damaged: its bytes fail their checksum"
     return int(array.shape[1])
 
@@ -454,7 +445,7 @@ def _write_entry(key: StoreKey, folder: Path, n_rows: int, dim: int, ranges: lis
 
     write_path_atomic(folder / "embeddings.npy", write)
     write_stream_atomic(folder / "checksums.npy", lambda handle: np.save(handle, rows, allow_pickle=False))
-    manifest = {**_RETIRED_FIELDS, **asdict(key), "format": _FORMAT, "n_rows": n_rows, "dim": dim,
+    manifest = {**asdict(key), "format": _FORMAT, "n_rows": n_rows, "dim": dim,
                 "chunk_size": chunk_size, "chunks": [list(r) for r in ranges], "order": _order_digest(positions),
                 "row_checksums": _ROW_CHECKSUM, "checksums": checksum(rows),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": _library_versions()}
@@ -517,7 +508,9 @@ def _load_entry(key: StoreKey, n_rows: int, folder: Path) -> _Entry:
         return _Entry(None, "has an unreadable manifest")
     if not isinstance(manifest, dict):
         return _Entry(None, "has an unreadable manifest")
-    for name, value in {**asdict(key), "format": _FORMAT}.items():
+    if manifest.get("format") != _FORMAT:
+        return _Entry(None, f"was written by store format {manifest.get('format')}, not {_FORMAT}", manifest=manifest)
+    for name, value in asdict(key).items():
         if manifest.get(name) != value:
             return _Entry(None, f"was built for {name}={manifest.get(name)!r}, not {value!r}", manifest=manifest)
     if manifest.get("n_rows") != n_rows:
@@ -835,14 +828,13 @@ class EmbeddingStore:
 class _ChunkWriter:
     """Writes finished chunk files on one thread of its own, while the encoder works on the next chunk.
 
-    Each file is written as before (its vectors' checksum in its name, a temporary file, fsync, an atomic
-    rename), only no longer in the encoder's way: a chunk's checksum and write (about 13 ms for 1,024 x 384
-    float32 on this machine, more on a slow disk) overlapped the next chunk's encoding instead of stalling it.
+    Each file gets its vectors' checksum in its name and is written to a temporary file, fsynced and renamed;
+    on this thread a chunk's checksum and write overlap the next chunk's encoding instead of stalling it.
     At most :data:`_PENDING` chunks wait for their file, so memory stays bounded; :meth:`finish` waits for the
     last ones, then hands each written chunk's file to ``sources`` in place of its vectors. A kill at any point
-    leaves only whole chunk files, so a rerun resumes from them as it always did (a chunk whose file was not
-    written yet is encoded again). The first write that fails (a read-only folder, a full disk) stops the
-    writing: the chunks not written stay in memory.
+    leaves only whole chunk files, so a rerun resumes from them (a chunk whose file was not written yet is
+    encoded again). The first write that fails (a read-only folder, a full disk) stops the writing: the
+    chunks not written stay in memory.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -858,8 +850,8 @@ class _ChunkWriter:
     def write(self, rows: tuple[int, int], vectors: np.ndarray) -> np.ndarray:
         """Queue a copy of ``vectors`` (rows ``rows`` of the order) for its chunk file, and return that copy.
 
-        A copy, because the file is written later and an encoder may hand out one array again and again
-        (the copy costs about 0.1 s for a whole full-scale corpus). Waits while too many chunks are queued.
+        A copy, because the file is written later and an encoder may hand out one array again and again.
+        Waits while too many chunks are queued.
         """
         held = np.array(vectors, copy=True)
         if self._error is None:
