@@ -278,13 +278,13 @@ def test_damaged_bytes_in_a_chunk_file_re_encode_that_chunk(tmp_path: Path, capl
 
 def test_an_entry_of_an_older_format_is_encoded_again_once_after_one_warning_naming_it(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from disastir_mteb.search.store import _FORMAT
+    from disastir_mteb.search.store import STORE_FORMAT
 
     store = EmbeddingStore(tmp_path)
     store.get_or_encode(key_for(TEXTS), TEXTS, CountingEncoder(), chunk_size=16, progress=False)
     folder = store.folder(key_for(TEXTS))
     manifest = json.loads((folder / "manifest.json").read_text())
-    (folder / "manifest.json").write_text(json.dumps({**manifest, "format": _FORMAT - 1}))
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "format": STORE_FORMAT - 1}))
     assert store.cached(key_for(TEXTS), 50) is None
 
     encoder = CountingEncoder()
@@ -294,9 +294,9 @@ def test_an_entry_of_an_older_format_is_encoded_again_once_after_one_warning_nam
         EmbeddingStore(tmp_path).get_or_encode(key_for(TEXTS), TEXTS, again, chunk_size=16, progress=False)
     assert encoder.rows == 50 and again.rows == 0  # encoded once more, in its folder, then served
     np.testing.assert_array_equal(vectors, expected(TEXTS))
-    assert json.loads((folder / "manifest.json").read_text())["format"] == _FORMAT
+    assert json.loads((folder / "manifest.json").read_text())["format"] == STORE_FORMAT
     (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert str(folder) in line and f"format {_FORMAT - 1}" in line
+    assert str(folder) in line and f"format {STORE_FORMAT - 1}" in line
 
 
 def test_chunks_of_an_older_format_are_encoded_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -32,7 +32,7 @@ Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
   digest, the checksum of ``checksums.npy``, date and library versions. The manifest is written
   last, so an entry without one is unfinished and never served.
 
-The format (``_FORMAT``) is recorded, not hashed into the folder: an entry written by another
+The format (``STORE_FORMAT``) is recorded, not hashed into the folder: an entry written by another
 format is not served, and is encoded again in its folder after one warning naming it.
 
 Every byte is verified before it is used. A chunk file is used only if it has a readable header,
@@ -90,7 +90,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "checksum", "encode_chunks", "encode_in_memory",
+__all__ = ["CHUNK_SIZE", "STORE_FORMAT", "EmbeddingStore", "StoreKey", "checksum", "encode_chunks", "encode_in_memory",
            "fingerprint_texts", "row_checksums"]
 
 
@@ -98,7 +98,7 @@ __all__ = ["CHUNK_SIZE", "EmbeddingStore", "StoreKey", "checksum", "encode_chunk
 
 # Bump when the layout, the manifest or the way vectors are computed changes: entries of another format are then
 # not served but encoded again, once, in their folders (one warning each).
-_FORMAT = 4
+STORE_FORMAT = 4
 _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb")
 
 
@@ -272,7 +272,7 @@ def _order_digest(positions: np.ndarray | None) -> str:
 def _discard_chunks_of_another_order(folder: Path, digest: str) -> None:
     """Delete chunk files encoded under another order (they hold other rows) or format, then record both."""
     path = folder / _ORDER_FILE
-    wanted = {"format": _FORMAT, "order": digest}
+    wanted = {"format": STORE_FORMAT, "order": digest}
     try:
         recorded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -283,8 +283,8 @@ def _discard_chunks_of_another_order(folder: Path, digest: str) -> None:
     if chunks:
         if not isinstance(recorded, dict):
             why = "no record of their order"
-        elif recorded.get("format") != _FORMAT:
-            why = f"written by store format {recorded.get('format')}, not {_FORMAT}"
+        elif recorded.get("format") != STORE_FORMAT:
+            why = f"written by store format {recorded.get('format')}, not {STORE_FORMAT}"
         else:
             why = f"encoded in another order ({str(recorded.get('order'))[:12]})"
         logger.warning("Embedding cache %s holds %d chunk file(s) %s: re-encoding them.", folder, len(chunks), why)
@@ -445,7 +445,7 @@ def _write_entry(key: StoreKey, folder: Path, n_rows: int, dim: int, ranges: lis
 
     write_path_atomic(folder / "embeddings.npy", write)
     write_stream_atomic(folder / "checksums.npy", lambda handle: np.save(handle, rows, allow_pickle=False))
-    manifest = {**asdict(key), "format": _FORMAT, "n_rows": n_rows, "dim": dim,
+    manifest = {**asdict(key), "format": STORE_FORMAT, "n_rows": n_rows, "dim": dim,
                 "chunk_size": chunk_size, "chunks": [list(r) for r in ranges], "order": _order_digest(positions),
                 "row_checksums": _ROW_CHECKSUM, "checksums": checksum(rows),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": _library_versions()}
@@ -508,8 +508,8 @@ def _load_entry(key: StoreKey, n_rows: int, folder: Path) -> _Entry:
         return _Entry(None, "has an unreadable manifest")
     if not isinstance(manifest, dict):
         return _Entry(None, "has an unreadable manifest")
-    if manifest.get("format") != _FORMAT:
-        return _Entry(None, f"was written by store format {manifest.get('format')}, not {_FORMAT}", manifest=manifest)
+    if manifest.get("format") != STORE_FORMAT:
+        return _Entry(None, f"was written by store format {manifest.get('format')}, not {STORE_FORMAT}", manifest=manifest)
     for name, value in asdict(key).items():
         if manifest.get(name) != value:
             return _Entry(None, f"was built for {name}={manifest.get(name)!r}, not {value!r}", manifest=manifest)
