@@ -509,7 +509,8 @@ def _load_entry(key: StoreKey, n_rows: int, folder: Path) -> _Entry:
     if not isinstance(manifest, dict):
         return _Entry(None, "has an unreadable manifest")
     if manifest.get("format") != STORE_FORMAT:
-        return _Entry(None, f"was written by store format {manifest.get('format')}, not {STORE_FORMAT}", manifest=manifest)
+        return _Entry(None, f"was written by store format {manifest.get('format')}, not {STORE_FORMAT}",
+                      manifest=manifest)
     for name, value in asdict(key).items():
         if manifest.get(name) != value:
             return _Entry(None, f"was built for {name}={manifest.get(name)!r}, not {value!r}", manifest=manifest)
