@@ -2,7 +2,8 @@
 
 Both the judge (chat completions) and encoding through embedding servers send many small independent
 requests to one or more servers speaking OpenAI's protocol (OpenAI itself, vLLM, Ollama, llama.cpp,
-text-embeddings-inference). This module is the one place that knows how:
+text-embeddings-inference). This module is the one place that knows how (one module because the queue, the
+workers, the retries and the reading of answers share each server's state and counts):
 
 - **The official client.** Each server gets one ``openai.AsyncOpenAI`` with the client's own retries off
   (``max_retries=0``): retries are decided here, where they are counted and can move work to another server.
