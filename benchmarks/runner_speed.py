@@ -128,7 +128,7 @@ def main() -> None:
 
     import mteb
 
-    from disastir_mteb.search.precision import in_precision
+    from disastir_mteb.models.precision import in_precision
     from disastir_mteb.vocabulary.taxonomy import TASK_NAMES
 
     work = Path(args.work or tempfile.mkdtemp(prefix="runner-speed-"))

@@ -22,10 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["compare", "demo", "export", "judge", "leaderboard", "report", "run", "sample",
            "seed", "stats", "submit", "tasks", "upstream"]
 
-def _quiet(quiet: bool) -> None:
-    """With ``--quiet``, also silence the progress bars of datasets, transformers and the Hub client."""
-    if not quiet:
-        return
+def _quiet() -> None:
+    """``--quiet`` also silences the progress bars of datasets, transformers and the Hub client."""
     import datasets
     import huggingface_hub
     import transformers
@@ -40,7 +38,8 @@ def demo(args: argparse.Namespace) -> int:
     from disastir_mteb.demo import run_demo
 
     timings_file = _timings_file(args.timings_json)
-    _quiet(args.quiet)
+    if args.quiet:
+        _quiet()
     run_demo(output_folder=args.output_folder, scale=args.scale, show_progress=not args.quiet,
              report=None if args.no_report else args.report,
              timings=None if timings_file is None else (lambda timings: _write_timings(timings_file, timings)))
@@ -63,8 +62,14 @@ def run(args: argparse.Namespace) -> int:
 
     timings_file = _timings_file(args.timings_json)
     with run_clock():
-        # bad input is answered before mteb or torch is imported: task names, the split, option combinations, folders
+        # bad input is answered before mteb or torch is imported: task names, the split, folders, option combinations
         known_names = selected_task_names(args.tasks, args.benchmarks, split=args.split)  # None: mteb must resolve
+        with clock(Phase.tasks):  # the folders checked (and the sample written) before the imports too
+            source = data_source(args.data, args.devlite, task_names=known_names or (), as_options=True,
+                                 extra_judgements=args.extra_judgements, keep_joins=not args.no_cache)
+        hub = needs_hub(args.model, source, served=bool(args.embeddings_url))
+        if args.embeddings_revision and not args.embeddings_url:
+            raise InvalidInput("--embeddings-revision pins a served model: pass it with --embeddings-url.")
         ann_params = {option.field: getattr(args, option.dest) for option in ANN_OPTIONS
                       if getattr(args, option.dest) is not None}
         settings = RunSettings.from_options(  # every option checked here, before a library or a model loads
@@ -72,14 +77,10 @@ def run(args: argparse.Namespace) -> int:
             template=args.template, instruct_passages=args.instruct_passages, batch_size=args.batch_size,
             precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
             cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
-        if args.embeddings_revision and not args.embeddings_url:
-            raise InvalidInput("--embeddings-revision pins a served model: pass it with --embeddings-url.")
-        with clock(Phase.tasks):  # the folders checked (and the sample written) before the imports too
-            source = data_source(args.data, args.devlite, task_names=known_names or (), as_options=True,
-                                 extra_judgements=args.extra_judgements, keep_joins=not args.no_cache)
         with clock(Phase.startup):
-            offline_if_unreachable(needs_hub(args.model, source, served=bool(args.embeddings_url)))
-            _quiet(args.quiet)
+            offline_if_unreachable(hub)
+            if args.quiet:
+                _quiet()
             from disastir_mteb.runner.run import EmbeddingServersOptions, import_libraries, run_evaluation
 
             import_libraries()
@@ -362,7 +363,8 @@ def export(args: argparse.Namespace) -> int:
     from disastir_mteb.runner.data_source import data_source
 
     source = data_source(args.data, as_options=True)
-    _quiet(args.quiet)
+    if args.quiet:
+        _quiet()
     say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.perf_counter()
     judge_options = [flag for flag, value in (("--judgements", args.judgements), ("--judge-model", args.judge_model),

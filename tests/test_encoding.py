@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.models.precision import in_precision
 from disastir_mteb.runner.run import evaluate
 from disastir_mteb.search.encoding import SentenceTransformerPipeline, length_order
-from disastir_mteb.search.precision import in_precision
 from disastir_mteb.search.prefetch import prefetch
 from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 from disastir_mteb.search.store import EmbeddingStore

@@ -50,12 +50,14 @@ def test_evaluate_accepts_a_plain_sentence_transformer(tiny: Path, use_data: obj
         assert a.get_score() == pytest.approx(b.get_score(), abs=1e-6)
 
 
-def test_build_search_refuses_what_cannot_embed_in_one_sentence() -> None:
-    from sentence_transformers import CrossEncoder  # noqa: F401 - the class the message is about
-
+def test_what_cannot_embed_is_refused_in_one_sentence_naming_the_call(tiny: Path, tmp_path: Path) -> None:
+    import disastir_mteb
     from disastir_mteb.runner.run import build_search
 
-    with pytest.raises(TypeError, match=r"evaluate\(\) takes a SentenceTransformer, an mteb encoder"):
+    with pytest.raises(TypeError, match=r"^evaluate\(\) takes a SentenceTransformer, an mteb encoder") as error:
+        disastir_mteb.evaluate(42, ["DisastIR-QA-Bio"], data=tiny, cache_dir=False, output_folder=tmp_path / "out")
+    assert "\n" not in str(error.value) and not (tmp_path / "out").exists()  # nothing written
+    with pytest.raises(TypeError, match=r"^SharedCorpusSearch takes a SentenceTransformer, .* not int\.$"):
         build_search(42)
 
 

@@ -348,8 +348,10 @@ def identify(vectors: np.ndarray, *, name: str, revision: str | None, precision:
             key["side"] = "passages"
         return Path(root) / _PROBES / short_digest(json.dumps(key).encode())[:16]
 
-    whole, distances, records = _assign(vectors, folder(len(vectors)), tolerance, name)
-    passages = whole if vectors.shape[0] == side else _assign(vectors[:side], folder(side), tolerance, name)[0]
+    whole_folder, passage_folder = folder(len(vectors)), folder(side)
+    whole, distances, records = _assign(vectors, whole_folder, tolerance)
+    passages, _, passage_records = ((whole, distances, records) if vectors.shape[0] == side else
+                                    _assign(vectors[:side], passage_folder, tolerance))
     if distances and whole not in records and pinned:
         nearest = records[distances[0][1]]
         how = (f"{vectors.shape[1]}-dimensional vectors, not {nearest.shape[1]}" if nearest.shape != vectors.shape
@@ -366,16 +368,20 @@ def identify(vectors: np.ndarray, *, name: str, revision: str | None, precision:
     def joined(fingerprint: str, config: str) -> str:
         return short_digest(f"{fingerprint}|{config}".encode()) if config else fingerprint
 
+    new = [(whole_folder, whole, vectors)] if whole_folder is not None and whole not in records else []
+    if passage_folder is not None and vectors.shape[0] != side and passages not in passage_records:
+        new.append((passage_folder, passages, vectors[:side]))
+    _record(new, name)
     return ModelIdentity(name, revision, joined(whole, configuration), pinned=pinned, probe=vectors,
                          configuration=configuration, passage_fingerprint=joined(passages, passage_configuration))
 
 
-def _assign(vectors: np.ndarray, folder: Path | None, tolerance: float,
-            name: str) -> tuple[str, list[tuple[float, str]], dict[str, np.ndarray]]:
+def _assign(vectors: np.ndarray, folder: Path | None,
+            tolerance: float) -> tuple[str, list[tuple[float, str]], dict[str, np.ndarray]]:
     """The fingerprint of ``vectors`` among ``folder``'s records: a recorded one within ``tolerance``, else its own.
 
-    Its own is recorded when none matches. Returns it with the distances to the records (nearest first) and the
-    records.
+    Returns it with the distances to the records (nearest first) and the records; a fingerprint that is not among
+    them is new, for :func:`_record`.
     """
     own = fingerprint_of(vectors)
     if folder is None:
@@ -386,13 +392,18 @@ def _assign(vectors: np.ndarray, folder: Path | None, tolerance: float,
     distances = sorted((probe_difference(vectors, recorded), fingerprint) for fingerprint, recorded in records.items())
     if distances and distances[0][0] <= tolerance:
         return distances[0][1], distances, records
-    try:
-        buffer = io.BytesIO()
-        np.save(buffer, np.ascontiguousarray(vectors, dtype="<f4"), allow_pickle=False)
-        write_bytes_atomic(folder / f"{own}.npy", buffer.getvalue())
-    except OSError as error:  # a read-only cache: the store warns about it once, for its own files
-        logger.debug("Could not record the fingerprint of %s in %s: %s", name, folder, error)
     return own, distances, records
+
+
+def _record(new: list[tuple[Path, str, np.ndarray]], name: str) -> None:
+    """Record each new fingerprint's probe vectors in its folder, atomically (a read-only cache records nothing)."""
+    for folder, fingerprint, vectors in new:
+        try:
+            buffer = io.BytesIO()
+            np.save(buffer, np.ascontiguousarray(vectors, dtype="<f4"), allow_pickle=False)
+            write_bytes_atomic(folder / f"{fingerprint}.npy", buffer.getvalue())
+        except OSError as error:  # a read-only cache: the store warns about it once, for its own files
+            logger.debug("Could not record the fingerprint of %s in %s: %s", name, folder, error)
 
 
 def _records(folder: Path) -> dict[str, np.ndarray]:

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
-from disastir_mteb.models.loading import ModelLoadError, load_model
+from disastir_mteb.models.loading import ModelLoadError
 from disastir_mteb.runner.data_source import data_source, needs_hub, with_sample_devlite
 from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
 from disastir_mteb.util.errors import InvalidInput
@@ -102,14 +102,10 @@ def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpu
 
     if isinstance(model, SharedCorpusSearch):  # ready: it holds its own settings and store
         return model
-    if not isinstance(model, str):
-        from disastir_mteb.models.adapter import require_encoder
-
-        require_encoder(model, "evaluate()")
     settings = settings or RunSettings()
     store = None if settings.cache_dir is False else EmbeddingStore(settings.cache_dir)
     # a model object goes to the search model as it is: its precision is applied (to a copy) before any wrapper
-    return SharedCorpusSearch(load_model(model) if isinstance(model, str) else model, settings, store=store)
+    return SharedCorpusSearch(model, settings, store=store)
 
 
 def evaluate(
@@ -219,6 +215,12 @@ def evaluate(
         with clock(Phase.startup):
             offline_if_unreachable(needs_hub(model, source, served=bool(embeddings_url)), say=logger.warning)
             import_libraries()
+        if not isinstance(model, str):
+            from disastir_mteb.models.adapter import require_encoder
+            from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+
+            if not isinstance(model, SharedCorpusSearch):
+                require_encoder(model, "evaluate()")  # before anything is copied or wrapped: the sentence names it
         served = None if not embeddings_url else EmbeddingServersOptions(
             embeddings_url, revision=embeddings_revision, concurrency=embeddings_concurrency, key_env=api_key_env)
         evaluation = run_evaluation(model, tasks, split=split, settings=settings, data=source, served=served,
@@ -401,13 +403,13 @@ def run_tasks(
         encode_kwargs: dict[str, Any] = {"batch_size": searcher.batch_size or DEFAULT_BATCH_SIZE}
         if not show_progress:
             encode_kwargs["show_progress_bar"] = False  # what mteb.evaluate sets when it builds encode_kwargs itself
+        with clock(Phase.writing):
+            cache = atomic_result_cache(output_folder)  # mteb's layout; each file lands whole or not at all
+            _check_inside(cache, task_list, searcher)
         with clock(Phase.model):
             # a search model run before is probed again (its model may have changed); per-query files need each
             # task's search results kept
             identity = searcher.start_run(keep_rankings=True)
-        with clock(Phase.writing):
-            cache = atomic_result_cache(output_folder)  # mteb's layout; each file lands whole or not at all
-            _check_inside(cache, task_list, searcher)
         if not identity.pinned and task_list:
             logger.info("%s has no name and revision of its own: it is identified by what it computes (fingerprint "
                         "%s), and its results are filed under %s.", identity.name, identity.fingerprint[:16],
@@ -472,7 +474,10 @@ def result_folder(searcher: SharedCorpusSearch, task_name: str, output_folder: s
 
 
 def _check_inside(cache: Any, tasks: Sequence[AbsTask], searcher: SharedCorpusSearch) -> None:
-    """Refuse a model name or revision that would put result files outside the output folder (``../..``)."""
+    """Refuse a model name or revision that would put result files outside the output folder (``../..``).
+
+    Checked before the run identifies the model again: what it may change, a fingerprint revision, stays inside.
+    """
     if not tasks:
         return
     root = Path(cache.cache_path).resolve()

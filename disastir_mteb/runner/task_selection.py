@@ -117,14 +117,12 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
                                f"{data.describe()}; pass the task by name, or leave the run's data unset.")
         return type(task)(gain=task.gain, data=data)
 
+    selected_task_names(tasks, split=split)  # the plugin's own message for a mistyped DisastIR name or split
     wanted = None if split is None else parse_split(split)
     chosen: list[str | AbsTask] = []
     for benchmark in benchmarks or ():
         chosen.extend(mteb.get_benchmark(benchmark).tasks)
-    for task in [tasks] if isinstance(tasks, str) else (tasks or ()):
-        if isinstance(task, str) and task.startswith("DisastIR-"):
-            get_spec(task)  # the plugin's own message for a mistyped DisastIR name
-        chosen.append(task)
+    chosen.extend([tasks] if isinstance(tasks, str) else (tasks or ()))
     if not chosen:
         chosen = list(SPLIT_TASK_NAMES[wanted or Split.full])
     unique: dict[str, AbsTask] = {}

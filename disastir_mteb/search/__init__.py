@@ -2,7 +2,7 @@
 
 - ``shared_corpus``: ``SharedCorpusSearch``, the mteb search backend that ties the rest together, with
   how a task's texts reach the model and every task's queries searched in one pass.
-- ``encoding``: the length-sorted, pipelined corpus encoder; ``precision``: fp16/bf16 weights.
+- ``encoding``: the length-sorted, pipelined corpus encoder.
 - ``store``: ``EmbeddingStore``, embeddings on disk (the key, the chunk files of an unfinished entry,
   the verified finished entry), resumable.
 - ``exact_search`` (``ExactIndex``) over ``top_k`` (the blocked kernel) and ``torch_device`` (where

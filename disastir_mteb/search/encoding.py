@@ -22,7 +22,7 @@ bit-identical to the store's earlier path (file-order chunks of 8,192 texts, eac
 own): a batch's padded length decides the shapes the kernels see, and float results depend on them
 at the level of 1e-7, which is why the store's format number changed with this module.
 
-The model's precision (``PRECISIONS``, ``in_precision``) is :mod:`~disastir_mteb.search.precision`,
+The model's precision (``PRECISIONS``, ``in_precision``) is :mod:`~disastir_mteb.models.precision`,
 re-exported here.
 """
 
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from disastir_mteb.search.precision import module_dtype
+from disastir_mteb.models.precision import module_dtype
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.mteb_internals import may_flatten_inputs
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, check_count

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from mteb.types import PromptType
 
+from disastir_mteb.models.precision import module_device
 from disastir_mteb.search.encoding import EncodingReport, SentenceTransformerPipeline, plain_sentence_transformer
-from disastir_mteb.search.precision import module_device
 from disastir_mteb.util.mteb_internals import create_dataloader, mteb_retrieval_texts
 from disastir_mteb.vocabulary.instructions import InstructionConfig
 from disastir_mteb.vocabulary.settings import QUERY_SIDE_KEYS

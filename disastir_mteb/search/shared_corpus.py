@@ -18,6 +18,10 @@ through) is :mod:`disastir_mteb.search.routing`; every task's queries searched i
 by task, is :mod:`disastir_mteb.search.prefetch`, which files each task's top-k in the search model's
 :class:`~disastir_mteb.search.prefetch.FiledSearches`.
 
+The model it is given is made ready in one call to the models layer
+(:func:`~disastir_mteb.models.prepared.prepare_model`: loaded when it is a name, a cast copy for another precision,
+the instructions in front, mteb's interface); the caller's model is never changed.
+
 Who computes the vectors: when it is built (and at each later run) the search model asks its model for the
 vectors of a few fixed texts, so a model that cannot embed is refused before any task loads, and the fingerprint
 they give (:mod:`disastir_mteb.models.identity`) joins every store key and the ANN index's key, so an in-memory
@@ -38,11 +42,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from mteb.types import PromptType
 
-from disastir_mteb.models.adapter import as_mteb_encoder, with_instructions
-from disastir_mteb.models.identity import ModelIdentity, configuration_digest, identify, probe_vectors
+from disastir_mteb.models.identity import ModelIdentity
+from disastir_mteb.models.precision import module_device
+from disastir_mteb.models.prepared import prepare_model
 from disastir_mteb.search.encoding import EncodingReport, SentenceTransformerPipeline, length_order
 from disastir_mteb.search.exact_search import ExactIndex
-from disastir_mteb.search.precision import in_precision, module_device, module_dtype
 from disastir_mteb.search.prefetch import FiledSearches
 from disastir_mteb.search.routing import (
     Rows,
@@ -66,7 +70,6 @@ from disastir_mteb.vocabulary.settings import (
     EXACT,
     INSTRUCTED_PASSAGES,
     INSTRUCTIONS_KEY,
-    PRECISION_KEY,
     PRECISIONS,
     SEARCH_KEY,
     TEMPLATE_KEY,
@@ -74,6 +77,7 @@ from disastir_mteb.vocabulary.settings import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from pathlib import Path
 
     from mteb.abstasks.task_metadata import TaskMetadata
     from mteb.models.model_meta import ModelMeta
@@ -94,7 +98,8 @@ class SharedCorpusSearch:
     """An mteb search model: encode a shared corpus once, index it once, search it for every task.
 
     Args:
-        model: an mteb encoder, a SentenceTransformer or a callable (see ``as_mteb_encoder``).
+        model: an mteb encoder, a SentenceTransformer, a callable (see ``as_mteb_encoder``) or a model name (see
+            :func:`~disastir_mteb.models.loading.load_model`).
         settings: how it encodes and searches (:class:`~disastir_mteb.vocabulary.run_settings.RunSettings`;
             default: exact search, the model as it is). Every field is honoured here but ``cache_dir``
             (the store is given as ``store``):
@@ -146,36 +151,23 @@ class SharedCorpusSearch:
     def __init__(self, model: Any, settings: RunSettings | None = None, *, store: EmbeddingStore | None = None,
                  dtype: str = "float32", chunk_size: int = CHUNK_SIZE) -> None:
         self.settings = settings = settings or RunSettings()
-        own = module_dtype(model)
-        model = in_precision(model, settings.precision)  # a cast copy, before any wrapper touches the caller's model
-        if settings.instructions is not None:
-            model = with_instructions(model, settings.instructions)
-        model = as_mteb_encoder(model, "SharedCorpusSearch")
-        self.model = model
-        self.model_dtype = module_dtype(model)
-        experiment: dict[str, Any] = {}
-        if self.model_dtype is not None and own is not None and self.model_dtype != own:
-            experiment[PRECISION_KEY] = next(k for k, v in PRECISIONS.items() if v == self.model_dtype)
-        if self.ann is not None:
-            experiment[SEARCH_KEY] = search_setting(self.ann)
-        meta = model.mteb_model_meta
-        if experiment and meta is not None:
-            meta = meta.model_copy(update={"experiment_kwargs": {**(meta.experiment_kwargs or {}), **experiment}})
-        self._own_meta = self._results_meta = meta
-        self.encoding: EncodingReport | None = None
         self.store = store
-        self.texts_probed = 0
-        self._runs = 0
-        # probed now: a model that cannot embed is refused in one sentence before any task loads
-        self._identity: ModelIdentity | None = self._identify(again=False)
-        self._keep_rankings = False
         self.dtype = dtype
         self.chunk_size = chunk_size
+        self.encoding: EncodingReport | None = None
         self.filed = FiledSearches()
-        device = module_device(model)
-        self.index_backend: ExactIndex | UsearchIndex = (
-            ExactIndex(keep_on_clear=True, device=device if device and device.startswith("cuda") else None)
-            if self.ann is None else UsearchIndex(self.ann, keep_on_clear=True, progress=settings.progress))
+        self._runs = 0
+        self._keep_rankings = False
+        self._prepared = prepare_model(model, precision=settings.precision, instructions=settings.instructions)
+        self.model = self._prepared.encoder
+        self.model_dtype = self._prepared.dtype
+        # probed now: a model that cannot embed is refused in one sentence before any task loads
+        self._identity, self.texts_probed = self._prepared.identify(self._store_root, again=False)
+        meta = self._prepared.meta
+        if meta is not None and self.ann is not None:
+            meta = meta.model_copy(update={"experiment_kwargs": {**(meta.experiment_kwargs or {}),
+                                                                 SEARCH_KEY: search_setting(self.ann)}})
+        self._own_meta = meta
         self._rankings: dict[tuple[str, str, str], RetrievalOutputType] = {}
         self._held: tuple[str, str] | None = None
         self._doc_ids: list[str] = []
@@ -189,15 +181,15 @@ class SharedCorpusSearch:
     @property
     def identity(self) -> ModelIdentity:
         """Who computes the vectors (probed when the search model is built, again by :meth:`start_run`)."""
-        if self._identity is None:
-            self._identity = self._identify(again=False)
         return self._identity
 
     @property
     def mteb_model_meta(self) -> ModelMeta | None:
         """The model's mteb metadata as its results are filed (an unnamed model's revision is its fingerprint)."""
-        self.identity  # noqa: B018 - the fingerprint decides an unnamed model's revision
-        return self._results_meta
+        meta = self._own_meta
+        if meta is not None and not self._identity.pinned:
+            meta = meta.model_copy(update={"revision": self._identity.results_revision})
+        return meta
 
     @functools.cached_property
     def devices(self) -> tuple[str, ...]:
@@ -320,7 +312,7 @@ class SharedCorpusSearch:
         go to the folder of its new fingerprint.
         """
         self._keep_rankings = keep_rankings
-        if self._runs and self._identity is not None:
+        if self._runs:
             identity = self._identify(again=True)
             if identity.fingerprint != self._identity.fingerprint:
                 logger.info("The model computes other vectors than in this search model's last run: %s.",
@@ -333,25 +325,27 @@ class SharedCorpusSearch:
         self._runs += 1
         return self.identity
 
+    @functools.cached_property
+    def index_backend(self) -> ExactIndex | UsearchIndex:
+        """The index every task searches: USearch with ``settings.ann``, else exact (on the model's GPU if on one)."""
+        if self.ann is not None:
+            return UsearchIndex(self.ann, keep_on_clear=True, progress=self.progress)
+        device = module_device(self.model)
+        return ExactIndex(keep_on_clear=True, device=device if device and device.startswith("cuda") else None)
+
+    @property
+    def _store_root(self) -> Path | None:
+        return self.store.root if self.store is not None else None
+
     def _identify(self, *, again: bool) -> ModelIdentity:
-        """Probe the model, match its fingerprint in the store, and file an unnamed model's results under it."""
-        vectors = probe_vectors(self.model, again=again)
-        self.texts_probed += len(vectors)
-        name, revision = self._model_key()
-        identity = identify(vectors, name=name, revision=revision, precision=self.model_dtype,
-                            root=self.store.root if self.store is not None else None,
-                            configuration=configuration_digest(self.model),
-                            passage_configuration=configuration_digest(self.model, passages=True))
-        meta = self._own_meta
-        if meta is not None and not identity.pinned:
-            meta = meta.model_copy(update={"revision": identity.results_revision})
-        self._results_meta = meta
+        """Probe the model and match its fingerprint in the store (the count of texts probed kept)."""
+        identity, probed = self._prepared.identify(self._store_root, again=again)
+        self.texts_probed += probed
         return identity
 
     def _model_key(self) -> tuple[str, str | None]:
         """The model's own name and revision (never the fingerprint revision its results may be filed under)."""
-        meta = self._own_meta
-        return (getattr(meta, "name", None) or type(self.model).__name__, getattr(meta, "revision", None))
+        return self._prepared.key
 
     def _batch_size(self, encode_kwargs: EncodeKwargs) -> int:
         """The batch size in force: the constructor's, else what mteb passes, else mteb's default 32."""
