@@ -182,8 +182,8 @@ def test_a_server_that_dies_mid_run_leaves_its_batches_to_the_others(
     dying = servers(embed=minilm, model=MODEL, latency=0.1)
     living = servers(embed=minilm, model=MODEL, latency=0.1)
     served = EmbeddingServers(MODEL, [dying.base_url, living.base_url], concurrency=2)
-    served.pool.backoff = (0.05, 0.2)  # give the dead server up in a second, not in the default's 4 to 8
     down, up = served.servers
+    down.client = down.client.with_options(max_retries=1)  # give the dead server up in a second, not in 7
 
     def die_after_two_answers() -> None:  # the server goes away, port and all, with two requests in flight
         deadline = time.monotonic() + 60
@@ -195,7 +195,7 @@ def test_a_server_that_dies_mid_run_leaves_its_batches_to_the_others(
     death.start()
     assert run_on(served, tiny, tmp_path) == pytest.approx(reference[None], abs=1e-6)
     death.join()
-    assert (down.alive, up.alive) == (False, True) and down.retried >= served.pool.max_attempts
+    assert (down.alive, up.alive) == (False, True) and down.retried >= 1
     assert 2 <= down.answered < up.answered
     sent = Counter(sent_texts(dying.stats()) + sent_texts(living.stats()))
     assert set(sent) == set(corpus_texts(tiny) + query_texts(tiny, None))  # a batch lost in the death is sent again
@@ -221,7 +221,7 @@ def test_a_fault_that_retrying_mends_leaves_the_scores_unchanged(
     if fault.kind is FaultKind.RATE_LIMIT:  # waited what Retry-After asked before asking again
         (event,) = stats.fault_log
         retry = next(request for request in stats.answered if request.answered_at > event.sent_at)
-        assert state.waits == [1.0] and state.rate_limited == 1 and retry.answered_at - event.sent_at >= 1.0
+        assert state.rate_limited == 1 and retry.answered_at - event.sent_at >= 1.0
     if fault.kind is FaultKind.HANG:  # given up after the timeout, not after the hang
         assert time.monotonic() - started < 20
 
@@ -670,7 +670,7 @@ def test_an_embedding_servers_waits_are_capped_and_one_answering_only_429_is_giv
             assert served.servers[0].waits == [0.2]  # not 27 hours
             assert [record.getMessage() for record in caplog.records] == [
                 f"{url}: 429 (rate limited): it asked for 100,000 s, capped at 0.2 s, waiting 0.2 s"]
-            server.fail_all(Fault(FaultKind.RATE_LIMIT, retry_after=None))
+            server.fail_all(Fault(FaultKind.RATE_LIMIT, retry_after=None, headers={"retry-after-ms": "100"}))
             with pytest.raises(EndpointError) as stopped:
                 served.embed(["c"])
         finally:

@@ -211,7 +211,7 @@ def test_servers_share_the_work_and_a_dead_one_leaves_it_to_the_others(runs: Pat
     with LoopbackServer(answer=judge) as a, LoopbackServer(answer=judge) as b, LoopbackServer(answer=judge) as dead:
         for server in (a, b):
             server.set_latency(0.005)
-        dead.fail_all()
+        dead.fail_all(Fault(FaultKind.SERVER_ERROR, headers={"retry-after-ms": "1"}))  # the client's waits short
         assert _judge(runs, [a.base_url, b.base_url, dead.base_url], tmp_path / "s.sqlite") == 0
         answered = [len(s.stats().answered) for s in (a, b, dead)]
     assert answered[0] > 50 and answered[1] > 50 and answered[2] == 0

@@ -36,11 +36,11 @@ from disastir_mteb.endpoints.pool import (
     EndpointError,
     EndpointLimits,
     EndpointPool,
-    retry_after,
 )
 from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
 from disastir_mteb.judging.job import judge_pairs
 from disastir_mteb.judging.store import MAX_RAW_CHARS, JudgementStore, Pair, StoreLockedError
+from disastir_mteb.util.mteb_internals import openai_retry_wait
 from disastir_mteb.vocabulary.taxonomy import Intent
 
 TASK = "DisastIR-STS-Geo"  # one request per pair: the cheapest holes to judge
@@ -140,19 +140,22 @@ def test_the_waits_and_sizes_default_to_the_documented_values(tmp_path: Path,
 def test_a_server_answering_only_429_is_given_up_in_one_sentence_after_the_patience(
         runs: Path, holes: list[Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """No Retry-After: the backoff's waits, until the patience is spent (before: 50 waits per request, 15-25 min)."""
+    """The client's retries, then the pool's, until the patience is spent (before: 50 waits per request, 15-25 min).
+
+    ``retry-after-ms: 200`` keeps the client's waits short here; without it they are its backoff's.
+    """
     monkeypatch.setenv(RATE_LIMIT_PATIENCE_ENV, "1.5")
     with LoopbackServer(answer=judge_of(holes)) as server:
-        server.fail_all(Fault(FaultKind.RATE_LIMIT, retry_after=None))
+        server.fail_all(Fault(FaultKind.RATE_LIMIT, retry_after=None, headers={"retry-after-ms": "200"}))
         assert judge(runs, [server.base_url], tmp_path / "j.sqlite", "--quiet") == 2
         asked, url = server.stats().requests["/v1/chat/completions"], server.base_url
     sentence = one_sentence(capsys.readouterr().err)
-    found = re.search(r"(\d+) retried", sentence)
+    found = re.search(r"\((\d+) rate-limited\).* for (\d+) s \((\d+) times in all\)", sentence)
     assert found is not None, sentence
     # the server, what it answered and for how long, what to do, and where the answers received are kept
-    says(sentence, url, "0 answered", f"{found[1]} rate-limited", "429", "2 s", f"{found[1]} times", "concurrency",
-         tmp_path / "j.sqlite")
-    assert int(found[1]) <= asked < 8 * 10  # a few tries per worker in 1.5 s (8 workers), not 50 per request
+    says(sentence, url, "0 answered", "429", "concurrency", tmp_path / "j.sqlite")
+    assert found[1] == found[3] and 0 < int(found[1]) <= asked and 1.5 <= int(found[2]) + 0.5 < 5
+    assert asked < 8 * 20  # a few tries per worker (8 workers), each after the wait asked, not a flood
 
 
 def test_a_rate_limited_server_given_up_leaves_its_work_to_the_others(tmp_path: Path) -> None:
@@ -207,7 +210,7 @@ def test_without_a_progress_line_the_first_long_wait_is_a_warning(tmp_path: Path
 
 HEADERS = [({"Retry-After": "-5"}, None), ({"Retry-After": "soon"}, None), ({"Retry-After": "inf"}, None),
            ({"Retry-After": "NaN"}, None), ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, None),
-           ({"retry-after-ms": "-3000"}, None), ({"retry-after-ms": "-3000", "Retry-After": "0.3"}, 0.3),
+           ({"retry-after-ms": "-3000"}, None), ({"retry-after-ms": "-3000", "Retry-After": "0.3"}, None),
            ({"retry-after-ms": "250"}, 0.25), ({"Retry-After": "0.3"}, 0.3)]
 
 
@@ -215,19 +218,25 @@ HEADERS = [({"Retry-After": "-5"}, None), ({"Retry-After": "soon"}, None), ({"Re
 def test_a_retry_after_that_does_not_read_as_a_wait_falls_back_to_the_backoff(headers: dict[str, str],
                                                                               asked: float | None,
                                                                               tmp_path: Path) -> None:
-    """Negative, not a number, infinite, a date or a ``retry-after-ms`` in the past (before: "soon" was a crash)."""
+    """Negative, not a number, infinite, a date or a ``retry-after-ms`` in the past (before: "soon" was a crash).
+
+    Read as the openai client reads it (a negative ``retry-after-ms`` hides the ``Retry-After`` beside it), and
+    waited by the client: what was asked, else its backoff's first step (0.5 s, less up to a quarter of it).
+    """
     with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "j.sqlite") as store:
         client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
         server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=None, headers=headers))
         with pytest.raises(openai.RateLimitError) as refused:
             client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}])
-        assert retry_after(refused.value.response) == asked
+        assert openai_retry_wait(client, refused.value.response.headers, retries_taken=0)[0] == asked
         server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=None, headers=headers))
         pool = pool_of(server)
         summary = judge_pairs(few_pairs(), store, pool, judge_model=MODEL)
-    assert summary.judged == 3 and pool.servers[0].rate_limited == 1
-    [waited] = pool.servers[0].waits
-    assert waited == asked if asked is not None else 0.25 <= waited <= 0.5  # the backoff's first wait, jittered
+        stats = server.stats()
+    assert summary.judged == 3 and pool.servers[0].rate_limited == 1 and pool.servers[0].retried == 1
+    event = stats.fault_log[-1]
+    retry = next(request for request in stats.answered if request.answered_at > event.sent_at)
+    assert retry.answered_at - event.sent_at >= (asked if asked is not None else 0.375)
 
 
 def test_a_429_for_a_used_up_quota_stops_at_once(tmp_path: Path) -> None:

@@ -43,12 +43,15 @@ from judge_servers import (
 from loopback import grade_judge
 
 from disastir_mteb import cli
-from disastir_mteb.endpoints.pool import EndpointError, EndpointPool, chat_from_event_stream
+from disastir_mteb.endpoints.pool import EndpointError, EndpointLimits, EndpointPool, chat_from_event_stream
 from disastir_mteb.judging.batch import write_batch_requests
 from disastir_mteb.judging.job import FORMAT_PROBES, judge_pairs
 from disastir_mteb.judging.protocol import MAX_ANSWER_ATTEMPTS, AnswerFormat, pending_requests
 from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.vocabulary.taxonomy import MAX_GRADE, Intent
+
+#: One retry by the client (two tries a server): faults that give a server up do so in a second.
+ONE_RETRY = EndpointLimits(max_retries=1)
 
 TASK = "DisastIR-STS-Geo"
 
@@ -298,10 +301,10 @@ def test_a_server_that_cannot_be_reached_ends_the_sentence_with_one_period(tmp_p
         url = f"http://127.0.0.1:{free.getsockname()[1]}/v1"
     pairs = [Pair(Intent.STS, "query", "passage", MODEL)]
     with JudgementStore(tmp_path / "j.sqlite") as store:
-        pool = EndpointPool([url], concurrency=1, max_attempts=2, backoff=(0.01, 0.01))
+        pool = EndpointPool([url], concurrency=1, limits=ONE_RETRY)
         with pytest.raises(EndpointError) as stopped:
             judge_pairs(pairs, store, pool, judge_model=MODEL)
-    assert str(stopped.value) == (f"Every server was given up on: {url}: 0 answered, 2 retried (0 rate-limited); "
+    assert str(stopped.value) == (f"Every server was given up on: {url}: 0 answered, 1 retried (0 rate-limited); "
                                   "given up: APIConnectionError: Connection error.")
 
 
@@ -311,11 +314,11 @@ def test_a_stream_ending_in_an_error_is_asked_again_then_the_server_given_up_on(
                     b'data: {"error": "CUDA out of memory"}', "text/event-stream")
     pairs = [Pair(Intent.STS, "query", "passage", MODEL)]
     with JudgeServer(respond) as server, JudgementStore(tmp_path / "j.sqlite") as store:
-        pool = EndpointPool([server.base_url], concurrency=1, max_attempts=2, backoff=(0.01, 0.01))
+        pool = EndpointPool([server.base_url], concurrency=1, limits=ONE_RETRY)
         with pytest.raises(EndpointError) as stopped:
             judge_pairs(pairs, store, pool, judge_model=MODEL)
         assert len(server.requests) == 2 and not list(store.judgements())
-    assert str(stopped.value) == (f"Every server was given up on: {server.base_url}: 0 answered, 2 retried "
+    assert str(stopped.value) == (f"Every server was given up on: {server.base_url}: 0 answered, 1 retried "
                                   "(0 rate-limited); given up: its answer's stream ended in an error: "
                                   "'\"CUDA out of memory\"'.")
 
@@ -334,8 +337,8 @@ def test_a_server_failing_only_under_the_schema_is_moved_down_not_given_up(
     """Before: a bare 422 stopped the job (it names no format), and 500s under json_schema gave the server up."""
     pairs, grades = _sts(3)
     with JudgeServer(server_of(grade_judge(grades))) as server, JudgementStore(tmp_path / "j.sqlite") as store:
-        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=1, max_attempts=2,
-                                                          backoff=(0.01, 0.01)), judge_model=MODEL)
+        summary = judge_pairs(pairs, store, EndpointPool([server.base_url], concurrency=1,
+                                                          limits=ONE_RETRY), judge_model=MODEL)
         formats = server.formats()
         got = {(j.query, j.passage): j.grade for j in store.judgements()}
     assert formats[-3:] == ["json_object"] * 3 and set(formats[:-3]) == {"json_schema"}

@@ -5,8 +5,13 @@ requests to one or more servers speaking OpenAI's protocol (OpenAI itself, vLLM,
 text-embeddings-inference). This module is the one place that knows how (one module because the queue, the
 workers, the retries and the reading of answers share each server's state and counts):
 
-- **The official client.** Each server gets one ``openai.AsyncOpenAI`` with the client's own retries off
-  (``max_retries=0``): retries are decided here, where they are counted and can move work to another server.
+- **The official client, and its retries.** Each server gets one ``openai.AsyncOpenAI`` that retries what it
+  retries anyway (408, 409, 429, 5xx, timeouts, lost connections), :attr:`EndpointLimits.max_retries` times, with
+  its own exponential backoff and honouring ``Retry-After`` / ``retry-after-ms``. An event hook on its HTTP
+  client (:meth:`EndpointPool._looked_at`) counts each server's retries and 429s, and stops the client from
+  retrying two 429s itself: one saying the account's quota is used up, and one asking for a wait of
+  :attr:`EndpointLimits.shown_wait` seconds or more (or over :attr:`EndpointLimits.longest_wait`), which the
+  pool waits instead, capped and shown (through the client's own ``x-should-retry: false``).
 - **The key** is read from one environment variable (``OPENAI_API_KEY`` unless the user names another) and
   handed to the client; it is never written to a file or a log, and a sentence about a refused key names
   the variable, not its value. Without the variable a local server is sent a placeholder (vLLM, Ollama and
@@ -17,34 +22,43 @@ workers, the retries and the reading of answers share each server's state and co
   Keys shorter than :data:`MIN_REDACTED_LENGTH` characters are left alone (they would match ordinary text,
   changing answers; such a placeholder is no secret).
 - **Answers are read here**, not by the client's typed models: at most :attr:`EndpointLimits.max_answer_bytes`
-  bytes within the request's ``timeout`` in all (the client's own timeout bounds each read, so a server
-  sending one byte a second would otherwise hold a request for ever), decoded as UTF-8 and parsed as JSON.
+  bytes, the body within the request's ``timeout`` in all (the client's own timeout bounds each read, so a
+  server sending one byte a second would otherwise hold a request for ever), decoded as UTF-8 and parsed as
+  JSON.
   A stream of server-sent events of ``chat.completion.chunk`` objects (what ``transformers serve`` sends
   every time, even to ``"stream": false``) is folded into the one chat completion it spells: its deltas'
   text joined, its last ``finish_reason`` and ``usage`` kept; a stream whose event is an error is retried
-  like a 5xx. An answer that is too large, not UTF-8, not JSON nor such a stream (an HTML page from a
+  as an answer broken off is. An answer that is too large, not UTF-8, not JSON nor such a stream (an HTML page from a
   proxy, a web UI at that address, a stream of something else or cut mid-event) stops the run with one
   sentence naming the server and what it sent: it does not speak the protocol, and asking again would not
   change that.
 - **Bounded concurrency**: ``concurrency`` requests in flight per server; the servers pull from one queue,
   so a faster server takes more of the work.
-- **Retries with backoff**: 429 waits what ``Retry-After`` (or ``retry-after-ms``) asks, at most
-  :attr:`EndpointLimits.longest_wait` seconds (an unreadable, negative or past value is ignored), else an
-  exponential backoff with jitter; 5xx, timeouts and lost connections back off and retry. A server that
-  fails one request :attr:`EndpointPool.max_attempts` times in a row, or answers nothing but 429 for
-  :attr:`EndpointLimits.rate_limit_patience` seconds, is given up on: its request goes back to the queue
-  for the others, and the run stops with one sentence only when no server is left. A 429 saying the
-  account's quota is used up (``insufficient_quota``) stops the run at once: waiting does not mend it.
-- **Waits are shown**: every wait of :attr:`EndpointLimits.shown_wait` seconds or more, and every wait
-  shortened to the cap, is handed to :attr:`EndpointPool.on_wait` (the judge's progress line) as one short
-  text, and an empty text when no such wait is left; without ``on_wait`` the first of each server's run of
-  waits is a warning in the log.
+- **What the client cannot retry, the pool does.** A 5xx, timeout or lost connection the client still
+  gets after its retries gives the server up (it failed ``max_retries + 1`` tries in a row). The pool streams
+  each answer's body to bound its size, so the client cannot retry an answer broken off mid-body, nor one
+  past the whole-request ``timeout``: those the pool asks again itself, waiting what the client would
+  (:func:`~disastir_mteb.util.mteb_internals.openai_retry_wait`), and gives the server up after
+  ``max_retries + 1`` of them in a row. A 429 the client gives up on (its retries spent, or handed over by
+  the hook) is asked again after what ``Retry-After`` asks (the client's reading of it), at most
+  :attr:`EndpointLimits.longest_wait` seconds, else the client's backoff; a server answering nothing but 429
+  for :attr:`EndpointLimits.rate_limit_patience` seconds after the client's retries is given up on. A
+  server given up on hands its request back to the queue for the others, and the run stops with one
+  sentence only when no server is left. A 429 saying the account's quota is used up
+  (``insufficient_quota``) stops the run at once: waiting does not mend it.
+- **Waits are shown**: every wait the pool does of :attr:`EndpointLimits.shown_wait` seconds or more, and
+  every wait shortened to the cap, is handed to :attr:`EndpointPool.on_wait` (the judge's progress line) as
+  one short text, and an empty text when no such wait is left; without ``on_wait`` the first of each
+  server's run of waits is a warning in the log. The client's own waits are not shown: with the hook above
+  they are only its backoff's steps (0.5 s doubling, under 5 s with the default ``max_retries``) and asked
+  waits under ``shown_wait``, as routine as the pool's short waits were (its log line ``Retrying request in
+  ... seconds`` on ``openai._base_client`` is at INFO, for whoever turns it on).
 - **Errors that retrying cannot mend** (a refused key, an unknown model, a rejected request) stop the run
   with one sentence naming the server and what it said, unless the caller changes how it asks that server:
-  a request refused with 400 or 422, or failing with a 5xx that names what it failed on or has failed as often as
-  a server is allowed to, is handed to :meth:`EndpointPool.serve`'s ``refused`` callback, and sent again when it
-  says so (the judge moves a server that refuses structured outputs to a plainer format, :attr:`Server.mode`; one
-  place decides, per server, for the whole job).
+  a request refused with 400 or 422, or failing with a 5xx after the client's retries, is handed to
+  :meth:`EndpointPool.serve`'s ``refused`` callback, and sent again when it says so (the judge moves a
+  server that refuses structured outputs to a plainer format, :attr:`Server.mode`; one place decides, per
+  server, for the whole job).
 - **Base URLs are checked before anything is sent** (:func:`check_base_url`): a URL without a scheme or host,
   with an empty or unreadable port, with spaces, credentials, a query, or naming a local file is one sentence
   saying how to write it. Engines differ in their prefix (vLLM, Ollama and llama.cpp answer under ``/v1``,
@@ -57,12 +71,10 @@ workers, the retries and the reading of answers share each server's state and co
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
 import math
 import os
-import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -71,6 +83,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from disastir_mteb.util import mteb_internals
 from disastir_mteb.util.errors import DisastirError, InvalidInput
 
 logger = logging.getLogger(__name__)
@@ -78,7 +91,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["DEFAULT_EMBEDDING_CONCURRENCY", "DEFAULT_KEY_ENV", "DEFAULT_TIMEOUT", "LONGEST_WAIT_ENV",
            "MIN_REDACTED_LENGTH", "RATE_LIMIT_PATIENCE_ENV", "REDACTED", "EndpointError", "EndpointLimits",
            "EndpointPool", "Server", "chat_from_event_stream", "check_base_url", "listed_name", "other_bases",
-           "prefix_advice", "read_key", "retry_after"]
+           "prefix_advice", "read_key"]
 
 #: Where the key is read from unless the user names another variable.
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -104,9 +117,9 @@ R = TypeVar("R")
 
 
 class Refused(Protocol[T]):
-    """``refused(item, server, said, status=..., last_try=...) -> send again?`` (:meth:`EndpointPool.serve`)."""
+    """``refused(item, server, said, status=...) -> send again?`` (:meth:`EndpointPool.serve`)."""
 
-    def __call__(self, item: T, server: Server, said: str, *, status: int, last_try: bool) -> bool: ...
+    def __call__(self, item: T, server: Server, said: str, *, status: int) -> bool: ...
 
 
 class EndpointError(DisastirError, OSError):
@@ -120,7 +133,8 @@ class EndpointLimits:
     Attributes:
         longest_wait: the longest single wait before a retry, in seconds: a ``Retry-After`` asking for more
             is shortened to it (and the shortening is shown). 120 s: OpenAI's own limits reset within a
-            minute, and a server asking for hours is better given up on by the patience below.
+            minute, and a server asking for hours is better given up on by the patience below (the openai
+            client itself waits no ``Retry-After`` over two minutes either).
         rate_limit_patience: seconds a server may answer nothing but 429 (from its first 429 after its last
             answer) before it is given up on. 300 s: a quota that refills per minute has refilled five
             times over; one that does not is a daily quota or an account without credit, which waiting
@@ -128,6 +142,12 @@ class EndpointLimits:
         shown_wait: waits of at least this many seconds are shown (``on_wait``); shorter ones are routine.
         max_answer_bytes: the largest answer read, in bytes: 64 MiB holds a batch of 256 texts of
             8,192-dimensional vectors written as decimal JSON numbers; a judge's answer is a few dozen.
+        max_retries: how often each server's openai client asks again itself (a 5xx, a timeout, a lost
+            connection, a short 429), and how many answers broken off mid-body in a row the pool asks again
+            before giving the server up. 4: a request is then tried 5 times on one server, as the pool did
+            before the client retried (it gave a server up after 5 failures in a row); the client's waits
+            between them (0.5, 1, 2, 4 s, jittered) sum to about 7 s, time for a restarting server or a
+            dropped connection to come back, and stay each under :attr:`shown_wait`.
 
     Examples:
         >>> EndpointLimits(longest_wait=1.0, rate_limit_patience=3.0).longest_wait
@@ -138,6 +158,7 @@ class EndpointLimits:
     rate_limit_patience: float = 300.0
     shown_wait: float = 5.0
     max_answer_bytes: int = 64 * 2**20
+    max_retries: int = 4
 
     def __post_init__(self) -> None:
         for name in ("longest_wait", "rate_limit_patience", "shown_wait"):
@@ -147,6 +168,10 @@ class EndpointLimits:
         if not (isinstance(self.max_answer_bytes, int) and self.max_answer_bytes > 0):
             raise InvalidInput(f"EndpointLimits.max_answer_bytes must be a positive integer, not "
                                f"{self.max_answer_bytes!r}.")
+        if not (isinstance(self.max_retries, int) and not isinstance(self.max_retries, bool)
+                and self.max_retries >= 0):
+            raise InvalidInput(f"EndpointLimits.max_retries must be an integer of 0 or more, not "
+                               f"{self.max_retries!r}.")
 
     @classmethod
     def from_environment(cls) -> EndpointLimits:
@@ -296,12 +321,15 @@ class Server:
     """One server of the pool, with what happened to it (for the progress line and the closing summary)."""
 
     url: str
-    client: Any  # openai.AsyncOpenAI
+    client: Any = None  # openai.AsyncOpenAI
     alive: bool = True
     answered: int = 0
+    #: Tries asked again, by the client or by the pool.
     retried: int = 0
+    #: Answers of 429 (rate limited).
     rate_limited: int = 0
     last_error: str = ""
+    #: The waits the pool did before asking again (the client's own waits are not listed).
     waits: list[float] = field(default_factory=list)
     #: When its present run of 429s began (monotonic seconds), None while it answers.
     rate_limited_since: float | None = None
@@ -336,10 +364,9 @@ class EndpointPool(Generic[T, R]):
         base_urls: the servers (``http://host:8000/v1``); each gets ``concurrency`` requests at a time.
         key_env: the environment variable holding the key.
         concurrency: requests in flight per server.
-        timeout: seconds one request may take in all, answer read included, before it is retried.
-        max_attempts: failures in a row of one request on one server before that server is given up on.
-        backoff: the first wait and the longest wait between retries, in seconds (doubling, with jitter).
-        limits: waits and sizes (default: :meth:`EndpointLimits.from_environment`).
+        timeout: seconds the client waits for a connection and for each read of a try, and the pool for a whole
+            answer's body, before the request is retried.
+        limits: waits, sizes and retries (default: :meth:`EndpointLimits.from_environment`).
 
     Attributes:
         on_wait: called with one short text whenever a shown wait begins or ends (the waits still running,
@@ -352,8 +379,7 @@ class EndpointPool(Generic[T, R]):
     """
 
     def __init__(self, base_urls: Sequence[str], *, concurrency: int, key_env: str = DEFAULT_KEY_ENV,
-                 timeout: float = DEFAULT_TIMEOUT, max_attempts: int = 5, backoff: tuple[float, float] = (0.5, 30.0),
-                 limits: EndpointLimits | None = None) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, limits: EndpointLimits | None = None) -> None:
         import openai
 
         urls = list(dict.fromkeys(check_base_url(u) for u in base_urls))
@@ -365,12 +391,14 @@ class EndpointPool(Generic[T, R]):
         self.key_env = key_env
         key = read_key(key_env, urls)
         self._secret = key if key != _NO_KEY and len(key) >= MIN_REDACTED_LENGTH else None
-        self.servers = [Server(url, openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=timeout))
-                        for url in urls]
+        self.servers = [Server(url) for url in urls]
+        for server in self.servers:
+            hooks = {"request": [self._counting(server)], "response": [self._looked_at(server)]}
+            server.client = openai.AsyncOpenAI(base_url=server.url, api_key=key, timeout=timeout,
+                                               max_retries=self.limits.max_retries,
+                                               http_client=openai.DefaultAsyncHttpxClient(event_hooks=hooks))
         self.concurrency = concurrency
         self.timeout = timeout
-        self.max_attempts = max_attempts
-        self.backoff = backoff
         self.on_wait: Callable[[str], None] | None = None
         self._waiting: dict[int, tuple[Server, float, str]] = {}
         self._wait_ids = 0
@@ -396,12 +424,11 @@ class EndpointPool(Generic[T, R]):
             done: ``(item, answer, server)``: the answer is the parsed JSON body (a streamed chat answer folded
                 into one completion), the key already redacted from it. It may put more items on the queue (a
                 protocol's next step).
-            refused: ``(item, server, what the server said, status, last_try) -> send again?``, for a request the
-                server refused with 400 or 422, or failed with a 5xx (``last_try``: the failures in a row have
-                reached :attr:`max_attempts`, so without a change the server is given up on): True when the caller
-                changed how it asks that server (``ask`` now gives another body), so the request is sent again at
-                once (its failures counted from 0); False (or no callback) stops the run with one sentence for a
-                refusal, and goes on retrying, then giving the server up, for a 5xx. It must not say True for ever.
+            refused: ``(item, server, what the server said, status) -> send again?``, for a request the server
+                refused with 400 or 422, or failed with a 5xx after the client's retries (so without a change the
+                server is given up on): True when the caller changed how it asks that server (``ask`` now gives
+                another body), so the request is sent again at once; False (or no callback) stops the run with
+                one sentence for a refusal, and gives the server up for a 5xx. It must not say True for ever.
 
         Returns when every worker has taken its stop marker.
 
@@ -430,8 +457,8 @@ class EndpointPool(Generic[T, R]):
     async def get_json(self, server: Server, path: str) -> Any:
         """``GET path`` on one server (``/models``), asked again after a 429, a 5xx or a timeout; the parsed answer.
 
-        A server still loading its model answers 503 for a while: up to :attr:`max_attempts` tries, each wait
-        capped as the pool's are.
+        A server still loading its model answers 503 for a while: the client's retries, then the pool's for a
+        429 it was handed or an answer broken off, each wait capped as the pool's are.
 
         Raises:
             openai.APIStatusError: the last answer's error status (``NotFoundError`` for a server without the
@@ -441,19 +468,19 @@ class EndpointPool(Generic[T, R]):
         """
         import openai
 
-        attempt = 1
+        failures = 0
         while True:
             try:
-                return await _within(self._fetch(server, "GET", path, None), self.timeout)
-            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, _Unanswered,
-                    TimeoutError) as error:
-                if attempt >= self.max_attempts:
+                return await self._fetch(server, "GET", path, None)
+            except (openai.RateLimitError, _Unanswered, TimeoutError) as error:
+                failures += 1
+                server.retried += 1
+                if failures > self.limits.max_retries or _quota_exhausted(error):
                     if isinstance(error, openai.APIError):
                         raise
                     raise EndpointError(f"{server.url} did not answer GET {path}: {self._describe(error)} "
-                                        f"({attempt} tries).") from None
-                await self._sleep(server, *self._retry_wait(error, attempt))
-                attempt += 1
+                                        f"({failures} tries).") from None
+                await self._sleep(server, *self._retry_wait(server, error, failures - 1))
 
     async def describe_not_found(self, server: Server, method: str, path: str, error: BaseException, *,
                                  model: Any = None) -> str:
@@ -492,8 +519,8 @@ class EndpointPool(Generic[T, R]):
         import openai
 
         try:
-            answer = await _within(self._fetch(server, "GET", f"{base_url.rstrip('/')}/models", None),
-                                   min(self.timeout, 10.0))
+            answer = await self._fetch(server, "GET", f"{base_url.rstrip('/')}/models", None,
+                                       timeout=min(self.timeout, 10.0), retries=0)
         except (openai.APIError, EndpointError, _Unanswered, TimeoutError, httpx2.HTTPError):
             return None
         entries = answer.get("data") if isinstance(answer, dict) else None
@@ -521,11 +548,6 @@ class EndpointPool(Generic[T, R]):
         return "; ".join(f"{url}: {why}, waiting {_seconds(max(0.0, until - now))}"
                          for url, (until, why) in longest.items())
 
-    def backoff_wait(self, attempt: int) -> float:
-        """Seconds to wait before the ``attempt``-th retry: doubling from the first wait to the longest, with jitter."""
-        first, longest = self.backoff
-        return min(longest, first * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-
     # ------------------------------------------------------------------ one request
 
     async def _worker(self, server: Server, queue: asyncio.Queue[Any],
@@ -552,20 +574,18 @@ class EndpointPool(Generic[T, R]):
                     refused: Refused[T] | None) -> Any:
         import openai
 
-        failures = rate_limited = 0
+        failures = 0
         while True:
             if not server.alive:
                 raise _ServerDown
             path, body = ask(item, server)
             try:
-                answer = await _within(self._fetch(server, "POST", path, body), self.timeout)
-            except openai.RateLimitError as error:
+                answer = await self._fetch(server, "POST", path, body)
+            except openai.RateLimitError as error:  # the client's retries spent, or a wait handed to the pool
                 if _quota_exhausted(error):
                     raise EndpointError(self.redact(
                         f"{server.url} refused a request: {self._describe(error)}; the account's quota is used up, "
                         "which waiting does not mend: check its plan and billing (or use another server).")) from None
-                rate_limited += 1
-                server.rate_limited += 1
                 server.retried += 1
                 now = time.monotonic()
                 if server.rate_limited_since is None:
@@ -576,26 +596,28 @@ class EndpointPool(Generic[T, R]):
                     self._give_up(server, f"it answered nothing but 429 (rate limited) for {limited_for:.0f} s "
                                           f"({server.rate_limited} times in all); lower the concurrency or try later")
                     raise _ServerDown from None
-                wait, why = self._retry_wait(error, rate_limited)
+                wait, why = self._retry_wait(server, error, self.limits.max_retries + 1)
                 await self._sleep(server, min(wait, patience - limited_for), why)
-            except (openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError, _Unanswered,
-                    TimeoutError) as error:
+            except (_Unanswered, TimeoutError) as error:  # the body broke off or took too long: the pool's to retry
                 failures += 1
-                server.retried += 1
                 server.last_error = self._describe(error)
-                if (isinstance(error, openai.InternalServerError) and refused is not None
-                        and refused(item, server, self.redact(_said(error)), status=error.status_code,
-                                    last_try=failures >= self.max_attempts)):
-                    failures = 0
-                    continue  # the caller asks this server differently now
-                if failures >= self.max_attempts:
+                if failures > self.limits.max_retries:
                     self._give_up(server, server.last_error, failures=failures)
                     raise _ServerDown from None
-                await self._sleep(server, *self._retry_wait(error, failures))
+                server.retried += 1
+                await self._sleep(server, *self._retry_wait(server, error, failures - 1))
+            except (openai.APIConnectionError, openai.InternalServerError) as error:  # after the client's retries
+                server.last_error = self._describe(error)
+                if (isinstance(error, openai.InternalServerError) and refused is not None
+                        and refused(item, server, self.redact(_said(error)), status=error.status_code)):
+                    failures = 0
+                    continue  # the caller asks this server differently now
+                self._give_up(server, server.last_error, failures=self.limits.max_retries + 1)
+                raise _ServerDown from None
             except openai.APIStatusError as error:
                 said = self.redact(_said(error))
                 if refused is not None and error.status_code in (400, 422) and refused(
-                        item, server, said, status=error.status_code, last_try=True):
+                        item, server, said, status=error.status_code):
                     continue  # the caller asks this server differently now
                 if error.status_code == 404:
                     raise EndpointError(await self.describe_not_found(server, "POST", path, error,
@@ -607,32 +629,81 @@ class EndpointPool(Generic[T, R]):
                 server.wait_logged = False
                 return answer
 
-    async def _fetch(self, server: Server, method: str, path: str, body: Mapping[str, Any] | None) -> Any:
-        """One request; its answer read (at most ``max_answer_bytes``), redacted, decoded and parsed."""
+    async def _fetch(self, server: Server, method: str, path: str, body: Mapping[str, Any] | None, *,
+                     timeout: float | None = None, retries: int | None = None) -> Any:
+        """One request (the client's tries); its answer read (at most ``max_answer_bytes``), redacted, decoded, parsed.
+
+        ``timeout`` (default the pool's) bounds the client's connections and reads, and the reading of the body in
+        all; ``retries`` (default the client's) how often the client asks again.
+        """
         import httpx2
 
+        timeout = self.timeout if timeout is None else timeout
+        options: dict[str, Any] = {"timeout": timeout}
+        if retries is not None:
+            options["max_retries"] = retries
         if method == "GET":
-            response = await server.client.get(path, cast_to=httpx2.Response, stream=True)
+            response = await server.client.get(path, cast_to=httpx2.Response, stream=True, options=options)
         else:
-            response = await server.client.post(path, body=body, cast_to=httpx2.Response, stream=True)
-        limit = self.limits.max_answer_bytes
+            response = await server.client.post(path, body=body, cast_to=httpx2.Response, stream=True,
+                                                options=options)
         try:
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > limit:
-                raise self._too_large(server, path, int(declared))
-            parts, size = [], 0
-            try:
-                async for part in response.aiter_bytes():  # decompressed: the limit holds for a gzip bomb too
-                    size += len(part)
-                    if size > limit:
-                        raise self._too_large(server, path, size)
-                    parts.append(part)
-            except (httpx2.RequestError, httpx2.StreamError) as error:  # a reset, a read timeout, bad gzip
-                raise _Unanswered(f"the answer broke off after {size:,} bytes ({type(error).__name__})") from None
-            raw = b"".join(parts)
+            raw = await _within(self._read(server, path, response), timeout)
         finally:
             await response.aclose()
         return self._parse(server, path, raw, response.headers.get("content-type", ""))
+
+    async def _read(self, server: Server, path: str, response: Any) -> bytes:
+        """The body of ``response``, at most ``max_answer_bytes`` (a reset or bad gzip: :class:`_Unanswered`)."""
+        import httpx2
+
+        limit = self.limits.max_answer_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise self._too_large(server, path, int(declared))
+        parts, size = [], 0
+        try:
+            async for part in response.aiter_bytes():  # decompressed: the limit holds for a gzip bomb too
+                size += len(part)
+                if size > limit:
+                    raise self._too_large(server, path, size)
+                parts.append(part)
+        except (httpx2.RequestError, httpx2.StreamError) as error:  # a reset, a read timeout, bad gzip
+            raise _Unanswered(f"the answer broke off after {size:,} bytes ({type(error).__name__})") from None
+        return b"".join(parts)
+
+    # ------------------------------------------------------------------ the client's tries, looked at
+
+    def _counting(self, server: Server) -> Callable[[Any], Awaitable[None]]:
+        """An event hook on each request ``server``'s client sends: a try the client asks again is counted."""
+
+        async def hook(request: Any) -> None:
+            if request.headers.get("x-stainless-retry-count", "0") not in ("", "0"):
+                server.retried += 1
+
+        return hook
+
+    def _looked_at(self, server: Server) -> Callable[[Any], Awaitable[None]]:
+        """An event hook on each answer ``server``'s client receives, before the client decides to ask again.
+
+        A 429 is counted; one the pool must see at once is marked ``x-should-retry: false`` (which the client
+        obeys, raising it): a used-up quota (no wait mends it), and a ``Retry-After`` the client would wait
+        unshown (:attr:`EndpointLimits.shown_wait` or more) or beyond :attr:`EndpointLimits.longest_wait`.
+        """
+
+        async def hook(response: Any) -> None:
+            if response.status_code != 429:
+                return
+            server.rate_limited += 1
+            asked, _ = mteb_internals.openai_retry_wait(server.client, response.headers, retries_taken=0)
+            declared = response.headers.get("content-length", "")
+            if not (declared.isdigit() and int(declared) > self.limits.max_answer_bytes):
+                await response.aread()  # an error's few bytes, which the client reads too
+            quota = _quota_in(response.content if response.is_stream_consumed else b"")
+            if quota or (asked is not None and (asked >= self.limits.shown_wait or asked > self.limits.longest_wait)):
+                response.headers["x-should-retry"] = "false"
+
+        return hook
 
     def _parse(self, server: Server, path: str, raw: bytes, content_type: str) -> Any:
         if self._secret:
@@ -670,16 +741,23 @@ class EndpointPool(Generic[T, R]):
 
     # ------------------------------------------------------------------ waits
 
-    def _retry_wait(self, error: BaseException, attempt: int) -> tuple[float, str]:
-        """How long to wait before asking again after ``error``, and why (for the progress line)."""
+    def _retry_wait(self, server: Server, error: BaseException, retries_taken: int) -> tuple[float, str]:
+        """How long to wait before asking again after ``error``, and why (for the progress line).
+
+        What the client would wait (:func:`~disastir_mteb.util.mteb_internals.openai_retry_wait`): what the
+        answer's ``Retry-After`` asks, at most :attr:`EndpointLimits.longest_wait`, else the client's backoff
+        after ``retries_taken`` retries.
+        """
         import openai
 
-        asked = retry_after(getattr(error, "response", None))
+        response = getattr(error, "response", None)
+        asked, backoff = mteb_internals.openai_retry_wait(server.client, getattr(response, "headers", None),
+                                                          retries_taken=retries_taken)
         status = getattr(error, "status_code", None)
         why = ("429 (rate limited)" if isinstance(error, openai.RateLimitError) else
                f"HTTP {status}" if status else "no answer")
         if asked is None:
-            return self.backoff_wait(attempt), why
+            return backoff, why
         if asked > self.limits.longest_wait:
             return self.limits.longest_wait, (f"{why}: it asked for {_seconds(asked)}, capped at "
                                               f"{_seconds(self.limits.longest_wait)}")
@@ -718,7 +796,7 @@ class EndpointPool(Generic[T, R]):
         server.last_error = self.redact(why)
         if server.alive:
             server.alive = False
-            tries = f" after {failures} failures in a row" if failures else ""
+            tries = f" after {failures} failed tries in a row" if failures else ""
             if any(other.alive for other in self.servers):
                 logger.warning("Giving up on %s%s (%s); the other servers take its work.", server.url, tries,
                                server.last_error)
@@ -842,43 +920,21 @@ def _clip(text: str, width: int = 80) -> str:
     return shown if len(shown) <= width else shown[: width - 3] + "..."
 
 
-def retry_after(response: Any) -> float | None:
-    """Seconds a response's ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date) asks to wait.
-
-    None when neither is there or neither reads as a positive finite time (``-5``, ``soon``, ``inf``, a date
-    in the past): the caller's backoff decides then.
-    """
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = (headers.get(name) or "").strip()
-        if not value:
-            continue
-        try:
-            seconds = float(value) / scale
-        except ValueError:
-            seconds = _seconds_until(value) if name == "retry-after" else math.nan
-        if math.isfinite(seconds) and seconds > 0:
-            return seconds
-    return None
-
-
 def _seconds(value: float) -> str:
     """``0.25 s``, ``8 s``, ``100,000 s``: a wait as the progress line shows it."""
     return f"{value:.2g} s" if value < 9.5 else f"{value:,.0f} s"
-
-
-def _seconds_until(http_date: str) -> float:
-    """Seconds from now to an HTTP date (``Wed, 21 Oct 2015 07:28:00 GMT``); NaN when it is not one."""
-    try:
-        when = email.utils.parsedate_to_datetime(http_date)
-    except (TypeError, ValueError, IndexError):
-        return math.nan
-    return when.timestamp() - time.time() if when is not None else math.nan
 
 
 def _quota_exhausted(error: Any) -> bool:
     """A 429 that says the account has no credit left (OpenAI's ``insufficient_quota``): no wait mends it."""
     return "insufficient_quota" in (getattr(error, "code", None), getattr(error, "type", None))
 
+
+def _quota_in(raw: bytes) -> bool:
+    """Whether an error's body says the account's quota is used up (OpenAI's ``{"error": {"code": ...}}``)."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    error = body.get("error", body) if isinstance(body, dict) else None
+    return isinstance(error, dict) and "insufficient_quota" in (error.get("code"), error.get("type"))

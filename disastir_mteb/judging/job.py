@@ -252,14 +252,13 @@ class _Formats:
         if self._unreadable[server.url] >= FORMAT_PROBES:
             self._move(server, f"its first {FORMAT_PROBES} answers under it were not readable (the last: {why})")
 
-    def refused(self, server: Server, asked: AnswerFormat, said: str, *, status: int = 400,
-                last_try: bool = True) -> bool:
+    def refused(self, server: Server, asked: AnswerFormat, said: str, *, status: int = 400) -> bool:
         """A refusal (400, 422) or a failure (5xx) of a request sent in ``asked``: True when it is to be sent again.
 
         Sent again, in the format now current, when it names logprobs (asked without them from then on), names
         structured outputs (400, 422 or 5xx), is a 422 that names nothing (a validator rejecting the schema), or is a
-        5xx on the server's last try under a structured format: a server failing only under ``response_format``
-        is moved down a format instead of given up on.
+        5xx under a structured format (the pool hands one over only after the client's retries, so the server's
+        last try): a server failing only under ``response_format`` is moved down a format instead of given up on.
         """
         lowered = said.lower()
         if "logprobs" in lowered:
@@ -270,7 +269,7 @@ class _Formats:
             return True
         names_format = any(word in lowered for word in _FORMAT_WORDS)
         bare_422 = status == 422
-        failing = status >= 500 and last_try
+        failing = status >= 500
         if not (names_format or bare_422 or failing):
             return False  # refused for another reason: the pool's one sentence (a 5xx: retried as usual)
         if asked is not self._current[server.url]:
@@ -418,8 +417,8 @@ async def _judge(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPoo
         asked[item[0], item[1].step] = answer_format = formats.current(server)
         return "/chat/completions", item[1].body(model, answer_format, logprobs=formats.logprobs(server))
 
-    def refused(item: tuple[str, Request], server: Server, said: str, *, status: int, last_try: bool) -> bool:
-        return formats.refused(server, asked[item[0], item[1].step], said, status=status, last_try=last_try)
+    def refused(item: tuple[str, Request], server: Server, said: str, *, status: int) -> bool:
+        return formats.refused(server, asked[item[0], item[1].step], said, status=status)
 
     def done(item: tuple[str, Request], answer: Any, server: Server) -> None:
         nonlocal last_renewal

@@ -30,7 +30,7 @@ class JudgeSettings:
         base_urls: the servers' base URLs (``--base-url``, one per server); empty for the Batch API.
         api_key_env: the environment variable holding the key (``--api-key-env``).
         concurrency: requests in flight per server.
-        timeout: seconds one whole request may take.
+        timeout: seconds a try may take to connect, for each read, and to read its whole answer.
         price: US dollars per million input and output tokens, for the estimate (``--price``), or None.
         tasks: only these tasks (``-t``), or None for every task of the result sets.
         confirm_above: above this many requests, ask before sending (unless ``yes``).
