@@ -189,8 +189,8 @@ def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, Complet
     agreement with the published grades goes beside its scores, with a warning below the band or when never measured
     (:func:`~disastir_mteb.judging.agreement.agreement_note`).
 
-    Computed here, at the top, with :mod:`disastir_mteb.judging.completed` (the results layer never imports the
-    judge) and handed to the renderers as :class:`~disastir_mteb.results.completed_view.CompletedView` values.
+    Computed here, at the top (the results layer never imports the judge), by
+    :func:`~disastir_mteb.judging.completed.completed_views`, and handed to the renderers as plain values.
     """
     if not args.judgements:
         given = [flag for flag, value in (("--judge-model", args.judge_model),
@@ -198,44 +198,17 @@ def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, Complet
         if given:
             raise InvalidInput(f"{' and '.join(given)} pick judgements of a store: pass it with --judgements STORE.")
         return None
-    from disastir_mteb.judging.agreement import agreement_note
-    from disastir_mteb.judging.completed import completed_scores, load_added
-    from disastir_mteb.judging.store import JudgementStore
-    from disastir_mteb.vocabulary.taxonomy import Split
+    from disastir_mteb.judging.completed import completed_views
 
-    if not Path(args.judgements).is_file():
-        raise MissingInput(f"--judgements {args.judgements}: no such judgement store; judge the runs first "
-                           "(disastir-mteb judge RESULTS --model M --base-url URL --store FILE).")
-    full = [s for s in sets if s.split is Split.full]
-    if not full:
-        raise InvalidInput("--judgements completes result sets of the full query set (DisastIR-<Intent>-<Category>); "
-                           "these folders hold none.")
-    with JudgementStore(args.judgements) as store:
-        added = load_added(store, judge_model=args.judge_model, prompt_version=args.prompt_version,
-                           grade=args.completed_grade)
-        agreement = {judge: agreement_note(store.agreement(*judge), judge_model=judge[0], prompt_version=judge[1])
-                     for judge in set(added.judges.values())}
-    if not added.grades:
-        which = " ".join(f"of {name} {value}" for name, value in (("judge model", args.judge_model),
-                                                                   ("prompt version", args.prompt_version)) if value)
-        raise InvalidInput(f"{args.judgements} holds no graded judgement{' ' + which if which else ''}; judge the "
-                           "runs first (disastir-mteb judge), or check --judge-model and --prompt-version.")
-    data = _data_of_results(full, args.data, args.command)
-    return {found.result_set.folder: found.view(agreement) for found in completed_scores(full, added, data)}
+    return completed_views(args.judgements, sets, judge_model=args.judge_model, prompt_version=args.prompt_version,
+                           grade=args.completed_grade,
+                           data_of=lambda full: _data_of_results(full, args.data, args.command))
 
 
 def _say_unchecked(notes: list[str | None], command: str) -> None:
     """Each set's line on per-query files not re-scored against their data (data not at hand), on stderr, once."""
     for note in dict.fromkeys(note for note in notes if note):
         print(f"disastir-mteb {command}: {note}", file=sys.stderr)
-
-
-def _one_folder_sides(found: list) -> tuple[list, list]:
-    """What one folder compares: its exact runs against its ANN runs, else its plain runs against its experiments."""
-    first, second = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
-    if not second:  # no ANN run: the plain runs against the experiments (instructions, precision)
-        first, second = [s for s in found if not s.experiment], [s for s in found if s.experiment]
-    return first, second
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -249,9 +222,8 @@ def compare(args: argparse.Namespace) -> int:
     data for a task both hold are refused (:func:`~disastir_mteb.results.compare.compare_sets`).
     """
     from disastir_mteb.results.compare import pair_sets, pairing_text
+    from disastir_mteb.results.pairing import choose_sides
     from disastir_mteb.results.result_sets import collect_result_sets
-    from disastir_mteb.results.split_agreement import split_agreement
-    from disastir_mteb.vocabulary.taxonomy import SPLITS
 
     def sets(path: str) -> list:
         found = collect_result_sets(path)
@@ -260,47 +232,18 @@ def compare(args: argparse.Namespace) -> int:
         _say_unchecked([s.unchecked for s in found], "compare")
         return found
 
-    if len(args.results) == 2:
-        first, second = sets(args.results[0]), sets(args.results[1])
-        if not {s.split for s in first} & {s.split for s in second}:  # e.g. DevLite runs and full runs
-            print("\n\n".join(agreement.to_text() for agreement in split_agreement([*first, *second],
-                                                                                     metric=args.metric)))
-            return 0
-    elif len(args.results) == 1:
-        found = sets(args.results[0])
-        if len({s.split for s in found}) > 1:  # several query sets in one folder: rankings across them
-            agreements = split_agreement(found, metric=args.metric, paired_only=False)
-            if any(agreement.pairs for agreement in agreements):
-                print("\n\n".join(agreement.to_text() for agreement in agreements))
-                return 0
-            # no model ran with the same settings on two query sets: compare within each query set instead
-            comparable = {split for split in SPLITS if all(_one_folder_sides([s for s in found if s.split is split]))}
-            if not comparable:
-                raise InvalidInput(f"{args.results[0]} holds runs on several query sets, but no model has runs with "
-                                   "the "
-                                   "same settings on two of them, and no query set holds both sides of a comparison "
-                                   "(exact and ANN runs, or a plain run and experiments); pass two folders instead.")
-            aside = [s for s in found if s.split not in comparable]
-            if aside:
-                print(f"Set aside: {'; '.join(s.display_label for s in aside)} (no run with the "
-                      "same settings on another query set, and nothing to compare it with on its own).",
-                      file=sys.stderr)
-            found = [s for s in found if s.split in comparable]
-        first, second = _one_folder_sides(found)
-        if not first or not second:
-            raise InvalidInput(f"With one folder, compare needs exact and ANN result sets in it, or a plain run and "
-                               f"experiments; {args.results[0]} holds {len(found)}: "
-                               f"{'; '.join(s.display_label for s in found)}. Pass two folders instead.")
-    else:
-        raise InvalidInput(f"compare takes one folder (exact and ANN runs inside) or two result folders, "
-                           f"not {len(args.results)}.")
-    shared = [split for split in SPLITS if split in {s.split for s in first} & {s.split for s in second}]
-    completed = _completed_views([*first, *second], args)
+    sides = choose_sides(args.results, sets, metric=args.metric)
+    if sides.agreements:
+        print("\n\n".join(agreement.to_text() for agreement in sides.agreements))
+        return 0
+    if sides.aside:
+        print(sides.aside, file=sys.stderr)
+    completed = _completed_views([*sides.first, *sides.second], args)
     texts = []
-    for split in shared:  # one query set (always so before DisastIR-Test and DevLite): exactly the output it was
-        pairing = pair_sets([s for s in first if s.split is split], [s for s in second if s.split is split])
+    for split in sides.shared:  # one query set (always so before DisastIR-Test and DevLite): exactly the output it was
+        pairing = pair_sets([s for s in sides.first if s.split is split], [s for s in sides.second if s.split is split])
         text = pairing_text(pairing, metric=args.metric, completed=completed)
-        texts.append(text if len(shared) == 1 else f"{pairing.pairs[0][0].benchmark}:\n{text}")
+        texts.append(text if len(sides.shared) == 1 else f"{pairing.pairs[0][0].benchmark}:\n{text}")
     print("\n\n".join(texts))
     return 0
 
@@ -373,9 +316,7 @@ def export(args: argparse.Namespace) -> int:
     if args.format != "qrels-with-added" and judge_options:
         raise InvalidInput(f"{', '.join(judge_options)} apply to --format qrels-with-added.")
     if args.format == "qrels-with-added":
-        from disastir_mteb.judging.completed import load_added
-        from disastir_mteb.judging.qrels_export import export_qrels
-        from disastir_mteb.judging.store import JudgementStore
+        from disastir_mteb.judging.qrels_export import export_store
 
         if not args.judgements or not Path(args.judgements).is_file():
             missing = f" ({args.judgements} is not a file)" if args.judgements else ""
@@ -383,9 +324,9 @@ def export(args: argparse.Namespace) -> int:
                                f"disastir-mteb judge{missing}.")
         if args.gain is not None:
             raise InvalidInput("--gain applies to --format beir; qrels_with_added holds the grades themselves.")
-        with JudgementStore(args.judgements) as store:
-            added = load_added(store, judge_model=args.judge_model, prompt_version=args.prompt_version)
-        written = export_qrels(args.out, added, tasks=args.tasks, rounded=args.round_grades, overwrite=args.overwrite)
+        written = export_store(args.judgements, args.out, judge_model=args.judge_model,
+                               prompt_version=args.prompt_version, data=source, tasks=args.tasks,
+                               rounded=args.round_grades, overwrite=args.overwrite)
         print(written.describe())
         print(f"Wrote the completed judgements to {written.folder.resolve()} in {time.perf_counter() - started:.1f} s; "
               f"a run reads them only when asked: disastir-mteb run ... --extra-judgements {written.folder.resolve()}"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,13 +39,13 @@ from disastir_mteb.judging.store import JudgementStore
 from disastir_mteb.results.completed_view import CompletedView
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, score_run
-from disastir_mteb.util.errors import InvalidInput
-from disastir_mteb.vocabulary.taxonomy import Intent
+from disastir_mteb.util.errors import InvalidInput, MissingInput
+from disastir_mteb.vocabulary.taxonomy import Intent, Split
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["AddedJudgements", "CompletedScores", "CompletedTask", "Judge", "MergedGrades", "completed_scores",
-           "load_added", "merge_grades"]
+           "completed_views", "load_added", "merge_grades"]
 
 #: A judge: (judge model, prompt version).
 Judge = tuple[str, str]
@@ -332,3 +332,37 @@ def _by_text(top: Mapping[str, Sequence[str]], grades: Mapping[str, Mapping[str,
     """The authors' metrics of ``top`` against ``grades``, keyed by text as the task keys its official score."""
     keyed_top, keyed_grades = key_by_text(top, grades, shared_texts(grades, texts.first_copy))
     return score_run(keyed_top, keyed_grades, TOP_K)
+
+
+def completed_views(store_path: str | Path, result_sets: Sequence[ResultSet], *, judge_model: str | None = None,
+                    prompt_version: str | None = None, grade: str = "hard",
+                    data_of: Callable[[list[ResultSet]], Path | None]) -> dict[Path, CompletedView]:
+    """``report``/``compare --judgements STORE``: each full-set result set's completed scores, as plain numbers.
+
+    Each judge's stored agreement with the published grades goes beside its scores, with a warning below the band
+    or when never measured (:func:`~disastir_mteb.judging.agreement.agreement_note`). ``data_of``: the data folder
+    the full-set sets' runs read (None: the Hub's), asked once those sets are known.
+
+    Raises:
+        FileNotFoundError: no judgement store at ``store_path``.
+        ValueError: no set of the full query set, or no graded judgement (of that judge model and prompt version).
+    """
+    from disastir_mteb.judging.agreement import agreement_note
+
+    if not Path(store_path).is_file():
+        raise MissingInput(f"--judgements {store_path}: no such judgement store; judge the runs first "
+                           "(disastir-mteb judge RESULTS --model M --base-url URL --store FILE).")
+    full = [s for s in result_sets if s.split is Split.full]
+    if not full:
+        raise InvalidInput("--judgements completes result sets of the full query set (DisastIR-<Intent>-<Category>); "
+                           "these folders hold none.")
+    with JudgementStore(store_path) as store:
+        added = load_added(store, judge_model=judge_model, prompt_version=prompt_version, grade=grade)
+        agreement = {judge: agreement_note(store.agreement(*judge), judge_model=judge[0], prompt_version=judge[1])
+                     for judge in set(added.judges.values())}
+    if not added.grades:
+        which = " ".join(f"of {name} {value}" for name, value in (("judge model", judge_model),
+                                                                   ("prompt version", prompt_version)) if value)
+        raise InvalidInput(f"{store_path} holds no graded judgement{' ' + which if which else ''}; judge the "
+                           "runs first (disastir-mteb judge), or check --judge-model and --prompt-version.")
+    return {found.result_set.folder: found.view(agreement) for found in completed_scores(full, added, data_of(full))}

@@ -32,15 +32,16 @@ from disastir_mteb.data.extra_qrels import ADDED_MARKER, round_grade
 from disastir_mteb.data.layout import find_task_files
 from disastir_mteb.data.reading import read_records
 from disastir_mteb.data.source import DataSource
-from disastir_mteb.judging.completed import AddedJudgements, Judge, merge_grades
+from disastir_mteb.judging.completed import AddedJudgements, Judge, load_added, merge_grades
 from disastir_mteb.judging.holes import load_task_texts
+from disastir_mteb.judging.store import JudgementStore
 from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.util.errors import ExistingOutput
 from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, get_spec, parse_task_file, task_file_stem
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FOLDER", "MARKER_FORMAT", "QrelsExport", "export_qrels", "qrels_file_name"]
+__all__ = ["FOLDER", "MARKER_FORMAT", "QrelsExport", "export_qrels", "export_store", "qrels_file_name"]
 
 #: The folder the authors' evaluation reads (``QRELS_DIR`` in DMRetriever's ``eva/utils/config.py``).
 FOLDER = "qrels_with_added"
@@ -157,3 +158,17 @@ def export_qrels(out: str | Path, added: AddedJudgements, data_dir: str | Path |
     export = QrelsExport(folder, files, kept, appended, dict(judges), rounded, tuple(removed))
     logger.info("%s", export.describe())
     return export
+
+
+def export_store(store_path: str | Path, out: str | Path, *, judge_model: str | None = None,
+                 prompt_version: str | None = None, data: DataSource | None = None,
+                 tasks: Iterable[str] | None = None, rounded: bool = False, overwrite: bool = False) -> QrelsExport:
+    """``export --format qrels-with-added``: a store's graded judgements added to the qrels, by :func:`export_qrels`.
+
+    ``judge_model``, ``prompt_version``: whose judgements (:func:`~disastir_mteb.judging.completed.load_added`);
+    ``data``: the published data (default: the environment's, else the Hub).
+    """
+    with JudgementStore(store_path) as store:
+        added = load_added(store, judge_model=judge_model, prompt_version=prompt_version)
+    return export_qrels(out, added, (data or DataSource.from_environment()).main_folder(), tasks=tasks,
+                        rounded=rounded, overwrite=overwrite)

@@ -14,6 +14,10 @@ in order:
 A set on both sides (a revision folder against one of its own experiments) is never paired with itself;
 sets left without a pair are listed (:attr:`Pairing.unpaired`), never silently dropped.
 :mod:`disastir_mteb.results.compare` compares the pairs.
+
+Before pairing, :func:`choose_sides` decides what the folders given put side by side: two folders, or one
+folder's exact runs against its ANN runs (without ANN runs, its plain runs against its experiments), or, for sets
+on different query sets, the model rankings across them (:mod:`disastir_mteb.results.split_agreement`).
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from disastir_mteb.results.metrics import MAIN_METRIC, Metric
 from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.results.split_agreement import SplitAgreement, split_agreement
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.settings import SEARCH_KEY
+from disastir_mteb.vocabulary.taxonomy import SPLITS, Split
 
-__all__ = ["Pairing", "pair_sets"]
+__all__ = ["Pairing", "Sides", "choose_sides", "pair_sets"]
 
 
 @dataclass(frozen=True)
@@ -95,3 +102,77 @@ def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> Pairin
         if not any(_same(x, y) for y in (*used, *unpaired)):
             unpaired.append(x)
     return Pairing(tuple(pairs), tuple(unpaired))
+
+
+@dataclass(frozen=True)
+class Sides:
+    """What ``compare`` puts side by side (:func:`choose_sides`).
+
+    Attributes:
+        first, second: the sets of each side, on the query sets both hold (:attr:`shared`); empty with
+            :attr:`agreements`.
+        agreements: the model rankings of one query set against another's, when the sets given are on different
+            query sets (then nothing is paired).
+        aside: sets of a folder left out, where it holds several query sets and some are compared within
+            themselves (one line, or "").
+    """
+
+    first: tuple[ResultSet, ...] = ()
+    second: tuple[ResultSet, ...] = ()
+    agreements: tuple[SplitAgreement, ...] = ()
+    aside: str = ""
+
+    @property
+    def shared(self) -> list[Split]:
+        """The query sets both sides hold, in the order of :data:`~disastir_mteb.vocabulary.taxonomy.SPLITS`."""
+        held = {s.split for s in self.first} & {s.split for s in self.second}
+        return [split for split in SPLITS if split in held]
+
+
+def _one_folder_sides(found: Sequence[ResultSet]) -> tuple[list[ResultSet], list[ResultSet]]:
+    """What one folder compares: its exact runs against its ANN runs, else its plain runs against its experiments."""
+    first, second = [s for s in found if not s.is_ann], [s for s in found if s.is_ann]
+    if not second:  # no ANN run: the plain runs against the experiments (instructions, precision)
+        first, second = [s for s in found if not s.experiment], [s for s in found if s.experiment]
+    return first, second
+
+
+def choose_sides(names: Sequence[str], read: Callable[[str], list[ResultSet]], *,
+                 metric: str | Metric = MAIN_METRIC) -> Sides:
+    """What one result folder or two (``names``, each read with ``read``) put side by side, as the module says.
+
+    Raises:
+        ValueError: not one folder nor two (before any is read); one folder without two sides to compare (the sets
+            it holds named).
+    """
+    if len(names) not in (1, 2):
+        raise InvalidInput(f"compare takes one folder (exact and ANN runs inside) or two result folders, "
+                           f"not {len(names)}.")
+    folders = [read(name) for name in names]
+    if len(folders) == 2:
+        first, second = folders
+        if not {s.split for s in first} & {s.split for s in second}:  # e.g. DevLite runs and full runs
+            return Sides(agreements=tuple(split_agreement([*first, *second], metric=metric)))
+        return Sides(tuple(first), tuple(second))
+    found, aside = list(folders[0]), ""
+    if len({s.split for s in found}) > 1:  # several query sets in one folder: rankings across them
+        agreements = split_agreement(found, metric=metric, paired_only=False)
+        if any(agreement.pairs for agreement in agreements):
+            return Sides(agreements=tuple(agreements))
+        # no model ran with the same settings on two query sets: compare within each query set instead
+        comparable = {split for split in SPLITS if all(_one_folder_sides([s for s in found if s.split is split]))}
+        if not comparable:
+            raise InvalidInput(f"{names[0]} holds runs on several query sets, but no model has runs with the same "
+                               "settings on two of them, and no query set holds both sides of a comparison (exact "
+                               "and ANN runs, or a plain run and experiments); pass two folders instead.")
+        left = [s for s in found if s.split not in comparable]
+        if left:
+            aside = (f"Set aside: {'; '.join(s.display_label for s in left)} (no run with the same settings on "
+                     "another query set, and nothing to compare it with on its own).")
+        found = [s for s in found if s.split in comparable]
+    first, second = _one_folder_sides(found)
+    if not first or not second:
+        raise InvalidInput(f"With one folder, compare needs exact and ANN result sets in it, or a plain run and "
+                           f"experiments; {names[0]} holds {len(found)}: "
+                           f"{'; '.join(s.display_label for s in found)}. Pass two folders instead.")
+    return Sides(tuple(first), tuple(second), aside=aside)
