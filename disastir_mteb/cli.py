@@ -94,7 +94,8 @@ def _judge_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=_at_least(1), default=JudgeSettings.concurrency,
                         help=f"requests in flight per server (default {JudgeSettings.concurrency})")
     parser.add_argument("--timeout", type=_seconds, default=JudgeSettings.timeout,
-                        help=f"seconds one request may take (default {JudgeSettings.timeout:g})")
+                        help=f"seconds a try waits for the server's answer to begin, and then for all of it "
+                             f"(default {JudgeSettings.timeout:g})")
     parser.add_argument("--api-key-env", default=DEFAULT_KEY_ENV,
                         help=f"the environment variable holding the key (default {DEFAULT_KEY_ENV}); never a file "
                              "or an option, so it stays out of shell history and logs")
