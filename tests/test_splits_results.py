@@ -403,6 +403,9 @@ def test_runner_runs_devlite_and_test_each_corpus_encoded_once(split_sample: Pat
     assert [r.task_name for r in result.task_results] == [names[0], names[3], names[1], names[2]]  # by corpus
     assert mixed.passages_encoded == 0 and mixed.corpus_indexings == 2  # both corpora from the store, once each
     assert [t.metadata.name for t in resolve_tasks(["DisastIR-QA-Bio"], split="test")] == ["DisastIR-Test-QA-Bio"]
+    generated = (name for name in ["DisastIR-QA-Bio", "DisastIR-FC-Geo"])  # any iterable, read once
+    assert [t.metadata.name for t in resolve_tasks(generated, split="test")] == ["DisastIR-Test-QA-Bio",
+                                                                                "DisastIR-Test-FC-Geo"]
 
     sets = collect_result_sets(tmp_path / "out")
     assert [s.split for s in sets] == [Split.full, Split.test, Split.devlite] and len({s.folder for s in sets}) == 1

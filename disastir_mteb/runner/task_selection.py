@@ -117,12 +117,13 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
                                f"{data.describe()}; pass the task by name, or leave the run's data unset.")
         return type(task)(gain=task.gain, data=data)
 
-    selected_task_names(tasks, split=split)  # the plugin's own message for a mistyped DisastIR name or split
+    named = [tasks] if isinstance(tasks, str) else list(tasks or ())  # read once: ``tasks`` may be a generator
+    selected_task_names(named, split=split)  # the plugin's own message for a mistyped DisastIR name or split
     wanted = None if split is None else parse_split(split)
     chosen: list[str | AbsTask] = []
     for benchmark in benchmarks or ():
         chosen.extend(mteb.get_benchmark(benchmark).tasks)
-    chosen.extend([tasks] if isinstance(tasks, str) else (tasks or ()))
+    chosen.extend(named)
     if not chosen:
         chosen = list(SPLIT_TASK_NAMES[wanted or Split.full])
     unique: dict[str, AbsTask] = {}
