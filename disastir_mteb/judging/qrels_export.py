@@ -170,5 +170,5 @@ def export_store(store_path: str | Path, out: str | Path, *, judge_model: str | 
     """
     with JudgementStore(store_path) as store:
         added = load_added(store, judge_model=judge_model, prompt_version=prompt_version)
-    return export_qrels(out, added, (data or DataSource.from_environment()).main_folder(), tasks=tasks,
-                        rounded=rounded, overwrite=overwrite)
+    return export_qrels(out, added, data.main_folder() if data is not None else None, tasks=tasks, rounded=rounded,
+                        overwrite=overwrite)

@@ -161,8 +161,9 @@ class SharedCorpusSearch:
         self._prepared = prepare_model(model, precision=settings.precision, instructions=settings.instructions)
         self.model = self._prepared.encoder
         self.model_dtype = self._prepared.dtype
+        self.texts_probed = 0
         # probed now: a model that cannot embed is refused in one sentence before any task loads
-        self._identity, self.texts_probed = self._prepared.identify(self._store_root, again=False)
+        self._identity = self._identify(again=False)
         meta = self._prepared.meta
         if meta is not None and self.ann is not None:
             meta = meta.model_copy(update={"experiment_kwargs": {**(meta.experiment_kwargs or {}),
