@@ -61,6 +61,17 @@ def test_what_cannot_embed_is_refused_in_one_sentence_naming_the_call(tiny: Path
         build_search(42)
 
 
+def test_the_search_model_takes_a_model_name() -> None:
+    """``SharedCorpusSearch("disastir-mteb/hashing-encoder")`` loads the model by name, as ``evaluate`` does."""
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.vocabulary.run_settings import RunSettings
+    from disastir_mteb.vocabulary.settings import HASHING_ENCODER
+
+    searcher = SharedCorpusSearch(HASHING_ENCODER, RunSettings(progress=False))
+    assert isinstance(searcher.model, HashingEncoder) and searcher.identity.name == HASHING_ENCODER
+
+
 def test_run_writes_results_where_the_readme_says(tiny: Path, tmp_path: Path) -> None:
     """README: ``--output-folder DIR`` holds ``DIR/results/<org>__<model>/<revision>/<task>.json``, as ``mteb run``."""
     from disastir_mteb.cli import main

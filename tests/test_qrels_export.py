@@ -135,6 +135,19 @@ def test_the_export_round_trips(own_data: Path, plain: Path, tmp_path: Path) -> 
     assert sorted(p.name for p in folder.iterdir()) == sorted([ADDED_MARKER, "QA_Biological_qrels.json"])
 
 
+def test_the_command_exports_against_the_data_it_is_given(own_data: Path, plain: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``export --format qrels-with-added --data DIR`` reads DIR's qrels, with no DISASTIR_DATA_DIR set."""
+    store = _store(tmp_path / "store.sqlite", plain, own_data, fractions=False)
+    monkeypatch.delenv("DISASTIR_DATA_DIR", raising=False)
+    assert cli.main(["export", "--format", "qrels-with-added", "--judgements", str(store), "--data", str(own_data),
+                     "--out", str(tmp_path / "cli"), "-t", *TASKS]) == 0
+    export_qrels(tmp_path / "api", _added(store), own_data, tasks=TASKS)
+    for task in TASKS:
+        assert ((tmp_path / "cli" / FOLDER / qrels_file_name(task)).read_bytes()
+                == (tmp_path / "api" / FOLDER / qrels_file_name(task)).read_bytes())
+
+
 def test_rounded_grades_go_half_up() -> None:
     assert [round_grade(g) for g in (0, 0.33, 0.5, 1.5, 1.67, 2.49, 2.5, 3)] == [0, 0, 1, 2, 2, 2, 3, 3]
 
