@@ -33,8 +33,18 @@ if "PYTEST_XDIST_WORKER" in os.environ:  # workers share the cores: one compute 
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A private DISASTIR_CACHE_DIR for the whole session."""
-    return tmp_path_factory.mktemp("disastir-cache")
+    """A private DISASTIR_CACHE_DIR for the whole session, one for all xdist workers.
+
+    The tests that run the bundled model on the sample (demo, leaderboard, notebooks, README) then encode its
+    corpus once, not once per worker: the store's lock makes a second worker wait for an entry being written
+    and read it, as two users' runs on one cache folder do.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = root.parent  # the session's folder, above each worker's own
+    folder = root / "disastir-cache"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,9 @@ import socket
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,16 +162,36 @@ def test_without_gradio_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatc
             pass
 
 
-def test_the_app_tables_hold_the_run_and_the_published_rows(runs: Path) -> None:
-    import gradio
-
+@pytest.fixture(scope="module")
+def board(runs: Path) -> Iterator[tuple[Any, list[Any]]]:
+    """The app over the runs, built once for the tests that read its tables and load its page."""
     from disastir_mteb.leaderboard.app import leaderboard_app
 
-    with leaderboard_app([runs]) as (app, rows):
-        frames = [block.value for block in app.blocks.values() if isinstance(block, gradio.DataFrame)]
-        summary = next(frame for frame in frames if "Mean (Task)" in frame["headers"])
-        names = [row[summary["headers"].index("Model")] for row in summary["data"]]
-        markdown = " ".join(str(block.value) for block in app.blocks.values() if isinstance(block, gradio.Markdown))
+    with leaderboard_app([runs]) as built:
+        yield built
+
+
+@pytest.fixture(scope="module")
+def served(board: tuple[Any, list[Any]]) -> Iterator[str]:
+    """Its page, served on loopback until the module's tests are done."""
+    _browser()
+    app, _ = board
+    port = _free_port()
+    app.launch(server_name="127.0.0.1", server_port=port, quiet=True, prevent_thread_lock=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        app.close()
+
+
+def test_the_app_tables_hold_the_run_and_the_published_rows(board: tuple[Any, list[Any]]) -> None:
+    import gradio
+
+    app, rows = board
+    frames = [block.value for block in app.blocks.values() if isinstance(block, gradio.DataFrame)]
+    summary = next(frame for frame in frames if "Mean (Task)" in frame["headers"])
+    names = [row[summary["headers"].index("Model")] for row in summary["data"]]
+    markdown = " ".join(str(block.value) for block in app.blocks.values() if isinstance(block, gradio.Markdown))
     assert len(names) == 32 and "_experiment_id" not in summary["headers"]
     groups = [header for header in summary["headers"] if header.startswith("Mean (") and header != "Mean (Task)"]
     assert groups == [f"Mean (Intent: {i})" for i in ("QA", "QAdoc", "Twitter", "FC", "NLI", "STS")] + [
@@ -221,25 +243,18 @@ _LAPTOP_VIEW = """(() => {
 
 
 @pytest.mark.parametrize("width", [1000, 1280])
-def test_at_a_laptops_width_the_scores_are_in_view_and_no_word_is_split(runs: Path, tmp_path: Path,
+def test_at_a_laptops_width_the_scores_are_in_view_and_no_word_is_split(served: str, tmp_path: Path,
                                                                          width: int) -> None:
     """mteb put the model's facts before the scores: at 1,280 px no score was in view without scrolling sideways.
 
     Also at these widths: the menu's title broke mid-word ("managem|ent") and the provenance table too
     ("Precisio|n"); the footer's sponsor logos, fetched from the web, were broken images offline.
     """
-    from disastir_mteb.leaderboard.app import PAGE_READY, leaderboard_app, screenshot
+    from disastir_mteb.leaderboard.app import PAGE_READY, screenshot
 
-    _browser()
-    port = _free_port()
-    with leaderboard_app([runs]) as (app, _):
-        app.launch(server_name="127.0.0.1", server_port=port, quiet=True, prevent_thread_lock=True)
-        try:
-            shot = screenshot(f"http://127.0.0.1:{port}/", tmp_path / "laptop.png", width=width, max_width=width,
-                              ready=f"{PAGE_READY} && {_NO_WORD_SPLIT}", timeout_s=90,  # a TimeoutError: a split
-                              measure=_LAPTOP_VIEW)
-        finally:
-            app.close()
+    shot = screenshot(served, tmp_path / "laptop.png", width=width, max_width=width,
+                      ready=f"{PAGE_READY} && {_NO_WORD_SPLIT}", timeout_s=90,  # a TimeoutError: a split
+                      measure=_LAPTOP_VIEW)
     assert shot.width == width
     assert shot.measured["headers"] == {"Model": True, "Mean (Task)": True, "Mean (Intent: QA)": True}
     assert shot.measured["title"] == ["Disaster management", True]

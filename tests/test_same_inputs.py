@@ -191,7 +191,7 @@ def test_the_callers_model_is_never_changed(small: Path, tmp_path: Path) -> None
     st = SentenceTransformer(str(bundled_model_path()), device="cpu")
     attributes = dict(st.__dict__)
     weights = {name: tensor.clone() for name, tensor in st.state_dict().items()}
-    result = evaluate(st, [TASK], precision="fp16", cache_dir=False, output_folder=tmp_path / "out",
+    result = evaluate(st, [TASK], precision="bf16", cache_dir=False, output_folder=tmp_path / "out",
                       show_progress=False, data=small)
     assert result.task_results[0].get_score() > 0
     assert {parameter.dtype for parameter in st.parameters()} == {torch.float32}
@@ -202,9 +202,9 @@ def test_the_callers_model_is_never_changed(small: Path, tmp_path: Path) -> None
     from disastir_mteb.results.result_sets import load_result_set
 
     [meta] = (tmp_path / "out").rglob("model_meta.json")
-    assert "disastir_precision_fp16" in meta.parts
+    assert "disastir_precision_bf16" in meta.parts
     record = json.loads(next(meta.parent.glob(f"{TASK}.json")).read_text(encoding="utf-8"))["scores"]["test"][0]
-    assert json.loads(record[SETTINGS_KEY])["precision"] == "fp16"
+    assert json.loads(record[SETTINGS_KEY])["precision"] == "bf16"
     assert set(load_result_set(meta.parent).scores) == {TASK}
 
 
