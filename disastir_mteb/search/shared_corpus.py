@@ -158,12 +158,13 @@ class SharedCorpusSearch:
         self.filed = FiledSearches()
         self._runs = 0
         self._keep_rankings = False
-        self._prepared = prepare_model(model, precision=settings.precision, instructions=settings.instructions)
+        # probed now: a model that cannot embed is refused in one sentence before any task loads
+        self._prepared = prepare_model(model, precision=settings.precision, instructions=settings.instructions,
+                                       root=self._store_root)
         self.model = self._prepared.encoder
         self.model_dtype = self._prepared.dtype
-        self.texts_probed = 0
-        # probed now: a model that cannot embed is refused in one sentence before any task loads
-        self._identity = self._identify(again=False)
+        self.texts_probed = self._prepared.texts_probed
+        self._identity = self._prepared.identity
         meta = self._prepared.meta
         if meta is not None and self.ann is not None:
             meta = meta.model_copy(update={"experiment_kwargs": {**(meta.experiment_kwargs or {}),
