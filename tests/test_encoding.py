@@ -24,11 +24,13 @@ _WORDS = ("flood river gauge levee storm surge evacuation shelter wildfire smoke
           "aftershock landslide cholera outbreak hurricane wind damage power outage relief convoy").split()
 
 
-def _texts(n: int, seed: int = 0) -> list[str]:
-    """Passages of very different lengths (3 to 300 words), in no particular order, some past 256 tokens."""
+def _texts(n: int, seed: int = 0, lengths: tuple[int, ...] = (3, 12, 40, 90, 300)) -> list[str]:
+    """Passages of very different lengths (3 to 300 words), in no particular order, some past 256 tokens.
+
+    Tests of what files and keys hold pass shorter ``lengths``: padding still differs between batches.
+    """
     rng = np.random.default_rng(seed)
-    return [" ".join(rng.choice(_WORDS, size=int(rng.choice([3, 12, 40, 90, 300])))) + f" report {i}."
-            for i in range(n)]
+    return [" ".join(rng.choice(_WORDS, size=int(rng.choice(lengths)))) + f" report {i}." for i in range(n)]
 
 
 def _fresh_model() -> object:
@@ -62,12 +64,19 @@ def test_length_order_is_sentence_transformers_order() -> None:
     assert [len(texts[i]) for i in length_order(texts)] == sorted(map(len, texts), reverse=True)
 
 
+@pytest.fixture(scope="module")
+def one_call(bundled_model: object) -> tuple[list[str], np.ndarray]:
+    """120 passages and their vectors from one plain ``encode_document`` call, the reference of every thread count."""
+    texts = _texts(120)
+    return texts, bundled_model.model.encode_document(texts, batch_size=8)
+
+
 @pytest.mark.parametrize("threads", [0, 1, 3])
-def test_pipeline_gives_one_encode_call_bit_for_bit(bundled_model: object, threads: int) -> None:
+def test_pipeline_gives_one_encode_call_bit_for_bit(bundled_model: object, one_call: tuple[list[str], np.ndarray],
+                                                    threads: int) -> None:
     """Chunks of the length order, whole batches each, in any number of calls: the bytes of one encode call."""
     st = bundled_model.model
-    texts = _texts(120)
-    expected = st.encode_document(texts, batch_size=8)
+    texts, expected = one_call
     order = length_order(texts)
     pipeline = SentenceTransformerPipeline(st, batch_size=8, tokenize_threads=threads)
     chunks = [[texts[i] for i in order[start:start + 32]] for start in range(0, len(texts), 32)]
@@ -142,7 +151,7 @@ def test_prompted_models_get_their_prompt_on_the_pipelined_path(tmp_path: Path, 
 
 def test_batch_size_and_precision_are_part_of_the_cache_key(tmp_path: Path, use_data: object) -> None:
     model = _fresh_model()
-    texts = _texts(40, seed=3)
+    texts = _texts(40, seed=3, lengths=(3, 12, 40))
     task = _corpus_task(tmp_path, use_data, texts)
     store = EmbeddingStore(tmp_path / "cache")
     by_batch = {}
@@ -169,7 +178,7 @@ def test_batch_size_and_precision_are_part_of_the_cache_key(tmp_path: Path, use_
 
 
 def test_precision_results_are_filed_apart(use_data: object, tmp_path: Path) -> None:
-    _corpus_task(tmp_path, use_data, _texts(40, seed=5))
+    _corpus_task(tmp_path, use_data, _texts(40, seed=5, lengths=(3, 12, 40)))
     model = _fresh_model()
     plain = evaluate(model, ["DisastIR-QA-Bio"], cache_dir=tmp_path / "cache", output_folder=tmp_path / "r",
                      show_progress=False)

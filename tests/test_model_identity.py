@@ -25,7 +25,7 @@ from disastir_mteb.runner.run import build_search, evaluate
 from disastir_mteb.vocabulary.run_settings import RunSettings
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo"]
-N_PASSAGES = 300
+N_PASSAGES = 200
 UNNAMED = "no_model_name__available"
 
 

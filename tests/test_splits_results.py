@@ -30,6 +30,7 @@ from disastir_mteb.results.result_sets import (
 )
 from disastir_mteb.results.split_agreement import split_agreement
 from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
+from disastir_mteb.vocabulary.settings import HASHING_ENCODER
 from disastir_mteb.vocabulary.taxonomy import INTENTS, SPLIT_TASK_NAMES, TASK_NAMES, Intent, Split
 
 REVISION = "a" * 40
@@ -417,15 +418,15 @@ def test_runner_runs_devlite_and_test_each_corpus_encoded_once(split_sample: Pat
 @needs_split_tasks
 def test_run_command_split_flag(split_sample: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``disastir-mteb run --split devlite -t DisastIR-QA-Bio`` runs DevLite's QA-Bio and prints its own grid."""
-    out = tmp_path / "results"
-    assert cli.main(["run", "-m", "bundled", "--split", "devlite", "-t", "DisastIR-QA-Bio", "--output-folder",
+    out = tmp_path / "results"  # the model-free encoder: the split is what is under test, not the vectors
+    assert cli.main(["run", "-m", HASHING_ENCODER, "--split", "devlite", "-t", "DisastIR-QA-Bio", "--output-folder",
                      str(out), "--no-cache", "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "\nDisastIR-DevLite NDCG@10 x100 " in printed and "47 of 48 tasks missing" in printed
     [result] = collect_result_sets(out)
     assert result.split is Split.devlite and list(result.file_scores) == ["DisastIR-DevLite-QA-Bio"]
-    assert cli.main(["run", "-m", "bundled", "--split", "test", "-t", "DisastIR-DevLite-QA-Bio", "--output-folder",
-                     str(out), "--no-cache", "--quiet"]) == 2
+    assert cli.main(["run", "-m", HASHING_ENCODER, "--split", "test", "-t", "DisastIR-DevLite-QA-Bio",
+                     "--output-folder", str(out), "--no-cache", "--quiet"]) == 2
     assert "is in 'devlite', but split='test'" in capsys.readouterr().err
 
 
