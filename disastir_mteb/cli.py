@@ -195,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tokenize-threads", type=_at_least(0), default=None,
                      help="threads tokenising passages ahead of the model (default: 1 on a CPU, all cores but one "
                           "up to 8 on a GPU; 0 = on the encoding thread)")
+    run.add_argument("--model-revision", default=None, metavar="REV",
+                     help="file the results under this revision (default: the model's own, else the fingerprint of "
+                          "its files or weights)")
     run.add_argument("--embeddings-url", action="append", default=[], dest="embeddings_url", metavar="URL",
                      help="encode on an OpenAI-compatible /v1/embeddings server serving -m NAME (vLLM --runner "
                           "pooling, text-embeddings-inference, a hosted API), e.g. http://gpu0:8000/v1; repeat it "

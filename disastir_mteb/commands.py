@@ -70,13 +70,17 @@ def run(args: argparse.Namespace) -> int:
         hub = needs_hub(args.model, source, served=bool(args.embeddings_url))
         if args.embeddings_revision and not args.embeddings_url:
             raise InvalidInput("--embeddings-revision pins a served model: pass it with --embeddings-url.")
+        if args.model_revision and args.embeddings_url:
+            raise InvalidInput("--model-revision names a model this process loads; a served model's revision is "
+                               "--embeddings-revision.")
         ann_params = {option.field: getattr(args, option.dest) for option in ANN_OPTIONS
                       if getattr(args, option.dest) is not None}
         settings = RunSettings.from_options(  # every option checked here, before a library or a model loads
             search=args.search, ann_preset=args.ann_preset, ann_params=ann_params, instructions=args.instructions,
             template=args.template, instruct_passages=args.instruct_passages, batch_size=args.batch_size,
             precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
-            cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet)
+            cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet,
+            model_revision=args.model_revision)
         with clock(Phase.startup):
             offline_if_unreachable(hub)
             if args.quiet:

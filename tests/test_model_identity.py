@@ -1,8 +1,8 @@
-"""A model is identified by what it computes: its vectors of a few probe texts key its cache entries and results.
+"""A model is identified by what it is: its files, its weights and tokenizer, or a version its caller names.
 
 Real parts only: the bundled MiniLM as a ``SentenceTransformer`` changed in place (Gaussian noise on every weight,
-as a training step would), plain callables, the real store, runner and ``submit``. Data: a 300-passage generated
-sample, two queries per task; the store encodes it in 5 chunks of 64 passages.
+as a training step would), copies of its folder with a tokenizer or weights edited, plain callables, the real store,
+runner, ``report`` and ``submit``. Data: a 200-passage generated sample, two queries per task.
 """
 
 from __future__ import annotations
@@ -71,6 +71,16 @@ def stored(out: Path) -> dict[str, dict[str, float]]:
     return found
 
 
+def every_score(out: Path) -> dict[str, dict[str, float]]:
+    """Every test score (NDCG@1..1000, MAP, MRR, recall, ...) of every task file under ``out``, by task and folder."""
+    found: dict[str, dict[str, float]] = {}
+    for path in sorted(p for p in out.rglob("DisastIR-*.json") if p.stem in TASKS):
+        scores = json.loads(path.read_text(encoding="utf-8"))["scores"]["test"][0]
+        found[f"{path.parent.name}/{path.stem}"] = {key: value for key, value in scores.items()
+                                                    if isinstance(value, float)}
+    return found
+
+
 def quiet(cache: Path | bool) -> RunSettings:
     return RunSettings.from_options(cache_dir=cache, progress=False)  # type: ignore[arg-type]
 
@@ -102,7 +112,7 @@ def test_weights_changed_in_place_get_new_numbers_from_their_own_encoding(
     assert len(folders) == 2 and all(name.startswith(f"{UNNAMED}/fingerprint-") for name in folders)
     assert sorted(sorted(scores.items()) for scores in folders.values()) == sorted([sorted(before.items()),
                                                                                   sorted(after.items())])
-    (said,) = [r.getMessage() for r in caplog.records if "is identified by what it computes" in r.getMessage()]
+    (said,) = [r.getMessage() for r in caplog.records if "it is identified by" in r.getMessage()]
     folder = next(name for name, scores in folders.items() if scores == after)
     says(said, out / "results" / folder)
 
@@ -156,6 +166,162 @@ def test_a_ready_search_model_evaluated_again_after_its_model_changed(tiny: Path
                                         f"callable__embed/{searcher.identity.results_revision}": after}
 
 
+def test_a_callable_changed_between_two_calls_is_never_served_the_first_calls_vectors(
+        tiny: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A plain callable has nothing to read: each call is its own, unless the caller names a version."""
+    base = HashingEncoder()
+    state = {"trained": False}
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return base.embed([" ".join(word[1:] for word in text.split()) if state["trained"] else text
+                           for text in texts])
+
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    with caplog.at_level(logging.WARNING):
+        before = ndcg(evaluate(embed, TASKS, data=tiny, cache_dir=cache, output_folder=out, show_progress=False))
+    (said,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    says(said, "callable/embed", "model_revision=...", "--model-revision")  # the model, and how to name a version
+    state["trained"] = True
+    after = ndcg(evaluate(embed, TASKS, data=tiny, cache_dir=cache, output_folder=out, show_progress=False))
+    fresh = ndcg(evaluate(embed, TASKS, data=tiny, cache_dir=False, output_folder=tmp_path / "fresh",
+                          show_progress=False))
+    assert after == fresh != before
+    assert corpus_entries(cache) == 0  # nothing kept that no later call may take
+    folders = stored(out)  # a folder of its own for each call
+    assert len(folders) == 2 and all(name.startswith("callable__embed/unversioned-") for name in folders)
+
+    # A version named: kept, taken again by a later call, filed under it; another version is another model.
+    named = ndcg(evaluate(embed, TASKS, data=tiny, cache_dir=cache, output_folder=out, show_progress=False,
+                          model_revision="v2"))
+    again = build_search(embed, RunSettings.from_options(cache_dir=cache, progress=False, model_revision="v2"))
+    assert ndcg(evaluate(again, TASKS, data=tiny, output_folder=out, show_progress=False)) == named == after
+    assert (again.passages_encoded, again.queries_encoded) == (0, 0)
+    assert stored(out)["callable__embed/v2"] == named
+    other = build_search(embed, RunSettings.from_options(cache_dir=cache, progress=False, model_revision="v3"))
+    evaluate(other, TASKS, data=tiny, output_folder=out, show_progress=False)
+    assert other.passages_encoded == N_PASSAGES
+
+
+def test_model_revision_is_refused_where_it_cannot_be_a_revision() -> None:
+    for bad in ("", "a/b"):
+        with pytest.raises(ValueError) as raised:
+            RunSettings.from_options(model_revision=bad)
+        says(str(raised.value), f"model_revision={bad!r}", "'/'")
+
+
+# ---------------------------------------------------------------------- a model folder edited in place
+
+_SWAPPED = (("health", "storm"), ("people", "solar"))  # frequent in the sample's texts, none in the probe
+
+
+def swap_words(folder: Path) -> None:
+    """Each pair of words maps to the other's id, in tokenizer.json and vocab.txt alike (an edited tokenizer)."""
+    tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = tokenizer["model"]["vocab"]
+    lines = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    for first, second in _SWAPPED:
+        vocab[first], vocab[second] = vocab[second], vocab[first]
+        lines[vocab[first]], lines[vocab[second]] = first, second
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False), encoding="utf-8")
+    (folder / "vocab.txt").write_text("\n".join(lines), encoding="utf-8")
+
+
+def swap_rows(folder: Path) -> None:
+    """The embedding rows of each pair of words swapped in model.safetensors (an edited checkpoint)."""
+    from safetensors.torch import load_file, save_file
+
+    vocab = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    tensors = load_file(folder / "model.safetensors")
+    table = tensors["embeddings.word_embeddings.weight"]
+    for first, second in _SWAPPED:
+        table[[vocab[first], vocab[second]]] = table[[vocab[second], vocab[first]]]
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize("edit", [swap_words, swap_rows], ids=["tokenizer", "weights"])
+def test_a_model_folder_edited_in_place_gets_the_numbers_of_a_fresh_run(
+        tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any) -> None:
+    """``-m ./folder`` run, the folder edited where the probe texts cannot see it, run again: its own numbers."""
+    model = tmp_path / "my-model"
+    shutil.copytree(bundled_model_path(), model)
+
+    def run(out: Path, *options: str) -> None:
+        assert cli.main(["run", "-m", str(model), "--data", str(tiny), "-t", *TASKS, "--output-folder", str(out),
+                         "--quiet", *options]) == 0
+
+    cached = ("--cache-dir", str(tmp_path / "cache"))
+    run(tmp_path / "out", *cached)
+    (first,) = stored(tmp_path / "out")
+    edit(model)
+    capsys.readouterr()
+    run(tmp_path / "out", *cached)
+    assert f"; {N_PASSAGES} passages and 4 queries encoded" in capsys.readouterr().out
+    run(tmp_path / "fresh", "--no-cache")
+    ((folder, fresh),) = stored(tmp_path / "fresh").items()
+    assert folder != first and stored(tmp_path / "out") == {first: stored(tmp_path / "out")[first], folder: fresh}
+    ours = every_score(tmp_path / "out")
+    assert {name: scores for name, scores in ours.items() if name.startswith(folder.split("/")[1])} == every_score(
+        tmp_path / "fresh")
+    assert ours[f"{first.split('/')[1]}/{TASKS[0]}"] != ours[f"{folder.split('/')[1]}/{TASKS[0]}"]  # the edit tells
+
+
+def test_a_folder_digest_is_remembered_so_a_warm_start_reads_no_weight_file(tmp_path: Path) -> None:
+    """The files' digests are kept by size, times and inode: a second start hashes nothing, an edit is seen."""
+    from disastir_mteb.models.content import folder_content
+
+    model = tmp_path / "my-model"
+    shutil.copytree(bundled_model_path(), model)
+    weights = (model / "model.safetensors").stat().st_size
+    cold = folder_content(model, tmp_path / "memo")
+    assert cold.bytes_read >= weights
+    warm = folder_content(model, tmp_path / "memo")
+    assert (warm.digest, warm.bytes_read) == (cold.digest, 0)
+    swap_words(model)
+    edited = folder_content(model, tmp_path / "memo")
+    assert edited.digest != cold.digest and 0 < edited.bytes_read < weights  # the two tokenizer files, read again
+    (model / "README.md").write_text("notes", encoding="utf-8")  # documentation shapes no vector
+    assert folder_content(model, tmp_path / "memo").digest == edited.digest
+
+
+def test_an_in_memory_model_is_read_by_its_weights_and_tokenizer(tmp_path: Path) -> None:
+    """Two models of equal weights and other vocabularies differ; encoding, train mode and a wrapper change nothing."""
+    from mteb.models import SentenceTransformerEncoderWrapper
+    from sentence_transformers import SentenceTransformer
+
+    from disastir_mteb.models.content import object_content
+
+    model = minilm()
+    reference = object_content(model)
+    assert reference is not None and reference.kind == "parameters"
+    model.encode(["a flood warning"])
+    model.train()
+    assert object_content(SentenceTransformerEncoderWrapper(model)).digest == reference.digest
+    edited = tmp_path / "edited"
+    shutil.copytree(bundled_model_path(), edited)
+    swap_words(edited)
+    assert object_content(SentenceTransformer(str(edited), device="cpu")).digest != reference.digest
+    add_noise(model, scale=1e-6)  # a step far below what any probe tolerance would have seen
+    assert object_content(model).digest != reference.digest
+
+
+def test_a_result_set_of_two_models_by_content_is_refused(tiny: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """One name and revision, two contents: a task rerun after the weights changed leaves a set of two models."""
+    model = tmp_path / "my-model"
+    shutil.copytree(bundled_model_path(), model)
+    out = tmp_path / "out"
+    base = ["run", "-m", str(model), "--data", str(tiny), "--output-folder", str(out), "--model-revision", "v1",
+            "--cache-dir", str(tmp_path / "cache"), "--quiet", "-t"]
+    assert cli.main([*base, *TASKS]) == 0
+    assert list(stored(out)) == ["local__my-model/v1"]
+    swap_rows(model)
+    assert cli.main([*base, TASKS[0]]) == 0  # one task evaluated again by the changed model, the other left
+    capsys.readouterr()
+    assert cli.main(["report", str(out), "--out", str(tmp_path / "report")]) != 0
+    printed = capsys.readouterr()
+    says((printed.err or printed.out).strip().splitlines()[-1], TASKS[0], "model fingerprint", "another model")
+
+
 # ---------------------------------------------------------------------- a named model changed in place
 
 
@@ -176,8 +342,8 @@ def test_a_named_model_changed_in_place_is_encoded_again_after_one_warning(
         assert ndcg(evaluate(searcher, TASKS, data=tiny, output_folder=out, show_progress=False)) == fresh != before
     meta = bundled_model.mteb_model_meta
     warning, replaced = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    # which model, how far its probe vectors moved against what tolerance, and what to do: a new revision
-    says(warning, f"{meta.name}@{meta.revision}", f"{len(PROBE_TEXTS)} probe texts", "float32", "1e-05", "revision")
+    # which model, what of it changed, and what to do: a new revision
+    says(warning, f"{meta.name}@{meta.revision}", "weights and tokenizer", "changed in place", "new revision")
     says(replaced, TASKS[0], "fingerprint")  # said once
     assert searcher.passages_encoded == N_PASSAGES and corpus_entries(cache) == 2
     # Its result files (the name and revision's folder) now hold the numbers of the model that computed them.

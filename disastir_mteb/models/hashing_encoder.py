@@ -65,6 +65,10 @@ class HashingEncoder(AbsEncoder):
         self.texts_encoded += len(texts)
         return out
 
+    def content_identity(self) -> str:
+        """What its vectors depend on (:mod:`disastir_mteb.models.content`): the algorithm's version and the width."""
+        return f"{HASHING_ENCODER} v1, {self.dim} dimensions"
+
     def encode(self, inputs: DataLoader[BatchedInput], *, task_metadata: TaskMetadata, hf_split: str,
                hf_subset: str, prompt_type: PromptType | None = None, **kwargs: Any) -> Array:
         """The mteb encoder interface over :meth:`embed`."""

@@ -1,44 +1,39 @@
-"""A model is identified by what it computes: its vectors for a few fixed texts, recorded and compared.
+"""A model is identified by what it is: the digest of its content, joined with how it is configured to encode.
 
-The embedding store keys vectors by the model's name and revision, but a name and a revision do not
-always say which model computed them: an in-memory model (a ``SentenceTransformer`` in a notebook, a
-plain callable) has neither, so mteb files every such model as ``no_model_name/available`` at
-``no_revision_available``; and a model can be changed in place under both (fine-tuned weights, a folder
-saved again, another checkpoint behind the same server, a token limit or a query prompt edited in its
-configuration). So every run asks the model for its vectors of :data:`PROBE_TEXTS` on both sides, as passages and
-as the first task's queries (with that task's query prompt, and the run's instructions when it has some): four
-short texts and one longer than any token limit (:data:`LONG_PROBE_TEXT`, about 5,000 word pieces), so that a
-changed truncation moves it. :func:`identify` turns the vectors, joined with the digest of the model's encoding
-configuration (:func:`encoding_configuration`: the token limit, prompts, pooling and normalisation it is set to,
-read from the model object itself), into a *fingerprint* that joins the store key of every vector the run reads or
-writes, and the provenance of every result it writes (:mod:`disastir_mteb.vocabulary.provenance`).
+The embedding store keys vectors by the model's name and revision, but a name and a revision do not always say
+which model computed them: an in-memory model (a ``SentenceTransformer`` in a notebook, a plain callable) has
+neither, so mteb files every such model as ``no_model_name/available`` at ``no_revision_available``; and a model can
+be changed in place under both (fine-tuned weights, a folder saved again, an edited tokenizer, another checkpoint
+behind the same server, a token limit or a query prompt edited in its configuration). So every run identifies the
+model by a *fingerprint* (:func:`identify`) that joins the store key of every vector the run reads or writes and the
+provenance of every result it writes (:mod:`disastir_mteb.vocabulary.provenance`). It is made of:
 
-Why a fingerprint is assigned, not hashed. A digest of the probe vectors' bytes would be brittle: the
-same model gives the same bytes on the same machine and libraries (one batch of the same texts, so the
-same padded shapes), but another device or another torch version moves them by rounding (about
-1e-7 in float32, more at half precision), and a different digest would re-encode a corpus for nothing.
-So the fingerprints seen under a model name, revision and precision are recorded in the store
-(``<store>/probes/<digest>/<fingerprint>.npy``, one file per fingerprint holding its probe vectors), and
-a run takes the recorded fingerprint whose vectors are within :data:`PROBE_TOLERANCE` of its own. Only
-when none is (a model not seen before, or one changed in place) is a new fingerprint recorded: the
-digest of its own vectors' bytes (:func:`fingerprint_of`). So a spurious mismatch costs a re-encode,
-never a wrong number, and the identity survives a lost record: the same model on the same machine
-computes the same bytes, hence the same fingerprint, again.
+- the model's content (:mod:`disastir_mteb.models.content`): the digest of the files of its folder or Hub snapshot,
+  of its parameters, buffers and tokenizers, or what the encoder declares; exact, so any change to what shapes a
+  vector gives another fingerprint, and the same content gives the same one on every machine and device;
+- the digest of its encoding configuration (:func:`encoding_configuration`: the token limit, prompts, pooling and
+  normalisation it is set to, read from the model object itself);
+- the precision its weights encode in.
 
-What a mismatch means. A model with a real name and revision (:attr:`ModelIdentity.pinned`) whose
-vectors match no record of that name and revision was changed in place: it gets new cache entries,
-after one warning saying so. A model without them is simply another model: it gets its own entries,
-and its results are filed under its fingerprint (:attr:`ModelIdentity.results_revision`) instead of
-``no_revision_available``, so two in-memory models never share a result folder either.
+What has no content to read is identified otherwise:
 
-The tolerance separates rounding from a changed model. Measured on all-MiniLM-L6-v2 (CPU), as the largest
-difference of a probe coordinate over the vector's length: the same model in two processes, or with 1 and
-2 threads: 0 (bitwise); in a batch of another shape: 1.1e-7; float16 against float32: 2.7e-4, bfloat16
-against float32: 3.2e-3 (bounds on what one precision's rounding does across devices); weights plus
-Gaussian noise of 0.05, 0.005, 0.0005: 0.29, 0.059, 0.0054; one signed step of 1e-4, 1e-5, 1e-6 on every
-weight: 1.0e-3, 1.0e-4, 1.0e-5. So in float32 a change as small as one 1e-5 step is told apart from
-rounding; at half precision a change below the tolerance (one 1e-4 step in bfloat16) is not, because the
-model's own rounding moves its vectors as far: give such checkpoints revisions of their own.
+- embedding servers by their vectors of a probe (:meth:`EmbeddingServers.probe_servers
+  <disastir_mteb.models.embedding_servers.EmbeddingServers.probe_servers>`), matched against the probes recorded in
+  the store (``<store>/probes/<digest>/<fingerprint>.npy``) within a tolerance the servers' own noise sets: a probe
+  within it of a recorded one takes that record's fingerprint, one that matches none gets a new fingerprint, so a
+  spurious mismatch costs a re-encode, never a wrong number;
+- a plain callable or an encoder without weights by the version its caller names (``model_revision``); without one,
+  by nothing that lasts: a fingerprint of its own for one call (:data:`UNVERSIONED`), so no vector or result of an
+  earlier call or process is ever taken for it.
+
+Every model is also asked for its vectors of :data:`PROBE_TEXTS` once, when the search model is built
+(:func:`probe_vectors`), so that one that cannot embed is refused in one sentence before any task loads.
+
+What a new fingerprint means. A model with a real name and revision (:attr:`ModelIdentity.pinned`) whose content
+matches none recorded under that name and revision was changed in place: it gets new cache entries, after one
+warning saying so. A model without them is simply another model: it gets its own entries, and its results are filed
+under its fingerprint (:attr:`ModelIdentity.results_revision`) instead of ``no_revision_available``, so two
+in-memory models never share a result folder either.
 """
 
 from __future__ import annotations
@@ -48,22 +43,24 @@ import functools
 import io
 import json
 import logging
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from disastir_mteb.util.atomic import write_bytes_atomic
+from disastir_mteb.models.content import ModelContent
+from disastir_mteb.util.atomic import write_bytes_atomic, write_json_atomic
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.mteb_internals import create_dataloader
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LONG_PROBE_TEXT", "NO_NAME", "NO_REVISION", "PROBE_TEXTS", "PROBE_TOLERANCE", "ModelIdentity",
-           "configuration_digest", "encoding_configuration", "fingerprint_of", "identify", "is_pinned",
-           "probe_difference", "probe_vectors"]
+__all__ = ["LONG_PROBE_TEXT", "NO_NAME", "NO_REVISION", "PROBE_TEXTS", "PROBE_TOLERANCE", "UNVERSIONED",
+           "ModelIdentity", "configuration_digest", "encoding_configuration", "fingerprint_of", "identify", "is_pinned",
+           "probe_difference", "probe_vectors", "served_behind"]
 
 _SHORT_PROBES = (
     "Flood warning: the river is expected to crest at 5.2 m near the old bridge on Tuesday night.",
@@ -82,11 +79,10 @@ LONG_PROBE_TEXT = " ".join(f"Report {n}, section {n % 7 + 1}: {_SHORT_PROBES[n %
 #: re-encodes every cache entry once).
 PROBE_TEXTS: tuple[str, ...] = (*_SHORT_PROBES, LONG_PROBE_TEXT)
 
-#: How far (the largest coordinate difference over the recorded vector's length) probe vectors of one model
-#: may lie apart, by the precision its weights ran in: about a hundred times float32's rounding across batch
-#: shapes, and several times the gap between half precision and float32 (see the module docstring). ``None``:
-#: a model without torch weights whose precision is unknown (embedding servers, plain callables), which may be
-#: a half-precision model that its server batches differently from one request to the next.
+#: How far (the largest coordinate difference over the recorded vector's length) probe vectors of one served model
+#: may lie apart when its servers say nothing of their own noise, by the precision its weights ran in: about a
+#: hundred times float32's rounding across batch shapes, and several times the gap between half precision and
+#: float32. ``None``: a precision nobody reports.
 PROBE_TOLERANCE: dict[str | None, float] = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2, None: 1e-2}
 
 #: mteb's names for a model without a name or a revision (``ModelMeta.create_empty``).
@@ -235,6 +231,15 @@ def _served(model: Any) -> ProbedAtStart | None:
     return model if isinstance(model, ProbedAtStart) else None
 
 
+def served_behind(model: Any) -> ProbedAtStart | None:
+    """The embedding servers that compute ``model``'s vectors, behind any instruction wrapper; None for other models."""
+    from disastir_mteb.models.adapter import InstructedEncoder
+
+    if isinstance(model, InstructedEncoder):
+        model = model.model
+    return model if isinstance(model, ProbedAtStart) else None
+
+
 @functools.cache
 def _probe_task() -> Any:
     """The metadata of the first DisastIR task (registered with mteb when the package is imported)."""
@@ -272,19 +277,23 @@ def is_pinned(name: str | None, revision: str | None) -> bool:
 
 @dataclass(frozen=True, eq=False)  # compare fingerprints, not the probe arrays
 class ModelIdentity:
-    """Who computed a run's vectors: the model's name and revision, and the fingerprint of what it computes.
+    """Who computed a run's vectors: the model's name and revision, and the fingerprint of what it is.
 
     Attributes:
         name: the model's name, as the store keys it.
         revision: its revision, None when it has none.
-        fingerprint: 32 hex characters (:func:`identify`): its probe vectors' fingerprint joined with its encoding
-            configuration's digest; part of every store key of the run and of every result's provenance.
+        fingerprint: 32 hex characters (:func:`identify`): its content (or, for servers, its probe) joined with its
+            encoding configuration and precision; part of every store key of the run and of every result's provenance.
         pinned: the model has a real name and revision (:func:`is_pinned`), so its results are filed under them.
-        probe: the probe vectors it was identified by, shape (2 x len(PROBE_TEXTS), dim) (servers: one side).
+        probe: its vectors of the probe texts (passages, then queries; servers: their own probe), empty when the
+            model was identified again without being probed.
         configuration: :func:`configuration_digest` of the model (``""`` when not given).
-        passage_fingerprint: what decides its passage vectors alone (the passage side of the probe and the
-            configuration but its prompts): the corpus's store key and the ANN index key, so that a model changed on
-            the query side only (a query prompt, an instruction) reuses its encoded corpus. Default: ``fingerprint``.
+        passage_fingerprint: what decides its passage vectors alone (its content and the configuration but its
+            prompts): the corpus's store key and the ANN index key, so that a model changed on the query side only (a
+            query prompt, an instruction) reuses its encoded corpus. Default: ``fingerprint``.
+        content: what the fingerprint was read from, ``kind:digest`` (:attr:`ModelContent.label
+            <disastir_mteb.models.content.ModelContent.label>`; ``probe:<digest>`` for servers, :data:`UNVERSIONED`).
+        detail: that, in words.
     """
 
     name: str
@@ -294,50 +303,123 @@ class ModelIdentity:
     probe: np.ndarray
     configuration: str = ""
     passage_fingerprint: str = ""
+    content: str = ""
+    detail: str = ""
 
     def __post_init__(self) -> None:
         if not self.passage_fingerprint:
             object.__setattr__(self, "passage_fingerprint", self.fingerprint)
 
     @property
+    def reusable(self) -> bool:
+        """Whether its vectors and results may be taken by a later call (False: no content, no version named)."""
+        return self.content != UNVERSIONED
+
+    @property
     def results_revision(self) -> str | None:
-        """The revision its results are filed under: its own when pinned, else ``fingerprint-<16 hex>``."""
-        return self.revision if self.pinned else f"{_RESULTS_PREFIX}{self.fingerprint[:16]}"
+        """The revision its results are filed under: its own when pinned, else ``fingerprint-<16 hex>``.
+
+        A model without content or version: ``unversioned-<16 hex>``, a folder of its own for each call.
+        """
+        if self.pinned:
+            return self.revision
+        prefix = _RESULTS_PREFIX if self.reusable else f"{UNVERSIONED}-"
+        return f"{prefix}{self.fingerprint[:16]}"
 
     def describe(self) -> str:
-        """One line, e.g. ``org/model@abc123, fingerprint 1a2b3c4d5e6f7a8b (what it computes for 4 probe texts)``."""
-        return (f"{self.name}@{self.revision or 'no revision'}, fingerprint {self.fingerprint[:16]} "
-                f"(what it computes for {len(PROBE_TEXTS)} probe texts, and how it is configured to encode)")
+        """One line, e.g. ``org/model@abc123, fingerprint 1a2b3c4d5e6f7a8b (the files of its folder: ...)``."""
+        return f"{self.name}@{self.revision or 'no revision'}, fingerprint {self.fingerprint[:16]} ({self.detail})"
 
 
-def identify(vectors: np.ndarray, *, name: str, revision: str | None, precision: str | None,
-             root: Path | None, configuration: str = "", passage_configuration: str | None = None) -> ModelIdentity:
-    """The model's fingerprints: recorded ones whose probe is within tolerance of ``vectors``, else new ones.
+def identify(*, name: str, revision: str | None, precision: str | None, root: Path | None,
+             content: ModelContent | None = None, probe: np.ndarray | None = None, tolerance: float | None = None,
+             configuration: str = "", passage_configuration: str | None = None) -> ModelIdentity:
+    """The model's fingerprints, from its content, else from a server's probe, else for this call only.
 
     Args:
-        vectors: :func:`probe_vectors` of the model, as it encodes in this run (its precision applied).
         name: the model's name as the store keys it.
         revision: its revision (None when it has none).
-        precision: the dtype of its weights (``float32``, ``float16``, ``bfloat16``; None without torch
-            weights): picks the tolerance, and fingerprints are recorded per precision.
-        root: the store folder whose records to match and extend (``<root>/probes/``); None: nothing recorded,
-            the fingerprint is :func:`fingerprint_of` ``vectors``.
+        precision: the dtype of its weights (``float32``, ``float16``, ``bfloat16``; None without torch weights):
+            part of the fingerprint, so a cast copy is another model.
+        root: the store folder whose records to match and extend (``<root>/contents/``, ``<root>/probes/``); None:
+            nothing recorded (a content fingerprint needs no record; a probe's is then its own digest).
+        content: what the model is (:mod:`disastir_mteb.models.content`); None when nothing could be read.
+        probe: without ``content``, an embedding server's vectors of its probe, matched within ``tolerance``
+            against the recorded ones. Neither: the model is :data:`UNVERSIONED`.
+        tolerance: how far a probe may lie from a recorded one (the servers' noise); None: :data:`PROBE_TOLERANCE`
+            of ``precision``.
         configuration: :func:`configuration_digest` of the model: joined into the fingerprint, so a model set to
-            encode otherwise (another token limit, another prompt) is another model even where the probe cannot
-            tell.
+            encode otherwise (another token limit, another prompt) is another model.
         passage_configuration: the digest of what of it shapes passages (:func:`configuration_digest` with
-            ``passages=True``); joined into :attr:`ModelIdentity.passage_fingerprint`, which the passage side alone
-            of the probe decides. Default: ``configuration``.
+            ``passages=True``); joined into :attr:`ModelIdentity.passage_fingerprint`. Default: ``configuration``.
 
     Returns:
-        The identity. A new fingerprint is recorded (atomically; a folder that cannot be written records
-        nothing, which costs at most a re-encode later). When a pinned model matches none of the records of
-        its name, revision and precision, one warning says it was changed in place.
+        The identity. A new record is written atomically (a folder that cannot be written records nothing, which
+        costs at most a re-encode later). When a pinned model matches none of the records of its name, revision and
+        precision, one warning says it was changed in place.
     """
+    passage_configuration = configuration if passage_configuration is None else passage_configuration
+    pinned = is_pinned(name, revision)
+    if content is not None:
+        _check_recorded(content, name=name, revision=revision, precision=precision, root=root, pinned=pinned)
+
+        def joined(config: str) -> str:
+            return short_digest(f"{content.label}|{config}|{precision}".encode())
+
+        return ModelIdentity(name, revision, joined(configuration), pinned=pinned, probe=_empty(probe),
+                             configuration=configuration, passage_fingerprint=joined(passage_configuration),
+                             content=content.label, detail=_CONTENT_WORDS.get(content.kind, "{}").format(
+                                 content.detail))
+    if probe is not None:
+        return _identify_probe(probe, name=name, revision=revision, precision=precision, root=root,
+                               tolerance=tolerance, configuration=configuration,
+                               passage_configuration=passage_configuration)
+    once = secrets.token_hex(16)
+    return ModelIdentity(name, revision, once, pinned=False, probe=_empty(probe), configuration=configuration,
+                         content=UNVERSIONED, detail="no content to read and no version named: this call only")
+
+
+#: A model identified for one call only: no content to read, no version named (:attr:`ModelIdentity.reusable`).
+UNVERSIONED = "unversioned"
+_CONTENT_WORDS = {"folder": "the files of its folder {}", "hub": "its Hub snapshot {} and its files",
+                  "parameters": "its weights and tokenizer in memory: {}", "declared": "what it declares: {}"}
+_CONTENTS = "contents"
+
+
+def _empty(probe: np.ndarray | None) -> np.ndarray:
+    return probe if probe is not None else np.zeros((0, 0), dtype=np.float32)
+
+
+def _check_recorded(content: ModelContent, *, name: str, revision: str | None, precision: str | None,
+                    root: Path | None, pinned: bool) -> None:
+    """Record ``content`` under the name, revision and precision; warn when a pinned model's content is new there."""
+    if root is None:
+        return
+    key = json.dumps({"name": name, "revision": revision, "precision": precision})
+    folder = Path(root) / _CONTENTS / short_digest(key.encode())[:16]
+    path = folder / f"{short_digest(content.label.encode())}.json"
+    if path.is_file():
+        return
+    others = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if others and pinned:
+        logger.warning("Model %s@%s is not what it was when its cached embeddings were written (%s, content %s): it "
+                       "was changed in place under the same name and revision, so it gets cache entries of its own "
+                       "and its tasks are evaluated again; give a changed model a new revision to keep both.",
+                       name, revision, _CONTENT_WORDS.get(content.kind, "{}").format(content.detail),
+                       content.digest[:16])
+    try:
+        write_json_atomic(path, {"content": content.label, "detail": content.detail})
+    except OSError as error:  # a read-only cache: the store warns about it once, for its own files
+        logger.debug("Could not record the content of %s in %s: %s", name, folder, error)
+
+
+def _identify_probe(vectors: np.ndarray, *, name: str, revision: str | None, precision: str | None,
+                    root: Path | None, tolerance: float | None, configuration: str,
+                    passage_configuration: str) -> ModelIdentity:
+    """An embedding server's fingerprints: recorded ones whose probe is within tolerance of ``vectors``, else new."""
     pinned = is_pinned(name, revision)
     side = len(PROBE_TEXTS)
-    passage_configuration = configuration if passage_configuration is None else passage_configuration
-    tolerance = PROBE_TOLERANCE.get(precision, PROBE_TOLERANCE[None])
+    tolerance = PROBE_TOLERANCE.get(precision, PROBE_TOLERANCE[None]) if tolerance is None else tolerance
 
     def folder(rows: int) -> Path | None:  # records by name, revision and precision: a changed model is told apart
         if root is None:
@@ -373,7 +455,9 @@ def identify(vectors: np.ndarray, *, name: str, revision: str | None, precision:
         new.append((passage_folder, passages, vectors[:side]))
     _record(new, name)
     return ModelIdentity(name, revision, joined(whole, configuration), pinned=pinned, probe=vectors,
-                         configuration=configuration, passage_fingerprint=joined(passages, passage_configuration))
+                         configuration=configuration, passage_fingerprint=joined(passages, passage_configuration),
+                         content=f"probe:{whole}",
+                         detail=f"what its servers compute for {len(vectors)} probe texts, within {tolerance:.0e}")
 
 
 def _assign(vectors: np.ndarray, folder: Path | None,

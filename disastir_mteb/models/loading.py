@@ -12,13 +12,17 @@ cannot import the search layer).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.util.errors import DisastirError
 from disastir_mteb.vocabulary.settings import HASHING_ENCODER
 
-__all__ = ["ModelLoadError", "load_model"]
+if TYPE_CHECKING:
+    from disastir_mteb.models.content import ModelContent
+
+__all__ = ["ModelLoadError", "load_model", "source_content"]
 
 
 def load_model(model: Any, *, device: str | None = None) -> Any:
@@ -50,6 +54,31 @@ def load_model(model: Any, *, device: str | None = None) -> Any:
         return mteb.get_model(model, device=device) if device else mteb.get_model(model)
     except Exception as error:  # any loader's failure: offline, unknown name, gated, missing package
         raise ModelLoadError(model, error) from error
+
+
+def source_content(model: str, meta: Any, memo: Path | None) -> ModelContent | None:
+    """What the model :func:`load_model` loaded from the name ``model`` is, read from the files it was loaded from.
+
+    ``bundled``: the packaged folder; a local folder: its files; a Hub name: its snapshot in the Hugging Face cache
+    (the revision mteb asked for, when that is a commit). None where the files do not say it all (a decoder
+    checkpoint or LoRA adapter, whose base model lies elsewhere; a name mteb loads without a local snapshot; the
+    model-free encoder, which declares itself): the loaded object is read instead. ``memo``: where file digests are
+    remembered (:func:`~disastir_mteb.models.content.folder_content`).
+    """
+    from disastir_mteb.models.content import folder_content, hub_content
+
+    if model == "bundled":
+        from disastir_mteb.models.bundled import bundled_model_path
+
+        return folder_content(bundled_model_path(), memo)
+    if model == HASHING_ENCODER:
+        return None
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        return None if _is_decoder_checkpoint(folder) else folder_content(folder, memo)
+    revision = getattr(meta, "revision", None)
+    commit = revision if isinstance(revision, str) and re.fullmatch(r"[0-9a-f]{40}", revision) else None
+    return hub_content(getattr(meta, "name", None) or model, commit, memo)
 
 
 class ModelLoadError(DisastirError, OSError):

@@ -1,27 +1,39 @@
 """The caller's model made ready for a run: its precision, its instructions, mteb's interface and who it is.
 
 The search model asks for this once, when it is built (:func:`prepare_model`, which probes the model then, so that
-one that cannot embed is refused before any task loads), and identifies it again at each later run
-(:meth:`PreparedModel.identify`); the caller's model is never changed: a precision other than its own encodes with a
-cast copy, and instructions wrap it.
+one that cannot embed is refused before any task loads, and reads what it is), and identifies it again at each later
+run (:meth:`PreparedModel.identify`); the caller's model is never changed: a precision other than its own encodes with
+a cast copy, and instructions wrap it.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.models.adapter import InstructedEncoder, as_mteb_encoder, require_encoder
-from disastir_mteb.models.identity import ModelIdentity, configuration_digest, identify, probe_vectors
-from disastir_mteb.models.loading import load_model
+from disastir_mteb.models.content import ModelContent, object_content
+from disastir_mteb.models.identity import (
+    ModelIdentity,
+    configuration_digest,
+    identify,
+    is_pinned,
+    probe_vectors,
+    served_behind,
+)
+from disastir_mteb.models.loading import load_model, source_content
 from disastir_mteb.models.precision import in_precision, module_dtype
+from disastir_mteb.util.digest import short_digest
 from disastir_mteb.vocabulary.settings import PRECISION_KEY, PRECISIONS, Precision
 
 if TYPE_CHECKING:
     from mteb.models import ModelMeta
 
     from disastir_mteb.vocabulary.instructions import InstructionConfig
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["PreparedModel", "prepare_model"]
 
@@ -37,6 +49,8 @@ class PreparedModel:
             precision is not the model's own (so such results are filed apart).
         identity: who computed the vectors when the model was prepared.
         texts_probed: how many texts that identification sent to the model.
+        source: the name the model was loaded from (a folder, a Hub id, a built-in name), whose files say what it
+            is; None for the caller's object, read in memory.
     """
 
     encoder: Any
@@ -44,6 +58,7 @@ class PreparedModel:
     meta: ModelMeta | None
     identity: ModelIdentity
     texts_probed: int
+    source: str | None = None
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -53,33 +68,62 @@ class PreparedModel:
     def identify(self, root: Path | None, *, again: bool) -> tuple[ModelIdentity, int]:
         """Who computes the vectors (:func:`~disastir_mteb.models.identity.identify`), and how many texts were probed.
 
-        ``root``: the store folder whose probe records are matched and extended (None: nothing recorded);
-        ``again``: probe anew, not from what the encoder remembered of an earlier probe.
+        ``root``: the store folder whose records are matched and extended, and where the digests of a model
+        folder's files are remembered (None: nothing recorded); ``again``: a later run's identification (the content
+        read again, embedding servers probed again; other models are not probed again).
         """
-        return _identify(self.encoder, self.dtype, self.meta, root, again=again)
+        return _identify(self.encoder, self.dtype, self.meta, root, source=self.source, again=again)
 
 
 def _key(encoder: Any, meta: ModelMeta | None) -> tuple[str, str | None]:
     return (getattr(meta, "name", None) or type(encoder).__name__, getattr(meta, "revision", None))
 
 
-def _identify(encoder: Any, dtype: str | None, meta: ModelMeta | None, root: Path | None, *,
+def _identify(encoder: Any, dtype: str | None, meta: ModelMeta | None, root: Path | None, *, source: str | None,
               again: bool) -> tuple[ModelIdentity, int]:
+    """Who computes the vectors: by content where it can be read, servers by their probe; the texts probed."""
     configuration = configuration_digest(encoder)
     passages = configuration_digest(encoder, passages=True)
     name, revision = _key(encoder, meta)
-    vectors = probe_vectors(encoder, again=again)
-    return identify(vectors, name=name, revision=revision, precision=dtype, root=root,
-                    configuration=configuration, passage_configuration=passages), len(vectors)
+    served = served_behind(encoder)
+    if served is not None:
+        vectors = probe_vectors(encoder, again=again)
+        return identify(name=name, revision=revision, precision=dtype, root=root, probe=vectors,
+                        tolerance=getattr(served, "probe_tolerance", None), configuration=configuration,
+                        passage_configuration=passages), len(vectors)
+    vectors = None if again else probe_vectors(encoder)  # refuses a model that cannot embed, before any task loads
+    content = _content(encoder, meta, root, source)
+    identity = identify(name=name, revision=revision, precision=dtype, root=root, content=content,
+                        configuration=configuration, passage_configuration=passages)
+    return identity, 0 if vectors is None else len(vectors)
+
+
+def _content(encoder: Any, meta: ModelMeta | None, root: Path | None, source: str | None) -> ModelContent | None:
+    """What the model is: its source's files, else its weights and tokenizer in memory, else its name and revision.
+
+    A name and revision stand for a model only where nothing else can be read (an API model in mteb's registry, a
+    callable given a ``model_revision``); None where there is not even that.
+    """
+    content = source_content(source, meta, root) if source is not None else None
+    content = content or object_content(encoder)
+    if content is None:
+        name, revision = _key(encoder, meta)
+        if is_pinned(name, revision):
+            return ModelContent("declared", short_digest(f"{name}@{revision}".encode()),
+                                f"its name and revision, {name}@{revision}")
+    return content
 
 
 def prepare_model(model: Any, *, precision: Precision | None = None, instructions: InstructionConfig | None = None,
-                  root: Path | None = None, who: str = "SharedCorpusSearch") -> PreparedModel:
+                  model_revision: str | None = None, root: Path | None = None,
+                  who: str = "SharedCorpusSearch") -> PreparedModel:
     """``model`` ready to encode: a copy cast to ``precision``, ``instructions`` in front, as an mteb encoder, probed.
 
     ``model``: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, or a name
     (:func:`~disastir_mteb.models.loading.load_model`: ``"bundled"``, a local folder, a name for ``mteb.get_model``);
-    ``root``: the store folder whose probe records the identification matches and extends (None: nothing recorded).
+    ``model_revision``: the revision to file its results under, and the version that identifies a model with no
+    content to read (a plain callable); ``root``: the store folder whose records the identification matches and
+    extends (None: nothing recorded).
 
     Raises:
         ModelLoadError: a name that cannot be loaded.
@@ -87,6 +131,7 @@ def prepare_model(model: Any, *, precision: Precision | None = None, instruction
         ValueError: a precision asked of a model without torch weights, or of one that cannot be copied.
         InvalidInput: the model's vectors for the probe texts are of the wrong shape, or not finite.
     """
+    source = model if isinstance(model, str) else None
     if isinstance(model, str):
         model = load_model(model)
     else:
@@ -99,5 +144,11 @@ def prepare_model(model: Any, *, precision: Precision | None = None, instruction
     if dtype != own and meta is not None:  # results filed apart, under the precision's name (fp16)
         named = next(name for name, value in PRECISIONS.items() if value == dtype)
         meta = meta.model_copy(update={"experiment_kwargs": {**(meta.experiment_kwargs or {}), PRECISION_KEY: named}})
-    identity, probed = _identify(encoder, dtype, meta, root, again=False)
-    return PreparedModel(encoder, dtype, meta, identity, probed)
+    if model_revision is not None and meta is not None:
+        meta = meta.model_copy(update={"revision": model_revision})
+    identity, probed = _identify(encoder, dtype, meta, root, source=source, again=False)
+    if not identity.reusable:
+        logger.warning("%s has no weights or files to read what it is, and no version named: its vectors and results "
+                       "are this call's only, never taken from an earlier call or process; name its version "
+                       "(model_revision=..., --model-revision) to reuse them.", identity.name)
+    return PreparedModel(encoder, dtype, meta, identity, probed, source)

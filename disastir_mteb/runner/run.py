@@ -134,6 +134,7 @@ def evaluate(
     embeddings_concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY,
     api_key_env: str = DEFAULT_KEY_ENV,
     timings: Callable[[Timings], None] | None = None,
+    model_revision: str | None = None,
 ) -> EvaluationResult:
     """Evaluate a model on DisastIR tasks (the 48 of the full set by default) with one encoding per corpus.
 
@@ -193,6 +194,9 @@ def evaluate(
             (:class:`~disastir_mteb.util.timings.Timings`: seconds per phase, which add up to the total, the
             passages and queries encoded, the device, the peak memory), as :attr:`Evaluation.timings`. A run inside
             a run already timed (the demo) is part of that one's clock.
+        model_revision: the revision to file the results under. A model with no weights or files to read (a plain
+            callable, an encoder object without torch weights) is identified by it; without it, such a model's
+            vectors and results are this call's only, never reused by a later call or process.
 
     Returns:
         mteb's ``ModelResult`` holding every evaluated task, as an
@@ -209,7 +213,8 @@ def evaluate(
         settings = RunSettings.from_options(search=search, ann_preset=ann_preset, ann_params=ann_params,
                                             instructions=instructions, template=template,
                                             instruct_passages=instruct_passages, batch_size=batch_size,
-                                            precision=precision, cache_dir=cache_dir, progress=show_progress)
+                                            precision=precision, cache_dir=cache_dir, progress=show_progress,
+                                            model_revision=model_revision)
         with clock(Phase.tasks):
             source = data_source(data, devlite, extra_judgements=extra_judgements, keep_joins=cache_dir is not False)
         with clock(Phase.startup):
@@ -227,7 +232,8 @@ def evaluate(
                                     output_folder=output_folder, overwrite=overwrite, show_progress=show_progress,
                                     on_task_done=on_task_done, ready_keywords=(instructions is not None
                                                                                or precision is not None
-                                                                               or batch_size is not None,
+                                                                               or batch_size is not None
+                                                                               or model_revision is not None,
                                                                                search))
     if timings is not None:
         timings(evaluation.timings)
@@ -282,8 +288,9 @@ class Evaluation:
         """
         searcher = self.searcher
         loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
-        filed = "" if searcher.identity.pinned else (" (the model has no revision of its own: its results are filed "
-                                                     "under the fingerprint of what it computes)")
+        identity = searcher.identity
+        filed = ("" if identity.pinned else " (the model has no revision of its own: its results are filed under the "
+                 f"fingerprint of {'this call' if not identity.reusable else 'what it is'})")
         lines = [f"{len(self.result.task_results)} task result(s) in {self.folder.resolve()}{filed}; "
                  f"{searcher.passages_encoded} passages and {searcher.queries_encoded} queries encoded; search: "
                  f"{searcher.describe_search()}, {searcher.index_builds} index build(s){loaded}."]
@@ -331,8 +338,8 @@ def run_evaluation(
         if isinstance(model, SharedCorpusSearch):  # it carries its own settings: the keywords may only name them
             keywords, search = ready_keywords
             if keywords:
-                raise InvalidInput("Pass instructions, precision and batch_size to SharedCorpusSearch (or to "
-                                   "build_search), not to evaluate() together with a ready search model.")
+                raise InvalidInput("Pass instructions, precision, batch_size and model_revision to SharedCorpusSearch "
+                                   "(or to build_search), not to evaluate() together with a ready search model.")
             if search != EXACT and model.ann != settings.ann:
                 raise InvalidInput(f"The search model searches {model.describe_search()}, but evaluate() was asked "
                                    f"for search={search!r}; build it with the same setting or leave search at its "
@@ -411,8 +418,8 @@ def run_tasks(
             # task's search results kept
             identity = searcher.start_run(keep_rankings=True)
         if not identity.pinned and task_list:
-            logger.info("%s has no name and revision of its own: it is identified by what it computes (fingerprint "
-                        "%s), and its results are filed under %s.", identity.name, identity.fingerprint[:16],
+            logger.info("%s has no name and revision of its own: it is identified by %s (fingerprint %s), and its "
+                        "results are filed under %s.", identity.name, identity.detail, identity.fingerprint[:16],
                         Path(cache.get_task_result_path(task_list[0].metadata.name, searcher.mteb_model_meta)).parent)
         preloaded = {task.metadata.name for task in task_list if task.data_loaded}
         task_results: list[TaskResult] = []

@@ -160,7 +160,7 @@ class SharedCorpusSearch:
         self._keep_rankings = False
         # probed now: a model that cannot embed is refused in one sentence before any task loads
         self._prepared = prepare_model(model, precision=settings.precision, instructions=settings.instructions,
-                                       root=self._store_root)
+                                       model_revision=settings.model_revision, root=self._store_root)
         self.model = self._prepared.encoder
         self.model_dtype = self._prepared.dtype
         self.texts_probed = self._prepared.texts_probed
@@ -273,7 +273,7 @@ class SharedCorpusSearch:
             "batch_size": str(self.batch_size or DEFAULT_BATCH_SIZE),
         }
         return RunProvenance(ModelProvenance(identity.name, identity.revision, identity.fingerprint,
-                                             identity.configuration), settings)
+                                             identity.configuration, identity.content), settings)
 
     def encoding_settings(self) -> dict[str, object]:
         """What the stored vectors depend on besides the texts, for result records: fingerprint, batches, dtype."""
@@ -339,6 +339,11 @@ class SharedCorpusSearch:
     def _store_root(self) -> Path | None:
         return self.store.root if self.store is not None else None
 
+    @property
+    def _lasting_store(self) -> EmbeddingStore | None:
+        """The store, for a model whose vectors may be reused later; None for one identified for this call only."""
+        return self.store if self._identity.reusable else None
+
     def _identify(self, *, again: bool) -> ModelIdentity:
         """Probe the model and match its fingerprint in the store (the count of texts probed kept)."""
         identity, probed = self._prepared.identify(self._store_root, again=again)
@@ -360,11 +365,11 @@ class SharedCorpusSearch:
         ``texts_fingerprint``: :func:`fingerprint_texts` of ``texts`` when the caller has it already.
         """
         with clock(Phase.passages if side == "corpus" else Phase.queries):  # the store marks its own work
-            if self.store is None:
+            if self._lasting_store is None:
                 return encode_in_memory(texts, encode, order, self._chunk_size(batch_size),
                                         progress=side if self.progress and side == "corpus" else None)
             key = self._store_key(side, texts, prompt, batch_size, texts_fingerprint)
-            return self.store.get_or_encode(key, texts, encode, chunk_size=self._chunk_size(batch_size),
+            return self._lasting_store.get_or_encode(key, texts, encode, chunk_size=self._chunk_size(batch_size),
                                             progress=self.progress and side == "corpus", order=order)
 
     def _chunk_size(self, batch_size: int) -> int:
@@ -452,7 +457,8 @@ class SharedCorpusSearch:
             with clock(Phase.tasks):
                 raw = retrieval_texts(data["queries"], PromptType.query)
             key_prompt = query_prompt(self.model, task.metadata)
-            cached = None if self.store is None else self.store.cached(
+            store = self._lasting_store
+            cached = None if store is None else store.cached(
                 self._store_key("queries", raw, key_prompt, batch_size), len(raw))
             final = raw if route.transform is None else [route.transform(text) for text in raw]  # type: ignore[union-attr]
             planned.append((raw, key_prompt, final, route.prompt, cached))  # type: ignore[union-attr]
@@ -505,9 +511,11 @@ class SharedCorpusSearch:
         with clock(Phase.index):
             self._doc_ids = [str(i) for i in corpus["id"][:]]  # a slice: a Column indexed row by row is slow
             self._embeddings = embeddings
-            if isinstance(self.index_backend, UsearchIndex) and self.store is not None:
+            if isinstance(self.index_backend, UsearchIndex):
+                self.index_backend.cache_dir = None
+            if isinstance(self.index_backend, UsearchIndex) and self._lasting_store is not None:
                 name, revision = self._model_key()
-                self.index_backend.cache_dir = self.store.root
+                self.index_backend.cache_dir = self._lasting_store.root
                 self.index_backend.cache_key = (f"{name}@{revision}#{self.identity.passage_fingerprint}|"
                                                 f"{text_fingerprint}|"
                                                 f"{self.dtype}|{prompt}")

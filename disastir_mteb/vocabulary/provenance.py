@@ -31,8 +31,8 @@ __all__ = ["CORPUS_DIGEST_KEY", "DATA_DIGEST_KEY", "MODEL_KEY", "PROVENANCE_ENTR
 
 #: The digest of the task's whole provenance (:attr:`TaskProvenance.digest`): what a stored result is reused by.
 PROVENANCE_KEY = "disastir_provenance"
-#: The fingerprint of the model that computed the ranking (what it computes for the probe texts, both sides, and
-#: how it is configured to encode); absent from files of plain ``mteb run``, which does not identify the model.
+#: The fingerprint of the model that computed the ranking (what it is and how it is configured to encode); absent
+#: from files of plain ``mteb run``, which does not identify the model.
 MODEL_KEY = "disastir_model"
 #: The run's settings as one canonical JSON object (:meth:`RunProvenance.settings_text`).
 SETTINGS_KEY = "disastir_settings"
@@ -54,21 +54,24 @@ class ModelProvenance:
     Attributes:
         name: the model's name.
         revision: its revision, None when it has none.
-        fingerprint: 32 hex characters: what the model computes for the probe texts on both sides (passages and
-            queries, one of them longer than any token limit), joined with the digest of its encoding
-            configuration (token limit, prompts, pooling, normalisation); see :mod:`disastir_mteb.models.identity`.
+        fingerprint: 32 hex characters: what the model is (the digest of its files, weights and tokenizer, or an
+            embedding server's probe), joined with the digest of its encoding configuration (token limit, prompts,
+            pooling, normalisation) and its precision; see :mod:`disastir_mteb.models.identity`.
         configuration: the digest of that configuration alone (``""`` for a model without one to read).
+        content: what the fingerprint was read from, ``kind:digest`` (``folder``, ``hub``, ``parameters``,
+            ``declared``, ``probe``), or ``unversioned`` (``""``: not said).
     """
 
     name: str
     revision: str | None
     fingerprint: str
     configuration: str = ""
+    content: str = ""
 
     def record(self) -> dict[str, str | None]:
         """The model as a JSON object."""
         return {"name": self.name, "revision": self.revision, "fingerprint": self.fingerprint,
-                "configuration": self.configuration}
+                "configuration": self.configuration, "content": self.content}
 
 
 @dataclass(frozen=True)

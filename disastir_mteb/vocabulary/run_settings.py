@@ -41,6 +41,8 @@ class RunSettings:
         tokenize_threads: threads tokenising passages ahead of the model; None = automatic.
         cache_dir: where embeddings persist (None: ``DISASTIR_CACHE_DIR``); False keeps them in memory.
         progress: progress bars while encoding and evaluating.
+        model_revision: the revision the model's results are filed under, and the version that identifies a model
+            with no weights or files to read (a plain callable), whose vectors are otherwise never reused.
     """
 
     ann: AnnParams | None = None  # a preset name is accepted and resolved
@@ -51,6 +53,7 @@ class RunSettings:
     tokenize_threads: int | None = None
     cache_dir: str | Path | Literal[False] | None = None
     progress: bool = True
+    model_revision: str | None = None
 
     def __post_init__(self) -> None:
         """Refuse a value no run can use, in one sentence naming it (the same checks for every front)."""
@@ -61,6 +64,10 @@ class RunSettings:
         check_count("batch_size", self.batch_size, 1, f"the default, {DEFAULT_BATCH_SIZE}")
         check_count("tokenize_threads", self.tokenize_threads, 0, "automatic")
         object.__setattr__(self, "precision", parse_precision(self.precision))
+        if self.model_revision is not None and (not isinstance(self.model_revision, str)
+                                                or not self.model_revision.strip() or "/" in self.model_revision):
+            raise InvalidInput(f"model_revision={self.model_revision!r} is not a revision: give a non-empty name "
+                               "without '/', e.g. a commit or 'v2'.")
 
     @classmethod
     def from_options(
@@ -78,6 +85,7 @@ class RunSettings:
         tokenize_threads: int | None = None,
         cache_dir: str | Path | Literal[False] | None = None,
         progress: bool = True,
+        model_revision: str | None = None,
     ) -> RunSettings:
         """The settings the user-facing options name, each checked once (the command line's and ``evaluate``'s).
 
@@ -94,6 +102,7 @@ class RunSettings:
             tokenize_threads: threads tokenising passages ahead of the model; None = automatic.
             cache_dir: where embeddings persist; False keeps them in memory.
             progress: progress bars.
+            model_revision: the model's version (see the attribute).
 
         Raises:
             ValueError: an unknown search mode, preset, parameter, instruction set, template or precision,
@@ -112,4 +121,4 @@ class RunSettings:
                                                                         passages=instruct_passages)
         return cls(ann=ann, instructions=config, batch_size=batch_size, precision=precision,  # type: ignore[arg-type]
                    devices=devices, tokenize_threads=tokenize_threads, cache_dir=cache_dir,  # type: ignore[arg-type]
-                   progress=progress)
+                   progress=progress, model_revision=model_revision)

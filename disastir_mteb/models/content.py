@@ -1,0 +1,259 @@
+"""What a model is, read from its content: the digest its cache entries and results are keyed by.
+
+A model's vectors for a few probe texts cannot say what it is: a tokenizer edit or a weight change that the probe
+texts do not reach leaves them as they were. So a model is known by what shapes every vector it computes:
+
+- loaded from a local folder: the digest of every file there that shapes its vectors (:func:`folder_content`), each
+  file's digest remembered by path, size, modification time and inode, so that a warm start reads no weight file;
+- loaded from the Hub by name: its snapshot's commit and the same digest of the snapshot's files (:func:`hub_content`);
+- in memory: the digest of its torch parameters and buffers and of its tokenizers (:func:`object_content`), which a
+  training step or an edited vocabulary changes;
+- an encoder that says what it is (``content_identity()``, as the model-free hashing encoder does), or one that mteb
+  names with a revision and that has no weights to read: that name and revision.
+
+Whatever has none of these (a plain callable, an encoder object without weights) has no content: its identity is
+for one call only, unless the caller names a version (:mod:`disastir_mteb.models.identity`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from disastir_mteb.util.atomic import write_json_atomic
+from disastir_mteb.util.digest import file_digest, short_digest
+
+__all__ = ["ModelContent", "folder_content", "hub_content", "object_content"]
+
+#: Files and folders that never shape a vector: documentation, version control, other runtimes' weights (ONNX,
+#: OpenVINO, TensorFlow, Flax, Rust) and a trainer's state. Everything else in a model folder is digested.
+_SKIPPED_DIRS = frozenset({".git", ".cache", "onnx", "openvino", "runs"})
+_SKIPPED_FILES = frozenset({".gitattributes", ".gitignore", "tf_model.h5", "flax_model.msgpack", "rust_model.ot",
+                            "training_args.bin", "optimizer.pt", "scheduler.pt", "trainer_state.json"})
+_SKIPPED_SUFFIXES = (".md", ".onnx", ".lock")
+#: Tokenizer state that each call sets anew (transformers sets truncation and padding on the backend per call).
+_PER_CALL = ("truncation", "padding")
+_MEMO = "model-content"
+
+
+@dataclass(frozen=True)
+class ModelContent:
+    """What shapes a model's vectors, as one digest.
+
+    Attributes:
+        kind: ``folder``, ``hub``, ``parameters`` or ``declared``.
+        digest: 32 hex characters.
+        detail: what was read, for sentences: a folder's path and file count, a Hub id and commit, a count of
+            parameters and tokens, what an encoder declared.
+        bytes_read: bytes this reading hashed (0 when every file's digest was remembered).
+    """
+
+    kind: str
+    digest: str
+    detail: str
+    bytes_read: int = 0
+
+    @property
+    def label(self) -> str:
+        """``kind:digest``, as provenance records it."""
+        return f"{self.kind}:{self.digest}"
+
+
+def _shaping_files(folder: Path) -> Iterator[Path]:
+    """Every file under ``folder`` that may shape a vector, in a fixed order (symbolic links followed)."""
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("checkpoint-"))
+        for name in sorted(files):
+            if name not in _SKIPPED_FILES and not name.endswith(_SKIPPED_SUFFIXES) and not name.startswith("README"):
+                yield Path(root) / name
+
+
+def folder_content(folder: str | Path, memo: Path | None = None, *, kind: str = "folder",
+                   detail: str | None = None) -> ModelContent:
+    """The digest of every file in ``folder`` that shapes the model's vectors (weights, tokenizer, configurations).
+
+    ``memo``: a folder where each file's digest is remembered with its size, modification time, change time and inode;
+    a file whose four are unchanged is not read again (None: every file is read). Writing a file changes its
+    modification and change times, so an edit is never missed; a file whose content changed with all four kept is
+    not seen (as ``make`` would not see it).
+
+    Raises:
+        OSError: a file cannot be read.
+    """
+    folder = Path(folder).expanduser().resolve()
+    memo_file = None if memo is None else Path(memo) / _MEMO / f"{short_digest(str(folder).encode())[:16]}.json"
+    remembered = _read_memo(memo_file)
+    files: dict[str, list[Any]] = {}
+    read = 0
+    for path in _shaping_files(folder):
+        stat = path.stat()
+        state = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+        relative = path.relative_to(folder).as_posix()
+        known = remembered.get(relative)
+        if isinstance(known, list) and known[:4] == state and len(known) == 5:
+            files[relative] = known
+            continue
+        files[relative] = [*state, file_digest(path)]
+        read += stat.st_size
+    if memo_file is not None and files != remembered:
+        try:
+            write_json_atomic(memo_file, {"folder": str(folder), "files": files})
+        except OSError:  # a read-only cache remembers nothing: the next start reads the files again
+            pass
+    digest = short_digest(json.dumps({name: entry[4] for name, entry in files.items()}, sort_keys=True).encode())
+    size = sum(entry[0] for entry in files.values())
+    return ModelContent(kind, digest, detail or f"{folder} ({len(files)} files, {size / 1e6:,.1f} MB)", read)
+
+
+def _read_memo(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    files = record.get("files") if isinstance(record, dict) else None
+    return files if isinstance(files, dict) else {}
+
+
+def hub_content(repo_id: str, revision: str | None, memo: Path | None = None) -> ModelContent | None:
+    """A Hub model's snapshot in the local Hugging Face cache: its commit and :func:`folder_content` of its files.
+
+    None when the cache has no snapshot of ``repo_id`` at ``revision`` (a model mteb loads otherwise, an API model):
+    its content is then read from the loaded object instead.
+    """
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
+    except (OSError, ValueError):  # not in the cache (LocalEntryNotFoundError), or not a repo id (HFValidationError)
+        return None
+    if not folder.is_dir():
+        return None
+    content = folder_content(folder, memo, kind="hub", detail=f"{repo_id}@{folder.name}")
+    return ModelContent("hub", short_digest(f"{folder.name}|{content.digest}".encode()), content.detail,
+                        content.bytes_read)
+
+
+def object_content(model: Any) -> ModelContent | None:
+    """An in-memory model's content: its torch parameters, buffers and tokenizers, or what the encoder declares.
+
+    The wrappers are followed through their ``.model`` attributes (and any ``torch.nn.Module`` or tokenizer they hold
+    beside it). None when nothing there has weights or declares what it is.
+    """
+    chain = list(_chain(model))
+    for node in chain:
+        declare = getattr(node, "content_identity", None)
+        if callable(declare):
+            text = str(declare())
+            return ModelContent("declared", short_digest(text.encode("utf-8")), text)
+    modules, tokenizers = _weights_and_tokenizers(chain)
+    if not modules:
+        return None
+    import xxhash
+
+    digest = xxhash.xxh3_128()
+    parameters = read = 0
+    for module in modules:
+        for name, tensor in _tensors(module):
+            data = _tensor_bytes(tensor)
+            digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+            digest.update(data)
+            parameters += tensor.numel()
+            read += len(data)
+    vocabulary = 0
+    for tokenizer in tokenizers:
+        text, size = _tokenizer_text(tokenizer)
+        digest.update(text.encode("utf-8"))
+        vocabulary += size
+    detail = f"{parameters:,} parameters and buffers" + (f", a {vocabulary:,}-token vocabulary" if tokenizers else "")
+    return ModelContent("parameters", digest.hexdigest(), detail, read)
+
+
+def _chain(model: Any) -> Iterator[Any]:
+    """``model`` and the objects under its ``.model`` attributes, outermost first."""
+    seen: set[int] = set()
+    node = model
+    while node is not None and id(node) not in seen and len(seen) < 8:
+        seen.add(id(node))
+        yield node
+        node = getattr(node, "model", None)
+
+
+def _weights_and_tokenizers(chain: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The outermost torch modules of the chain (no module twice), and every tokenizer they or the wrappers hold."""
+    try:
+        import torch
+    except ImportError:
+        return [], []
+    modules: list[Any] = []
+    covered: set[int] = set()
+    tokenizers: dict[int, Any] = {}
+
+    def add(module: Any) -> None:
+        if id(module) in covered:
+            return
+        modules.append(module)
+        for sub in module.modules():
+            covered.add(id(sub))
+            tokenizer = getattr(sub, "tokenizer", None)
+            if _is_tokenizer(tokenizer):
+                tokenizers.setdefault(id(tokenizer), tokenizer)
+
+    for node in chain:
+        if isinstance(node, torch.nn.Module):
+            add(node)
+            break
+        for value in list(vars(node).values()) if hasattr(node, "__dict__") else []:
+            if isinstance(value, torch.nn.Module):
+                add(value)
+            elif _is_tokenizer(value):
+                tokenizers.setdefault(id(value), value)
+    return modules, list(tokenizers.values())
+
+
+def _is_tokenizer(value: Any) -> bool:
+    return value is not None and callable(getattr(value, "get_vocab", None))
+
+
+def _tensors(module: Any) -> Iterator[tuple[str, Any]]:
+    """The module's parameters, then its buffers, by name (a tied weight once)."""
+    yield from module.named_parameters()
+    yield from (("buffer:" + name, buffer) for name, buffer in module.named_buffers())
+
+
+def _tensor_bytes(tensor: Any) -> memoryview:
+    """The tensor's bytes as stored (any dtype, any device), without a copy where it is on the CPU already."""
+    import torch
+
+    flat = tensor.detach().reshape(-1)
+    if flat.device.type != "cpu":
+        flat = flat.cpu()
+    if not flat.is_contiguous():
+        flat = flat.contiguous()
+    return memoryview(flat.view(torch.uint8).numpy())
+
+
+def _tokenizer_text(tokenizer: Any) -> tuple[str, int]:
+    """What maps a text to token ids, as text, and the vocabulary's size.
+
+    A fast tokenizer's whole definition (vocabulary, merges, normaliser, special tokens), else its vocabulary; with
+    the sides it pads and truncates on.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    vocabulary = tokenizer.get_vocab()
+    if backend is not None and callable(getattr(backend, "to_str", None)):
+        definition = json.loads(backend.to_str())
+        for key in _PER_CALL:
+            definition.pop(key, None)
+    else:
+        definition = sorted(vocabulary.items())
+    sides = {name: getattr(tokenizer, name, None) for name in ("padding_side", "truncation_side", "model_max_length",
+                                                               "do_lower_case")}
+    text = json.dumps({"class": type(tokenizer).__name__, "definition": definition, "sides": sides},
+                      sort_keys=True, ensure_ascii=False, default=repr)
+    return text, len(vocabulary)
