@@ -398,9 +398,9 @@ def _check_recorded(content: ModelContent, *, name: str, revision: str | None, p
     key = json.dumps({"name": name, "revision": revision, "precision": precision})
     folder = Path(root) / _CONTENTS / short_digest(key.encode())[:16]
     path = folder / f"{short_digest(content.label.encode())}.json"
-    if path.is_file():
+    if _recorded(path) == content.label:
         return
-    others = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    others = [other for other in sorted(folder.glob("*.json")) if other != path] if folder.is_dir() else []
     if others and pinned:
         logger.warning("Model %s@%s is not what it was when its cached embeddings were written (%s, content %s): it "
                        "was changed in place under the same name and revision, so it gets cache entries of its own "
@@ -411,6 +411,14 @@ def _check_recorded(content: ModelContent, *, name: str, revision: str | None, p
         write_json_atomic(path, {"content": content.label, "detail": content.detail})
     except OSError as error:  # a read-only cache: the store warns about it once, for its own files
         logger.debug("Could not record the content of %s in %s: %s", name, folder, error)
+
+
+def _recorded(path: Path) -> str | None:
+    """The content a record names (None: no record, or a damaged one, which is written again)."""
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["content"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _identify_probe(vectors: np.ndarray, *, name: str, revision: str | None, precision: str | None,
