@@ -390,12 +390,11 @@ def run_tasks(
     """
     with run_clock():
         with clock(Phase.startup):  # the libraries the tasks are scored with (imported already on the command line)
-            from tqdm.auto import tqdm
-
             from disastir_mteb.runner.result_cache import atomic_result_cache
             from disastir_mteb.runner.scoring_patch import faster_scoring
             from disastir_mteb.runner.task_pool import evaluate_tasks
             from disastir_mteb.search.prefetch import answered_by_prefetch, forget_prefetched, prefetch
+            from disastir_mteb.util.progress import progress_bar
 
         with clock(Phase.tasks):
             groups = corpus_groups(tasks)
@@ -425,8 +424,8 @@ def run_tasks(
             answered = functools.partial(answered_by_prefetch, searcher)  # such tasks are scored on every core
             if len(groups[0]) > 1:
                 prefetch(searcher, groups[0], encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
-            bar = tqdm(total=len(task_list), desc="Evaluating tasks", unit=" tasks", dynamic_ncols=True,
-                       disable=not show_progress or len(task_list) < 2)
+            bar = progress_bar(total=len(task_list), desc="Evaluating tasks", unit=" tasks",
+                               disable=not show_progress or len(task_list) < 2)
             for number, group in enumerate(groups):
                 if number and len(group) > 1:  # a corpus after the first (DevLite's): its group's pass when reached
                     prefetch(searcher, group, encode_kwargs=encode_kwargs)
