@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from disastir_mteb.vocabulary.run_settings import RunSettings
 
     timings_file = _timings_file(args.timings_json)
+    _ann_options_need_ann(args)
     with run_clock():
         # bad input is answered before mteb or torch is imported: task names, the split, folders, option combinations
         known_names = selected_task_names(args.tasks, args.benchmarks, split=args.split)  # None: mteb must resolve
@@ -96,6 +97,24 @@ def run(args: argparse.Namespace) -> int:
     if timings_file is not None:
         _write_timings(timings_file, evaluation.timings)
     return 0
+
+
+def _ann_options_need_ann(args: argparse.Namespace) -> None:
+    """``--ann-preset`` and every USearch option refused without ``--search ann``: with exact search they change nothing.
+
+    Raises:
+        ValueError: one sentence naming each such option given, and what to add.
+    """
+    from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
+    from disastir_mteb.vocabulary.run_settings import ANN
+
+    given = [f"{flag} {value}" for flag, value in [("--ann-preset", args.ann_preset),
+                                                   *((o.flag, getattr(args, o.dest)) for o in ANN_OPTIONS)]
+             if value is not None]
+    if given and args.search != ANN:
+        raise InvalidInput(f"{', '.join(given)} {'apply' if len(given) > 1 else 'applies'} to --search ann, but the "
+                           f"search is {args.search}: add --search ann, or leave {'them' if len(given) > 1 else 'it'} "
+                           "out.")
 
 
 def _timings_file(path: str | None) -> Path | None:

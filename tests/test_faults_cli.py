@@ -36,7 +36,7 @@ CASES = [
     (["--search", "annn"], 2, "argument --search: invalid choice: 'annn' (choose from 'exact', 'ann')"),
     (["--search", "ann", "--ann-k", "0"], 2, "AnnParams.k=0 must be an integer >= 1"),
     (["--search", "ann", "--ann-k", "-3"], 2, "AnnParams.k=-3 must be an integer >= 1"),
-    (["--ann-k", "5"], 2, "ANN parameters ['k'] were given for search='exact'; add search='ann'."),
+    (["--ann-k", "5"], 2, "--ann-k 5 applies to --search ann, but the search is exact: add --search ann"),
     (["--search", "ann", "--ann-preset", "fast"], 2, "'fast'"),
     (["--batch-size", "0"], 2, "argument --batch-size: must be an integer >= 1, not 0"),
     (["--batch-size", "many"], 2, "argument --batch-size: must be an integer >= 1, not 'many'"),
@@ -70,7 +70,11 @@ FAST_CASES = [
     (["-t", "DisastIR-Test-QA-Bio", "--split", "devlite"], "Task 'DisastIR-Test-QA-Bio' is in 'test', but "
                                                            "split='devlite' was asked for"),
     (["--data", "no-such-folder"], "--data no-such-folder: no such folder; pass"),
-    (["--ann-k", "5"], "ANN parameters ['k'] were given for search='exact'; add search='ann'."),
+    (["--ann-k", "5"], "--ann-k 5 applies to --search ann, but the search is exact: add --search ann"),
+    (["--ann-preset", "paper"], "--ann-preset paper applies to --search ann, but the search is exact: add --search "
+                                "ann, or leave it out."),
+    (["--search", "exact", "--ann-preset", "f16", "--connectivity", "8", "--ann-threads", "1"],
+     "--ann-preset f16, --connectivity 8, --ann-threads 1 apply to --search ann, but the search is exact"),
     (["--embeddings-revision", "abc"], "--embeddings-revision pins a served model: pass it with --embeddings-url."),
     (["-t", ""], "A task name is empty (''): name tasks like DisastIR-QA-Bio"),
     (["-m", ""], "-m is empty: name a model"),

@@ -52,7 +52,6 @@ from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.hub import offline_if_unreachable
 from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
-from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
 from disastir_mteb.vocabulary.run_settings import RunSettings, Search
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, DEFAULT_OUTPUT_FOLDER, EXACT
 from disastir_mteb.vocabulary.task_record import SYNTHETIC_NOTICE
@@ -114,7 +113,7 @@ def evaluate(
     *,
     split: Split | str | None = None,
     search: Search = "exact",
-    ann_preset: str = DEFAULT_PRESET,
+    ann_preset: str | None = None,
     ann_params: Mapping[str, Any] | None = None,
     instructions: str | Mapping[str, str] | InstructionConfig | None = None,
     template: str | None = None,
@@ -151,7 +150,8 @@ def evaluate(
         search: ``"exact"`` (blocked exact inner product) or ``"ann"`` (USearch HNSW, built once for
             all tasks and persisted with the embeddings; results go to their own mteb experiment
             folder, labelled with every parameter).
-        ann_preset: the ANN preset: ``paper`` (the DisastIR setting), ``exact``, ``f16``, ``i8``, ``b1``.
+        ann_preset: the ANN preset of ``search="ann"``: ``paper`` (the DisastIR setting; the default), ``exact``,
+            ``f16``, ``i8``, ``b1``. Refused with exact search, as ``ann_params`` is: it would change nothing.
         ann_params: overrides of single ANN parameters, e.g. ``{"expansion_search": 128}``.
         instructions: None (the model as it is), ``"disastir"``, ``"dmretriever"``, ``"none"`` or a
             mapping {intent: instruction}; see :func:`~disastir_mteb.models.adapter.with_instructions`.
@@ -200,7 +200,8 @@ def evaluate(
         ``folder`` and the run's ``summary``.
 
     Raises:
-        ValueError: an unknown ``search`` value, ANN preset, parameter, precision or split, a batch size
+        ValueError: an unknown ``search`` value, ANN preset, parameter, precision or split, an ANN preset or
+            ANN parameters with exact search, a batch size
             below 1, a task of another query set than ``split``, or a ready search model whose search
             setting differs from ``search``.
         FileNotFoundError: ``data``, ``devlite`` or ``extra_judgements`` is not a folder.
