@@ -29,6 +29,7 @@ from disastir_mteb.vocabulary.settings import (
     EXACT,
     PRECISIONS,
 )
+from disastir_mteb.vocabulary.taxonomy import canonical_benchmark_name, canonical_task_name
 
 __all__ = ["main"]
 
@@ -445,6 +446,18 @@ def _check_server_urls(args: argparse.Namespace) -> None:
             setattr(args, name, [check_base_url(url, option) for url in urls])
 
 
+def _spell_names(args: argparse.Namespace) -> None:
+    """``-t`` and ``-b`` names in any case, spelled as DisastIR's tasks and benchmarks are, for every command.
+
+    From the vocabulary alone (nothing imported): a misspelled DisastIR name is one sentence with the closest names
+    at once; other libraries' names pass as given (``run`` checks them with mteb, before any work).
+    """
+    if getattr(args, "tasks", None):
+        args.tasks = [canonical_task_name(name) for name in args.tasks]
+    if getattr(args, "benchmarks", None):
+        args.benchmarks = [canonical_benchmark_name(name) for name in args.benchmarks]
+
+
 def _lines_in_order() -> None:
     """Write standard output line by line, as standard error is: results and progress then land in the order said.
 
@@ -469,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     _lines_in_order()
     try:
         _check_server_urls(args)
+        _spell_names(args)
         _check_output_folder(args)
         if getattr(args, "model", None) is not None and args.command == "run" and not str(args.model).strip():
             raise InvalidInput("-m is empty: name a model (an mteb name such as intfloat/e5-small-v2, a folder, or "

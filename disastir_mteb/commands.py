@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     checked first of all, before anything is imported or loaded).
     """
     from disastir_mteb.runner.data_source import data_source, needs_hub
-    from disastir_mteb.runner.task_selection import selected_task_names
+    from disastir_mteb.runner.task_selection import canonical_names, selected_task_names
     from disastir_mteb.util.hub import offline_if_unreachable
     from disastir_mteb.util.timings import Phase, clock, run_clock
     from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     with run_clock():
         # bad input is answered before mteb or torch is imported: task names, the split, folders, option combinations
         known_names = selected_task_names(args.tasks, args.benchmarks, split=args.split)  # None: mteb must resolve
+        with clock(Phase.startup):  # any case; a name not DisastIR's imports mteb to be checked, before any work
+            names = canonical_names(args.tasks, args.benchmarks)
         with clock(Phase.tasks):  # the folders checked (and the sample written) before the imports too
             source = data_source(args.data, args.devlite, task_names=known_names or (), as_options=True,
                                  extra_judgements=args.extra_judgements, keep_joins=not args.no_cache)
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         served = None if not args.embeddings_url else EmbeddingServersOptions(
             args.embeddings_url, revision=args.embeddings_revision, concurrency=args.embeddings_concurrency,
             key_env=args.api_key_env)
-        evaluation = run_evaluation(args.model, args.tasks, benchmarks=args.benchmarks, split=args.split,
+        evaluation = run_evaluation(args.model, list(names.tasks), benchmarks=names.benchmarks, split=args.split,
                                     settings=settings, data=source, served=served,
                                     output_folder=args.output_folder, overwrite=args.overwrite,
                                     show_progress=not args.quiet, on_task_done=_task_line)
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ann_options_need_ann(args: argparse.Namespace) -> None:
-    """``--ann-preset`` and every USearch option refused without ``--search ann``: with exact search they change nothing.
+    """``--ann-preset`` and every USearch option refused without ``--search ann``: exact search would ignore them.
 
     Raises:
         ValueError: one sentence naming each such option given, and what to add.

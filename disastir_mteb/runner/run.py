@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.models.loading import ModelLoadError
 from disastir_mteb.runner.data_source import data_source, needs_hub, with_sample_devlite
-from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
+from disastir_mteb.runner.task_selection import canonical_names, corpus_groups, resolve_tasks
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.hub import offline_if_unreachable
 from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
@@ -141,7 +141,7 @@ def evaluate(
             name for ``mteb.get_model``, ``"bundled"``, or a ready
             :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` (whose counters then tell what was
             encoded).
-        tasks: task names or mteb task objects (any mteb retrieval task works; tasks sharing a
+        tasks: task names (in any case) or mteb task objects (any mteb retrieval task works; tasks sharing a
             corpus share its encoding and index; tasks of other corpora are run after them, grouped
             by corpus). A name of any query set selects that set (``DisastIR-DevLite-QA-Bio``).
         split: the query set, as in :func:`resolve_tasks`: ``full``, ``test`` (DisastIR-Test, same corpus)
@@ -212,6 +212,7 @@ def evaluate(
                                             instruct_passages=instruct_passages, batch_size=batch_size,
                                             precision=precision, cache_dir=cache_dir, progress=show_progress)
         with clock(Phase.tasks):
+            tasks = canonical_names(tasks).tasks  # any case; an unknown name in one sentence, before data or model
             source = data_source(data, devlite, extra_judgements=extra_judgements, keep_joins=cache_dir is not False)
         with clock(Phase.startup):
             offline_if_unreachable(needs_hub(model, source, served=bool(embeddings_url)), say=logger.warning)
