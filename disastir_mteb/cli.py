@@ -29,6 +29,7 @@ from disastir_mteb.vocabulary.settings import (
     EXACT,
     PRECISIONS,
 )
+from disastir_mteb.vocabulary.taxonomy import canonical_benchmark_name, canonical_task_name
 
 __all__ = ["main"]
 
@@ -163,9 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--instruct-passages", action="store_true", help="also instruct passages (the authors never do)")
     run.add_argument("--search", default=EXACT, choices=[EXACT, ANN],
                      help="exact (default) or ann: USearch HNSW, one index for all tasks, results filed apart")
-    run.add_argument("--ann-preset", default=DEFAULT_PRESET,
-                     help="paper (the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10; all cores) | exact | "
-                          "f16 | i8 | b1 (quantised, exact rescoring)")
+    run.add_argument("--ann-preset", default=None,
+                     help=f"with --search ann, like each USearch option below (refused without it): {DEFAULT_PRESET} "
+                          "(the default; the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10; all cores) | "
+                          "exact | f16 | i8 | b1 (quantised, exact rescoring)")
     for option in ANN_OPTIONS:
         run.add_argument(option.flag, type=option.kind, default=None, help=option.help)
     run.add_argument("--data", help="a folder in the published layout, or 'sample' for the bundled sample "
@@ -447,6 +449,18 @@ def _check_server_urls(args: argparse.Namespace) -> None:
             setattr(args, name, [check_base_url(url, option) for url in urls])
 
 
+def _spell_names(args: argparse.Namespace) -> None:
+    """``-t`` and ``-b`` names in any case, spelled as DisastIR's tasks and benchmarks are, for every command.
+
+    From the vocabulary alone (nothing imported): a misspelled DisastIR name is one sentence with the closest names
+    at once; other libraries' names pass as given (``run`` checks them with mteb, before any work).
+    """
+    if getattr(args, "tasks", None):
+        args.tasks = [canonical_task_name(name) for name in args.tasks]
+    if getattr(args, "benchmarks", None):
+        args.benchmarks = [canonical_benchmark_name(name) for name in args.benchmarks]
+
+
 def _lines_in_order() -> None:
     """Write standard output line by line, as standard error is: results and progress then land in the order said.
 
@@ -471,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     _lines_in_order()
     try:
         _check_server_urls(args)
+        _spell_names(args)
         _check_output_folder(args)
         if getattr(args, "model", None) is not None and args.command == "run" and not str(args.model).strip():
             raise InvalidInput("-m is empty: name a model (an mteb name such as intfloat/e5-small-v2, a folder, or "

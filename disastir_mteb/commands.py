@@ -54,16 +54,19 @@ def run(args: argparse.Namespace) -> int:
     checked first of all, before anything is imported or loaded).
     """
     from disastir_mteb.runner.data_source import data_source, needs_hub
-    from disastir_mteb.runner.task_selection import selected_task_names
+    from disastir_mteb.runner.task_selection import canonical_names, selected_task_names
     from disastir_mteb.util.hub import offline_if_unreachable
     from disastir_mteb.util.timings import Phase, clock, run_clock
     from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
     from disastir_mteb.vocabulary.run_settings import RunSettings
 
     timings_file = _timings_file(args.timings_json)
+    _ann_options_need_ann(args)
     with run_clock():
         # bad input is answered before mteb or torch is imported: task names, the split, folders, option combinations
         known_names = selected_task_names(args.tasks, args.benchmarks, split=args.split)  # None: mteb must resolve
+        with clock(Phase.startup):  # any case; a name not DisastIR's imports mteb to be checked, before any work
+            names = canonical_names(args.tasks, args.benchmarks)
         with clock(Phase.tasks):  # the folders checked (and the sample written) before the imports too
             source = data_source(args.data, args.devlite, task_names=known_names or (), as_options=True,
                                  extra_judgements=args.extra_judgements, keep_joins=not args.no_cache)
@@ -91,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         served = None if not args.embeddings_url else EmbeddingServersOptions(
             args.embeddings_url, revision=args.embeddings_revision, concurrency=args.embeddings_concurrency,
             key_env=args.api_key_env)
-        evaluation = run_evaluation(args.model, args.tasks, benchmarks=args.benchmarks, split=args.split,
+        evaluation = run_evaluation(args.model, list(names.tasks), benchmarks=names.benchmarks, split=args.split,
                                     settings=settings, data=source, served=served,
                                     output_folder=args.output_folder, overwrite=args.overwrite,
                                     show_progress=not args.quiet, on_task_done=_task_line)
@@ -100,6 +103,24 @@ def run(args: argparse.Namespace) -> int:
     if timings_file is not None:
         _write_timings(timings_file, evaluation.timings)
     return 0
+
+
+def _ann_options_need_ann(args: argparse.Namespace) -> None:
+    """``--ann-preset`` and every USearch option refused without ``--search ann``: exact search would ignore them.
+
+    Raises:
+        ValueError: one sentence naming each such option given, and what to add.
+    """
+    from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
+    from disastir_mteb.vocabulary.run_settings import ANN
+
+    given = [f"{flag} {value}" for flag, value in [("--ann-preset", args.ann_preset),
+                                                   *((o.flag, getattr(args, o.dest)) for o in ANN_OPTIONS)]
+             if value is not None]
+    if given and args.search != ANN:
+        raise InvalidInput(f"{', '.join(given)} {'apply' if len(given) > 1 else 'applies'} to --search ann, but the "
+                           f"search is {args.search}: add --search ann, or leave {'them' if len(given) > 1 else 'it'} "
+                           "out.")
 
 
 def _timings_file(path: str | None) -> Path | None:

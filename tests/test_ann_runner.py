@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from sentences import says
 
 from disastir_mteb import cli
 from disastir_mteb.models.hashing_encoder import HashingEncoder
@@ -92,6 +93,10 @@ def test_search_settings_are_checked_before_work(tmp_path: Path) -> None:
         evaluate(HashingEncoder(), TASK_NAMES[:1], search="ann", ann_params={"ef": 12}, output_folder=tmp_path)
     with pytest.raises(ValueError, match="were given for search='exact'"):
         evaluate(HashingEncoder(), TASK_NAMES[:1], ann_params={"expansion_search": 12}, output_folder=tmp_path)
+    with pytest.raises(ValueError) as refused:  # before: ignored, an exact run filed as a plain one
+        evaluate(HashingEncoder(), TASK_NAMES[:1], ann_preset="f16", ann_params={"k": 5}, output_folder=tmp_path)
+    says(str(refused.value), "ann_preset='f16'", "['k']", "search='exact'", "search='ann'")
+    assert not (tmp_path / "results").exists()
     assert resolve_params("paper", expansion_search=128).label() == f"hnsw-ip-f32-M16-efC128-ef128-k10-t{CORES}"
 
 

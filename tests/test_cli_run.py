@@ -13,6 +13,10 @@ import pytest
 
 from conftest import write_layout
 from disastir_mteb import cli
+from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.runner.run import evaluate
+from disastir_mteb.runner.task_selection import resolve_tasks
+from disastir_mteb.vocabulary.taxonomy import Category
 
 PASSAGES = {f"d{i}": text for i, text in enumerate([
     "Evacuate low-lying coastal areas before the storm surge arrives.",
@@ -91,3 +95,19 @@ def test_batch_size_precision_and_tokenisation_options(data_dir: Path, tmp_path:
                   str(tmp_path)])
     assert exited.value.code == 2
     assert "argument --batch-size: must be an integer >= 1, not 0" in capsys.readouterr().err
+
+
+def test_task_and_benchmark_names_are_taken_in_any_case(data_dir: Path, tmp_path: Path) -> None:
+    """``-t disastir-qa-bio`` runs DisastIR-QA-Bio, as ``evaluate(tasks=[...])`` and ``-b disastir-qa`` take theirs.
+
+    Before: mteb's ``KeyError`` traceback after the imports, 22-42 s into the run.
+    """
+    out = tmp_path / "results"
+    assert cli.main(["run", "-m", "disastir-mteb/hashing-encoder", "--data", str(data_dir), "-t", "disastir-qa-bio",
+                     "--no-cache", "--output-folder", str(out), "--quiet"]) == 0
+    assert len(list(out.rglob("DisastIR-QA-Bio.json"))) == 1 and not list(out.rglob("disastir-qa-bio*"))
+    result = evaluate(HashingEncoder(), ["DISASTIR-QA-BIO"], data=data_dir, cache_dir=False,
+                      output_folder=tmp_path / "python", show_progress=False)
+    assert [task_result.task_name for task_result in result.task_results] == ["DisastIR-QA-Bio"]
+    assert ([task.metadata.name for task in resolve_tasks(benchmarks=["disastir-qa"])]
+            == [f"DisastIR-QA-{category.value}" for category in Category])

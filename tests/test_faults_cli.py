@@ -36,7 +36,7 @@ CASES = [
     (["--search", "annn"], 2, "argument --search: invalid choice: 'annn' (choose from 'exact', 'ann')"),
     (["--search", "ann", "--ann-k", "0"], 2, "AnnParams.k=0 must be an integer >= 1"),
     (["--search", "ann", "--ann-k", "-3"], 2, "AnnParams.k=-3 must be an integer >= 1"),
-    (["--ann-k", "5"], 2, "ANN parameters ['k'] were given for search='exact'; add search='ann'."),
+    (["--ann-k", "5"], 2, "--ann-k 5 applies to --search ann, but the search is exact: add --search ann"),
     (["--search", "ann", "--ann-preset", "fast"], 2, "'fast'"),
     (["--batch-size", "0"], 2, "argument --batch-size: must be an integer >= 1, not 0"),
     (["--batch-size", "many"], 2, "argument --batch-size: must be an integer >= 1, not 'many'"),
@@ -70,11 +70,23 @@ FAST_CASES = [
     (["-t", "DisastIR-Test-QA-Bio", "--split", "devlite"], "Task 'DisastIR-Test-QA-Bio' is in 'test', but "
                                                            "split='devlite' was asked for"),
     (["--data", "no-such-folder"], "--data no-such-folder: no such folder; pass"),
-    (["--ann-k", "5"], "ANN parameters ['k'] were given for search='exact'; add search='ann'."),
+    (["--ann-k", "5"], "--ann-k 5 applies to --search ann, but the search is exact: add --search ann"),
+    (["--ann-preset", "paper"], "--ann-preset paper applies to --search ann, but the search is exact: add --search "
+                                "ann, or leave it out."),
+    (["--search", "exact", "--ann-preset", "f16", "--connectivity", "8", "--ann-threads", "1"],
+     "--ann-preset f16, --connectivity 8, --ann-threads 1 apply to --search ann, but the search is exact"),
     (["--embeddings-revision", "abc"], "--embeddings-revision pins a served model: pass it with --embeddings-url."),
     (["-t", ""], "A task name is empty (''): name tasks like DisastIR-QA-Bio"),
     (["-m", ""], "-m is empty: name a model"),
     (["--output-folder", "/etc/hostname"], "--output-folder /etc/hostname is a file, not a folder: name a folder"),
+    # names in any case; a DisastIR name that is none, with the closest (issue 50; before: mteb's KeyError traceback)
+    (["-b", "disastir-qa", "--data", "no-such-folder"], "--data no-such-folder: no such folder"),  # the name taken
+    (["-t", "disastir-qa-bio", "--data", "no-such-folder"], "--data no-such-folder: no such folder"),
+    (["-b", "DisastIR-QAA"], "Unknown DisastIR benchmark 'DisastIR-QAA'. Did you mean DisastIR-QA"),
+    (["-t", "disastir-qa"], "'disastir-qa' is a benchmark, not a task: name it as one (disastir-mteb run -b "
+                            "DisastIR-QA"),
+    (["-b", "disastir-qa-bio"], "'disastir-qa-bio' is a task, not a benchmark"),
+    (["-b", "disastir-test", "--split", "devlite"], "Task 'DisastIR-Test-QA-Bio' is in 'test', but split='devlite'"),
 ]
 
 
@@ -101,6 +113,46 @@ def test_bad_input_is_answered_before_mteb_or_torch_is_imported(extra: list[str]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("disastir-mteb run: ") and sentence in lines[0], done.stderr
     assert done.stdout.strip() == "[]"  # refused before mteb, torch or datasets was imported
+
+
+@pytest.mark.parametrize(("option", "name", "facts"), [
+    ("-b", "NotABenchmark", ["'NotABenchmark'", "DisastIR-QA", "mteb.get_benchmarks()"]),
+    ("-b", "mteb(eng,v2)", ["'mteb(eng,v2)'", "MTEB(eng, v2)"]),
+    ("-t", "NotATask", ["'NotATask'", "DisastIR-QA-Bio", "mteb.get_tasks()"]),
+])
+def test_an_unknown_name_of_another_library_is_one_sentence_before_any_work(
+        option: str, name: str, facts: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Only mteb knows other libraries' names: it is asked before the data, the model or the output is touched.
+
+    Before: mteb's ``KeyError`` traceback, 22-42 s into the run. The data folder and the model named here do not
+    exist: the sentence is the name's all the same, and nothing is written.
+    """
+    argv = ["run", "-m", "no-org/no-such-model", "--data", str(tmp_path / "no-data"), "--quiet", option, name,
+            "--output-folder", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    says(err, *facts)
+    assert err.startswith("disastir-mteb run: Unknown ") and not (tmp_path / "out").exists()
+    assert main([*argv[:-4], "-t", "scifact", *argv[-2:]]) == 2  # mteb's SciFact, in another case: taken
+    assert "no-data: no such folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["export", "--format", "beir", "--out", "OUT", "-t", "disastir-qa-bioo"],
+    ["stats", "--out", "OUT", "-t", "disastir-qa-bioo"],
+    ["judge", "results", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "-t", "disastir-qa-bioo"],
+], ids=["export", "stats", "judge"])
+def test_every_command_taking_task_names_takes_them_in_any_case(argv: list[str], tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``-t`` of every command: one sentence with the closest name for a misspelled one, before anything runs."""
+    from disastir_mteb.exports.common import export_task_names
+    from disastir_mteb.judging.settings import JudgeSettings
+
+    assert main([str(tmp_path / a) if a == "OUT" else a for a in argv]) == 2
+    says(capsys.readouterr().err, f"disastir-mteb {argv[0]}:", "'disastir-qa-bioo'", "DisastIR-QA-Bio")
+    assert not (tmp_path / "OUT").exists()
+    assert export_task_names(["disastir-qa-bio", "DisastIR-QA-Bio"]) == ["DisastIR-QA-Bio"]  # and in Python
+    assert JudgeSettings("m", tasks=("disastir-fc-geo",)).tasks == ("DisastIR-FC-Geo",)
 
 
 @pytest.mark.parametrize(("option", "value", "sentence"), [

@@ -181,6 +181,7 @@ def test_one_settings_value_from_the_options_to_the_search_model() -> None:
     for options, message in [({"search": "hnsw"}, "Unknown search 'hnsw'"), ({"batch_size": 0}, "batch_size=0"),
                              ({"precision": "fp8"}, "Unknown precision 'fp8'"),
                              ({"instructions": "disastr"}, "Unknown instruction set 'disastr'"),
-                             ({"ann_params": {"connectivity": 8}}, "were given for search='exact'")]:
+                             ({"ann_params": {"connectivity": 8}}, "were given for search='exact'"),
+                             ({"ann_preset": "paper"}, "ann_preset='paper' was given for search='exact'")]:
         with pytest.raises(ValueError, match=message):
             RunSettings.from_options(**options)

@@ -8,7 +8,14 @@ import pytest
 import disastir_mteb
 from disastir_mteb.tasks.retrieval import TASK_CLASSES, AbsTaskDisastIR
 from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION, K_VALUES
-from disastir_mteb.vocabulary.taxonomy import SPLIT_TASK_NAMES, TASK_NAMES, Split, get_spec
+from disastir_mteb.vocabulary.taxonomy import (
+    BENCHMARK_NAMES,
+    SPLIT_TASK_NAMES,
+    TASK_NAMES,
+    Split,
+    benchmark_task_names,
+    get_spec,
+)
 
 DISASTIR_INSTRUCTIONS = {
     "QA": "Given the question, retrieve the most relevant passage answering it",
@@ -113,6 +120,8 @@ def test_benchmarks() -> None:
         bench = mteb.get_benchmark(f"DisastIR-{intent}")
         assert [t.metadata.name for t in bench.tasks] == [f"DisastIR-{intent}-{c}" for c in
                                                            ("Bio", "Chem", "Env", "Extra", "Geo", "MH", "Soc", "Tech")]
+    for name in BENCHMARK_NAMES:  # what the command line checks names against before mteb loads
+        assert [t.metadata.name for t in mteb.get_benchmark(name).tasks] == list(benchmark_task_names(name))
     groupings = {g.name: g for g in full.aggregations if hasattr(g, "groups")}
     assert set(groupings) == {"Intent", "Category"}
     assert [g.label for g in groupings["Intent"].groups] == ["QA", "QAdoc", "Twitter", "FC", "NLI", "STS"]

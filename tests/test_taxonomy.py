@@ -1,11 +1,18 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
+from sentences import says
 
 from disastir_mteb.vocabulary.taxonomy import (
+    ALL_TASK_NAMES,
+    BENCHMARK_NAMES,
     TASK_NAMES,
     Category,
     Intent,
+    canonical_benchmark_name,
+    canonical_task_name,
     get_spec,
     parse_category,
     parse_intent,
@@ -72,3 +79,26 @@ def test_unknown_values_list_the_valid_ones() -> None:
         parse_category("Volcanic")
     with pytest.raises(KeyError, match="DisastIR-QA-Bio"):
         get_spec("DisastIR-QA-Bioo")
+
+
+def test_names_are_taken_in_any_case_and_spelled_as_their_task_or_benchmark() -> None:
+    """``disastir-qa-bio`` is ``DisastIR-QA-Bio``, ``DISASTIR-qa`` is ``DisastIR-QA``: the name mteb knows."""
+    for name in ALL_TASK_NAMES:
+        assert canonical_task_name(name.lower()) == canonical_task_name(name.upper()) == name
+    for name in BENCHMARK_NAMES:
+        assert canonical_benchmark_name(name.lower()) == canonical_benchmark_name(name.swapcase()) == name
+    assert canonical_task_name("scifact") == "scifact"  # another library's: mteb checks it
+    assert canonical_benchmark_name("MTEB(eng, v2)") == "MTEB(eng, v2)"
+
+
+@pytest.mark.parametrize(("spell", "name", "facts"), [
+    (canonical_task_name, "disastir-qa-bioo", ["'disastir-qa-bioo'", "DisastIR-QA-Bio"]),
+    (canonical_task_name, "DisastIR-qa", ["'DisastIR-qa'", "benchmark", "-b DisastIR-QA"]),
+    (canonical_benchmark_name, "DisastIR-QAA", ["'DisastIR-QAA'", "DisastIR-QA", "DisastIR-DevLite"]),
+    (canonical_benchmark_name, "disastir-fc-geo", ["'disastir-fc-geo'", "task", "-t DisastIR-FC-Geo"]),
+], ids=["task", "benchmark-as-task", "benchmark", "task-as-benchmark"])
+def test_a_misspelled_disastir_name_is_one_sentence_with_the_closest(spell: Callable[[str], str], name: str,
+                                                                     facts: list[str]) -> None:
+    with pytest.raises(KeyError) as raised:
+        spell(name)
+    says(str(raised.value), *facts)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from disastir_mteb.util.atomic import staged_folder
 from disastir_mteb.util.errors import ExistingOutput, InvalidInput, NotAFolder
-from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, Split, get_spec
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, Split, canonical_task_name, get_spec
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -40,10 +40,10 @@ EXPORT_MARKER = "<!-- written by disastir_mteb.export -->"
 
 
 def export_task_names(tasks: Iterable[str] | None) -> list[str]:
-    """Validated task names in the given order, without repeats; all 48 when None."""
+    """Validated task names (given in any case) in the given order, without repeats; all 48 when None."""
     if tasks is None:
         return list(TASK_NAMES)
-    names = list(dict.fromkeys([tasks] if isinstance(tasks, str) else tasks))
+    names = list(dict.fromkeys(canonical_task_name(name) for name in ([tasks] if isinstance(tasks, str) else tasks)))
     for name in names:
         if get_spec(name).split is not Split.full:  # get_spec: KeyError with close matches for an unknown name
             raise InvalidInput(f"{name} is a DisastIR-Test/DevLite task; export writes the 48 full DisastIR tasks only "

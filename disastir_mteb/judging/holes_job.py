@@ -110,9 +110,9 @@ def _online(pairs: list[Pair], store: JudgementStore, store_path: Path, settings
         say("Not sent.")
         return 1
     pool = settings.pool()
-    from tqdm.auto import tqdm
+    from disastir_mteb.util.progress import progress_bar
 
-    with tqdm(total=plan.to_judge, desc="judging", unit="pair", disable=quiet) as bar:
+    with progress_bar(total=plan.to_judge, desc="judging", unit="pair", disable=quiet) as bar:
         if not quiet:
             pool.on_wait = bar.set_postfix_str  # a long wait for a server is shown, not silence
 

@@ -37,7 +37,7 @@ from disastir_mteb.judging.holes import load_task_texts
 from disastir_mteb.judging.store import JudgementStore
 from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.util.errors import ExistingOutput
-from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, get_spec, parse_task_file, task_file_stem
+from disastir_mteb.vocabulary.taxonomy import TASK_NAMES, canonical_task_name, get_spec, parse_task_file, task_file_stem
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def export_qrels(out: str | Path, added: AddedJudgements, data_dir: str | Path |
         FileNotFoundError: no data.
     """
     folder = Path(out) / FOLDER
-    names = list(dict.fromkeys(tasks)) if tasks is not None else list(TASK_NAMES)
+    names = list(dict.fromkeys(map(canonical_task_name, tasks))) if tasks is not None else list(TASK_NAMES)
     earlier = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")) \
         if folder.is_dir() else []
     if earlier and not overwrite:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV, DEFAULT_TIMEOUT
+from disastir_mteb.vocabulary.taxonomy import canonical_task_name
 
 if TYPE_CHECKING:  # the job's modules load when a job runs: the command line reads these defaults at every start
     from disastir_mteb.endpoints.pool import EndpointPool
@@ -32,7 +33,7 @@ class JudgeSettings:
         concurrency: requests in flight per server.
         timeout: seconds a try may take to connect, for each read, and to read its whole answer.
         price: US dollars per million input and output tokens, for the estimate (``--price``), or None.
-        tasks: only these tasks (``-t``), or None for every task of the result sets.
+        tasks: only these tasks (``-t``, any case), or None for every task of the result sets.
         confirm_above: above this many requests, ask before sending (unless ``yes``).
         yes: never ask.
         seed: the agreement check's sampling seed.
@@ -48,6 +49,11 @@ class JudgeSettings:
     confirm_above: int = 2000
     yes: bool = False
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """``tasks`` given in any case, spelled as the tasks are (an unknown DisastIR name is one sentence)."""
+        if self.tasks is not None:
+            object.__setattr__(self, "tasks", tuple(canonical_task_name(name) for name in self.tasks))
 
     @classmethod
     def from_options(cls, options: Any) -> JudgeSettings:

@@ -37,15 +37,14 @@ from disastir_mteb.util.errors import InvalidInput, MissingPackage
 from disastir_mteb.util.install_hint import install_hint
 from disastir_mteb.util.mteb_internals import menu_entry, results_frame
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
-from disastir_mteb.vocabulary.taxonomy import INTENTS, Split, benchmark_name
+from disastir_mteb.vocabulary.taxonomy import BENCHMARK_NAMES
 
 __all__ = ["BENCHMARKS", "DEFAULT", "PAGE_READY", "SCREENSHOT_WIDTH", "TITLE", "blurb", "find_browser",
            "leaderboard_app", "menu", "provenance_markdown", "screenshot", "serve"]
 
 DEFAULT = "DisastIR"
 """The benchmark the page opens on."""
-BENCHMARKS = (DEFAULT, *(f"DisastIR-{intent.value}" for intent in INTENTS), benchmark_name(Split.test),
-              benchmark_name(Split.devlite))
+BENCHMARKS = BENCHMARK_NAMES
 """The benchmarks in the menu: all 48 tasks, one per search intent, then DMRetriever's two query sets."""
 
 TITLE = "DisastIR leaderboard"

@@ -48,11 +48,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.models.loading import ModelLoadError
 from disastir_mteb.runner.data_source import data_source, needs_hub, with_sample_devlite
-from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
+from disastir_mteb.runner.task_selection import canonical_names, corpus_groups, resolve_tasks
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.util.hub import offline_if_unreachable
 from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
-from disastir_mteb.vocabulary.ann_params import DEFAULT_PRESET
 from disastir_mteb.vocabulary.run_settings import RunSettings, Search
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, DEFAULT_OUTPUT_FOLDER, EXACT
 from disastir_mteb.vocabulary.task_record import SYNTHETIC_NOTICE
@@ -114,7 +113,7 @@ def evaluate(
     *,
     split: Split | str | None = None,
     search: Search = "exact",
-    ann_preset: str = DEFAULT_PRESET,
+    ann_preset: str | None = None,
     ann_params: Mapping[str, Any] | None = None,
     instructions: str | Mapping[str, str] | InstructionConfig | None = None,
     template: str | None = None,
@@ -143,7 +142,7 @@ def evaluate(
             name for ``mteb.get_model``, ``"bundled"``, or a ready
             :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` (whose counters then tell what was
             encoded).
-        tasks: task names or mteb task objects (any mteb retrieval task works; tasks sharing a
+        tasks: task names (in any case) or mteb task objects (any mteb retrieval task works; tasks sharing a
             corpus share its encoding and index; tasks of other corpora are run after them, grouped
             by corpus). A name of any query set selects that set (``DisastIR-DevLite-QA-Bio``).
         split: the query set, as in :func:`resolve_tasks`: ``full``, ``test`` (DisastIR-Test, same corpus)
@@ -152,7 +151,8 @@ def evaluate(
         search: ``"exact"`` (blocked exact inner product) or ``"ann"`` (USearch HNSW, built once for
             all tasks and persisted with the embeddings; results go to their own mteb experiment
             folder, labelled with every parameter).
-        ann_preset: the ANN preset: ``paper`` (the DisastIR setting), ``exact``, ``f16``, ``i8``, ``b1``.
+        ann_preset: the ANN preset of ``search="ann"``: ``paper`` (the DisastIR setting; the default), ``exact``,
+            ``f16``, ``i8``, ``b1``. Refused with exact search, as ``ann_params`` is: it would change nothing.
         ann_params: overrides of single ANN parameters, e.g. ``{"expansion_search": 128}``.
         instructions: None (the model as it is), ``"disastir"``, ``"dmretriever"``, ``"none"`` or a
             mapping {intent: instruction}; see :func:`~disastir_mteb.models.adapter.with_instructions`.
@@ -204,7 +204,8 @@ def evaluate(
         ``folder`` and the run's ``summary``.
 
     Raises:
-        ValueError: an unknown ``search`` value, ANN preset, parameter, precision or split, a batch size
+        ValueError: an unknown ``search`` value, ANN preset, parameter, precision or split, an ANN preset or
+            ANN parameters with exact search, a batch size
             below 1, a task of another query set than ``split``, or a ready search model whose search
             setting differs from ``search``.
         FileNotFoundError: ``data``, ``devlite`` or ``extra_judgements`` is not a folder.
@@ -216,6 +217,7 @@ def evaluate(
                                             precision=precision, cache_dir=cache_dir, progress=show_progress,
                                             model_revision=model_revision)
         with clock(Phase.tasks):
+            tasks = canonical_names(tasks).tasks  # any case; an unknown name in one sentence, before data or model
             source = data_source(data, devlite, extra_judgements=extra_judgements, keep_joins=cache_dir is not False)
         with clock(Phase.startup):
             offline_if_unreachable(needs_hub(model, source, served=bool(embeddings_url)), say=logger.warning)
@@ -397,12 +399,11 @@ def run_tasks(
     """
     with run_clock():
         with clock(Phase.startup):  # the libraries the tasks are scored with (imported already on the command line)
-            from tqdm.auto import tqdm
-
             from disastir_mteb.runner.result_cache import atomic_result_cache
             from disastir_mteb.runner.scoring_patch import faster_scoring
             from disastir_mteb.runner.task_pool import evaluate_tasks
             from disastir_mteb.search.prefetch import answered_by_prefetch, forget_prefetched, prefetch
+            from disastir_mteb.util.progress import progress_bar
 
         with clock(Phase.tasks):
             groups = corpus_groups(tasks)
@@ -432,8 +433,8 @@ def run_tasks(
             answered = functools.partial(answered_by_prefetch, searcher)  # such tasks are scored on every core
             if len(groups[0]) > 1:
                 prefetch(searcher, groups[0], encode_kwargs=encode_kwargs)  # one pass over the corpus for all queries
-            bar = tqdm(total=len(task_list), desc="Evaluating tasks", unit=" tasks", dynamic_ncols=True,
-                       disable=not show_progress or len(task_list) < 2)
+            bar = progress_bar(total=len(task_list), desc="Evaluating tasks", unit=" tasks",
+                               disable=not show_progress or len(task_list) < 2)
             for number, group in enumerate(groups):
                 if number and len(group) > 1:  # a corpus after the first (DevLite's): its group's pass when reached
                     prefetch(searcher, group, encode_kwargs=encode_kwargs)

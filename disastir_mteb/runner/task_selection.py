@@ -1,5 +1,8 @@
 """Which tasks a run evaluates: task names, benchmarks and the query set, grouped by the corpus they search.
 
+Names are taken in any case and answered before any work: :func:`canonical_names` spells each as its task or
+benchmark does (``disastir-qa`` -> ``DisastIR-QA``) or refuses it in one sentence naming the closest known names;
+DisastIR's names from the vocabulary alone, other libraries' from mteb's registries (mteb imported only for those).
 :func:`resolve_tasks` turns names, task objects and benchmark names into mteb tasks; a ``split``
 (:class:`~disastir_mteb.vocabulary.taxonomy.Split`) turns the full set's DisastIR names into that query
 set's (``DisastIR-QA-Bio`` -> ``DisastIR-Test-QA-Bio``). :func:`corpus_groups` orders them so that tasks
@@ -10,13 +13,19 @@ DisastIR-DevLite's tasks a corpus of their own; the runner encodes, indexes and 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from disastir_mteb.util.errors import InvalidInput
+from disastir_mteb.util.errors import InvalidInput, UnknownName
 from disastir_mteb.vocabulary.taxonomy import (
     ALL_TASK_NAMES,
+    BENCHMARK_NAMES,
     SPLIT_TASK_NAMES,
     Split,
+    benchmark_task_names,
+    canonical_benchmark_name,
+    canonical_task_name,
+    closest_names,
     get_spec,
     parse_split,
     task_name,
@@ -27,9 +36,100 @@ if TYPE_CHECKING:
 
     from disastir_mteb.data.source import DataSource
 
-__all__ = ["corpus_groups", "resolve_tasks", "selected_task_names"]
+__all__ = ["Names", "canonical_names", "corpus_groups", "resolve_tasks", "selected_task_names"]
 
 
+@dataclass(frozen=True)
+class Names:
+    """What a run was asked for, every name in its canonical spelling.
+
+    Attributes:
+        tasks: task names and task objects, in the order given (empty: none named).
+        benchmarks: benchmark names, in the order given.
+    """
+
+    tasks: tuple[str | AbsTask, ...]
+    benchmarks: tuple[str, ...]
+
+
+def _given(tasks: Iterable[str | AbsTask] | str | None) -> list[str | AbsTask]:
+    """``tasks`` as a list, read once (it may be a generator); one sentence for an empty name."""
+    given = [tasks] if isinstance(tasks, str) else list(tasks or ())
+    if any(isinstance(task, str) and not task.strip() for task in given):
+        raise InvalidInput("A task name is empty (''): name tasks like DisastIR-QA-Bio (disastir-mteb tasks lists "
+                           "the 48), or name none for all of them.")
+    return given
+
+
+def _disastir_spelling(tasks: Iterable[str | AbsTask] | str | None, benchmarks: Iterable[str] | None) -> Names:
+    """Every DisastIR name in its canonical spelling, from the vocabulary alone; other names as given."""
+    return Names(tuple(canonical_task_name(task) if isinstance(task, str) else task for task in _given(tasks)),
+                 tuple(canonical_benchmark_name(name) for name in benchmarks or ()))
+
+
+def _mteb_benchmark(name: str) -> str:
+    """Another library's benchmark name as mteb spells it (mteb imported here).
+
+    Raises:
+        KeyError: mteb knows no benchmark of that name in any case (the closest, DisastIR's among them).
+    """
+    import mteb
+
+    try:
+        mteb.get_benchmark(name)
+        return name
+    except KeyError:
+        pass
+    known = [spelling for benchmark in mteb.get_benchmarks()
+             for spelling in (benchmark.name, *(benchmark.aliases or ()))]
+    spelled = {spelling.casefold(): spelling for spelling in known}
+    if name.casefold() in spelled:
+        return spelled[name.casefold()]
+    close = closest_names(name, known)
+    hint = f"Did you mean {', '.join(close)}?" if close else "No known benchmark is close."
+    raise UnknownName(f"Unknown benchmark {name!r}. {hint} The DisastIR benchmarks: {', '.join(BENCHMARK_NAMES)} "
+                      "(mteb.get_benchmarks() lists every benchmark).")
+
+
+def _mteb_task(name: str) -> str:
+    """Another library's task name as mteb spells it (mteb imported here).
+
+    Raises:
+        KeyError: mteb knows no task of that name in any case (the closest names).
+    """
+    import mteb
+
+    try:
+        mteb.get_task(name)
+        return name
+    except KeyError:
+        pass
+    known = [task.metadata.name for task in mteb.get_tasks()]
+    spelled = {spelling.casefold(): spelling for spelling in known}
+    if name.casefold() in spelled:
+        return spelled[name.casefold()]
+    close = closest_names(name, known)
+    hint = f"Did you mean {', '.join(close)}?" if close else "No known task is close."
+    raise UnknownName(f"Unknown task {name!r}. {hint} The DisastIR tasks are named like DisastIR-QA-Bio "
+                      "(disastir-mteb tasks lists them; mteb.get_tasks() every task).")
+
+
+def canonical_names(tasks: Iterable[str | AbsTask] | str | None = None,
+                    benchmarks: Iterable[str] | None = None) -> Names:
+    """Task and benchmark names in any case, spelled as mteb knows them, checked before any work.
+
+    DisastIR's names (``DisastIR...`` in any case) are checked against the vocabulary, with nothing imported; any
+    other name is looked up in mteb's registries (importing mteb, seconds, only then). Task objects pass as given.
+
+    Raises:
+        KeyError: an unknown task or benchmark name, in one sentence with the closest known names.
+        ValueError: an empty task name.
+    """
+    spelled = _disastir_spelling(tasks, benchmarks)
+    return Names(
+        tuple(task if not isinstance(task, str) or task in ALL_TASK_NAMES else _mteb_task(task)
+              for task in spelled.tasks),
+        tuple(name if name in BENCHMARK_NAMES else _mteb_benchmark(name) for name in spelled.benchmarks))
 
 
 def _in_split(name: str, split: Split | None) -> str:
@@ -54,29 +154,28 @@ def selected_task_names(tasks: Iterable[str | AbsTask] | str | None = None, benc
                         *, split: Split | str | None = None) -> list[str] | None:
     """The DisastIR task names a selection resolves to, from the vocabulary alone: nothing is imported.
 
-    The command line calls it before mteb and torch load, so a misspelled task name, an unknown split or a task
-    of another query set than ``--split`` is answered at once, not after seconds (minutes on a loaded machine)
-    of imports. :func:`resolve_tasks` raises the same errors for the same selection.
+    The command line calls it before mteb and torch load, so a misspelled task or benchmark name, an unknown split
+    or a task of another query set than ``--split`` is answered at once, not after seconds (minutes on a loaded
+    machine) of imports. Names are taken in any case (:func:`canonical_names`). :func:`resolve_tasks` raises the
+    same errors for the same selection.
 
     Returns:
-        The names, in order, without repeats; None where only mteb can tell (a benchmark, a task of another
-        library or a task object), after every DisastIR name of the selection was checked.
+        The names, in :func:`resolve_tasks`' order (the benchmarks' tasks, then the tasks), without repeats; None
+        where only mteb can tell (a task or benchmark of another library, or a task object), after every DisastIR
+        name of the selection was checked.
 
     Raises:
-        KeyError: an unknown DisastIR task name (with the closest valid names).
-        ValueError: an unknown split, or a task of another query set than ``split``.
+        KeyError: an unknown DisastIR task or benchmark name (with the closest valid names).
+        ValueError: an unknown split, an empty task name, or a task of another query set than ``split``.
     """
     wanted = None if split is None else parse_split(split)
-    given = [tasks] if isinstance(tasks, str) else list(tasks or ())
-    if any(isinstance(task, str) and not task.strip() for task in given):
-        raise InvalidInput("A task name is empty (''): name tasks like DisastIR-QA-Bio (disastir-mteb tasks lists "
-                           "the 48), or name none for all of them.")
-    names: list[str] = []
-    for task in given:
-        if isinstance(task, str) and task.startswith("DisastIR-"):
-            get_spec(task)  # the plugin's own message for a mistyped DisastIR name
-            names.append(_in_split(task, wanted))
-    if benchmarks or len(names) < len(given):
+    spelled = _disastir_spelling(tasks, benchmarks)
+    ours = [name for benchmark in spelled.benchmarks if benchmark in BENCHMARK_NAMES
+            for name in benchmark_task_names(benchmark)]
+    ours += [task for task in spelled.tasks if isinstance(task, str) and task in ALL_TASK_NAMES]
+    names = [_in_split(name, wanted) for name in ours]  # every DisastIR name checked, whatever else is given
+    others = [task for task in spelled.tasks if not isinstance(task, str) or task not in ALL_TASK_NAMES]
+    if others or any(benchmark not in BENCHMARK_NAMES for benchmark in spelled.benchmarks):
         return None
     return list(dict.fromkeys(names or SPLIT_TASK_NAMES[wanted or Split.full]))
 
@@ -87,8 +186,8 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
     """Task objects from names, task objects and/or benchmark names; the 48 of ``split`` when nothing is given.
 
     Args:
-        tasks: task names or objects; a name of any query set selects that set (``DisastIR-Test-QA-Bio``).
-        benchmarks: benchmark names (``DisastIR``, ``DisastIR-QA``, ``DisastIR-Test``, ...).
+        tasks: task names (any case) or objects; a name of any query set selects that set (``DisastIR-Test-QA-Bio``).
+        benchmarks: benchmark names, any case (``DisastIR``, ``disastir-qa``, ``DisastIR-Test``, ...).
         split: ``full``, ``test`` or ``devlite``: the tasks' query set. The full set's DisastIR names (given or
             from a benchmark) become that split's (``DisastIR-QA-Bio`` -> ``DisastIR-DevLite-QA-Bio``);
             with no tasks and no benchmarks, the split's 48 tasks. None (default): the names as given, and
@@ -118,12 +217,14 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
         return type(task)(gain=task.gain, data=data)
 
     named = [tasks] if isinstance(tasks, str) else list(tasks or ())  # read once: ``tasks`` may be a generator
-    selected_task_names(named, split=split)  # the plugin's own message for a mistyped DisastIR name or split
+    benchmarks = list(benchmarks or ())
+    selected_task_names(named, benchmarks, split=split)  # the plugin's own message for a DisastIR name or split
+    names = canonical_names(named, benchmarks)  # any case; other libraries' names checked by mteb, one sentence
     wanted = None if split is None else parse_split(split)
     chosen: list[str | AbsTask] = []
-    for benchmark in benchmarks or ():
+    for benchmark in names.benchmarks:
         chosen.extend(mteb.get_benchmark(benchmark).tasks)
-    chosen.extend(named)
+    chosen.extend(names.tasks)
     if not chosen:
         chosen = list(SPLIT_TASK_NAMES[wanted or Split.full])
     unique: dict[str, AbsTask] = {}

@@ -75,13 +75,13 @@ def prefetch(searcher: SharedCorpusSearch, tasks: Sequence[Any], *, encode_kwarg
     Returns:
         How many tasks were prefetched (0 when they do not share one corpus).
     """
-    from tqdm.auto import tqdm
+    from disastir_mteb.util.progress import progress_bar
 
     encode_kwargs = dict(encode_kwargs or {"batch_size": searcher.batch_size or DEFAULT_BATCH_SIZE})
     ours = [task for task in tasks if task.metadata.name in DISASTIR_TASKS]  # other tasks keep the per-task path
     with clock(Phase.tasks):
-        for task in tqdm(ours, desc="Loading tasks", unit=" tasks", disable=not searcher.progress, leave=False,
-                         dynamic_ncols=True):
+        for task in progress_bar(ours, desc="Loading tasks", unit=" tasks", disable=not searcher.progress,
+                                 leave=False):
             if not task.data_loaded:
                 task.load_data()
     items: list[tuple[Any, Any]] = []

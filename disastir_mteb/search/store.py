@@ -753,11 +753,11 @@ class EmbeddingStore:
                  todo: list[tuple[int, int]], progress: bool, positions: np.ndarray | None, *,
                  done: int) -> Iterator[tuple[tuple[int, int], np.ndarray]]:
         """Each chunk of ``todo`` encoded and checked, in order, under a progress bar that starts at ``done``."""
-        from tqdm.auto import tqdm
+        from disastir_mteb.util.progress import progress_bar
 
         unit = "passages" if key.side == "corpus" else "queries"
-        with tqdm(total=len(texts), initial=done, unit=f" {unit}", disable=not progress,
-                  desc=f"Encoding {key.side}", dynamic_ncols=True) as bar:
+        with progress_bar(total=len(texts), initial=done, unit=f" {unit}", disable=not progress,
+                          desc=f"Encoding {key.side}") as bar:
             outputs = encode_chunks(encode, [_chunk_texts(texts, positions, r) for r in todo], on_batch=bar.update)
             try:
                 for (start, stop), output in zip(todo, outputs, strict=True):
@@ -947,14 +947,13 @@ def encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], order
     Returns:
         float32 vectors, shape (len(texts), dim); (0, 1) when ``texts`` is empty.
     """
-    from tqdm.auto import tqdm
+    from disastir_mteb.util.progress import progress_bar
 
     positions = np.arange(len(texts)) if order is None else np.asarray(order)
     ranges = [positions[start:start + chunk_size] for start in range(0, len(texts), chunk_size)]
     out: np.ndarray | None = None
     unit = " passages" if progress == "corpus" else " queries"
-    with tqdm(total=len(texts), desc=f"Encoding {progress}", unit=unit, disable=progress is None,
-              dynamic_ncols=True) as bar:
+    with progress_bar(total=len(texts), desc=f"Encoding {progress}", unit=unit, disable=progress is None) as bar:
         outputs = encode_chunks(encode, [[texts[int(i)] for i in rows] for rows in ranges], on_batch=bar.update)
         for rows, output in zip(ranges, outputs, strict=True):
             vectors = output.detach().float().cpu().numpy() if hasattr(output, "detach") else np.asarray(output)

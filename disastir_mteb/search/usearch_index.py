@@ -175,9 +175,10 @@ class UsearchIndex:
         index = _usearch().Index(ndim=self._ndim, metric=self.params.metric, dtype=self.params.dtype,
                                  connectivity=self.params.connectivity, expansion_add=self.params.expansion_add,
                                  expansion_search=self.params.expansion_search)
-        from tqdm.auto import tqdm
+        from disastir_mteb.util.progress import progress_bar
 
-        with tqdm(total=len(self.idxs), unit="vectors", desc="Building HNSW index", disable=not self.progress) as bar:
+        with progress_bar(total=len(self.idxs), unit="vectors", desc="Building HNSW index",
+                          disable=not self.progress) as bar:
             for start in range(0, len(self.idxs), _ADD_BLOCK):
                 rows = self._documents[start:start + _ADD_BLOCK]
                 index.add(np.arange(start, start + len(rows), dtype=np.uint64), self._encode(rows),

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.tasks.retrieval import get_tasks
 from disastir_mteb.vocabulary.metadata import CITATION, DATASET, DEVLITE, INTENTS_METADATA
-from disastir_mteb.vocabulary.taxonomy import CATEGORY_FULL_NAMES, Category, Intent, Split, benchmark_name
+from disastir_mteb.vocabulary.taxonomy import (
+    BENCHMARK_NAMES,
+    CATEGORY_FULL_NAMES,
+    Category,
+    Intent,
+    Split,
+    benchmark_name,
+    intent_benchmark_name,
+)
 
 if TYPE_CHECKING:
     from mteb import Benchmark
@@ -52,7 +60,7 @@ def benchmarks() -> tuple[Benchmark, ...]:
     )
     per_intent = tuple(
         Benchmark(
-            name=f"DisastIR-{intent.value}",
+            name=intent_benchmark_name(intent),
             tasks=tuple(get_tasks([intent])),
             description=f"The 8 DisastIR {INTENTS_METADATA[intent.value]['title']} tasks, one per disaster category.",
             reference=DATASET["reference"],
@@ -78,4 +86,7 @@ def benchmarks() -> tuple[Benchmark, ...]:
         )
         for split in (Split.test, Split.devlite)
     )
-    return (full, *per_intent, *splits)
+    built = (full, *per_intent, *splits)
+    if tuple(benchmark.name for benchmark in built) != BENCHMARK_NAMES:  # pragma: no cover - one list of names
+        raise RuntimeError(f"The benchmarks built {[b.name for b in built]} are not BENCHMARK_NAMES.")
+    return built

@@ -41,6 +41,7 @@ from disastir_mteb.vocabulary.taxonomy import (
     TASK_SPECS,
     Split,
     TaskSpec,
+    canonical_task_name,
     get_spec,
     parse_category,
     parse_intent,
@@ -225,7 +226,7 @@ def compute_statistics(task_names: list[str], out_dir: str | Path, data: DataSou
     source = (f"local folder {data.folder} (not the published data unless it is a copy of it)" if data.folder
               else f"Hugging Face {DATASET_REPO}@{DATASET_REVISION}")
     written = []
-    for name in task_names:
+    for name in map(canonical_task_name, task_names):  # any case
         task = ALL_TASK_CLASSES[get_spec(name).name](data=data)
         task.load_data()
         split = task.metadata.eval_splits[0]

@@ -74,7 +74,7 @@ class RunSettings:
         cls,
         *,
         search: Search | str = EXACT,
-        ann_preset: str | AnnParams = DEFAULT_PRESET,
+        ann_preset: str | AnnParams | None = None,
         ann_params: Mapping[str, Any] | None = None,
         instructions: str | Mapping[str, str] | InstructionConfig | None = None,
         template: str | None = None,
@@ -91,7 +91,8 @@ class RunSettings:
 
         Args:
             search: ``"exact"`` or ``"ann"``.
-            ann_preset: an ANN preset name (``paper``, ``exact``, ``f16``, ``i8``, ``b1``) or ready parameters.
+            ann_preset: an ANN preset name (``paper``, ``exact``, ``f16``, ``i8``, ``b1``) or ready parameters;
+                None: ``paper`` (:data:`~disastir_mteb.vocabulary.ann_params.DEFAULT_PRESET`) for ANN search.
             ann_params: overrides of single ANN parameters, e.g. ``{"expansion_search": 128}``.
             instructions: None (the model as it is), a set name, a mapping {intent: instruction} or a config.
             template: the instruction template (default: the set's published one).
@@ -106,14 +107,17 @@ class RunSettings:
 
         Raises:
             ValueError: an unknown search mode, preset, parameter, instruction set, template or precision,
-                ANN parameters for exact search, or a count out of range.
+                an ANN preset or ANN parameters for exact search (never silently ignored), or a count out of range.
         """
         if search == ANN:
-            ann: AnnParams | None = resolve_params(ann_preset, **dict(ann_params or {}))
+            ann: AnnParams | None = resolve_params(DEFAULT_PRESET if ann_preset is None else ann_preset,
+                                                   **dict(ann_params or {}))
         elif search == EXACT:
-            if ann_params:
-                raise InvalidInput(f"ANN parameters {sorted(ann_params)} were given for search='exact'; "
-                                   "add search='ann'.")
+            given = ([f"ann_preset={ann_preset!r}"] if ann_preset is not None else []) + (
+                [f"ANN parameters {sorted(ann_params)}"] if ann_params else [])
+            if given:
+                raise InvalidInput(f"{' and '.join(given)} {'were' if ann_params else 'was'} given for "
+                                   f"search='exact'; add search='ann', or leave {'them' if ann_params else 'it'} out.")
             ann = None
         else:
             raise InvalidInput(f"Unknown search {search!r}; expected 'exact' or 'ann'.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -15,6 +16,7 @@ from disastir_mteb.util.errors import InvalidInput, UnknownName
 
 __all__ = [
     "ALL_TASK_NAMES",
+    "BENCHMARK_NAMES",
     "CATEGORIES",
     "INTENTS",
     "SPLITS",
@@ -28,7 +30,12 @@ __all__ = [
     "Split",
     "TaskSpec",
     "benchmark_name",
+    "benchmark_task_names",
+    "canonical_benchmark_name",
+    "canonical_task_name",
+    "closest_names",
     "get_spec",
+    "intent_benchmark_name",
     "parse_category",
     "parse_intent",
     "parse_split",
@@ -191,6 +198,16 @@ def benchmark_name(split: Split = Split.full) -> str:
     return f"DisastIR-{label}" if label else "DisastIR"
 
 
+def intent_benchmark_name(intent: Intent) -> str:
+    """The benchmark of one intent's 8 full-set tasks: ``DisastIR-QA``, ``DisastIR-FC``, ..."""
+    return f"DisastIR-{intent.value}"
+
+
+#: The DisastIR benchmarks, in the order mteb's menu and the leaderboard show them.
+BENCHMARK_NAMES: tuple[str, ...] = (benchmark_name(Split.full), *(intent_benchmark_name(i) for i in INTENTS),
+                                    benchmark_name(Split.test), benchmark_name(Split.devlite))
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """One task: an (intent, category) pair of one split, and the names derived from it."""
@@ -230,8 +247,26 @@ if len(TASK_SPECS) != 48 or len(_SPECS_BY_NAME) != 48 * len(SPLITS):  # pragma: 
     raise RuntimeError("The DisastIR task table must hold 48 unique tasks per split.")
 
 
+def closest_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """The ``n`` names of ``known`` closest to ``name`` whatever the case (difflib), in their own spelling."""
+    spelled = {candidate.casefold(): candidate for candidate in known}
+    return [spelled[close] for close in difflib.get_close_matches(name.casefold(), list(spelled), n=n)]
+
+
+def _unknown_task(name: str) -> UnknownName:
+    """The one sentence for a DisastIR-like name that is no task: the closest names, or that it is a benchmark."""
+    if name.casefold() in _BENCHMARKS_BY_FOLDED:
+        benchmark = _BENCHMARKS_BY_FOLDED[name.casefold()]
+        return UnknownName(f"{name!r} is a benchmark, not a task: name it as one (disastir-mteb run -b {benchmark}; "
+                           f"in Python, the tasks of mteb.get_benchmark({benchmark!r})).")
+    close = closest_names(name, sorted(ALL_TASK_NAMES))
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return UnknownName(f"Unknown DisastIR task {name!r}.{hint} Valid names: DisastIR-{{Intent}}-{{Category}}, and "
+                       "DisastIR-Test-... / DisastIR-DevLite-... for the DMRetriever splits.")
+
+
 def get_spec(name: str) -> TaskSpec:
-    """The TaskSpec of a task name such as ``DisastIR-NLI-Soc``.
+    """The TaskSpec of a task name such as ``DisastIR-NLI-Soc``, spelled as :func:`task_name` spells it.
 
     Raises:
         KeyError: unknown name, with the closest valid names as suggestions.
@@ -239,12 +274,67 @@ def get_spec(name: str) -> TaskSpec:
     try:
         return _SPECS_BY_NAME[name]
     except KeyError:
-        close = difflib.get_close_matches(name, sorted(ALL_TASK_NAMES), n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownName(
-            f"Unknown DisastIR task {name!r}.{hint} Valid names: DisastIR-{{Intent}}-{{Category}}, and "
-            "DisastIR-Test-... / DisastIR-DevLite-... for the DMRetriever splits."
-        ) from None
+        raise _unknown_task(name) from None
+
+
+_TASKS_BY_FOLDED = {name.casefold(): name for name in ALL_TASK_NAMES}
+_BENCHMARKS_BY_FOLDED = {name.casefold(): name for name in BENCHMARK_NAMES}
+
+
+def _is_disastir(name: str) -> bool:
+    """Whether ``name`` claims to be DisastIR's (``DisastIR-...`` in any case): other names are other libraries'."""
+    return name.casefold().startswith(benchmark_name().casefold())
+
+
+def canonical_task_name(name: str) -> str:
+    """A DisastIR task name in any case, spelled as the task is (``disastir-qa-bio`` -> ``DisastIR-QA-Bio``).
+
+    A name that does not start with ``DisastIR`` is another library's task, returned as given: only mteb knows it.
+
+    Raises:
+        KeyError: a ``DisastIR...`` name that is no task (the closest task names, or that it names a benchmark).
+    """
+    if not _is_disastir(name):
+        return name
+    if name.casefold() not in _TASKS_BY_FOLDED:
+        raise _unknown_task(name)
+    return _TASKS_BY_FOLDED[name.casefold()]
+
+
+def canonical_benchmark_name(name: str) -> str:
+    """A DisastIR benchmark name in any case, spelled as the benchmark is (``disastir-qa`` -> ``DisastIR-QA``).
+
+    A name that does not start with ``DisastIR`` is another library's benchmark, returned as given.
+
+    Raises:
+        KeyError: a ``DisastIR...`` name that is no benchmark (the closest benchmark names, or that it names a task).
+    """
+    if not _is_disastir(name):
+        return name
+    folded = name.casefold()
+    if folded in _BENCHMARKS_BY_FOLDED:
+        return _BENCHMARKS_BY_FOLDED[folded]
+    if folded in _TASKS_BY_FOLDED:
+        task = _TASKS_BY_FOLDED[folded]
+        raise UnknownName(f"{name!r} is a task, not a benchmark: name it as one (disastir-mteb run -t {task}).")
+    close = closest_names(name, BENCHMARK_NAMES)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise UnknownName(f"Unknown DisastIR benchmark {name!r}.{hint} The DisastIR benchmarks: "
+                      f"{', '.join(BENCHMARK_NAMES)}.")
+
+
+def benchmark_task_names(name: str) -> tuple[str, ...]:
+    """The tasks of the DisastIR benchmark ``name`` (canonical spelling), in the benchmark's order.
+
+    :func:`disastir_mteb.tasks.benchmarks.benchmarks` builds each benchmark from the same selection.
+    """
+    for split in SPLITS:
+        if name == benchmark_name(split):
+            return SPLIT_TASK_NAMES[split]
+    for intent in INTENTS:
+        if name == intent_benchmark_name(intent):
+            return tuple(task_name(intent, category) for category in CATEGORIES)
+    raise UnknownName(f"{name!r} is not a DisastIR benchmark; they are {', '.join(BENCHMARK_NAMES)}.")
 
 
 _FILE_SUFFIXES = ("_qrels", "-qrels", " qrels", "qrels")
