@@ -38,6 +38,8 @@ _SKIPPED_SUFFIXES = (".md", ".onnx", ".lock")
 #: Tokenizer state that each call sets anew (transformers sets truncation and padding on the backend per call).
 _PER_CALL = ("truncation", "padding")
 _MEMO = "model-content"
+#: The sentence-transformers settings that reach queries only, or that the encoding configuration reads from the model.
+_QUERY_SIDE_FILES = frozenset({"config_sentence_transformers.json"})
 
 
 @dataclass(frozen=True)
@@ -50,17 +52,31 @@ class ModelContent:
         detail: what was read, for sentences: a folder's path and file count, a Hub id and commit, a count of
             parameters and tokens, what an encoder declared.
         bytes_read: bytes this reading hashed (0 when every file's digest was remembered).
+        passage_digest: the digest of what shapes passages alone: a folder's files but its sentence-transformers
+            settings file (``config_sentence_transformers.json``: prompts, similarity), which the encoding
+            configuration read from the loaded model covers, so that a query prompt edited there keeps the
+            encoded corpus. Default: ``digest``.
     """
 
     kind: str
     digest: str
     detail: str
     bytes_read: int = 0
+    passage_digest: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.passage_digest:
+            object.__setattr__(self, "passage_digest", self.digest)
 
     @property
     def label(self) -> str:
         """``kind:digest``, as provenance records it."""
         return f"{self.kind}:{self.digest}"
+
+    @property
+    def passage_label(self) -> str:
+        """``kind:passage_digest``: what the corpus's vectors are keyed by."""
+        return f"{self.kind}:{self.passage_digest}"
 
 
 def _shaping_files(folder: Path) -> Iterator[Path]:
@@ -104,9 +120,15 @@ def folder_content(folder: str | Path, memo: Path | None = None, *, kind: str = 
             write_json_atomic(memo_file, {"folder": str(folder), "files": files})
         except OSError:  # a read-only cache remembers nothing: the next start reads the files again
             pass
-    digest = short_digest(json.dumps({name: entry[4] for name, entry in files.items()}, sort_keys=True).encode())
+    digests = {name: entry[4] for name, entry in files.items()}
+    passages = {name: value for name, value in digests.items() if name not in _QUERY_SIDE_FILES}
     size = sum(entry[0] for entry in files.values())
-    return ModelContent(kind, digest, detail or f"{folder} ({len(files)} files, {size / 1e6:,.1f} MB)", read)
+    return ModelContent(kind, _digest_of(digests), detail or f"{folder} ({len(files)} files, {size / 1e6:,.1f} MB)",
+                        read, _digest_of(passages))
+
+
+def _digest_of(digests: dict[str, str]) -> str:
+    return short_digest(json.dumps(digests, sort_keys=True).encode())
 
 
 def _read_memo(path: Path | None) -> dict[str, Any]:
@@ -136,7 +158,7 @@ def hub_content(repo_id: str, revision: str | None, memo: Path | None = None) ->
         return None
     content = folder_content(folder, memo, kind="hub", detail=f"{repo_id}@{folder.name}")
     return ModelContent("hub", short_digest(f"{folder.name}|{content.digest}".encode()), content.detail,
-                        content.bytes_read)
+                        content.bytes_read, short_digest(f"{folder.name}|{content.passage_digest}".encode()))
 
 
 def object_content(model: Any) -> ModelContent | None:
@@ -245,15 +267,15 @@ def _tokenizer_text(tokenizer: Any) -> tuple[str, int]:
     the sides it pads and truncates on.
     """
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    vocabulary = tokenizer.get_vocab()
     if backend is not None and callable(getattr(backend, "to_str", None)):
-        definition = json.loads(backend.to_str())
+        definition = json.loads(backend.to_str())  # in the library's own fixed order: not sorted again (0.2 s)
         for key in _PER_CALL:
             definition.pop(key, None)
+        size = int(backend.get_vocab_size())
     else:
-        definition = sorted(vocabulary.items())
+        vocabulary = tokenizer.get_vocab()
+        definition, size = sorted(vocabulary.items()), len(vocabulary)
     sides = {name: getattr(tokenizer, name, None) for name in ("padding_side", "truncation_side", "model_max_length",
                                                                "do_lower_case")}
-    text = json.dumps({"class": type(tokenizer).__name__, "definition": definition, "sides": sides},
-                      sort_keys=True, ensure_ascii=False, default=repr)
-    return text, len(vocabulary)
+    text = json.dumps({"class": type(tokenizer).__name__, "sides": sides}, sort_keys=True, default=repr)
+    return text + json.dumps(definition, ensure_ascii=False, default=repr), size

@@ -363,11 +363,12 @@ def identify(*, name: str, revision: str | None, precision: str | None, root: Pa
     if content is not None:
         _check_recorded(content, name=name, revision=revision, precision=precision, root=root, pinned=pinned)
 
-        def joined(config: str) -> str:
-            return short_digest(f"{content.label}|{config}|{precision}".encode())
+        def joined(label: str, config: str) -> str:
+            return short_digest(f"{label}|{config}|{precision}".encode())
 
-        return ModelIdentity(name, revision, joined(configuration), pinned=pinned, probe=_empty(probe),
-                             configuration=configuration, passage_fingerprint=joined(passage_configuration),
+        return ModelIdentity(name, revision, joined(content.label, configuration), pinned=pinned, probe=_empty(probe),
+                             configuration=configuration,
+                             passage_fingerprint=joined(content.passage_label, passage_configuration),
                              content=content.label, detail=_CONTENT_WORDS.get(content.kind, "{}").format(
                                  content.detail))
     if probe is not None:
