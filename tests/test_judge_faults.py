@@ -174,14 +174,17 @@ def test_a_rate_limited_server_given_up_leaves_its_work_to_the_others(tmp_path: 
 
 def test_retry_after_is_capped_and_the_capped_wait_is_shown_on_the_progress_line(
         runs: Path, holes: list[Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """``Retry-After: 100000`` (27 hours) is waited 0.5 s here (the cap, 120 s by default), and said so."""
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Retry-After: 100000`` (27 hours) is waited 0.5 s here (the cap, 120 s by default), and said so.
+
+    On a terminal the progress line says it while it lasts; into a log (here: no terminal) one warning does.
+    """
     monkeypatch.setenv(LONGEST_WAIT_ENV, "0.5")
-    with LoopbackServer(answer=judge_of(holes)) as server:
+    with LoopbackServer(answer=judge_of(holes)) as server, caplog.at_level(logging.WARNING):
         server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=100000))
         url = server.base_url
         assert judge(runs, [url], tmp_path / "j.sqlite") == 0
-    progress = capsys.readouterr().err
+    progress = capsys.readouterr().err + "\n".join(record.getMessage() for record in caplog.records)
     assert (f"{url}: 429 (rate limited): it asked for 100,000 s, capped at 0.5 s, waiting 0.5 s"
             in progress)
     assert grades_in(tmp_path / "j.sqlite") == expected(holes)

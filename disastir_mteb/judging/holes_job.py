@@ -110,11 +110,11 @@ def _online(pairs: list[Pair], store: JudgementStore, store_path: Path, settings
         say("Not sent.")
         return 1
     pool = settings.pool()
-    from disastir_mteb.util.progress import progress_bar
+    from disastir_mteb.util.progress import live, progress_bar
 
     with progress_bar(total=plan.to_judge, desc="judging", unit="pair", disable=quiet) as bar:
-        if not quiet:
-            pool.on_wait = bar.set_postfix_str  # a long wait for a server is shown, not silence
+        if not quiet and live():  # a long wait shown on the bar, not silence; in a log, the pool's warning says it
+            pool.on_wait = bar.set_postfix_str
 
         def answered(count: int, servers: str) -> None:  # requests count as they return: never a silent bar
             bar.set_postfix_str(f"{count:,} answer(s) of ~{plan.requests:,}; {servers}", refresh=True)

@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from tqdm.std import tqdm
 
-__all__ = ["REDRAW_SECONDS", "interactive", "progress_bar"]
+__all__ = ["REDRAW_SECONDS", "interactive", "live", "progress_bar"]
 
 #: Where the stream is not a terminal: the least time between two lines of one bar (the last line is always drawn).
 REDRAW_SECONDS = 30.0
@@ -29,6 +29,17 @@ def interactive(stream: IO[str]) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):  # no isatty, or a closed file
         return False
+
+
+def live(stream: IO[str] | None = None) -> bool:
+    """Whether a bar on ``stream`` (default stderr) is redrawn in place (a terminal, a notebook's widget).
+
+    Where it is not, a passing notice (a long wait for a server) belongs in a log line of its own, not on the bar.
+    """
+    from tqdm.auto import tqdm as auto
+
+    in_notebook = any(cls.__module__ == "tqdm.notebook" for cls in auto.__mro__)  # a widget: nothing piles up
+    return in_notebook or interactive(stream if stream is not None else sys.stderr)
 
 
 class _Lines:
@@ -85,8 +96,7 @@ def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = N
     from tqdm.auto import tqdm as auto
 
     stream = file if file is not None else sys.stderr
-    in_notebook = any(cls.__module__ == "tqdm.notebook" for cls in auto.__mro__)  # a widget: nothing piles up
-    if interactive(stream) or in_notebook:
+    if live(stream):
         return auto(iterable, total=total, desc=desc, unit=unit, disable=disable, initial=initial, leave=leave,
                     file=file, dynamic_ncols=True)
     return _RareBar(iterable, total=total, desc=desc, unit=unit, disable=disable, initial=initial, leave=True,
