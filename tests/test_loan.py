@@ -230,6 +230,7 @@ def test_a_run_that_fails_half_way_hands_the_model_back(tiny: Path, tmp_path: Pa
 def test_borrow_puts_back_what_changed_and_only_that() -> None:
     """What a library may do to a model while it encodes, done by hand inside ``borrow``, then an error."""
     model = training_minilm()
+    model.tokenizer.backend_tokenizer.enable_padding(length=32)
     state = State(model, model.model_card_data, model.tokenizer)
     kept = model[0].auto_model.config
     with pytest.raises(KeyError), borrow(model):
@@ -243,6 +244,7 @@ def test_borrow_puts_back_what_changed_and_only_that() -> None:
         model.model_card_data.language = ["fr"]
         model.register_forward_hook(lambda *args: None)
         model.tokenizer.backend_tokenizer.no_truncation()
+        model.tokenizer.backend_tokenizer.no_padding()
         model.tokenizer.model_max_length = 8
         model.added = "by the run"
         raise KeyError("the run fails")

@@ -166,8 +166,11 @@ def _filled(cell: Any) -> bool:
 
 
 def _backend(obj: Any) -> Any:
-    """A fast tokenizer's backend (``tokenizers.Tokenizer``: its truncation and padding live outside Python)."""
-    backend = getattr(obj, "backend_tokenizer", None) if hasattr(obj, "__dict__") else None
+    """A fast tokenizer's backend (``tokenizers.Tokenizer``: its truncation and padding live outside Python).
+
+    Looked up on the class first, so that no other object's ``__getattr__`` runs.
+    """
+    backend = getattr(obj, "backend_tokenizer", None) if hasattr(type(obj), "backend_tokenizer") else None
     return backend if hasattr(backend, "enable_truncation") and hasattr(backend, "enable_padding") else None
 
 
