@@ -16,7 +16,26 @@ from disastir_mteb.vocabulary.settings import PRECISIONS, Precision
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["in_precision", "module_device", "module_dtype", "torch_module"]
+__all__ = ["in_precision", "module_device", "module_dtype", "torch_module", "wrapper_chain"]
+
+
+def wrapper_chain(model: Any) -> list[Any]:
+    """``model`` and the wrappers under its ``.model`` attributes, outermost first, down to the first torch module.
+
+    At most six objects (mteb's wrapper, ``with_instructions``, a cast copy's chain are two or three deep).
+    """
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    chain: list[Any] = []
+    while model is not None and len(chain) < 6 and not any(model is node for node in chain):
+        chain.append(model)
+        if torch is not None and isinstance(model, torch.nn.Module):
+            break
+        model = getattr(model, "model", None)
+    return chain
+
 
 def torch_module(model: Any) -> Any:
     """The first ``torch.nn.Module`` in ``model`` or under its ``.model`` attributes (wrappers), else None."""
@@ -24,13 +43,8 @@ def torch_module(model: Any) -> Any:
         import torch
     except ImportError:
         return None
-    for _ in range(6):
-        if isinstance(model, torch.nn.Module):
-            return model
-        model = getattr(model, "model", None)
-        if model is None:
-            return None
-    return None
+    last = wrapper_chain(model)[-1:]
+    return last[0] if last and isinstance(last[0], torch.nn.Module) else None
 
 
 def module_dtype(model: Any) -> str | None:

@@ -20,7 +20,9 @@ by task, is :mod:`disastir_mteb.search.prefetch`, which files each task's top-k 
 
 The model it is given is made ready in one call to the models layer
 (:func:`~disastir_mteb.models.prepared.prepare_model`: loaded when it is a name, a cast copy for another precision,
-the instructions in front, mteb's interface); the caller's model is never changed.
+the instructions in front, mteb's interface); the caller's model is never changed: each call into it borrows it
+(:func:`~disastir_mteb.models.loan.borrow`: in eval mode for the call, then handed back as it came, its modules'
+training flags, dtype, device and attributes, also when the call fails).
 
 Who computes the vectors: when it is built (and at each later run) the search model asks its model for the
 vectors of a few fixed texts, so a model that cannot embed is refused before any task loads, and the fingerprint
@@ -43,7 +45,8 @@ import numpy as np
 from mteb.types import PromptType
 
 from disastir_mteb.models.identity import ModelIdentity
-from disastir_mteb.models.precision import module_device
+from disastir_mteb.models.loan import borrow
+from disastir_mteb.models.precision import module_device, wrapper_chain
 from disastir_mteb.models.prepared import prepare_model
 from disastir_mteb.search.encoding import EncodingReport, SentenceTransformerPipeline, length_order
 from disastir_mteb.search.exact_search import ExactIndex
@@ -159,9 +162,12 @@ class SharedCorpusSearch:
         self._runs = 0
         self._keep_rankings = False
         # probed now: a model that cannot embed is refused in one sentence before any task loads
-        self._prepared = prepare_model(model, precision=settings.precision, instructions=settings.instructions,
-                                       model_revision=settings.model_revision, root=self._store_root)
+        with borrow(model):
+            self._prepared = prepare_model(model, precision=settings.precision, instructions=settings.instructions,
+                                           model_revision=settings.model_revision, root=self._store_root)
         self.model = self._prepared.encoder
+        # the caller's model where the encoder runs it (not a cast copy, not a name): borrowed by each call into it
+        self._lent = model if any(node is model for node in wrapper_chain(self.model)) else None
         self.model_dtype = self._prepared.dtype
         self.texts_probed = self._prepared.texts_probed
         self._identity = self._prepared.identity
@@ -346,7 +352,8 @@ class SharedCorpusSearch:
 
     def _identify(self, *, again: bool) -> ModelIdentity:
         """Probe the model and match its fingerprint in the store (the count of texts probed kept)."""
-        identity, probed = self._prepared.identify(self._store_root, again=again)
+        with borrow(self._lent):
+            identity, probed = self._prepared.identify(self._store_root, again=again)
         self.texts_probed += probed
         return identity
 
@@ -425,10 +432,11 @@ class SharedCorpusSearch:
         In one length-sorted pass over all their queries when they all reach one plain SentenceTransformer
         (:meth:`_joint_query_embeddings`), else task by task.
         """
-        blocks = self._joint_query_embeddings(items, encode_kwargs)
-        if blocks is None:
-            blocks = [self._query_embeddings(data["queries"], task.metadata, task.metadata.eval_splits[0],
-                                             "default", encode_kwargs, None) for task, data in items]
+        with borrow(self._lent):
+            blocks = self._joint_query_embeddings(items, encode_kwargs)
+            if blocks is None:
+                blocks = [self._query_embeddings(data["queries"], task.metadata, task.metadata.eval_splits[0],
+                                                 "default", encode_kwargs, None) for task, data in items]
         return blocks
 
     def search_vectors(self, vectors: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -436,7 +444,8 @@ class SharedCorpusSearch:
         if self._held is None:
             raise InvalidInput("Corpus must be indexed before searching.")
         self.corpus_passes += 1
-        return self.index_backend.search(vectors, top_k, similarity_fn=self.model.similarity)
+        with borrow(self._lent):  # the model's similarity is asked which one it is
+            return self.index_backend.search(vectors, top_k, similarity_fn=self.model.similarity)
 
     def _joint_query_embeddings(self, items: list[tuple[Any, Any]],
                                 encode_kwargs: EncodeKwargs) -> list[np.ndarray] | None:
@@ -504,7 +513,7 @@ class SharedCorpusSearch:
             self._text_fingerprints[identity] = text_fingerprint
         if self._held == (text_fingerprint, prompt):  # same texts under another datasets fingerprint
             return
-        with clock(Phase.passages):
+        with clock(Phase.passages), borrow(self._lent):
             encode = self._encoder(task_metadata, PromptType.document, hf_split, hf_subset, encode_kwargs, num_proc)
             embeddings = self._embed("corpus", texts, prompt, encode, batch_size=self._batch_size(encode_kwargs),
                                      order=length_order(texts), texts_fingerprint=text_fingerprint)
@@ -535,12 +544,15 @@ class SharedCorpusSearch:
         ready = self.filed.take((task_metadata.name, hf_split, hf_subset, self._held), query_ids, top_k)
         if ready is not None and top_ranked is None:
             return self._keep_ranking(task_metadata.name, hf_split, hf_subset, ready)
-        query_embeddings = self._query_embeddings(queries, task_metadata, hf_split, hf_subset, encode_kwargs,
-                                                  num_proc)
         query_idx_to_id = dict(enumerate(query_ids))
+        with borrow(self._lent):  # the queries encoded, the model's similarity asked
+            query_embeddings = self._query_embeddings(queries, task_metadata, hf_split, hf_subset, encode_kwargs,
+                                                      num_proc)
+            with clock(Phase.search):
+                values, indices = self.index_backend.search(query_embeddings, top_k,
+                                                            similarity_fn=self.model.similarity,
+                                                            top_ranked=top_ranked, query_idx_to_id=query_idx_to_id)
         with clock(Phase.search):
-            values, indices = self.index_backend.search(query_embeddings, top_k, similarity_fn=self.model.similarity,
-                                                        top_ranked=top_ranked, query_idx_to_id=query_idx_to_id)
             self.corpus_passes += 1
             results: RetrievalOutputType = {}
             for row, query_id in enumerate(query_ids):
