@@ -27,6 +27,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from loopback import Fault, FaultKind, LoopbackServer, LoopbackStats, MemoisedEncoder
 from sentences import says
@@ -521,8 +522,6 @@ def test_a_server_adding_noise_of_its_own_is_measured_and_recognised_on_a_second
         sigma: float, minilm: MemoisedEncoder, tiny: Path, servers: Callable[..., LoopbackServer],
         tmp_path: Path) -> None:
     """Its tolerance follows its noise (not the floor, not a constant), and the store knows it again."""
-    import numpy as np
-
     from disastir_mteb.models.embedding_servers import NOISE_MULTIPLE, TOLERANCE_FLOOR
 
     generator = np.random.default_rng(7)
@@ -538,6 +537,24 @@ def test_a_server_adding_noise_of_its_own_is_measured_and_recognised_on_a_second
     server.reset_stats()
     assert store_run(server.base_url, tiny, store, tmp_path / "b") == first
     assert sent_texts(server.stats()) == []  # recognised: only the probe was asked
+
+
+def test_a_damaged_probe_record_is_deleted_and_the_served_model_recognised_again(
+        minilm: MemoisedEncoder, tiny: Path, servers: Callable[..., LoopbackServer], tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A server answering bit for bit alike gets the same fingerprint back from its own vectors: nothing re-encoded."""
+    server, store = servers(embed=minilm, model=MODEL), tmp_path / "store"
+    first = store_run(server.base_url, tiny, store, tmp_path / "a")
+    (record,) = (store / "probes").rglob("*.npy")
+    record.write_bytes(record.read_bytes()[:-8] + bytes(8))  # its last two numbers zeroed: no longer its digest
+    server.reset_stats()
+    with caplog.at_level(logging.WARNING):
+        assert store_run(server.base_url, tiny, store, tmp_path / "b") == first
+    assert sent_texts(server.stats()) == []  # recognised: only the probe was asked
+    (warning,) = [entry.getMessage() for entry in caplog.records if "damaged" in entry.getMessage()]
+    says(warning, record.name, "not used, and deleted")
+    assert record.is_file()  # written again, whole
+    assert np.load(record).shape == (32, 384)
 
 
 def test_a_pinned_revision_and_the_served_identity_are_recorded_in_the_results(
