@@ -177,7 +177,8 @@ def measure(n_servers: int, corpus: list[str], args: argparse.Namespace) -> list
                                                        model=MODEL, cwd=here))
                    for _ in range(n_servers)]
         pids = [server.process.pid for server in servers if server.process is not None]
-        encoder = EmbeddingServers(MODEL, [server.base_url for server in servers], concurrency=args.concurrency)
+        encoder = EmbeddingServers(MODEL, [server.base_url for server in servers], batch_size=args.batch_size,
+                                   concurrency=args.concurrency)
         stack.callback(encoder.close)
         # every connection opened, the answer path run once: a real run keeps its encoder for the whole corpus
         encoder.embed(corpus[-n_servers * args.concurrency * args.batch_size:], batch_size=args.batch_size)

@@ -343,7 +343,10 @@ class LoopbackServer:
         latency: Seconds every chat or embeddings request waits before it is answered.
         port: The port to bind; 0 picks a free one.
         base64_type: The numbers of its base64 embeddings: ``float32`` as the OpenAI API defines them, or
-            ``float64`` / ``float16``, as a server that sends another width does (its JSON numbers are the same).
+            ``float64`` / ``float16`` / ``bfloat16``, as a server that sends another width does (its JSON numbers
+            are the same); an attribute a test may change while the server runs.
+        base64_always: Answer base64 whatever ``encoding_format`` asks (JSON numbers included), as a server that
+            ignores it does.
 
     Examples:
         >>> with LoopbackServer(latency=0.05) as server:
@@ -353,10 +356,11 @@ class LoopbackServer:
 
     def __init__(self, *, answer: AnswerFunction | None = None, embed: EmbedFunction | None = None,
                  model: str = DEFAULT_MODEL, owned_by: str = "loopback", latency: float = 0.0,
-                 port: int = 0, base64_type: str = "float32") -> None:
+                 port: int = 0, base64_type: str = "float32", base64_always: bool = False) -> None:
         if base64_type not in _BASE64_TYPES:
             raise ValueError(f"base64_type must be one of {sorted(_BASE64_TYPES)}, not {base64_type!r}")
         self.base64_type = base64_type
+        self.base64_always = base64_always
         self._answer = answer if answer is not None else grade_judge({})
         self._embed = embed
         self.model = model
@@ -730,7 +734,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind is FaultKind.SHUFFLED:
             items.reverse()
         data = [{"object": "embedding", "index": index,
-                 "embedding": _base64(vector, loopback.base64_type) if encoding == "base64" else vector}
+                 "embedding": (_base64(vector, loopback.base64_type) if encoding == "base64" or loopback.base64_always
+                               else vector)}
                 for index, vector in items]
         tokens = _tokens(" ".join(texts))
         return {"object": "list", "data": data, "model": request.get("model") or loopback.model,
@@ -1006,12 +1011,17 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-#: The struct codes of the number types a loopback server's base64 embeddings may hold.
-_BASE64_TYPES = {"float32": "f", "float64": "d", "float16": "e"}
+#: The struct codes of the number types a loopback server's base64 embeddings may hold (bfloat16: the upper half
+#: of each float32, rounded to nearest even, as torch casts).
+_BASE64_TYPES = {"float32": "f", "float64": "d", "float16": "e", "bfloat16": "I"}
 
 
 def _base64(vector: Sequence[float], number_type: str = "float32") -> str:
     """A vector as base64 of little-endian ``number_type``: float32 is what the OpenAI API sends when asked."""
+    if number_type == "bfloat16":
+        bits = struct.unpack(f"<{len(vector)}I", struct.pack(f"<{len(vector)}f", *vector))
+        halves = [((bit + 0x7FFF + ((bit >> 16) & 1)) >> 16) & 0xFFFF for bit in bits]
+        return base64.b64encode(struct.pack(f"<{len(vector)}H", *halves)).decode("ascii")
     code = _BASE64_TYPES[number_type]
     return base64.b64encode(struct.pack(f"<{len(vector)}{code}", *vector)).decode("ascii")
 

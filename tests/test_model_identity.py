@@ -442,27 +442,6 @@ def test_rounding_keeps_the_fingerprint_and_a_change_does_not(tmp_path: Path, ca
     assert caplog.records == []
 
 
-def test_a_damaged_probe_record_is_deleted_and_the_server_recognised_again(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A served model's recorded probe overwritten in place: said, deleted, and recorded again from its vectors."""
-    vectors = HashingEncoder().embed(list(PROBE_TEXTS))
-
-    def identity() -> str:
-        return identify(probe=vectors, name="served/model", revision="served-1", precision=None,
-                        root=tmp_path).fingerprint
-
-    first = identity()
-    (record,) = (tmp_path / "probes").rglob("*.npy")
-    data = bytearray(record.read_bytes())
-    data[-8:] = b"\x7f" * 8  # the last coordinate overwritten in place: the header and size intact
-    record.write_bytes(bytes(data))
-    with caplog.at_level(logging.WARNING):
-        assert identity() == first
-    (said,) = [r.getMessage() for r in caplog.records]
-    says(said, record.name, record.parent, "damaged", "deleted")  # the record, where, and what was done with it
-    assert record.is_file()  # recorded again, sound
-
-
 # ---------------------------------------------------------------------- the command line, submit
 
 

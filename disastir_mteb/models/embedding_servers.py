@@ -11,31 +11,44 @@ ANN, instructions (put in front of queries by the search model, as for any encod
   (:class:`~disastir_mteb.endpoints.pool.EndpointPool`: retries honour ``Retry-After``, a server that
   dies leaves its batches to the others, the key comes from an environment variable only).
 - **Identity.** The model is filed under its served name, and its revision is what the servers report of it
-  with the vectors' dimension, digested: ``served-<digest>``. What they report differs by engine
-  (:data:`_IDENTITY`): from ``GET /models`` vLLM gives the id, owner, root, parent and context length,
-  Infinity the id, owner, backend and dtypes, llama.cpp the GGUF file's ``meta`` (size, parameters,
-  vocabulary), Ollama the id and owner; text-embeddings-inference has no model list, and its ``GET /info``
-  gives the model's id, commit and dtype (:data:`_INFO_IDENTITY`). Never the start time, nor anything that
-  changes from one listing to the next (vLLM's ``permission`` ids, Infinity's queue ``stats``). So vectors of
-  two different servings never share a store entry. ``revision=`` (``--embeddings-revision``) pins it by hand,
-  e.g. to a checkpoint's commit, for servers that report nothing useful. Before anything is encoded every
-  server is asked for the vectors of the identity probe (:data:`~disastir_mteb.models.identity.PROBE_TEXTS`,
-  one request each): they give the dimension, must agree from server to server (two checkpoints served under
-  one name and listing are refused), and identify the model in the store like any other
-  (:mod:`disastir_mteb.models.identity`), so another checkpoint behind the same name, listing and dimension
-  gets entries of its own.
-- **Checks.** Every answer must hold one vector per text, with indexes exactly ``0..n-1`` (vectors are
-  placed by index, so a server that lists them in another order is read right), each of the run's
-  dimension, finite and not all zero; anything else stops the run with one sentence naming the server.
-  Vectors are returned as the server sent them: the search normalises them (cosine), as it does for
-  in-process models.
+  with the vectors' dimension, digested: ``served-<digest>`` (:attr:`EmbeddingServers.served_revision`). What they
+  report differs by engine (:data:`_IDENTITY`): from ``GET /models`` vLLM gives the id, owner, root, parent and
+  context length, Infinity the id, owner, backend and dtypes, llama.cpp the GGUF file's ``meta`` (size,
+  parameters, vocabulary), Ollama the id and owner; text-embeddings-inference has no model list, and its
+  ``GET /info`` gives the model's id, commit and dtype (:data:`_INFO_IDENTITY`). Never the start time, nor
+  anything that changes from one listing to the next (vLLM's ``permission`` ids, Infinity's queue ``stats``). So
+  vectors of two different servings never share a store entry. ``revision=`` (``--embeddings-revision``) pins it
+  by hand, e.g. to a checkpoint's commit, for servers that report nothing useful; the served revision is recorded
+  beside it in every result's provenance either way.
+- **The probe.** A listing does not tell two checkpoints apart, so before anything is encoded every server answers
+  the probe (:meth:`EmbeddingServers.probe_servers`): one request as large as the run's batches
+  (:func:`probe_request`: the identity texts of :mod:`disastir_mteb.models.identity`, rare tokens, fillers and
+  one text asked twice, at fixed positions), asked twice (the difference is the server's own noise), then in a
+  fixed permutation, then four of its texts alone, then in base64. Its vectors must follow their texts: the
+  permuted answer permuted back, the repeated text's two vectors and the small request's agree with the first
+  answer, each nearest its own text's vector and within rounding across batch shapes (:data:`SHAPE_ROUNDING`),
+  and different texts do not get one vector: a server that reorders or mixes the vectors of a large request is
+  refused before it files one vector under the wrong text. The probe's tolerance (:attr:`probe_tolerance`) is
+  :data:`NOISE_MULTIPLE` times that noise, at least float32 rounding (:data:`TOLERANCE_FLOOR`): servers must
+  agree within it (two checkpoints under one name and listing are refused), and the store matches the probe
+  against the ones it recorded within it (:func:`~disastir_mteb.models.identity.identify`), so a checkpoint that
+  moves the probe by more than the server's own noise gets entries of its own, and a server that adds noise of
+  its own is still recognised.
+- **Checks.** Every answer must hold one vector per text, with indexes exactly ``0..n-1`` (vectors are placed by
+  index, so a server that lists them in another order is read right), each of the run's dimension, finite, not
+  all zero and of a length within :data:`NORM_FACTOR` of the probe's lengths; anything else stops the run with
+  one sentence naming the server. Vectors are returned as the server sent them: the search normalises them
+  (cosine), as it does for in-process models.
 - **Widths.** The run asks for base64 (a quarter of the bytes of JSON numbers), which the OpenAI API defines as
   little-endian float32 and which carries no width of its own: a server sending float64 (or float16) would be
-  read as vectors of twice (half) the dimension, of meaningless values. So the probe asks for JSON numbers,
-  whose count is the dimension whatever the server's precision, and every base64 answer after it must hold
-  exactly dimension x 4 bytes per vector; one of twice or half that (or not a whole number of float32 values) is
-  one sentence naming the server and the width it sent. A server that answers the probe in base64 although asked
-  for numbers is read as float32, as the protocol says: nothing else tells its width.
+  read as vectors of twice (half) the dimension, of meaningless values. So the probe asks for JSON numbers, whose
+  count is the dimension whatever the server's precision, and then for base64 of the same texts, which must read
+  as those numbers in float32; a server whose base64 reads as them in float64, float16 or bfloat16 is one
+  sentence naming it and that width, before anything is encoded, and every later base64 answer must hold exactly
+  dimension x 4 bytes per vector. A server that answers base64 although asked for numbers is read as float32
+  only where that reading is plausible (finite, lengths within :data:`_PLAUSIBLE_NORMS` and within a factor of
+  :data:`_PLAUSIBLE_SPREAD` of each other) and no other width's is; else one sentence names the width it
+  appears to send.
 - **Names and prefixes.** A server must list ``model`` (Ollama's ``name`` stands for its ``name:latest``);
   text-embeddings-inference, which answers every request with its one model whatever the request names, must
   say in ``/info`` that it serves that name. A base URL whose model list answers 404 while the same server
@@ -54,6 +67,7 @@ import queue
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -74,10 +88,12 @@ from disastir_mteb.endpoints.pool import (
 from disastir_mteb.models.identity import PROBE_TEXTS, PROBE_TOLERANCE, probe_difference
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.errors import InvalidInput
+from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EmbeddingServers", "ServedPassages"]
+__all__ = ["NOISE_MULTIPLE", "NORM_FACTOR", "SHAPE_ROUNDING", "TOLERANCE_FLOOR", "EmbeddingServers",
+           "ServedPassages", "probe_request"]
 
 #: What of the servers' model listing names the served model (kept in the revision): vLLM's id, owner, root,
 #: parent and context length; Infinity's backend and dtypes (an int8 or float16 serving is another serving);
@@ -88,6 +104,75 @@ _IDENTITY = ("id", "owned_by", "root", "parent", "max_model_len", "backend", "dt
 #: What of text-embeddings-inference's ``GET /info`` names its model (it has no model list).
 _INFO_IDENTITY = ("model_id", "model_sha", "model_dtype", "served_model_name")
 
+#: The probe's tolerance is this many times the servers' own noise (how far apart the vectors of one request asked
+#: twice lie: the largest of a few thousand coordinates, so another answer lies within about twice of it).
+NOISE_MULTIPLE = 4.0
+#: The least probe tolerance: float32's rounding across batch shapes (the module docstring of
+#: :mod:`~disastir_mteb.models.identity`), for servers that answer one request twice bit for bit. A change of a
+#: checkpoint moves the probe by more (every weight plus Gaussian noise of 5e-6: 5.5e-5 on the bundled MiniLM).
+TOLERANCE_FLOOR = PROBE_TOLERANCE["float32"]
+#: How far rounding may move a text's vector between batches of other shapes or orders (half precision on a GPU
+#: included): the looser bound of "vectors follow their texts". The vectors of two different probe texts lie at
+#: least 0.045 apart on the bundled MiniLM; a vector must also lie nearest its own text's.
+SHAPE_ROUNDING = PROBE_TOLERANCE["bfloat16"]
+#: A vector of the run whose length is more than this factor from the probe's lengths is refused: its numbers are
+#: not what the server gave when the run began (another number type, byte order or model).
+NORM_FACTOR = 10.0
+
+#: Texts the identity probe lacks, each in the probe request: unusual scripts and symbols, digits, emoji (with
+#: joiners and variation selectors), very long words, and one short word.
+_RARE_TEXTS = (
+    "Ünïcödé: Ελλάδα σεισμός, 東京の洪水警報, землетрясение, زلزال, ß Ø ĳ ǅ — ½ ∮ ⟨E⋅da⟩ ℵ₀",
+    "0x7F3A 3.14159265358979 1e-07 −42 2024-11-05T03:14:15Z +81-90-1234-5678 #4471 404",
+    "🌊🌪️🔥🚨 evacuate now 🏃‍♀️🏠 👨‍👩‍👧 ⚠️",
+    "Donaudampfschifffahrtselektrizitätenhauptbetriebswerkbauunterbeamtengesellschaft "
+    "pneumonoultramicroscopicsilicovolcanoconiosis",
+    "Evacuate!",
+)
+_HAZARDS = ("flood", "wildfire", "earthquake", "cyclone", "drought", "landslide", "tsunami", "heatwave")
+_PLACES = ("the river delta", "the northern valley", "the coastal town", "the capital", "the islands",
+           "the mountain pass", "the refugee camp")
+_ACTIONS = ("shelters are full", "roads are closed", "power is out", "water is unsafe", "crews are on the way")
+#: Which probe text is asked twice in the probe request: at its position, and again at the request's last.
+_REPEATED = 1
+#: The positions of the probe request asked again alone, in one small request (five texts or fewer).
+_SMALL = (0, 3, 6, 9)
+#: The permutation the probe request is asked again in (a fixed one: the same on every server and every run).
+_PERMUTATION_SEED = 24
+#: A base64 answer to a request for numbers is read as float32 only where its vectors' lengths lie in this band and
+#: within this factor of each other: float16 read as float32 gives lengths near 1e-9, float64 near 1e19 or infinite.
+_PLAUSIBLE_NORMS = (1e-3, 1e5)
+_PLAUSIBLE_SPREAD = 1e4
+#: The number types a base64 vector may be sent in, by their name, with their size in bytes.
+_WIDTHS = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+
+
+def probe_request(size: int) -> tuple[str, ...]:
+    """The texts of the servers' probe: one request of ``size`` texts (the run's batch size), at fixed positions.
+
+    First the identity probe's texts (:data:`~disastir_mteb.models.identity.PROBE_TEXTS`, the last longer than any
+    token limit), then :data:`_RARE_TEXTS`, then distinct fillers, and last the probe text at position
+    :data:`_REPEATED` again. At least 11 texts, whatever ``size``.
+
+    Examples:
+        >>> texts = probe_request(32)
+        >>> len(texts), texts[1] == texts[-1], len(set(texts))
+        (32, True, 31)
+    """
+    core = (*PROBE_TEXTS, *_RARE_TEXTS)
+    fillers = tuple(f"Situation report {n}: {_HAZARDS[n % len(_HAZARDS)]} near {_PLACES[n % len(_PLACES)]}, "
+                    f"{_ACTIONS[n % len(_ACTIONS)]}." for n in range(max(0, size - len(core) - 1)))
+    return (*core, *fillers, PROBE_TEXTS[_REPEATED])
+
+
+@dataclass(frozen=True)
+class _Probed:
+    """One server's answer to the probe: its vectors of the probe request, its noise and its tolerance."""
+
+    vectors: np.ndarray
+    noise: float
+    tolerance: float
+
 
 class EmbeddingServers(AbsEncoder):
     """An mteb encoder whose vectors come from OpenAI-compatible embedding servers.
@@ -96,45 +181,64 @@ class EmbeddingServers(AbsEncoder):
         model: the model name the servers serve (sent with every request). Results are filed under it when it
             has an organisation (``Qwen/Qwen3-Embedding-8B``), else under ``served/<model>``.
         base_urls: the servers (``http://gpu0:8000/v1``, ...); a string is one server.
-        revision: pin the model's revision by hand (default: a digest of what the servers report of it).
+        revision: pin the model's revision by hand (default: :attr:`served_revision`, a digest of what the servers
+            report of it).
+        batch_size: the run's batch size: the probe is one request of as many texts (:func:`probe_request`).
         key_env: the environment variable holding the key (unset: none is sent to local servers).
         concurrency: requests in flight per server.
         timeout: seconds one request may take before it is retried.
 
+    Attributes:
+        probe_texts: the texts of the probe request.
+        probe: the first server's vectors of them, float32, one row per text.
+        probe_tolerance: how far the probe may move and still be the same model: :data:`NOISE_MULTIPLE` times the
+            largest noise of a server, at least :data:`TOLERANCE_FLOOR`.
+        probe_noise: that noise (how far one request asked twice lies apart), the largest of the servers'.
+        served_revision: ``served-<digest>`` of what the servers report of the model and the dimension.
+
     Raises:
-        EndpointError: a server cannot be reached, does not serve ``model``, or the servers serve different
-            models or dimensions (checked once, here, before anything is encoded).
+        EndpointError: a server cannot be reached, does not serve ``model``, its vectors do not follow their texts,
+            its base64 is not float32, or the servers serve different models or dimensions (checked once, here,
+            before anything is encoded).
     """
 
     def __init__(self, model: str, base_urls: Sequence[str] | str, *, revision: str | None = None,
-                 key_env: str = DEFAULT_KEY_ENV, concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 batch_size: int = DEFAULT_BATCH_SIZE, key_env: str = DEFAULT_KEY_ENV,
+                 concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.served_model = str(model).strip()
         if not self.served_model:
             raise InvalidInput("Name the served model (-m NAME), as the embedding servers know it.")
+        if int(batch_size) < 1:
+            raise InvalidInput(f"The batch size must be at least 1, not {batch_size!r}.")
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="embedding-servers", daemon=True)
         self._thread.start()
         self.timeout = timeout
+        self.batch_size = int(batch_size)
         self.requests = 0
         self.dimension = 0
+        self.probe_texts: tuple[str, ...] = ()
         self.probe = np.zeros((0, 0), dtype=np.float32)
+        self.probe_tolerance = TOLERANCE_FLOOR
+        self.probe_noise = 0.0
+        self._norms = (0.0, float("inf"))
         try:
             self.pool: EndpointPool[Any, Any] = self._run(self._make_pool(urls, key_env, concurrency, timeout))
             facts = self._run(self._describe_servers())
             self.served = facts
-            self.probe = self.probe_servers()
+            self.probe_servers()
         except BaseException:
             self.close()  # a run that cannot start leaves no thread and no connection behind
             raise
         name = self.served_model if "/" in self.served_model else f"served/{self.served_model}"
         pinned = revision.strip() if revision else None
+        self.served_revision = "served-" + short_digest(json.dumps(
+            {"facts": facts, "dimension": self.dimension}, sort_keys=True).encode("utf-8"))[:16]
         self.model = None
         self.mteb_model_meta = ModelMeta.create_empty(overwrites={
             "name": name,
-            "revision": pinned or "served-" + short_digest(json.dumps(
-                {"facts": facts, "dimension": self.dimension}, sort_keys=True).encode("utf-8"))[:16],
+            "revision": pinned or self.served_revision,
             "embed_dim": self.dimension,
             "similarity_fn_name": ScoringFunction.COSINE,
             "loader": None,
@@ -165,22 +269,29 @@ class EmbeddingServers(AbsEncoder):
             return np.zeros((0, self.dimension), dtype=np.float32)
         return self._run(self._embed(batches))
 
-    def probe_servers(self) -> np.ndarray:
-        """Ask every server for the identity probe's vectors; they must agree. Sets :attr:`dimension`, returns them.
+    def probe_servers(self, batch_size: int | None = None) -> np.ndarray:
+        """Ask every server for the probe (again); they must agree. Sets the probe's texts, vectors and tolerance.
 
-        The vectors of :data:`~disastir_mteb.models.identity.PROBE_TEXTS` (one request per server, retried as
-        the run's are) identify the served model in the store. Servers that answer them with different
-        dimensions, or with vectors further apart than rounding moves them
-        (:data:`~disastir_mteb.models.identity.PROBE_TOLERANCE` of an unknown precision), serve different models.
-        The probe asks for JSON numbers, not base64: their count is the dimension whatever precision the server
-        computes in, and every later base64 answer is held to it (four bytes a coordinate).
+        One request of :func:`probe_request` (``batch_size`` texts: default the run's, :attr:`batch_size`) per
+        server, retried as the run's are, asked five times (twice as it is, once permuted, four of its texts alone,
+        once in base64): see the module docstring. Servers that answer with different dimensions, or with vectors
+        further apart than their tolerance, serve different models.
+
+        Returns:
+            The first server's vectors of the probe texts (:attr:`probe`).
 
         Raises:
-            EndpointError: the servers disagree, or one cannot answer (one sentence naming it).
+            EndpointError: a server's vectors do not follow their texts, its base64 is not float32, the servers
+                disagree, or one cannot answer (one sentence naming it).
         """
-        vectors = self._run(self._probe_servers())
+        size = self.batch_size if batch_size is None else int(batch_size)
+        texts = probe_request(size)
+        vectors, noise, tolerance = self._run(self._probe_servers(texts))
+        self.batch_size = size
+        self.probe_texts, self.probe, self.probe_noise, self.probe_tolerance = texts, vectors, noise, tolerance
         self.dimension = int(vectors.shape[1])
-        self.probe = vectors
+        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+        self._norms = (float(norms.min()), float(norms.max()))
         return vectors
 
     @property
@@ -189,9 +300,10 @@ class EmbeddingServers(AbsEncoder):
         return self.pool.servers
 
     def describe(self) -> str:
-        """One line for the run summary: the servers and what they did."""
-        return (f"{self.served_model} on {len(self.servers)} embedding server(s), {self.requests} request(s): "
-                + "; ".join(server.summary() for server in self.servers))
+        """One line for the run summary: the servers, their probe and what they did."""
+        return (f"{self.served_model} on {len(self.servers)} embedding server(s), {self.requests} request(s), probe "
+                f"of {len(self.probe_texts)} texts (noise {self.probe_noise:.2g}, tolerance "
+                f"{self.probe_tolerance:.2g}): " + "; ".join(server.summary() for server in self.servers))
 
     def close(self) -> None:
         """Close the servers' connections and stop the event loop thread."""
@@ -288,49 +400,91 @@ class EmbeddingServers(AbsEncoder):
         """``GET /v1/models`` (the pool asks again after a 429, 5xx or timeout: a server still loading answers 503)."""
         return await self.pool.get_json(server, "/models")
 
-    async def _probe_servers(self) -> np.ndarray:
-        """The probe's vectors, the same (dimension, and values within rounding) on every server."""
-        answers = {server.url: await self._probe(server.url) for server in self.servers}
-        dimensions = {url: vectors.shape[1] for url, vectors in answers.items()}
+    async def _probe_servers(self, texts: tuple[str, ...]) -> tuple[np.ndarray, float, float]:
+        """The probe's vectors, noise and tolerance: one dimension, and vectors within tolerance, on every server."""
+        answers = {server.url: await self._probe(server.url, texts) for server in self.servers}
+        dimensions = {url: probed.vectors.shape[1] for url, probed in answers.items()}
         if len(set(dimensions.values())) > 1:
             detail = ", ".join(f"{url}: {dim}" for url, dim in dimensions.items())
             raise EndpointError(f"The embedding servers answer {self.served_model!r} with different dimensions "
                                 f"({detail}); their vectors must not be mixed.")
+        tolerance = max(probed.tolerance for probed in answers.values())
         (first, reference), *others = answers.items()
-        for url, vectors in others:
-            apart = probe_difference(vectors, reference)
-            if apart > PROBE_TOLERANCE[None]:
+        for url, probed in others:
+            apart = probe_difference(probed.vectors, reference.vectors)
+            if apart > tolerance:
                 raise EndpointError(f"The embedding servers answer {self.served_model!r} with different vectors for "
-                                    f"the same texts ({url} and {first}: up to {apart:.2g} apart, more than rounding "
-                                    "does); they serve different models under one name, so their vectors must not be "
-                                    "mixed.")
-        return reference
+                                    f"the same texts ({url} and {first}: up to {apart:.2g} apart, more than their "
+                                    f"own noise and rounding move them, {tolerance:.1e}); they serve different models "
+                                    "under one name, so their vectors must not be mixed.")
+        return reference.vectors, max(probed.noise for probed in answers.values()), tolerance
 
-    async def _probe(self, url: str) -> np.ndarray:
-        """The probe's vectors from ``url``: one request through a pool of that server alone.
+    async def _probe(self, url: str, texts: tuple[str, ...]) -> _Probed:
+        """The probe of ``url``: its five requests through a pool of that server alone, answered and checked.
 
         A pool of its own, not the run's (whose servers share one queue), so that this very server answers, with
         the run's retries: a server still loading its model (503), rate limited (429) or slow is waited for, and
         one that never answers is one sentence naming it, not the ``openai`` client's traceback.
         """
-        pool: EndpointPool[list[str], Any] = EndpointPool([url], key_env=self.pool.key_env, concurrency=1,
-                                                           timeout=self.timeout, limits=self.pool.limits)
+        order = np.random.default_rng(_PERMUTATION_SEED).permutation(len(texts))
+        asked = {"first": (list(texts), "float"),  # numbers: their count is the dimension
+                 "again": (list(texts), "float"),  # the same request: the difference is the server's noise
+                 "permuted": ([texts[i] for i in order], "float"),
+                 "small": ([texts[i] for i in _SMALL], "float"),
+                 "base64": (list(texts), "base64")}  # what the run asks for, held to the numbers
+        pool: EndpointPool[str, Any] = EndpointPool([url], key_env=self.pool.key_env, concurrency=1,
+                                                     timeout=self.timeout, limits=self.pool.limits)
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        queue.put_nowait(list(PROBE_TEXTS))
-        answers: list[np.ndarray] = []
+        for tag in asked:
+            queue.put_nowait(tag)
+        answers: dict[str, Any] = {}
 
-        def ask(texts: list[str], server: Server) -> tuple[str, dict[str, Any]]:
-            return "/embeddings", self._body(texts, encoding="float")  # numbers: their count is the dimension
+        def ask(tag: str, server: Server) -> tuple[str, dict[str, Any]]:
+            batch, encoding = asked[tag]
+            return "/embeddings", self._body(batch, encoding=encoding)
 
-        def done(texts: list[str], response: Any, server: Server) -> None:
-            answers.append(self._read(server.url, texts, response, check_dimension=False))
-            pool.stop(queue)
+        def done(tag: str, response: Any, server: Server) -> None:
+            answers[tag] = response
+            if len(answers) == len(asked):
+                pool.stop(queue)
 
         try:
             await pool.serve(queue, ask, done)
         finally:
             await pool.close()
-        return answers[0]
+        return self._checked_probe(url, texts, order, answers)
+
+    def _checked_probe(self, url: str, texts: tuple[str, ...], order: np.ndarray, answers: dict[str, Any]) -> _Probed:
+        """The probe's answers read and checked: the vectors follow their texts, the base64 is float32 (module doc)."""
+        batch = list(texts)
+        first = self._read(url, batch, answers["first"], dimension=None)
+        dimension = first.shape[1]
+        again = self._read(url, batch, answers["again"], dimension=dimension)
+        _follows(url, again, first, texts, range(len(texts)), bound=None,
+                 how=f"asked for the same {len(texts)} texts twice")
+        noise = probe_difference(again, first)
+        tolerance = max(TOLERANCE_FLOOR, NOISE_MULTIPLE * noise)
+        bound = max(SHAPE_ROUNDING, tolerance)
+        if (_distances(first, first[0]) <= tolerance).all():
+            raise EndpointError(f"{url} returned one vector for all {len(texts)} different texts of the probe (within "
+                                f"{tolerance:.1e}): it does not embed what it is sent, so the run stops rather than "
+                                "score such vectors.")
+        apart = float(_distances(first[-1:], first[_REPEATED])[0])
+        if apart > bound:
+            raise EndpointError(f"{url} returned vectors that do not follow their texts (text {_REPEATED} of the "
+                                f"probe, {_clip(texts[_REPEATED])}, asked again at position {len(texts) - 1} of the "
+                                f"same request, came back {apart:.2g} from itself, more than rounding moves it, "
+                                f"{bound:.0e}); the run stops rather than file vectors under the wrong texts.")
+        permuted = self._read(url, [texts[i] for i in order], answers["permuted"], dimension=dimension)
+        back = np.empty_like(permuted)
+        back[order] = permuted
+        _follows(url, back, first, texts, range(len(texts)), bound=bound,
+                 how=f"asked for the same {len(texts)} texts in another order")
+        small = self._read(url, [texts[i] for i in _SMALL], answers["small"], dimension=dimension)
+        _follows(url, small, first, texts, _SMALL, bound=bound,
+                 how=f"asked for {len(_SMALL)} of its {len(texts)} texts alone")
+        _check_base64(url, batch, self._entries(url, batch, answers["base64"]), first, bound)
+        return _Probed(first, noise, tolerance)
 
     def _body(self, texts: list[str], *, encoding: str = "base64") -> dict[str, Any]:
         return {"model": self.served_model, "input": texts, "encoding_format": encoding}
@@ -353,7 +507,7 @@ class EmbeddingServers(AbsEncoder):
         def done(item: tuple[Any, list[str]], response: Any, server: Server) -> None:
             nonlocal answered
             tag, batch = item
-            deliver(tag, self._read(server.url, batch, response))
+            deliver(tag, self._read(server.url, batch, response, dimension=self.dimension, norms=self._norms))
             self.requests += 1
             answered += 1
             if answered == len(items):
@@ -407,8 +561,8 @@ class EmbeddingServers(AbsEncoder):
             if not serving.done():
                 serving.cancel()
 
-    def _read(self, url: str, texts: list[str], response: Any, *, check_dimension: bool = True) -> np.ndarray:
-        """The vectors of one answer (its parsed JSON), in the texts' order, or one sentence naming ``url``."""
+    def _entries(self, url: str, texts: list[str], response: Any) -> list[Any]:
+        """The ``embedding`` of each text of one answer (its parsed JSON), placed by index, or one sentence."""
         data = response.get("data") if isinstance(response, dict) else None
         if data is None:
             raise EndpointError(f"{url} answered an embeddings request with something that is not an embeddings "
@@ -421,22 +575,42 @@ class EmbeddingServers(AbsEncoder):
             raise EndpointError(f"{url} returned vectors whose indexes are not 0..{len(texts) - 1} "
                                 f"(got {indexes[:5]}{'...' if len(indexes) > 5 else ''}); their order cannot be "
                                 "trusted.")
-        values = [None] * len(texts)
+        values: list[Any] = [None] * len(texts)
         for entry, index in zip(data, indexes, strict=True):
             values[index] = entry.get("embedding")
-        array = _matrix(values, url, dimension=self.dimension if check_dimension else None)
-        if check_dimension and array.shape[1] != self.dimension:
+        return values
+
+    def _read(self, url: str, texts: list[str], response: Any, *, dimension: int | None,
+              norms: tuple[float, float] | None = None) -> np.ndarray:
+        """The vectors of one answer, in the texts' order, or one sentence naming ``url``.
+
+        ``dimension``: the run's (None for the probe's first answer, which sets it); ``norms``: the range of the
+        probe vectors' lengths, which the run's must lie within a factor :data:`NORM_FACTOR` of.
+        """
+        array = _matrix(self._entries(url, texts, response), url, dimension=dimension)
+        if dimension is not None and array.shape[1] != dimension:
             raise EndpointError(f"{url} returned {array.shape[1]}-dimensional vectors; {self.served_model} gave "
-                                f"{self.dimension} when the run began; the server's model changed, so the run stops "
+                                f"{dimension} when the run began; the server's model changed, so the run stops "
                                 "rather than mix them.")
         if not np.isfinite(array).all():
             bad = int(np.argwhere(~np.isfinite(array).all(axis=1))[0][0])
             raise EndpointError(f"{url} returned a vector with NaN or infinite values (text {bad} of the request: "
                                 f"{texts[bad][:60]!r}).")
-        if not np.abs(array).sum(axis=1).all():
-            bad = int(np.argwhere(np.abs(array).sum(axis=1) == 0)[0][0])
+        lengths = np.linalg.norm(array.astype(np.float64), axis=1)
+        if not lengths.all():
+            bad = int(np.argwhere(lengths == 0)[0][0])
             raise EndpointError(f"{url} returned an all-zero vector (text {bad} of the request: {texts[bad][:60]!r}); "
                                 "it has no direction to compare.")
+        if norms is not None:
+            low, high = norms[0] / NORM_FACTOR, norms[1] * NORM_FACTOR
+            far = np.flatnonzero((lengths < low) | (lengths > high))
+            if far.size:
+                bad = int(far[0])
+                raise EndpointError(f"{url} returned a vector of length {lengths[bad]:.3g} (text {bad} of the request: "
+                                    f"{texts[bad][:60]!r}), where its probe's vectors are {norms[0]:.3g} to "
+                                    f"{norms[1]:.3g} long: these are not the numbers it gave when the run began "
+                                    "(another number type, byte order or model), so the run stops rather than score "
+                                    "them.")
         return array
 
 
@@ -464,23 +638,20 @@ def _matrix(values: list[Any], url: str, *, dimension: int | None) -> np.ndarray
 
     ``dimension``: the run's (the probe's count of numbers), which base64 vectors must fill exactly at four bytes
     a coordinate when they are twice or half as wide (float64, float16), or not whole float32 values; None for the
-    probe itself. Another whole number of float32 values is a changed dimension, the caller's sentence.
+    probe's first answer, asked for numbers: base64 there is read as float32 only where that reading is plausible
+    and no other width's is (:func:`_honest_reading`). Another whole number of float32 values is a changed
+    dimension, the caller's sentence.
     """
     if all(isinstance(value, str) for value in values):  # what the servers are asked for: one copy, one frombuffer
-        try:
-            raws = [binascii.a2b_base64(value, strict_mode=True) for value in values]
-        except (binascii.Error, ValueError):
-            raise EndpointError(f"{url} returned an embedding that is neither a list of numbers nor base64.") from None
-        widths = {len(raw) for raw in raws}
-        if len(widths) != 1:
-            raise EndpointError(f"{url} returned vectors of different dimensions "
-                                f"{sorted(width // 4 for width in widths)} in one answer.")
-        width = widths.pop()
-        if dimension and (fault := _width_fault(url, width, dimension)):
+        raws = _base64_rows(values, url)
+        width = len(raws[0])
+        if dimension is None:
+            return _honest_reading(raws, url)
+        if fault := _width_fault(url, width, dimension):
             raise EndpointError(fault)
         if width % 4 or not width:
             raise EndpointError(f"{url} returned a base64 embedding of {width} bytes, not whole float32 values.")
-        return np.frombuffer(b"".join(raws), dtype="<f4").reshape(len(raws), width // 4).astype(np.float32)
+        return _decoded(raws, "float32")
     rows = [_vector(value, url) for value in values]
     widths = {row.shape[0] for row in rows}
     if len(widths) != 1:
@@ -504,6 +675,142 @@ def _width_fault(url: str, width: int, dimension: int) -> str | None:
             f"dimensions ({4 * dimension} bytes): it may be sending {sending or 'another number type'}; the OpenAI "
             "API's base64 embeddings are little-endian float32, so the run stops rather than read them as vectors of "
             "another width: have the server send float32.")
+
+
+def _base64_rows(values: list[str], url: str) -> list[bytes]:
+    """Each base64 vector's bytes, all of one width, or one sentence naming ``url``."""
+    try:
+        raws = [binascii.a2b_base64(value, strict_mode=True) for value in values]
+    except (binascii.Error, ValueError):
+        raise EndpointError(f"{url} returned an embedding that is neither a list of numbers nor base64.") from None
+    widths = {len(raw) for raw in raws}
+    if len(widths) != 1:
+        raise EndpointError(f"{url} returned vectors of different dimensions "
+                            f"{sorted(width // 4 for width in widths)} in one answer.")
+    return raws
+
+
+def _decoded(raws: list[bytes], number_type: str) -> np.ndarray:
+    """Base64 vectors' bytes read as little-endian ``number_type`` (:data:`_WIDTHS`), as float32 (n, dim)."""
+    buffer = b"".join(raws)
+    if number_type == "bfloat16":  # the upper half of a float32: numpy has no bfloat16 of its own
+        halves = np.frombuffer(buffer, dtype="<u2").astype(np.uint32) << 16
+        array = halves.view(np.float32)
+    else:
+        array = np.frombuffer(buffer, dtype="<" + {"float32": "f4", "float64": "f8", "float16": "f2"}[number_type])
+    with np.errstate(over="ignore", invalid="ignore"):
+        return array.astype(np.float32).reshape(len(raws), -1)
+
+
+def _implausible(array: np.ndarray, number_type: str) -> str | None:
+    """Why ``array`` cannot be vectors of that number type's reading, or None where it can."""
+    if not np.isfinite(array).all():
+        return "NaN or infinite values"
+    lengths = np.linalg.norm(array.astype(np.float64), axis=1)
+    low, high = _PLAUSIBLE_NORMS
+    if lengths.min() < low or lengths.max() > high:
+        return f"lengths of {lengths.min():.2g} to {lengths.max():.2g}"
+    if lengths.max() > _PLAUSIBLE_SPREAD * lengths.min():
+        return f"lengths from {lengths.min():.2g} to {lengths.max():.2g}"
+    if number_type == "bfloat16" and not array[:, 0::2].any():
+        return "every other value zero, as float32 of bfloat16 numbers reads"
+    return None
+
+
+def _honest_reading(raws: list[bytes], url: str) -> np.ndarray:
+    """Base64 sent although numbers were asked for, read as float32 where that alone is plausible; else a sentence."""
+    width = len(raws[0])
+    readings = {name: _decoded(raws, name) for name, size in _WIDTHS.items() if width and not width % size}
+    why = {name: _implausible(array, name) for name, array in readings.items()}
+    plausible = [name for name, reason in why.items() if reason is None]
+    if plausible == ["float32"]:
+        return readings["float32"]
+    said = f"{url} answered base64 although asked for JSON numbers, and its {width}-byte vectors "
+    rest = ("; the OpenAI API's base64 embeddings are little-endian float32, so the run stops rather than guess: have "
+            "the server send float32 (or JSON numbers when asked).")
+    if "float32" in plausible:
+        readings = [f"{width // _WIDTHS[name]} {name} values" for name in plausible]
+        raise EndpointError(f"{said}read plausibly as {', as '.join(readings[:-1])} and as {readings[-1]}{rest}")
+    if plausible:
+        name = plausible[0]
+        raise EndpointError(f"{said}are no plausible float32 ({why.get('float32') or 'not whole float32 values'}) but "
+                            f"read as {width // _WIDTHS[name]} {name} values: it appears to send {name}{rest}")
+    raise EndpointError(f"{said}read as no plausible vectors of float32, float64, float16 or bfloat16 "
+                        f"({why.get('float32') or 'not whole float32 values'} as float32){rest}")
+
+
+def _check_base64(url: str, texts: list[str], values: list[Any], numbers: np.ndarray, bound: float) -> None:
+    """The probe's base64 answer must read as its numbers for the same texts in float32; else a sentence.
+
+    A server that answers numbers anyway (Ollama) is held to them as numbers are. Base64 of another width is named
+    by the number type whose reading matches the numbers (within ``bound``, rounding included).
+    """
+    dimension = numbers.shape[1]
+    if not all(isinstance(value, str) for value in values):
+        answered = _matrix(values, url, dimension=dimension)
+        apart = probe_difference(answered, numbers) if answered.shape == numbers.shape else float("inf")
+        if apart > bound:
+            raise EndpointError(f"{url} answered the probe's texts with other numbers when asked for base64 (up to "
+                                f"{apart:.2g} apart); the run stops rather than read vectors it cannot check.")
+        return
+    raws = _base64_rows(values, url)
+    width = len(raws[0])
+    matching = [name for name, size in _WIDTHS.items() if width == size * dimension
+                and probe_difference(_decoded(raws, name), numbers) <= bound]
+    if "float32" in matching:
+        return
+    if matching:
+        raise EndpointError(f"{url} sends its base64 embeddings as {matching[0]}: {width} bytes a vector, which read "
+                            f"as its JSON numbers for the same texts ({dimension} dimensions) only so; the OpenAI "
+                            "API's base64 embeddings are little-endian float32, so the run stops rather than read them "
+                            "as vectors of another width: have the server send float32.")
+    raise EndpointError(f"{url} sends base64 embeddings that do not read as its JSON numbers for the same texts "
+                        f"({width} bytes a vector for {dimension} dimensions; not as little-endian float32, float64, "
+                        "float16 or bfloat16 either), so the run stops rather than read them: have the server send "
+                        "little-endian float32.")
+
+
+def _distances(rows: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """How far each row lies from ``reference``: its largest coordinate difference over ``reference``'s length."""
+    scale = float(np.linalg.norm(reference.astype(np.float64))) or 1.0
+    return np.abs(rows - reference.astype(np.float64)).max(axis=-1) / scale
+
+
+def _follows(url: str, answer: np.ndarray, reference: np.ndarray, texts: tuple[str, ...], positions: Sequence[int],
+             *, bound: float | None, how: str) -> None:
+    """Each row of ``answer`` must lie nearest its own text's vector in ``reference``, and within ``bound`` of it.
+
+    Row ``k`` of ``answer`` is the text at ``positions[k]`` of ``texts``, ``reference`` holds one row per text of
+    ``texts`` (a repeated text counts as its own wherever it stands; ties with another text's vector pass). Nearest
+    in Euclidean distance (one matrix product, so a probe of a large batch is compared in a moment); ``bound`` in
+    the probe's measure (:func:`~disastir_mteb.models.identity.probe_difference`). Else one sentence naming ``url``,
+    saying ``how`` the texts were asked.
+    """
+    ours, theirs = answer.astype(np.float64), reference.astype(np.float64)
+    lengths = (ours ** 2).sum(axis=1)[:, None] + (theirs ** 2).sum(axis=1)[None, :]
+    squared = lengths - 2 * ours @ theirs.T  # (answer rows, reference rows)
+    slack = 1e-9 * lengths  # the product's rounding: equal vectors tie, whichever text they belong to
+    number = {text: n for n, text in enumerate(dict.fromkeys(texts))}
+    labels = np.array([number[text] for text in texts])
+    for row, position in enumerate(positions):
+        own = labels == labels[position]
+        nearest_own = float(squared[row, own].min())
+        others = np.flatnonzero(~own)
+        nearest = int(others[np.argmin(squared[row, others])])
+        if squared[row, nearest] < nearest_own - slack[row, nearest]:
+            found = f"came back nearer the vector of another text ({_clip(texts[nearest])}) than its own"
+        elif bound is not None and (apart := float(_distances(theirs[own], ours[row]).min())) > bound:
+            found = f"came back {apart:.2g} from its own vector, more than rounding moves it, {bound:.0e}"
+        else:
+            continue
+        raise EndpointError(f"{url} returned vectors that do not follow their texts ({how}, text {position} of the "
+                            f"probe, {_clip(texts[position])}, {found}); the run stops rather than file vectors under "
+                            "the wrong texts.")
+
+
+def _clip(text: str, width: int = 40) -> str:
+    """A text for a sentence: its start, quoted."""
+    return repr(text if len(text) <= width else text[:width] + "…")
 
 
 def _vector(value: Any, url: str) -> np.ndarray:

@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["LONG_PROBE_TEXT", "NO_NAME", "NO_REVISION", "PROBE_TEXTS", "PROBE_TOLERANCE", "UNVERSIONED",
            "ModelIdentity", "configuration_digest", "encoding_configuration", "fingerprint_of", "identify", "is_pinned",
-           "probe_difference", "probe_vectors", "served_behind"]
+           "probe_difference", "probe_texts_of", "probe_vectors", "served_behind"]
 
 _SHORT_PROBES = (
     "Flood warning: the river is expected to crest at 5.2 m near the old bridge on Tuesday night.",
@@ -108,7 +108,7 @@ def probe_vectors(model: Any, *, again: bool = False) -> np.ndarray:
         ValueError: the model returned something else than one finite vector per probe text.
     """
     served = _served(model)
-    if served is not None:
+    if served is not None:  # their own probe: one row per text of their ``probe_texts`` (:func:`probe_texts_of`)
         return (served.probe_servers() if again else served.probe).copy()
     from datasets import Dataset
     from mteb.types import PromptType
@@ -210,12 +210,16 @@ def _sentence_transformer_configuration(model: Any) -> dict[str, object]:
 
 @runtime_checkable
 class ProbedAtStart(Protocol):
-    """A model that answered the probe when it started (embedding servers: every server asked, checked to agree).
+    """A model that answered its own probe when it started (embedding servers: every server asked, checked to agree).
 
+    ``probe`` has one row per text of ``probe_texts``; ``probe_tolerance`` is how far its probe may move and still be
+    the same model (measured on its servers' own noise); ``probe_servers()`` asks again and refreshes all three.
     Named here, not imported, so that this module stays below the encoders that use it.
     """
 
+    probe_texts: tuple[str, ...]
     probe: np.ndarray
+    probe_tolerance: float
 
     def probe_servers(self) -> np.ndarray: ...
 
@@ -229,6 +233,15 @@ def _served(model: Any) -> ProbedAtStart | None:
             return None  # instructed passages: the probe goes through the wrapper, as they do
         model = model.model
     return model if isinstance(model, ProbedAtStart) else None
+
+
+def probe_texts_of(model: Any) -> tuple[str, ...]:
+    """The texts :func:`probe_vectors` asks ``model`` for, per side.
+
+    Embedding servers' own probe texts where the passages reach them raw, else :data:`PROBE_TEXTS`.
+    """
+    served = _served(model)
+    return served.probe_texts if served is not None else PROBE_TEXTS
 
 
 def served_behind(model: Any) -> ProbedAtStart | None:
@@ -263,10 +276,10 @@ def probe_difference(vectors: np.ndarray, recorded: np.ndarray) -> float:
     return float((np.abs(vectors.astype(np.float64) - recorded).max(axis=1) / scale).max())
 
 
-def fingerprint_of(vectors: np.ndarray) -> str:
-    """The 32-hex digest of probe vectors (float32, little-endian, with their shape and the probe texts)."""
+def fingerprint_of(vectors: np.ndarray, texts: tuple[str, ...] = PROBE_TEXTS) -> str:
+    """The 32-hex digest of probe vectors (float32, little-endian, with their shape and the probe ``texts``)."""
     array = np.ascontiguousarray(vectors, dtype="<f4")
-    header = json.dumps({"probe": list(PROBE_TEXTS), "shape": list(array.shape)}).encode("utf-8")
+    header = json.dumps({"probe": list(texts), "shape": list(array.shape)}).encode("utf-8")
     return short_digest(header + array.tobytes())
 
 
@@ -333,7 +346,8 @@ class ModelIdentity:
 
 def identify(*, name: str, revision: str | None, precision: str | None, root: Path | None,
              content: ModelContent | None = None, probe: np.ndarray | None = None, tolerance: float | None = None,
-             configuration: str = "", passage_configuration: str | None = None) -> ModelIdentity:
+             probe_texts: tuple[str, ...] = PROBE_TEXTS, configuration: str = "",
+             passage_configuration: str | None = None) -> ModelIdentity:
     """The model's fingerprints, from its content, else from a server's probe, else for this call only.
 
     Args:
@@ -348,6 +362,7 @@ def identify(*, name: str, revision: str | None, precision: str | None, root: Pa
             against the recorded ones. Neither: the model is :data:`UNVERSIONED`.
         tolerance: how far a probe may lie from a recorded one (the servers' noise); None: :data:`PROBE_TOLERANCE`
             of ``precision``.
+        probe_texts: the texts ``probe`` holds vectors of, one side (:func:`probe_texts_of`: the servers' own).
         configuration: :func:`configuration_digest` of the model: joined into the fingerprint, so a model set to
             encode otherwise (another token limit, another prompt) is another model.
         passage_configuration: the digest of what of it shapes passages (:func:`configuration_digest` with
@@ -373,7 +388,7 @@ def identify(*, name: str, revision: str | None, precision: str | None, root: Pa
                                  content.detail))
     if probe is not None:
         return _identify_probe(probe, name=name, revision=revision, precision=precision, root=root,
-                               tolerance=tolerance, configuration=configuration,
+                               tolerance=tolerance, texts=probe_texts, configuration=configuration,
                                passage_configuration=passage_configuration)
     once = secrets.token_hex(16)
     return ModelIdentity(name, revision, once, pinned=False, probe=_empty(probe), configuration=configuration,
@@ -423,31 +438,32 @@ def _recorded(path: Path) -> str | None:
 
 
 def _identify_probe(vectors: np.ndarray, *, name: str, revision: str | None, precision: str | None,
-                    root: Path | None, tolerance: float | None, configuration: str,
+                    root: Path | None, tolerance: float | None, texts: tuple[str, ...], configuration: str,
                     passage_configuration: str) -> ModelIdentity:
     """An embedding server's fingerprints: recorded ones whose probe is within tolerance of ``vectors``, else new."""
     pinned = is_pinned(name, revision)
-    side = len(PROBE_TEXTS)
+    side = len(texts)
+    rounding = ("its servers' own noise and rounding move them" if tolerance is not None else
+                f"{precision + ' ' if precision else ''}rounding moves them")
     tolerance = PROBE_TOLERANCE.get(precision, PROBE_TOLERANCE[None]) if tolerance is None else tolerance
 
     def folder(rows: int) -> Path | None:  # records by name, revision and precision: a changed model is told apart
         if root is None:
             return None
-        key: dict[str, object] = {"name": name, "revision": revision, "precision": precision,
-                                  "probe": list(PROBE_TEXTS)}
+        key: dict[str, object] = {"name": name, "revision": revision, "precision": precision, "probe": list(texts)}
         if rows == side and vectors.shape[0] != side:
             key["side"] = "passages"
         return Path(root) / _PROBES / short_digest(json.dumps(key).encode())[:16]
 
     whole_folder, passage_folder = folder(len(vectors)), folder(side)
-    whole, distances, records = _assign(vectors, whole_folder, tolerance)
+    whole, distances, records = _assign(vectors, whole_folder, tolerance, texts)
     passages, _, passage_records = ((whole, distances, records) if vectors.shape[0] == side else
-                                    _assign(vectors[:side], passage_folder, tolerance))
+                                    _assign(vectors[:side], passage_folder, tolerance, texts))
     if distances and whole not in records and pinned:
         nearest = records[distances[0][1]]
         how = (f"{vectors.shape[1]}-dimensional vectors, not {nearest.shape[1]}" if nearest.shape != vectors.shape
-               else f"its vectors of the {len(PROBE_TEXTS)} probe texts lie up to {distances[0][0]:.2g} apart, more "
-                    f"than {precision + ' ' if precision else ''}rounding moves them ({tolerance:.0e})")
+               else f"its vectors of the {side} probe texts lie up to {distances[0][0]:.2g} apart, more than "
+                    f"{rounding} ({tolerance:.0e})")
         logger.warning("Model %s@%s computes other vectors than when its cached embeddings were written (%s): it was "
                        "changed in place under the same name and revision, so it gets cache entries of its own and "
                        "its tasks are evaluated again; give a changed model a new revision to keep both.",
@@ -469,17 +485,17 @@ def _identify_probe(vectors: np.ndarray, *, name: str, revision: str | None, pre
                          detail=f"what its servers compute for {len(vectors)} probe texts, within {tolerance:.0e}")
 
 
-def _assign(vectors: np.ndarray, folder: Path | None,
-            tolerance: float) -> tuple[str, list[tuple[float, str]], dict[str, np.ndarray]]:
+def _assign(vectors: np.ndarray, folder: Path | None, tolerance: float,
+            texts: tuple[str, ...] = PROBE_TEXTS) -> tuple[str, list[tuple[float, str]], dict[str, np.ndarray]]:
     """The fingerprint of ``vectors`` among ``folder``'s records: a recorded one within ``tolerance``, else its own.
 
     Returns it with the distances to the records (nearest first) and the records; a fingerprint that is not among
     them is new, for :func:`_record`.
     """
-    own = fingerprint_of(vectors)
+    own = fingerprint_of(vectors, texts)
     if folder is None:
         return own, [], {}
-    records = _records(folder)
+    records = _records(folder, texts)
     if own in records:
         return own, [], records
     distances = sorted((probe_difference(vectors, recorded), fingerprint) for fingerprint, recorded in records.items())
@@ -499,8 +515,8 @@ def _record(new: list[tuple[Path, str, np.ndarray]], name: str) -> None:
             logger.debug("Could not record the fingerprint of %s in %s: %s", name, folder, error)
 
 
-def _records(folder: Path) -> dict[str, np.ndarray]:
-    """The fingerprints recorded in ``folder`` and their probe vectors; a damaged record is deleted after a warning."""
+def _records(folder: Path, texts: tuple[str, ...] = PROBE_TEXTS) -> dict[str, np.ndarray]:
+    """The fingerprints recorded in ``folder`` and their probe vectors of ``texts``; a damaged record is deleted."""
     found: dict[str, np.ndarray] = {}
     damaged: list[str] = []
     for path in sorted(folder.glob("*.npy")) if folder.is_dir() else []:
@@ -508,8 +524,8 @@ def _records(folder: Path) -> dict[str, np.ndarray]:
             array = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError):
             array = None
-        if (array is None or array.ndim != 2 or array.shape[0] not in (len(PROBE_TEXTS), 2 * len(PROBE_TEXTS))
-                or array.dtype != np.float32 or fingerprint_of(array) != path.stem):
+        if (array is None or array.ndim != 2 or array.shape[0] not in (len(texts), 2 * len(texts))
+                or array.dtype != np.float32 or fingerprint_of(array, texts) != path.stem):
             damaged.append(path.name)
             with contextlib.suppress(OSError):  # a read-only cache keeps it; it is never matched anyway
                 path.unlink(missing_ok=True)

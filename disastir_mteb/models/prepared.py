@@ -20,6 +20,7 @@ from disastir_mteb.models.identity import (
     configuration_digest,
     identify,
     is_pinned,
+    probe_texts_of,
     probe_vectors,
     served_behind,
 )
@@ -89,8 +90,8 @@ def _identify(encoder: Any, dtype: str | None, meta: ModelMeta | None, root: Pat
     if served is not None:
         vectors = probe_vectors(encoder, again=again)
         return identify(name=name, revision=revision, precision=dtype, root=root, probe=vectors,
-                        tolerance=getattr(served, "probe_tolerance", None), configuration=configuration,
-                        passage_configuration=passages), len(vectors)
+                        tolerance=getattr(served, "probe_tolerance", None), probe_texts=probe_texts_of(encoder),
+                        configuration=configuration, passage_configuration=passages), len(vectors)
     vectors = None if again else probe_vectors(encoder)  # refuses a model that cannot embed, before any task loads
     content = _content(encoder, meta, root, source)
     identity = identify(name=name, revision=revision, precision=dtype, root=root, content=content,

@@ -351,6 +351,7 @@ def run_evaluation(
             with clock(Phase.model):
                 if served is not None:
                     servers = model = serve_model(model, served.urls, revision=served.revision,
+                                                  batch_size=settings.batch_size or DEFAULT_BATCH_SIZE,
                                                   concurrency=served.concurrency, key_env=served.key_env)
                 searcher = build_search(model, settings)
             result = run_tasks(searcher, tasks_to_run, output_folder=output_folder, overwrite=overwrite,
@@ -366,8 +367,11 @@ def run_evaluation(
 
 
 def serve_model(model: Any, urls: str | Sequence[str], *, revision: str | None = None,
-                concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY, key_env: str = DEFAULT_KEY_ENV) -> EmbeddingServers:
+                batch_size: int = DEFAULT_BATCH_SIZE, concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY,
+                key_env: str = DEFAULT_KEY_ENV) -> EmbeddingServers:
     """The model ``model`` names, encoded on the embedding servers at ``urls`` (``--embeddings-url``).
+
+    ``batch_size``: the run's, so that the servers' probe is one request as large as its batches.
 
     Raises:
         ValueError: ``model`` is not a name (a served model is named as its servers know it).
@@ -378,7 +382,8 @@ def serve_model(model: Any, urls: str | Sequence[str], *, revision: str | None =
     if not isinstance(model, str):
         raise InvalidInput("With embedding servers the model is the served model's name as the servers know it "
                            f"(e.g. 'Qwen/Qwen3-Embedding-8B'), not a {type(model).__name__} object.")
-    return EmbeddingServers(model, urls, revision=revision, concurrency=concurrency, key_env=key_env)
+    return EmbeddingServers(model, urls, revision=revision, batch_size=batch_size, concurrency=concurrency,
+                            key_env=key_env)
 
 
 def run_tasks(

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from mteb.types import PromptType
 
-from disastir_mteb.models.identity import ModelIdentity
+from disastir_mteb.models.identity import ModelIdentity, served_behind
 from disastir_mteb.models.loan import borrow
 from disastir_mteb.models.precision import module_device, wrapper_chain
 from disastir_mteb.models.prepared import prepare_model
@@ -278,8 +278,10 @@ class SharedCorpusSearch:
             "precision": next((name for name, dtype in PRECISIONS.items() if dtype == self.model_dtype), "none"),
             "batch_size": str(self.batch_size or DEFAULT_BATCH_SIZE),
         }
+        served = served_behind(self.model)  # embedding servers: what they report, beside a pinned revision
         return RunProvenance(ModelProvenance(identity.name, identity.revision, identity.fingerprint,
-                                             identity.configuration, identity.content), settings)
+                                             identity.configuration, identity.content,
+                                             served=getattr(served, "served_revision", "")), settings)
 
     def encoding_settings(self) -> dict[str, object]:
         """What the stored vectors depend on besides the texts, for result records: fingerprint, batches, dtype."""

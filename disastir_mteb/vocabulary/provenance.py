@@ -60,6 +60,8 @@ class ModelProvenance:
         configuration: the digest of that configuration alone (``""`` for a model without one to read).
         content: what the fingerprint was read from, ``kind:digest`` (``folder``, ``hub``, ``parameters``,
             ``declared``, ``probe``), or ``unversioned`` (``""``: not said).
+        served: for a model on embedding servers, what they report of it, digested (``served-<16 hex>``), kept
+            beside a revision pinned by hand (``--embeddings-revision``); ``""`` otherwise, and then not recorded.
     """
 
     name: str
@@ -67,11 +69,15 @@ class ModelProvenance:
     fingerprint: str
     configuration: str = ""
     content: str = ""
+    served: str = ""
 
     def record(self) -> dict[str, str | None]:
         """The model as a JSON object."""
-        return {"name": self.name, "revision": self.revision, "fingerprint": self.fingerprint,
-                "configuration": self.configuration, "content": self.content}
+        record: dict[str, str | None] = {"name": self.name, "revision": self.revision, "fingerprint": self.fingerprint,
+                                         "configuration": self.configuration, "content": self.content}
+        if self.served:
+            record["served"] = self.served
+        return record
 
 
 @dataclass(frozen=True)
