@@ -265,6 +265,32 @@ def test_a_model_folder_edited_in_place_gets_the_numbers_of_a_fresh_run(
     assert ours[f"{first.split('/')[1]}/{TASKS[0]}"] != ours[f"{folder.split('/')[1]}/{TASKS[0]}"]  # the edit tells
 
 
+def test_a_hub_model_is_known_by_its_snapshot_commit_and_files(tiny: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A Hub name loaded from the Hugging Face cache: its snapshot's commit and files; an edit there is seen."""
+    import huggingface_hub.constants
+
+    from disastir_mteb.models.bundled import BUNDLED_MODEL, seed_hf_cache
+
+    snapshot = seed_hf_cache(tmp_path / "hub")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    first = build_search(BUNDLED_MODEL, quiet(cache))
+    assert first.identity.content.startswith("hub:") and f"{BUNDLED_MODEL}@{snapshot.name}" in first.identity.detail
+    before = ndcg(evaluate(first, TASKS, data=tiny, output_folder=out, show_progress=False))
+    again = build_search(BUNDLED_MODEL, quiet(cache))
+    assert ndcg(evaluate(again, TASKS, data=tiny, output_folder=out, show_progress=False)) == before
+    assert (again.identity.fingerprint, again.passages_encoded) == (first.identity.fingerprint, 0)
+    swap_words(snapshot)  # the cached snapshot edited under the same commit
+    with caplog.at_level(logging.WARNING):
+        edited = build_search(BUNDLED_MODEL, quiet(cache))
+        evaluate(edited, TASKS, data=tiny, output_folder=out, show_progress=False)
+    assert edited.identity.fingerprint != first.identity.fingerprint and edited.passages_encoded == N_PASSAGES
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    says(warning, f"{BUNDLED_MODEL}@{snapshot.name}", "Hub snapshot", "changed in place")
+
+
 def test_a_folder_digest_is_remembered_so_a_warm_start_reads_no_weight_file(tmp_path: Path) -> None:
     """The files' digests are kept by size, times and inode: a second start hashes nothing, an edit is seen."""
     from disastir_mteb.models.content import folder_content
