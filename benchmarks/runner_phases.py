@@ -9,7 +9,7 @@ child process (the tree on ``PYTHONPATH``, else the installed one), on all 48 ta
 - cold: an empty embedding store (``--cache-dir``) and a fresh output folder: every passage and query encoded;
 - warm: the same store, everything in it (``--cache-dir`` of the cold run), and a fresh output folder, so
   every task is searched, scored and written again; only the encoding is saved;
-- with ``--ann``: two ``--search ann`` runs on that store (the paper preset, all cores): one builds the HNSW graph
+- with ``--ann``: two ``--search ann`` runs on that store (the paper preset, one thread): one builds the HNSW graph
   and stores it, the next loads it; the first is set beside the warm exact run plus the build (issue 30: no slower).
 
 The joined tasks are kept per data folder (``DISASTIR_CACHE_DIR``), not per store: the very first run on a data
@@ -80,7 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="a folder in the published layout (the full-scale sample)")
     parser.add_argument("--runs", type=int, default=1, help="cold + warm pairs (default 1)")
-    parser.add_argument("--ann", action="store_true", help="then two ANN runs (paper preset, all cores) on the warm "
+    parser.add_argument("--ann", action="store_true", help="then two ANN runs (paper preset, one thread) on the warm "
                         "store: one that builds the graph, one that loads it")
     parser.add_argument("--work", default=None, help="where stores and results go (default: a temporary folder, "
                                                      "removed at the end)")

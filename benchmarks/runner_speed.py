@@ -13,7 +13,7 @@ synthetic sample in the published layout, never the real DisastIR), in this orde
 2. runner, exact, cold: ``disastir_mteb.evaluate`` on all 48 tasks with an empty embedding store;
    its ratio to the limit is the figure the runner is held to (<= 1.10);
 3. runner, ANN (``--ann``): ``warm`` = the paper preset on the embeddings step 2 stored (the HNSW
-   build on all cores, search, 48 evaluations), next to the exact runner on the same stored
+   build on one thread, search, 48 evaluations), next to the exact runner on the same stored
    embeddings; ``cold`` = the ANN runner with its own empty store, next to step 2 (goal <= 1.2);
 4. plain mteb (``--plain-tasks N``): ``mteb.evaluate`` of the same model on the first N tasks (it
    encodes the corpus once per task); the 48-task figure is extrapolated and labelled as such.

@@ -93,7 +93,7 @@ def test_paper_parameters_reach_usearch(data: Any) -> None:
     assert (built.ndim, len(built)) == (DIM, N_DOCS)
     assert indices == [[0], [1], [2]] and np.ravel(similarities) == pytest.approx([1.0] * 3, abs=1e-6)  # self-match
     assert index.memory_bytes > 0 and index.builds == 1
-    assert PRESETS["paper"].threads == 0 and index.params.threads == (os.cpu_count() or 1)  # all cores, resolved
+    assert PRESETS["paper"].threads == 1 and index.params.threads == 1  # one build thread: the same graph every time
     dot = UsearchIndex("paper", similarity="dot")
     dot.add_documents(docs, ids)  # built at once
     assert dot.builds == 1
@@ -187,35 +187,87 @@ def test_keep_on_clear_builds_once(data: Any) -> None:
         plain.search(queries, 10, cos_sim)
 
 
-def test_single_thread_build_is_deterministic(data: Any) -> None:
-    docs, _, ids = data
-    saved = []
-    for _ in range(2):
-        index = UsearchIndex(resolve_params("paper", threads=1), similarity="cosine")
-        index.add_documents(docs, ids)
-        saved.append(bytes(index.usearch_index.save()))
-    assert saved[0] == saved[1]
+#: One fresh build in a child process: ``os.cpu_count`` reports argv[3] cores; the paper preset builds into the
+#: cache at argv[2] the vectors saved at argv[1] (USearch and numpy only: no mteb import, about 0.5 s).
+_FRESH_BUILD = """
+import os, sys
+import numpy as np
+os.cpu_count = lambda: int(sys.argv[3])
+from disastir_mteb.search.usearch_index import UsearchIndex
+docs = np.load(sys.argv[1])
+index = UsearchIndex("paper", cache_dir=sys.argv[2], cache_key="fresh", similarity="cosine")
+index.add_documents(docs, [f"d{i}" for i in range(len(docs))])
+print(index.builds, index.params.label())
+"""
+
+
+def test_fresh_builds_save_the_same_index_and_find_the_same_passages(tmp_path: Path) -> None:
+    """The paper preset in two fresh processes, told of 1 and of 8 cores: byte-identical index files, the same
+    label and cache entry, and the same results from each (a multi-threaded build gave other bytes every time)."""
+    import subprocess
+    import sys
+
+    docs, queries, ids = clustered(seed=5, n_docs=3000)
+    np.save(tmp_path / "docs.npy", docs)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    files, found = [], []
+    for cores in (1, 8):
+        child = subprocess.run([sys.executable, "-c", _FRESH_BUILD, str(tmp_path / "docs.npy"),
+                                str(tmp_path / f"cores{cores}"), str(cores)],
+                               capture_output=True, text=True, env=env, check=False)
+        assert child.returncode == 0, child.stderr
+        assert child.stdout.split() == ["1", "hnsw-ip-f32-M16-efC128-ef64-k10-t1"]
+        (file,) = (tmp_path / f"cores{cores}").rglob("*.usearch")
+        files.append(file)
+        loaded = UsearchIndex("paper", cache_dir=tmp_path / f"cores{cores}", cache_key="fresh", similarity="cosine")
+        loaded.add_documents(docs, ids)  # this process's own cores: the same cache entry
+        assert (loaded.builds, loaded.loads) == (0, 1)
+        found.append(loaded.search(queries, 10, cos_sim))
+    assert files[0].relative_to(tmp_path / "cores1") == files[1].relative_to(tmp_path / "cores8")
+    assert files[0].read_bytes() == files[1].read_bytes()
+    assert found[0] == found[1]
+    here = UsearchIndex("paper", similarity="cosine")
+    here.add_documents(docs, ids)  # and a third build, in this process
+    assert bytes(here.usearch_index.save()) == files[0].read_bytes() and here.search(queries, 10, cos_sim) == found[0]
 
 
 def test_threads_resolve_to_the_cores_in_labels_and_cache_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    paper = PRESETS["paper"]
-    assert paper == AnnParams() == resolve_params("paper") and paper.threads == 0  # "all cores", as given
-    assert paper.resolved() == resolve_params("paper", threads=16) and paper.resolved().resolved() == paper.resolved()
-    assert paper.describe() == "HNSW ip f32 M=16 efC=128 ef=64 k=10 threads=16"
-    assert paper.label() == "hnsw-ip-f32-M16-efC128-ef64-k10-t16"
-    assert resolve_params("paper", threads=1).label() == "hnsw-ip-f32-M16-efC128-ef64-k10-t1"
+    paper, all_cores = PRESETS["paper"], resolve_params("paper", threads=0)
+    assert paper == AnnParams() == resolve_params("paper") and paper.threads == 1  # one thread, on every machine
+    assert paper.describe() == "HNSW ip f32 M=16 efC=128 ef=64 k=10 threads=1"
+    assert paper.label() == "hnsw-ip-f32-M16-efC128-ef64-k10-t1" and paper.repeatable
+    assert all_cores.threads == 0 and all_cores.resolved() == resolve_params("paper", threads=16)  # as given
+    assert all_cores.resolved().resolved() == all_cores.resolved()
+    assert all_cores.label() == "hnsw-ip-f32-M16-efC128-ef64-k10-t16" and not all_cores.repeatable
     assert resolve_params("paper", threads=4).label() == "hnsw-ip-f32-M16-efC128-ef64-k10-t4"
     assert [PRESETS[name].label() for name in ("exact", "f16", "b1")] == [
-        "exact-ip-f32-kall-t16", "hnsw-ip-f16-M16-efC128-ef64-k10-t16-x2",
-        "hnsw-hamming-b1-M16-efC128-ef64-k10-t16-x32"]
-    assert paper.digest == resolve_params("paper", threads=16).digest  # the same build, the same cache entry
-    assert len({paper.digest, *(resolve_params("paper", threads=n).digest for n in (1, 2))}) == 3
-    assert UsearchIndex("paper").params.threads == 16  # the count handed to USearch
+        "exact-ip-f32-kall-t16", "hnsw-ip-f16-M16-efC128-ef64-k10-t1-x2",  # brute force repeats on all cores
+        "hnsw-hamming-b1-M16-efC128-ef64-k10-t1-x32"]
+    assert all(PRESETS[name].repeatable for name in PRESETS)
+    assert all_cores.digest == resolve_params("paper", threads=16).digest  # the same build, the same cache entry
+    assert len({paper.digest, *(resolve_params("paper", threads=n).digest for n in (0, 2))}) == 3
+    assert UsearchIndex(all_cores).params.threads == 16  # the count handed to USearch
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    assert paper.label().endswith("-k10-t2") and paper.digest != resolve_params("paper", threads=16).digest
-    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one thread
-    assert paper.label().endswith("-k10-t1")
+    assert all_cores.label().endswith("-k10-t2") and all_cores.digest != resolve_params("paper", threads=16).digest
+    assert paper.label().endswith("-k10-t1") and paper.digest == resolve_params("paper", threads=1).digest
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one thread, which repeats
+    assert all_cores.label().endswith("-k10-t1") and all_cores.repeatable
+
+
+def test_a_multi_threaded_build_is_an_opt_in_that_says_it_does_not_repeat(data: Any,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    docs, _, ids = data
+    assert PRESETS["paper"].build_warning() is None
+    with caplog.at_level(logging.WARNING, logger="disastir_mteb.search.usearch_index"):
+        UsearchIndex("paper", similarity="cosine").add_documents(docs, ids)
+        assert not caplog.records  # the default is quiet
+        racy = UsearchIndex(resolve_params("paper", threads=2), similarity="cosine")
+        racy.add_documents(docs, ids)
+    (record,) = caplog.records
+    assert "built on 2 threads" in record.getMessage() and "--ann-threads 1" in record.getMessage()
+    assert racy.builds == 1 and racy.params.label().endswith("-t2")
 
 
 def test_multi_thread_build_recall_matches_single_thread_and_search_is_deterministic() -> None:

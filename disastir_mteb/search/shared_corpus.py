@@ -302,11 +302,12 @@ class SharedCorpusSearch:
         return report.describe()
 
     def describe_search(self) -> str:
-        """One line: exact (and where it runs), or the ANN parameters."""
+        """One line: exact (and where it runs), or the ANN parameters (and whether its build repeats)."""
         if self.ann is None:
             device = getattr(self.index_backend, "device", None)
             return f"exact (blocked inner product{f' on {device}' if device is not None else ''})"
-        return f"ANN {self.ann.describe()}"
+        racy = "" if self.ann.repeatable else " (a multi-threaded build: its scores do not repeat from build to build)"
+        return f"ANN {self.ann.describe()}{racy}"
 
     # ------------------------------------------------------------------ identity of an embedding
     def start_run(self, *, keep_rankings: bool = False) -> ModelIdentity:

@@ -8,10 +8,12 @@ unless the constructor is told the ``similarity``. USearch's ``ip`` distance is 
 turned into a similarity (higher is better) once, here. Results are ordered by similarity, ties
 by lower corpus row, and never contain USearch's padding (sentinel keys, NaN distances).
 
-The parameters and presets (:class:`AnnParams`, :data:`PRESETS`, :func:`resolve_params`, re-exported
-here) live in :mod:`disastir_mteb.vocabulary.ann_params`, with how threads bear on determinism; the
-cache of built graphs (manifest, SHA-256, damaged or unwritable files) in
-:mod:`disastir_mteb.search.usearch_files`.
+The graph is built on ``params.threads`` threads: one (the presets') inserts in row order and saves a
+byte-identical index from every fresh build; more are faster and give another graph each time, with
+one warning per build. The parameters and presets (:class:`AnnParams`, :data:`PRESETS`,
+:func:`resolve_params`, re-exported here) live in :mod:`disastir_mteb.vocabulary.ann_params`, with
+how threads bear on determinism; the cache of built graphs (manifest, SHA-256, damaged or
+unwritable files) in :mod:`disastir_mteb.search.usearch_files`.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ __all__ = ["PRESETS", "AnnParams", "UsearchIndex", "resolve_params"]
 # USearch brute force on 9,600 queries at once died with std::bad_alloc (facts 7); per 1,024 queries at
 # d=384 on 2 threads, blocks of 1,024 / 256 / 64 took 29.6 / 18.4 / 16.7 s (NumPy q @ c.T: 12.9 s).
 _EXACT_QUERY_BLOCK = 256
-_ADD_BLOCK = 16384  # rows normalised and inserted per call: a build never copies the corpus, the bar moves
+_ADD_BLOCK = 16384  # rows inserted per call: no corpus copy, the bar moves; on one thread any block gives one graph
 _RESCORE_FLOATS = 1 << 25  # gathered candidate floats per rescoring block (128 MB)
 
 
@@ -172,6 +174,9 @@ class UsearchIndex:
         too_big = self.params.memory_warning(len(self.idxs), self._ndim)  # before USearch takes the memory
         if too_big:
             logger.warning("%s", too_big)
+        racy = self.params.build_warning()  # an opt-in multi-threaded build: said where it happens, not on a load
+        if racy:
+            logger.warning("%s", racy)
         index = _usearch().Index(ndim=self._ndim, metric=self.params.metric, dtype=self.params.dtype,
                                  connectivity=self.params.connectivity, expansion_add=self.params.expansion_add,
                                  expansion_search=self.params.expansion_search)

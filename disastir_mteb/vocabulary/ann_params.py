@@ -1,14 +1,17 @@
 """USearch parameters: :class:`AnnParams`, the named :data:`PRESETS` and :func:`resolve_params`.
 
-Threads and determinism: every preset builds and searches on all cores (``threads=0``), resolved
-to a concrete count by :meth:`AnnParams.resolved` (``os.cpu_count()``) before anything is built or
-labelled, so a result folder says how its graph was built (``...-k10-t16`` on 16 cores). Search is
-deterministic whatever the thread count: each query walks the fixed graph on one thread. The build
-is not: threads insert concurrently in a racy order, so two multi-threaded builds of the same
-vectors differ in a few edges and so in a few results. ``threads=1`` (``--ann-threads 1``)
-inserts in row order and gives a bit-identical graph from run to run. A built graph is cached per
-thread count (see :attr:`AnnParams.digest`), so a rerun memory-maps the same graph and repeats its
-results exactly, whichever build made it.
+Threads and repeatability: the graph presets build on one thread (``threads=1``), which inserts
+the vectors in row order and draws the node levels from USearch's fixed-seed generator, so every
+fresh build of the same vectors saves a byte-identical index and a rerun repeats its scores (for
+one usearch version and CPU instruction set, which picks its distance kernels). Search is
+deterministic whatever the thread count: each query walks the fixed graph on one thread. A
+multi-threaded build is not: its threads insert concurrently, in an order the scheduler decides,
+so two builds of the same vectors differ in edges and in results. It is an opt-in
+(``--ann-threads N``, 0 for all cores) for a faster build: its label names the thread count
+(``...-k10-t16``), and :attr:`AnnParams.repeatable` and :meth:`AnnParams.build_warning` say that
+it does not repeat. A built graph is cached per thread count (see :attr:`AnnParams.digest`), so a
+rerun from the cache memory-maps the same graph and repeats its results, whichever build made it.
+The ``exact`` preset builds no graph and searches on all cores (``threads=0``): brute force repeats.
 """
 
 from __future__ import annotations
@@ -80,10 +83,10 @@ class AnnParams:
         expansion_add: candidate list while inserting ("efConstruction").
         expansion_search: candidate list while searching ("ef"); the effective breadth is
             ``max(expansion_search, candidates)``, so a large ``top_k`` makes the search nearly exact.
-        threads: threads for building and searching; 0 = all cores (the presets' default: a
-            build at DisastIR scale takes minutes on one thread), turned into the machine's count
-            by :meth:`resolved`. A multi-threaded build is not reproducible (see the module
-            docstring); 1 gives a bit-identical graph run to run. Search is deterministic either way.
+        threads: threads for building and searching; 1 (the graph presets' default) builds the
+            same graph every time; more (0 = all cores, turned into the machine's count by
+            :meth:`resolved`) builds faster but a different graph each time (see the module
+            docstring). Search is deterministic either way.
         rescore: search ``rescore * top_k`` candidates, then re-rank them exactly in float32 from
             the original vectors; ``None`` ranks by the index's own distances (f32/f16 only: i8 and
             b1 distances are not similarities, so their ``top_k`` candidates are always re-scored).
@@ -99,7 +102,9 @@ class AnnParams:
     connectivity: int = _option(16, "--connectivity", "HNSW edges per node (M); overrides the preset")
     expansion_add: int = _option(128, "--expansion-add", "HNSW candidate list while building (efConstruction)")
     expansion_search: int = _option(64, "--expansion-search", "HNSW candidate list while searching (ef)")
-    threads: int = _option(0, "--ann-threads", "threads for building and searching; 0 = all cores, 1 = deterministic")
+    threads: int = _option(1, "--ann-threads", "threads building and searching: 1 (the graph presets') builds the same "
+                                               "graph every time; N > 1 or 0 (all cores) builds faster, but another "
+                                               "graph and other scores each time")
     rescore: int | None = _option(None, "--rescore", "search rescore x k candidates and re-rank them exactly")
     exact: bool = False
     k: int | None = _option(10, "--ann-k", "results taken from the index per query (paper: 10)")
@@ -181,6 +186,20 @@ class AnnParams:
                 f"connectivity {paper} (the paper's) needs: 2 x {self.connectivity:,} neighbour slots of 4 bytes per "
                 f"vector{wasted}. Building it anyway; lower --connectivity (connectivity=) if that was not meant.")
 
+    @property
+    def repeatable(self) -> bool:
+        """Whether a fresh build gives the same index, so a rerun the same scores: exact search, or one build thread."""
+        return self.exact or self.resolved().threads == 1
+
+    def build_warning(self) -> str | None:
+        """A sentence when a fresh build of these parameters gives another graph (more than one thread), else None."""
+        if self.repeatable:
+            return None
+        return (f"The HNSW graph is built on {self.resolved().threads} threads, which insert in an order the scheduler "
+                "decides: another fresh build of the same vectors gives another graph and other ANN scores (a rerun "
+                "that loads this graph from the index cache repeats them). --ann-threads 1 (threads=1, the default) "
+                "builds the same graph every time.")
+
     def as_dict(self) -> dict[str, Any]:
         """Every field by name, as given (``threads=0`` stays 0), for result labels and manifests."""
         return dataclasses.asdict(self)
@@ -209,9 +228,9 @@ class AnnParams:
         """:meth:`describe` in a short, file-name-safe form, e.g. ``hnsw-ip-f32-M16-efC128-ef64-k10-t16``.
 
         Used as the mteb experiment setting of ANN runs, so each configuration has its own results
-        folder. The thread count is the resolved one: the default preset files its results under
-        ``-t16`` on 16 cores and ``-t2`` on 2, because their graphs were built differently (and the
-        ``-t1`` folder holds the reproducible build).
+        folder. The thread count is the resolved one: the graph presets file their results under
+        ``-t1`` on every machine (the repeatable build); an opt-in multi-threaded build under
+        ``-t16`` on 16 cores and ``-t2`` on 2, because those graphs differ from build to build.
         """
         text = self.describe().replace("USearch exact", "exact").replace("HNSW", "hnsw")
         return text.replace("threads=", "t").replace("rescore x", "x").replace("=", "").replace(" ", "-")
@@ -278,10 +297,10 @@ ANN_OPTIONS: tuple[AnnOption, ...] = tuple(
 PRESETS: MappingProxyType[str, AnnParams] = MappingProxyType({
     # DisastIR paper, Section 5.2 and src/retrieval/index_builder.py. The paper searched top-10, so
     # its effective breadth was max(64, 10) = 64; the runner's top_k plays that role here. Built on
-    # all cores (threads=0, labelled with the resolved count); threads=1 for the reproducible build.
+    # one thread (threads=1), as the authors' index_builder.py adds and searches: the same graph every time.
     "paper": AnnParams(),
-    # Brute force, no graph: the parity reference for the ANN presets.
-    "exact": AnnParams(exact=True, k=None),
+    # Brute force, no graph: the parity reference for the ANN presets; on all cores, which repeats.
+    "exact": AnnParams(exact=True, k=None, threads=0),
     # Memory-bound variants (f32 graph 562 MB at d=384): f16 halves, i8 quarters the vectors, b1 keeps
     # one sign bit per dimension. Recall@10 measured on 50k clustered unit vectors (d=64 / d=384), by
     # rescore factor: f16 x1 0.999/0.996, x2 1.000/0.998 (f16 orders like f32); i8 x1 0.92/0.83, x2
