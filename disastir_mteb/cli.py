@@ -166,8 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="exact (default) or ann: USearch HNSW, one index for all tasks, results filed apart")
     run.add_argument("--ann-preset", default=None,
                      help=f"with --search ann, like each USearch option below (refused without it): {DEFAULT_PRESET} "
-                          "(the default; the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10; one thread, repeatable) | "
-                          "exact | f16 | i8 | b1 (quantised, exact rescoring)")
+                          "(the default; the DisastIR setting: ip, f32, M=16, efC=128, ef=64, k=10; one thread, "
+                          "repeatable) | exact | f16 | i8 | b1 (quantised, exact rescoring)")
     for option in ANN_OPTIONS:
         run.add_argument(option.flag, type=option.kind, default=None, help=option.help)
     run.add_argument("--data", help="a folder in the published layout, or 'sample' for the bundled sample "
