@@ -1,46 +1,35 @@
 """Several OpenAI-compatible servers sharing one stream of requests: what no client does for them.
 
 Both the judge (chat completions) and encoding through embedding servers send many small independent requests to
-one or more servers speaking OpenAI's protocol (OpenAI itself, vLLM, Ollama, llama.cpp,
-text-embeddings-inference). Each server gets one ``openai.AsyncOpenAI``, which does every retry: a 5xx, a timeout,
-a lost connection or a 429, :attr:`EndpointLimits.max_retries` times, with its backoff and the wait
-``Retry-After`` (or ``retry-after-ms``) asks. Event hooks on its HTTP client (:meth:`EndpointPool._hooks`) count
-its retries and shape them; this module keeps only what no client does (one module, because the queue, the waits
-and the reading of answers share each server's state and counts):
+one or more servers speaking OpenAI's protocol. Each server gets one ``openai.AsyncOpenAI``, which does every retry
+(a 5xx, a timeout, a lost connection, a 429: :attr:`EndpointLimits.max_retries` times, with its backoff and the wait
+``Retry-After`` asks); event hooks on its HTTP client (:meth:`EndpointPool._hooks`) count the retries and shape
+them. The pool keeps only what no client does (one module: these share each server's state and counts):
 
-- **One queue over several servers**: ``concurrency`` requests in flight per server, so a faster server takes
-  more of the work. A server the client failed ``max_retries + 1`` times in a row is given up on and hands its
-  request back to the others; the run stops with one sentence only when no server is left.
-- **Answers read within bounds**: the response hook reads each answer (at most
-  :attr:`EndpointLimits.max_answer_bytes`, within the request's ``timeout`` in all: the client's timeout bounds
-  each read, so a server sending one byte a second would hold a request for ever), so that an answer broken off,
-  past its time, or a stream ending in an error event is, to the client, a lost connection it retries. The
-  answer is then parsed as UTF-8 JSON, or as the one chat completion a stream of ``chat.completion.chunk`` events
-  spells (``transformers serve`` streams even to ``"stream": false``); anything else (a proxy's HTML page) stops
-  the run with one sentence naming the server: asking again would not change it.
-- **Rate-limit patience**: a ``Retry-After`` of :attr:`EndpointLimits.shown_wait` seconds or more (or over
-  :attr:`EndpointLimits.longest_wait`), and a 429 saying the account's quota is used up, are handed to the pool
-  through the client's own ``x-should-retry: false``. The pool stops the run at a used-up quota (waiting does not
-  mend it) and waits the rest itself, at most ``longest_wait``, shown (:attr:`EndpointPool.on_wait`, else one
-  warning in the log). A request still answered 429 after the client's tries is sent again after the wait asked
-  (at once without one: the client backed off between its tries), until the server has answered nothing but 429
-  for :attr:`EndpointLimits.rate_limit_patience` seconds: then it is given up on. A GET (the model listing) is the
-  client's alone, its wait shortened to ``longest_wait``.
+- **One queue over several servers**, ``concurrency`` requests in flight each, so a faster server takes more of
+  the work. A server the client failed ``max_retries + 1`` times in a row is given up on and its request goes to
+  the others; the run stops with one sentence only when no server is left.
+- **Answers within bounds**: the response hook reads each answer, at most :attr:`EndpointLimits.max_answer_bytes`,
+  within the request's ``timeout`` in all (the client's bounds each read: a server sending a byte a second would
+  hold a request for ever), so that an answer broken off, past its time, or a stream ending in an error event is,
+  to the client, a lost connection it retries. What the answer holds is read by
+  :mod:`~disastir_mteb.endpoints.answers`; anything but the protocol's stops the run with one sentence.
+- **Rate-limit patience**: a long ``Retry-After`` (:attr:`EndpointLimits.shown_wait` or more) and a used-up quota
+  are handed to the pool through the client's own ``x-should-retry: false``. A used-up quota stops the run; a
+  long wait is waited here, at most :attr:`EndpointLimits.longest_wait`, and shown (:attr:`EndpointPool.on_wait`,
+  else one warning in the log). A request still answered 429 after the client's tries is sent again after the
+  wait asked, until the server has answered nothing but 429 for :attr:`EndpointLimits.rate_limit_patience`
+  seconds, and is then given up on. A GET (the model listing) is the client's alone, its wait capped the same.
 - **The format ladder**: a request refused with 400 or 422, or failing with a 5xx after the client's tries, goes
-  to :meth:`EndpointPool.serve`'s ``refused`` callback and is sent again when it says so (the judge moves a server
-  that refuses structured outputs to a plainer format, :attr:`Server.mode`); other refusals (a refused key, an
-  unknown model) stop the run with one sentence naming the server and what it said.
-- **The key** comes from one environment variable (``OPENAI_API_KEY`` unless the user names another) and is
-  never written or logged; a sentence about a refused key names the variable. A server may echo what it was sent,
-  so every answer and error message passes through :meth:`EndpointPool.redact` before anything reads it: the key
-  becomes :data:`REDACTED` (keys under :data:`MIN_REDACTED_LENGTH` characters are left alone: they would match
-  ordinary text). Without the variable a local server gets a placeholder; OpenAI itself is refused before any
-  request.
-- **Base URLs** are checked before anything is sent (:func:`check_base_url`), and a 404 is described by asking
-  the server (:meth:`EndpointPool.describe_not_found`), as engines differ in their prefix (vLLM, Ollama and
-  llama.cpp answer under ``/v1``, Infinity without it).
+  to :meth:`EndpointPool.serve`'s ``refused`` callback and is sent again when it says so (the judge moves such a
+  server to a plainer answer format, :attr:`Server.mode`); other refusals stop the run with one sentence.
+- **The key** comes from one environment variable and is never written or logged. A server may echo what it was
+  sent, so every answer and error message passes through :meth:`EndpointPool.redact` first (keys under
+  :data:`MIN_REDACTED_LENGTH` characters are left alone: they would match ordinary text). Without the variable a
+  local server gets a placeholder; OpenAI itself is refused before any request.
+- **A 404** is described by asking the server (:meth:`EndpointPool.describe_not_found`): engines differ in their
+  prefix (:mod:`~disastir_mteb.endpoints.urls`).
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -49,23 +38,22 @@ import json
 import logging
 import math
 import os
-import re
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from disastir_mteb.endpoints.answers import parsed_answer, stream_error
+from disastir_mteb.endpoints.urls import check_base_url, listed_name, other_bases, prefix_advice
 from disastir_mteb.util.errors import DisastirError, InvalidInput
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_EMBEDDING_CONCURRENCY", "DEFAULT_KEY_ENV", "DEFAULT_TIMEOUT", "LONGEST_WAIT_ENV",
            "MIN_REDACTED_LENGTH", "RATE_LIMIT_PATIENCE_ENV", "REDACTED", "EndpointError", "EndpointLimits",
-           "EndpointPool", "Server", "asked_wait", "chat_from_event_stream", "check_base_url", "listed_name",
-           "other_bases", "prefix_advice", "read_key"]
+           "EndpointPool", "Server", "asked_wait", "read_key"]
 
 #: Where the key is read from unless the user names another variable.
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -167,109 +155,6 @@ class EndpointLimits:
                                    f"seconds; set it to one (e.g. {getattr(cls, name):g}) or unset it.")
             values[name] = value
         return cls(**values)
-
-
-def check_base_url(url: str, option: str = "The base URL") -> str:
-    """``url`` as a server's base URL (outer spaces and a trailing slash taken off), or one sentence saying why not.
-
-    Checked before anything is sent or loaded, so that a typo costs a second, not a model load: the scheme
-    (``http`` or ``https``, with its ``://``), the host, a port that is a number when a ``:`` announces one,
-    no spaces, no credentials (the key belongs in an environment variable: a URL is printed in every message),
-    no query or fragment, and not the path of a local file.
-
-    Args:
-        url: what the user gave.
-        option: how the sentence names it (``--embeddings-url``).
-
-    Raises:
-        ValueError: one sentence naming the option, the value and how to write it.
-
-    Examples:
-        >>> check_base_url(" http://127.0.0.1:8000/v1/ ")
-        'http://127.0.0.1:8000/v1'
-    """
-    text = str(url).strip()
-    example = "http://127.0.0.1:8000/v1"
-    if not text:
-        raise InvalidInput(f"{option} is empty; give the server's base URL, e.g. {example}.")
-    if any(character.isspace() for character in text):
-        raise InvalidInput(f"{option} {text!r} contains a space; a URL has none: write it as e.g. {example}.")
-    if "://" not in text and Path(text).expanduser().is_file():
-        raise InvalidInput(f"{option} {text!r} is a file, not a server's URL; give each server's base URL as an "
-                           f"option of its own, e.g. {example}.")
-    parts = urlsplit(text)
-    if "://" not in text:
-        head, slashes, tail = text.partition("//")  # http//host, https:/host, host:8000/v1
-        scheme = "https" if text.startswith("https") else "http"
-        bare = tail if slashes and head.rstrip(":") in ("http", "https") else text.split(f"{scheme}:", 1)[-1]
-        try:
-            suggestion = f"write it as {check_base_url(f'{scheme}://{bare}', option)}"
-        except ValueError:  # no port after its ':', say: name the host and a port
-            host = bare.split("/", 1)[0].split(":", 1)[0] or "127.0.0.1"
-            suggestion = f"write it as e.g. {scheme}://{host}:8000/v1, with the port the server listens on"
-        raise InvalidInput(f"{option} {text!r} has no scheme (http:// or https://); {suggestion}.")
-    if parts.scheme not in ("http", "https"):
-        raise InvalidInput(f"{option} {text!r} uses {parts.scheme or 'no'}://, not http:// or https://; a server's API "
-                           f"is reached over HTTP, e.g. {example}.")
-    if parts.username is not None or parts.password is not None:
-        shown = urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[1], parts.path, "", ""))
-        raise InvalidInput(f"{option} {shown} is given with credentials before its host; put the key in an "
-                           "environment variable (OPENAI_API_KEY, or the one --api-key-env names), never in the URL.")
-    if not parts.hostname:
-        raise InvalidInput(f"{option} {text!r} names no host; write it as e.g. {example}.")
-    if parts.netloc.endswith(":"):
-        raise InvalidInput(f"{option} {text!r} has a ':' after its host but no port; write the port the server "
-                           f"listens on, e.g. {parts.scheme}://{parts.hostname}:8000{parts.path}.")
-    try:
-        parts.port  # noqa: B018 (reading it checks it)
-    except ValueError:
-        port = parts.netloc.rsplit(":", 1)[-1]
-        raise InvalidInput(f"{option} {text!r} has the port {port!r}, not a number from 1 to 65535; write the port "
-                           f"the server listens on, e.g. {parts.scheme}://{parts.hostname}:8000{parts.path}.") from None
-    if parts.port == 0:
-        raise InvalidInput(f"{option} {text!r} has the port 0, not a number from 1 to 65535; write the port the "
-                           "server listens on.")
-    if parts.query or parts.fragment or text.endswith(("?", "#")):
-        raise InvalidInput(f"{option} {text!r} has a query or fragment; a base URL ends with its path, e.g. "
-                           f"{urlunsplit((parts.scheme, parts.netloc, parts.path, '', '')).rstrip('/')}.")
-    return text.rstrip("/")
-
-
-def other_bases(url: str) -> list[str]:
-    """The same server under the other prefix: ``/v1`` taken off a base URL ending in it, else added.
-
-    Engines disagree on the prefix (Infinity answers without ``/v1``, the others under it), and a base URL that
-    is neither (``http://host:11434/api``) gets the host's own ``/v1`` as well.
-
-    Examples:
-        >>> other_bases("http://127.0.0.1:7997/v1")
-        ['http://127.0.0.1:7997']
-        >>> other_bases("http://127.0.0.1:11434/api")
-        ['http://127.0.0.1:11434/api/v1', 'http://127.0.0.1:11434/v1']
-    """
-    parts = urlsplit(url)
-    path = parts.path.rstrip("/")
-    paths = [path[:-len("/v1")]] if path.endswith("/v1") else [path + "/v1"] + (["/v1"] if path else [])
-    return [urlunsplit((parts.scheme, parts.netloc, other, "", "")) for other in paths]
-
-
-def prefix_advice(other: str) -> str:
-    """``this server answers without /v1: try http://host:7997``, or ``under /v1`` where ``other`` has it."""
-    where = "under /v1" if urlsplit(other).path.rstrip("/").endswith("/v1") else "without /v1"
-    return f"this server answers {where}: try {other}"
-
-
-def listed_name(model: str, listed: Sequence[str]) -> str | None:
-    """The name in a server's model list that ``model`` asks for, or None when the server does not serve it.
-
-    Exact, or with Ollama's implicit tag: ``all-minilm`` asks for ``all-minilm:latest`` (Ollama lists the tag,
-    and answers a request without it with that model).
-    """
-    if model in listed:
-        return model
-    if ":" not in model and f"{model}:latest" in listed:
-        return f"{model}:latest"
-    return None
 
 
 def read_key(env_name: str, base_urls: Sequence[str]) -> str:
@@ -683,7 +568,7 @@ class EndpointPool(Generic[T, R]):
         except (httpx2.RequestError, httpx2.StreamError) as error:  # a reset, a read timeout, bad gzip
             raise _unanswered(server, response, f"the answer broke off after {size:,} bytes "
                                                 f"({type(error).__name__})") from None
-        failed = _stream_error(raw, response.headers.get("content-type", ""))
+        failed = stream_error(raw, response.headers.get("content-type", ""))
         if failed is not None:
             raise _unanswered(server, response, self.redact(f"its answer's stream ended in an error: {failed}"))
         return raw
@@ -692,27 +577,9 @@ class EndpointPool(Generic[T, R]):
         if self._secret:
             raw = raw.replace(self._secret.encode("utf-8"), REDACTED.encode("utf-8"))
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise EndpointError(f"{server.url} answered {path} with bytes that are not UTF-8 text (byte "
-                                f"0x{raw[error.start]:02x} at position {error.start:,} of {len(raw):,}), so not with "
-                                "the OpenAI API's JSON; check that this base URL is the server's API (it usually "
-                                "ends in /v1).") from None
-        if _is_event_stream(text, content_type):
-            try:
-                return chat_from_event_stream(text)
-            except ValueError as error:
-                raise EndpointError(f"{server.url} answered {path} with a stream of server-sent events "
-                                    f"({content_type or 'no Content-Type'}, {len(raw):,} bytes) that is not a "
-                                    f"chat-completion stream: {error}; check that this base URL is a "
-                                    "chat-completions server (it usually ends in /v1).") from None
-        try:
-            return json.loads(text)
-        except (ValueError, RecursionError):
-            shown = " ".join(text[:80].split())
-            raise EndpointError(f"{server.url} answered {path} with something that is not JSON "
-                                f"({content_type or 'no Content-Type'}, {len(raw):,} bytes, beginning {shown!r}); "
-                                "check that this base URL is the server's API (it usually ends in /v1).") from None
+            return parsed_answer(raw, content_type)
+        except ValueError as error:
+            raise EndpointError(f"{server.url} answered {path} with {error}.") from None
 
     def _too_large(self, server: Server, path: str, size: int) -> EndpointError:
         return EndpointError(f"{server.url} answered {path} with more than {self.limits.max_answer_bytes:,} bytes "
@@ -839,97 +706,6 @@ def _said(error: Any) -> str:
     body = getattr(error, "body", None)
     param = body.get("param") if isinstance(body, dict) else None
     return f"{message} (param {param!r})" if isinstance(param, str) and param and param not in message else message
-
-
-def _is_event_stream(text: str, content_type: str) -> bool:
-    return content_type.split(";")[0].strip().lower() == "text/event-stream" or text.lstrip().startswith("data:")
-
-
-def _stream_error(raw: bytes, content_type: str) -> str | None:
-    """What a stream of server-sent events whose event is an error says (the server failed mid-answer), else None."""
-    text = raw.decode("utf-8", errors="replace")
-    if not _is_event_stream(text, content_type):
-        return None
-    try:
-        chat_from_event_stream(text)
-    except _StreamError as error:
-        return str(error)
-    except ValueError:  # not a chat stream at all: the answer's parse says so
-        return None
-    return None
-
-
-class _StreamError(ValueError):
-    """A stream of server-sent events whose event is an error (``{"error": ...}``): the server failed mid-answer."""
-
-
-def chat_from_event_stream(text: str) -> dict[str, Any]:
-    r"""The one chat completion a stream of server-sent ``chat.completion.chunk`` events spells.
-
-    ``transformers serve`` answers every chat request this way, ``"stream": false`` or not: ``data: {chunk}``
-    events (the first with the role, then one per piece of text, then one with ``finish_reason``), with or
-    without a closing ``data: [DONE]``. The first choice's ``delta.content`` pieces are joined; the last
-    ``finish_reason`` and the last ``usage`` (sent in a chunk of its own when asked for) are kept. Comment
-    lines (``:``) and the ``event``/``id``/``retry`` fields are skipped, as the SSE format says.
-
-    Returns:
-        ``{"id", "object": "chat.completion", "created", "model", "choices": [{"index": 0, "message":
-        {"role", "content"}, "finish_reason"}], "usage"}``; content None when no chunk carried text.
-
-    Raises:
-        ValueError: not such a stream (an event that is not JSON, not an object, without a ``choices`` list,
-            or no chunk at all), saying which event (numbered from 1) and what it held, clipped.
-
-    Examples:
-        >>> chat_from_event_stream('data: {"choices": [{"delta": {"role": "assistant"}}]}\n\n'
-        ...                        'data: {"choices": [{"delta": {"content": "Ye"}}]}\n\n'
-        ...                        'data: {"choices": [{"delta": {"content": "s"}, "finish_reason": "stop"}]}\n\n'
-        ...                        'data: [DONE]\n\n')["choices"][0]["message"]["content"]
-        'Yes'
-    """
-    events = []
-    for number, block in enumerate(re.split(r"\r?\n\r?\n|\r\r", text.strip()), start=1):
-        data = [line[5:].removeprefix(" ") for line in re.split(r"\r?\n|\r", block) if line.startswith("data:")]
-        if data:
-            events.append((number, "\n".join(data)))
-    pieces: list[str] = []
-    first: dict[str, Any] | None = None
-    role, finish, usage = "assistant", None, None
-    for number, data in events:
-        if data.strip() == "[DONE]":
-            break
-        try:
-            chunk = json.loads(data)
-        except (ValueError, RecursionError):
-            raise InvalidInput(f"event {number} is not JSON ({_clip(data)})") from None
-        if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
-            raise _StreamError(_clip(json.dumps(chunk["error"], ensure_ascii=False)))
-        if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
-            raise InvalidInput(f"event {number} is no chat.completion.chunk (no 'choices' list): {_clip(data)}")
-        first = first if first is not None else chunk
-        choice = chunk["choices"][0] if chunk["choices"] and isinstance(chunk["choices"][0], dict) else {}
-        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-        if isinstance(delta.get("content"), str):
-            pieces.append(delta["content"])
-        role = delta["role"] if isinstance(delta.get("role"), str) else role
-        finish = choice.get("finish_reason") or finish
-        usage = chunk["usage"] if isinstance(chunk.get("usage"), dict) else usage
-    if first is None:
-        raise InvalidInput(f"it holds no chat.completion.chunk event (it begins {_clip(text.strip())})")
-    completion: dict[str, Any] = {
-        "id": first.get("id"), "object": "chat.completion", "created": first.get("created"),
-        "model": first.get("model"),
-        "choices": [{"index": 0, "message": {"role": role, "content": "".join(pieces) if pieces else None},
-                     "finish_reason": finish}]}
-    if usage is not None:
-        completion["usage"] = usage
-    return completion
-
-
-def _clip(text: str, width: int = 80) -> str:
-    """``text`` as ``repr`` shows it, cut to ``width`` characters: what a sentence quotes of a server's answer."""
-    shown = repr(text)
-    return shown if len(shown) <= width else shown[: width - 3] + "..."
 
 
 def _seconds(value: float) -> str:
