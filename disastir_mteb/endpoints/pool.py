@@ -521,14 +521,14 @@ class EndpointPool(Generic[T, R]):
             declared = response.headers.get("content-length", "")
             if not (declared.isdigit() and int(declared) > self.limits.max_answer_bytes):
                 await response.aread()  # an error's few bytes, which the client reads too
-            asked, longest, posted = asked_wait(response.headers), self.limits.longest_wait, response.request.method
+            asked, longest, method = asked_wait(response.headers), self.limits.longest_wait, response.request.method
             if asked is None:
                 for name in ("retry-after-ms", "retry-after"):
                     response.headers.pop(name, None)
-            elif posted == "GET" and asked > longest:
+            elif method == "GET" and asked > longest:
                 response.headers["retry-after-ms"] = f"{longest * 1000:.0f}"
             if _quota_in(response.content if response.is_stream_consumed else b"") or (
-                    posted != "GET" and asked is not None and (asked >= self.limits.shown_wait or asked > longest)):
+                    method != "GET" and asked is not None and (asked >= self.limits.shown_wait or asked > longest)):
                 response.headers["x-should-retry"] = "false"
 
         return {"request": [on_request], "response": [on_response]}
