@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from disastir_mteb import commands
-from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV, check_base_url
+from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
+from disastir_mteb.endpoints.urls import check_base_url
 from disastir_mteb.judging.settings import JudgeSettings
 from disastir_mteb.judging.store import JUDGEMENT_STORE_NAME
 from disastir_mteb.leaderboard.browser import SCREENSHOT_WIDTH
@@ -441,7 +442,7 @@ def _check_server_urls(args: argparse.Namespace) -> None:
     """Every server URL of the command, checked and normalised first: a typo is one sentence before mteb loads.
 
     Raises:
-        ValueError: a URL that is not a server's base URL (:func:`~disastir_mteb.endpoints.pool.check_base_url`).
+        ValueError: a URL that is not a server's base URL (:func:`~disastir_mteb.endpoints.urls.check_base_url`).
     """
     for option, name in _SERVER_URL_OPTIONS:
         urls = getattr(args, name, None)

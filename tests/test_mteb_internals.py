@@ -58,19 +58,3 @@ def test_validate_metadata_runs_mteb_checks_construction_skips() -> None:
     mteb_internals.validate_metadata(metadata)
     with pytest.raises(ValueError, match="xx"):
         mteb_internals.validate_metadata(metadata.model_copy(update={"eval_langs": ["xx-Latn"]}))
-
-
-def test_openai_retry_wait_is_what_the_client_reads_and_waits() -> None:
-    """The pool waits as the openai client would: its reading of ``Retry-After``, else its backoff."""
-    import httpx2
-    import openai
-
-    client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused", max_retries=4)
-    assert mteb_internals.openai_retry_wait(client, httpx2.Headers({"retry-after-ms": "250"}), retries_taken=0) == (
-        0.25, 0.25)
-    asked, wait = mteb_internals.openai_retry_wait(client, httpx2.Headers({"Retry-After": "100000"}), retries_taken=4)
-    assert asked == 100000 and 6 <= wait <= 8  # beyond the client's two minutes: its longest backoff step
-    for headers in (None, httpx2.Headers({"Retry-After": "soon"}), httpx2.Headers({"Retry-After": "-5"})):
-        asked, first = mteb_internals.openai_retry_wait(client, headers, retries_taken=0)
-        assert asked is None and 0.375 <= first <= 0.5  # 0.5 s, less up to a quarter
-        assert 1.5 <= mteb_internals.openai_retry_wait(client, headers, retries_taken=2)[1] <= 2.0

@@ -27,14 +27,16 @@ compares. The completed scores never use these judgements: they only fill pairs 
   the completed scores (:func:`agreement_note`), with the same warning below the band or when it was never measured.
 
 Kappa is ``1 - observed disagreement / disagreement expected by chance`` (Cohen 1960; weighted: Cohen 1968),
-written here in a few lines (:func:`cohen_kappa`); undefined (None) when chance disagreement is zero, i.e. both
-raters gave one and the same label to every pair.
+scikit-learn's ``cohen_kappa_score`` (:func:`cohen_kappa`); undefined (None) when chance disagreement is zero,
+i.e. both raters gave one and the same label to every pair.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -137,6 +139,8 @@ def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable], *, labels
     ``O`` is the observed share of items per label pair (rater one's label i, rater two's j), ``E`` the share
     expected by chance (the product of each rater's label shares), ``w`` the disagreement weight: 1 off the
     diagonal (plain kappa) or ``(i - j)**2 / (k - 1)**2`` (quadratic weights, ``labels`` in scale order).
+    scikit-learn's ``cohen_kappa_score`` computes it (its quadratic weights ``(i - j)**2`` differ by a constant
+    factor, which kappa's ratio cancels); here the labels are checked and an undefined kappa is None.
 
     Args:
         first: rater one's labels.
@@ -155,29 +159,20 @@ def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable], *, labels
         >>> cohen_kappa([0, 0, 1, 1], [0, 1, 1, 1], labels=[0, 1])
         0.5
     """
+    from sklearn.exceptions import UndefinedMetricWarning
+    from sklearn.metrics import cohen_kappa_score
+
     if len(first) != len(second):
         raise InvalidInput(f"The raters label {len(first)} and {len(second)} items; kappa compares the same items.")
-    index = {label: number for number, label in enumerate(labels)}
-    unknown = sorted({repr(label) for label in (*first, *second) if label not in index})
+    unknown = sorted({repr(label) for label in (*first, *second) if label not in labels})
     if unknown:
         raise InvalidInput(f"Label(s) {', '.join(unknown)} are not among {list(labels)}.")
     if not first:
         return None
-    k, n = len(labels), len(first)
-
-    def weight(i: int, j: int) -> float:
-        if weights == "quadratic":
-            return (i - j) ** 2 / (k - 1) ** 2 if k > 1 else 0.0
-        return 0.0 if i == j else 1.0
-
-    counts = [[0] * k for _ in range(k)]
-    for a, b in zip(first, second, strict=True):
-        counts[index[a]][index[b]] += 1
-    rows = [sum(row) for row in counts]
-    columns = [sum(counts[i][j] for i in range(k)) for j in range(k)]
-    observed = sum(weight(i, j) * counts[i][j] for i in range(k) for j in range(k)) / n
-    expected = sum(weight(i, j) * rows[i] * columns[j] for i in range(k) for j in range(k)) / (n * n)
-    return None if expected == 0 else 1.0 - observed / expected
+    with warnings.catch_warnings():  # one label for every item: undefined, None below rather than a warning
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        kappa = float(cohen_kappa_score(list(first), list(second), labels=list(labels), weights=weights))
+    return None if math.isnan(kappa) else kappa
 
 
 @dataclass(frozen=True)

@@ -82,9 +82,8 @@ from disastir_mteb.endpoints.pool import (
     EndpointError,
     EndpointPool,
     Server,
-    listed_name,
-    prefix_advice,
 )
+from disastir_mteb.endpoints.urls import listed_name, prefix_advice
 from disastir_mteb.models.identity import PROBE_TEXTS, PROBE_TOLERANCE, probe_difference
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.errors import InvalidInput

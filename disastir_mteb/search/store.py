@@ -1,69 +1,29 @@
 """A persistent, memory-mapped store of corpus and query embeddings: :class:`EmbeddingStore`.
 
-All 48 DisastIR tasks search one corpus of 239,704 passages, hours to encode on a CPU. The store
-encodes it once per (model, revision, passage-side prompt, corpus texts) and keeps the vectors
-under ``DISASTIR_CACHE_DIR`` as plain ``.npy`` files read through ``np.load(mmap_mode="r")``:
-never pickles, so a cache folder cannot run code.
+All 48 DisastIR tasks search one corpus of 239,704 passages, hours to encode on a CPU. The store encodes it once
+per :class:`StoreKey` (the model, its fingerprint, the side, the prompt, the texts, dtype, batch size and
+precision) and keeps the vectors under ``DISASTIR_CACHE_DIR`` as plain ``.npy`` files read through
+``np.load(mmap_mode="r")``: never pickles, so a cache folder cannot run code. One module, because its parts are
+the stages of one entry's life under one lock, each reading the files of the one before. What it keeps is what
+protects the vectors (docs/runner.md tells the rest):
 
-It is one module because its parts are the stages of one entry's life under one lock (key, chunk
-files while encoding, finished entry, the store that serves, verifies, repairs and encodes it, then
-the encoding loop they share), and each stage reads and writes the files of the one before.
-
-The key. A :class:`StoreKey` names the model (name, revision, and the fingerprint of what it
-computes: :mod:`disastir_mteb.models.identity`), the side, the prompt or instruction the texts are
-encoded with, the texts (:func:`fingerprint_texts`), the storage dtype, the batch size and the
-model's precision: change any of them and the vectors are looked up (or encoded) under another folder.
-
-Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
-
-- ``chunk_<start>_<stop>_<checksum>.npy``: positions ``start:stop`` of the encoding order, one file
-  per finished chunk (:data:`CHUNK_SIZE` texts) while encoding. The order is the caller's (the runner
-  passes :func:`~disastir_mteb.search.encoding.length_order`, longest passage first, so batches carry
-  little padding); ``order.json`` records its digest and the store format, and chunks written under
-  another order or format are discarded. A run killed at any point (exception, Ctrl-C, SIGKILL, out
-  of memory) resumes from the last finished chunk, because every file is written under a pid-named
-  temporary name, fsynced and renamed. The checksum in the name is :func:`checksum` of the vectors
-  the file holds, computed before they were written. The encoder's output is checked (2-D, float,
-  finite) before it is written.
-- ``embeddings.npy``, ``checksums.npy`` and ``manifest.json``: the consolidated array (row ``i`` =
-  text ``i``, whatever the encoding order), the xxh3-64 digest of every row's bytes
-  (:func:`row_checksums`), and what the entry was built from: the :class:`StoreKey` fields, the
-  format, shape, the chunks the vectors were encoded in (ranges of the encoding order), the order's
-  digest, the checksum of ``checksums.npy``, date and library versions. The manifest is written
-  last, so an entry without one is unfinished and never served.
-
-The format (``STORE_FORMAT``) is recorded, not hashed into the folder: an entry written by another
-format is not served, and is encoded again in its folder after one warning naming it.
-
-Every byte is verified before it is used. A chunk file is used only if it has a readable header,
-the expected rows and dtype, and bytes that still hash to its name (a file damaged in the middle
-keeps its shape, so only the checksum catches it); a damaged one is encoded again. A finished
-entry is served only when its manifest matches the key, its array has the expected shape, dtype
-and file size, and every row still hashes to its recorded checksum: bytes damaged on disk
-(zeroed, flipped, overwritten in place, which leave the shape intact) are found before a single
-vector is used. The chunks holding damaged rows are encoded again (in their original batches) and
-the entry rewritten; either after one warning naming the file.
-
-Why a checksum per row rather than per block: the rows are stored in the texts' order but encoded
-in length order, so any block of stored rows holds rows of nearly every encoding chunk. Knowing the
-damaged rows themselves, a repair encodes again only the chunks that hold them (a damaged 4 KB page
-is at most four chunks, not the corpus).
-
-Concurrency: a run writing an entry holds its lock (``.lock``, POSIX ``flock``); a second run that
-needs the same entry waits for it, after one warning, and then serves what the first wrote (or
-resumes from its chunks, if it died): nothing is encoded twice. Temporary names carry the process
-id and every file appears through an atomic ``os.replace``, so even without a lock (Windows) two
-writers cost work, never a damaged file.
-
-Faults: a cache folder that cannot be written (read-only, a path under a file, a full disk) does
-not stop a run: the vectors are kept in memory for this process, after one warning naming the
-folder. The search model always keys its vectors with the model's fingerprint, so a model changed in
-place, or another in-memory model, finds entries of its own. A key without one (the store used
-directly) trusts the model name and revision; when one store serves two dimensions for one such
-model, a changed model is behind that name, and the entry that cannot be right is rebuilt (a cached
-one beside fresh vectors), or the run stops with one sentence saying what to delete.
+- **Atomic chunks, resumed after a kill.** While encoding, ``<root>/<side>/<model>/<digest[:16]>/`` holds one
+  ``chunk_<start>_<stop>_<checksum>.npy`` per finished chunk of :data:`CHUNK_SIZE` texts, in the caller's encoding
+  order (recorded in ``order.json`` with the store format: chunks of another order or format are discarded).
+  Every file is written under a temporary name, fsynced and renamed (:mod:`disastir_mteb.util.atomic`), on a
+  thread of its own while the next chunk is encoded, so a run killed at any point resumes from its last chunk.
+- **Checksums.** A chunk's name carries :func:`checksum` of its vectors; the finished entry is
+  ``embeddings.npy`` (row ``i`` = text ``i``), ``checksums.npy`` (:func:`row_checksums`, one per row) and
+  ``manifest.json``, written last (an entry without one is unfinished). Nothing is used before its bytes verify:
+  a damaged chunk file is encoded again, and damaged rows of a finished entry (zeroed, flipped, overwritten in
+  place, which keep the shape) are encoded again in the chunks that hold them, each after one warning naming the
+  file. A checksum per row, because rows are stored in the texts' order but encoded in length order.
+- **A lock** (``.lock``, ``filelock``): a second run needing the same entry waits for it, after one warning, and
+  serves what the first wrote (or resumes from its chunks): nothing is encoded twice.
+- **Faults**: a cache folder that cannot be written keeps the vectors in memory after one warning; an entry of
+  another :data:`STORE_FORMAT` is encoded again after one; one model name and revision serving two dimensions
+  (keys without a model fingerprint) rebuilds the entry that cannot be right, or stops with one sentence.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -206,9 +166,8 @@ _CHUNK = re.compile(r"chunk_(\d{10})_(\d{10})_([0-9a-f]{32})\.npy")
 def checksum(array: np.ndarray) -> str:
     """The xxh3-128 digest (32 hex characters) of an array's bytes in C order.
 
-    xxh3 rather than SHA-256 (the USearch index's) because every byte of an entry is hashed on
-    every run that reads it, and xxh3 is several times faster. It guards against damage, not
-    against someone who forges a cache (a cache is never unpickled).
+    xxh3, not SHA-256, because every byte of an entry is hashed on every run that reads it: it guards against
+    damage, not against someone who forges a cache (a cache is never unpickled).
     """
     import xxhash
 
@@ -245,10 +204,8 @@ def _fill(out: np.ndarray, ranges: list[tuple[int, int]], positions: np.ndarray 
 def _unlink_quietly(*paths: Path) -> None:
     """Delete ``paths`` where possible: a read-only cache keeps them, and later loads verify them anyway."""
     for path in paths:
-        try:
+        with contextlib.suppress(OSError):
             path.unlink(missing_ok=True)
-        except OSError:
-            continue
 
 
 def _checked_order(order: Sequence[int] | np.ndarray | None, n: int) -> np.ndarray | None:
@@ -340,44 +297,34 @@ def _check_output(output: Any, start: int, stop: int, dtype: str) -> np.ndarray:
 
 @contextlib.contextmanager
 def _entry_lock(folder: Path) -> Iterator[None]:
-    """Hold the entry's lock (``folder/.lock``, POSIX ``flock``) while its files are read and written.
+    """Hold the entry's lock (``folder/.lock``) while its files are read and written, after waiting for a holder.
 
-    A second run that needs the same entry waits here (after one warning naming the folder and the
-    holder's process id) and then finds the entry finished, or the chunks of a run that died:
-    nothing is encoded twice. The kernel drops the lock of a killed process, so a ``kill -9`` never
-    leaves an entry locked. Where there is no ``flock`` (Windows) or no writable lock file, runs do
-    not wait: every file still appears through an atomic rename, so the cost is work, not damage.
+    The holder writes its process id into the file for the waiter's one warning (read before trying: some versions
+    of ``filelock`` empty the file when they open it). The kernel drops the lock of a killed process, so a
+    ``kill -9`` never leaves an entry locked. A lock file that cannot be written means no wait: every file still
+    appears through an atomic rename, so the cost is work, not damage.
     """
+    from filelock import FileLock, Timeout
+
+    path = folder / ".lock"
     try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    try:
-        handle = open(folder / ".lock", "a+")  # held open for the lock's lifetime
+        holder = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+        lock = FileLock(path)
+        try:
+            lock.acquire(blocking=False)
+        except Timeout:
+            logger.warning("Embedding cache %s is being encoded by another run (process %s): waiting for it, so "
+                           "that nothing is encoded twice.", folder, holder or "unknown")
+            lock.acquire()
     except OSError:
         yield
         return
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            logger.warning("Embedding cache %s is being encoded by another run (process %s): waiting for it, so "
-                           "that nothing is encoded twice.", folder, holder)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(str(os.getpid()))
-            handle.flush()
-        except OSError:
-            pass
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    try:
+        with contextlib.suppress(OSError):
+            path.write_text(str(os.getpid()), encoding="utf-8")
+        yield
+    finally:
+        lock.release()
 
 # ---------------------------------------------------------------------- the finished entry
 
@@ -827,15 +774,10 @@ class EmbeddingStore:
 
 
 class _ChunkWriter:
-    """Writes finished chunk files on one thread of its own, while the encoder works on the next chunk.
+    """Writes finished chunk files on a thread of its own while the encoder works on the next chunk.
 
-    Each file gets its vectors' checksum in its name and is written to a temporary file, fsynced and renamed;
-    on this thread a chunk's checksum and write overlap the next chunk's encoding instead of stalling it.
-    At most :data:`_PENDING` chunks wait for their file, so memory stays bounded; :meth:`finish` waits for the
-    last ones, then hands each written chunk's file to ``sources`` in place of its vectors. A kill at any point
-    leaves only whole chunk files, so a rerun resumes from them (a chunk whose file was not written yet is
-    encoded again). The first write that fails (a read-only folder, a full disk) stops the writing: the
-    chunks not written stay in memory.
+    At most :data:`_PENDING` chunks wait for their file, so memory stays bounded. The first write that fails (a
+    read-only folder, a full disk) stops the writing: the chunks not written stay in memory.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -849,11 +791,7 @@ class _ChunkWriter:
         self._stopped = False  # set on the writer's thread by the first write that fails
 
     def write(self, rows: tuple[int, int], vectors: np.ndarray) -> np.ndarray:
-        """Queue a copy of ``vectors`` (rows ``rows`` of the order) for its chunk file, and return that copy.
-
-        A copy, because the file is written later and an encoder may hand out one array again and again.
-        Waits while too many chunks are queued.
-        """
+        """Queue a copy of ``vectors`` (an encoder may hand out one array again and again) for its file; return it."""
         held = np.array(vectors, copy=True)
         if self._error is None:
             self._pending.append((rows, self._pool.submit(self._save, rows, held)))
@@ -862,10 +800,6 @@ class _ChunkWriter:
         return held
 
     def _save(self, rows: tuple[int, int], vectors: np.ndarray) -> Path | None:
-        """Write one chunk file, on the writer's thread.
-
-        Nothing once a write has failed, where a loop writing each chunk in turn would have stopped.
-        """
         if self._stopped:
             return None
         path = self.folder / _chunk_name(rows, checksum(vectors))

@@ -1,4 +1,4 @@
-"""The one door to the private names of mteb, ``datasets``, sentence-transformers and openai that the plugin reads.
+"""The one door to the private names of mteb, ``datasets`` and sentence-transformers that the plugin reads.
 
 Each accessor below reads one name those libraries do not make public, with a line on why no public
 way does. Every other module calls these accessors, so an upgrade that moves a name breaks here only,
@@ -30,7 +30,6 @@ __all__ = [
     "menu_entry",
     "missing",
     "mteb_retrieval_texts",
-    "openai_retry_wait",
     "results_frame",
     "retrieval_scores",
     "search_depth",
@@ -47,7 +46,6 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "mteb._evaluators.retrieval_metrics": ("make_score_dict", "mrr", "parse_metrics_from_scores"),
     "mteb.results.benchmark_results": ("BenchmarkResults._to_results_df",),
     "sentence_transformers": ("SentenceTransformer._can_flatten_inputs",),
-    "openai": ("AsyncOpenAI._parse_retry_after_header", "AsyncOpenAI._calculate_retry_timeout"),
 }
 
 #: ``module.Class`` -> attributes its instances get (in ``__init__`` or from the library): checked on one instance.
@@ -196,26 +194,3 @@ def retrieval_scores(qrels: Mapping[str, Mapping[str, int]], results: Mapping[st
                             mrr={k: sum(values) / len(values) for k, values in reciprocal.items()},
                             naucs={}, naucs_mrr={}, hit_rate=hit_rate, task_scores={})
     return dict(per_query), means
-
-
-def openai_retry_wait(client: Any, headers: Any, *, retries_taken: int) -> tuple[float | None, float]:
-    """What the openai ``client`` makes of a failed try: (what its answer asks, the client's wait before the next).
-
-    The first is the seconds the answer's ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date) asks
-    for, as the client reads it, whatever its length; None where neither reads as a positive finite time (absent,
-    ``soon``, ``-5``, ``inf``, a date in the past). The second is the client's own wait before one more try after
-    ``retries_taken`` retries: what was asked where the client honours it (up to its own two minutes), else its
-    exponential backoff with jitter (``headers`` None: the backoff alone).
-
-    Why private: the client computes both in ``_parse_retry_after_header`` and ``_calculate_retry_timeout`` and
-    names neither publicly; the pool waits this way where the client has given up and the pool asks again (a
-    server answering only 429, an answer broken off mid-body), so that a server sees one client, not two.
-    """
-    import math
-    from types import SimpleNamespace
-
-    asked = client._parse_retry_after_header(headers) if headers is not None else None
-    asked = asked if asked is not None and math.isfinite(asked) and asked > 0 else None
-    options = SimpleNamespace(get_max_retries=lambda default: default)  # the client's own max_retries
-    remaining = max(0, client.max_retries - retries_taken)
-    return asked, float(client._calculate_retry_timeout(remaining, options, headers))
