@@ -3,7 +3,8 @@
 Searching per task streams the whole corpus once per task (48 passes); one pass for all 9,600 queries costs about
 what a single task's pass does. :func:`prefetch` indexes the shared corpus, has the search model encode every
 task's queries (together, longest first, when they all reach one plain SentenceTransformer), searches them all at
-once and files each task's top-k in the search model's :class:`FiledSearches`, which that task's own ``search``
+once and files each task's top-k in the search model's
+:class:`~disastir_mteb.search.filed_searches.FiledSearches`, which that task's own ``search``
 then hands back at once. :func:`answered_by_prefetch` tells the runner which tasks need no model any more,
 :func:`forget_prefetched` drops what a task did not take.
 """
@@ -23,48 +24,14 @@ from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from mteb.types import EncodeKwargs, RetrievalOutputType
+    from mteb.types import EncodeKwargs
 
+    from disastir_mteb.search.filed_searches import PrefetchKey
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FiledSearches", "answered_by_prefetch", "forget_prefetched", "prefetch"]
-
-PrefetchKey = tuple[str, str, str, "tuple[str, str] | None"]  # task, split, subset, held corpus
-
-
-class FiledSearches:
-    """The top-k the shared pass filed per (task, split, subset, held corpus), until each task's search takes it."""
-
-    def __init__(self) -> None:
-        self._filed: dict[PrefetchKey, tuple[int, dict[str, dict[str, float]]]] = {}
-
-    def file(self, key: PrefetchKey, top_k: int, rankings: dict[str, dict[str, float]]) -> None:
-        """Keep ``rankings`` (``top_k`` deep) for the search of ``key``."""
-        self._filed[key] = (top_k, rankings)
-
-    def take(self, key: PrefetchKey, query_ids: Sequence[str], top_k: int) -> RetrievalOutputType | None:
-        """The filed top-``top_k`` of ``query_ids`` (dropped from here), or None when the pass did not answer them."""
-        ready = self._filed.pop(key, None)
-        if ready is None or ready[0] < top_k or not set(query_ids) <= ready[1].keys():
-            return None
-        return {qid: dict(list(ready[1][qid].items())[:top_k]) for qid in query_ids}
-
-    def holds(self, key: PrefetchKey, top_k: int) -> bool:
-        """Whether a search of ``key`` at least ``top_k`` deep is filed."""
-        ready = self._filed.get(key)
-        return ready is not None and ready[0] >= top_k
-
-    def forget(self, task_name: str) -> None:
-        """Drop everything filed for ``task_name``."""
-        for key in [key for key in self._filed if key[0] == task_name]:
-            del self._filed[key]
-
-    def clear(self) -> None:
-        """Drop everything filed (the model computes other vectors now)."""
-        self._filed.clear()
-
+__all__ = ["answered_by_prefetch", "forget_prefetched", "prefetch"]
 
 def prefetch(searcher: SharedCorpusSearch, tasks: Sequence[Any], *, encode_kwargs: EncodeKwargs | None = None) -> int:
     """Search all DisastIR tasks' queries in ONE pass over the corpus and file each task's top-k in ``searcher``.

@@ -16,7 +16,7 @@ the embeddings, which do not depend on it, are shared by both.
 How a task's texts reach the model (the route, the prompts that key the vectors, the encoder each side goes
 through) is :mod:`disastir_mteb.search.routing`; every task's queries searched in one pass, before mteb asks task
 by task, is :mod:`disastir_mteb.search.prefetch`, which files each task's top-k in the search model's
-:class:`~disastir_mteb.search.prefetch.FiledSearches`.
+:class:`~disastir_mteb.search.filed_searches.FiledSearches`.
 
 The model it is given is made ready in one call to the models layer
 (:func:`~disastir_mteb.models.prepared.prepare_model`: loaded when it is a name, a cast copy for another precision,
@@ -50,7 +50,7 @@ from disastir_mteb.models.precision import module_device, wrapper_chain
 from disastir_mteb.models.prepared import prepare_model
 from disastir_mteb.search.encoding import EncodingReport, SentenceTransformerPipeline, length_order
 from disastir_mteb.search.exact_search import ExactIndex
-from disastir_mteb.search.prefetch import FiledSearches
+from disastir_mteb.search.filed_searches import FiledSearches
 from disastir_mteb.search.routing import (
     Rows,
     passage_prompt,
