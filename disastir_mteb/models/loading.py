@@ -52,7 +52,8 @@ def load_model(model: Any, *, device: str | None = None) -> Any:
 
     try:
         return mteb.get_model(model, device=device) if device else mteb.get_model(model)
-    except Exception as error:  # any loader's failure: offline, unknown name, gated, missing package
+    except (OSError, ValueError, KeyError, ImportError, RuntimeError) as error:
+        # offline or gated (the Hub's errors are OSErrors), an unknown name, a missing package, a broken checkpoint
         raise ModelLoadError(model, error) from error
 
 
@@ -123,13 +124,15 @@ def _load_folder(folder: Path, device: str | None) -> Any:
         except (OSError, ValueError, ImportError) as error:
             raise ModelLoadError(str(folder), error, "A decoder folder holds a Qwen3 checkpoint (config.json, "
                                  "tokenizer, weights) or a LoRA adapter of one.") from error
+    from safetensors import SafetensorError
     from sentence_transformers import SentenceTransformer
 
     from disastir_mteb.models.adapter import as_mteb_encoder
 
     try:
         encoder = as_mteb_encoder(SentenceTransformer(str(folder), device=device, local_files_only=True))
-    except Exception as error:
+    except (OSError, ValueError, KeyError, ImportError, RuntimeError, SafetensorError) as error:
+        # files missing, malformed JSON, unknown module classes, damaged weights
         raise ModelLoadError(str(folder), error, "A model folder is one written by SentenceTransformer.save().") \
             from error
     meta = encoder.mteb_model_meta

@@ -107,7 +107,8 @@ def in_precision(model: Any, precision: Precision | None) -> Any:
                 PRECISIONS[wanted], module_dtype(model))
     try:
         return copy.deepcopy(model, memo)
-    except Exception as error:  # any object of the wrapper chain may refuse to be copied
+    except (TypeError, RuntimeError, AttributeError, ValueError, NotImplementedError, copy.Error) as error:
+        # an object of the wrapper chain that refuses to be copied (a lock, a handle, a non-leaf tensor)
         raise InvalidInput(f"precision={precision!r}: {type(model).__name__} cannot be copied to cast its weights "
                            f"({type(error).__name__}: {error}); cast the model yourself (e.g. model.half()) and leave "
                            "precision unset.") from None

@@ -243,7 +243,7 @@ def _work(number: int) -> tuple[Any, float, list[logging.LogRecord], list[dict[s
     with PhaseClock() as task_clock, warnings.catch_warnings(record=True) as caught:
         try:
             result = _job.run(_job.tasks[number])
-        except Exception as error:
+        except Exception as error:  # not hidden: the task runs again in the runner's process, raising it as it is
             logger.debug("Task %d failed in worker %d: %s: %s", number, os.getpid(), type(error).__name__, error)
     seconds = time.perf_counter() - started
     report = WorkerReport(phases=task_clock.seconds(), pid=os.getpid(),
