@@ -47,10 +47,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.models.loading import ModelLoadError
-from disastir_mteb.runner.data_source import data_source, needs_hub, with_sample_devlite
-from disastir_mteb.runner.task_selection import canonical_names, corpus_groups, resolve_tasks
+from disastir_mteb.runner.data_source import with_sample_devlite
+from disastir_mteb.runner.run_request import EmbeddingServersOptions, import_libraries, prepare_run
+from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
 from disastir_mteb.util.errors import InvalidInput
-from disastir_mteb.util.hub import offline_if_unreachable
 from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
 from disastir_mteb.vocabulary.run_settings import RunSettings, Search
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, DEFAULT_OUTPUT_FOLDER, EXACT
@@ -73,19 +73,6 @@ _DISASTIR_TASKS = ALL_TASK_NAMES  # every query set's tasks
 
 __all__ = ["EmbeddingServersOptions", "Evaluation", "ModelLoadError", "RunSettings", "build_search", "evaluate",
            "import_libraries", "resolve_tasks", "result_folder", "run_evaluation", "run_tasks", "serve_model"]
-
-
-def import_libraries() -> None:
-    """Import what every run uses: mteb, torch, sentence-transformers and the search model's modules.
-
-    A run calls it first, under its clock's ``startup``: imported lazily, each library's seconds would land in
-    whichever phase first needs it (the model's identification, the passages), and a phase that looked slow would be
-    an import.
-    """
-    import sentence_transformers  # noqa: F401
-    import torch  # noqa: F401
-
-    from disastir_mteb.search import shared_corpus  # noqa: F401
 
 
 def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpusSearch:
@@ -216,20 +203,20 @@ def evaluate(
                                             instruct_passages=instruct_passages, batch_size=batch_size,
                                             precision=precision, cache_dir=cache_dir, progress=show_progress,
                                             model_revision=model_revision)
-        with clock(Phase.tasks):
-            tasks = canonical_names(tasks).tasks  # any case; an unknown name in one sentence, before data or model
-            source = data_source(data, devlite, extra_judgements=extra_judgements, keep_joins=cache_dir is not False)
-        with clock(Phase.startup):
-            offline_if_unreachable(needs_hub(model, source, served=bool(embeddings_url)), say=logger.warning)
-            import_libraries()
+        if embeddings_revision and not embeddings_url:
+            raise InvalidInput("embeddings_revision pins a served model: pass it with embeddings_url.")
+        served = None if not embeddings_url else EmbeddingServersOptions(
+            embeddings_url, revision=embeddings_revision, concurrency=embeddings_concurrency, key_env=api_key_env)
+        names, source = prepare_run(model, tasks, split=split, data=data, devlite=devlite,
+                                    extra_judgements=extra_judgements, keep_joins=cache_dir is not False,
+                                    served=served, say=logger.warning)
+        tasks = names.tasks
         if not isinstance(model, str):
             from disastir_mteb.models.adapter import require_encoder
             from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
             if not isinstance(model, SharedCorpusSearch):
                 require_encoder(model, "evaluate()")  # before anything is copied or wrapped: the sentence names it
-        served = None if not embeddings_url else EmbeddingServersOptions(
-            embeddings_url, revision=embeddings_revision, concurrency=embeddings_concurrency, key_env=api_key_env)
         evaluation = run_evaluation(model, tasks, split=split, settings=settings, data=source, served=served,
                                     output_folder=output_folder, overwrite=overwrite, show_progress=show_progress,
                                     on_task_done=on_task_done, ready_keywords=(instructions is not None
@@ -248,16 +235,6 @@ def evaluate(
 
         tqdm.write(summary, file=sys.stderr)
     return EvaluationResult.of(evaluation.result, folder=evaluation.folder.resolve(), summary=summary)
-
-
-@dataclass(frozen=True)
-class EmbeddingServersOptions:
-    """Where a served model is encoded (``--embeddings-url`` and its options): see :func:`serve_model`."""
-
-    urls: str | Sequence[str]
-    revision: str | None = None
-    concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY
-    key_env: str = DEFAULT_KEY_ENV
 
 
 @dataclass(frozen=True)
