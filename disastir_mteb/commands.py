@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from disastir_mteb.util.errors import InvalidInput, MissingInput
+from disastir_mteb.util.install_hint import require_extra
 
 if TYPE_CHECKING:
     from disastir_mteb.judging.settings import JudgeSettings
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
     timings_file = _timings_file(args.timings_json)
     _ann_options_need_ann(args)
+    if args.embeddings_url:  # the servers' client, before the data, mteb or a server is touched
+        require_extra("openai", extra="servers", needed_by="--embeddings-url")
     with run_clock():
         # bad input is answered before mteb or torch is imported: option combinations, settings, names, folders
         if args.embeddings_revision and not args.embeddings_url:
@@ -285,13 +288,19 @@ def report(args: argparse.Namespace) -> int:
     completed = _completed_views(sets, args)
     print(report_text(sets, metric=args.metric, completed=completed, summary=bool(args.out)), end="")
     if args.out:  # the terminal gets the overview; the whole report is in the files
-        written = write_report(sets, args.out, formats=args.format or ["md", "csv"], figure_formats=args.figure_format,
+        from disastir_mteb.results.plots import figures_unavailable
+
+        formats = args.format or ["md", "csv"]
+        written = write_report(sets, args.out, formats=formats, figure_formats=args.figure_format,
                                figure_titles=not args.no_figure_title, colour_scale=args.colour_scale,
                                metric=args.metric, completed=completed)
-        print(f"\nThe whole report (each set's grid, provenance, published numbers, missing tasks) and its figures: "
-              f"{len(written)} file(s) in {Path(args.out).resolve()}: "
+        heatmaps = sum(p.name.startswith("heatmap-") for p in written)
+        print(f"\nThe whole report (each set's grid, provenance, published numbers, missing tasks)"
+              f"{' and its figures' if heatmaps else ''}: {len(written)} file(s) in {Path(args.out).resolve()}: "
               f"{', '.join(sorted({p.name for p in written if not p.name.startswith('heatmap-')}))} "
-              f"and {sum(p.name.startswith('heatmap-') for p in written)} heatmap file(s).")
+              f"and {heatmaps} heatmap file(s).")
+        if not heatmaps and {"md", "html"} & set(formats) and (missing := figures_unavailable()) is not None:
+            print(f"disastir-mteb report: written without figures. {missing}", file=sys.stderr)
     return 0
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV, DEFAULT_TIMEOUT
+from disastir_mteb.util.install_hint import require_extra
 from disastir_mteb.vocabulary.taxonomy import canonical_task_name
 
 if TYPE_CHECKING:  # the job's modules load when a job runs: the command line reads these defaults at every start
@@ -51,7 +52,15 @@ class JudgeSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        """``tasks`` given in any case, spelled as the tasks are (an unknown DisastIR name is one sentence)."""
+        """``tasks`` given in any case, spelled as the tasks are (an unknown DisastIR name is one sentence).
+
+        Servers named without the ``judge`` extra installed are one sentence too, before any result is read.
+
+        Raises:
+            ImportError: ``base_urls`` without the openai client installed (the ``judge`` extra).
+        """
+        if self.base_urls:
+            require_extra("openai", extra="judge", needed_by="The judge")
         if self.tasks is not None:
             object.__setattr__(self, "tasks", tuple(canonical_task_name(name) for name in self.tasks))
 

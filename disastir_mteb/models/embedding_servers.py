@@ -87,6 +87,7 @@ from disastir_mteb.endpoints.urls import listed_name, prefix_advice
 from disastir_mteb.models.identity import PROBE_TEXTS, PROBE_TOLERANCE, probe_difference
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.errors import InvalidInput
+from disastir_mteb.util.install_hint import require_extra
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 
 logger = logging.getLogger(__name__)
@@ -199,6 +200,7 @@ class EmbeddingServers(AbsEncoder):
         EndpointError: a server cannot be reached, does not serve ``model``, its vectors do not follow their texts,
             its base64 is not float32, or the servers serve different models or dimensions (checked once, here,
             before anything is encoded).
+        ImportError: the openai client is not installed (the ``servers`` extra).
     """
 
     def __init__(self, model: str, base_urls: Sequence[str] | str, *, revision: str | None = None,
@@ -209,6 +211,7 @@ class EmbeddingServers(AbsEncoder):
             raise InvalidInput("Name the served model (-m NAME), as the embedding servers know it.")
         if int(batch_size) < 1:
             raise InvalidInput(f"The batch size must be at least 1, not {batch_size!r}.")
+        require_extra("openai", extra="servers", needed_by="Encoding on embedding servers")
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="embedding-servers", daemon=True)

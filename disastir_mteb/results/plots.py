@@ -3,7 +3,8 @@
 The metric is NDCG@10, the main score, unless another is asked (``metric=``: any fraction a result file
 holds, :mod:`~disastir_mteb.results.metrics`); it names the colour bar, the axis and the default titles.
 
-matplotlib with the Agg backend (no display needed). Each figure is written in every format asked
+matplotlib with the Agg backend (no display needed), from the ``plots`` extra (:func:`figures_unavailable`).
+Each figure is written in every format asked
 (:data:`FIGURE_FORMATS`): PNG at 200 dpi for the reports to embed, PDF and SVG for papers (vector; PDF
 with TrueType fonts, not the Type 3 fonts publishers refuse; SVG with its text kept as text, so it can be
 edited). The heatmap's colour scale is fitted to the grid's own values by default, so the observed range
@@ -30,7 +31,8 @@ from disastir_mteb.util.errors import InvalidInput, MissingPackage
 from disastir_mteb.util.install_hint import install_hint
 from disastir_mteb.vocabulary.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Intent
 
-__all__ = ["COLOUR_SCALES", "FIGURE_FORMATS", "colour_limits", "heatmap", "intent_bars"]
+__all__ = ["COLOUR_SCALES", "FIGURE_FORMATS", "colour_limits", "figures_unavailable", "heatmap",
+           "intent_bars"]
 
 #: The formats a figure can be written in (a file suffix each).
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -44,11 +46,24 @@ _TITLE_CHARACTERS = {"heatmap": 95, "bars": 80}  # at 11 pt, what fits across ea
 _VECTOR_RC = {"pdf.fonttype": 42, "svg.fonttype": "none"}
 
 
-def _pyplot():
+def figures_unavailable() -> str | None:
+    """Why no figure can be drawn here, in one sentence with the command that mends it; None when one can.
+
+    matplotlib comes with the ``plots`` extra (and ``demo``, ``notebooks``), not with every installation: a report
+    is written without its figures then (:func:`~disastir_mteb.results.report.write_report`), saying so.
+    """
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
-        raise MissingPackage(f"Plots need matplotlib, which disastir-mteb requires: {install_hint()}") from None
+        return f"Figures need matplotlib: {install_hint('plots')}"
+    return None
+
+
+def _pyplot():
+    if (missing := figures_unavailable()) is not None:
+        raise MissingPackage(missing)
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

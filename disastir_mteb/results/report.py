@@ -69,7 +69,7 @@ from disastir_mteb.results.report_format import (
 from disastir_mteb.results.result_sets import ResultSet, not_rescored
 from disastir_mteb.results.table2_standing import standing_blocks
 from disastir_mteb.util.atomic import write_text_atomic
-from disastir_mteb.util.errors import InvalidInput
+from disastir_mteb.util.errors import InvalidInput, MissingPackage
 from disastir_mteb.vocabulary.task_record import DATA_KEY
 from disastir_mteb.vocabulary.taxonomy import (
     CATEGORIES,
@@ -312,8 +312,10 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
         out: the folder to write into.
         formats: report files among :data:`FORMATS`.
         figure_formats: the figures' formats (``png``, ``pdf``, ``svg``; several allowed, each figure written in
-            each). Default: PNG, drawn for ``md`` and ``html`` only. The reports embed the first of PNG and SVG
-            asked; with PDF alone, a PNG is written beside it for them.
+            each). Default: PNG, drawn for ``md`` and ``html`` only, when matplotlib is installed (the ``plots``
+            extra); without it the reports are written without figures
+            (:func:`~disastir_mteb.results.plots.figures_unavailable` says why). The reports embed the first of
+            PNG and SVG asked; with PDF alone, a PNG is written beside it for them.
         figure_titles: False leaves the titles out of the figures (a paper's caption says it); the files' metadata
             still name each figure.
         colour_scale: the heatmaps' colours: ``data`` (fitted to each grid's scores) or ``0-100``
@@ -325,14 +327,20 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
     Raises:
         ValueError: an unknown format, figure format, colour scale or metric, a metric a set's task files lack, or
             no result sets; nothing is written then.
+        ImportError: ``figure_formats`` given without matplotlib (the ``plots`` extra); nothing is written then.
     """
+    from disastir_mteb.results.plots import figures_unavailable
+
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise InvalidInput(f"Unknown report format(s) {unknown}; valid: {', '.join(FORMATS)}.")
     check_figure_options(figure_formats or (), colour_scale)
+    missing = figures_unavailable() if figure_formats or any(f in ("md", "html") for f in formats) else None
+    if figure_formats and missing is not None:
+        raise MissingPackage(missing)
     out = Path(out)
     written: list[Path] = []
-    embedded = any(f in ("md", "html") for f in formats)
+    embedded = any(f in ("md", "html") for f in formats) and missing is None  # no figures to embed without it
     kinds = list(dict.fromkeys(figure_formats or (["png"] if embedded else [])))
     shown = next((kind for kind in kinds if kind in ("png", "svg")), "png")
     if embedded and shown not in kinds:
