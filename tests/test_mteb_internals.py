@@ -108,3 +108,12 @@ def test_openai_retry_wait_is_what_the_client_reads_and_waits() -> None:
         asked, first = mteb_internals.openai_retry_wait(client, headers, retries_taken=0)
         assert asked is None and 0.375 <= first <= 0.5  # 0.5 s, less up to a quarter
         assert 1.5 <= mteb_internals.openai_retry_wait(client, headers, retries_taken=2)[1] <= 2.0
+
+
+def test_the_oldest_mteb_checked_is_the_one_pyproject_accepts() -> None:
+    """The door's ``CHECKED_ON`` starts at ``pyproject.toml``'s ``mteb>=`` bound, the release ``.ci/compat`` runs."""
+    import re
+
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    [bound] = re.findall(r'^\s*"mteb>=([0-9][^,"]*),<3",', pyproject, flags=re.MULTILINE)
+    assert bound == mteb_internals.CHECKED_ON[0]

@@ -55,7 +55,7 @@ INSTANCE_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
 #: :mod:`disastir_mteb.leaderboard.mteb_patch` and :mod:`disastir_mteb.runner.scoring_patch` was checked on: the
 #: oldest the package supports (``pyproject.toml``'s lower bound, run by ``.ci/compat``) and the newest (what
 #: ``make test`` installs). The canary (``tests/test_mteb_internals.py``) runs on both.
-CHECKED_ON = ("2.22.0", "2.26.24")
+CHECKED_ON = ("2.22.2", "2.26.24")
 
 
 def missing() -> list[str]:
