@@ -42,7 +42,6 @@ import numpy as np
 
 from disastir_mteb.models.precision import module_dtype
 from disastir_mteb.util.errors import InvalidInput
-from disastir_mteb.util.mteb_internals import may_flatten_inputs
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, check_count
 
 if TYPE_CHECKING:
@@ -300,6 +299,23 @@ def _own_prompt(model: Any, side: str) -> str | None:
             return prompts[name]
     default = getattr(model, "default_prompt_name", None)
     return prompts.get(default) if default else None
+
+
+def may_flatten_inputs(model: Any) -> bool:
+    """Whether a ``SentenceTransformer`` may flatten its inputs, and then batch them in its own interleaved order.
+
+    sentence-transformers decides it from its first module: a ``Transformer`` says so in its public
+    ``can_flatten_inputs`` (flash attention's variable-length kernels, ``unpad_inputs``); a ``Router`` flattens only
+    when every route's does. The plugin's length-ordered pipeline reproduces ``encode`` only where nothing is
+    flattened, so this answers False only where the first module says False, and True (the model keeps its own
+    ``encode``) for anything else, a ``Router`` or an object that cannot say included.
+    """
+    try:
+        first = model[0]
+    except (TypeError, IndexError, KeyError):
+        return True
+    answer = getattr(first, "can_flatten_inputs", None)
+    return answer if isinstance(answer, bool) else True
 
 
 def plain_sentence_transformer(model: Any) -> bool:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from disastir_mteb.search.routing import DISASTIR_TASKS
-from disastir_mteb.util.mteb_internals import search_depth
 from disastir_mteb.util.timings import Phase, clock
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 
@@ -31,7 +30,19 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["answered_by_prefetch", "forget_prefetched", "prefetch"]
+__all__ = ["answered_by_prefetch", "forget_prefetched", "prefetch", "search_depth"]
+
+
+def search_depth(task: Any) -> int:
+    """How many documents mteb's retrieval evaluation asks a search model for on ``task``: ``max(task.k_values)``.
+
+    mteb passes that to ``search(top_k=...)`` for every retrieval task but a reranking one (``top_ranked`` given),
+    which is never answered ahead of time here; a deeper ``top_k`` than was filed is searched anew anyway
+    (:meth:`~disastir_mteb.search.filed_searches.FiledSearches.take`); a test records what mteb asks.
+    """
+    return max(task.k_values)
+
+
 
 def prefetch(searcher: SharedCorpusSearch, tasks: Sequence[Any], *, encode_kwargs: EncodeKwargs | None = None) -> int:
     """Search all DisastIR tasks' queries in ONE pass over the corpus and file each task's top-k in ``searcher``.

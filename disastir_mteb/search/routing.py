@@ -26,7 +26,7 @@ from mteb.types import PromptType
 
 from disastir_mteb.models.precision import module_device
 from disastir_mteb.search.encoding import EncodingReport, SentenceTransformerPipeline, plain_sentence_transformer
-from disastir_mteb.util.mteb_internals import create_dataloader, mteb_retrieval_texts
+from disastir_mteb.util.mteb_internals import create_dataloader
 from disastir_mteb.vocabulary.instructions import InstructionConfig
 from disastir_mteb.vocabulary.settings import QUERY_SIDE_KEYS
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, get_spec
@@ -136,15 +136,16 @@ def _instructs_passages(model: Any) -> bool:
                                      and bool(getattr(model.model, "apply_instruction_to_passages", False)))
 
 
-def retrieval_texts(dataset: Any, prompt_type: PromptType) -> list[str]:
-    """The texts of a corpus or a query set as the model reads them: mteb's own (``mteb_retrieval_texts``), as a list.
+def retrieval_texts(dataset: Any, prompt_type: PromptType, *, task_metadata: TaskMetadata) -> list[str]:
+    """The texts of a corpus or a query set as the model reads them: those of mteb's own dataloader, as a list.
 
     mteb builds them with a ``datasets.map`` over every row (a passage is its title and text joined and stripped)
     and hands back a ``datasets`` ``Column``, which reads one row per index: at full scale the map and the
     row-by-row reads of the 239,704 passages cost tens of seconds of a warm run. The plain cases are read as
     whole columns here, to the same strings: passages without a title (DisastIR's) are their stripped text,
     with one ``(title + " " + text).strip()``; queries that are plain text without an instruction column are
-    their text as it is. Anything else (conversations, instructions) goes through mteb's own function.
+    their text as it is. Anything else (conversations, instructions) is read from the dataset mteb's
+    ``create_dataloader`` batches for ``task_metadata``: what mteb's own search hands the model.
     """
     if len(dataset) == 0:
         return []
@@ -157,7 +158,8 @@ def retrieval_texts(dataset: Any, prompt_type: PromptType) -> list[str]:
                 for title, text in zip(dataset["title"][:], texts, strict=True)]
     if "instruction" not in columns and all(isinstance(text, str) for text in texts):
         return texts
-    return list(mteb_retrieval_texts(dataset, prompt_type)[:])
+    loader = create_dataloader(dataset, task_metadata=task_metadata, prompt_type=prompt_type)
+    return list(loader.dataset["text"][:])
 
 
 def passage_loader(texts: list[str], batch_size: int) -> Any:

@@ -422,7 +422,7 @@ class SharedCorpusSearch:
     def _query_embeddings(self, queries: QueryDatasetType, task_metadata: TaskMetadata, hf_split: str,
                           hf_subset: str, encode_kwargs: EncodeKwargs, num_proc: int | None) -> np.ndarray:
         with clock(Phase.tasks):
-            texts = retrieval_texts(queries, PromptType.query)
+            texts = retrieval_texts(queries, PromptType.query, task_metadata=task_metadata)
         if not texts:
             return np.zeros((0, 1), np.float32)
         encode = self._encoder(task_metadata, PromptType.query, hf_split, hf_subset, encode_kwargs, num_proc)
@@ -467,7 +467,7 @@ class SharedCorpusSearch:
         planned = []
         for (task, data), route in zip(items, routes, strict=True):
             with clock(Phase.tasks):
-                raw = retrieval_texts(data["queries"], PromptType.query)
+                raw = retrieval_texts(data["queries"], PromptType.query, task_metadata=task.metadata)
             key_prompt = query_prompt(self.model, task.metadata)
             store = self._lasting_store
             cached = None if store is None else store.cached(
@@ -509,7 +509,7 @@ class SharedCorpusSearch:
             logger.debug("%s: corpus already indexed, reused.", task_metadata.name)
             return
         with clock(Phase.tasks):
-            texts = retrieval_texts(corpus, PromptType.document)
+            texts = retrieval_texts(corpus, PromptType.document, task_metadata=task_metadata)
         with clock(Phase.store):
             text_fingerprint = fingerprint_texts(texts)
         if identity is not None:

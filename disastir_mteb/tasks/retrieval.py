@@ -31,7 +31,9 @@ from typing import Any
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 from mteb.abstasks.task_metadata import TaskMetadata
+from mteb.languages import check_language_code
 from mteb.timing import TimingStack
+from pydantic import PrivateAttr
 
 from disastir_mteb.data.data_cache import source_digest
 from disastir_mteb.data.devlite import cached_split_files, load_split_task
@@ -50,7 +52,6 @@ from disastir_mteb.data.task_cache import load_cached_task
 from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, ranking, score_run
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.errors import InvalidInput
-from disastir_mteb.util.mteb_internals import validate_metadata
 from disastir_mteb.vocabulary.metadata import (
     CATEGORIES_METADATA,
     CITATION,
@@ -98,10 +99,20 @@ __all__ = [
 class DisastIRTaskMetadata(TaskMetadata):
     """mteb's ``TaskMetadata`` with descriptive statistics read from this package, not mteb's folder."""
 
+    _stats_path: Path | None = PrivateAttr(default=None)
+
     @property
     def descriptive_stat_path(self) -> Path:
         """``task_metadata/descriptive_stats/<task>.json`` (paper figures until recomputed on real data)."""
+        if self._stats_path is not None:
+            return self._stats_path
         return metadata_dir() / "descriptive_stats" / f"{self.name}.json"
+
+    def with_statistics_at(self, path: Path) -> DisastIRTaskMetadata:
+        """A copy whose statistics file is ``path``: where mteb's public ``calculate_descriptive_statistics`` writes."""
+        copy = self.model_copy()
+        copy._stats_path = Path(path)
+        return copy
 
 
 def _description(spec: TaskSpec) -> str:
@@ -154,7 +165,8 @@ def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
         prompt={"query": intent["instruction"]},
         **split_only,
     )
-    validate_metadata(metadata)
+    for code in metadata.eval_langs:  # what mteb's own check of a TaskMetadata asks, which construction skips
+        check_language_code(code)
     return metadata
 
 

@@ -31,7 +31,6 @@ from typing import Any
 from disastir_mteb.data.source import DataSource
 from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.util.errors import InvalidInput
-from disastir_mteb.util.mteb_internals import split_statistics
 from disastir_mteb.vocabulary.taxonomy import (
     CATEGORIES,
     INTENTS,
@@ -227,12 +226,11 @@ def compute_statistics(task_names: list[str], out_dir: str | Path, data: DataSou
               else f"Hugging Face {DATASET_REPO}@{DATASET_REVISION}")
     written = []
     for name in map(canonical_task_name, task_names):  # any case
-        task = ALL_TASK_CLASSES[get_spec(name).name](data=data)
-        task.load_data()
-        split = task.metadata.eval_splits[0]
-        stats: dict[str, Any] = split_statistics(task, split)
-        stats["source"] = source
         path = Path(out_dir) / f"{name}.json"
-        write_json_atomic(path, {split: stats})
+        task = ALL_TASK_CLASSES[get_spec(name).name](data=data)
+        task.metadata = task.metadata.with_statistics_at(path)  # mteb writes there, never into the package
+        task.load_data()
+        stats: dict[str, dict[str, Any]] = task.calculate_descriptive_statistics(overwrite_results=True)
+        write_json_atomic(path, {split: {**block, "source": source} for split, block in stats.items()})
         written.append(path)
     return written
