@@ -30,10 +30,7 @@ _JSON_SUFFIXES = (".json", ".jsonl")
 
 
 def resolve_data_dir(repo: str, revision: str) -> Path:
-    """The Hub snapshot of the published layout (:class:`~disastir_mteb.data.source.DataSource` names a local one).
-
-    Through ``huggingface_hub.snapshot_download``, so it honours ``HF_HUB_OFFLINE=1`` and ``HF_HOME`` like every
-    other Hugging Face download.
+    """The Hub snapshot of the published layout, through ``huggingface_hub`` (``HF_HUB_OFFLINE``, ``HF_HOME`` hold).
 
     Raises:
         FileNotFoundError: the data is neither cached nor downloadable (one sentence saying what to pass instead).
