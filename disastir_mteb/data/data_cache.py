@@ -1,10 +1,9 @@
 """What the data layer derives from a data folder, kept on disk: keyed by content, read back verified.
 
-Reading and joining the full folder takes tens of seconds at every run; the results (the corpus as Arrow, each
-task's join) are kept under ``<cache root>/task-data/`` as checked files, never a pickle. An entry's key digests the
-content of its data files (never names, sizes or times, which ``cp -p`` or ``os.utime`` leave as they were), the
-code that computes it, and the Python and pyarrow versions (whose Unicode tables ``strip`` follows). A damaged entry
-is one warning and is rebuilt; an unwritable folder is one warning, then the data files are read directly.
+Joining the full folder takes tens of seconds at every run, so the corpus and each task's join are kept as checked
+files (never a pickle), keyed by the content of their data files (never names, sizes or times, which ``cp -p`` or
+``os.utime`` keep), the code that computes them, and the Python and pyarrow versions (whose Unicode tables
+``strip`` follows). A damaged entry is one warning and is rebuilt.
 """
 
 from __future__ import annotations
@@ -70,10 +69,7 @@ def source_digest(path: str | Path) -> str:
 
 @functools.cache
 def code_digest(*modules: ModuleType) -> str:
-    """A digest of the source files of ``modules`` (with this module's and the checked file format's).
-
-    A module without a readable source file (a frozen or zipped install) is named by the package's version.
-    """
+    """A digest of the source of ``modules`` and this module (without a source file: the package's version)."""
     import pyarrow
 
     from disastir_mteb.util import checked_file

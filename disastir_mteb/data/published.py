@@ -152,10 +152,7 @@ class TaskData:
 
 
 def query_dataset(ids: list[str], texts: list[str]) -> Dataset:
-    """A task's queries as mteb takes them: a ``Dataset`` of ``id`` and (stripped) ``text``, in order.
-
-    Its fingerprint is a digest of the ids and texts, given rather than left to ``datasets``, which pickles the table.
-    """
+    """A task's queries as mteb takes them, fingerprinted by their digest (``datasets`` would pickle the table)."""
     import pyarrow as pa
     from datasets import Dataset
 
@@ -174,10 +171,7 @@ def log_report(report: LoadReport, log: logging.Logger) -> None:
 
 
 def shared_texts(grades: Mapping[str, Mapping[str, float]], first_copy: Mapping[str, str]) -> dict[str, str]:
-    """The judged ids that share their text with other ids: {id: the first id holding its text}, for scoring by text.
-
-    Every copy of a judged text is judged, so the mapping holds every id of such a text.
-    """
+    """The judged ids that share their text with other ids: {id: the first id holding its text}, for scoring by text."""
     judged = {doc_id for docs in grades.values() for doc_id in docs}
     return {doc_id: first_copy[doc_id] for doc_id in sorted(judged) if doc_id in first_copy}
 

@@ -90,10 +90,7 @@ class DataSource:
         return describe_data(self.devlite, repo=DEVLITE_REPO, revision=DEVLITE_REVISION)
 
     def record(self) -> dict[str, object]:
-        """Which data the tasks read, for the per-query file's ``data`` record.
-
-        The source and whether it is synthetic, plus the generator's marker and the extra judgements' folder if any.
-        """
+        """Which data the tasks read, for the per-query file's ``data`` record (synthetic or not, extra judgements)."""
         record: dict[str, object] = {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
         if self.folder is not None:
             marker = read_marker(self.folder)

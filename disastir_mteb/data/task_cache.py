@@ -1,10 +1,8 @@
 """The full set's tasks loaded from the data cache: each task's join read back instead of computed again.
 
-A task's join depends only on its query file, its qrels file, the corpus and the code, so it is kept keyed by
-their content. An entry holds the join's result, never a second implementation of it: a task read back equals the
-joined one field for field. Tasks read with extra judgements, and the Test and DevLite tasks (which depend on a
-second folder), are joined at every load. A file the load refuses never gets an entry: the checks run first, and
-their code is part of the key.
+An entry holds the join's result, never a second implementation of it, keyed by the content of the task's files
+and of the code. Tasks read with extra judgements, and the Test and DevLite tasks, are joined at every load. A file
+the load refuses never gets an entry: the checks run first, and their code is part of the key.
 """
 
 from __future__ import annotations

@@ -69,9 +69,8 @@ class _StreamError(ValueError):
 def chat_from_event_stream(text: str) -> dict[str, Any]:
     """The one chat completion a stream of server-sent ``chat.completion.chunk`` events spells.
 
-    The first choice's ``delta.content`` pieces are joined, the last ``finish_reason`` and ``usage`` kept; comment
-    lines and the ``event``/``id``/``retry`` fields are skipped, as the SSE format says. Content is None when no chunk
-    carried text.
+    The first choice's ``delta.content`` pieces are joined (None without any), the last ``finish_reason`` and ``usage``
+    kept.
 
     Raises:
         ValueError: not such a stream (an event that is not JSON or has no ``choices`` list, or no chunk at all),

@@ -1,10 +1,9 @@
 """Several OpenAI-compatible servers sharing one stream of requests: what no client does for them.
 
-Each server gets one ``openai.AsyncOpenAI``, which does every retry; event hooks on its HTTP client count the tries
-and read each answer within bounds. The pool keeps only what the client cannot do: one queue over several servers,
-long ``Retry-After`` waits capped and shown, a server answering only 429 given up after a while, requests sent
-again in another answer format, and the key kept out of whatever a server sends back. One module, because these
-share each server's state and counts.
+Each server's ``openai.AsyncOpenAI`` does every retry, its HTTP client's event hooks count the tries and read each
+answer within bounds. The pool adds only what no client does: one queue over several servers, long waits capped and
+shown, a server answering only 429 given up, requests sent again in another answer format, and the key kept out of
+whatever a server sends back; in one module, because these share each server's state.
 """
 from __future__ import annotations
 

@@ -46,11 +46,7 @@ UNREADABLE_LIMIT = 0.1
 
 
 def shortfall(binary: float | None, *, asked: int, ungraded: int) -> list[str]:
-    """Why a judge's agreement is below the band, a clause per reason ([] within it).
-
-    ``binary`` is the mean binary kappa over intents (None: undefined); ``ungraded`` of the ``asked`` pairs got no
-    readable answer.
-    """
+    """Why a judge's agreement is below the band, a clause per reason ([] within it); ``binary`` None is undefined."""
     reasons = []
     if binary is None:
         reasons.append("no kappa could be computed (no pair graded, or one label for every pair)")
@@ -71,10 +67,7 @@ def _judge_name(judge_model: str, prompt_version: str) -> str:
 
 
 def agreement_note(stored: StoredAgreement | None, *, judge_model: str, prompt_version: str) -> str:
-    """The line ``report --judgements`` shows beside a judge's completed scores.
-
-    A warning when its agreement was never measured or is below the band, else its kappas.
-    """
+    """The line ``report --judgements`` shows beside a judge's completed scores: a warning, or its kappas."""
     name = _judge_name(judge_model, prompt_version)
     if stored is None:
         return (f"Warning: the agreement of {name} with the published grades was never measured in this store, so "

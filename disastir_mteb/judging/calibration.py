@@ -27,14 +27,7 @@ def _check(probabilities: Sequence[float], labels: Sequence[bool]) -> None:
 
 def expected_calibration_error(probabilities: Sequence[float], labels: Sequence[bool], *,
                                bins: int = ECE_BINS) -> float | None:
-    """ECE: per equal-width bin, the gap between mean probability and share of relevant, weighted by the bin's share.
-
-    0 is calibrated; None without pairs.
-
-    Examples:
-        >>> expected_calibration_error([0.9, 0.9, 0.1, 0.1], [True, True, False, False])
-        0.1
-    """
+    """ECE: per equal-width bin, the gap between mean probability and share relevant, weighted; None without pairs."""
     _check(probabilities, labels)
     if not probabilities:
         return None
@@ -58,10 +51,7 @@ def brier_score(probabilities: Sequence[float], labels: Sequence[bool]) -> float
 
 
 def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
-    """P(a relevant pair scores above an irrelevant one), ties half (the Mann-Whitney statistic, scikit-learn's).
-
-    0.5 is chance, 1 perfect; None unless both classes occur.
-    """
+    """P(a relevant pair scores above an irrelevant one), ties half (0.5 is chance); None unless both classes occur."""
     from sklearn.metrics import roc_auc_score
 
     _check(scores, labels)
@@ -88,10 +78,7 @@ def kendall_tau(first: Sequence[float], second: Sequence[float]) -> float | None
 
 @dataclass(frozen=True)
 class Calibration:
-    """A judge's P(relevant) against the published relevance, its expected and hard grades against the published grade.
-
-    The taus are Kendall's tau-b per intent, then the mean; ``tau_hard`` is on the same pairs, for comparison.
-    """
+    """A judge's P(relevant) against the published relevance; its expected and hard grades against the published."""
 
     pairs: int
     ece: float | None

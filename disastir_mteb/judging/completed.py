@@ -198,10 +198,7 @@ class CompletedTask:
 
 @dataclass(frozen=True)
 class CompletedScores:
-    """One result set's completed scores, task by task.
-
-    ``without_rankings`` are its tasks without per-query rankings (nothing to complete).
-    """
+    """One result set's completed scores, task by task; ``without_rankings``: its tasks with nothing to complete."""
 
     result_set: ResultSet
     tasks: Mapping[str, CompletedTask]

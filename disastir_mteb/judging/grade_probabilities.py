@@ -1,8 +1,7 @@
 """Grade probabilities (DIRAS's "Tok"): the judge's distribution over the allowed grades, read at the grade token.
 
 A judge answering ``{"final_score": 2}`` has put some probability on the other grades too; servers that give
-``logprobs`` with ``top_logprobs`` (OpenAI, vLLM, llama.cpp, also under structured outputs) say how much. DIRAS (Ni
-et al., 2024) reads relevance probabilities so; the job stores them beside the hard answer.
+``top_logprobs`` (OpenAI, vLLM, llama.cpp, also under structured outputs) say how much.
 """
 
 from __future__ import annotations

@@ -90,10 +90,7 @@ class Hole:
 
 @dataclass
 class Holes:
-    """What :func:`find_holes` found: the distinct holes by text, in the order first met, and the hits counted.
-
-    ``unjudged`` counts a hole met twice twice; ``without_rankings`` lists ``folder: task`` without a per-query file.
-    """
+    """What :func:`find_holes` found: the distinct holes by text, in the order first met, and the hits counted."""
 
     pairs: list[Hole] = field(default_factory=list)
     retrieved: int = 0

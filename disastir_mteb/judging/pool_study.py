@@ -1,9 +1,7 @@
 """Does the judge recover the ranking? The leave-one-run-out pool study of Zobel (1998) and Buckley et al. (2007).
 
-Each run's unique judged pairs (in its top 10 and in no other run's, keyed by text) are hidden, and the run is
-scored (a) on the published judgements, (b) with them hidden, (c) with those holes judged. Kendall's tau-b across
-runs of (b) and of (c) against (a) says whether the judge recovers the official ranking, the test UMBRELA and TREC
-2024 RAG accept an LLM judge by.
+Each run is scored (a) on the published judgements, (b) with its unique judged pairs hidden, (c) with those holes
+judged; Kendall's tau-b of (b) and (c) against (a) across runs is how UMBRELA and TREC 2024 RAG accept a judge.
 """
 
 from __future__ import annotations
@@ -47,10 +45,7 @@ class _Task:
 
 @dataclass(frozen=True)
 class RunStudy:
-    """One run's (a) official, (b) holes and (c) judged NDCG@10 (the mean over the study's tasks) and its unique pairs.
-
-    ``filled`` counts the unique pairs the judge graded (the rest stay holes in (c)).
-    """
+    """One run's (a) official, (b) holes and (c) judged NDCG@10 (means over the study's tasks) and unique pairs."""
 
     label: str
     official: float

@@ -1,9 +1,7 @@
 """How the DisastIR authors labelled their pool, as requests to a chat model: prompts, steps, parsing, votes.
 
-The paper's Appendix C (Tables 10-13), with what the authors' labelling code (``src/scoring/``) fixes where the
-paper is silent: per intent a zero-shot, a chain-of-thought and a multi-dimensional method (STS: zero-shot only,
-0-5), their votes combined as the authors' scorer does. The prompts' texts are data
-(``task_metadata/judge_prompts.json``), named in every stored judgement by :data:`PROMPT_VERSION`.
+The paper's Appendix C, with what the authors' labelling code fixes where the paper is silent. The prompts' texts are
+data (``task_metadata/judge_prompts.json``), named in every stored judgement by :data:`PROMPT_VERSION`.
 """
 
 from __future__ import annotations
@@ -166,11 +164,7 @@ class Request:
 
     def body(self, model: str, answer_format: AnswerFormat = AnswerFormat.JSON_SCHEMA, *,
              logprobs: bool = False) -> dict[str, Any]:
-        """The chat-completions request body for ``model``, the same online and in a Batch API file.
-
-        With ``logprobs``, the answer tokens' log-probabilities and their alternatives are asked for too (grade
-        probabilities are read from them).
-        """
+        """The chat-completions request body for ``model``, the same online and in a Batch API file."""
         body: dict[str, Any] = {
             "model": model,
             "messages": [{"role": role, "content": content} for role, content in self.messages],
@@ -320,10 +314,7 @@ def chat_content(answer: Any) -> tuple[str | None, dict[str, int | None]]:
 
 
 def no_text_reason(answer: Any) -> str:
-    """Why a chat completion holds no answer text: no choice, a refusal (quoted), or an empty message.
-
-    Where "not one JSON object: ''" would say nothing.
-    """
+    """Why a chat completion holds no answer text (no choice, a refusal, an empty message): what the server sent."""
     choices = answer.get("choices") if isinstance(answer, dict) else None
     if not choices:
         return "the answer holds no choice (choices: [])"

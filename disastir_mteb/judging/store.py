@@ -1,9 +1,7 @@
 """The judgement store: every answer a judge gave and every grade made from them, in one SQLite file (WAL).
 
-Judging costs money and hours, so nothing is asked twice and nothing is lost: pairs are keyed by text, judge model
-and prompt version; every raw answer is committed as it arrives, so a killed job resumes where it stopped; two jobs
-share one store by claiming the pairs they work on. Another program's database, or a store of another
-:data:`FORMAT`, is refused before anything is written into it.
+Judging costs money and hours, so nothing is asked twice and nothing is lost: every raw answer is committed as it
+arrives, a killed job resumes where it stopped, and two jobs share one store by claiming the pairs they work on.
 """
 
 from __future__ import annotations
@@ -91,10 +89,7 @@ class Pair:
 
 @dataclass(frozen=True)
 class Judgement:
-    """A pair's grade as stored: None when ``status`` is ``failed``.
-
-    ``expected`` and ``p_relevant`` are None where the server gave no grade probabilities.
-    """
+    """A pair's grade as stored (None when ``failed``), with its expected grade and P(relevant) where known."""
 
     intent: Intent
     query: str

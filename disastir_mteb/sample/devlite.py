@@ -1,9 +1,7 @@
 """DisastIR-DevLite folders derived from a dataset in the published layout (usually the generated sample).
 
-As DMRetriever splits: per task a few queries drawn at random for DevLite (10 of 200; never all, so Test keeps some),
-and a pooled corpus of every passage judged for them plus random others, up to the real pool's share of the corpus
-and never fewer than a tenth of the judged ones, so the pool always holds unjudged distractors. The folder is marked
-synthetic: the DevLite choice is made up even when the source data is real.
+A few queries per task drawn for DevLite (never all, so Test keeps some), over a pool of their judged passages plus
+random others, so the pool always holds unjudged distractors. Marked synthetic: the DevLite choice is made up.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The 48 DisastIR tasks (and their DisastIR-Test and DevLite versions) as mteb ``AbsTaskRetrieval`` classes.
 
-Every fact about the tasks lives as data in ``task_metadata/``; :func:`make_task_class` combines them into a
-validated ``TaskMetadata`` and a class bound into this module, so ``repr``, pickling and ``grep`` behave as for
-hand-written classes. No class has its own ``load_data``; the scores are the authors', keyed by passage text as
-their code keys them (:meth:`AbsTaskDisastIR.task_specific_scores`).
+Every fact about the tasks lives as data in ``task_metadata/``; :func:`make_task_class` makes a validated
+``TaskMetadata`` and a class bound into this module, so ``repr``, pickling and ``grep`` behave as for hand-written
+classes. No class has its own ``load_data``.
 """
 
 from __future__ import annotations
@@ -173,10 +172,6 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         data: the data folders to read; None: those the environment names when the task loads (what ``mteb run``,
             which builds tasks itself, gets).
         **kwargs: passed to ``AbsTaskRetrieval``.
-
-    Attributes:
-        data_digest: the content digest of every data file the task read (``corpus_digest``: of its corpus), part
-            of its provenance; None before loading.
     """
 
     spec: TaskSpec

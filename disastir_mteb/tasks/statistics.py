@@ -1,9 +1,7 @@
 """Descriptive statistics of the 144 tasks: what the papers state, and mteb's full figures recomputed.
 
-mteb requires a statistics file of every task, and a file must never pass guesses for measurements, so the shipped
-files (:func:`paper_statistics`) hold published figures only, each labelled under ``provenance`` with where it
-comes from. :func:`compute_statistics` recomputes mteb's full figures from whatever data the tasks load, labelled
-with that source; nothing is computed on the synthetic sample for the shipped files.
+mteb requires a statistics file of every task, and a file must never pass guesses for measurements: the shipped ones
+hold published figures only, each labelled with where it comes from under ``provenance``.
 """
 
 from __future__ import annotations
