@@ -1,8 +1,6 @@
 """Finding the published DisastIR layout: the data folder, and each task's query and qrels file in it.
 
-The folder is a local one named by ``DISASTIR_DATA_DIR`` or the Hugging Face snapshot of ``DMIR01/DisastIR``;
-every file of its ``query/`` and ``qrels/`` is placed on one of the 48 tasks through the alias table in
-:mod:`disastir_mteb.vocabulary.taxonomy`.
+Every file of ``query/`` and ``qrels/`` is placed on one of the 48 tasks through the alias table of the taxonomy.
 """
 
 from __future__ import annotations
@@ -30,10 +28,7 @@ _JSON_SUFFIXES = (".json", ".jsonl")
 
 
 def resolve_data_dir(repo: str, revision: str) -> Path:
-    """The Hub snapshot of the published layout (:class:`~disastir_mteb.data.source.DataSource` names a local one).
-
-    Through ``huggingface_hub.snapshot_download``, so it honours ``HF_HUB_OFFLINE=1`` and ``HF_HOME`` like every
-    other Hugging Face download.
+    """The Hub snapshot of the published layout, through ``huggingface_hub`` (``HF_HUB_OFFLINE``, ``HF_HOME`` hold).
 
     Raises:
         FileNotFoundError: the data is neither cached nor downloadable (one sentence saying what to pass instead).
@@ -144,10 +139,7 @@ def find_task_files(root: str | Path) -> TaskFiles:
 
 
 def read_marker(folder: str | Path) -> dict[str, object] | None:
-    """The provenance marker of a generated folder, or None when there is none (or it is unreadable).
-
-    An unreadable marker still means the folder came from this generator: it counts as synthetic.
-    """
+    """The provenance marker of a generated folder, or None; an unreadable one still counts as synthetic."""
     path = Path(folder).expanduser() / MARKER
     if not path.is_file():
         return None

@@ -1,15 +1,7 @@
 """Which data the tasks read, as one value passed to them: never through the process environment.
 
-A run chooses its data once (``disastir-mteb run --data``, ``evaluate(data=)``) and hands the
-:class:`DataSource` to every task it builds; a task that was given none (``mteb run -t DisastIR-QA-Bio``, which
-builds the tasks itself) reads the environment when it loads, once (:meth:`DataSource.from_environment`):
-``DISASTIR_DATA_DIR`` (the published layout; unset: the Hub), ``DISASTIR_DEVLITE_DIR`` (DisastIR-Test and DevLite),
-``DISASTIR_EXTRA_QRELS_DIR`` (extra judgements, only when asked) and ``DISASTIR_TASK_CACHE=0`` (joins not kept).
-No module of the package writes any of them.
-
-What a task records of its data comes from here too: :meth:`DataSource.describe` (``disastir_data`` in its result
-file) and :meth:`DataSource.record` (the per-query file's ``data``); what it read, byte for byte, is the content
-digest the task computes of the files themselves (:mod:`disastir_mteb.tasks.retrieval`).
+A run hands its :class:`DataSource` to every task it builds; a task built by mteb itself (``mteb run -t ...``)
+reads the environment once, when it loads. No module of the package writes those variables.
 """
 
 from __future__ import annotations
@@ -33,16 +25,11 @@ _OFF = ("0", "off", "false", "no")
 
 @dataclass(frozen=True)
 class DataSource:
-    """The data folders a task reads, resolved and checked.
+    """The data folders a task reads, resolved and checked; None means the Hub's, at the pinned revision.
 
-    Attributes:
-        folder: a folder in the published layout (``corpus.jsonl``, ``query/``, ``qrels/``); None: the Hub's
-            ``DMIR01/DisastIR`` at the pinned revision.
-        devlite: a DisastIR-DevLite folder for DisastIR-Test and DevLite tasks; None: the Hub's.
-        extra_judgements: a ``qrels_with_added`` folder whose grades the full set's tasks add where the published
-            judgements have none (their scores are then labelled as not official); None: the published ones alone.
-        keep_joins: keep each task's join in the data cache (:mod:`disastir_mteb.data.data_cache`); False reads
-            and joins the files at every load and writes nothing (``--no-cache``, ``DISASTIR_TASK_CACHE=0``).
+    ``extra_judgements`` names a ``qrels_with_added`` folder whose grades the full set's tasks add where none was
+    published (their scores then labelled as not official); ``keep_joins`` False reads and joins the files at every
+    load and writes nothing (``--no-cache``).
     """
 
     folder: Path | None = None
@@ -103,11 +90,7 @@ class DataSource:
         return describe_data(self.devlite, repo=DEVLITE_REPO, revision=DEVLITE_REVISION)
 
     def record(self) -> dict[str, object]:
-        """Which data the tasks read, for the per-query file's ``data`` record.
-
-        ``{"source": folder or "hf:<repo>@<revision>", "synthetic": bool}``, plus ``"generator"`` (the marker's
-        content) for a generated folder, and ``"extra_judgements"`` (the folder) when the tasks read extra ones.
-        """
+        """Which data the tasks read, for the per-query file's ``data`` record (synthetic or not, extra judgements)."""
         record: dict[str, object] = {"source": f"hf:{DATASET_REPO}@{DATASET_REVISION}", "synthetic": False}
         if self.folder is not None:
             marker = read_marker(self.folder)

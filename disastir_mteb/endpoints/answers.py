@@ -1,9 +1,7 @@
 """What an OpenAI-compatible server's answer holds: its JSON, or the one chat completion a stream of events spells.
 
-The endpoint pool (:mod:`~disastir_mteb.endpoints.pool`) reads each answer's bytes within its bounds and hands them
-here. ``transformers serve`` answers every chat request as server-sent events, even to ``"stream": false``, so a
-stream of ``chat.completion.chunk`` events is folded into the completion it spells; anything that is neither JSON
-nor such a stream (a proxy's HTML page, a web UI at that address) is said in the words of one sentence.
+``transformers serve`` answers every chat request as server-sent events, even to ``"stream": false``, so such a
+stream is folded into the completion it spells; anything else that is not JSON is said in one sentence.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ def parsed_answer(raw: bytes, content_type: str) -> Any:
 
     Raises:
         ValueError: not the protocol's: what it is instead, as the end of a sentence that begins "the server
-            answered PATH with" (not UTF-8, a stream of something else, not JSON), with what to check.
+            answered PATH with", with what to check.
     """
     try:
         text = raw.decode("utf-8")
@@ -69,28 +67,14 @@ class _StreamError(ValueError):
 
 
 def chat_from_event_stream(text: str) -> dict[str, Any]:
-    r"""The one chat completion a stream of server-sent ``chat.completion.chunk`` events spells.
+    """The one chat completion a stream of server-sent ``chat.completion.chunk`` events spells.
 
-    ``transformers serve`` answers every chat request this way, ``"stream": false`` or not: ``data: {chunk}``
-    events (the first with the role, then one per piece of text, then one with ``finish_reason``), with or
-    without a closing ``data: [DONE]``. The first choice's ``delta.content`` pieces are joined; the last
-    ``finish_reason`` and the last ``usage`` (sent in a chunk of its own when asked for) are kept. Comment
-    lines (``:``) and the ``event``/``id``/``retry`` fields are skipped, as the SSE format says.
-
-    Returns:
-        ``{"id", "object": "chat.completion", "created", "model", "choices": [{"index": 0, "message":
-        {"role", "content"}, "finish_reason"}], "usage"}``; content None when no chunk carried text.
+    The first choice's ``delta.content`` pieces are joined (None without any), the last ``finish_reason`` and ``usage``
+    kept.
 
     Raises:
-        ValueError: not such a stream (an event that is not JSON, not an object, without a ``choices`` list,
-            or no chunk at all), saying which event (numbered from 1) and what it held, clipped.
-
-    Examples:
-        >>> chat_from_event_stream('data: {"choices": [{"delta": {"role": "assistant"}}]}\n\n'
-        ...                        'data: {"choices": [{"delta": {"content": "Ye"}}]}\n\n'
-        ...                        'data: {"choices": [{"delta": {"content": "s"}, "finish_reason": "stop"}]}\n\n'
-        ...                        'data: [DONE]\n\n')["choices"][0]["message"]["content"]
-        'Yes'
+        ValueError: not such a stream (an event that is not JSON or has no ``choices`` list, or no chunk at all),
+            naming the event (from 1) and what it held, clipped.
     """
     events = []
     for number, block in enumerate(re.split(r"\r?\n\r?\n|\r\r", text.strip()), start=1):

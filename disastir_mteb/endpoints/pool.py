@@ -1,34 +1,9 @@
 """Several OpenAI-compatible servers sharing one stream of requests: what no client does for them.
 
-Both the judge (chat completions) and encoding through embedding servers send many small independent requests to
-one or more servers speaking OpenAI's protocol. Each server gets one ``openai.AsyncOpenAI``, which does every retry
-(a 5xx, a timeout, a lost connection, a 429: :attr:`EndpointLimits.max_retries` times, with its backoff and the wait
-``Retry-After`` asks); event hooks on its HTTP client (:meth:`EndpointPool._hooks`) count the retries and shape
-them. The pool keeps only what no client does (one module: these share each server's state and counts):
-
-- **One queue over several servers**, ``concurrency`` requests in flight each, so a faster server takes more of
-  the work. A server the client failed ``max_retries + 1`` times in a row is given up on and its request goes to
-  the others; the run stops with one sentence only when no server is left.
-- **Answers within bounds**: the response hook reads each answer, at most :attr:`EndpointLimits.max_answer_bytes`,
-  within the request's ``timeout`` in all (the client's bounds each read: a server sending a byte a second would
-  hold a request for ever), so that an answer broken off, past its time, or a stream ending in an error event is,
-  to the client, a lost connection it retries. What the answer holds is read by
-  :mod:`~disastir_mteb.endpoints.answers`; anything but the protocol's stops the run with one sentence.
-- **Rate-limit patience**: a long ``Retry-After`` (:attr:`EndpointLimits.shown_wait` or more) and a used-up quota
-  are handed to the pool through the client's own ``x-should-retry: false``. A used-up quota stops the run; a
-  long wait is waited here, at most :attr:`EndpointLimits.longest_wait`, and shown (:attr:`EndpointPool.on_wait`,
-  else one warning in the log). A request still answered 429 after the client's tries is sent again after the
-  wait asked, until the server has answered nothing but 429 for :attr:`EndpointLimits.rate_limit_patience`
-  seconds, and is then given up on. A GET (the model listing) is the client's alone, its wait capped the same.
-- **The format ladder**: a request refused with 400 or 422, or failing with a 5xx after the client's tries, goes
-  to :meth:`EndpointPool.serve`'s ``refused`` callback and is sent again when it says so (the judge moves such a
-  server to a plainer answer format, :attr:`Server.mode`); other refusals stop the run with one sentence.
-- **The key** comes from one environment variable and is never written or logged. A server may echo what it was
-  sent, so every answer and error message passes through :meth:`EndpointPool.redact` first (keys under
-  :data:`MIN_REDACTED_LENGTH` characters are left alone: they would match ordinary text). Without the variable a
-  local server gets a placeholder; OpenAI itself is refused before any request.
-- **A 404** is described by asking the server (:meth:`EndpointPool.describe_not_found`): engines differ in their
-  prefix (:mod:`~disastir_mteb.endpoints.urls`).
+Each server's ``openai.AsyncOpenAI`` does every retry, its HTTP client's event hooks count the tries and read each
+answer within bounds. The pool adds only what no client does: one queue over several servers, long waits capped and
+shown, a server answering only 429 given up, requests sent again in another answer format, and the key kept out of
+whatever a server sends back; in one module, because these share each server's state.
 """
 from __future__ import annotations
 
@@ -93,26 +68,14 @@ class EndpointLimits:
     """How long the pool waits for a server, and how much it reads from one.
 
     Attributes:
-        longest_wait: the longest single wait before a retry, in seconds: a ``Retry-After`` asking for more
-            is shortened to it (and the shortening is shown). 120 s: OpenAI's own limits reset within a
-            minute, and a server asking for hours is better given up on by the patience below (the openai
-            client itself waits no ``Retry-After`` over two minutes either).
-        rate_limit_patience: seconds a server may answer nothing but 429 (from its first 429 after its last
-            answer) before it is given up on. 300 s: a quota that refills per minute has refilled five
-            times over; one that does not is a daily quota or an account without credit, which waiting
-            for does not mend.
+        longest_wait: the longest single wait before a retry, in seconds; a longer ``Retry-After`` is shortened to it,
+            and shown. OpenAI's limits reset within a minute, and its client waits no more than two minutes itself.
+        rate_limit_patience: seconds a server may answer nothing but 429 before it is given up on: a per-minute quota
+            has refilled five times over by then; one that has not is a daily quota, which waiting does not mend.
         shown_wait: waits of at least this many seconds are shown (``on_wait``); shorter ones are routine.
-        max_answer_bytes: the largest answer read, in bytes: 64 MiB holds a batch of 256 texts of
-            8,192-dimensional vectors written as decimal JSON numbers; a judge's answer is a few dozen.
-        max_retries: how often each server's openai client asks again itself (a 5xx, a timeout, a lost
-            connection or an answer broken off, a short 429) before the server is given up on. 4: a request is
-            tried 5 times on one server; the client's waits between them (0.5, 1, 2, 4 s, jittered) sum to
-            about 7 s, time for a restarting server or a dropped connection to come back, and stay each under
-            :attr:`shown_wait`.
-
-    Examples:
-        >>> EndpointLimits(longest_wait=1.0, rate_limit_patience=3.0).longest_wait
-        1.0
+        max_answer_bytes: the largest answer read: room for 256 texts' 8,192-dimensional vectors as decimal JSON.
+        max_retries: how often each server's client asks again itself before the server is given up on; its waits
+            (0.5, 1, 2, 4 s) sum to about 7 s, time for a restarting server to come back, each under ``shown_wait``.
     """
 
     longest_wait: float = 120.0
@@ -212,19 +175,11 @@ _STOP = object()
 
 
 class EndpointPool(Generic[T, R]):
-    """Servers pulling requests from one queue, each with a bounded number in flight.
+    """Servers pulling requests from one queue, ``concurrency`` requests in flight each.
 
-    Args:
-        base_urls: the servers (``http://host:8000/v1``); each gets ``concurrency`` requests at a time.
-        key_env: the environment variable holding the key.
-        concurrency: requests in flight per server.
-        timeout: seconds the client waits for a connection and for each read of a try, and the pool for a whole
-            answer's body, before the request is retried.
-        limits: waits, sizes and retries (default: :meth:`EndpointLimits.from_environment`).
-
-    Attributes:
-        on_wait: called with one short text whenever a shown wait begins or ends (the waits still running,
-            server by server; empty when none is left), e.g. a progress bar's ``set_postfix_str``.
+    ``timeout`` bounds a try's connection and each read (the client's) and a whole answer's body (the pool's);
+    ``limits`` defaults to :meth:`EndpointLimits.from_environment`. ``on_wait`` is called with a short text whenever a
+    shown wait begins or ends (empty when none is left), e.g. a progress bar's ``set_postfix_str``.
 
     Raises:
         ValueError: no server, a URL that is not a base URL, a concurrency below 1, or a limit set wrong in
@@ -270,22 +225,16 @@ class EndpointPool(Generic[T, R]):
     async def serve(self, queue: asyncio.Queue[Any], ask: Callable[[T, Server], tuple[str, Mapping[str, Any]]],
                     done: Callable[[T, R, Server], Awaitable[None] | None], *,
                     refused: Refused[T] | None = None) -> None:
-        """POST each item of ``queue`` as ``ask(item, server)`` says, hand its answer to ``done``; until :meth:`stop`.
+        """POST each item of ``queue`` as ``ask`` says and hand its answer to ``done``, until :meth:`stop`'s markers.
 
         Args:
-            queue: the items; :meth:`stop` puts the markers that end the workers.
-            ask: ``(item, server) -> (path, JSON body)``, the path under the base URL (``/chat/completions``);
-                called for every try the pool sends, so a body may follow what the caller learnt about the server.
-            done: ``(item, answer, server)``: the answer is the parsed JSON body (a streamed chat answer folded
-                into one completion), the key already redacted from it. It may put more items on the queue (a
-                protocol's next step).
-            refused: ``(item, server, what the server said, status) -> send again?``, for a request the server
-                refused with 400 or 422, or failed with a 5xx after the client's retries (so without a change the
-                server is given up on): True when the caller changed how it asks that server (``ask`` now gives
-                another body), so the request is sent again at once; False (or no callback) stops the run with
-                one sentence for a refusal, and gives the server up for a 5xx. It must not say True for ever.
-
-        Returns when every worker has taken its stop marker.
+            queue: the items.
+            ask: ``(item, server) -> (path, JSON body)``, called for every try, so a body may follow what the caller
+                learnt about the server.
+            done: ``(item, answer, server)``, the answer parsed and redacted; it may put more items on the queue.
+            refused: ``(item, server, said, status) -> send again?`` for a 400 or 422, or a 5xx after the client's
+                retries: True when ``ask`` now gives that server another body; False (or no callback) stops the run for
+                a refusal and gives the server up for a 5xx. It must not say True for ever.
 
         Raises:
             EndpointError: a fault retrying cannot mend, or every server given up on.
@@ -310,13 +259,10 @@ class EndpointPool(Generic[T, R]):
             self._waiting.clear()
 
     async def get_json(self, server: Server, path: str) -> Any:
-        """``GET path`` on one server (``/models``), with the client's retries; the parsed answer.
-
-        A server still loading its model answers 503, then 429, for a while: the client asks again.
+        """``GET path`` on one server (``/models``), with the client's retries (a server loading its model answers 503).
 
         Raises:
-            openai.APIStatusError: the last answer's error status (``NotFoundError`` for a server without the
-                route).
+            openai.APIStatusError: the last answer's error status (``NotFoundError`` for a server without the route).
             openai.APIConnectionError: the server cannot be reached, or its answer never came whole.
             EndpointError: the answer is too large, not UTF-8 or not JSON.
         """
@@ -326,10 +272,8 @@ class EndpointPool(Generic[T, R]):
                                  model: Any = None) -> str:
         """One sentence for a 404 on ``path``: the URL tried, and what the server itself says is wrong.
 
-        A 404 means a wrong path as often as an unknown model, so the server is asked (one ``GET /models`` each,
-        not retried): where the base URL's model list answers, the model is blamed only when that list lacks it
-        (else the server has no such route: it serves other requests); where it does not, the other prefix
-        (:func:`other_bases`) is tried, and a server answering there is named with the base URL to use.
+        A 404 means a wrong path as often as an unknown model, so the server's model list is asked: the model is blamed
+        only when the list lacks it, and where no list answers, the other prefix is tried.
         """
         said = self._describe(error)
         tried = f"{method} {server.url}{path}"
@@ -412,11 +356,7 @@ class EndpointPool(Generic[T, R]):
 
     async def _send(self, server: Server, ask: Callable[[T, Server], tuple[str, Mapping[str, Any]]], item: T,
                     refused: Refused[T] | None) -> Any:
-        """``item``'s answer from ``server`` (the client's tries), sent again only where no client would.
-
-        Again after a 429 the client did not retry, within the rate-limit patience (:meth:`_rate_limited`); again
-        at once where ``refused`` says the caller now asks this server differently.
-        """
+        """``item``'s answer from ``server``, sent again only where no client would (a 429, or ``refused`` says so)."""
         import openai
 
         while server.alive:
@@ -448,11 +388,7 @@ class EndpointPool(Generic[T, R]):
         raise _ServerDown
 
     async def _rate_limited(self, server: Server, error: Any) -> None:
-        """After a 429 the client did not retry: stop the run, give the server up, or wait before sending again.
-
-        A used-up quota stops the run; a server answering nothing but 429 for the patience is given up on; else the
-        wait the 429 asked is waited, at most :attr:`EndpointLimits.longest_wait` (at once without one).
-        """
+        """After a 429 the client did not retry: stop the run (no quota left), give the server up, or wait."""
         if _quota_exhausted(error):
             raise EndpointError(self.redact(
                 f"{server.url} refused a request: {self._describe(error)}; the account's quota is used up, which "
@@ -476,11 +412,7 @@ class EndpointPool(Generic[T, R]):
 
     async def _fetch(self, server: Server, method: str, path: str, body: Mapping[str, Any] | None, *,
                      timeout: float | None = None, retries: int | None = None) -> Any:
-        """One request (the client's tries); its answer as the hook read it, redacted, decoded and parsed.
-
-        ``timeout`` (default the pool's) bounds the client's connections and reads, and the reading of the body in
-        all; ``retries`` (default the client's) how often the client asks again.
-        """
+        """One request (the client's tries); its answer as the hook read it, redacted, decoded and parsed."""
         import httpx2
 
         options: dict[str, Any] = {"timeout": self.timeout if timeout is None else timeout}
@@ -498,14 +430,10 @@ class EndpointPool(Generic[T, R]):
     # ------------------------------------------------------------------ the client's tries, looked at
 
     def _hooks(self, server: Server) -> dict[str, list[Callable[[Any], Awaitable[None]]]]:
-        """The event hooks of ``server``'s HTTP client: they see each try before the client decides to retry it.
+        """The event hooks of ``server``'s HTTP client, which see each try before the client decides to retry it.
 
-        A try after the first is counted. A 2xx answer is read here (:meth:`_read`), so that the client retries
-        one broken off. A 429 is counted; the client is told ``x-should-retry: false`` (which it obeys, raising
-        it) where the pool waits instead (:meth:`_rate_limited`): a used-up quota, and on a POST a
-        ``Retry-After`` the client would wait unshown (:attr:`EndpointLimits.shown_wait` or more) or beyond
-        :attr:`EndpointLimits.longest_wait`. On a GET a longer wait is shortened to ``longest_wait`` for the
-        client; a ``Retry-After`` that reads as no wait is taken off, so that the client backs off as without one.
+        They count retries, read a 2xx answer within bounds (so the client retries one broken off), and tell the client
+        ``x-should-retry: false`` for a 429 the pool waits itself: a used-up quota, or a wait too long to leave unshown.
         """
 
         async def on_request(request: Any) -> None:
@@ -537,9 +465,9 @@ class EndpointPool(Generic[T, R]):
         """A 2xx answer's body: at most ``max_answer_bytes``, within the request's read timeout in all.
 
         Raises:
-            EndpointError: more bytes than that (the run stops: asking again would not change it).
-            httpx2.ReadError, httpx2.ReadTimeout: the body broke off, took too long, or is a stream ending in an
-                error event; what the client retries as a lost connection or a timeout (:func:`_unanswered`).
+            EndpointError: more bytes than that (asking again would not change it).
+            httpx2.ReadError, httpx2.ReadTimeout: the body broke off, took too long, or is a stream ending in an error
+                event: what the client retries.
         """
         import httpx2
 
@@ -646,9 +574,7 @@ class EndpointPool(Generic[T, R]):
 def asked_wait(headers: Mapping[str, str] | None) -> float | None:
     """The seconds a 429's ``retry-after-ms`` or ``Retry-After`` asks for, read as the openai client reads them.
 
-    Seconds or an HTTP date; the first of the two headers that reads as a number decides (a negative
-    ``retry-after-ms`` hides a ``Retry-After``). None where they read as no positive finite time (absent, ``soon``,
-    ``-5``, ``inf``, a date past).
+    Seconds or an HTTP date; None where they read as no positive finite time (absent, ``soon``, ``-5``, a date past).
 
     Examples:
         >>> asked_wait({"retry-after-ms": "250", "Retry-After": "9"}), asked_wait({"Retry-After": "soon"})
@@ -668,11 +594,7 @@ def asked_wait(headers: Mapping[str, str] | None) -> float | None:
 
 
 def _unanswered(server: Server, response: Any, why: str, *, timed_out: bool = False) -> Exception:
-    """What the client retries for an answer that never came whole: the lost connection, or the read timeout, it is.
-
-    Its ``unanswered`` (also ``server.last_error``) is the reason :meth:`EndpointPool._describe` gives once the
-    client's tries are spent.
-    """
+    """What the client retries for an answer that never came whole (a lost connection, a read timeout)."""
     import httpx2
 
     server.last_error = why
@@ -684,8 +606,8 @@ def _unanswered(server: Server, response: Any, why: str, *, timed_out: bool = Fa
 async def _within(coroutine: Awaitable[R], seconds: float) -> R:
     """``await coroutine``, or :class:`TimeoutError` after ``seconds``; a cancellation from outside always passes.
 
-    Not ``asyncio.wait_for``: up to Python 3.11 it loses a cancellation that meets the answer at the same moment,
-    and a pool worker that missed its cancellation waits on the queue for ever (``asyncio.timeout`` is 3.11+).
+    Not ``asyncio.wait_for``: up to Python 3.11 it can lose a cancellation that meets the answer, and a worker that
+    missed its cancellation waits on the queue for ever.
     """
     task = asyncio.ensure_future(coroutine)
     try:

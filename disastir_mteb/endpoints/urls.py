@@ -1,9 +1,7 @@
 """A server's base URL: checked before anything is sent, and the other prefix an engine may answer under.
 
-Engines differ in their prefix (vLLM, Ollama and llama.cpp answer under ``/v1``, Infinity without it unless
-started with ``--url-prefix /v1``), and a typo in a URL should cost a second, not a model load: the command line
-checks every ``--base-url`` and ``--embeddings-url`` here before anything is imported, and the endpoint pool
-(:mod:`~disastir_mteb.endpoints.pool`) describes a 404 with the prefix the server really answers under.
+A typo in a URL should cost a second, not a model load; and engines differ in their prefix (Infinity answers without
+``/v1``, vLLM, Ollama and llama.cpp under it), so a 404 is described with the prefix the server really answers under.
 """
 
 from __future__ import annotations
@@ -20,21 +18,11 @@ __all__ = ["check_base_url", "listed_name", "other_bases", "prefix_advice"]
 def check_base_url(url: str, option: str = "The base URL") -> str:
     """``url`` as a server's base URL (outer spaces and a trailing slash taken off), or one sentence saying why not.
 
-    Checked before anything is sent or loaded, so that a typo costs a second, not a model load: the scheme
-    (``http`` or ``https``, with its ``://``), the host, a port that is a number when a ``:`` announces one,
-    no spaces, no credentials (the key belongs in an environment variable: a URL is printed in every message),
-    no query or fragment, and not the path of a local file.
-
-    Args:
-        url: what the user gave.
-        option: how the sentence names it (``--embeddings-url``).
+    No credentials are accepted (a URL is printed in every message: the key belongs in an environment variable), nor a
+    query, a fragment or a local file's path. ``option`` is how the sentence names it (``--embeddings-url``).
 
     Raises:
         ValueError: one sentence naming the option, the value and how to write it.
-
-    Examples:
-        >>> check_base_url(" http://127.0.0.1:8000/v1/ ")
-        'http://127.0.0.1:8000/v1'
     """
     text = str(url).strip()
     example = "http://127.0.0.1:8000/v1"
@@ -86,12 +74,7 @@ def check_base_url(url: str, option: str = "The base URL") -> str:
 def other_bases(url: str) -> list[str]:
     """The same server under the other prefix: ``/v1`` taken off a base URL ending in it, else added.
 
-    Engines disagree on the prefix (Infinity answers without ``/v1``, the others under it), and a base URL that
-    is neither (``http://host:11434/api``) gets the host's own ``/v1`` as well.
-
     Examples:
-        >>> other_bases("http://127.0.0.1:7997/v1")
-        ['http://127.0.0.1:7997']
         >>> other_bases("http://127.0.0.1:11434/api")
         ['http://127.0.0.1:11434/api/v1', 'http://127.0.0.1:11434/v1']
     """
@@ -110,8 +93,7 @@ def prefix_advice(other: str) -> str:
 def listed_name(model: str, listed: Sequence[str]) -> str | None:
     """The name in a server's model list that ``model`` asks for, or None when the server does not serve it.
 
-    Exact, or with Ollama's implicit tag: ``all-minilm`` asks for ``all-minilm:latest`` (Ollama lists the tag,
-    and answers a request without it with that model).
+    Exact, or with Ollama's implicit tag: it lists ``all-minilm:latest`` and serves it to a request for ``all-minilm``.
     """
     if model in listed:
         return model
