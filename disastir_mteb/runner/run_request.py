@@ -1,7 +1,7 @@
 """What a run checks and sets up before it starts, once for ``disastir-mteb run`` and :func:`evaluate`.
 
-Nothing here imports mteb or torch at import time: the command line answers a misspelled name or a missing folder
-before those libraries load (seconds), then :func:`prepare_run` imports them, under the run clock's ``startup``.
+Nothing here imports mteb or torch at import time, so a misspelled name or a missing folder is answered before
+those libraries load.
 """
 
 from __future__ import annotations
@@ -39,9 +39,8 @@ class EmbeddingServersOptions:
 def import_libraries() -> None:
     """Import what every run uses: mteb, torch, sentence-transformers and the search model's modules.
 
-    A run calls it first, under its clock's ``startup``: imported lazily, each library's seconds would land in
-    whichever phase first needs it (the model's identification, the passages), and a phase that looked slow would be
-    an import.
+    Called under the clock's ``startup``: imported lazily, a library's seconds would land in whichever phase first
+    needs it.
     """
     import sentence_transformers  # noqa: F401
     import torch  # noqa: F401
@@ -55,11 +54,8 @@ def prepare_run(model: Any, tasks: Iterable[str | AbsTask] | str | None, benchma
                 as_options: bool = False, say: Callable[[str], None] = print) -> tuple[Names, DataSource]:
     """What ``run`` and :func:`evaluate` check and set up before a run, in that order, once for both.
 
-    Task and benchmark names (any case; an unknown one in one sentence), the data folders (the sample written), the
-    served model's options, then the Hub probe (offline mode at once without a network) and the libraries imported:
-    everything but the settings (:meth:`RunSettings.from_options`, built first) and the run itself
-    (:func:`run_evaluation`). ``as_options``: errors name the command line's options; ``say``: how the Hub probe
-    speaks.
+    Task and benchmark names, the data folders, the served model's options, then the Hub probe and the imports.
+    ``as_options``: errors name the command line's options; ``say``: how the Hub probe speaks.
 
     Raises:
         KeyError: an unknown task or benchmark name.

@@ -1,7 +1,7 @@
-"""The top-k the shared pass over the corpus filed per task, held by the search model until each task takes it.
+"""The top-k the shared pass filed per task, held by the search model until each task takes it.
 
-Its own module so that the search model (which holds it) and the pass (:mod:`disastir_mteb.search.prefetch`, which
-fills it) both depend on it, not on each other.
+Its own module so that the search model (which holds it) and the pass (which fills it) depend on it, not on each
+other.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Every task's queries in one pass over the shared corpus, before mteb asks for them task by task.
 
-Searching per task streams the whole corpus once per task (48 passes); one pass for all 9,600 queries costs about
-what a single task's pass does. :func:`prefetch` indexes the shared corpus, has the search model encode every
-task's queries (together, longest first, when they all reach one plain SentenceTransformer), searches them all at
-once and files each task's top-k in the search model's
-:class:`~disastir_mteb.search.filed_searches.FiledSearches`, which that task's own ``search``
-then hands back at once. :func:`answered_by_prefetch` tells the runner which tasks need no model any more,
-:func:`forget_prefetched` drops what a task did not take.
+One pass for all 48 tasks' queries costs about what a single task's pass does; each task's own ``search`` then
+hands back what the pass filed for it.
 """
 
 from __future__ import annotations
@@ -45,13 +40,9 @@ def search_depth(task: Any) -> int:
 
 
 def prefetch(searcher: SharedCorpusSearch, tasks: Sequence[Any], *, encode_kwargs: EncodeKwargs | None = None) -> int:
-    """Search all DisastIR tasks' queries in ONE pass over the corpus and file each task's top-k in ``searcher``.
+    """Search all DisastIR tasks' queries in one pass and file each task's top-k in ``searcher``; how many were filed.
 
-    Only DisastIR tasks are prefetched, and only when they share one corpus and passage prompt; the others are
-    searched as usual.
-
-    Returns:
-        How many tasks were prefetched (0 when they do not share one corpus).
+    Only DisastIR tasks sharing one corpus and passage prompt are prefetched (else 0); the others are searched as usual.
     """
     from disastir_mteb.util.progress import progress_bar
 
@@ -96,10 +87,8 @@ def prefetch(searcher: SharedCorpusSearch, tasks: Sequence[Any], *, encode_kwarg
 def answered_by_prefetch(searcher: SharedCorpusSearch, task: Any) -> bool:
     """Whether mteb's evaluation of ``task`` takes every search from the shared pass, so runs no model.
 
-    True when each (split, subset) mteb evaluates has its top-k filed, at least as deep as the task
-    asks, for the corpus held now, and has no ``top_ranked`` (a reranking task is searched per task).
-    The runner evaluates such tasks in forked worker processes (:mod:`disastir_mteb.runner.task_pool`),
-    which must never run the model.
+    The runner evaluates such tasks in forked worker processes, which must never run the model; a reranking task
+    (``top_ranked``) is searched per task.
     """
     held = searcher.held_corpus
     if not task.data_loaded or held is None:

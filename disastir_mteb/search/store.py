@@ -1,28 +1,11 @@
 """A persistent, memory-mapped store of corpus and query embeddings: :class:`EmbeddingStore`.
 
-All 48 DisastIR tasks search one corpus of 239,704 passages, hours to encode on a CPU. The store encodes it once
-per :class:`StoreKey` (the model, its fingerprint, the side, the prompt, the texts, dtype, batch size and
-precision) and keeps the vectors under ``DISASTIR_CACHE_DIR`` as plain ``.npy`` files read through
-``np.load(mmap_mode="r")``: never pickles, so a cache folder cannot run code. One module, because its parts are
-the stages of one entry's life under one lock, each reading the files of the one before. What it keeps is what
-protects the vectors (docs/runner.md tells the rest):
-
-- **Atomic chunks, resumed after a kill.** While encoding, ``<root>/<side>/<model>/<digest[:16]>/`` holds one
-  ``chunk_<start>_<stop>_<checksum>.npy`` per finished chunk of :data:`CHUNK_SIZE` texts, in the caller's encoding
-  order (recorded in ``order.json`` with the store format: chunks of another order or format are discarded).
-  Every file is written under a temporary name, fsynced and renamed (:mod:`disastir_mteb.util.atomic`), on a
-  thread of its own while the next chunk is encoded, so a run killed at any point resumes from its last chunk.
-- **Checksums.** A chunk's name carries :func:`checksum` of its vectors; the finished entry is
-  ``embeddings.npy`` (row ``i`` = text ``i``), ``checksums.npy`` (:func:`row_checksums`, one per row) and
-  ``manifest.json``, written last (an entry without one is unfinished). Nothing is used before its bytes verify:
-  a damaged chunk file is encoded again, and damaged rows of a finished entry (zeroed, flipped, overwritten in
-  place, which keep the shape) are encoded again in the chunks that hold them, each after one warning naming the
-  file. A checksum per row, because rows are stored in the texts' order but encoded in length order.
-- **A lock** (``.lock``, ``filelock``): a second run needing the same entry waits for it, after one warning, and
-  serves what the first wrote (or resumes from its chunks): nothing is encoded twice.
-- **Faults**: a cache folder that cannot be written keeps the vectors in memory after one warning; an entry of
-  another :data:`STORE_FORMAT` is encoded again after one; one model name and revision serving two dimensions
-  (keys without a model fingerprint) rebuilds the entry that cannot be right, or stops with one sentence.
+All 48 DisastIR tasks search one corpus of 239,704 passages, hours to encode on a CPU, so it is encoded once per
+:class:`StoreKey` and kept as plain ``.npy`` files (never pickles: a cache folder cannot run code). An entry is
+written in atomic chunk files (a killed run resumes from its last chunk), then joined into ``embeddings.npy``
+with a checksum per row and ``manifest.json`` last; nothing is used before its bytes verify, and a lock keeps
+two runs from encoding one entry twice. One module, because these are the stages of one entry's life under one
+lock, each reading the files of the one before.
 """
 from __future__ import annotations
 
@@ -63,10 +46,7 @@ _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb"
 
 
 def fingerprint_texts(texts: Iterable[str]) -> str:
-    """A 32-hex-character blake2b digest of ``texts`` in order (row ``i`` is text ``i``).
-
-    Each text is length-prefixed, so ``["ab", "c"]`` and ``["a", "bc"]`` differ.
-    """
+    """A 32-hex-character blake2b digest of ``texts`` in order, each length-prefixed (``ab,c`` is not ``a,bc``)."""
     digest = hashlib.blake2b(digest_size=16)
     for text in texts:
         data = text.encode("utf-8")
@@ -82,23 +62,14 @@ class StoreKey:
     Attributes:
         model_name: the model's name, e.g. ``sentence-transformers/all-MiniLM-L6-v2``.
         model_revision: the model's revision (commit), ``None`` when unknown.
-        model_fingerprint: what the model computes (:func:`~disastir_mteb.models.identity.identify`), so that
-            two models under one name and revision (in-memory models have neither; a model can be changed in
-            place) never share vectors; ``None``: the name and revision are trusted.
+        model_fingerprint: what the model computes, so that two models under one name and revision (or one
+            changed in place) never share vectors; ``None``: the name and revision are trusted.
         side: ``corpus`` for passages, ``queries`` for queries.
-        prompt: the prompt or instruction the texts are encoded with (the passage-side one for the corpus, the
-            task's query prompt for queries), ``""`` if none.
+        prompt: everything besides the text that decides the vectors (prompt, instructions), ``""`` if none.
         texts_fingerprint: :func:`fingerprint_texts` of the encoded texts.
-        dtype: storage precision; ``float16`` halves the disk and page-cache footprint.
-        batch_size: texts per forward pass. It decides each batch's padded length and so the float
-            rounding of the vectors (about 1e-7), which is why it is part of the key.
-        precision: the model's weights while encoding (``float32``, ``float16``, ``bfloat16``;
-            ``None`` for encoders without torch weights).
-
-    Examples:
-        >>> key = StoreKey("org/model", "abc123", "corpus", "", fingerprint_texts(["a", "b"]))
-        >>> len(key.digest)
-        32
+        dtype: storage precision.
+        batch_size: texts per forward pass; a batch's padded length decides the float rounding (about 1e-7).
+        precision: the model's weights while encoding (``None`` for encoders without torch weights).
     """
 
     model_name: str
@@ -121,7 +92,7 @@ class StoreKey:
 
     @property
     def digest(self) -> str:
-        """A stable 32-hex-character hash of every field (not of the format, recorded in the manifest instead)."""
+        """A stable 32-hex-character hash of every field (the store format is recorded in the manifest instead)."""
         return short_digest(json.dumps(asdict(self), sort_keys=True, ensure_ascii=False).encode("utf-8"))
 
     @property
@@ -166,8 +137,7 @@ _CHUNK = re.compile(r"chunk_(\d{10})_(\d{10})_([0-9a-f]{32})\.npy")
 def checksum(array: np.ndarray) -> str:
     """The xxh3-128 digest (32 hex characters) of an array's bytes in C order.
 
-    xxh3, not SHA-256, because every byte of an entry is hashed on every run that reads it: it guards against
-    damage, not against someone who forges a cache (a cache is never unpickled).
+    xxh3, not SHA-256: every byte is hashed on every run that reads it, and it guards against damage, not forgery.
     """
     import xxhash
 
@@ -299,10 +269,8 @@ def _check_output(output: Any, start: int, stop: int, dtype: str) -> np.ndarray:
 def _entry_lock(folder: Path) -> Iterator[None]:
     """Hold the entry's lock (``folder/.lock``) while its files are read and written, after waiting for a holder.
 
-    The holder writes its process id into the file for the waiter's one warning (read before trying: some versions
-    of ``filelock`` empty the file when they open it). The kernel drops the lock of a killed process, so a
-    ``kill -9`` never leaves an entry locked. A lock file that cannot be written means no wait: every file still
-    appears through an atomic rename, so the cost is work, not damage.
+    The kernel drops a killed process's lock, so a ``kill -9`` never leaves an entry locked. A lock file that cannot
+    be written means no wait: every file still appears through an atomic rename, so the cost is work, not damage.
     """
     from filelock import FileLock, Timeout
 
@@ -343,13 +311,9 @@ def row_checksums(array: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Entry:
-    """What reading a finished entry found.
+    """What reading a finished entry found: the memory map, or ``problem`` saying why it cannot be used at all.
 
-    Attributes:
-        array: the memory map (None when the entry cannot be used at all).
-        problem: why it cannot be used at all ('' when ``array`` is set).
-        damaged: rows (texts' order) whose bytes fail their checksum.
-        manifest: the manifest as read (None when unreadable).
+    ``damaged`` holds the rows (texts' order) whose bytes fail their checksum.
     """
 
     array: np.memmap | None
@@ -488,23 +452,15 @@ def _load_entry(key: StoreKey, n_rows: int, folder: Path) -> _Entry:
 
 # ---------------------------------------------------------------------- the store
 
-#: Texts per chunk file: what a killed run loses at most, for any corpus size (seconds of a small model on a CPU,
-#: a fraction of a second on a GPU; figures in ``docs/benchmarks.md``).
+#: Texts per chunk file: what a killed run loses at most, for any corpus size.
 CHUNK_SIZE = 1024
 
 
 class EmbeddingStore:
     """Encode a text set once per :class:`StoreKey` and serve it memory-mapped ever after.
 
-    Args:
-        root: the store folder; ``None`` means :func:`cache_root`.
-
-    Attributes:
-        last_encoded_rows: texts actually sent to the encoder by the last :meth:`get_or_encode`
-            (0 on a cache hit).
-
-    Examples:
-        >>> vectors = EmbeddingStore().get_or_encode(key, passages, model_encode)  # doctest: +SKIP
+    ``root`` defaults to :func:`cache_root`; ``last_encoded_rows`` counts the texts the last :meth:`get_or_encode`
+    actually sent to the encoder (0 on a cache hit).
     """
 
     def __init__(self, root: str | Path | None = None) -> None:
@@ -546,26 +502,20 @@ class EmbeddingStore:
 
         Args:
             key: the entry; its ``texts_fingerprint`` must be ``fingerprint_texts(texts)``.
-            texts: the texts, row ``i`` of the result is text ``i``.
-            encode: maps a list of texts to an (n, dim) float array (NumPy or torch). If it also has
-                ``encode_stream(chunks, on_batch=...)`` (an iterator of one array per chunk, as
-                :class:`~disastir_mteb.search.encoding.SentenceTransformerPipeline` has), all missing
-                chunks go through one stream, so the encoder keeps working across chunk boundaries.
-            chunk_size: texts per resumable chunk file (and per ``encode`` call): what a killed run
-                can lose. The default, :data:`CHUNK_SIZE` (1,024), is seconds of a small model on a CPU.
-            progress: show a tqdm bar over the texts (rate and ETA); ``False`` for quiet runs.
-            order: encode the texts in this order (a permutation of ``range(len(texts))``), chunk
-                by chunk; ``None`` = as given. The result is in the texts' order either way.
+            texts: the texts; row ``i`` of the result is text ``i``.
+            encode: maps a list of texts to an (n, dim) float array. If it also has ``encode_stream(chunks,
+                on_batch=...)``, all missing chunks go through one stream, across chunk boundaries.
+            chunk_size: texts per resumable chunk file: what a killed run can lose.
+            progress: show a progress bar over the texts.
+            order: encode the texts in this order (a permutation), chunk by chunk; the result is in the texts' order.
 
         Returns:
-            A read-only memory map of shape (len(texts), dim) and dtype ``key.dtype``; float16
-            entries stay float16 (upcast per block when computing). An in-memory array of the same
-            shape when the cache folder cannot be written (after one warning).
+            A read-only memory map of shape (len(texts), dim) and dtype ``key.dtype``, or an array in memory when the
+            cache folder cannot be written (after one warning).
 
         Raises:
-            ValueError: ``texts`` do not match the key's fingerprint, ``chunk_size`` < 1, the
-                encoder returned the wrong row count, non-2-D, non-float or non-finite values, or
-                the model name and revision already served vectors of another dimension.
+            ValueError: ``texts`` do not match the key, the encoder's output is unusable (rows, shape, dtype, not
+                finite), or the model name and revision already served vectors of another dimension.
         """
         if chunk_size < 1:
             raise InvalidInput(f"chunk_size={chunk_size!r} must be at least 1.")
@@ -639,8 +589,7 @@ class EmbeddingStore:
                 entry: _Entry, progress: bool, positions: np.ndarray | None) -> np.memmap:
         """Encode again the chunks that hold the rows failing their checksum, and rewrite the entry.
 
-        The chunks are those the entry was encoded in (its manifest records them), in the same
-        order, so each batch holds the texts it held the first time.
+        The chunks are those the manifest records, in the same order, so each batch holds the texts it held first.
         """
         ranges = entry.chunks()
         n = len(texts)
@@ -676,9 +625,8 @@ class EmbeddingStore:
     def _stale(self, key: StoreKey, vectors: np.ndarray, folder: Path, *, fresh: bool) -> bool:
         """Whether cached ``vectors`` are stale: the model name and revision just gave another dimension.
 
-        The first entry served for a model name and revision fixes its dimension. A cached entry of
-        another dimension, served after fresh vectors, is stale (True: the caller rebuilds it);
-        any other mismatch means vectors of another model are already in use, which cannot be undone.
+        A cached entry of another dimension served after fresh vectors is stale (the caller rebuilds it); any other
+        mismatch means vectors of another model are already in use, which cannot be undone.
 
         Raises:
             ValueError: the mismatch cannot be repaired by rebuilding this entry.
@@ -719,12 +667,8 @@ class EmbeddingStore:
                         *, in_memory: bool) -> tuple[int, dict[tuple[int, int], Path | np.ndarray], bool]:
         """Encode every chunk without a verified file; return the dimension, each chunk's source, and whether in memory.
 
-        Chunk files that fail their checks (unreadable, wrong shape, bytes that fail the checksum
-        in their name) are reported in one warning naming them, deleted and encoded again. Chunk
-        files of another dimension than the encoder's current output (or, when nothing needed
-        encoding, than most chunks) are stale: they are deleted and encoded again. With ``in_memory``
-        (the folder cannot be written) no file is read or written; a chunk file that fails to be
-        written switches to memory for the rest (the returned flag).
+        Chunk files that fail their checks, or whose dimension differs from the encoder's, are deleted and encoded
+        again after one warning. A chunk file that fails to be written switches to memory for the rest.
         """
         files = {} if in_memory else _chunk_files(folder)
         sources: dict[tuple[int, int], Path | np.ndarray] = {}
@@ -776,8 +720,8 @@ class EmbeddingStore:
 class _ChunkWriter:
     """Writes finished chunk files on a thread of its own while the encoder works on the next chunk.
 
-    At most :data:`_PENDING` chunks wait for their file, so memory stays bounded. The first write that fails (a
-    read-only folder, a full disk) stops the writing: the chunks not written stay in memory.
+    At most :data:`_PENDING` chunks wait, so memory stays bounded; the first failed write (read-only folder, full
+    disk) stops the writing, and the chunks not written stay in memory.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -844,8 +788,7 @@ def encode_chunks(encode: Callable[[list[str]], Any], chunks: Sequence[list[str]
                   on_batch: Callable[[int], None] | None = None) -> Iterator[Any]:
     """Each chunk's encoder output, in order; ``on_batch`` hears of every text encoded (for a progress bar).
 
-    Through ``encode.encode_stream`` when it has one (so the encoder works across chunk boundaries
-    and reports every batch to ``on_batch``), else one ``encode`` call per chunk, reported per chunk.
+    Through ``encode.encode_stream`` when it has one, so the encoder works across chunk boundaries.
     """
     stream = getattr(encode, "encode_stream", None)
     if callable(stream):
@@ -866,20 +809,8 @@ def encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], order
                      chunk_size: int, progress: str | None = None) -> np.ndarray:
     """What the store does, without files: encode ``texts`` chunk by chunk in ``order``, return them in theirs.
 
-    For a search without a store (``SharedCorpusSearch(store=None)``), and for queries encoded
-    together across tasks before each task's share is filed in the store: the chunks, and so the
-    batches and the float rounding of the vectors, are the ones :meth:`EmbeddingStore.get_or_encode`
-    would make. Nothing is written, checked or cached.
-
-    Args:
-        texts: the texts; row ``i`` of the result is text ``i``.
-        encode: as for :meth:`EmbeddingStore.get_or_encode` (``encode_stream`` used when present).
-        order: encode in this order (a permutation of ``range(len(texts))``); ``None`` = as given.
-        chunk_size: texts per ``encode`` call.
-        progress: the side (``"corpus"``, ``"queries"``) named on a bar like the store's; ``None`` = no bar.
-
-    Returns:
-        float32 vectors, shape (len(texts), dim); (0, 1) when ``texts`` is empty.
+    The chunks, and so the batches and the float rounding, are the ones :meth:`EmbeddingStore.get_or_encode` would
+    make; nothing is written, checked or cached. ``progress`` names the side on the bar (``None``: no bar).
     """
     from disastir_mteb.util.progress import progress_bar
 
