@@ -16,7 +16,8 @@ from disastir_mteb.vocabulary.taxonomy import TASK_SPECS, TaskSpec, parse_task_f
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DATA_DIR_ENV", "MARKER", "TaskFiles", "describe_data", "find_task_files", "read_marker", "resolve_data_dir"]
+__all__ = ["DATA_DIR_ENV", "MARKER", "RUN_DATA_OPTION", "TaskFiles", "describe_data", "find_task_files", "read_marker",
+           "resolve_data_dir"]
 
 #: The provenance file at the top of a generated folder. Results computed on it say "synthetic"
 #: (the runner records it per task); the data loader scans ``query/`` and ``qrels/`` only, so it never
@@ -24,11 +25,15 @@ __all__ = ["DATA_DIR_ENV", "MARKER", "TaskFiles", "describe_data", "find_task_fi
 MARKER = "DISASTIR_SAMPLE.json"
 
 DATA_DIR_ENV = "DISASTIR_DATA_DIR"
+#: How a data folder is named instead, for a reader of ``mteb run``'s traceback (a command names its own ``--data``).
+RUN_DATA_OPTION = "disastir-mteb run: --data DIR"
 _JSON_SUFFIXES = (".json", ".jsonl")
 
 
-def resolve_data_dir(repo: str, revision: str) -> Path:
+def resolve_data_dir(repo: str, revision: str, *, data_option: str = RUN_DATA_OPTION) -> Path:
     """The Hub snapshot of the published layout, through ``huggingface_hub`` (``HF_HUB_OFFLINE``, ``HF_HOME`` hold).
+
+    ``data_option`` is how the reader names a data folder instead, said in the error.
 
     Raises:
         FileNotFoundError: the data is neither cached nor downloadable (one sentence saying what to pass instead).
@@ -48,7 +53,7 @@ def resolve_data_dir(repo: str, revision: str) -> Path:
         # than the project's class (disastir-mteb run says the sentence alone: an OSError, caught as one).
         raise FileNotFoundError(
             f"DisastIR data {repo}@{revision} is not in the Hugging Face cache and the Hub cannot be reached "
-            f"(offline?); set {DATA_DIR_ENV} to a folder in the published layout (disastir-mteb run: --data DIR) or "
+            f"(offline?); set {DATA_DIR_ENV} to a folder in the published layout ({data_option}) or "
             f"download it once online; `disastir-mteb sample --out DIR` writes synthetic data in that layout to try "
             f"the tools with (its scores are not DisastIR results)."
         ) from None

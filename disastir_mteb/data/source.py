@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from disastir_mteb.data.data_cache import TASK_CACHE_ENV
 from disastir_mteb.data.devlite_layout import DEVLITE_DIR_ENV, resolve_devlite_dir
 from disastir_mteb.data.extra_qrels import EXTRA_QRELS_ENV
-from disastir_mteb.data.layout import DATA_DIR_ENV, describe_data, read_marker, resolve_data_dir
+from disastir_mteb.data.layout import DATA_DIR_ENV, RUN_DATA_OPTION, describe_data, read_marker, resolve_data_dir
 from disastir_mteb.util.errors import MissingInput
 from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION, DEVLITE_REPO, DEVLITE_REVISION
 
@@ -29,13 +29,15 @@ class DataSource:
 
     ``extra_judgements`` names a ``qrels_with_added`` folder whose grades the full set's tasks add where none was
     published (their scores then labelled as not official); ``keep_joins`` False reads and joins the files at every
-    load and writes nothing (``--no-cache``).
+    load and writes nothing (``--no-cache``); ``data_option`` is how the reader names a data folder (the command's
+    own ``--data DIR``), said when the Hub's data is missing, and not part of equality.
     """
 
     folder: Path | None = None
     devlite: Path | None = None
     extra_judgements: Path | None = None
     keep_joins: bool = True
+    data_option: str = field(default=RUN_DATA_OPTION, compare=False)
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> DataSource:
@@ -71,7 +73,9 @@ class DataSource:
         Raises:
             FileNotFoundError: the Hub's data is neither cached nor downloadable (one sentence saying what to pass).
         """
-        return self.folder if self.folder is not None else resolve_data_dir(DATASET_REPO, DATASET_REVISION)
+        if self.folder is not None:
+            return self.folder
+        return resolve_data_dir(DATASET_REPO, DATASET_REVISION, data_option=self.data_option)
 
     def devlite_folder(self) -> Path:
         """The DevLite folder: :attr:`devlite`, or the Hub snapshot (downloaded if needed).

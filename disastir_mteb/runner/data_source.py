@@ -59,6 +59,8 @@ def data_source(data: str | Path | None, devlite: str | Path | None = None, *, t
     given = {DATA_DIR_ENV: "folder", DEVLITE_DIR_ENV: "devlite", EXTRA_QRELS_ENV: "extra_judgements"}
     unread = {name: value for name, value in os.environ.items() if given.get(name) not in chosen}
     source = dataclasses.replace(DataSource.from_environment(unread), **chosen)
+    if as_options:  # where the Hub's data is missing, the command's own option is named
+        source = dataclasses.replace(source, data_option="--data DIR")
     if not keep_joins:
         source = dataclasses.replace(source, keep_joins=False)
     return with_sample_devlite(source, task_names)
