@@ -47,10 +47,8 @@ TITLE = "DisastIR leaderboard"
 PAGE_READY = ("!!document.getElementById('disastir_provenance') && document.body.innerText.includes('Rank (Borda)')")
 
 
-#: Gradio's Markdown lets a line break anywhere (``overflow-wrap: anywhere``), which broke words mid-word: in the
-#: provenance table when it did not fit the window ("Precisio|n", "exponenti|al"), and in the menu's title at
-#: 1,000 px ("managem|ent", the sidebar is 18 % of the window). The provenance table breaks between words only
-#: and scrolls sideways where its words do not fit; the menu's title does the same at a size that fits its word.
+#: Gradio's Markdown breaks lines anywhere (``overflow-wrap: anywhere``), splitting words mid-word; the provenance
+#: table and the menu's title break between words only, and scroll sideways where a word does not fit.
 _PAGE_CSS = ("#disastir_provenance span, #disastir_provenance td, #disastir_provenance th "
              "{overflow-wrap: normal; word-break: normal}"
              " #disastir_provenance table {display: block; overflow-x: auto}"
