@@ -16,6 +16,7 @@ from disastir_mteb.util.patching import missing_names
 
 __all__ = [
     "CHECKED_ON",
+    "DATASETS_CHECKED_ON",
     "INSTANCE_ATTRIBUTES",
     "REQUIRED",
     "create_dataloader",
@@ -36,7 +37,8 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "mteb.results.benchmark_results": ("BenchmarkResults._to_results_df",),
 }
 
-#: ``module.Class`` -> attributes its instances get (in ``__init__`` or from the library): checked on one instance.
+#: ``module.Class`` -> attributes its instances get (in ``__init__`` or from the library): checked on one instance,
+#: on the datasets releases of :data:`DATASETS_CHECKED_ON`.
 INSTANCE_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
     "datasets.Dataset": ("_fingerprint",),
 }
@@ -46,6 +48,9 @@ INSTANCE_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
 #: oldest the package supports (``pyproject.toml``'s lower bound, run by ``.ci/compat``) and the newest (what
 #: ``make test`` installs). The canary (``tests/test_mteb_internals.py``) runs on both.
 CHECKED_ON = ("2.22.2", "2.26.24")
+#: The datasets releases ``Dataset._fingerprint`` was checked on (``pyproject.toml``'s lower bound); the canary
+#: checks it on whatever release an environment has.
+DATASETS_CHECKED_ON = ("5.2.0",)
 
 
 def missing() -> list[str]:
