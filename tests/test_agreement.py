@@ -229,9 +229,8 @@ def test_a_judge_leaving_more_than_a_tenth_unreadable_is_warned_and_the_measurem
     assert said[-2] == agreement.to_text()
     assert stored is not None and (stored.asked, stored.ungraded, stored.binary) == (12, 3, 1.0)
     assert stored.intents == {"STS": {"pairs": 9, "binary": 1.0, "weighted": 1.0}}
-    assert agreement_note(stored, judge_model=MODEL, prompt_version=PROMPT_VERSION).startswith(
-        f"Warning: {MODEL} (prompt version {PROMPT_VERSION}) agreed with the published grades at binary kappa 1.000 "
-        "(weighted 1.000) against the published grades on 9 of 12 pair(s): below the band (3 of 12 pairs (25 %)")
+    says(agreement_note(stored, judge_model=MODEL, prompt_version=PROMPT_VERSION), "Warning:", MODEL, PROMPT_VERSION,
+         "binary kappa 1.000", "(weighted 1.000)", "9 of 12 pair(s)", "below the band", "3 of 12 pairs", "25 %")
 
 
 def test_a_judge_within_the_band_gets_no_warning_and_the_latest_measurement_is_read(data: Path,

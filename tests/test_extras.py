@@ -128,9 +128,7 @@ def test_each_command_needing_the_client_names_its_extra(argv: list[str], senten
 def test_the_leaderboard_names_its_extra(tmp_path: Path, without, capsys: pytest.CaptureFixture[str]) -> None:
     without("gradio")
     assert cli.main(["leaderboard", str(tmp_path)]) == 2
-    [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith("disastir-mteb leaderboard: The leaderboard needs gradio") and line.endswith(
-        'pip install "disastir-mteb[leaderboard]".')
+    says(capsys.readouterr().err, "disastir-mteb leaderboard:", "gradio", 'pip install "disastir-mteb[leaderboard]"')
 
 
 def test_the_python_api_names_the_same_extras(without) -> None:
