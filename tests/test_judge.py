@@ -356,9 +356,8 @@ def test_a_damaged_store_is_one_sentence(runs: Path, holes: list, tmp_path: Path
     with LoopbackServer(answer=_judge_of(holes)) as server:
         assert _judge(runs, [server.base_url], tmp_path / "bad.sqlite") == 2
         assert sum(server.stats().requests.values()) == 0
-    err = capsys.readouterr().err.strip()
-    assert err.endswith("bad.sqlite is not a judgement store (SQLite says: file is not a database).")
-    assert len(err.splitlines()) == 1
+    says(capsys.readouterr().err, "disastir-mteb judge:", tmp_path / "bad.sqlite", "not a judgement store",
+         "file is not a database")
 
 
 # -- what the judge says about the results and about itself ----------------------------------------------------------
