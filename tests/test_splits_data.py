@@ -161,10 +161,9 @@ def test_misnamed_file_and_missing_task_fail_in_one_sentence(devlite_dirs: dict[
     with pytest.raises(ValueError) as caught:
         find_split_files(folder)
     message = str(caught.value)
-    assert message.startswith(f"DisastIR-DevLite folder {folder}: could not place test_query_eva/QA_Biologic.json; "
-                              "1 task(s) (DisastIR-DevLite-QA-Bio) have no DevLite queries; "
-                              "1 task(s) (DisastIR-DevLite-NLI-Soc) have no file in qrels_with_added/; "
-                              "expected the eval-code layout")
+    says(message, f"DisastIR-DevLite folder {folder}:", "test_query_eva/QA_Biologic.json",
+         "(DisastIR-DevLite-QA-Bio)", "no DevLite queries", "(DisastIR-DevLite-NLI-Soc)", "qrels_with_added/",
+         "eval-code layout")
     assert message.endswith(".") and ". " not in message and "\n" not in message
 
 

@@ -330,7 +330,7 @@ def test_a_blank_query_is_refused_at_every_load_and_no_entry_of_it_is_kept(sampl
     for _ in range(2):  # the first load keeps nothing, so the second finds nothing to serve
         with pytest.raises(ValueError) as refused:
             load_cached_task(QA_BIO, find_task_files(root))
-        assert str(refused.value).startswith(f"{query}: row 3 (query_id 'QA-Bio-q004') has a blank user_query (' ")
+        says(str(refused.value), f"{query}:", "row 3", "(query_id 'QA-Bio-q004')", "blank user_query")
     assert _entries(cache) == kept and joins == ["DisastIR-QA-Bio"]
 
 
@@ -384,8 +384,7 @@ def test_damaged_entries_are_one_warning_each_and_rebuilt(sample_data: Path, cac
     assert len(warnings) == len(damaged), warnings
     for path in damaged:
         (warning,) = [w for w in warnings if str(path) in w]
-        assert warning.startswith(f"Task cache file {path} (") and "cannot be used (" in warning
-        assert warning.endswith("): rebuilding it from the data files.")
+        says(warning, f"Task cache file {path}", "cannot be used", "rebuilding it from the data files")
     (corpus_warning,) = [w for w in warnings if "(the corpus)" in w]
     assert "its bytes fail their checksum" in corpus_warning
     assert any("shorter than a checked file's trailer" in w for w in warnings)
@@ -419,8 +418,8 @@ def test_an_unwritable_cache_loads_as_without_it_after_one_warning(how: str, sam
         served = _load_all(sample_data)
     forget_corpus()
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert warning.startswith(f"Task cache {root / FOLDER} cannot be written (")
-    says(warning, "cannot be written", "read and joined from the data files at every run")
+    says(warning, f"Task cache {root / FOLDER}", "cannot be written",
+         "read and joined from the data files at every run")
     assert len(joins) == 48
     for spec, data in zip(TASK_SPECS, served, strict=True):
         assert _fields(data) == _fields(_joined(spec, sample_data, monkeypatch)), spec.name
