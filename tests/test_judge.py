@@ -370,24 +370,20 @@ def test_results_without_per_query_rankings_are_one_sentence_not_nothing_to_ask(
     for folder in list(plain.rglob("disastir_per_query")):  # what plain `mteb run` leaves: task files only
         shutil.rmtree(folder)
     [result_set] = result_sets_of([plain])
-    sentence = (f"disastir-mteb judge: {plain} holds no per-query rankings (2 task(s), e.g. {result_set.folder}: "
-                f"{TASKS[0]}), so there are no holes to judge: the top 10 of each query is written by disastir-mteb "
-                "run (beside each task file, in disastir_per_query/), not by plain mteb run; run the model with "
-                "disastir-mteb run -m MODEL, then judge its results.")
+    facts = ("disastir-mteb judge:", plain, "no per-query rankings", "2 task(s)", f"e.g. {result_set.folder}:",
+             TASKS[0], "disastir_per_query/", "not by plain mteb run", "disastir-mteb run -m MODEL")
     store = tmp_path / "store.sqlite"
     with LoopbackServer() as server:
         assert _judge(plain, [server.base_url], store) == 2
         assert not server.stats().answered
-    assert capsys.readouterr().err.splitlines() == [sentence]
+    says(capsys.readouterr().err, *facts)
     assert not store.exists()
     # an agreement check needs no rankings, but data: the task files name the folder, not where it lies
     with LoopbackServer() as server:
         assert _judge(plain, [server.base_url], store, "--agreement", "4", "-t", "DisastIR-STS-Geo") == 2
         assert not server.stats().answered
-    assert capsys.readouterr().err.splitlines() == [
-        f"disastir-mteb judge: The runs read local folder {sample_data.name} (synthetic sample, scale small, seed 0) "
-        "(their task files name it, not where it lies: they have no per-query files, which record the folder); pass "
-        "--data with that folder."]
+    says(capsys.readouterr().err, "disastir-mteb judge:", f"local folder {sample_data.name}",
+         "(synthetic sample, scale small, seed 0)", "no per-query files", "pass --data")
     # given it, the agreement is measured, then the same sentence as above, and the exit code says so
     with LoopbackServer() as server:
         assert _judge(plain, [server.base_url], store, "--agreement", "4", "-t", "DisastIR-STS-Geo",
@@ -395,8 +391,7 @@ def test_results_without_per_query_rankings_are_one_sentence_not_nothing_to_ask(
         assert len(server.stats().answered) == 4  # STS: one request per pair
     captured = capsys.readouterr()
     assert "Agreement with the published grades: 4 pair(s)" in captured.out
-    assert captured.err.splitlines()[-1] == sentence.replace(f"2 task(s), e.g. {result_set.folder}: {TASKS[0]}",
-                                                             f"1 task(s), e.g. {result_set.folder}: {TASKS[1]}")
+    says(captured.err.splitlines()[-1], *facts[:3], "1 task(s)", f"e.g. {result_set.folder}:", TASKS[1], *facts[6:])
 
 
 def test_a_judge_below_the_band_is_told_not_to_fill_holes_and_the_report_says_so(

@@ -386,7 +386,7 @@ def test_damaged_entries_are_one_warning_each_and_rebuilt(sample_data: Path, cac
         (warning,) = [w for w in warnings if str(path) in w]
         says(warning, f"Task cache file {path}", "cannot be used", "rebuilding it from the data files")
     (corpus_warning,) = [w for w in warnings if "(the corpus)" in w]
-    assert "its bytes fail their checksum" in corpus_warning
+    says(corpus_warning, "(the corpus)", "fail their checksum", "rebuilding it from the data files")
     assert any("shorter than a checked file's trailer" in w for w in warnings)
     assert any("does not end in the checked-file mark" in w for w in warnings)
     assert any("it holds another entry, key" in w for w in warnings)
