@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from loopback import LoopbackServer, grade_judge
+from sentences import says
 
 from disastir_mteb.endpoints.pool import EndpointPool
 from disastir_mteb.judging.agreement import (
@@ -66,8 +67,9 @@ def test_kappa_of_hand_computed_cases() -> None:
     assert cohen_kappa([0, 1], [1, 0], labels=[0, 1]) == -1.0
     with pytest.raises(ValueError, match=r"label 3 and 2 items"):
         cohen_kappa([0, 1, 1], [0, 1], labels=[0, 1])
-    with pytest.raises(ValueError, match=r"Label\(s\) 4 are not among \[0, 1, 2, 3\]"):
+    with pytest.raises(ValueError) as refused:
         cohen_kappa([4], [0], labels=[0, 1, 2, 3])
+    says(str(refused.value), "4", "[0, 1, 2, 3]")
 
 
 def test_kappa_equals_scikit_learns() -> None:
@@ -113,8 +115,9 @@ def test_pairs_are_stratified_by_intent_and_grade_and_seeded(data: Path) -> None
     assert len({(p.intent, p.query, p.passage) for p in picked}) == 40
     assert pick_agreement_pairs(40, TASKS, seed=3) == picked
     assert pick_agreement_pairs(40, TASKS, seed=4) != picked
-    with pytest.raises(ValueError, match=r"--agreement 0: judge at least one pair"):
+    with pytest.raises(ValueError) as refused:
         pick_agreement_pairs(0, TASKS)
+    says(str(refused.value), "--agreement 0", "at least one pair")
 
 
 def test_a_judge_that_answers_the_published_grade_agrees_perfectly(data: Path, tmp_path: Path) -> None:
@@ -179,8 +182,9 @@ def test_run_agreement_plans_asks_and_prints_the_table(data: Path, tmp_path: Pat
         again = run_agreement([results], 12, store=store, settings=settings, go_ahead=go_ahead, say=said.append)  # type: ignore[list-item]
         assert asked == [120] and again == agreement  # all in the store: nothing asked, the same table
         settings = dataclasses.replace(settings, base_urls=())
-        with pytest.raises(ValueError, match=r"--agreement asks a server: give --base-url"):
+        with pytest.raises(ValueError) as refused:
             run_agreement([results], 12, store=store, settings=settings, go_ahead=go_ahead)  # type: ignore[list-item]
+        says(str(refused.value), "--agreement", "--base-url")
 
 
 def test_every_intent_can_be_sampled_from_all_48_tasks(data: Path) -> None:
@@ -219,17 +223,14 @@ def test_a_judge_leaving_more_than_a_tenth_unreadable_is_warned_and_the_measurem
         agreement = run_agreement([], 12, store=store, settings=settings, go_ahead=lambda *_: True, say=said.append)
         stored = store.agreement(MODEL, PROMPT_VERSION)
     assert agreement is not None and agreement.ungraded == 3 and agreement.mean("binary") == 1.0
-    assert said[-1] == agreement.warning() == (
-        f"Warning: {MODEL} (prompt version {PROMPT_VERSION}) is below the band (3 of 12 pairs (25 %) without a "
-        "readable answer, more than a tenth; the band: binary kappa at least 0.4 and at most a tenth of the pairs "
-        "unreadable, the paper's judge 0.77): its labels are not the pool's, so this judge should not fill holes; "
-        "completed scores from it would say little. Try a stronger judge model.")
+    assert said[-1] == agreement.warning()
+    says(said[-1], MODEL, PROMPT_VERSION, "3 of 12 pairs", "25 %", "0.4", "a tenth", "0.77", "should not fill holes",
+         "stronger judge model")
     assert said[-2] == agreement.to_text()
     assert stored is not None and (stored.asked, stored.ungraded, stored.binary) == (12, 3, 1.0)
     assert stored.intents == {"STS": {"pairs": 9, "binary": 1.0, "weighted": 1.0}}
-    assert agreement_note(stored, judge_model=MODEL, prompt_version=PROMPT_VERSION).startswith(
-        f"Warning: {MODEL} (prompt version {PROMPT_VERSION}) agreed with the published grades at binary kappa 1.000 "
-        "(weighted 1.000) against the published grades on 9 of 12 pair(s): below the band (3 of 12 pairs (25 %)")
+    says(agreement_note(stored, judge_model=MODEL, prompt_version=PROMPT_VERSION), "Warning:", MODEL, PROMPT_VERSION,
+         "binary kappa 1.000", "(weighted 1.000)", "9 of 12 pair(s)", "below the band", "3 of 12 pairs", "25 %")
 
 
 def test_a_judge_within_the_band_gets_no_warning_and_the_latest_measurement_is_read(data: Path,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores, mrr
+from sentences import says
 
 from authors_metric import authors_metrics_at_10
 from disastir_mteb import cli
@@ -77,8 +78,9 @@ def test_a_query_with_no_relevant_passage_scores_zero_and_one_without_judgement_
     assert nothing == QueryScores(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, retrieved=3, unjudged=1)  # ideal DCG 0: NDCG 0
     with pytest.raises(ValueError, match="no judgement"):
         score_query(["a"], {})
-    with pytest.raises(ValueError, match=r"1 grade\(s\) are not finite numbers >= 0 \(first: 'a': -1\)"):
+    with pytest.raises(ValueError) as refused:
         score_query(["a"], {"a": -1})
+    says(str(refused.value), "1 grade(s)", ">= 0", "'a': -1")
 
     run = score_run({"q1": ["d1", "u1", "d2", "u2", "d3"], "q2": ["u", "d0", "u2", "d2"], "q3": ["x", "y"]},
                     {"q1": {"d1": 1, "d2": 3, "d3": 0, "d4": 2}, "q2": {"d0": 0, "d2": 2}, "q9": {"z": 3}})
@@ -166,9 +168,8 @@ def test_score_checks_know_the_new_keys_ranges() -> None:
     path = Path("T.json")
     for key in [*NEW_KEYS, "unjudged_at_10"]:
         assert impossible_score(path, {key: 0.0}) is None and impossible_score(path, {key: 1.0}) is None
-        assert impossible_score(path, {key: 1.5}) == f"T.json holds an impossible score: {key} is 1.5 (valid: [0, 1])"
-        nan = impossible_score(path, {key: float("nan")})
-        assert nan == f"T.json holds an impossible score: {key} is NaN (valid: [0, 1])"
+        says(impossible_score(path, {key: 1.5}) or "", "T.json", key, "1.5", "[0, 1]")
+        says(impossible_score(path, {key: float("nan")}) or "", "T.json", key, "NaN", "[0, 1]")
 
 
 def test_report_and_compare_show_the_new_keys_on_request(sample_runs: Path, tmp_path: Path,

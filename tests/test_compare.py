@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sentences import says
 
 from disastir_mteb import cli
 from disastir_mteb.models.hashing_encoder import HashingEncoder
@@ -162,7 +163,7 @@ def test_a_revision_folder_against_an_instructions_experiment(partial_runs: Path
     assert printed.startswith("A: disastir-mteb/hashing-encoder — exact (synthetic data)  [")
     assert "\nB: disastir-mteb/hashing-encoder — instructions: disastir (synthetic data)  [" in printed
     assert cli.main(["compare", str(partial_runs / "plain"), str(partial_runs / "plain")]) == 2
-    assert "No pair to compare: no set has one of the same model and settings" in capsys.readouterr().err
+    says(capsys.readouterr().err, "disastir-mteb compare:", "No pair to compare", "same model and settings")
 
 
 def test_compare_on_another_metric_shows_the_result_files_numbers(partial_runs: Path,
@@ -198,9 +199,8 @@ def test_compare_on_another_metric_shows_the_result_files_numbers(partial_runs: 
 
     assert cli.main(["compare", str(partial_runs / "exact-ann"), "--metric", "recall_at_1000"]) == 2
     error = capsys.readouterr().err
-    assert error.startswith(f"disastir-mteb compare: {exact.folder / 'DisastIR-FC-Geo.json'} holds no recall_at_1000 "
-                            "(Recall@1000); the metrics it holds: ndcg_at_{1,3,5,10,20,100}, map_at_")
-    assert error.count("\n") == 1
+    says(error, "disastir-mteb compare:", exact.folder / "DisastIR-FC-Geo.json", "recall_at_1000", "(Recall@1000)",
+         "ndcg_at_{1,3,5,10,20,100}", "map_at_{1,3,5,10,20,100}")
 
 
 def test_sets_scored_on_other_data_are_refused(sample_data: Path, cache_dir: Path, use_data: object, tmp_path: Path,
@@ -252,8 +252,7 @@ def test_sets_scored_on_other_data_are_refused(sample_data: Path, cache_dir: Pat
         path.write_text(json.dumps(content))
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "c")]) == 0
     printed = capsys.readouterr()
-    assert printed.err == (f"disastir-mteb compare: {c}: 1 of 2 per-query file(s) not re-scored against their data "
-                           "(DisastIR-QA-Bio: their per-query files do not record their data); their numbers were "
-                           "checked against their task files only.\n")
+    says(printed.err, "disastir-mteb compare:", c, "1 of 2 per-query file(s)", "not re-scored", "DisastIR-QA-Bio",
+         "do not record their data", "task files only")
     assert printed.out.count("ndcg_at_10: taken from the task files, not re-scored for 1 of 4 tasks of 2 result sets: "
                              "1 whose data is not at hand, as said on stderr.") == 1

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import mteb
 import pytest
+from sentences import says
 
 from conftest import write_layout
 from disastir_mteb.data.layout import find_task_files, resolve_data_dir
@@ -93,8 +94,9 @@ def _expect(tmp_path: Path, match: str, error: type[Exception] = ValueError, nam
 def test_missing_corpus_is_named(tmp_path: Path) -> None:
     _all_tasks(tmp_path)
     (tmp_path / "corpus.jsonl").unlink()
-    with pytest.raises(FileNotFoundError, match=r"missing 'corpus.jsonl'"):
+    with pytest.raises(FileNotFoundError) as missing:
         find_task_files(tmp_path)
+    says(str(missing.value), tmp_path, "'corpus.jsonl'")
 
 
 def test_missing_qrels_folder_is_named(tmp_path: Path) -> None:
@@ -113,15 +115,19 @@ def test_data_dir_env_must_be_a_folder(tmp_path: Path, monkeypatch: pytest.Monke
 def test_unplaceable_file_lists_it_and_the_tasks_left_without(tmp_path: Path) -> None:
     _all_tasks(tmp_path)
     (tmp_path / "query" / "QA_Bio.json").rename(tmp_path / "query" / "QA_Biologic.json")
-    with pytest.raises(ValueError, match=r"1 file\(s\) name no DisastIR task \(QA_Biologic.json\).*DisastIR-QA-Bio"):
+    with pytest.raises(ValueError) as refused:
         find_task_files(tmp_path)
+    says(str(refused.value), tmp_path / "query", "1 file(s)", "QA_Biologic.json", "'{intent}_{category}.json'",
+         "DisastIR-QA-Bio")
 
 
 def test_two_files_for_one_task(tmp_path: Path) -> None:
     _all_tasks(tmp_path)
     shutil.copy(tmp_path / "query" / "QA_Bio.json", tmp_path / "query" / "QA_biological.json")
-    with pytest.raises(ValueError, match=r"both .* map to task DisastIR-QA-Bio"):
+    with pytest.raises(ValueError) as refused:
         find_task_files(tmp_path)
+    says(str(refused.value), tmp_path / "query", "'QA_Bio.json'", "'QA_biological.json'", "DisastIR-QA-Bio",
+         "remove one")
 
 
 def test_task_without_file(tmp_path: Path) -> None:
@@ -204,5 +210,7 @@ def test_hub_snapshot_is_read_offline_from_the_hf_cache(tmp_path: Path, sample_d
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
     assert resolve_data_dir("DMIR01/DisastIR", "65525d5") == repo / "snapshots" / revision
-    with pytest.raises(FileNotFoundError, match="not in the Hugging Face cache"):
+    with pytest.raises(FileNotFoundError) as missing:
         resolve_data_dir("DMIR01/DisastIR", "1234567")
+    says(str(missing.value), "DMIR01/DisastIR@1234567", "Hugging Face cache", "DISASTIR_DATA_DIR",
+         "disastir-mteb sample --out DIR")

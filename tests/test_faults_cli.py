@@ -108,8 +108,7 @@ def test_a_judge_timeout_must_be_positive_and_finite(command: str, value: str,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Before: accepted, and a request with no time to run (or forever) was the result."""
     assert _run([command, "results", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--timeout", value]) == 2
-    assert (f"argument --timeout: must be a positive, finite number of seconds, not {value!r}"
-            in capsys.readouterr().err.strip().splitlines()[-1])
+    says(capsys.readouterr().err.strip().splitlines()[-1], "--timeout", "positive, finite", "seconds", repr(value))
 
 
 @pytest.mark.parametrize(("extra", "sentence"), FAST_CASES, ids=[" ".join(c[0]) for c in FAST_CASES])
@@ -146,7 +145,7 @@ def test_an_unknown_name_of_another_library_is_one_sentence_before_any_work(
     says(err, *facts)
     assert err.startswith("disastir-mteb run: Unknown ") and not (tmp_path / "out").exists()
     assert main([*argv[:-4], "-t", "scifact", *argv[-2:]]) == 2  # mteb's SciFact, in another case: taken
-    assert "no-data: no such folder" in capsys.readouterr().err
+    says(capsys.readouterr().err, "disastir-mteb run:", "no-data", "no such folder")
 
 
 @pytest.mark.parametrize("argv", [
@@ -461,9 +460,7 @@ def test_offline_mteb_run_without_data_says_what_to_set_on_its_last_line(tmp_pat
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("FileNotFoundError: DisastIR data DMIR01/DisastIR@"), done.stderr[-2000:]
-    assert ("is not in the Hugging Face cache and the Hub cannot be reached (offline?); set DISASTIR_DATA_DIR to a "
-            "folder in the published layout (disastir-mteb run: --data DIR) or download it once online; "
-            "`disastir-mteb sample --out DIR` writes synthetic data in that layout to try the tools with") in last
+    says(last, "Hugging Face cache", "offline?", "DISASTIR_DATA_DIR", "--data DIR", "disastir-mteb sample --out DIR")
 
 
 # ---------------------------------------------------------------------- the user's errors, and bugs

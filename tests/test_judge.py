@@ -23,6 +23,7 @@ from pathlib import Path
 import openai
 import pytest
 from loopback import Fault, FaultKind, LoopbackProcess, LoopbackServer, grade_judge
+from sentences import says
 
 from disastir_mteb import cli
 from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
@@ -228,7 +229,7 @@ def test_server_faults_that_retrying_cannot_mend_are_one_sentence(runs: Path, ho
     assert len(err.splitlines()) == 1
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert _judge(runs, ["https://api.openai.com/v1"], tmp_path / "x.sqlite") == 2
-    assert "OPENAI_API_KEY is not set" in capsys.readouterr().err
+    says(capsys.readouterr().err, "disastir-mteb judge:", "OPENAI_API_KEY", "not set")
 
 
 def test_a_large_job_without_a_terminal_stops_before_sending(runs: Path, holes: list, tmp_path: Path,
@@ -346,7 +347,7 @@ def test_the_completed_judgements_export_from_the_command_line(runs: Path, holes
         k: v for k, v in _expected([h for h in holes if h.intent is Intent.STS]).items()}
     capsys.readouterr()
     assert cli.main(["export", "--format", "qrels-with-added", "--out", str(tmp_path / "o2")]) == 2
-    assert "needs --judgements STORE" in capsys.readouterr().err
+    says(capsys.readouterr().err, "disastir-mteb export:", "qrels-with-added", "--judgements STORE")
 
 
 def test_a_damaged_store_is_one_sentence(runs: Path, holes: list, tmp_path: Path,
@@ -355,9 +356,8 @@ def test_a_damaged_store_is_one_sentence(runs: Path, holes: list, tmp_path: Path
     with LoopbackServer(answer=_judge_of(holes)) as server:
         assert _judge(runs, [server.base_url], tmp_path / "bad.sqlite") == 2
         assert sum(server.stats().requests.values()) == 0
-    err = capsys.readouterr().err.strip()
-    assert err.endswith("bad.sqlite is not a judgement store (SQLite says: file is not a database).")
-    assert len(err.splitlines()) == 1
+    says(capsys.readouterr().err, "disastir-mteb judge:", tmp_path / "bad.sqlite", "not a judgement store",
+         "file is not a database")
 
 
 # -- what the judge says about the results and about itself ----------------------------------------------------------
@@ -370,24 +370,20 @@ def test_results_without_per_query_rankings_are_one_sentence_not_nothing_to_ask(
     for folder in list(plain.rglob("disastir_per_query")):  # what plain `mteb run` leaves: task files only
         shutil.rmtree(folder)
     [result_set] = result_sets_of([plain])
-    sentence = (f"disastir-mteb judge: {plain} holds no per-query rankings (2 task(s), e.g. {result_set.folder}: "
-                f"{TASKS[0]}), so there are no holes to judge: the top 10 of each query is written by disastir-mteb "
-                "run (beside each task file, in disastir_per_query/), not by plain mteb run; run the model with "
-                "disastir-mteb run -m MODEL, then judge its results.")
+    facts = ("disastir-mteb judge:", plain, "no per-query rankings", "2 task(s)", f"e.g. {result_set.folder}:",
+             TASKS[0], "disastir_per_query/", "not by plain mteb run", "disastir-mteb run -m MODEL")
     store = tmp_path / "store.sqlite"
     with LoopbackServer() as server:
         assert _judge(plain, [server.base_url], store) == 2
         assert not server.stats().answered
-    assert capsys.readouterr().err.splitlines() == [sentence]
+    says(capsys.readouterr().err, *facts)
     assert not store.exists()
     # an agreement check needs no rankings, but data: the task files name the folder, not where it lies
     with LoopbackServer() as server:
         assert _judge(plain, [server.base_url], store, "--agreement", "4", "-t", "DisastIR-STS-Geo") == 2
         assert not server.stats().answered
-    assert capsys.readouterr().err.splitlines() == [
-        f"disastir-mteb judge: The runs read local folder {sample_data.name} (synthetic sample, scale small, seed 0) "
-        "(their task files name it, not where it lies: they have no per-query files, which record the folder); pass "
-        "--data with that folder."]
+    says(capsys.readouterr().err, "disastir-mteb judge:", f"local folder {sample_data.name}",
+         "(synthetic sample, scale small, seed 0)", "no per-query files", "pass --data")
     # given it, the agreement is measured, then the same sentence as above, and the exit code says so
     with LoopbackServer() as server:
         assert _judge(plain, [server.base_url], store, "--agreement", "4", "-t", "DisastIR-STS-Geo",
@@ -395,8 +391,7 @@ def test_results_without_per_query_rankings_are_one_sentence_not_nothing_to_ask(
         assert len(server.stats().answered) == 4  # STS: one request per pair
     captured = capsys.readouterr()
     assert "Agreement with the published grades: 4 pair(s)" in captured.out
-    assert captured.err.splitlines()[-1] == sentence.replace(f"2 task(s), e.g. {result_set.folder}: {TASKS[0]}",
-                                                             f"1 task(s), e.g. {result_set.folder}: {TASKS[1]}")
+    says(captured.err.splitlines()[-1], *facts[:3], "1 task(s)", f"e.g. {result_set.folder}:", TASKS[1], *facts[6:])
 
 
 def test_a_judge_below_the_band_is_told_not_to_fill_holes_and_the_report_says_so(
@@ -416,20 +411,17 @@ def test_a_judge_below_the_band_is_told_not_to_fill_holes_and_the_report_says_so
         with JudgementStore(store) as opened:
             assert opened.counts()["judged"] > 12
     out += capsys.readouterr().out
-    assert (f"Warning: {MODEL} (prompt version {PROMPT_VERSION}) is below the band (binary kappa 0.000, below 0.4; the "
-            "band: binary kappa at least 0.4 and at most a tenth of the pairs unreadable, the paper's judge 0.77): its "
-            "labels are not the pool's, so this judge should not fill holes; completed scores from it would say "
-            "little. Try a stronger judge model.") in out.splitlines()
+    says(next(line for line in out.splitlines() if line.startswith("Warning: ")), MODEL, PROMPT_VERSION,
+         "binary kappa 0.000", "0.4", "a tenth", "0.77", "should not fill holes", "stronger judge model")
     with JudgementStore(store) as opened:
         stored = opened.agreement(MODEL, PROMPT_VERSION)
     assert stored is not None and (stored.asked, stored.ungraded) == (12, 0)
     assert stored.binary == pytest.approx(0.0, abs=1e-12) and set(stored.intents) == {"STS"}
     assert cli.main(["report", str(runs), "--judgements", str(store)]) == 0
     report = capsys.readouterr().out
-    assert (f"Warning: {MODEL} (prompt version {PROMPT_VERSION}) agreed with the published grades at binary kappa "
-            f"0.000 (weighted {stored.weighted:.3f}) against the published grades on 12 of 12 pair(s): below the band "
-            "(binary kappa 0.000, below 0.4; the band: binary kappa at least 0.4 and at most a tenth of the pairs "
-            "unreadable); this judge should not fill holes, and these completed scores say little.") in report
+    says(next(line for line in report.splitlines() if line.startswith("Warning: ")), MODEL, PROMPT_VERSION,
+         "binary kappa 0.000", f"weighted {stored.weighted:.3f}", "12 of 12 pair(s)", "below the band", "0.4",
+         "a tenth", "should not fill holes")
 
 
 def test_the_report_shows_a_judges_measured_agreement_or_warns_it_was_never_measured(
@@ -440,10 +432,9 @@ def test_the_report_shows_a_judges_measured_agreement_or_warns_it_was_never_meas
         assert _judge(runs, [server.base_url], store, "-t", "DisastIR-STS-Geo") == 0
     capsys.readouterr()
     assert cli.main(["report", str(runs), "--judgements", str(store)]) == 0
-    assert (f"Warning: the agreement of {MODEL} (prompt version {PROMPT_VERSION}) with the published grades was never "
-            "measured in this store, so nothing says its labels are the pool's: measure it (disastir-mteb judge "
-            f"RESULTS --model {MODEL} --base-url URL --store STORE --agreement 60) before trusting these completed "
-            "scores.") in capsys.readouterr().out
+    says(next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Warning: ")), MODEL,
+         PROMPT_VERSION, "never measured",
+         f"disastir-mteb judge RESULTS --model {MODEL} --base-url URL --store STORE --agreement 60")
     from disastir_mteb.judging.agreement import pick_agreement_pairs
 
     picked = pick_agreement_pairs(12, ["DisastIR-STS-Geo"], sample_data)

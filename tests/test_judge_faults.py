@@ -185,8 +185,8 @@ def test_retry_after_is_capped_and_the_capped_wait_is_shown_on_the_progress_line
         url = server.base_url
         assert judge(runs, [url], tmp_path / "j.sqlite") == 0
     progress = capsys.readouterr().err + "\n".join(record.getMessage() for record in caplog.records)
-    assert (f"{url}: 429 (rate limited): it asked for 100,000 s, capped at 0.5 s, waiting 0.5 s"
-            in progress)
+    says(next(line for line in progress.splitlines() if "100,000 s" in line), url, "429", "100,000 s",
+         "capped at 0.5 s", "waiting 0.5 s")
     assert grades_in(tmp_path / "j.sqlite") == expected(holes)
 
     with LoopbackServer(answer=four) as server, JudgementStore(tmp_path / "p.sqlite") as store:
@@ -249,10 +249,8 @@ def test_a_429_for_a_used_up_quota_stops_at_once(tmp_path: Path) -> None:
         with pytest.raises(EndpointError) as stopped:
             judge_pairs(few_pairs(), store, pool_of(server), judge_model=MODEL)
         assert server.stats().requests["/v1/chat/completions"] == 1
-    assert str(stopped.value) == (
-        f"{url} refused a request: HTTP 429 (Error code: 429 - You exceeded your current quota, please check your "
-        "plan and billing details (scripted by the loopback server)); the account's quota is used up, which waiting "
-        "does not mend: check its plan and billing (or use another server).")
+    says(str(stopped.value), url, "HTTP 429", "You exceeded your current quota", "quota is used up",
+         "waiting does not mend", "plan and billing", "another server")
 
 
 # ---------------------------------------------------------------------- the key
@@ -344,7 +342,7 @@ def test_a_server_sending_its_answer_for_ever_is_cut_off_at_the_timeout(tmp_path
         pool = pool_of(server, timeout=1.0)
         summary = judge_pairs(few_pairs(), store, pool, judge_model=MODEL)
     assert summary.judged == 3 and pool.servers[0].retried == 1
-    assert pool.servers[0].last_error == "no whole answer within 1 s"
+    says(pool.servers[0].last_error, "no whole answer", "1 s")
 
 
 # ---------------------------------------------------------------------- Batch API output files

@@ -41,6 +41,7 @@ from judge_servers import (
     true_grade,
 )
 from loopback import grade_judge
+from sentences import says
 
 from disastir_mteb import cli
 from disastir_mteb.endpoints.answers import chat_from_event_stream
@@ -167,9 +168,8 @@ def test_a_refusal_that_is_not_about_the_format_is_still_one_sentence(runs: Path
     with JudgeServer(refuses("This model's maximum context length is 2048 tokens.")) as server:
         assert judge(runs, server.base_url, tmp_path / "j.sqlite", "--concurrency", "1") == 2
         assert server.formats() == ["json_schema"]  # not moved: the format was not what it refused
-    err = capsys.readouterr().err.strip()
-    assert err.startswith(f"disastir-mteb judge: {server.base_url} refused a request: HTTP 400 (") and \
-        "maximum context length is 2048 tokens" in err and len(err.splitlines()) == 1
+    says(capsys.readouterr().err, "disastir-mteb judge:", server.base_url, "HTTP 400",
+         "maximum context length is 2048 tokens")
     assert grades_in(tmp_path / "j.sqlite") == {}
 
 
@@ -190,16 +190,15 @@ def test_a_server_ignoring_response_format_ends_in_plain_mode_with_no_grade_and_
            "(no response_format)." in out
     summary_lines = [line for line in out.splitlines() if "had no readable answer" in line]
     assert len(summary_lines) == 1
-    assert summary_lines[0].startswith(f"{n} step(s) had no readable answer after {MAX_ANSWER_ATTEMPTS} tries "
-                                       f"(zero_shot {n}); last: {server.base_url}: not one JSON object: ")
+    says(summary_lines[0], f"{n} step(s)", f"after {MAX_ANSWER_ATTEMPTS} tries", f"(zero_shot {n})",
+         f"last: {server.base_url}:", "not one JSON object")
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 2  # one per move, none per pair
     moves = [("response_format json_schema", "response_format json_object"),
              ("response_format json_object", "plain instructions (no response_format)")]
     for warning, (asked, then) in zip(warnings, moves, strict=True):
-        assert warning.startswith(f"{server.base_url}: asked with {asked}, its first {FORMAT_PROBES} answers under "
-                                  "it were not readable (the last: not one JSON object: ")
-        assert warning.endswith(f"); asking it with {then} from now on.")
+        says(warning, f"{server.base_url}:", f"asked with {asked},", f"first {FORMAT_PROBES} answers",
+             "not one JSON object", f"asking it with {then} from now on")
     per_pair = [r for r in caplog.records if "no readable answer to zero_shot after" in r.getMessage()]
     assert len(per_pair) == n and {r.levelno for r in per_pair} == {logging.DEBUG}  # the detail, at DEBUG only
 
@@ -305,8 +304,9 @@ def test_a_server_that_cannot_be_reached_ends_the_sentence_with_one_period(tmp_p
         pool = EndpointPool([url], concurrency=1, limits=ONE_RETRY)
         with pytest.raises(EndpointError) as stopped:
             judge_pairs(pairs, store, pool, judge_model=MODEL)
-    assert str(stopped.value) == (f"Every server was given up on: {url}: 0 answered, 1 retried (0 rate-limited); "
-                                  "given up: APIConnectionError: Connection error.")
+    sentence = says(str(stopped.value), "Every server", f"{url}:", "0 answered", "1 retried", "0 rate-limited",
+                    "APIConnectionError: Connection error")
+    assert sentence.endswith("error.") and not sentence.endswith("..")  # the client's own period, not a second one
 
 
 def test_a_stream_ending_in_an_error_is_asked_again_then_the_server_given_up_on(tmp_path: Path) -> None:
@@ -319,9 +319,8 @@ def test_a_stream_ending_in_an_error_is_asked_again_then_the_server_given_up_on(
         with pytest.raises(EndpointError) as stopped:
             judge_pairs(pairs, store, pool, judge_model=MODEL)
         assert len(server.requests) == 2 and not list(store.judgements())
-    assert str(stopped.value) == (f"Every server was given up on: {server.base_url}: 0 answered, 1 retried "
-                                  "(0 rate-limited); given up: its answer's stream ended in an error: "
-                                  "'\"CUDA out of memory\"'.")
+    says(str(stopped.value), "Every server", f"{server.base_url}:", "0 answered", "1 retried", "0 rate-limited",
+         "stream ended in an error", "CUDA out of memory")
 
 
 # ------------------------------------------------------------ refusals that name nothing, answers without text
@@ -347,7 +346,7 @@ def test_a_server_failing_only_under_the_schema_is_moved_down_not_given_up(
     assert summary.formats == {server.base_url: AnswerFormat.JSON_OBJECT}
     [warning] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "asking it with" in
                  r.getMessage()]
-    assert warning.startswith(f"{server.base_url}: asked with response_format json_schema, it ")
+    says(warning, f"{server.base_url}:", "asked with response_format json_schema", "asking it with")
 
 
 def test_content_given_as_a_list_of_parts_is_read_as_its_text(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from judge_servers import JudgeServer, constrained
 from loopback import grade_judge
+from sentences import says
 
 from disastir_mteb import cli
 from disastir_mteb.judging.holes import load_task_texts, result_sets_of
@@ -117,4 +118,4 @@ def test_a_judge_flipping_relevance_loses_the_ranking_step_by_step(
 def test_fewer_than_three_runs_is_one_sentence(runs: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["judge-study", *map(str, runs[:2]), "--model", MODEL, "--base-url", "http://127.0.0.1:9/v1",
                      "--yes"]) == 2
-    assert "A pool study needs at least 3 result sets (runs) on the same data; 2 given." in capsys.readouterr().err
+    says(capsys.readouterr().err, "disastir-mteb judge-study:", "at least 3 result sets", "same data", "2 given")

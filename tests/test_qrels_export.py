@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sentences import says
 
 from conftest import write_layout
 from disastir_mteb import cli
@@ -128,8 +130,9 @@ def test_the_export_round_trips(own_data: Path, plain: Path, tmp_path: Path) -> 
     assert marker["judges"] == [{"judge_model": JUDGE, "prompt_version": "disastir-appendix-c/1",
                                  "rows": sum(export.added.values())}]
     assert marker["rounded"] is False and marker["tasks"][TASKS[0]]["added_rows"] == export.added[TASKS[0]]
-    with pytest.raises(FileExistsError, match=r"already holds 3 file\(s\).*pass overwrite=True"):
+    with pytest.raises(FileExistsError) as refused:
         export_qrels(tmp_path / "out", added, own_data, tasks=TASKS)
+    says(str(refused.value), tmp_path / "out" / FOLDER, "3 file(s)", "overwrite=True", "(--overwrite)")
     again = export_qrels(tmp_path / "out", added, own_data, tasks=TASKS[:1], overwrite=True)
     assert again.removed == (folder / "STS_Geohazard_qrels.json",)
     assert sorted(p.name for p in folder.iterdir()) == sorted([ADDED_MARKER, "QA_Biological_qrels.json"])
@@ -182,11 +185,10 @@ def test_extra_judgements_are_read_only_when_asked_labelled_and_refused_by_submi
             f"{JUDGE}, prompt version disastir-appendix-c/1 (grades rounded half up)")
         assert extended_set.task_data(task)["extra_judgements"] == str(folder.resolve())
     assert "extra judgements" in provenance_of(extended_set).dataset  # shown by report
-    with pytest.raises(ValueError, match=r"^Refusing to submit .*: DisastIR-QA-Bio was scored with extra judgements "
-                                         r"\(local folder data; extra judgements: .*\), a per-study estimate rather "
-                                         r"than an official DisastIR score; run the model without "
-                                         r"--extra-judgements and submit that\.$"):
+    with pytest.raises(ValueError) as refused:
         submit(extended, tmp_path / "clone")
+    says(str(refused.value), extended_set.folder, "DisastIR-QA-Bio", "extra judgements", "per-study estimate",
+         "official DisastIR score", "without --extra-judgements")
     assert not (tmp_path / "clone").exists()
 
     # not asked: the published judgements alone, exactly the plain run's scores (the extended files are rerun)
@@ -206,11 +208,10 @@ def test_a_fraction_is_refused_with_one_sentence(own_data: Path, plain: Path, tm
     added = _added(_store(tmp_path / "store.sqlite", plain, own_data, fractions=True))
     folder = export_qrels(tmp_path / "out", added, own_data, tasks=TASKS[:1]).folder
     spec = get_spec(TASKS[0])
-    with pytest.raises(ValueError, match=r"QA_Biological_qrels.json: row \d+ has score (1.67|2.5), a fraction \(a "
-                                         r"judge's mean vote\); mteb scores integer grades, so extra judgements for "
-                                         r"task DisastIR-QA-Bio must be integers 0..3: export them with rounded "
-                                         r"grades \(half up\)"):
+    with pytest.raises(ValueError) as refused:
         load_task(spec, find_task_files(own_data), extra=extra_qrels_file(folder, spec))
+    says(str(refused.value), folder / "QA_Biological_qrels.json", re.compile(r"row \d+ has score (1\.67|2\.5),"),
+         "fraction", "DisastIR-QA-Bio", "integers 0..3", "rounded grades (half up)")
 
 
 def test_extra_rows_fill_only_what_the_published_rows_leave(tmp_path: Path) -> None:
@@ -237,14 +238,16 @@ def test_extra_rows_fill_only_what_the_published_rows_leave(tmp_path: Path) -> N
             report.unmatched_passage_rows) == (5, 2, 1, 1, 1, 1)
     assert list(with_extra.queries["id"]) == list(plain.queries["id"]) == ["q1"]  # the query set stays published
     assert extra_qrels_file(extra, get_spec("DisastIR-FC-Bio")) is None  # no file: the published qrels alone
-    with pytest.raises(ValueError, match=r"^Extra judgements apply to the full query set's tasks"):
+    with pytest.raises(ValueError) as refused:
         extra_qrels_file(extra, TaskSpec(Intent.QA, Category.Bio, Split.test))
+    says(str(refused.value), "Extra judgements", "full query set's tasks", "DisastIR-Test-QA-Bio", "DisastIR-QA-Bio")
 
 
 def test_the_option_names_a_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(FileNotFoundError, match=r"^extra_judgements='.*nowhere': no such folder; pass a "
-                                                r"qrels_with_added folder"):
+    with pytest.raises(FileNotFoundError) as missing:
         data_source(None, extra_judgements=tmp_path / "nowhere")
+    says(str(missing.value), f"extra_judgements={str(tmp_path / 'nowhere')!r}", "no such folder", "qrels_with_added")
     assert cli.main(["run", "-m", "bundled", "-t", "DisastIR-QA-Bio", "--data", str(tmp_path),
                      "--extra-judgements", str(tmp_path / "nowhere")]) == 2
-    assert f"--extra-judgements {tmp_path / 'nowhere'}: no such folder" in capsys.readouterr().err
+    says(capsys.readouterr().err, "disastir-mteb run:", f"--extra-judgements {tmp_path / 'nowhere'}", "no such folder",
+         "qrels_with_added")

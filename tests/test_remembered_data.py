@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from loopback import LoopbackServer
+from sentences import says
 
 from disastir_mteb import cli
 from disastir_mteb.data.layout import DATA_DIR_ENV
@@ -114,14 +115,12 @@ def test_files_written_before_the_digest_are_checked_by_the_folders_name_and_mar
         path.write_text(json.dumps(content), encoding="utf-8")
     store = _store(tmp_path / "store.sqlite")
     assert cli.main(["report", str(results), "--judgements", str(store)]) == 0
-    assert (f"disastir-mteb report: data: {data}, the folder the runs read (recorded in their result files; checked by "
-            "its name, as files written before the digest allow; --data overrides).") in capsys.readouterr().err
+    says(capsys.readouterr().err.splitlines()[0], "disastir-mteb report:", f"data: {data},", "the folder the runs read",
+         "checked by its name", "--data overrides")
     write_sample(data, seed=1, overwrite=True)  # another sample in its place: the marker says so
     assert cli.main(["report", str(results), "--judgements", str(store)]) == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        f"disastir-mteb report: The runs read data folder {data} (recorded in their result files), but it no longer "
-        f"holds the files they were scored on ({STS} changed since); pass --data with a folder holding the data the "
-        "runs read, or rerun them on this one.")
+    says(capsys.readouterr().err.splitlines()[-1], "disastir-mteb report:", f"data folder {data}", "no longer holds",
+         f"{STS} changed since", "pass --data", "rerun them")
 
 
 def test_report_compare_and_judge_read_the_folder_the_run_read(
@@ -150,8 +149,8 @@ def test_report_compare_and_judge_read_the_folder_the_run_read(
     assert cli.main(["report", str(runs_a), "--judgements", str(store), "--data", str(data_a)]) == 0
     given = capsys.readouterr()
     assert given.out == remembered.out  # the same numbers as when told
-    assert (f"disastir-mteb report: data: {data_a} (--data {data_a}; its files are those the runs read in "
-            f"{data_a}).") in given.err.splitlines()
+    says(next(line for line in given.err.splitlines() if line.startswith("disastir-mteb report: data:")),
+         f"data: {data_a}", f"--data {data_a};", f"the runs read in {data_a})")
     assert cli.main(["compare", str(runs_a), "--judgements", str(store)]) == 0
     compared = capsys.readouterr()
     assert f"disastir-mteb compare: {line}" in compared.err.splitlines()
@@ -163,8 +162,8 @@ def test_a_copy_of_the_data_elsewhere_is_the_same_data(runs_a: Path, data_a: Pat
     moved = Path(shutil.copytree(data_a, tmp_path / "moved")).resolve()
     store = _store(tmp_path / "store.sqlite")
     assert cli.main(["report", str(runs_a), "--judgements", str(store), "--data", str(moved)]) == 0
-    assert (f"disastir-mteb report: data: {moved} (--data {moved}; its files are those the runs read in {data_a})."
-            in capsys.readouterr().err.splitlines())
+    says(next(line for line in capsys.readouterr().err.splitlines() if line.startswith("disastir-mteb report: data:")),
+         f"data: {moved}", f"--data {moved};", f"the runs read in {data_a})")
 
 
 def test_the_folder_the_run_read_changed_since_is_refused(careless: tuple[Path, Path], sample_data: Path,
@@ -172,19 +171,18 @@ def test_the_folder_the_run_read_changed_since_is_refused(careless: tuple[Path, 
     data, results = careless
     store = _store(tmp_path / "store.sqlite")
     _edit_a_grade(data, STS)
-    sentence = (f"The runs read data folder {data} (recorded in their result files), but it no longer holds the files "
-                f"they were scored on ({STS} changed since); pass --data with a folder holding the data the runs read, "
-                "or rerun them on this one.")
+    facts = (f"data folder {data}", "no longer holds", f"{STS} changed since", "pass --data", "rerun them")
     assert cli.main(["report", str(results), "--judgements", str(store)]) == 2
-    assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb report: {sentence}"
-    assert _judge_refuses(results, tmp_path, capsys) == f"disastir-mteb judge: {sentence}"
+    says(capsys.readouterr().err.splitlines()[-1], "disastir-mteb report:", *facts)
+    says(_judge_refuses(results, tmp_path, capsys), "disastir-mteb judge:", *facts)
     # the plain report still reads the set, saying its data changed instead of re-scoring it against other data
     assert cli.main(["report", str(results)]) == 0
-    assert (f"their data folder {data} no longer holds the files they were scored on (changed since the run)"
-            in capsys.readouterr().err)
+    says(next(line for line in capsys.readouterr().err.splitlines() if str(data) in line), f"data folder {data}",
+         "no longer holds", "changed since the run")
     # the data the run read, given with --data, is used
     assert cli.main(["report", str(results), "--judgements", str(store), "--data", str(sample_data)]) == 0
-    assert f"its files are those the runs read in {data})." in capsys.readouterr().err
+    says(next(line for line in capsys.readouterr().err.splitlines() if line.startswith("disastir-mteb report: data:")),
+         f"data: {sample_data}", f"--data {sample_data};", f"the runs read in {data})")
 
 
 def test_the_folder_the_run_read_removed_is_refused(careless: tuple[Path, Path], tmp_path: Path,
@@ -192,11 +190,10 @@ def test_the_folder_the_run_read_removed_is_refused(careless: tuple[Path, Path],
     data, results = careless
     store = _store(tmp_path / "store.sqlite")
     shutil.rmtree(data)
-    sentence = (f"The runs read data folder {data} (recorded in their result files), which is not on this machine any "
-                "more; pass --data with a folder holding the same files.")
+    facts = (f"data folder {data}", "not on this machine", "pass --data", "the same files")
     assert cli.main(["report", str(results), "--judgements", str(store)]) == 2
-    assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb report: {sentence}"
-    assert _judge_refuses(results, tmp_path, capsys) == f"disastir-mteb judge: {sentence}"
+    says(capsys.readouterr().err.splitlines()[-1], "disastir-mteb report:", *facts)
+    says(_judge_refuses(results, tmp_path, capsys), "disastir-mteb judge:", *facts)
 
 
 def test_data_given_that_is_not_what_the_run_read_is_refused(careless: tuple[Path, Path], tmp_path: Path,
@@ -206,12 +203,11 @@ def test_data_given_that_is_not_what_the_run_read_is_refused(careless: tuple[Pat
     other = write_sample(tmp_path / "other", seed=1).resolve()
     store = _store(tmp_path / "store.sqlite")
     assert cli.main(["report", str(results), "--judgements", str(store), "--data", str(other)]) == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        f"disastir-mteb report: --data {other} does not hold the data the runs read: the files of {STS} there are not "
-        f"those the runs read in {data}; pass the folder the runs read, or rerun them on this one.")
+    says(capsys.readouterr().err.splitlines()[-1], "disastir-mteb report:", f"--data {other}", "does not hold",
+         f"the files of {STS}", f"the runs read in {data};", "pass the folder the runs read", "rerun them")
     monkeypatch.setenv(DATA_DIR_ENV, str(other))  # a variable left from another session: checked the same way
-    assert _judge_refuses(results, tmp_path, capsys).startswith(
-        f"disastir-mteb judge: {DATA_DIR_ENV}={other} does not hold the data the runs read: the files of {STS}")
+    says(_judge_refuses(results, tmp_path, capsys), "disastir-mteb judge:", f"{DATA_DIR_ENV}={other}", "does not hold",
+         f"the files of {STS}", f"the runs read in {data};")
 
 
 def test_result_sets_on_different_data_in_one_folder_are_never_mixed(
@@ -223,25 +219,27 @@ def test_result_sets_on_different_data_in_one_folder_are_never_mixed(
     store = _store(tmp_path / "store.sqlite")
     folders = {s.model: s.folder for s in result_sets_of([results])}
     assert len(folders) == 2
-    sentence = (f"The result sets read different data: {data} ({STS} of {folders['disastir-mteb/hashing-64']}); "
-                f"{other} ({STS} of {folders['disastir-mteb/hashing-32']}); one command reads one data folder, so "
-                "give the result sets of one folder at a time (or --data with a folder holding the files they all "
-                "read).")
+    facts = ("different data", f"{data} ({STS} of {folders['disastir-mteb/hashing-64']})",
+             f"{other} ({STS} of {folders['disastir-mteb/hashing-32']})", "one data folder", "one folder at a time",
+             "--data")
     assert cli.main(["report", str(results), "--judgements", str(store)]) == 2
-    assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb report: {sentence}"
+    says(capsys.readouterr().err.splitlines()[-1], "disastir-mteb report:", *facts)
     pair = [str(folders["disastir-mteb/hashing-64"]), str(folders["disastir-mteb/hashing-32"])]
     assert cli.main(["compare", *pair, "--judgements", str(store)]) == 2
-    assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb compare: {sentence}"
+    says(capsys.readouterr().err.splitlines()[-1], "disastir-mteb compare:", *facts)
     assert cli.main(["compare", *pair]) == 2  # without --judgements too, as before: the difference would be the data's
-    assert "so their difference measures the data, not the model" in capsys.readouterr().err
-    assert _judge_refuses(results, tmp_path, capsys) == f"disastir-mteb judge: {sentence}"
+    says(capsys.readouterr().err.splitlines()[-1], "disastir-mteb compare:", *pair, STS, "measures the data",
+         "the same data")
+    says(_judge_refuses(results, tmp_path, capsys), "disastir-mteb judge:", *facts)
     # with --data, the set of the other folder is refused by its digest
     assert cli.main(["report", str(results), "--judgements", str(store), "--data", str(data)]) == 2
-    assert f"in {other}; pass the folder the runs read" in capsys.readouterr().err
+    says(capsys.readouterr().err.splitlines()[-1], "disastir-mteb report:", f"--data {data}",
+         f"the runs read in {other};", "pass the folder the runs read")
     # each model's folder alone reads its own data
     for folder, read in ((folders["disastir-mteb/hashing-64"], data), (folders["disastir-mteb/hashing-32"], other)):
         assert cli.main(["report", str(folder), "--judgements", str(store)]) == 0
-        assert f"data: {read}, the folder the runs read" in capsys.readouterr().err
+        says(capsys.readouterr().err.splitlines()[0], "disastir-mteb report:", f"data: {read},",
+             "the folder the runs read")
 
 
 def test_a_set_whose_tasks_were_rerun_on_other_data_is_never_completed(
@@ -254,13 +252,12 @@ def test_a_set_whose_tasks_were_rerun_on_other_data_is_never_completed(
     _run(other, results, [STS])  # replaces STS's file: the set now holds QA-Bio on A and STS-Geo on B
     store = _store(tmp_path / "store.sqlite")
     [folder] = {path.parent for path in results.rglob(f"{STS}.json")}
-    sentence = (f"{folder / f'{STS}.json'} records data 'local folder other (synthetic sample, scale small, seed 1)' "
-                "(disastir_data) but the other file of this set records 'local folder data (synthetic sample, scale "
-                "small, seed 0)': it was scored on other data; remove it or rerun the task (disastir-mteb run -m "
-                f"disastir-mteb/hashing-64 -t {STS} --overwrite, with the run's other options).")
+    facts = (folder / f"{STS}.json", "'local folder other (synthetic sample, scale small, seed 1)'", "(disastir_data)",
+             "'local folder data (synthetic sample, scale small, seed 0)'", "remove it",
+             f"disastir-mteb run -m disastir-mteb/hashing-64 -t {STS} --overwrite")
     for command in (["report", str(results)], ["report", str(results), "--judgements", str(store)]):
         assert cli.main(command) == 2
-        assert capsys.readouterr().err.splitlines()[-1] == f"disastir-mteb report: {sentence}"
+        says(capsys.readouterr().err.splitlines()[-1], "disastir-mteb report:", *facts)
 
 
 def test_compare_refuses_two_runs_on_one_folder_whose_files_changed_between_them(
@@ -275,6 +272,5 @@ def test_compare_refuses_two_runs_on_one_folder_whose_files_changed_between_them
     digests = [json.loads(next(s.folder.rglob("*_per_query.json")).read_text())["data"][DIGEST_KEY][:12]
                for s in (first, second)]
     assert digests[0] != digests[1]
-    assert (f"{STS} was scored on local folder data (synthetic sample, scale small, seed 0) (files {digests[0]}) in "
-            f"the first and on local folder data (synthetic sample, scale small, seed 0) (files {digests[1]}) in the "
-            "second, so their difference measures the data") in err
+    says(err, "disastir-mteb compare:", STS, f"(files {digests[0]}) in the first",
+         f"(files {digests[1]}) in the second", "measures the data")

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from sentences import says
 
 from conftest import write_layout
 from disastir_mteb import cli
@@ -130,7 +131,7 @@ def test_report_cli_on_runner_results(sample_data: Path, use_data: object, tmp_p
     assert "Missing (40): " in (out / "report.md").read_text() and f"4 file(s) in {out.resolve()}" in printed
     assert (out / "report.md").is_file() and (out / "report.html").is_file() and not (out / "scores.csv").exists()
     assert cli.main(["report", str(tmp_path / "results"), "--model", "e5"]) == 2
-    assert "No DisastIR result sets for model(s) e5 under" in capsys.readouterr().err
+    says(capsys.readouterr().err, "disastir-mteb report:", "model(s) e5", tmp_path / "results")
     assert cli.main(["report", str(tmp_path / "nothing-here")]) == 2
     assert "No results at" in capsys.readouterr().err
     [folder] = find_result_sets(tmp_path / "results")
@@ -144,11 +145,12 @@ def test_metric_names_are_derived_from_mteb_keys_and_a_wrong_name_is_one_sentenc
     assert {key: get_metric(key).name for key in names} == names
     assert get_metric("ndcg_at_10") == MAIN_METRIC and get_metric("main_score") == MAIN_METRIC
     assert MAIN_METRIC.is_main and not get_metric("ndcg_at_10_linear_gain").is_main
-    with pytest.raises(ValueError, match=r"^Unknown metric 'Recall@10' \(did you mean 'recall_at_10'\?\): name it as "
-                                         r"mteb's result files do, <family>_at_<k> with a family among ndcg, map, "):
+    with pytest.raises(ValueError) as refused:
         get_metric("Recall@10")
-    with pytest.raises(ValueError, match=r"^'nauc_ndcg_at_10_max' is one of mteb's abstention metrics"):
+    says(str(refused.value), "'Recall@10'", "'recall_at_10'", "<family>_at_<k>", "ndcg, map", "ndcg_at_10")
+    with pytest.raises(ValueError) as refused:
         get_metric("nauc_ndcg_at_10_max")
+    says(str(refused.value), "'nauc_ndcg_at_10_max'", "abstention metrics", "[0, 1]", "ndcg_at_10")
 
 
 def test_report_on_another_metric_shows_the_result_files_numbers(sample_data: Path, use_data: object, tmp_path: Path,
@@ -193,11 +195,10 @@ def test_report_on_another_metric_shows_the_result_files_numbers(sample_data: Pa
     printed = capsys.readouterr()
     first = folder / f"{sorted(tasks)[0]}.json"
     assert printed.out == "" and not (tmp_path / "no").exists()  # nothing printed or written half-way
-    assert printed.err.startswith(f"disastir-mteb report: {first} holds no recall_at_7 (Recall@7); the metrics it "
-                                  "holds: ndcg_at_{1,3,5,10,20,100}, map_at_{1,3,5,10,20,100}, recall_at_{1,3,5,10,")
-    assert printed.err.endswith(" (the nearest: recall_at_5).\n") and printed.err.count("\n") == 1
+    says(printed.err, "disastir-mteb report:", first, "recall_at_7", "(Recall@7)", "ndcg_at_{1,3,5,10,20,100}",
+         "map_at_{1,3,5,10,20,100}", "the nearest: recall_at_5")
     assert cli.main(["report", results, "--metric", "NDCG@10"]) == 2
-    assert "Unknown metric 'NDCG@10' (did you mean 'ndcg_at_10'?)" in capsys.readouterr().err
+    says(capsys.readouterr().err, "disastir-mteb report:", "'NDCG@10'", "'ndcg_at_10'")
 
 
 def test_synthetic_data_is_said_from_the_generator_to_the_report(sample_data: Path, use_data: object,
@@ -348,8 +349,9 @@ def test_figures_for_papers_pdf_svg_untitled_and_a_fitted_colour_scale(tmp_path:
     low, high = 100 * min(result.scores.values()), 100 * max(result.scores.values())
     assert colour_limits(result.grid) == (low, high) and colour_limits(result.grid, "0-100") == (0.0, 100.0)
     assert 0 < low < high < 100  # the fixed scale would waste colours on [0, low) and (high, 100]
-    with pytest.raises(ValueError, match=r"Unknown colour scale '0-1'; valid: data, 0-100\."):
+    with pytest.raises(ValueError) as refused:
         colour_limits(result.grid, "0-1")
+    says(str(refused.value), "'0-1'", "data, 0-100")
 
     paper = tmp_path / "paper"
     written = write_report([result], paper, formats=["md"], figure_formats=["pdf", "svg"], figure_titles=False)
@@ -368,8 +370,9 @@ def test_figures_for_papers_pdf_svg_untitled_and_a_fitted_colour_scale(tmp_path:
     [svg] = [p for p in titled if p.name.startswith("heatmap-")]
     assert title in _svg_texts(svg) and "NDCG@10 (x100), fixed scale 0–100" in _svg_texts(svg)
 
-    with pytest.raises(ValueError, match=r"Unknown figure format\(s\) \['eps'\]; valid: png, pdf, svg\."):
+    with pytest.raises(ValueError) as refused:
         write_report([result], tmp_path / "eps", figure_formats=["eps"])
+    says(str(refused.value), "['eps']", "png, pdf, svg")
     assert not (tmp_path / "eps").exists()
     results = tmp_path / "runs" / "results" / "intfloat__e5-small-v2" / ("a" * 40)
     results.mkdir(parents=True)
@@ -381,8 +384,7 @@ def test_figures_for_papers_pdf_svg_untitled_and_a_fitted_colour_scale(tmp_path:
     assert sorted(p.suffix for p in out.iterdir()) == [".md", ".pdf", ".pdf", ".png", ".png"]  # PDFs, PNGs for the md
     capsys.readouterr()
     assert cli.main(["report", str(results), "--colour-scale", "0-100", "--no-figure-title"]) == 2
-    assert capsys.readouterr().err == ("disastir-mteb report: --no-figure-title and --colour-scale shape the figures "
-                                       "written with --out; pass --out DIR.\n")
+    says(capsys.readouterr().err, "disastir-mteb report:", "--no-figure-title", "--colour-scale", "pass --out DIR")
 
 
 def test_scores_csv_names_a_local_data_folder_without_this_machines_path(sample_data: Path, use_data: object,

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from sentences import says
 
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.runner.data_source import data_source
@@ -65,10 +66,11 @@ def test_a_bad_data_folder_is_one_sentence_before_any_model_loads(tmp_path: Path
     what = "not a folder" if given == "file" else "no such folder"
     with pytest.raises(FileNotFoundError) as raised:  # the model would fail to load: the data is checked first
         evaluate("no-such-org/no-such-model", [TASK], data=path, cache_dir=False, output_folder=tmp_path / "out")
-    assert str(raised.value) == (f"data={str(path)!r}: {what}; pass a folder in the published DisastIR layout "
-                                 "(corpus.jsonl, query/, qrels/) or 'sample'.")
-    with pytest.raises(FileNotFoundError, match=rf"^--data {path}: {what}; pass a folder"):  # the CLI's spelling
+    says(str(raised.value), f"data={str(path)!r}:", what, "published DisastIR layout", "(corpus.jsonl, query/, qrels/)",
+         "'sample'")
+    with pytest.raises(FileNotFoundError) as raised:  # the CLI's spelling
         data_source(path, as_options=True)
+    says(str(raised.value), f"--data {path}:", what, "(corpus.jsonl, query/, qrels/)")
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sentences import says
 
 from disastir_mteb.search.store import EmbeddingStore, StoreKey, checksum, fingerprint_texts, row_checksums
 from disastir_mteb.util.cache_dir import cache_root
@@ -147,7 +148,7 @@ def test_other_models_and_texts_never_reuse_an_entry(tmp_path: Path, caplog: pyt
             store.get_or_encode(key_for(TEXTS), TEXTS, encoder, progress=False)
         assert encoder.rows == 50
         assert len(caplog.records) == 1
-    assert "was built for 40 passages, not 50: rebuilding" in caplog.records[0].getMessage()
+    says(caplog.records[0].getMessage(), "built for 40 passages", "not 50", "rebuilding")
 
 
 def test_chunk_with_another_dimension_is_re_encoded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -255,8 +256,8 @@ def test_damaged_bytes_in_a_finished_entry_re_encode_only_the_chunks_holding_the
     touched = {int(rank[row]) // 500 for row in (1100, 1101)}  # the chunks of the order holding those rows
     assert encoder.rows == 500 * len(touched) <= 1000
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert warning == (f"Embedding cache {path} fails its checksum in rows 1100-1101: the file was damaged on disk; "
-                       f"re-encoding the {encoder.rows} passages of the {len(touched)} chunk(s) that hold them.")
+    says(warning, f"Embedding cache {path}", "fails its checksum", "rows 1100-1101", "damaged on disk",
+         f"re-encoding the {encoder.rows} passages", f"{len(touched)} chunk(s)")
     assert EmbeddingStore(tmp_path).cached(key_for(MANY), len(MANY)) is not None  # repaired, verifies again
 
 
@@ -272,8 +273,7 @@ def test_damaged_bytes_in_a_chunk_file_re_encode_that_chunk(tmp_path: Path, capl
     np.testing.assert_array_equal(vectors, expected(TEXTS))
     assert encoder.rows == 16 + 2  # the damaged chunk and the never-written last one
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert f"holds 1 unusable chunk file(s) ({second.name} (rows 16-32): damaged: its bytes fail their checksum)" \
-        in warning
+    says(warning, second.parent, "1 unusable chunk file(s)", second.name, "(rows 16-32)", "fail their checksum")
 
 
 def test_an_entry_of_an_older_format_is_encoded_again_once_after_one_warning_naming_it(

@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow
 import pytest
+from sentences import says
 
 from conftest import read_only, write_layout
 from disastir_mteb.data import data_cache, published
@@ -296,12 +297,15 @@ def test_files_removed_or_added_are_seen_as_without_a_cache(sample_data: Path, t
     load_cached_task(QA_BIO, find_task_files(root))
     query = root / "query" / "QA_Biological.json"
     moved = query.rename(tmp_path / "QA_Biological.json")
-    with pytest.raises(FileNotFoundError, match=r"no query file for task DisastIR-QA-Bio"):
+    with pytest.raises(FileNotFoundError) as missing:
         load_cached_task(QA_BIO, find_task_files(root))
+    says(str(missing.value), root, "no query file", "DisastIR-QA-Bio", "1 of 48 tasks")
     moved.rename(query)
     shutil.copy2(root / QRELS, root / "qrels" / "QA_Bio_qrels.json")  # a second file for the task
-    with pytest.raises(ValueError, match=r"both 'QA_Bio_qrels.json' and 'QA_Biological_qrels.json' map to task"):
+    with pytest.raises(ValueError) as refused:
         load_cached_task(QA_BIO, find_task_files(root))
+    says(str(refused.value), root / "qrels", "'QA_Bio_qrels.json'", "'QA_Biological_qrels.json'", "DisastIR-QA-Bio",
+         "remove one")
     (root / "qrels" / "QA_Bio_qrels.json").unlink()
     assert load_cached_task(QA_BIO, find_task_files(root)).report.qrels_rows
     assert joins == ["DisastIR-QA-Bio"]  # the folder as it was: read back
@@ -326,7 +330,7 @@ def test_a_blank_query_is_refused_at_every_load_and_no_entry_of_it_is_kept(sampl
     for _ in range(2):  # the first load keeps nothing, so the second finds nothing to serve
         with pytest.raises(ValueError) as refused:
             load_cached_task(QA_BIO, find_task_files(root))
-        assert str(refused.value).startswith(f"{query}: row 3 (query_id 'QA-Bio-q004') has a blank user_query (' ")
+        says(str(refused.value), f"{query}:", "row 3", "(query_id 'QA-Bio-q004')", "blank user_query")
     assert _entries(cache) == kept and joins == ["DisastIR-QA-Bio"]
 
 
@@ -380,10 +384,9 @@ def test_damaged_entries_are_one_warning_each_and_rebuilt(sample_data: Path, cac
     assert len(warnings) == len(damaged), warnings
     for path in damaged:
         (warning,) = [w for w in warnings if str(path) in w]
-        assert warning.startswith(f"Task cache file {path} (") and "cannot be used (" in warning
-        assert warning.endswith("): rebuilding it from the data files.")
+        says(warning, f"Task cache file {path}", "cannot be used", "rebuilding it from the data files")
     (corpus_warning,) = [w for w in warnings if "(the corpus)" in w]
-    assert "its bytes fail their checksum" in corpus_warning
+    says(corpus_warning, "(the corpus)", "fail their checksum", "rebuilding it from the data files")
     assert any("shorter than a checked file's trailer" in w for w in warnings)
     assert any("does not end in the checked-file mark" in w for w in warnings)
     assert any("it holds another entry, key" in w for w in warnings)
@@ -415,8 +418,8 @@ def test_an_unwritable_cache_loads_as_without_it_after_one_warning(how: str, sam
         served = _load_all(sample_data)
     forget_corpus()
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert warning.startswith(f"Task cache {root / FOLDER} cannot be written (")
-    assert "the tasks are read and joined from the data files at every run" in warning
+    says(warning, f"Task cache {root / FOLDER}", "cannot be written",
+         "read and joined from the data files at every run")
     assert len(joins) == 48
     for spec, data in zip(TASK_SPECS, served, strict=True):
         assert _fields(data) == _fields(_joined(spec, sample_data, monkeypatch)), spec.name
@@ -477,9 +480,10 @@ def _unjudged_pair(root: Path) -> list[tuple[str, str]]:
 
 def test_split_tasks_are_refused_here_and_load_as_before(sample_data: Path, cache_dir: Path, cache: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ValueError, match=r"DisastIR-Test-QA-Bio is not a full-set task; load it with "
-                                         r"disastir_mteb.data.devlite.load_split_task\."):
+    with pytest.raises(ValueError) as refused:
         load_cached_task(get_spec("DisastIR-Test-QA-Bio"), find_task_files(sample_data))
+    says(str(refused.value), "DisastIR-Test-QA-Bio", "not a full-set task",
+         "disastir_mteb.data.devlite.load_split_task")
     split_files = find_split_files(devlite_sample_dir("small", cache_dir=cache_dir))
     main = find_task_files(sample_data)
     specs = [get_spec(name) for name in ("DisastIR-Test-QA-Bio", "DisastIR-DevLite-QA-Bio", "DisastIR-Test-STS-Geo")]

@@ -7,6 +7,7 @@ import os
 import warnings
 
 import pytest
+from sentences import says
 from workers import forks_workers
 
 from disastir_mteb.runner.task_pool import PROCESSES_ENV, evaluate_tasks, worker_count
@@ -81,8 +82,9 @@ def test_one_process_when_asked_or_when_there_is_one_task(monkeypatch: pytest.Mo
     done = list(evaluate_tasks(range(3), _square, parallel=lambda n: True))
     assert {result[1] for _, result, _ in done} == {PARENT}
     monkeypatch.setenv(PROCESSES_ENV, "all")
-    with pytest.raises(ValueError, match=f"{PROCESSES_ENV}='all' is not a number of processes; set an integer >= 1"):
+    with pytest.raises(ValueError) as refused:
         worker_count(48)
+    says(str(refused.value), f"{PROCESSES_ENV}='all'", "integer >= 1")
 
 
 @needs_two_cores

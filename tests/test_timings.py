@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from sentences import says
 from workers import forks_workers
 
 from disastir_mteb import cli
@@ -130,10 +131,12 @@ def test_timings_round_trip_and_the_table() -> None:
     assert [ROW.match(line)[1] for line in text[1:-1]] == [*PHASES, "total"]  # type: ignore[index]
     assert text[-1] == ("1,500 passages and 384 queries encoded on cpu; peak resident memory 1.50 GiB (this process "
                         "and its workers).")
-    with pytest.raises(ValueError, match=r"Not a timings record: no total, device; expected what disastir-mteb run "):
+    with pytest.raises(ValueError) as refused:
         Timings.from_dict({"phases": {}, "passages_encoded": 1, "queries_encoded": 1, "peak_rss_bytes": 0})
-    with pytest.raises(ValueError, match=r"unknown phase\(s\) 'encoding'; the phases are startup, tasks, "):
+    says(str(refused.value), "Not a timings record", "no total, device", "disastir-mteb run --timings-json")
+    with pytest.raises(ValueError) as refused:
         Timings.from_dict({**spent.as_dict(), "phases": {"encoding": 1.0}})
+    says(str(refused.value), "'encoding'", ", ".join(PHASES))
 
 
 # ---------------------------------------------------------------------- runs through the command line
@@ -309,6 +312,5 @@ def test_a_timings_path_that_becomes_unwritable_during_the_run_says_the_results_
     code, _, err = _run(argv, "1")
     assert code == 2
     last = err.strip().splitlines()[-1]
-    assert last.startswith(f"disastir-mteb run: {folder / 't.json'}: the run's results are written, but its timings "
-                           "could not be"), last
+    says(last, "disastir-mteb run:", f"{folder / 't.json'}:", "results are written", "timings")
     assert next((tmp_path / "out").rglob("DisastIR-QA-Bio.json")).is_file()

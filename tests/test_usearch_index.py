@@ -20,6 +20,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.models.search_wrappers import SearchEncoderWrapper
 from mteb.similarity_functions import cos_sim, dot_score
+from sentences import says
 
 from disastir_mteb.search.exact_search import ExactIndex, top_k_inner_product
 from disastir_mteb.search.usearch_index import PRESETS, AnnParams, UsearchIndex, resolve_params
@@ -152,8 +153,9 @@ def test_k_caps_results_as_the_paper_and_none_follows_mteb(data: Any) -> None:
     deep.add_documents(docs, ids)
     assert {len(row) for row in deep.search(queries, 100, cos_sim)[1]} == {100}
     assert PRESETS["exact"].k is None and resolve_params("exact", threads=4).label() == "exact-ip-f32-kall-t4"
-    with pytest.raises(ValueError, match=r"AnnParams\.k=0 must be an integer >= 1 or None"):
+    with pytest.raises(ValueError) as refused:
         resolve_params("paper", k=0)
+    says(str(refused.value), "AnnParams.k=0", ">= 1", "None")
 
 
 def test_rerank_mode_points_into_candidates(data: Any) -> None:
@@ -329,16 +331,19 @@ def test_persisted_index_reloads(data: Any, tmp_path: Path, caplog: pytest.LogCa
 
 
 def test_unknown_names_are_refused() -> None:
-    with pytest.raises(ValueError, match=r"Unknown preset 'papr'; valid: paper, exact, f16, i8, b1\. Did you mean"):
+    with pytest.raises(ValueError) as refused:
         resolve_params("papr")
-    with pytest.raises(ValueError, match="Unknown AnnParams field 'ef'; valid: metric, dtype, connectivity"):
+    says(str(refused.value), "'papr'", "paper, exact, f16, i8, b1", "'paper'")
+    with pytest.raises(ValueError) as refused:
         resolve_params("paper", ef=128)
+    says(str(refused.value), "AnnParams", "'ef'", "metric, dtype, connectivity")
     with pytest.raises(ValueError, match="Unknown preset"):
         UsearchIndex("hnsw")
     with pytest.raises(ValueError, match="dtype='f8'"):
         resolve_params(dtype="f8")
-    with pytest.raises(ValueError, match="metric='ip' does not fit dtype='b1'"):
+    with pytest.raises(ValueError) as refused:
         AnnParams(dtype="b1")
+    says(str(refused.value), "AnnParams.metric='ip'", "dtype='b1'", "metric='hamming'")
     assert resolve_params("paper", dtype="b1").metric == "hamming"
     with pytest.raises(ValueError, match="connectivity=0"):
         resolve_params(connectivity=0)
