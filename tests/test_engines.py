@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_cases import CaseOutcome, run_in_one_interpreter
 from engine_servers import ENGINES, EngineServer
 from loopback import MemoisedEncoder
 from sentences import says
@@ -257,20 +258,32 @@ MALFORMED = {  # case: (the URL, what is wrong with it, the URL the sentence say
 }
 
 
+def _malformed_argv(command: str, url: str, folder: Path) -> list[str]:
+    option = "--embeddings-url" if command == "run" else "--base-url"
+    return (["run", "-m", MINILM, option, url, "-t", TASKS[0]] if command == "run"
+            else ["judge", str(folder), "--model", "m", option, url])
+
+
+@pytest.fixture(scope="module")
+def malformed_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], CaseOutcome]:
+    """Each command with each MALFORMED URL, in turn, in one fresh interpreter (one each cost a start)."""
+    folder = tmp_path_factory.mktemp("malformed")
+    cases = [(command, url) for command in ("run", "judge") for url, _, _ in MALFORMED.values()]
+    outcomes = run_in_one_interpreter([_malformed_argv(command, url, folder) for command, url in cases],
+                                      heavy=("mteb", "torch", "openai"), cwd=folder)
+    return dict(zip(cases, outcomes, strict=True))
+
+
 @pytest.mark.parametrize(("url", "wrong", "write"), list(MALFORMED.values()), ids=list(MALFORMED))
 @pytest.mark.parametrize("command", ["run", "judge"])
-def test_a_malformed_url_is_one_sentence_before_anything_is_loaded(command: str, url: str, wrong: tuple[str, ...],
-                                                                   write: str, tmp_path: Path) -> None:
+def test_a_malformed_url_is_one_sentence_before_anything_is_loaded(
+        command: str, url: str, wrong: tuple[str, ...], write: str,
+        malformed_outcomes: dict[tuple[str, str], CaseOutcome]) -> None:
     option = "--embeddings-url" if command == "run" else "--base-url"
-    argv = (["run", "-m", MINILM, option, url, "-t", TASKS[0]] if command == "run"
-            else ["judge", str(tmp_path), "--model", "m", option, url])
-    code = ("import sys; from disastir_mteb import cli; rc = cli.main(sys.argv[1:]); "
-            "print(sorted(m for m in ('mteb', 'torch', 'openai') if m in sys.modules)); sys.exit(rc)")
-    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    assert done.returncode == 2
-    says(one_sentence(done.stderr, command), f"{option} {url!r}", *wrong, write)
-    assert done.stdout.strip() == "[]"  # refused before mteb, torch or the client was imported
+    done = malformed_outcomes[(command, url)]
+    assert done["code"] == 2
+    says(one_sentence(done["stderr"], command), f"{option} {url!r}", *wrong, write)
+    assert done["stdout"] == "" and done["imported"] == []  # refused before mteb, torch or the client was imported
 
 
 def test_a_run_on_two_engines_exits_without_a_word_on_stderr(vectors: MemoisedEncoder, tiny: Path,

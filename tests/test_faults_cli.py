@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cli_cases import CaseOutcome, run_in_one_interpreter
 from sentences import says
 
 from disastir_mteb import cli
@@ -113,19 +114,23 @@ def test_a_judge_timeout_must_be_positive_and_finite(command: str, value: str,
             in capsys.readouterr().err.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize(("extra", "sentence"), FAST_CASES, ids=[" ".join(c[0]) for c in FAST_CASES])
-def test_bad_input_is_answered_before_mteb_or_torch_is_imported(extra: list[str], sentence: str,
-                                                                tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def fast_outcomes(tmp_path_factory: pytest.TempPathFactory) -> list[CaseOutcome]:
+    """Every FAST_CASES command line, in turn, in one fresh interpreter (one each cost an interpreter's start)."""
+    return run_in_one_interpreter([["run", "-m", "bundled", "--quiet", *extra] for extra, _ in FAST_CASES],
+                                  heavy=("mteb", "torch", "datasets"), cwd=tmp_path_factory.mktemp("fast"))
+
+
+@pytest.mark.parametrize(("case", "sentence"), [(n, c[1]) for n, c in enumerate(FAST_CASES)],
+                         ids=[" ".join(c[0]) for c in FAST_CASES])
+def test_bad_input_is_answered_before_mteb_or_torch_is_imported(case: int, sentence: str,
+                                                                fast_outcomes: list[CaseOutcome]) -> None:
     """A typo costs no import of mteb or torch (seconds on an idle machine, minutes under load)."""
-    code = ("import sys; from disastir_mteb import cli; rc = cli.main(sys.argv[1:]); "
-            "print(sorted(m for m in ('mteb', 'torch', 'datasets') if m in sys.modules)); sys.exit(rc)")
-    done = subprocess.run([sys.executable, "-c", code, "run", "-m", "bundled", "--quiet", *extra], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("disastir-mteb run: ") and sentence in lines[0], done.stderr
-    assert done.stdout.strip() == "[]"  # refused before mteb, torch or datasets was imported
+    done = fast_outcomes[case]
+    assert done["code"] == 2, done["stderr"]
+    lines = done["stderr"].strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("disastir-mteb run: ") and sentence in lines[0], done["stderr"]
+    assert done["stdout"] == "" and done["imported"] == []  # refused before mteb, torch or datasets was imported
 
 
 @pytest.mark.parametrize(("option", "name", "facts"), [
