@@ -420,18 +420,22 @@ _INTERRUPTED = ("disastir-mteb run: interrupted; run the same command again to r
                 "and the embedding cache are kept.")
 
 
-#: ``disastir-mteb run`` whose model-free encoder, once a chunk file is stored under the cache (argv[1]), waits
+#: ``disastir-mteb run`` whose model-free encoder, once it has encoded a whole chunk (argv[1] texts, the corpus's
+#: first), waits at every later call: the chunk's file is stored, and nothing after it is encoded before the signal
 _WAITS_AFTER_A_CHUNK = """
-import pathlib, sys, time
+import sys, time
 from disastir_mteb import cli
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 
-embed, cache = HashingEncoder.embed, pathlib.Path(sys.argv[1])
+embed, chunk, chunk_encoded = HashingEncoder.embed, int(sys.argv[1]), []
 
 def waits(self, texts):
-    if any(cache.rglob("chunk_*.npy")):
+    if chunk_encoded:
         time.sleep(600)
-    return embed(self, texts)
+    vectors = embed(self, texts)
+    if len(texts) == chunk:
+        chunk_encoded.append(True)
+    return vectors
 
 HashingEncoder.embed = waits
 sys.exit(cli.main(sys.argv[2:]))
@@ -442,7 +446,7 @@ def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path: Path
     """SIGINT to a real ``disastir-mteb run`` while it encodes the corpus: one line, 130; the rerun resumes.
 
     The corpus is one chunk and a bit, encoded by the model-free encoder (what is tested is the process, not a
-    model's numbers); once the first chunk file is stored, the first run's encoder waits, so the signal always
+    model's numbers); once it has encoded the first chunk, the first run's encoder waits, so the signal always
     comes mid-corpus, and the rerun, the plain command, encodes the rest only and writes every result.
     """
     from disastir_mteb.sample.generator import SampleScale, write_sample
@@ -455,8 +459,8 @@ def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path: Path
     out, cache = tmp_path / "out", tmp_path / "cache"
     argv = ["run", "-m", "disastir-mteb/hashing-encoder", "--data", str(data), "-t", "DisastIR-QA-Bio",
             "DisastIR-FC-Geo", "--quiet", "--cache-dir", str(cache), "--output-folder", str(out)]
-    child = subprocess.Popen([sys.executable, "-c", _WAITS_AFTER_A_CHUNK, str(cache), *argv], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", _WAITS_AFTER_A_CHUNK, str(CHUNK_SIZE), *argv],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
     while not list(cache.rglob("chunk_*.npy")) and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
