@@ -37,7 +37,6 @@ def run_demo(*, output_folder: str | Path = DEFAULT_OUTPUT_FOLDER, scale: str = 
     """
     with run_clock() as running:
         with clock(Phase.startup):
-            from disastir_mteb.models.bundled import load_bundled_model
             from disastir_mteb.runner.data_source import data_source
             from disastir_mteb.runner.run import RunSettings, build_search, run_evaluation
             from disastir_mteb.sample.generator import sample_dir
@@ -52,7 +51,9 @@ def run_demo(*, output_folder: str | Path = DEFAULT_OUTPUT_FOLDER, scale: str = 
             data = sample_dir(scale)
         say(f"Sample data ({scale}, synthetic, published layout): {data}")
         with clock(Phase.model):
-            searcher = build_search(load_bundled_model(), settings)
+            # by its name, as `run -m bundled` and evaluate("bundled") load it: known by its files, so that they
+            # and the demo share one embedding cache entry (a loaded object is known by its weights instead)
+            searcher = build_search("bundled", settings)
         tasks = list(TASK_NAMES)
         say(f"Evaluating {searcher.mteb_model_meta.name} on {len(tasks)} DisastIR tasks (offline) ...")
         evaluation = run_evaluation(searcher, tasks, settings=settings, data=data_source(data),
