@@ -323,7 +323,9 @@ def test_run_sets_a_truncated_result_aside_with_one_warning(tiny: Path, tmp_path
 
     (In a terminal the warning is the one line on stderr: Python's last-resort handler prints it.)
     """
-    argv = ["run", "-m", "bundled", "--data", str(tiny), "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--quiet",
+    from disastir_mteb.vocabulary.settings import HASHING_ENCODER
+
+    argv = ["run", "-m", HASHING_ENCODER, "--data", str(tiny), "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--quiet",
             "--no-cache", "--output-folder", str(tmp_path / "out")]
     assert main(argv) == 0
     result = next((tmp_path / "out").rglob("DisastIR-QA-Bio.json"))
@@ -364,14 +366,14 @@ def full_disk(tmp_path: Path) -> Any:
 def test_a_full_output_disk_names_the_file_and_what_to_do(full_disk: Path, tiny: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """``--output-folder`` on a full disk: one sentence naming the result file, nothing half-written."""
-    import mteb
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
 
     out = full_disk / "out"
-    code = main(["run", "-m", "bundled", "--data", str(tiny), "-t", "DisastIR-QA-Bio", "--quiet", "--no-cache",
+    meta = HashingEncoder().mteb_model_meta
+    code = main(["run", "-m", meta.name, "--data", str(tiny), "-t", "DisastIR-QA-Bio", "--quiet", "--no-cache",
                  "--output-folder", str(out)])
     assert code == 2
-    revision = mteb.get_model_meta("sentence-transformers/all-MiniLM-L6-v2").revision
-    path = out / "results" / "sentence-transformers__all-MiniLM-L6-v2" / revision / "DisastIR-QA-Bio.json"
+    path = out / "results" / meta.name.replace("/", "__") / meta.revision / "DisastIR-QA-Bio.json"
     assert capsys.readouterr().err.strip().splitlines() == [
         f"disastir-mteb run: {path}: No space left on device; free space on that disk or write to another one "
         "(--output-folder), then run the same command again, which resumes: finished tasks are kept."]
@@ -402,23 +404,53 @@ _INTERRUPTED = ("disastir-mteb run: interrupted; run the same command again to r
                 "and the embedding cache are kept.")
 
 
-def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path: Path) -> None:
+_STOP_AFTER_FIRST_CHUNK = """
+import sys, threading, time
+from disastir_mteb import cli
+from disastir_mteb.models.hashing_encoder import HashingEncoder
+from disastir_mteb.search import store
+
+stored, write, embed, chunks = threading.Event(), store.write_stream_atomic, HashingEncoder.embed, []
+
+def writing(path, writer):  # the store's writer thread
+    write(path, writer)
+    if path.name.startswith("chunk_"):
+        stored.set()
+
+def embedding(self, texts):  # the second chunk is encoded once the first is stored, and takes long: SIGINT here
+    if chunks:
+        stored.wait(600)
+        time.sleep(600)
+    if len(texts) == store.CHUNK_SIZE:
+        chunks.append(len(texts))
+    return embed(self, texts)
+
+store.write_stream_atomic, HashingEncoder.embed = writing, embedding
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """SIGINT to a real ``disastir-mteb run`` while it encodes the corpus: one line, 130; the rerun resumes.
 
-    The corpus is one chunk and a bit (short passages, so MiniLM gets there fast); the signal comes once the
-    first chunk file is stored, so the rerun encodes the rest only and writes every result.
+    The corpus is one chunk and a bit; the child (the model-free encoder) takes long over the second chunk, once
+    the first chunk file is stored: the signal reaches it there, so the rerun encodes the rest only and writes
+    every result.
     """
     from disastir_mteb.sample.generator import SampleScale, write_sample
     from disastir_mteb.search.store import CHUNK_SIZE
+    from disastir_mteb.vocabulary.settings import HASHING_ENCODER
 
     extra = 76
     scale = SampleScale("ctrl-c", n_passages=CHUNK_SIZE + extra, queries_per_task=1, judged_per_query=4,
                         passage_words=8)
     data = write_sample(tmp_path / "data", scale=scale)
     out, cache = tmp_path / "out", tmp_path / "cache"
-    command = [sys.executable, "-m", "disastir_mteb.cli", "run", "-m", "bundled", "--data", str(data), "-t",
-               "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--quiet", "--cache-dir", str(cache), "--output-folder", str(out)]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = ["run", "-m", HASHING_ENCODER, "--data", str(data), "-t", "DisastIR-QA-Bio", "DisastIR-FC-Geo", "--quiet",
+            "--cache-dir", str(cache), "--output-folder", str(out)]
+    child = subprocess.Popen([sys.executable, "-c", _STOP_AFTER_FIRST_CHUNK, *argv], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
     while not list(cache.rglob("chunk_*.npy")) and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -428,9 +460,10 @@ def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path: Path
     assert stderr.strip().splitlines() == [_INTERRUPTED]  # was a traceback of 60-130 lines
     assert not list(out.rglob("DisastIR-*.json"))  # interrupted before any task: nothing half-written either
 
-    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert f"2 task result(s) in {next(out.rglob('DisastIR-QA-Bio.json')).parent}; {extra} passages and" in rerun.stdout
+    capsys.readouterr()
+    assert main(argv) == 0  # the same command again (in this process: the child's part was the signal)
+    rerun = capsys.readouterr().out
+    assert f"2 task result(s) in {next(out.rglob('DisastIR-QA-Bio.json')).parent}; {extra} passages and" in rerun
 
 
 def test_offline_mteb_run_without_data_says_what_to_set_on_its_last_line(tmp_path: Path) -> None:
