@@ -61,19 +61,25 @@ def run_scenario(tree: Path, folder: Path) -> None:
 #: JSON keys the newer tree may add (``--new-fields``): left out of a file whose counterpart lacks them.
 NEW_FIELDS: set[str] = set()
 #: JSON keys naming how the model was identified (``--identity-changed``): a change to the identification (issue 36's
-#: probe on both sides) gives every model another fingerprint, which says nothing about what was computed.
-IDENTITY_FIELDS = frozenset({"model_fingerprint"})
+#: probe on both sides, issue 50's content digests) gives every model another fingerprint, which says nothing about
+#: what was computed; with it the digests of the provenance that holds the fingerprint (``disastir_provenance``, the
+#: per-query ``provenance.digest``) and what the fingerprint was read from (``provenance.model.content``).
+IDENTITY_FIELDS = frozenset({"model_fingerprint", "fingerprint", "disastir_model", "disastir_provenance"})
+#: The same, as (parent key, key) where the key alone also names other things (``data.digest`` is compared).
+IDENTITY_PATHS = frozenset({("provenance", "digest"), ("model", "content")})
 IGNORED: set[str] = set()
+IGNORED_PATHS: set[tuple[str, str]] = set()
 
 
-def _normalised(value: Any, root: str, as_sets: bool, other: Any = None) -> Any:
+def _normalised(value: Any, root: str, as_sets: bool, other: Any = None, parent: str = "") -> Any:
     if isinstance(value, dict):
         known = other if isinstance(other, dict) else {}
-        return {k: _normalised(v, root, as_sets, known.get(k)) for k, v in value.items()
-                if k not in VOLATILE and k not in IGNORED and (k not in NEW_FIELDS or k in known)}
+        return {k: _normalised(v, root, as_sets, known.get(k), k) for k, v in value.items()
+                if k not in VOLATILE and k not in IGNORED and (parent, k) not in IGNORED_PATHS
+                and (k not in NEW_FIELDS or k in known)}
     if isinstance(value, list):
         pairs = other if isinstance(other, list) and len(other) == len(value) else [None] * len(value)
-        items = [_normalised(v, root, as_sets, o) for v, o in zip(value, pairs, strict=True)]
+        items = [_normalised(v, root, as_sets, o, parent) for v, o in zip(value, pairs, strict=True)]
         return sorted(items) if as_sets and all(isinstance(v, str) for v in items) else items
     return value.replace(root, "<root>") if isinstance(value, str) else value
 
@@ -110,7 +116,7 @@ INPUT_CACHES = ("cache/task-data",)
 #: Where the embedding cache keeps what a run computed, in folders named by digests of their keys.
 KEYED_CACHES = ("cache/corpus/", "cache/queries/", "cache/usearch/")
 #: The model identification's records: how a model is told apart, not what it computed.
-IDENTITY_RECORDS = ("cache/probes/",)
+IDENTITY_RECORDS = ("cache/probes/", "cache/contents/", "cache/model-content/")
 _DIGEST = re.compile(r"[0-9a-f]{12,64}")  # the ANN index folders name the fingerprint by its first 12
 
 
@@ -161,6 +167,7 @@ def main() -> int:
     NEW_FIELDS.update(args.new_fields)
     if args.identity_changed:
         IGNORED.update(IDENTITY_FIELDS)
+        IGNORED_PATHS.update(IDENTITY_PATHS)
     run_scenario(args.before, args.work / "before")
     run_scenario(args.after, args.work / "after")
     problems = compare(args.work / "before", args.work / "after")

@@ -9,11 +9,14 @@ import argparse
 import errno
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
+from typing import NoReturn
 
 from disastir_mteb import commands
-from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV, check_base_url
+from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
+from disastir_mteb.endpoints.urls import check_base_url
 from disastir_mteb.judging.settings import JudgeSettings
 from disastir_mteb.judging.store import JUDGEMENT_STORE_NAME
 from disastir_mteb.leaderboard.browser import SCREENSHOT_WIDTH
@@ -126,9 +129,33 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one sentence, as the commands' own are.
+
+    argparse prints the whole usage (20 lines for ``run``) above its one-line error; ``--help`` still prints it.
+    Subcommands' parsers are of this class too (argparse builds them with the parent's).
+    """
+
+    #: the commands' parsers by name (set on the top parser): an unknown option is said by its command's parser
+    commands: Mapping[str, argparse.ArgumentParser] = MappingProxyType({})
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """argparse's, except that unrecognized arguments are said by the command's parser (its name, its help)."""
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            self.commands.get(getattr(parsed, "command", ""), self).error(
+                f"unrecognized arguments: {' '.join(unknown)}")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``disastir-mteb COMMAND: <message> (see disastir-mteb COMMAND --help).`` and exit 2."""
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help).\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``disastir-mteb``."""
-    parser = argparse.ArgumentParser(prog="disastir-mteb", description="DisastIR benchmark tools for mteb.")
+    parser = _Parser(prog="disastir-mteb", description="DisastIR benchmark tools for mteb.")
     parser.add_argument("--version", action="version", version=f"disastir-mteb {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -382,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     seed = sub.add_parser("seed-model-cache", help="Put the bundled all-MiniLM-L6-v2 into a Hugging Face hub cache.")
     seed.add_argument("hub_cache", help="folder to use as HF_HUB_CACHE")
     seed.set_defaults(func=commands.seed)
+    parser.commands = MappingProxyType(sub.choices)
     return parser
 
 
@@ -441,7 +469,7 @@ def _check_server_urls(args: argparse.Namespace) -> None:
     """Every server URL of the command, checked and normalised first: a typo is one sentence before mteb loads.
 
     Raises:
-        ValueError: a URL that is not a server's base URL (:func:`~disastir_mteb.endpoints.pool.check_base_url`).
+        ValueError: a URL that is not a server's base URL (:func:`~disastir_mteb.endpoints.urls.check_base_url`).
     """
     for option, name in _SERVER_URL_OPTIONS:
         urls = getattr(args, name, None)

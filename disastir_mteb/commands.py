@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from disastir_mteb.util.errors import InvalidInput, MissingInput
+from disastir_mteb.util.install_hint import require_extra
 
 if TYPE_CHECKING:
     from disastir_mteb.judging.settings import JudgeSettings
@@ -53,24 +54,17 @@ def run(args: argparse.Namespace) -> int:
     and the table of where its time went ends its output (``--timings-json FILE`` also writes it, a path
     checked first of all, before anything is imported or loaded).
     """
-    from disastir_mteb.runner.data_source import data_source, needs_hub
-    from disastir_mteb.runner.task_selection import canonical_names, selected_task_names
-    from disastir_mteb.util.hub import offline_if_unreachable
-    from disastir_mteb.util.timings import Phase, clock, run_clock
+    from disastir_mteb.runner.run_request import EmbeddingServersOptions, prepare_run
+    from disastir_mteb.util.timings import run_clock
     from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
     from disastir_mteb.vocabulary.run_settings import RunSettings
 
     timings_file = _timings_file(args.timings_json)
     _ann_options_need_ann(args)
+    if args.embeddings_url:  # the servers' client, before the data, mteb or a server is touched
+        require_extra("openai", extra="servers", needed_by="--embeddings-url")
     with run_clock():
-        # bad input is answered before mteb or torch is imported: task names, the split, folders, option combinations
-        known_names = selected_task_names(args.tasks, args.benchmarks, split=args.split)  # None: mteb must resolve
-        with clock(Phase.startup):  # any case; a name not DisastIR's imports mteb to be checked, before any work
-            names = canonical_names(args.tasks, args.benchmarks)
-        with clock(Phase.tasks):  # the folders checked (and the sample written) before the imports too
-            source = data_source(args.data, args.devlite, task_names=known_names or (), as_options=True,
-                                 extra_judgements=args.extra_judgements, keep_joins=not args.no_cache)
-        hub = needs_hub(args.model, source, served=bool(args.embeddings_url))
+        # bad input is answered before mteb or torch is imported: option combinations, settings, names, folders
         if args.embeddings_revision and not args.embeddings_url:
             raise InvalidInput("--embeddings-revision pins a served model: pass it with --embeddings-url.")
         if args.model_revision and args.embeddings_url:
@@ -84,16 +78,16 @@ def run(args: argparse.Namespace) -> int:
             precision=args.precision, devices=args.devices or "auto", tokenize_threads=args.tokenize_threads,
             cache_dir=False if args.no_cache else args.cache_dir, progress=not args.quiet,
             model_revision=args.model_revision)
-        with clock(Phase.startup):
-            offline_if_unreachable(hub)
-            if args.quiet:
-                _quiet()
-            from disastir_mteb.runner.run import EmbeddingServersOptions, import_libraries, run_evaluation
-
-            import_libraries()
         served = None if not args.embeddings_url else EmbeddingServersOptions(
             args.embeddings_url, revision=args.embeddings_revision, concurrency=args.embeddings_concurrency,
             key_env=args.api_key_env)
+        names, source = prepare_run(args.model, args.tasks, args.benchmarks, split=args.split, data=args.data,
+                                    devlite=args.devlite, extra_judgements=args.extra_judgements,
+                                    keep_joins=not args.no_cache, served=served, as_options=True)
+        if args.quiet:
+            _quiet()
+        from disastir_mteb.runner.run import run_evaluation  # after the checks: it imports mteb
+
         evaluation = run_evaluation(args.model, list(names.tasks), benchmarks=names.benchmarks, split=args.split,
                                     settings=settings, data=source, served=served,
                                     output_folder=args.output_folder, overwrite=args.overwrite,
@@ -294,13 +288,19 @@ def report(args: argparse.Namespace) -> int:
     completed = _completed_views(sets, args)
     print(report_text(sets, metric=args.metric, completed=completed, summary=bool(args.out)), end="")
     if args.out:  # the terminal gets the overview; the whole report is in the files
-        written = write_report(sets, args.out, formats=args.format or ["md", "csv"], figure_formats=args.figure_format,
+        from disastir_mteb.results.plots import figures_unavailable
+
+        formats = args.format or ["md", "csv"]
+        written = write_report(sets, args.out, formats=formats, figure_formats=args.figure_format,
                                figure_titles=not args.no_figure_title, colour_scale=args.colour_scale,
                                metric=args.metric, completed=completed)
-        print(f"\nThe whole report (each set's grid, provenance, published numbers, missing tasks) and its figures: "
-              f"{len(written)} file(s) in {Path(args.out).resolve()}: "
+        heatmaps = sum(p.name.startswith("heatmap-") for p in written)
+        print(f"\nThe whole report (each set's grid, provenance, published numbers, missing tasks)"
+              f"{' and its figures' if heatmaps else ''}: {len(written)} file(s) in {Path(args.out).resolve()}: "
               f"{', '.join(sorted({p.name for p in written if not p.name.startswith('heatmap-')}))} "
-              f"and {sum(p.name.startswith('heatmap-') for p in written)} heatmap file(s).")
+              f"and {heatmaps} heatmap file(s).")
+        if not heatmaps and {"md", "html"} & set(formats) and (missing := figures_unavailable()) is not None:
+            print(f"disastir-mteb report: written without figures. {missing}", file=sys.stderr)
     return 0
 
 

@@ -30,7 +30,7 @@ def run_demo(*, output_folder: str | Path = DEFAULT_OUTPUT_FOLDER, scale: str = 
     """Evaluate the bundled model on the sample data; results go to ``output_folder`` (mteb layout).
 
     The tasks read the generated sample (given to them as their data), not the Hub. ``report``: a folder for the
-    Markdown report and its heatmap (None: none).
+    Markdown report and its heatmap (None: none; without matplotlib, the ``demo`` extra's, the report alone).
     ``timings``: called once at the end with where the demo's time went (the table it prints last: the
     run's phases, the sample generated as ``tasks``, the bundled model loaded as ``model``, the report as
     ``writing``).
@@ -51,9 +51,7 @@ def run_demo(*, output_folder: str | Path = DEFAULT_OUTPUT_FOLDER, scale: str = 
             data = sample_dir(scale)
         say(f"Sample data ({scale}, synthetic, published layout): {data}")
         with clock(Phase.model):
-            # by its name, as `run -m bundled` and evaluate("bundled") load it: known by its files, so that they
-            # and the demo share one embedding cache entry (a loaded object is known by its weights instead)
-            searcher = build_search("bundled", settings)
+            searcher = build_search("bundled", settings)  # by name: known by its folder, as `run -m bundled` is
         tasks = list(TASK_NAMES)
         say(f"Evaluating {searcher.mteb_model_meta.name} on {len(tasks)} DisastIR tasks (offline) ...")
         evaluation = run_evaluation(searcher, tasks, settings=settings, data=data_source(data),
@@ -69,7 +67,13 @@ def run_demo(*, output_folder: str | Path = DEFAULT_OUTPUT_FOLDER, scale: str = 
                 from disastir_mteb.results.result_sets import load_result_set
 
                 written = write_report([load_result_set(folder)], report, formats=["md"])
-            say(f"Report with heatmap: {next(p for p in written if p.suffix == '.md').resolve()}")
+            markdown = next(p for p in written if p.suffix == ".md").resolve()
+            if any(p.name.startswith("heatmap-") for p in written):
+                say(f"Report with heatmap: {markdown}")
+            else:  # matplotlib missing: the report without its figures, and the command that adds them
+                from disastir_mteb.results.plots import figures_unavailable
+
+                say(f"Report without heatmap: {markdown}. {figures_unavailable()}")
         spent = running.timings(passages_encoded=searcher.passages_encoded, queries_encoded=searcher.queries_encoded,
                                 device=evaluation.timings.device)
     say(spent.to_text())

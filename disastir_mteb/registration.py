@@ -1,6 +1,8 @@
 r"""Registration of the DisastIR tasks, benchmarks and models into mteb: the one place that writes into mteb.
 
-mteb (2.26) has no plugin mechanism, so registration writes into private registries. These are
+mteb 2.x (2.22.2 to 2.26.24, checked in CI: ``CHECKED_ON`` in :mod:`disastir_mteb.util.mteb_internals`) has no
+plugin mechanism, so registration writes into private registries (the entry-point group mteb would need is
+written up in ``docs/upstream/plugins.md``). These are
 exactly the mteb internals it touches (:data:`MTEB_INTERNALS`; :func:`check_internals` names any a new
 mteb release renamed, and ``tests/test_mteb_internals.py`` calls it, so a rename fails loudly):
 

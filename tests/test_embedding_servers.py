@@ -802,6 +802,24 @@ def test_a_server_still_loading_its_model_is_waited_for() -> None:
             served.close()
 
 
+def test_a_model_listing_asking_a_long_wait_or_trickling_is_asked_again_by_the_client(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GET /v1/models`` is the client's alone: a ``Retry-After`` of 27 hours waited at the cap (0.2 s here), a
+    listing sent one byte every 0.1 s cut off at the timeout (the pool's hook reads it) and asked again."""
+    monkeypatch.setenv(LONGEST_WAIT_ENV, "0.2")
+    with LoopbackServer(embed=toy_embed, model="m") as server:
+        server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=100000, path="/v1/models"),
+                          Fault(FaultKind.TRICKLE, seconds=3600, path="/v1/models"))
+        started = time.monotonic()
+        served = EmbeddingServers("m", server.base_url, timeout=1.0)
+        try:
+            assert served.dimension == len(toy_embed(["a"])[0]) and time.monotonic() - started < 20
+            assert [event.kind for event in server.stats().fault_log] == ["rate_limit", "trickle"]
+            assert served.servers[0].last_error == "no whole answer within 1 s"
+        finally:
+            served.close()
+
+
 def test_the_store_streams_every_chunk_through_one_queue(tmp_path: Path) -> None:
     """Chunks do not wait for each other: six one-batch chunks at 0.2 s take about one round trip, not six."""
     from loopback import LoopbackServer

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import pytrec_eval
 from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores
+from sentences import says
 
 from authors_metric import authors_ndcg_at_10
 from disastir_mteb.data.layout import find_task_files
@@ -198,6 +199,25 @@ def test_export_command_line(sample_data: Path, tmp_path: Path, capsys: pytest.C
     assert "pass overwrite=True (--overwrite)" in capsys.readouterr().err
     assert cli.main(["export", "--format", "mteb", "--out", str(tmp_path / "hf"), "--gain", "linear"]) == 2
     assert "--gain applies to --format beir" in capsys.readouterr().err
+
+
+def test_export_without_data_offline_names_its_own_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """No --data, no DISASTIR_DATA_DIR, no Hub: the sentence names export's --data, not run's."""
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from disastir_mteb import cli
+
+    def offline(**kwargs: object) -> str:
+        raise LocalEntryNotFoundError("offline")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    monkeypatch.delenv("DISASTIR_DATA_DIR", raising=False)
+    assert cli.main(["export", "--format", "beir", "--out", str(tmp_path / "beir"), "-t", "DisastIR-QA-Bio"]) == 2
+    error = says(capsys.readouterr().err, "disastir-mteb export:", "DISASTIR_DATA_DIR", "--data DIR",
+                 "disastir-mteb sample --out DIR")
+    assert "disastir-mteb run" not in error
 
 
 def test_a_command_called_from_python_leaves_the_environment_as_it_found_it(sample_data: Path, tmp_path: Path,

@@ -57,11 +57,23 @@ def _run(argv: list[str]) -> int:
 def test_bad_run_options_are_one_sentence(extra: list[str], code: int, sentence: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     assert _run([*RUN, *extra]) == code
-    err = capsys.readouterr().err.strip().splitlines()
-    last = err[-1]
-    assert sentence in last, err
-    assert last.startswith("disastir-mteb run")  # names the command; argparse adds a usage block above it
-    assert "Traceback" not in "\n".join(err)
+    err = capsys.readouterr().err
+    assert sentence in says(err, "disastir-mteb run:")  # one line naming the command: no usage block above it
+
+
+@pytest.mark.parametrize(("argv", "command", "facts"), [
+    (["run"], "disastir-mteb run", ["-m/--model"]),
+    (["run", "-m", "bundled", "--bogus"], "disastir-mteb run", ["--bogus"]),
+    (["export", "--format", "csv", "--out", "x"], "disastir-mteb export", ["--format", "'csv'", "'beir'"]),
+    (["runn"], "disastir-mteb", ["'runn'", "'run'"]),
+    ([], "disastir-mteb", ["command"]),
+], ids=["missing -m", "unknown option", "bad choice", "unknown command", "no command"])
+def test_a_usage_error_is_one_sentence_and_where_to_read_the_usage(
+        argv: list[str], command: str, facts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse printed its whole usage, 20 lines for run, above its one sentence; the usage is one --help away."""
+    assert _run(argv) == 2
+    error = says(capsys.readouterr().err, *facts, f"see {command} --help")
+    assert error.startswith(f"{command}: ") and "usage:" not in error
 
 
 FAST_CASES = [

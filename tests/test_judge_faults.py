@@ -36,11 +36,11 @@ from disastir_mteb.endpoints.pool import (
     EndpointError,
     EndpointLimits,
     EndpointPool,
+    asked_wait,
 )
 from disastir_mteb.judging.batch import read_batch_results, write_batch_requests
 from disastir_mteb.judging.job import judge_pairs
 from disastir_mteb.judging.store import MAX_RAW_CHARS, JudgementStore, Pair, StoreLockedError
-from disastir_mteb.util.mteb_internals import openai_retry_wait
 from disastir_mteb.vocabulary.taxonomy import Intent
 
 TASK = "DisastIR-STS-Geo"  # one request per pair: the cheapest holes to judge
@@ -231,7 +231,7 @@ def test_a_retry_after_that_does_not_read_as_a_wait_falls_back_to_the_backoff(he
         server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=None, headers=headers))
         with pytest.raises(openai.RateLimitError) as refused:
             client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}])
-        assert openai_retry_wait(client, refused.value.response.headers, retries_taken=0)[0] == asked
+        assert asked_wait(refused.value.response.headers) == asked
         server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=None, headers=headers))
         pool = pool_of(server)
         summary = judge_pairs(few_pairs(), store, pool, judge_model=MODEL)

@@ -43,7 +43,8 @@ from judge_servers import (
 from loopback import grade_judge
 
 from disastir_mteb import cli
-from disastir_mteb.endpoints.pool import EndpointError, EndpointLimits, EndpointPool, chat_from_event_stream
+from disastir_mteb.endpoints.answers import chat_from_event_stream
+from disastir_mteb.endpoints.pool import EndpointError, EndpointLimits, EndpointPool
 from disastir_mteb.judging.batch import write_batch_requests
 from disastir_mteb.judging.job import FORMAT_PROBES, judge_pairs
 from disastir_mteb.judging.protocol import MAX_ANSWER_ATTEMPTS, AnswerFormat, pending_requests

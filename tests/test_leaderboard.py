@@ -225,7 +225,8 @@ _NO_WORD_SPLIT = """(() => {
 })()"""
 
 
-#: Where the summary's first headers lie, whether the menu's title fits its box, and which images failed to load.
+#: Where the summary's first headers lie, whether the menu's title fits its box, which images failed to load, and
+#: the provenance cells out of view (beyond the window or scrolled in their table's box) out of how many.
 _LAPTOP_VIEW = """(() => {
   const seen = {};
   for (const th of document.querySelectorAll('th')) {
@@ -237,8 +238,17 @@ _LAPTOP_VIEW = """(() => {
     seen[name] = cell.left >= Math.max(0, frame.left) && cell.right <= Math.min(innerWidth, frame.right);
   }
   const title = document.querySelector('.sidebar h2');
+  const cells = [...document.querySelectorAll('#disastir_provenance table')].flatMap(table => {
+    const box = table.getBoundingClientRect();
+    return [...table.querySelectorAll('th, td')].map(cell => [cell, box]);
+  });
+  const hidden = cells.filter(([cell, box]) => {
+    const rect = cell.getBoundingClientRect();
+    return rect.left < box.left - 1 || rect.right > Math.min(innerWidth, box.right) + 1;
+  }).map(([cell]) => cell.innerText.trim().slice(0, 40));
   return {headers: seen, title: title ? [title.innerText, title.scrollWidth <= title.clientWidth] : null,
-          broken_images: [...document.images].filter(image => image.naturalWidth === 0).map(image => image.src)};
+          broken_images: [...document.images].filter(image => image.naturalWidth === 0).map(image => image.src),
+          provenance: [hidden, cells.length]};
 })()"""
 
 
@@ -248,7 +258,8 @@ def test_at_a_laptops_width_the_scores_are_in_view_and_no_word_is_split(served: 
     """mteb put the model's facts before the scores: at 1,280 px no score was in view without scrolling sideways.
 
     Also at these widths: the menu's title broke mid-word ("managem|ent") and the provenance table too
-    ("Precisio|n"); the footer's sponsor logos, fetched from the web, were broken images offline.
+    ("Precisio|n"); the footer's sponsor logos, fetched from the web, were broken images offline; the
+    provenance, a run per line, hid 7 of its 10 columns (scrolled sideways) at 1,280 px.
     """
     from disastir_mteb.leaderboard.app import PAGE_READY, screenshot
 
@@ -259,6 +270,8 @@ def test_at_a_laptops_width_the_scores_are_in_view_and_no_word_is_split(served: 
     assert shot.measured["headers"] == {"Model": True, "Mean (Task)": True, "Mean (Intent: QA)": True}
     assert shot.measured["title"] == ["Disaster management", True]
     assert shot.measured["broken_images"] == []
+    hidden, cells = shot.measured["provenance"]
+    assert hidden == [] and cells >= 3 * 2 * 10  # every fact of the 3 runs in view
 
 
 def test_screenshot_holds_the_whole_page_and_every_table_column(tmp_path: Path) -> None:

@@ -1,12 +1,17 @@
-"""The canary of every private name of another library the plugin reads, and the door's accessors.
+"""The canary of every private name of another library the plugin reads, the door's accessors, and the public
+ways that replaced private names, checked against what the library does.
 
 One test pins the names of all four modules that touch them: the door (``util/mteb_internals.py``) and the
 three that register into or patch mteb (``registration.py``, ``leaderboard/mteb_patch.py``,
 ``runner/scoring_patch.py``). ``tests/test_layers.py`` checks that no other module reads one and that each
-of the four lists every one it reads, so an upgrade that moves a name fails here, naming it.
+of the four lists every one it reads, so an upgrade that moves a name fails here, naming it. This file is part of
+the compatibility subset (``.ci/compat_tests``), run on the oldest mteb ``pyproject.toml`` accepts and the newest.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import datasets
 import mteb
@@ -34,9 +39,26 @@ def test_a_moved_name_is_named_with_its_module_and_class() -> None:
         "mteb.abstasks.task_metadata.TaskMetadata._gone", "mteb.abstasks.task_metadata.Gone.name", "mteb._gone_module"]
 
 
-def test_search_depth_is_what_mteb_asks_the_search_for() -> None:
+def test_the_search_depth_is_what_mteb_asks_the_search_for(sample_data: Path, use_data: object) -> None:
+    """The prefetch files ``max(k_values)`` per task ahead of mteb (``search.prefetch.search_depth``): what mteb's
+    retrieval evaluation then passes to ``search(top_k=...)``."""
+    from disastir_mteb.models.hashing_encoder import HashingEncoder
+    from disastir_mteb.search.prefetch import search_depth
+    from disastir_mteb.search.shared_corpus import SharedCorpusSearch
+    from disastir_mteb.vocabulary.run_settings import RunSettings
+
+    asked: list[int] = []
+
+    class Recording(SharedCorpusSearch):
+        def search(self, queries: Any, *, top_k: int, **kwargs: Any) -> Any:
+            asked.append(top_k)
+            return super().search(queries, top_k=top_k, **kwargs)
+
+    use_data(sample_data)
     task = mteb.get_task("DisastIR-QA-Bio")
-    assert mteb_internals.search_depth(task) == max(task.k_values) == 100
+    searcher = Recording(HashingEncoder(), RunSettings(progress=False), store=None)
+    mteb.evaluate(searcher, task, cache=None, show_progress_bar=False)
+    assert asked == [search_depth(task)] == [max(task.k_values)] == [100]
 
 
 def test_dataset_fingerprint_follows_the_content_and_is_none_for_other_values() -> None:
@@ -48,29 +70,34 @@ def test_dataset_fingerprint_follows_the_content_and_is_none_for_other_values() 
     assert mteb_internals.dataset_fingerprint(["flood", "storm"]) is None
 
 
-def test_flattening_is_asked_of_the_model_and_assumed_when_it_cannot_say(bundled_model: object) -> None:
-    assert mteb_internals.may_flatten_inputs(bundled_model.model) is False  # MiniLM: the plain, length-ordered path
-    assert mteb_internals.may_flatten_inputs(object()) is True
+def test_flattening_is_read_from_the_public_module_attribute(bundled_model: Any) -> None:
+    """sentence-transformers' own answer (``_can_flatten_inputs``, where it has one), from its public attribute."""
+    from disastir_mteb.search.encoding import may_flatten_inputs
+
+    model = bundled_model.model
+    assert may_flatten_inputs(model) is False  # MiniLM on CPU: the plain, length-ordered path
+    own = getattr(model, "_can_flatten_inputs", None)
+    if own is not None:
+        assert may_flatten_inputs(model) is own()
+    assert may_flatten_inputs(object()) is True  # cannot say: the model keeps its own encode
 
 
-def test_validate_metadata_runs_mteb_checks_construction_skips() -> None:
+def test_task_languages_are_checked_as_mteb_checks_them() -> None:
+    """The factory runs mteb's public ``check_language_code`` on each language, as ``_validate_metadata`` does."""
+    from mteb.languages import check_language_code
+
     metadata = mteb.get_task("DisastIR-QA-Bio").metadata
-    mteb_internals.validate_metadata(metadata)
+    metadata._validate_metadata()  # mteb's own check, as its test suite runs it
     with pytest.raises(ValueError, match="xx"):
-        mteb_internals.validate_metadata(metadata.model_copy(update={"eval_langs": ["xx-Latn"]}))
+        check_language_code("xx-Latn")
+    with pytest.raises(ValueError, match="xx"):
+        metadata.model_copy(update={"eval_langs": ["xx-Latn"]})._validate_metadata()
 
 
-def test_openai_retry_wait_is_what_the_client_reads_and_waits() -> None:
-    """The pool waits as the openai client would: its reading of ``Retry-After``, else its backoff."""
-    import httpx2
-    import openai
+def test_the_oldest_mteb_checked_is_the_one_pyproject_accepts() -> None:
+    """The door's ``CHECKED_ON`` starts at ``pyproject.toml``'s ``mteb>=`` bound, the release ``.ci/compat`` runs."""
+    import re
 
-    client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused", max_retries=4)
-    assert mteb_internals.openai_retry_wait(client, httpx2.Headers({"retry-after-ms": "250"}), retries_taken=0) == (
-        0.25, 0.25)
-    asked, wait = mteb_internals.openai_retry_wait(client, httpx2.Headers({"Retry-After": "100000"}), retries_taken=4)
-    assert asked == 100000 and 6 <= wait <= 8  # beyond the client's two minutes: its longest backoff step
-    for headers in (None, httpx2.Headers({"Retry-After": "soon"}), httpx2.Headers({"Retry-After": "-5"})):
-        asked, first = mteb_internals.openai_retry_wait(client, headers, retries_taken=0)
-        assert asked is None and 0.375 <= first <= 0.5  # 0.5 s, less up to a quarter
-        assert 1.5 <= mteb_internals.openai_retry_wait(client, headers, retries_taken=2)[1] <= 2.0
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    [bound] = re.findall(r'^\s*"mteb>=([0-9][^,"]*),<3",', pyproject, flags=re.MULTILINE)
+    assert bound == mteb_internals.CHECKED_ON[0]

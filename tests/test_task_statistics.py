@@ -14,13 +14,14 @@ each of their numbers under ``provenance``: published, derived, assumed, or not 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import mteb
 import pytest
 from mteb.abstasks import AbsTaskRetrieval
 
-from disastir_mteb.tasks.statistics import PROVENANCE_KINDS, paper_statistics
+from disastir_mteb.tasks.statistics import PROVENANCE_KINDS, compute_statistics, paper_statistics
 from disastir_mteb.vocabulary.metadata import metadata_dir
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, SPLIT_TASK_NAMES, Split
 
@@ -107,3 +108,19 @@ def test_shipped_files_are_exactly_a_fresh_build() -> None:
     assert sorted(path.stem for path in folder.glob("*.json")) == NAMES
     for name, stats in built.items():
         assert json.loads((folder / f"{name}.json").read_text(encoding="utf-8")) == stats, name
+
+
+def test_recomputed_statistics_are_mtebs_own_and_leave_the_shipped_files_alone(sample_data: Path, tmp_path: Path,
+                                                                               use_data: object) -> None:
+    """``disastir-mteb stats --out DIR``: mteb's public ``calculate_descriptive_statistics``, written into DIR only."""
+    use_data(sample_data)
+    shipped = (metadata_dir() / "descriptive_stats" / "DisastIR-QA-Bio.json").read_bytes()
+    [path] = compute_statistics(["disastir-qa-bio"], tmp_path)
+    stats = json.loads(path.read_text(encoding="utf-8"))["test"]
+    task = mteb.get_task("DisastIR-QA-Bio")
+    task.load_data()
+    assert stats["num_queries"] == len(task.dataset["default"]["test"]["queries"])
+    assert stats["num_documents"] == sum(1 for _ in (sample_data / "corpus.jsonl").open())
+    assert stats["source"].startswith(f"local folder {sample_data}")
+    assert path == tmp_path / "DisastIR-QA-Bio.json" and sorted(tmp_path.iterdir()) == [path]
+    assert (metadata_dir() / "descriptive_stats" / "DisastIR-QA-Bio.json").read_bytes() == shipped

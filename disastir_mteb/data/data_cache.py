@@ -1,36 +1,9 @@
 """What the data layer derives from a data folder, kept on disk: keyed by content, read back verified.
 
-Reading the full DisastIR folder (a 210 MB corpus, 1.3 GB of text-keyed qrels) and joining it to ids takes tens of
-seconds at every run; read back from here, about a twentieth of that (figures in ``docs/benchmarks.md``). The join's
-results (the corpus as Arrow with its text index, :mod:`disastir_mteb.data.reading`; each task's ids, grades and load
-report, :mod:`disastir_mteb.data.task_cache`) are kept under ``<cache root>/task-data/``
-(:func:`disastir_mteb.util.cache_dir.cache_root`, the folder of the embeddings: ``DISASTIR_CACHE_DIR``), one checked
-file per entry (:mod:`disastir_mteb.util.checked_file`): never a pickle, every byte verified before it is used.
-
-The key of an entry (:func:`entry_key`) is a digest of what its content depends on:
-
-- the content of every data file it was read from (:func:`source_digest`: xxh3-128 of every byte, about 0.25 s for
-  the 1.5 GB of the full folder from the page cache). Not the files' names, sizes or times: ``cp -p``, ``rsync
-  -t``, an editor saving in place, or a grade changed to another of the same width with ``os.utime`` putting the
-  time back all leave size and time as they were, and a content digest sees each of them. A copy of the folder
-  elsewhere (same bytes) finds the same entries;
-- the source code that computes it (:func:`code_digest`: the modules that read and join, this one, and the file
-  format), and the Python and pyarrow versions (``str.strip`` and Arrow's trimming follow their Unicode tables),
-  so a changed policy never serves an old join.
-
-Within one process a file is hashed once: a later look-up trusts it unchanged while its identity (device, inode,
-size, modification and change times in ns) is the same. Writing a file or ``os.utime`` sets its change time to
-the kernel's clock, which no program can set back, and a ``rename`` over it gives another inode; only a file
-rewritten within the same tick of that clock (a few ms) as this process hashed it could pass unseen, in this
-process alone (the next one hashes it again).
-
-Faults, never a traceback and never other data: an entry missing is built; an entry damaged (cut short, zeroed,
-not a checked file, or holding another key) is one warning naming it, then rebuilt from the data files and written
-again; a folder that cannot be written is one warning per process, after which tasks load from the data files as
-without a cache (what was already written there is still read). ``DISASTIR_TASK_CACHE=0`` turns the cache off:
-the tasks are read and joined from the data files, as before the cache existed (a run's ``--no-cache`` does the
-same through its :class:`~disastir_mteb.data.source.DataSource`). Old entries are kept until deleted (``rm -r <cache
-root>/task-data``): the full set's take 207 MB, most of it the corpus.
+Joining the full folder takes tens of seconds at every run, so the corpus and each task's join are kept as checked
+files (never a pickle), keyed by the content of their data files (never names, sizes or times, which ``cp -p`` or
+``os.utime`` keep), the code that computes them, and the Python and pyarrow versions (whose Unicode tables
+``strip`` follows). A damaged entry is one warning and is rebuilt.
 """
 
 from __future__ import annotations
@@ -75,7 +48,10 @@ def _identity(stat: os.stat_result) -> tuple[int, ...]:
 
 
 def source_digest(path: str | Path) -> str:
-    """The content digest of a data file (:func:`~disastir_mteb.util.digest.file_digest`), hashed once per process.
+    """The content digest of a data file, hashed once per process while its identity stays the same.
+
+    The identity holds the change time, which writing or ``os.utime`` sets to the kernel's clock, and the inode, which
+    a ``rename`` over the file changes: only a rewrite within one clock tick could pass unseen, in this process alone.
 
     Raises:
         OSError: the file cannot be read.
@@ -93,10 +69,7 @@ def source_digest(path: str | Path) -> str:
 
 @functools.cache
 def code_digest(*modules: ModuleType) -> str:
-    """A digest of the source files of ``modules`` (with this module's and the checked file format's).
-
-    A module without a readable source file (a frozen or zipped install) is named by the package's version.
-    """
+    """A digest of the source of ``modules`` and this module (without a source file: the package's version)."""
     import pyarrow
 
     from disastir_mteb.util import checked_file
@@ -125,10 +98,7 @@ def entry_key(kind: str, code: str, sources: Mapping[str, str]) -> str:
 def read_entry(path: Path, key: str, what: str) -> CheckedFile | None:
     """The checked file at ``path`` if it verifies and holds ``key``, else None (a miss; damage is one warning).
 
-    Args:
-        path: the entry's file.
-        key: the key it must hold (a file renamed or copied over another entry's name holds another).
-        what: how the warning names the entry ("the corpus", "task DisastIR-QA-Bio").
+    A file copied over another entry's name holds another key; ``what`` names the entry in the warning.
     """
     try:
         entry = read_checked(path)

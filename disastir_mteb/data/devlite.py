@@ -1,28 +1,8 @@
 """DisastIR-DevLite and DisastIR-Test tasks -> mteb split data, with the joins, gains and reports of the full set.
 
-DMRetriever splits each task's 200 queries into DevLite (10, searched over a pooled corpus of its own: 480 queries,
-9,316 passages in all) and Test (the other 190, over the full corpus: 9,120 queries). Both need the main dataset
-(:mod:`disastir_mteb.data.layout`) and the DevLite folder (:mod:`disastir_mteb.data.devlite_layout`).
-
-- **DevLite**: the DevLite queries, the pooled corpus, and the judgements of ``qrels_with_added/`` when the folder
-  has it, else the main dataset's qrels of the task. Either way the rows join by text
-  (:func:`disastir_mteb.data.published.join_task`): rows of the task's other (Test) queries are skipped
-  (``other_split_rows``), and judgements whose passage is in the full corpus but not in the pooled one are dropped
-  and counted (``outside_corpus_rows``). Dropping them lowers the ideal DCG below the one the full set's
-  judgements would give, as a search over the pooled corpus can never return those passages.
-- **Test is derived**, not read: the main dataset's queries of the task minus the DevLite queries of the task (by
-  stripped text), over the full corpus, with the main qrels. Its query ids are the full set's. When the DevLite
-  folder also has Test query files, they are only a cross-check: a difference is one warning line with counts.
-
-Ids, so that runs on DevLite and on the full set compare per query and per passage:
-
-- a DevLite query takes the main dataset's ``query_id`` of the same stripped text in the same task; otherwise
-  ``devlite-<its own id>``, or ``devlite-q-<Intent>-<Category>-<hash of the text>`` when the row has none;
-- a pooled passage takes the main corpus id of the same stripped text (the k-th copy of a repeated text takes
-  the k-th id); otherwise ``devlite-<its own id>`` or ``devlite-p-<hash of the text>``. Derived ids start with
-  ``devlite-`` and so never meet a main id; a repeat gets ``-2``, ``-3`` ...
-
-The pooled corpus is read once per process (one at a time, beside the full corpus's own cache), like the full one.
+DMRetriever splits each task's 200 queries into DevLite (10, over a pooled corpus of its own) and Test (the other
+190, over the full corpus). Ids are the main dataset's for the same stripped text, so runs on either split and on
+the full set compare per query and per passage; derived ids start with ``devlite-`` and never meet a main id.
 """
 
 from __future__ import annotations
@@ -76,7 +56,10 @@ _DEVLITE_CORPUS_CACHE: dict[tuple[str, int, int, str], Corpus] = {}
 
 
 def load_devlite_corpus(path: str | Path, main: Corpus) -> Corpus:
-    """Read a pooled corpus file once per process, ids taken from ``main`` by text (see the module docstring).
+    """Read a pooled corpus file once per process, each passage taking the main corpus id of the same stripped text.
+
+    The k-th copy of a repeated text takes the k-th id; a text absent from ``main`` gets ``devlite-<its own id>``, or
+    ``devlite-p-<hash of the text>``.
 
     Raises:
         ValueError: the file is not JSON, holds no passages, or a row has no text field.
@@ -118,7 +101,10 @@ def load_devlite_corpus(path: str | Path, main: Corpus) -> Corpus:
 
 
 def devlite_query_ids(spec: TaskSpec, files: SplitFiles, main_queries: dict[str, str]) -> dict[str, str]:
-    """{query id: text} of a task's DevLite queries, ids from ``main_queries`` {id: text} by stripped text."""
+    """{query id: text} of a task's DevLite queries, ids from ``main_queries`` {id: text} by stripped text.
+
+    A text absent from the main queries gets ``devlite-<its own id>``, or ``devlite-q-<Intent>-<Category>-<hash>``.
+    """
     main_by_text: dict[str, list[str]] = defaultdict(list)
     for query_id, text in main_queries.items():
         main_by_text[text.strip()].append(query_id)
@@ -170,7 +156,9 @@ def _cross_check(spec: TaskSpec, files: SplitFiles, derived: dict[str, str], log
 
 def load_test_task(spec: TaskSpec, files: SplitFiles, main: TaskFiles, *, gain: Gain = "exponential",
                    log: logging.Logger | None = None, keep: bool = True) -> TaskData:
-    """A DisastIR-Test task: the main queries minus DevLite's, the full corpus, the main qrels.
+    """A DisastIR-Test task, derived: the main queries minus DevLite's (by text), the full corpus, the main qrels.
+
+    The folder's own Test query files, if any, are only a cross-check (one warning with counts where they differ).
 
     Raises:
         FileNotFoundError: the main dataset has no file for the task.
@@ -193,6 +181,8 @@ def load_test_task(spec: TaskSpec, files: SplitFiles, main: TaskFiles, *, gain: 
 def load_devlite_task(spec: TaskSpec, files: SplitFiles, main: TaskFiles, *, gain: Gain = "exponential",
                       log: logging.Logger | None = None, keep: bool = True) -> TaskData:
     """A DisastIR-DevLite task: its queries, the pooled corpus, ``qrels_with_added/`` or else the main qrels.
+
+    Judgements of passages outside the pool are dropped and counted: a search of the pool can never return them.
 
     Raises:
         FileNotFoundError: the main dataset has no file for the task.

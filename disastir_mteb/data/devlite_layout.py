@@ -1,31 +1,9 @@
 """Finding the DisastIR-DevLite layout: the folder, and each task's DevLite queries, Test queries, qrels and corpus.
 
-The folder is a local one named by ``DISASTIR_DEVLITE_DIR`` or the Hugging Face snapshot of
-``DMIR01/DisastIR-DevLite`` at the revision in ``task_metadata/devlite.json`` (a placeholder, ``main``, until the
-real commit is known). Its layout is not published, so two are accepted; their parts may be mixed (card queries
-with ``qrels_with_added/``, say), but all DevLite queries come from one of them:
-
-- **eval-code** (what DMRetriever's evaluation code reads): ``test_query_eva/{Intent}_{event}.json`` (DevLite
-  queries), ``test_query_test/{Intent}_{event}.json`` (Test queries, optional),
-  ``qrels_with_added/{Intent}_{event}_qrels.json`` (``user_query``, ``passage``, ``score``; optional; rows of
-  queries outside DevLite are skipped),
-  ``corpus/ordered_corpus_eva.json`` (the pooled corpus) and ``ordered_corpus_full.json`` (the full corpus;
-  recognised, never read: DisastIR-Test reads the main dataset's ``corpus.jsonl``).
-- **card** (an earlier dataset card): ``DisastIR_devlite_query.json``, ``DisastIR_test_query.json`` (optional) and
-  ``DisastIR_devlite_passage.json``. A query file holds every task, so each row names its task:
-  an intent field (:data:`INTENT_FIELDS`) and a category field (:data:`CATEGORY_FIELDS`), read through
-  ``parse_intent``/``parse_category``; or an intent field alone holding a whole task (``QA_Biological``,
-  ``DisastIR-QA-Bio``), read through ``parse_task_file``.
-
-File names go through the main loader's alias table (``parse_task_file``: ``FactCheck_Biological``, ``QA_bio``, ...).
-Query rows are objects with a text (:data:`QUERY_TEXT_FIELDS`) and an optional id (:data:`QUERY_ID_FIELDS`), or bare
-strings; corpus rows are objects with :data:`PASSAGE_TEXT_FIELDS` and an optional :data:`PASSAGE_ID_FIELDS`, or bare
-strings. Every file is a JSON array or JSON lines. Query files are read here (they are small); qrels and corpus are
-located only. The sample generator's marker (``DISASTIR_SAMPLE.json``), a README and a licence file are no strays.
-
-Errors: one sentence naming the folder, every JSON file or query row that could not be placed, and every task left
-without DevLite queries (or without a Test query or qrels file, where that part exists at all), or a missing corpus.
-A JSON file that names no task while nothing is missing, and any non-JSON file, is a warning.
+The layout is not published, so two are accepted, their parts possibly mixed: **eval-code**, what DMRetriever's
+evaluation code reads (``test_query_eva/``, ``test_query_test/``, ``qrels_with_added/``, ``corpus/``), and
+**card**, an earlier dataset card's (``DisastIR_devlite_query.json`` and its siblings, each row naming its task).
+File names go through the main loader's alias table; one error names every file, row or task left unplaced.
 """
 
 from __future__ import annotations

@@ -1,37 +1,8 @@
 """Extra judgements, only when asked: a ``qrels_with_added/`` folder whose rows fill pairs the published qrels lack.
 
-The DMRetriever authors evaluate against ``qrels_with_added/{Intent}_{event}_qrels.json``: the published
-judgements plus labels added after the pool was built. ``disastir-mteb judge`` writes such a folder
-(:mod:`disastir_mteb.judging.qrels_export`), and a run reads it as *extra* judgements only when asked
-(``disastir-mteb run --extra-judgements FOLDER``, ``evaluate(..., extra_judgements=FOLDER)``, both naming it in the
-tasks' :class:`~disastir_mteb.data.source.DataSource`; :data:`EXTRA_QRELS_ENV` under plain ``mteb run``). Without it,
-nothing changes: the tasks read the published qrels alone.
-
-Policies, when asked:
-
-- **Published grades win.** A row fills a (query, passage) pair only where the published qrels give no grade;
-  rows of published pairs (the export keeps the published rows) are counted and left as they are, whatever
-  their score.
-- **Text-keyed, as the published rows**: strip, exact match, every copy of a text judged
-  (:mod:`disastir_mteb.data.published`); rows whose query or passage is not found are counted, as are rows of
-  queries without published judgements (those queries stay unscored, so the query set stays the published one).
-- **One grade per pair.** Two rows that grade one (query text, passage text) pair differently are refused with one
-  sentence naming the file, how many pairs and the first pair with its two rows: read one way or the other, row
-  order would pick a score silently. (The published qrels keep the last row, as the authors' dict does, and count
-  such pairs: :mod:`disastir_mteb.data.published`.) Rows of published pairs are exempt: they are never read, and
-  the export copies the published rows, repeated ones included.
-- **Integer grades only.** mteb and pytrec_eval score integer qrels (the gain ``2**grade - 1`` of an integer
-  grade). A judge's mean vote (1.67) is a fraction: such a row is refused with one sentence rather than rounded
-  silently. Export the folder with rounded grades (:func:`round_grade`, half up) to run on it, or read the
-  fractions unrounded in the completed scores (``disastir-mteb report --judgements``).
-- **Labelled.** A task that read extra judgements records it in its ``disastir_data``
-  (:func:`~disastir_mteb.vocabulary.task_record.extended_data`), so its scores are never taken for official
-  ones: ``report`` shows it, ``submit`` refuses it.
-- Only the full query set's tasks (``DisastIR-QA-Bio`` ...): the judge completes the full set's pool.
-
-A folder holds any of the 48 files (a task without one reads its published qrels alone), named as the published
-ones (:func:`~disastir_mteb.vocabulary.taxonomy.parse_task_file`), and may hold :data:`ADDED_MARKER`, the export's
-record of who judged (read into the label when present).
+``disastir-mteb judge`` writes such a folder, and a run reads it only when asked (``run --extra-judgements``, or
+:data:`EXTRA_QRELS_ENV` under plain ``mteb run``). A task that read one records it in its ``disastir_data``, so its
+scores are never taken for official ones.
 """
 
 from __future__ import annotations
@@ -117,17 +88,7 @@ def describe_judges(folder: Path) -> str | None:
 
 @dataclass
 class ExtraReport:
-    """What reading one task's extra judgements found (counts of rows, and the grades added).
-
-    Attributes:
-        file: the extra qrels file.
-        rows: rows read.
-        added: (query id, corpus id) grades added (pairs without a published grade).
-        published: rows of pairs the published qrels grade (left as published).
-        unscored_query_rows: rows of queries without published judgements (such queries stay unscored).
-        unmatched_query_rows: rows whose query text names no query of the task.
-        unmatched_passage_rows: rows whose passage text is not in the corpus.
-    """
+    """What reading one task's extra judgements found: rows counted by what became of them, and the grades added."""
 
     file: str
     rows: int = 0
@@ -149,20 +110,13 @@ def extra_grades(spec: TaskSpec, path: Path, *, queries: Mapping[str, str], corp
                  published: Mapping[str, Mapping[str, int]]) -> ExtraReport:
     """The grades ``path`` adds to a task: pairs of scored queries that ``published`` leaves without a grade.
 
-    Args:
-        spec: the task (its intent bounds the grades).
-        path: its extra qrels file (``user_query``, ``passage``, ``score`` rows).
-        queries: {query id: text} of the task.
-        corpus: the corpus the task searches, indexed by text.
-        published: {query id: {corpus id: grade}} from the published qrels; only these queries take extra grades,
-            and none of their graded pairs changes.
-
-    Returns:
-        The report, its ``grades`` holding what to add ({query id: {corpus id: grade}}).
+    Published grades win (rows of published pairs are counted and left alone). Rows are keyed by text, as the published
+    ones, and unmatched rows are counted; only queries with published judgements take extra grades, so the query set
+    stays the published one. The report's ``grades`` hold what to add.
 
     Raises:
-        ValueError: a score that is not an integer on the intent's scale (a fraction names the export's rounding), or
-            two rows grading one pair differently (see the module docstring).
+        ValueError: a score that is not an integer on the intent's scale (mteb scores integer grades: export a judge's
+            mean votes rounded), or two rows grading one pair differently (row order must not pick a score).
     """
     query_ids_by_text: dict[str, list[str]] = defaultdict(list)
     for query_id, text in queries.items():

@@ -1,8 +1,6 @@
 """Finding the published DisastIR layout: the data folder, and each task's query and qrels file in it.
 
-The folder is a local one named by ``DISASTIR_DATA_DIR`` or the Hugging Face snapshot of ``DMIR01/DisastIR``;
-every file of its ``query/`` and ``qrels/`` is placed on one of the 48 tasks through the alias table in
-:mod:`disastir_mteb.vocabulary.taxonomy`.
+Every file of ``query/`` and ``qrels/`` is placed on one of the 48 tasks through the alias table of the taxonomy.
 """
 
 from __future__ import annotations
@@ -18,7 +16,8 @@ from disastir_mteb.vocabulary.taxonomy import TASK_SPECS, TaskSpec, parse_task_f
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DATA_DIR_ENV", "MARKER", "TaskFiles", "describe_data", "find_task_files", "read_marker", "resolve_data_dir"]
+__all__ = ["DATA_DIR_ENV", "MARKER", "RUN_DATA_OPTION", "TaskFiles", "describe_data", "find_task_files", "read_marker",
+           "resolve_data_dir"]
 
 #: The provenance file at the top of a generated folder. Results computed on it say "synthetic"
 #: (the runner records it per task); the data loader scans ``query/`` and ``qrels/`` only, so it never
@@ -26,14 +25,15 @@ __all__ = ["DATA_DIR_ENV", "MARKER", "TaskFiles", "describe_data", "find_task_fi
 MARKER = "DISASTIR_SAMPLE.json"
 
 DATA_DIR_ENV = "DISASTIR_DATA_DIR"
+#: How a data folder is named instead, for a reader of ``mteb run``'s traceback (a command names its own ``--data``).
+RUN_DATA_OPTION = "disastir-mteb run: --data DIR"
 _JSON_SUFFIXES = (".json", ".jsonl")
 
 
-def resolve_data_dir(repo: str, revision: str) -> Path:
-    """The Hub snapshot of the published layout (:class:`~disastir_mteb.data.source.DataSource` names a local one).
+def resolve_data_dir(repo: str, revision: str, *, data_option: str = RUN_DATA_OPTION) -> Path:
+    """The Hub snapshot of the published layout, through ``huggingface_hub`` (``HF_HUB_OFFLINE``, ``HF_HOME`` hold).
 
-    Through ``huggingface_hub.snapshot_download``, so it honours ``HF_HUB_OFFLINE=1`` and ``HF_HOME`` like every
-    other Hugging Face download.
+    ``data_option`` is how the reader names a data folder instead, said in the error.
 
     Raises:
         FileNotFoundError: the data is neither cached nor downloadable (one sentence saying what to pass instead).
@@ -53,7 +53,7 @@ def resolve_data_dir(repo: str, revision: str) -> Path:
         # than the project's class (disastir-mteb run says the sentence alone: an OSError, caught as one).
         raise FileNotFoundError(
             f"DisastIR data {repo}@{revision} is not in the Hugging Face cache and the Hub cannot be reached "
-            f"(offline?); set {DATA_DIR_ENV} to a folder in the published layout (disastir-mteb run: --data DIR) or "
+            f"(offline?); set {DATA_DIR_ENV} to a folder in the published layout ({data_option}) or "
             f"download it once online; `disastir-mteb sample --out DIR` writes synthetic data in that layout to try "
             f"the tools with (its scores are not DisastIR results)."
         ) from None
@@ -144,10 +144,7 @@ def find_task_files(root: str | Path) -> TaskFiles:
 
 
 def read_marker(folder: str | Path) -> dict[str, object] | None:
-    """The provenance marker of a generated folder, or None when there is none (or it is unreadable).
-
-    An unreadable marker still means the folder came from this generator: it counts as synthetic.
-    """
+    """The provenance marker of a generated folder, or None; an unreadable one still counts as synthetic."""
     path = Path(folder).expanduser() / MARKER
     if not path.is_file():
         return None

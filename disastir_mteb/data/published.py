@@ -1,36 +1,7 @@
-"""Published DisastIR layout -> mteb's ``RetrievalSplitData``.
+"""Published DisastIR layout -> mteb's ``RetrievalSplitData``: text-keyed judgements joined to ids, grades to gains.
 
-The published dataset (``DMIR01/DisastIR``) keys its judgements by TEXT: each qrels row holds
-a query text, a passage text and an integer grade. This module joins texts to ids and turns grades
-into gains; :mod:`disastir_mteb.data.layout` finds the files (a local folder named by
-``DISASTIR_DATA_DIR`` or the Hugging Face snapshot) and places every file on one of the 48 tasks, and
-:mod:`disastir_mteb.data.reading` reads them, the one shared corpus once per process for all tasks.
-
-Evaluation policies (the authors' evaluation code is the reference):
-
-- Texts are matched after ``str.strip()`` and otherwise exactly (the authors strip corpus and
-  query texts, and look qrels up by exact text); models also receive the stripped texts.
-- A qrels text that matches several ids (duplicate texts) gives its grade to every one of them:
-  the authors retrieve by text, so every copy of a judged text earns its gain. Which ids share a
-  judged text is recorded (:attr:`TaskData.same_text`, counted in :class:`LoadReport`), so that the
-  tasks score such a text once where the authors count it once (the ideal DCG, Recall's
-  denominator; :func:`disastir_mteb.scoring.authors.key_by_text`).
-- Qrels rows whose query or passage text is not found are dropped and counted; the counts are
-  logged and kept in :class:`LoadReport`. A task left without queries or judgements is an error.
-- A (query, passage) pair judged twice keeps the last grade, as the authors' dict does; counted,
-  and the pairs graded differently (not merely repeated) are counted apart, with an example
-  naming the grades in row order and the one kept, in the load report's warning.
-- Queries without any judged passage are dropped (the authors skip them); counted.
-- A query whose text is empty or only whitespace is an error naming the file, the row and its id
-  (:func:`~disastir_mteb.data.reading.check_query_texts`): stripped, it would reach the model as an empty text
-  and be ranked and scored like any query.
-- Unjudged passages count as non-relevant (gain 0): the "zero-fill" variant the paper reports.
-- Gain: ``2**grade - 1`` by default, so trec_eval's linear-gain NDCG equals the authors'
-  exponential-gain NDCG@10; ``gain="linear"`` keeps the grades as they are.
-
-DisastIR-Test and DisastIR-DevLite (:mod:`disastir_mteb.data.devlite`) join through :func:`join_task` too. The
-tasks of the full set load through :mod:`disastir_mteb.data.task_cache`, which keeps what :func:`load_task` returns
-on disk (keyed by the files' content) and hands it back, equal field for field, without joining again.
+The published dataset (``DMIR01/DisastIR``) keys its judgements by text; :func:`join_task` states how they become
+ids, the authors' evaluation code being the reference. DisastIR-Test and DevLite join through it too.
 """
 
 from __future__ import annotations
@@ -78,13 +49,10 @@ GAIN_ENV = "DISASTIR_GAIN"
 
 
 def grade_to_gain(grade: int, gain: Gain = "exponential") -> int:
-    """The qrels value handed to trec_eval for a DisastIR grade.
+    """The qrels value handed to trec_eval for a DisastIR grade: ``2**g - 1`` (exponential) or the grade (linear).
 
-    ``exponential``: 2^g - 1 (0, 1, 3, 7, 15, 31), the gain of the authors' NDCG
-    (DMRetriever ``eva/evaluation/metrics.py``). trec_eval uses the qrels value as a linear
-    gain, so this mapping makes its ``ndcg_cut_10`` equal the authors' NDCG@10, while MAP,
-    recall, precision and MRR are unchanged (they only ask whether the value is > 0).
-    ``linear``: the grade itself.
+    trec_eval takes the value as a linear gain, so the exponential mapping makes its ``ndcg_cut_10`` the authors'
+    NDCG@10, while MAP, recall, precision and MRR (which ask only whether it is above 0) are unchanged.
     """
     if gain == "exponential":
         return (1 << grade) - 1
@@ -108,12 +76,9 @@ def default_gain() -> Gain:
 class LoadReport:
     """What joining one task's text-keyed qrels to ids found; logged, and kept on the task.
 
-    Among the counts: ``repeated_pairs``, (query id, corpus id) pairs given a grade more than once;
-    ``conflicting_pairs``, (query text, passage text) pairs whose rows give different grades (the last row's grade
-    is kept, as the authors' dict keeps it; ``conflict_examples`` names up to three, grades in row order);
-    ``duplicate_judged_texts``, judged passage texts that more than one corpus id holds, and
-    ``duplicate_judged_ids``, how many ids hold them (scored once per text, as the authors count them; extra
-    judgements included once read).
+    ``repeated_pairs`` counts id pairs graded more than once, ``conflicting_pairs`` text pairs whose rows disagree (the
+    last row's grade kept; ``conflict_examples`` names up to three); ``duplicate_judged_texts`` counts judged texts
+    that several corpus ids hold, each scored once as the authors count it.
     """
 
     task: str
@@ -174,14 +139,8 @@ class LoadReport:
 class TaskData:
     """One task's data joined to ids: queries, gains for mteb, the raw grades, and the report.
 
-    Attributes:
-        queries: the kept queries (``id``, stripped ``text``).
-        corpus: the corpus searched.
-        relevant_docs: {query id: {corpus id: gain}}, mteb's qrels; every copy of a judged text holds its gain.
-        grades: {query id: {corpus id: grade}}, the same pairs with their raw grades.
-        report: what the join found.
-        same_text: {corpus id: the id standing for its text} for every judged id whose text other ids also hold
-            (:func:`shared_texts`); empty when no judged text has a copy. The tasks score through it by text.
+    ``relevant_docs`` holds mteb's qrels (gains), ``grades`` the same pairs' raw grades; ``same_text`` maps each judged
+    id whose text other ids also hold to the id standing for that text (:func:`shared_texts`), for scoring by text.
     """
 
     queries: Dataset
@@ -193,11 +152,7 @@ class TaskData:
 
 
 def query_dataset(ids: list[str], texts: list[str]) -> Dataset:
-    """A task's queries as mteb takes them: a ``Dataset`` of ``id`` and (stripped) ``text``, in order.
-
-    Its ``datasets`` fingerprint is a digest of the ids and texts, given rather than left to ``datasets``, which
-    pickles the table to hash it (5 ms a task, a quarter of a task's load from the data cache).
-    """
+    """A task's queries as mteb takes them, fingerprinted by their digest (``datasets`` would pickle the table)."""
     import pyarrow as pa
     from datasets import Dataset
 
@@ -207,10 +162,7 @@ def query_dataset(ids: list[str], texts: list[str]) -> Dataset:
 
 
 def log_report(report: LoadReport, log: logging.Logger) -> None:
-    """The one-line load report: info when clean, else a warning with the unmatched examples.
-
-    Logged by every load, the join's and the data cache's (:mod:`disastir_mteb.data.task_cache`) alike.
-    """
+    """The one-line load report, info when clean, else a warning with examples (the join's and the data cache's)."""
     if report.clean:
         log.info("%s", report.summary())
     else:
@@ -219,13 +171,7 @@ def log_report(report: LoadReport, log: logging.Logger) -> None:
 
 
 def shared_texts(grades: Mapping[str, Mapping[str, float]], first_copy: Mapping[str, str]) -> dict[str, str]:
-    """The judged ids that share their text with other ids: {id: the first id holding its text}.
-
-    ``first_copy`` is the corpus's :attr:`~disastir_mteb.data.reading.Corpus.first_copy`: the first id in corpus
-    order stands for the text, so that a scorer can key judgements and rankings by text
-    (:func:`disastir_mteb.scoring.authors.key_by_text`). Every copy of a judged text is judged (the join grades them
-    all, and so does the judge's merge), so the mapping holds every id of such a text.
-    """
+    """The judged ids that share their text with other ids: {id: the first id holding its text}, for scoring by text."""
     judged = {doc_id for docs in grades.values() for doc_id in docs}
     return {doc_id: first_copy[doc_id] for doc_id in sorted(judged) if doc_id in first_copy}
 
@@ -254,18 +200,13 @@ def load_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponential",
               log: logging.Logger | None = None, extra: Path | None = None, keep: bool = True) -> TaskData:
     """Load one task: its queries, its qrels joined to query and corpus ids, and the shared corpus.
 
-    The one-line load report goes to ``log`` (default: this module's logger; the mteb tasks pass
-    one under mteb's, so that ``mteb run``'s verbosity shows or hides it), info when clean, else a warning.
-
-    ``extra``: a file of extra judgements, read only when given (:mod:`disastir_mteb.data.extra_qrels`: integer
-    grades of pairs the published qrels lack; a published grade is never changed). Its counts are kept in
-    ``report.extra`` and logged. ``keep``: keep what reading the corpus computes in the data cache.
+    The load report goes to ``log`` (the mteb tasks pass one under mteb's, so ``mteb run``'s verbosity shows or hides
+    it). ``extra`` names a file of extra judgements, read only when given; ``keep`` keeps the corpus in the data cache.
 
     Raises:
         FileNotFoundError: the task has no query or qrels file.
-        ValueError: malformed rows, grades outside the intent's scale, or a task left without
-            queries or judgements after the join (the message names file, task and counts); a fraction among
-            the extra grades.
+        ValueError: malformed rows, grades outside the intent's scale, a task left without queries or judgements
+            after the join, or a fraction among the extra grades.
     """
     query_path, qrels_path = files.for_task(spec)
     corpus = load_corpus(files.corpus, keep=keep)
@@ -290,22 +231,11 @@ def join_task(spec: TaskSpec, queries: Mapping[str, str], qrels_path: Path, corp
               other_queries: frozenset[str] = frozenset(), outside: Corpus | None = None) -> TaskData:
     """Join one task's text-keyed qrels rows to the ids of ``queries`` {id: text} and ``corpus``; gains and report.
 
-    The policies are the module's (strip, exact match; every copy of a text judged; unjudged queries dropped).
-
-    Args:
-        spec: the task (its intent bounds the grades; its name is in messages).
-        queries: {query id: text} of the task, in order.
-        qrels_path: the text-keyed qrels file (``user_query``, ``passage``, ``score``).
-        corpus: the corpus the task searches, indexed by text.
-        report: filled in place (the caller names the files in it).
-        gain: see :func:`grade_to_gain`.
-        log: where the one-line report goes (default: this module's logger).
-        other_queries: stripped query texts of the same task in the other split (DisastIR-Test / DevLite): their
-            rows are expected in a shared qrels file and are skipped, counted as ``other_split_rows``.
-        outside: the full corpus when ``corpus`` is a pooled one (DevLite): rows whose passage is in it but not in
-            ``corpus`` are dropped, counted as ``outside_corpus_rows``.
-        query_source: how the error message names the query set.
-        corpus_source: how the error message names the corpus.
+    As the authors evaluate: texts match after ``strip()``, exactly otherwise, and every copy of a judged text takes its
+    grade; rows whose texts are not found are dropped and counted; a pair judged twice keeps its last grade; queries
+    without a judged passage are dropped; unjudged passages count as non-relevant. Rows of ``other_queries`` (the other
+    split's texts) and of passages only in ``outside`` (the full corpus around a pooled one) are skipped and counted
+    apart. ``report`` is filled in place.
 
     Raises:
         ValueError: grades outside the intent's scale, or a task left without queries or judgements.

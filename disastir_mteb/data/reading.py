@@ -1,10 +1,7 @@
 """Reading the published JSON files: rows checked with file and line in every error, and the shared corpus.
 
-Query and qrels files may be a JSON array or JSON lines (the Hub's json builder reads both; :func:`read_rows` and
-:func:`field_value` read the looser rows of DisastIR-DevLite, whose fields have aliases); the corpus,
-``corpus.jsonl``, is read by pyarrow once per process and indexed by text, so that text-keyed qrels can be
-joined to ids. When pyarrow fails, a slow scan finds the faulty file line to name in the error. What reading the
-corpus computes is kept in the data cache (:mod:`disastir_mteb.data.data_cache`), keyed by the file's content.
+The corpus is read by pyarrow once per process and indexed by text, so that text-keyed qrels can be joined to ids;
+when pyarrow fails, a slow scan finds the file line to name in the error.
 """
 
 from __future__ import annotations
@@ -42,11 +39,7 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def _decode(path: Path, raw: bytes, *, offset: int = 0, line: int = 1) -> str:
-    """UTF-8 text of ``raw`` (found at byte ``offset``, ``line`` of ``path``), without the BOM Windows editors write.
-
-    Raises:
-        ValueError: invalid UTF-8; the message names the byte offset and line in the file.
-    """
+    """UTF-8 text of ``raw`` without the BOM Windows editors write; a ValueError names the byte offset and line."""
     skip = 3 if offset == 0 and raw.startswith(_BOM) else 0
     try:
         return raw[skip:].decode("utf-8")
@@ -72,8 +65,7 @@ def _check_row(record: object, keys: tuple[str, ...], path: Path, where: str) ->
 def read_records(path: Path, keys: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
     """(where, row) pairs of a JSON array or JSON lines file (the Hub's json builder reads both), rows checked.
 
-    Rows are named as a user finds them: ``row i`` (from 0, as in ``jq '.[i]'``) in an array,
-    ``line n`` in JSON lines. A lone object that lacks ``keys`` (say ``{id: text}``) is the wrong shape.
+    Rows are named as a user finds them: ``row i`` (from 0, as ``jq '.[i]'``) in an array, ``line n`` in JSON lines.
     """
     text = _decode(path, path.read_bytes())
     head = text.lstrip()[:1]
@@ -104,10 +96,7 @@ def read_records(path: Path, keys: tuple[str, ...]) -> list[tuple[str, dict[str,
 
 
 def _json_lines(path: Path, text: str) -> list[tuple[str, Any]]:
-    """(``line n``, value) of a JSON lines text.
-
-    Split on newlines only: texts may hold U+2028, which ``str.splitlines()`` splits on.
-    """
+    """(``line n``, value) of a JSON lines text, split on newlines only (``splitlines`` also splits on U+2028)."""
     rows: list[tuple[str, Any]] = []
     for number, line in enumerate(text.split("\n"), 1):
         try:
@@ -142,12 +131,7 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
 def field_value(record: object, names: tuple[str, ...], *, path: Path, where: str, text: bool) -> str | None:
     """The first of ``names`` present and not null in an object row; a bare string row is the text itself.
 
-    Args:
-        record: one row as read by :func:`read_rows`.
-        names: the accepted field names, in order of preference.
-        path: the file, for the message.
-        where: the row (``row 3``, ``line 4``), for the message.
-        text: the fields hold the row's text (required; a bare string answers) rather than its optional id.
+    ``text`` says the fields hold the row's (required) text rather than its optional id.
 
     Raises:
         ValueError: the text is absent, or the row is neither an object nor a string.
@@ -167,15 +151,8 @@ def field_value(record: object, names: tuple[str, ...], *, path: Path, where: st
 def check_query_texts(path: Path, queries: Iterable[tuple[str, str | None, str]], *, field: str) -> None:
     """Refuse a query file holding a query whose text is empty or only whitespace.
 
-    Models receive stripped queries, so such a query reaches the model as ``""``: whatever vector that gives
-    (all zeros for some encoders) is ranked against every passage and scored like a real query, a number that
-    means nothing. So it is refused at load, before any join is kept in the data cache (whose entries are only
-    written for a load that succeeded).
-
-    Args:
-        path: the query file, for the message.
-        queries: ``(where, query id or None, text)`` of each of its rows, ``where`` as the rows are named.
-        field: what the message calls the text (``user_query``).
+    Stripped, it would reach the model as ``""`` and be ranked and scored like a real query, a number that means
+    nothing. ``queries`` holds ``(where, query id or None, text)`` of each row; ``field`` names the text in the message.
 
     Raises:
         ValueError: one sentence naming the file, the first such row and its id, and how many more there are.
@@ -230,25 +207,17 @@ def text_digest(text: str) -> bytes:
 
 
 class Corpus:
-    """The shared corpus: an mteb-ready ``Dataset`` (``id``, ``text``) and a text -> ids index.
+    """The shared corpus: an mteb-ready ``Dataset`` (``id``, stripped ``text``) and a text -> ids index.
 
-    Read from ``corpus.jsonl``, the index is built at once (every join needs it). Served by the data cache
-    (:mod:`disastir_mteb.data.data_cache`), it is built from the stored digest of each text at first use: a run
-    whose tasks all come from the cache never needs it.
-
-    Attributes:
-        path: the corpus file.
-        dataset: ``id``, ``text`` (stripped), in file order; its ``datasets`` fingerprint names the file's content
-            (the same bytes give the same fingerprint, read from the file or from the cache).
-        duplicate_texts: passages whose text an earlier passage already holds.
+    Read from ``corpus.jsonl``, the index is built at once (every join needs it); served by the data cache, it is built
+    from the stored text digests at first use, so a run whose tasks all come from the cache never builds it. The
+    dataset's fingerprint names the file's content, read from the file or from the cache alike.
     """
 
     def __init__(self, *, path: Path, dataset: Dataset, duplicate_texts: int,
                  ids_by_text: dict[bytes, list[str]] | None = None, text_digests: bytes | memoryview | None = None
                  ) -> None:
-        """Args: as the attributes, and the index either built (``ids_by_text``) or to build from ``text_digests``.
-
-        ``text_digests``: :func:`text_digest` of each row's text, 16 bytes each, in row order.
+        """The index comes built (``ids_by_text``) or as the 16-byte :func:`text_digest` of each row (``text_digests``).
 
         Raises:
             ValueError: neither or both of ``ids_by_text`` and ``text_digests`` given.
@@ -279,10 +248,7 @@ class Corpus:
 
     @functools.cached_property
     def first_copy(self) -> dict[str, str]:
-        """For every id whose text another id also holds, the first id (in file order) holding it.
-
-        The one id that stands for the text where judgements are keyed by text (built from ``ids_by_text``).
-        """
+        """For every id whose text another id also holds, the first id holding it: the one standing for the text."""
         return {doc_id: ids[0] for ids in self.ids_by_text.values() if len(ids) > 1 for doc_id in ids}
 
     @functools.cached_property
@@ -302,9 +268,7 @@ _CORPUS_SHAPE = "expected one {'corpus_id': ..., 'text': ...} object per line"
 def load_corpus(path: str | Path, *, keep: bool = True) -> Corpus:
     """Read ``corpus.jsonl`` once per process and content; later calls for the same unchanged file share it.
 
-    The data cache (:mod:`disastir_mteb.data.data_cache`) keeps what reading it computes (the stripped texts as
-    Arrow, the digest of each text); a later process with a file of the same content reads that instead of the
-    JSON (about 0.15 s rather than 3 s at full scale), every byte verified, and logs the same lines.
+    With ``keep``, what reading it computes goes to the data cache, where a later process finds it, every byte verified.
 
     Raises:
         ValueError: the file is empty or not UTF-8 JSON lines, a row lacks ``corpus_id`` or ``text``,

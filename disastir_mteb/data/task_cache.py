@@ -1,26 +1,8 @@
 """The full set's tasks loaded from the data cache: each task's join read back instead of computed again.
 
-Joining one task's text-keyed qrels to ids (:func:`disastir_mteb.data.published.load_task`) reads its 27 MB of JSON and
-looks up every row's texts, for every task at every run. Its result depends only on the task's query file, its qrels
-file, the corpus and the code, so it is kept in the data cache (:mod:`disastir_mteb.data.data_cache`: keyed by the
-content of those three files and of the code, verified byte for byte, rebuilt after one warning when damaged) and read
-back in a fraction of that time (figures in ``docs/benchmarks.md``).
-
-What an entry holds is the join's result, never a second implementation of it: the kept queries (ids, stripped
-texts), every judged pair in the join's order as (corpus row, grade), the ids that share a judged text
-(:attr:`~disastir_mteb.data.published.TaskData.same_text`), and every count and example of the load report. A
-task read back equals the joined one field for field; its gains are the grades through the same
-:func:`~disastir_mteb.data.published.grade_to_gain`, so one entry serves either gain; its report names the files
-of the folder it was read from (another folder with the same bytes shares the entry), and is logged as the join
-logs it. Its corpus is the one shared object of :func:`~disastir_mteb.data.reading.load_corpus` (itself kept in
-the cache).
-
-Not kept, loaded as before (their corpus still comes from the cache): a task read with extra judgements
-(:mod:`disastir_mteb.data.extra_qrels`, a per-study option whose counts depend on a second folder), and the
-DisastIR-Test and DevLite tasks (:mod:`disastir_mteb.data.devlite`, whose joins depend on a DevLite folder too and
-log its cross-checks). A task whose join fails (a malformed file) has no entry: every load fails as before. So
-a check of the files (a blank query, say) lives in the load itself, which runs before an entry is written and whose
-code is part of the key: no entry of a file it refuses can exist, nor one written by code that did not check.
+An entry holds the join's result, never a second implementation of it, keyed by the content of the task's files
+and of the code. Tasks read with extra judgements, and the Test and DevLite tasks, are joined at every load. A file
+the load refuses never gets an entry: the checks run first, and their code is part of the key.
 """
 
 from __future__ import annotations
@@ -71,10 +53,7 @@ def load_cached_task(spec: TaskSpec, files: TaskFiles, *, gain: Gain = "exponent
                      log: logging.Logger | None = None, extra: Path | None = None, keep: bool = True) -> TaskData:
     """:func:`~disastir_mteb.data.published.load_task`, its join read from the data cache when it holds it.
 
-    The task is read from its entry when one holds these files' contents (its report logged as the join logs it),
-    else joined and its entry written. With ``extra`` judgements, or with the cache off (``keep`` False: the data
-    source's ``keep_joins``),
-    it is joined as by ``load_task`` and nothing is written.
+    With ``extra`` judgements, or with ``keep`` False (the cache off), the task is joined and nothing is written.
 
     Raises:
         FileNotFoundError: as ``load_task``.

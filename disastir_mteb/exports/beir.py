@@ -1,14 +1,11 @@
 """Export DisastIR tasks as BEIR folders, for tools that speak BEIR, not mteb.
 
-BEIR layout (:func:`export_beir`), one ``GenericDataLoader`` folder per task::
+One ``GenericDataLoader`` folder per task; the corpus is written once and linked into each::
 
-    <out>/README.md                 what this is, the gain used, how to load it
-    <out>/corpus.jsonl              {"_id", "title": "", "text"}, written once
+    <out>/corpus.jsonl              {"_id", "title": "", "text"}
     <out>/<Task>/corpus.jsonl       hard link to ../corpus.jsonl (else symlink, else copy)
     <out>/<Task>/queries.jsonl      {"_id", "text"}
     <out>/<Task>/qrels/test.tsv     query-id, corpus-id, score (integer gain)
-
-The folder is staged and replaced atomically (:mod:`disastir_mteb.exports.common`).
 """
 
 from __future__ import annotations
@@ -102,19 +99,10 @@ def export_beir(
     progress: Callable[[str], None] | None = None,
     data: DataSource | None = None,
 ) -> list[Path]:
-    """Write each task as a BEIR ``GenericDataLoader`` folder, for tools that speak BEIR, not mteb.
+    """Write each task (all 48 when None) as a BEIR folder under ``out``, and return the task folders.
 
-    Args:
-        out: the export folder; one subfolder per task, named after the task.
-        tasks: task names such as ``DisastIR-QA-Bio``; all 48 when None.
-        gain: ``"exponential"`` or ``"linear"`` qrels values; None uses the tasks' own gain
-            (``DISASTIR_GAIN``, exponential by default), so the export scores like the tasks.
-        overwrite: replace an earlier export in ``out``.
-        progress: called with one line per exported task.
-        data: the data folders to read (default: the ones the environment names).
-
-    Returns:
-        The task folders, in the order of ``tasks``.
+    ``gain`` (``"exponential"`` or ``"linear"``) sets the qrels values; None keeps the tasks' own, so the export
+    scores like the tasks. ``progress`` gets one line per task.
 
     Raises:
         KeyError: an unknown task name.

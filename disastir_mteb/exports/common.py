@@ -1,16 +1,7 @@
-"""What the BEIR and mteb exports share: the tasks to export, loaded as mteb loads them, and the export folder.
+"""What the BEIR and mteb exports share: the tasks, loaded as mteb loads them, and the export folder.
 
-Both exports read the data through the mteb task objects (``task.load_data()``), so what is
-written is by construction what the tasks score: same ids, same stripped texts, same judgements.
-The shared corpus is loaded once per process (:func:`disastir_mteb.data.reading.load_corpus` caches it)
-and written once per export.
-
-Writes are atomic at folder level: everything is written into a temporary folder beside ``out``
-and renamed into place with ``os.replace``, so a killed export leaves no half-written file or
-folder behind. A folder that is not empty is refused unless ``overwrite=True``, and even then
-only an earlier export (its README carries this module's marker) is replaced. Nothing is written
-through a symbolic link: links inside ``out`` go with the old folder, and an ``out`` that is a
-link is replaced by the new folder, leaving its target untouched.
+Reading through the task objects makes an export what the tasks score. The folder is staged and renamed into
+place, and only an empty folder or an earlier export (its README carries :data:`EXPORT_MARKER`) is replaced.
 """
 
 from __future__ import annotations
@@ -99,10 +90,6 @@ def _refuse(out: Path, overwrite: bool) -> None:
 
 
 def staged_export(out: Path, overwrite: bool) -> AbstractContextManager[Path]:
-    """A staging folder that becomes ``out`` on success (:func:`~disastir_mteb.util.atomic.staged_folder`).
-
-    ``out`` is checked before the export starts and again just before the swap: another process may have
-    written it meanwhile.
-    """
+    """A staging folder that becomes ``out`` on success; ``out`` is checked again before the swap."""
     _refuse(out, overwrite)
     return staged_folder(out, lambda out: _refuse(out, overwrite))

@@ -1,29 +1,15 @@
 """Export DisastIR tasks as one mteb-native Hugging Face dataset, ready to push to the Hub for upstreaming.
 
-mteb layout (:func:`export_mteb`), one Hugging Face dataset repository for all tasks::
+One dataset repository for all tasks::
 
     <out>/README.md                         dataset card; its ``configs:`` block maps names to files
     <out>/corpus/test.parquet               id, text (shared by every task)
     <out>/queries/<subset>/test.parquet     id, text
     <out>/qrels/<subset>/test.parquet       query-id, corpus-id, score (int32), grade (int32)
 
-Subset naming: task ``DisastIR-{Intent}-{Category}`` is the config prefix ``{Intent}-{Category}``
-(``DisastIR-QA-Bio`` -> ``QA-Bio``, see :func:`mteb_subset`). mteb's ``RetrievalDatasetLoader``
-with ``config="<subset>"`` reads configs ``<subset>-corpus``, ``<subset>-queries`` and
-``<subset>-qrels``; the upstream tasks (:mod:`disastir_mteb.exports.upstream`) pass their
-``dataset["name"]`` as that config and keep the data under mteb's ``default`` subset. Every
-``<subset>-corpus`` config points at the one corpus file, so 48 tasks share one repository and one
-copy of the corpus. A plain ``corpus`` config is there too for people who just want the passages.
-No config is named ``query``: mteb's loader would read it instead of ``<subset>-queries``.
-
-Scores in the mteb export: ``score`` is the exponential gain 2^grade - 1 (0, 1, 3, 7; 15 and 31
-for STS) and ``grade`` the raw grade. mteb evaluates with pytrec_eval, which takes ``score`` as a
-linear gain, so an upstream task reading this dataset reports the authors' NDCG@10 with stock
-mteb code; MAP, recall, precision and MRR only ask whether ``score`` > 0 and do not change.
-mteb's loader selects only ``query-id``, ``corpus-id`` and ``score``, so the extra ``grade`` column
-costs nothing there; the grade is also recoverable as log2(score + 1).
-
-The folder is staged and replaced atomically (:mod:`disastir_mteb.exports.common`).
+mteb's ``RetrievalDatasetLoader`` with ``config="QA-Bio"`` reads the configs ``QA-Bio-corpus``, ``-queries`` and
+``-qrels``. ``score`` is the exponential gain 2^grade - 1, so stock mteb (pytrec_eval, linear in ``score``)
+reports the authors' NDCG@10; ``grade`` is the raw grade, which mteb's loader does not read.
 """
 
 from __future__ import annotations
@@ -73,21 +59,7 @@ def export_mteb(
     progress: Callable[[str], None] | None = None,
     data: DataSource | None = None,
 ) -> Path:
-    """Write an mteb-native Hugging Face dataset folder, ready to push to the Hub for upstreaming.
-
-    The layout, the subset naming and the choice of scores are explained in the module docstring;
-    ``datasets.load_dataset(str(out), "QA-Bio-qrels")`` and mteb's ``RetrievalDatasetLoader`` both
-    read the folder as it is.
-
-    Args:
-        out: the dataset folder.
-        tasks: task names such as ``DisastIR-QA-Bio``; all 48 when None.
-        overwrite: replace an earlier export in ``out``.
-        progress: called with one line per exported task.
-        data: the data folders to read (default: the ones the environment names).
-
-    Returns:
-        ``out``.
+    """Write the tasks (all 48 when None) as an mteb-native dataset folder ``out``, and return it.
 
     Raises:
         KeyError: an unknown task name.
@@ -142,6 +114,8 @@ def _config(name: str, path: str) -> str:
 
 
 def _dataset_card(names: list[str], passages: int, source: str) -> str:
+    # Every <subset>-corpus config points at the one corpus file. No config is named "query": mteb's loader would
+    # read it instead of <subset>-queries.
     configs = [_config("corpus", "corpus/test.parquet")]
     for name in names:
         subset = mteb_subset(name)

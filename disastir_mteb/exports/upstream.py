@@ -1,24 +1,8 @@
 """DisastIR as mteb itself would ship it: the mteb-side files of the pull request, written into a checkout.
 
-``disastir-mteb upstream --mteb DIR`` (:func:`write_upstream`) writes, inside a clone of mteb:
-
-- ``mteb/tasks/retrieval/eng/disastir_retrieval.py``: the 48 task classes (text from
-  :mod:`disastir_mteb.exports.upstream_source`), imported and listed in ``__all__`` of that
-  folder's ``__init__.py``, as mteb registers every task;
-- ``mteb/benchmarks/benchmarks/benchmarks.py``: ``DISASTIR = Benchmark(...)`` (replaced in place on
-  a rerun), exported from ``mteb/benchmarks/benchmarks/__init__.py``, which is where
-  ``mteb.get_benchmark`` finds benchmarks;
-- ``mteb/descriptive_stats/Retrieval/DisastIR-*.json``: the statistics the plugin ships (the
-  paper's figures) or, with ``stats_dir``, those ``disastir-mteb stats --out DIR`` computed.
-
-The facts come from the same objects the plugin's tasks are made of (``TASK_CLASSES``,
-``benchmarks()``, ``task_metadata/dataset.json``). The upstream classes read the mteb-format dataset
-(``disastir-mteb export --format mteb``) with mteb's own loader and never import this package.
-Writing is idempotent: a file is replaced (atomically) only when its text changes, so a second run
-with the same arguments changes nothing. Only the DisastIR entries of the shared files are touched.
-A folder that is not an mteb checkout, or an mteb whose ``TaskMetadata`` does not know a value the
-tasks use (the task subtype ``Event Retrieval`` is newer than mteb 2.20), is refused before anything
-is written; an mteb without ``CustomGrouping`` gets the benchmark without its Intent/Category columns.
+The task module, its registration, the ``DISASTIR`` benchmark and the 48 statistics files, rendered from the
+objects the plugin's tasks are made of. Only the DisastIR entries of mteb's shared files are touched, a file is
+rewritten only when its text changes (a rerun changes nothing), and every refusal comes before any write.
 Written against mteb 2.26.24.
 """
 
@@ -103,11 +87,10 @@ def write_upstream(mteb_dir: str | Path, *, revision: str | None = None, dataset
 
     Args:
         mteb_dir: the root of the checkout.
-        revision: the full commit hash of the mteb-format dataset on the Hub; default
-            ``mteb_dataset_revision`` in ``task_metadata/dataset.json`` (a TODO placeholder while null).
-        dataset_path: its Hub repository; default ``mteb_dataset`` in ``dataset.json``.
-        stats_dir: a folder of ``<task>.json`` files from ``disastir-mteb stats --out``; default the
-            statistics the plugin ships.
+        revision: the commit of the mteb-format dataset on the Hub; default ``task_metadata/dataset.json``'s
+            (a TODO placeholder while null).
+        dataset_path: its Hub repository; default ``dataset.json``'s.
+        stats_dir: ``<task>.json`` files from ``disastir-mteb stats --out``; default the plugin's own.
 
     Raises:
         ValueError: not an mteb checkout, a revision that is not 40 hex digits, or a file in the
@@ -169,11 +152,7 @@ def write_upstream(mteb_dir: str | Path, *, revision: str | None = None, dataset
 
 
 def _check_vocabulary(root: Path, classes: Iterable[type]) -> None:
-    """Refuse an mteb whose ``TaskMetadata`` would reject a value the tasks use (its import would fail).
-
-    Raises:
-        ValueError: e.g. a task subtype this checkout's mteb does not list yet.
-    """
+    """Refuse an mteb whose ``TaskMetadata`` would reject a value the tasks use (its import would fail)."""
     sources = [root / "mteb/abstasks/task_metadata.py", *sorted((root / "mteb/types").glob("*.py"))]
     known = "\n".join(path.read_text(encoding="utf-8") for path in sources if path.is_file())
     unknown: dict[tuple[str, str], list[str]] = {}
@@ -216,11 +195,7 @@ def _all_key(name: str) -> tuple[int, list[object]]:
 def _edit_list(text: str, opening: str, names: list[str], where: Path, *, quoted: bool, ours: str | None = None) -> str:
     """Add ``names`` to the one-per-line list opened by the line ``opening``, each at its sorted place.
 
-    Names already there stay where they are; with ``ours``, entries starting with it that are not in
-    ``names`` are dropped (tasks this package no longer has).
-
-    Raises:
-        ValueError: the file has no such list.
+    With ``ours``, entries starting with it that are not in ``names`` are dropped (tasks this package no longer has).
     """
     lines = text.split("\n")
     try:

@@ -1,12 +1,7 @@
-"""The source text of the mteb-side DisastIR files: the task module and the benchmark definition.
+"""The source text of the mteb-side DisastIR files, rendered from the plugin's own metadata and benchmark.
 
-Everything is rendered from the objects the plugin itself builds: each task's ``TaskMetadata``
-(:func:`disastir_mteb.tasks.retrieval.build_metadata`, from ``task_metadata/``), the ``DisastIR``
-benchmark of :func:`disastir_mteb.tasks.retrieval.benchmarks` and the taxonomy, so there is no
-second copy of a fact. The text follows mteb's conventions (``ruff format`` leaves it as it is):
-one class per task in mteb's compact form, the fields shared by all 48 in one ``_COMMON`` dict, and
-one base class that reads the task's configs (``<Intent>-<Category>-corpus/-queries/-qrels``) of
-the mteb-format dataset with mteb's ``RetrievalDatasetLoader`` into the ``default`` subset.
+The text follows mteb's conventions (``ruff format`` leaves it as it is): one compact class per task, the fields the
+48 share in one ``_COMMON`` dict.
 """
 
 from __future__ import annotations
@@ -88,14 +83,7 @@ def _split_fields(metadatas: list[TaskMetadata]) -> tuple[list[str], dict[str, A
 
 def task_module_source(metadatas: dict[str, TaskMetadata], *, dataset_path: str, revision: str | None,
                        corpus_size: int) -> str:
-    """``mteb/tasks/retrieval/eng/disastir_retrieval.py``: the 48 task classes.
-
-    Args:
-        metadatas: task name -> the plugin's ``TaskMetadata``, all 48.
-        dataset_path: the Hub repository of the mteb-format dataset.
-        revision: its full commit hash; None writes a placeholder marked TODO.
-        corpus_size: passages in the shared corpus (for the module docstring).
-    """
+    """``mteb/tasks/retrieval/eng/disastir_retrieval.py``: the 48 task classes; a None revision is a TODO."""
     specs = [spec for spec in TASK_SPECS if spec.name in metadatas]
     ordered = [metadatas[spec.name] for spec in specs]
     varying, common = _split_fields(ordered)
@@ -187,12 +175,7 @@ def task_module_source(metadatas: dict[str, TaskMetadata], *, dataset_path: str,
 
 
 def benchmark_source(benchmark: Benchmark, *, groupings: bool) -> str:
-    """The ``DISASTIR = Benchmark(...)`` block of ``mteb/benchmarks/benchmarks/benchmarks.py``.
-
-    Task lists are written through two small helpers over the taxonomy (intents, categories) rather
-    than as 48 names three times; ``groupings=False`` (an mteb without ``CustomGrouping``) keeps
-    the mean over tasks only.
-    """
+    """The ``DISASTIR = Benchmark(...)`` block; ``groupings=False`` (an mteb without ``CustomGrouping``) omits them."""
     categories = "".join(f"    {_quote(c.value)}: {_quote(name)},\n" for c, name in CATEGORY_FULL_NAMES.items())
     intents = ", ".join(_quote(i.value) for i in INTENTS)
     citation = (benchmark.citation or "").strip()

@@ -1,40 +1,17 @@
 """Does a judge reproduce the published labels? Cohen's kappa on pairs that already have a published grade.
 
-Before trusting what a judge adds to the pool, ``disastir-mteb judge --agreement N`` has it judge N pairs whose
-grade is published, through the same job and store as the holes (:mod:`disastir_mteb.judging.job`), and
-compares. The completed scores never use these judgements: they only fill pairs without a published grade
-(:mod:`disastir_mteb.judging.completed`).
-
-- **Which pairs** (:func:`pick_agreement_pairs`): published (query, passage) pairs of the chosen tasks, one per
-  distinct text pair, stratified by intent and then by grade, as evenly as the data allows (each intent gets an
-  equal share, each grade an equal share of its intent's, and a stratum with too few pairs leaves the rest to
-  the others), drawn with a seeded generator: the same data, tasks, N and seed give the same pairs.
-- **Binary kappa**: relevant means grade > 0, for the published grade and the judge's (a mean vote such as 0.33
-  counts as relevant). It is the authors' relevance for MRR@10 and Recall@10, and the binarisation the DisastIR
-  paper uses against people (Section 4.2, ``score > 0``).
-- **Weighted kappa**: quadratic weights on the intent's scale (0-3, STS 0-5), weight ``(i - j)**2 / (k - 1)**2``
-  for grades ``i`` and ``j`` of ``k``; a judge's mean vote is rounded half up to a grade first
-  (:func:`~disastir_mteb.data.extra_qrels.round_grade`: 1.5 -> 2, 1.33 -> 1).
-- **Per intent, and their mean** (the pairs of one intent on one scale), beside :data:`PAPER_KAPPA`: the paper's
-  average over intents of its per-intent binary kappa, gpt-4o-mini against people. Here the reference is the
-  published labels, themselves gpt-4o-mini's: a judge close to them labels holes as the pool was labelled.
-
-- **The band** (:data:`KAPPA_FLOOR`, :data:`UNREADABLE_LIMIT`): a judge whose mean binary kappa is below 0.4 (below
-  "moderate" agreement, Landis and Koch 1977; the paper's judge reached 0.77 against people), or that gave no
-  readable answer to more than a tenth of the pairs, does not label holes as the pool was labelled: ``judge
-  --agreement`` ends with a plain warning that it should not fill holes. Each measurement is kept in the store
-  (:meth:`~disastir_mteb.judging.store.JudgementStore.record_agreement`), and ``report --judgements`` shows it beside
-  the completed scores (:func:`agreement_note`), with the same warning below the band or when it was never measured.
-
-Kappa is ``1 - observed disagreement / disagreement expected by chance`` (Cohen 1960; weighted: Cohen 1968),
-written here in a few lines (:func:`cohen_kappa`); undefined (None) when chance disagreement is zero, i.e. both
-raters gave one and the same label to every pair.
+``judge --agreement N`` judges N published pairs through the same job and store as the holes; these judgements
+never enter the completed scores. Binary kappa counts grade > 0 as relevant (the paper's binarisation, Section
+4.2); weighted kappa puts quadratic weights on the intent's scale, a mean vote rounded half up first. A judge
+outside the band (:data:`KAPPA_FLOOR`, :data:`UNREADABLE_LIMIT`) should not fill holes.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -69,17 +46,7 @@ UNREADABLE_LIMIT = 0.1
 
 
 def shortfall(binary: float | None, *, asked: int, ungraded: int) -> list[str]:
-    """Why a judge's agreement is below the band (each reason a clause), or [] when it is within.
-
-    Args:
-        binary: the mean over intents of the binary kappa (None: undefined, e.g. no pair graded).
-        asked: pairs with a published grade the judge was asked.
-        ungraded: of those, pairs without a readable answer.
-
-    Examples:
-        >>> shortfall(0.8, asked=60, ungraded=6), shortfall(0.39, asked=60, ungraded=0)
-        ([], ['binary kappa 0.390, below 0.4'])
-    """
+    """Why a judge's agreement is below the band, a clause per reason ([] within it); ``binary`` None is undefined."""
     reasons = []
     if binary is None:
         reasons.append("no kappa could be computed (no pair graded, or one label for every pair)")
@@ -100,16 +67,7 @@ def _judge_name(judge_model: str, prompt_version: str) -> str:
 
 
 def agreement_note(stored: StoredAgreement | None, *, judge_model: str, prompt_version: str) -> str:
-    """The line ``report --judgements`` shows for one judge beside its completed scores: its stored agreement.
-
-    ``Warning: ...`` when it was never measured or is below the band (:func:`shortfall`), else its kappas.
-
-    Args:
-        stored: the judge's latest measurement (:meth:`~disastir_mteb.judging.store.JudgementStore.agreement`), or
-            None.
-        judge_model: the judge model.
-        prompt_version: its prompt version.
-    """
+    """The line ``report --judgements`` shows beside a judge's completed scores: a warning, or its kappas."""
     name = _judge_name(judge_model, prompt_version)
     if stored is None:
         return (f"Warning: the agreement of {name} with the published grades was never measured in this store, so "
@@ -132,52 +90,29 @@ def agreement_note(stored: StoredAgreement | None, *, judge_model: str, prompt_v
 
 def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable], *, labels: Sequence[Hashable],
                 weights: Literal["quadratic"] | None = None) -> float | None:
-    """Cohen's kappa of two raters' labels of the same items: ``1 - sum(w * O) / sum(w * E)``.
+    """Cohen's kappa of two raters' labels of the same items, ``1 - sum(w * O) / sum(w * E)`` (Cohen 1960, 1968).
 
-    ``O`` is the observed share of items per label pair (rater one's label i, rater two's j), ``E`` the share
-    expected by chance (the product of each rater's label shares), ``w`` the disagreement weight: 1 off the
-    diagonal (plain kappa) or ``(i - j)**2 / (k - 1)**2`` (quadratic weights, ``labels`` in scale order).
-
-    Args:
-        first: rater one's labels.
-        second: rater two's labels, item for item.
-        labels: every label, in scale order (the order matters for quadratic weights only).
-        weights: None (plain) or ``"quadratic"``.
-
-    Returns:
-        Kappa (1 = perfect agreement, 0 = chance); None for no items, or when chance disagreement is 0 (both
-        raters gave one and the same label to every item: kappa is undefined).
+    ``O`` and ``E`` are the observed and chance shares per label pair, ``w`` 1 off the diagonal or quadratic in the
+    distance of ``labels`` (in scale order). scikit-learn computes it; None for no items, or where both raters gave
+    one label to every item (undefined).
 
     Raises:
         ValueError: the raters label different numbers of items, or a label is not in ``labels``.
-
-    Examples:
-        >>> cohen_kappa([0, 0, 1, 1], [0, 1, 1, 1], labels=[0, 1])
-        0.5
     """
+    from sklearn.exceptions import UndefinedMetricWarning
+    from sklearn.metrics import cohen_kappa_score
+
     if len(first) != len(second):
         raise InvalidInput(f"The raters label {len(first)} and {len(second)} items; kappa compares the same items.")
-    index = {label: number for number, label in enumerate(labels)}
-    unknown = sorted({repr(label) for label in (*first, *second) if label not in index})
+    unknown = sorted({repr(label) for label in (*first, *second) if label not in labels})
     if unknown:
         raise InvalidInput(f"Label(s) {', '.join(unknown)} are not among {list(labels)}.")
     if not first:
         return None
-    k, n = len(labels), len(first)
-
-    def weight(i: int, j: int) -> float:
-        if weights == "quadratic":
-            return (i - j) ** 2 / (k - 1) ** 2 if k > 1 else 0.0
-        return 0.0 if i == j else 1.0
-
-    counts = [[0] * k for _ in range(k)]
-    for a, b in zip(first, second, strict=True):
-        counts[index[a]][index[b]] += 1
-    rows = [sum(row) for row in counts]
-    columns = [sum(counts[i][j] for i in range(k)) for j in range(k)]
-    observed = sum(weight(i, j) * counts[i][j] for i in range(k) for j in range(k)) / n
-    expected = sum(weight(i, j) * rows[i] * columns[j] for i in range(k) for j in range(k)) / (n * n)
-    return None if expected == 0 else 1.0 - observed / expected
+    with warnings.catch_warnings():  # one label for every item: undefined, None below rather than a warning
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        kappa = float(cohen_kappa_score(list(first), list(second), labels=list(labels), weights=weights))
+    return None if math.isnan(kappa) else kappa
 
 
 @dataclass(frozen=True)
@@ -192,13 +127,11 @@ class AgreementPair:
 
 
 def spread(total: int, capacities: Sequence[int]) -> list[int]:
-    """``total`` shared as evenly as ``capacities`` allow: equal shares, a full one's rest going to the others.
-
-    A remainder too small to share goes one each to the first open places, in order.
+    """``total`` shared as evenly as ``capacities`` allow, a full place's rest going to the others.
 
     Examples:
-        >>> spread(10, [2, 10, 10]), spread(5, [1, 1]), spread(4, [3, 3, 3])
-        ([2, 4, 4], [1, 1], [2, 1, 1])
+        >>> spread(10, [2, 10, 10]), spread(4, [3, 3, 3])
+        ([2, 4, 4], [2, 1, 1])
     """
     given = [0] * len(capacities)
     left = total
@@ -220,13 +153,10 @@ def spread(total: int, capacities: Sequence[int]) -> list[int]:
 
 def pick_agreement_pairs(n: int, tasks: Iterable[str] | None = None, data_dir: str | Path | None = None, *,
                          seed: int = 0) -> list[AgreementPair]:
-    """``n`` published pairs of ``tasks``, stratified by intent and grade as evenly as the data allows, seeded.
+    """``n`` published pairs of ``tasks`` (default: all 48), one per distinct text pair, stratified by intent and grade.
 
-    Args:
-        n: how many pairs (fewer when the tasks hold fewer distinct pairs).
-        tasks: full-set task names (default: all 48).
-        data_dir: the data (default: ``DISASTIR_DATA_DIR``, else the Hub).
-        seed: the draw's seed; the same data, tasks, ``n`` and seed give the same pairs, in the same order.
+    Each intent gets an equal share and each grade an equal share of its intent's, as far as the data allows; the
+    same data, tasks, ``n`` and ``seed`` give the same pairs in the same order.
 
     Raises:
         ValueError: ``n`` below 1, or a task that is not a full-set task.
@@ -268,16 +198,10 @@ class IntentAgreement:
 
 @dataclass(frozen=True)
 class Agreement:
-    """A judge's agreement with the published grades.
+    """A judge's agreement with the published grades, per intent.
 
-    Attributes:
-        judge_model: the judge.
-        prompt_version: its prompt version.
-        intents: intent -> its agreement, for the intents with pairs.
-        asked: pairs picked.
-        ungraded: picked pairs the judge gave no grade (no readable answer): left out of every kappa.
-        calibration: the grade probabilities against the published grades, over the graded pairs that have them
-            (:mod:`~disastir_mteb.judging.calibration`); None when the server gave no logprobs.
+    ``ungraded`` pairs (no readable answer) are left out of every kappa; ``calibration`` is None when the server gave
+    no logprobs.
     """
 
     judge_model: str
@@ -387,22 +311,10 @@ def agreement_of(pairs: Sequence[AgreementPair], store: JudgementStore, *, judge
 def run_agreement(result_sets: Sequence[ResultSet], n: int, *, store: JudgementStore, settings: JudgeSettings,
                   go_ahead: Callable[[str, int], bool], say: Callable[[str], None] = print,
                   data_dir: str | Path | None = None) -> Agreement | None:
-    """``judge --agreement N``: pick N published pairs, judge them through the job, print the kappa table.
+    """``judge --agreement N``: pick N published pairs, judge them through the job, print and store the kappa table.
 
-    The measurement is kept in ``store`` (:meth:`Agreement.store_in`); below the band the table is followed by a
-    plain warning that this judge should not fill holes (:meth:`Agreement.warning`).
-
-    Args:
-        result_sets: the command's result sets; their tasks are the ones sampled (all 48 when there are none).
-        n: how many pairs.
-        store: the judgement store (the same as the holes'; these judgements never enter completed scores).
-        settings: the judge, its servers and the tasks (the same value the holes job uses).
-        go_ahead: asked with the plan's text and its request count before anything is sent.
-        say: where the plan and the table go.
-        data_dir: the data the pairs are drawn from (default: ``DISASTIR_DATA_DIR``, else the Hub).
-
-    Returns:
-        The agreement, or None when the plan was not sent.
+    The pairs come from ``settings.tasks``, else the tasks of ``result_sets``, else all 48; ``go_ahead`` sees the plan
+    first. None when the plan was not sent.
 
     Raises:
         ValueError: no ``--base-url`` (the agreement pairs are asked online), or as :func:`pick_agreement_pairs`.

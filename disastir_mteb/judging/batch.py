@@ -1,25 +1,8 @@
 """Judging through OpenAI's Batch API files: write the requests, later read the results back, round by round.
 
-For large jobs OpenAI's Batch API costs half as much and has its own, larger rate limits; the user uploads a
-request file, waits (up to a day), downloads the output file. No network is needed here: this module only
-writes and reads those files (the JSONL formats of the Batch API: one
-``{"custom_id", "method", "url", "body"}`` per line in, one ``{"id", "custom_id", "response": {"status_code",
-"body"}, "error"}`` per line out).
-
-The protocol's steps depend on earlier answers (the chain of thought's criteria and final grade follow its
-first answer; the multi-dimensional grade follows its four criteria), so a pair takes two rounds: the first
-file holds every step that needs nothing (6 requests for most intents, 1 for STS), the second what those
-answers unlock (4 requests); a step whose answer failed or could not be read goes into the next file again.
-Each round: ``--batch-results`` reads the answers into the store
-(:mod:`~disastir_mteb.judging.store`, exactly as an online job would), then ``--batch-requests`` writes what
-comes next; a pair whose steps are all answered gets its grade. An answer that cannot be read is asked again
-in the next file, up to :data:`~disastir_mteb.judging.protocol.MAX_ANSWER_ATTEMPTS` times.
-
-``custom_id`` is ``<pair key>:<step>``: the store knows the pair by that key.
-
-Each answer names the model that gave it (the body's ``model``); it must be the judge model the pairs are judged by
-(``--model``), or that model's dated snapshot (:func:`same_model`), since grades are stored under the judge model's
-name: a file answered by another model is refused, not filed under the wrong name.
+No network here: the user uploads the request file and downloads the output. The protocol's later steps depend on
+earlier answers, so a pair takes two rounds, and a step whose answer failed or could not be read goes into the next
+file again. ``custom_id`` is ``<pair key>:<step>``.
 """
 
 from __future__ import annotations
@@ -45,36 +28,23 @@ _SNAPSHOT = r"-(?:\d{4}-\d{2}-\d{2}|\d{4})"
 
 
 def same_model(answered: str, asked: str) -> bool:
-    """Whether an answer naming the model ``answered`` comes from the judge model ``asked``.
+    """Whether an answer naming the model ``answered`` comes from the judge model ``asked``, or its dated snapshot.
 
-    OpenAI answers a request for an alias with the snapshot that served it: ``gpt-4o-mini`` answers as
-    ``gpt-4o-mini-2024-07-18``. So the asked name itself, or it followed by a dated suffix (``-YYYY-MM-DD``, or
-    ``-MMDD`` as older snapshots are named), is the same model; anything else is another (``gpt-4o-mini`` is not
-    ``gpt-4o``, nor ``gpt-4-1106-preview`` ``gpt-4``).
+    OpenAI answers a request for an alias with the snapshot that served it.
 
     Examples:
-        >>> same_model("gpt-4o-mini-2024-07-18", "gpt-4o-mini"), same_model("gpt-4-0613", "gpt-4")
-        (True, True)
-        >>> same_model("gpt-4o-mini-2024-07-18", "gpt-4o"), same_model("gpt-4o-mini", "gpt-4o-mini-2024-07-18")
-        (False, False)
+        >>> same_model("gpt-4o-mini-2024-07-18", "gpt-4o-mini"), same_model("gpt-4o-mini-2024-07-18", "gpt-4o")
+        (True, False)
     """
     return answered == asked or re.fullmatch(re.escape(asked) + _SNAPSHOT, answered) is not None
 
 
 @dataclass(frozen=True)
 class BatchRound:
-    """What one step of the round trip did.
+    """What one step of the round trip did, in counts.
 
-    Attributes:
-        requests: lines written (``write_batch_requests``) or answers read (``read_batch_results``).
-        judged: pairs graded by this step (their last answer came in).
-        failed: pairs left without any readable answer (no grade).
-        remaining: pairs still waiting for answers after this step.
-        unreadable: answers read that could not be used (asked again in the next file).
-        errors: result lines carrying an error instead of an answer (asked again in the next file).
-        already: result lines for steps the store had an answer for already (left out).
-        foreign: result lines for pairs or steps not asked here (another job's file, another branch: left out).
-        repeated: result lines repeating an earlier line's answer word for word (read once).
+    ``requests`` counts lines written or answers read; result lines left out are counted as ``already`` (answered in
+    the store), ``foreign`` (not asked here) or ``repeated``; ``unreadable`` and ``errors`` are asked again.
     """
 
     requests: int
@@ -120,13 +90,7 @@ def _close_complete(pairs: Sequence[Pair], store: JudgementStore) -> tuple[int, 
 
 def write_batch_requests(pairs: Sequence[Pair], store: JudgementStore, path: str | Path, *,
                          judge_model: str) -> BatchRound:
-    """Write the next round's request file for ``pairs`` (grading those already complete); atomic.
-
-    ``judge_model`` is the model each request names (the Batch API's model).
-
-    Returns:
-        The round: ``requests`` lines written (0 when every pair is graded: no file is written then).
-    """
+    """Write the next round's request file atomically, grading the pairs already complete (no file if none is left)."""
     store.add_pairs(pairs)
     judged, failed, open_pairs = _close_complete(pairs, store)
     lines = [json.dumps({"custom_id": f"{pair.key}:{request.step}", "method": "POST", "url": BATCH_URL,
@@ -140,24 +104,13 @@ def write_batch_requests(pairs: Sequence[Pair], store: JudgementStore, path: str
 def read_batch_results(pairs: Sequence[Pair], store: JudgementStore, path: str | Path) -> BatchRound:
     """Read a Batch API output file into the store, then grade the pairs now complete.
 
-    The whole file is checked before anything goes into the store: a malformed line (not UTF-8, not JSON,
-    not an object, a ``custom_id`` not written by :func:`write_batch_requests`, a ``response`` that is not an
-    object, a 200 answer without a chat completion as its ``body``...), an empty file, or one ``custom_id`` on
-    two lines with different answers (two output files joined, or an edited one) is one sentence naming the
-    file and the line, and nothing is read. The same answer twice is read once (counted as ``repeated``).
-    Lines for pairs or steps not asked here (another job's file) are left out and counted; a file with no line for
-    any of them is refused (another model's or other results' file). Lines for steps already answered in the
-    store are left out: the same file read twice adds nothing.
-
-    Each answer's body names the model that answered (``model``): an answer of these pairs from another model than
-    their judge model (:func:`same_model`: the name itself or its dated snapshot) is refused in one sentence naming
-    the file, the line, its ``custom_id`` and both models, and nothing is read. The name is kept with each answer
-    in the store (its ``server``: ``batch: gpt-4o-mini-2024-07-18``). A body that names no model (some
-    Batch-compatible tools leave it out) is read: its ``custom_id`` holds the pair's key, which holds the judge model
-    the request was written for; it is kept as ``batch: no model named``.
+    The whole file is checked first: a malformed or cut line, an empty file, one ``custom_id`` with two different
+    answers, or an answer from another model than the pair's judge (:func:`same_model`) is one sentence naming the
+    line, and nothing is read. Identical repeats are read once; lines for steps already answered or not asked here are
+    left out and counted. A body naming no model is read (its ``custom_id`` holds the judge model).
 
     Raises:
-        ValueError: as above.
+        ValueError: as above, or no line is for these pairs.
         FileNotFoundError: no such file.
     """
     path = Path(path)
@@ -244,11 +197,7 @@ def _check_models(path: Path, lines: Sequence[_ResultLine], pairs: dict[str, Pai
 
 
 def _result_lines(path: Path) -> tuple[list[_ResultLine], list[_ResultLine]]:
-    """Every line of an output file, checked, and apart the lines repeating an earlier one's answer word for word.
-
-    Raises:
-        ValueError: one sentence naming the file and the line, for the first bad one.
-    """
+    """Every line of an output file, checked (ValueError on the first bad one), and apart the repeated ones."""
     data = path.read_bytes()
     raw_lines = data.split(b"\n")
     numbered = [(number, raw) for number, raw in enumerate(raw_lines, start=1) if raw.strip()]

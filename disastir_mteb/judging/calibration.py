@@ -1,17 +1,8 @@
 """How well probabilities and scores agree with labels: ECE, Brier score, AUROC and Kendall's tau-b.
 
-The measures DIRAS reports for a judge's relevance probability (Ni et al., 2024, Section 3.1 and Appendix C,
-after Kadavath et al. 2022 and Tian et al. 2023), and the rank correlation TREC uses for system rankings, each in a
-few lines so that the definitions are on the page:
-
-- **ECE** (expected calibration error): the probabilities cut into :data:`ECE_BINS` equal-width bins; each bin's gap
-  between its mean probability and its share of relevant pairs, weighted by its share of pairs. 0 is calibrated.
-- **Brier score**: the mean squared difference between probability and label (0 or 1). 0 is perfect.
-- **AUROC**: the probability that a relevant pair gets a higher probability than an irrelevant one (ties count
-  half), i.e. the Mann-Whitney statistic. 0.5 is chance, 1 perfect; None with one class only.
-- **Kendall's tau-b**: concordant minus discordant pairs over the square root of the pairs not tied in each
-  ranking (Kendall 1945), so ties in either ranking (many equal grades) do not count as agreement. None when one
-  ranking is all ties.
+The measures DIRAS (Ni et al., 2024, Section 3.1) reports for a judge's relevance probability, and the rank
+correlation TREC uses for system rankings. The ECE is written here (no library has it); the others are
+scikit-learn's and SciPy's.
 """
 
 from __future__ import annotations
@@ -36,12 +27,7 @@ def _check(probabilities: Sequence[float], labels: Sequence[bool]) -> None:
 
 def expected_calibration_error(probabilities: Sequence[float], labels: Sequence[bool], *,
                                bins: int = ECE_BINS) -> float | None:
-    """ECE over ``bins`` equal-width bins; None without pairs.
-
-    Examples:
-        >>> expected_calibration_error([0.9, 0.9, 0.1, 0.1], [True, True, False, False])
-        0.1
-    """
+    """ECE: per equal-width bin, the gap between mean probability and share relevant, weighted; None without pairs."""
     _check(probabilities, labels)
     if not probabilities:
         return None
@@ -55,90 +41,44 @@ def expected_calibration_error(probabilities: Sequence[float], labels: Sequence[
 
 
 def brier_score(probabilities: Sequence[float], labels: Sequence[bool]) -> float | None:
-    """Mean of ``(p - y)**2``; None without pairs.
+    """Mean of ``(p - y)**2`` (scikit-learn's ``brier_score_loss``), 0 is perfect; None without pairs."""
+    from sklearn.metrics import brier_score_loss
 
-    Examples:
-        >>> brier_score([1.0, 0.5], [True, False])
-        0.125
-    """
     _check(probabilities, labels)
     if not probabilities:
         return None
-    return sum((p - float(y)) ** 2 for p, y in zip(probabilities, labels, strict=True)) / len(probabilities)
+    return float(brier_score_loss([bool(y) for y in labels], list(probabilities), pos_label=True))
 
 
 def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
-    """P(a relevant pair scores above an irrelevant one), ties half; None unless both classes occur.
+    """P(a relevant pair scores above an irrelevant one), ties half (0.5 is chance); None unless both classes occur."""
+    from sklearn.metrics import roc_auc_score
 
-    Examples:
-        >>> auroc([0.9, 0.4, 0.4, 0.1], [True, True, False, False])
-        0.875
-    """
     _check(scores, labels)
-    positive = [s for s, y in zip(scores, labels, strict=True) if y]
-    negative = [s for s, y in zip(scores, labels, strict=True) if not y]
-    if not positive or not negative:
+    if len(set(map(bool, labels))) < 2:
         return None
-    ordered = sorted(negative)
-    wins = 0.0
-    for score in positive:  # below: negatives under it; ties: equal to it (binary search on the sorted negatives)
-        below = _count_below(ordered, score)
-        ties = _count_below(ordered, math.nextafter(score, math.inf)) - below
-        wins += below + ties / 2
-    return wins / (len(positive) * len(negative))
-
-
-def _count_below(ordered: Sequence[float], value: float) -> int:
-    low, high = 0, len(ordered)
-    while low < high:
-        middle = (low + high) // 2
-        if ordered[middle] < value:
-            low = middle + 1
-        else:
-            high = middle
-    return low
+    return float(roc_auc_score([bool(y) for y in labels], list(scores)))
 
 
 def kendall_tau(first: Sequence[float], second: Sequence[float]) -> float | None:
-    """Kendall's tau-b of two scorings of the same items; None for fewer than two items or a ranking of ties only.
+    """Kendall's tau-b (SciPy's) of two scorings of the same items, so ties in either do not count as agreement.
 
-    Examples:
-        >>> kendall_tau([1, 2, 3], [1, 2, 3]), kendall_tau([1, 2, 3], [3, 2, 1])
-        (1.0, -1.0)
+    None for fewer than two items or a ranking of ties only; rounded to 12 decimals as the ECE is (SciPy gives
+    0.9999999999999999 for two rankings that agree).
     """
+    from scipy.stats import kendalltau
+
     if len(first) != len(second):
         raise InvalidInput(f"{len(first)} and {len(second)} scores; tau compares the same items.")
-    concordant = discordant = tied_first = tied_second = 0
-    n = len(first)
-    for i in range(n):
-        for j in range(i + 1, n):
-            a, b = first[i] - first[j], second[i] - second[j]
-            if a == 0 and b == 0:
-                continue
-            if a == 0:
-                tied_first += 1
-            elif b == 0:
-                tied_second += 1
-            elif (a > 0) == (b > 0):
-                concordant += 1
-            else:
-                discordant += 1
-    denominator = math.sqrt((concordant + discordant + tied_first) * (concordant + discordant + tied_second))
-    return None if denominator == 0 else (concordant - discordant) / denominator
+    if len(first) < 2:
+        return None
+    tau = float(kendalltau(list(first), list(second)).statistic)
+    return None if math.isnan(tau) else round(tau, 12)
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """A judge's P(relevant) against the published relevance, and its expected grade against the published grade.
-
-    Attributes:
-        pairs: pairs with grade probabilities.
-        ece: expected calibration error of P(relevant).
-        brier: Brier score of P(relevant).
-        auroc: AUROC of P(relevant).
-        tau_expected: Kendall's tau-b of the expected grade against the published grade (per intent, then the mean).
-        tau_hard: the same of the hard grade, on the same pairs, for comparison.
-    """
+    """A judge's P(relevant) against the published relevance; its expected and hard grades against the published."""
 
     pairs: int
     ece: float | None
@@ -156,8 +96,7 @@ class Calibration:
 def calibration_of(rows: Sequence[tuple[str, int, float, float, float]]) -> Calibration | None:
     """The calibration of ``rows`` (intent, published grade, hard grade, expected grade, P(relevant)); None if empty.
 
-    Relevant is a published grade above 0. The taus are per intent (one scale each), then averaged over the intents
-    where they are defined, as the kappas are.
+    Relevant is a published grade above 0; the taus are per intent (one scale each), then averaged, as the kappas are.
     """
     if not rows:
         return None

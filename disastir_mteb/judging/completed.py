@@ -1,28 +1,7 @@
 """Pool-completed scores: the authors' metrics on the published judgements plus a judge's, where none was published.
 
-A run's official NDCG@10 counts every unjudged top-10 passage as zero (:mod:`disastir_mteb.scoring.authors`, zero
-fill). Once the judge has labelled those holes (:mod:`disastir_mteb.judging.job`, kept in a
-:class:`~disastir_mteb.judging.store.JudgementStore`), the same metrics on the *merged* judgements give the
-completed scores: an estimate for one study, shown beside the official number and never in its place (nothing
-here writes a result file; :mod:`disastir_mteb.results.completed_view` shows it, labelled).
-
-How judgements are merged, per task (:func:`merge_grades`):
-
-- Published grades are never overridden: an added judgement fills only a (query id, corpus id) pair the
-  published data leaves without a grade. A judgement of a pair that has a published grade (the agreement check
-  judges such pairs, :mod:`disastir_mteb.judging.agreement`) is therefore never used here.
-- Judgements are keyed by text, as the published ones: an added judgement applies, in its intent's tasks, to
-  every query id whose stripped text equals its query and every corpus id whose stripped text equals its passage
-  (every copy of a judged text earns its grade, as :mod:`disastir_mteb.data.published` does).
-- Only queries that have published judgements are scored (the authors skip the others; so does the task).
-- Grades may be fractions (the authors' mean vote, 1.67): the metrics take real grades.
-- Scored by text, as the task scores its official number (:func:`~disastir_mteb.scoring.authors.key_by_text`): ids
-  holding one judged text stand for that text, so every retrieved copy earns its grade while the ideal DCG and
-  Recall's denominator count the text once; the published column is then the official number again.
-
-Which judgements (:func:`load_added`): every graded judgement of the store, or those of one judge model and/or
-prompt version. A store holding two judges' grades for one pair is refused with one sentence asking to pick one:
-a completed score comes from one grade per pair, and choosing silently would mix judges.
+An estimate for one study, shown beside the official zero-fill NDCG@10 and never in its place: nothing here writes
+a result file.
 """
 
 from __future__ import annotations
@@ -55,15 +34,8 @@ Judge = tuple[str, str]
 class AddedJudgements:
     """The graded judgements chosen from a store, by (intent, stripped query text, stripped passage text).
 
-    Attributes:
-        grades: (intent, query, passage) -> grade (a fraction for a mean vote).
-        judges: (intent, query, passage) -> the judge that gave it.
-        store: the store's path, as shown to readers.
-        judge_model: the judge model asked for, or None for every one.
-        prompt_version: the prompt version asked for, or None for every one.
-        grade: which grade of each judgement: ``hard`` (the methods' vote, the authors' grade) or ``expected`` (the
-            expected grade of its grade probabilities, :mod:`~disastir_mteb.judging.grade_probabilities`).
-        hard_fallbacks: with ``expected``, judgements without grade probabilities, taken at their hard grade.
+    ``grade`` says which grade each judgement adds (``hard`` or ``expected``); ``hard_fallbacks`` counts those without
+    grade probabilities, taken at their hard grade.
     """
 
     grades: Mapping[tuple[Intent, str, str], float]
@@ -75,7 +47,7 @@ class AddedJudgements:
     hard_fallbacks: int = 0
 
     def describe_grade(self) -> str:
-        """How the added grades were taken, for the report: ``hard grades (the methods' vote)`` or the expected."""
+        """How the added grades were taken, for the report."""
         if self.grade == "hard":
             return "hard grades (the methods' vote, as the authors grade)"
         fallback = (f"; {self.hard_fallbacks:,} judgement(s) without grade probabilities at their hard grade"
@@ -93,17 +65,13 @@ class AddedJudgements:
 
 def load_added(store: JudgementStore, *, judge_model: str | None = None,
                prompt_version: str | None = None, grade: str = "hard") -> AddedJudgements:
-    """The store's graded judgements (``failed`` pairs have no grade and are left out), optionally of one judge.
+    """The store's graded judgements, optionally of one judge model and prompt version.
 
-    Args:
-        store: the judgement store.
-        judge_model: only this judge model's judgements (default: every model's).
-        prompt_version: only this prompt version's (default: every version's).
-        grade: ``hard`` (default) or ``expected`` (``--completed-grade``): the grade each judgement adds.
+    ``grade`` is ``hard`` (the methods' vote) or ``expected`` (``--completed-grade``).
 
     Raises:
-        ValueError: the chosen judgements hold two grades for one pair (two judge models or prompt versions); the
-            sentence names them and asks to pick one with ``--judge-model`` (and ``--prompt-version``).
+        ValueError: the chosen judgements hold two grades for one pair (two judges): a completed score comes from one
+            judge, and choosing silently would mix them.
     """
     if grade not in ("hard", "expected"):
         raise InvalidInput(f"--completed-grade {grade!r}: choose hard (the methods' vote) or expected (the expected "
@@ -140,12 +108,10 @@ def _judge_name(judge: Judge) -> str:
 
 @dataclass(frozen=True)
 class MergedGrades:
-    """One task's published grades with the added judgements merged in (never overriding a published grade).
+    """One task's published grades with the added judgements merged in.
 
-    Attributes:
-        grades: query id -> {corpus id: grade}; published grades as they are, added ones where none was published.
-        added: (query id, corpus id) -> the judge of each added grade.
-        not_used: added judgements of this task's texts that met a published grade (kept out; the published wins).
+    ``added`` maps (query id, corpus id) to the judge of each added grade; ``not_used`` counts added judgements that met
+    a published grade (the published wins).
     """
 
     grades: Mapping[str, Mapping[str, float]]
@@ -176,9 +142,10 @@ _PASSAGE_INDEX = _TextIndex()
 
 
 def merge_grades(texts: TaskTexts, added: AddedJudgements) -> MergedGrades:
-    """The task's published grades plus the added judgements of its intent, by text, where none was published.
+    """The task's published grades plus the added judgements of its intent, where none was published.
 
-    Only queries with published judgements take added ones (the others are not scored, here or by the task).
+    Added judgements are keyed by stripped text, so every copy of a judged query or passage earns the grade. Only
+    queries with published judgements take added ones (the others are not scored, here or by the task).
     """
     grades = {query_id: dict(judged) for query_id, judged in texts.grades.items()}
     by_query = added.by_query(texts.intent)
@@ -207,15 +174,8 @@ def merge_grades(texts: TaskTexts, added: AddedJudgements) -> MergedGrades:
 class CompletedTask:
     """One task of a result set, scored on the published and on the merged judgements.
 
-    Attributes:
-        task: the task name.
-        official: the result file's main score (the official NDCG@10).
-        published: the authors' metrics of the stored top 10 on the published judgements (zero fill is the
-            official NDCG@10 again, to mteb's rounding).
-        completed: the same metrics on the merged judgements: ``ndcg_zero_fill`` is the completed NDCG@10.
-        added: grades the store added to the task (every query, not only this run's top 10).
-        filled: top-10 hits of this run graded by an added judgement.
-        judges: judge -> grades it added to the task.
+    ``published`` gives the official NDCG@10 again (to mteb's rounding); ``added`` counts the grades added to the task
+    (every query), ``filled`` this run's top-10 hits graded by them.
     """
 
     task: str
@@ -228,26 +188,17 @@ class CompletedTask:
 
     @property
     def completed_ndcg(self) -> float:
-        """The completed NDCG@10: the official score itself where the store added no grade to the task.
+        """The completed NDCG@10; the official score itself where the store added nothing to the task.
 
-        With nothing added the judgements are the published ones, so the score is the official one; the
-        recomputation from the stored top 10 agrees only to mteb's rounding (6 decimals), which a table at two
-        decimals could show as a change of 0.01 where nothing changed.
+        The recomputation from the stored top 10 agrees only to mteb's 6 decimals, which a two-decimal table could show
+        as a change.
         """
         return self.completed.ndcg_zero_fill if self.added else self.official
 
 
 @dataclass(frozen=True)
 class CompletedScores:
-    """One result set's completed scores, task by task.
-
-    Attributes:
-        result_set: the set.
-        tasks: task -> its scores, for every task with per-query rankings.
-        store: the judgement store read.
-        without_rankings: tasks of the set without per-query rankings (nothing to complete).
-        judges: judge -> grades it added over the set's tasks.
-    """
+    """One result set's completed scores, task by task; ``without_rankings``: its tasks with nothing to complete."""
 
     result_set: ResultSet
     tasks: Mapping[str, CompletedTask]
@@ -257,13 +208,7 @@ class CompletedScores:
     grade: str = "hard grades (the methods' vote, as the authors grade)"
 
     def view(self, agreement: Mapping[Judge, str] | None = None) -> CompletedView:
-        """The plain numbers the report and compare show (:mod:`disastir_mteb.results.completed_view`).
-
-        Args:
-            agreement: judge -> the line on its stored agreement
-                (:func:`~disastir_mteb.judging.agreement.agreement_note`); the view holds those of the judges that
-                added grades to this set.
-        """
+        """The plain numbers the report and compare show, with the agreement line of each judge that added grades."""
         judges = [f"{model}, prompt version {version}: {count:,} judgement(s), {self.grade}"
                   for (model, version), count in sorted(self.judges.items())]
         notes = [agreement[judge] for judge in sorted(self.judges) if agreement and judge in agreement]
@@ -280,12 +225,6 @@ class CompletedScores:
 def completed_scores(result_sets: Sequence[ResultSet], added: AddedJudgements, data_dir: str | Path | None = None,
                      *, tasks: Iterable[str] | None = None) -> list[CompletedScores]:
     """Each result set's tasks scored on the published judgements and on the merged ones.
-
-    Args:
-        result_sets: full-set result sets (:func:`~disastir_mteb.judging.holes.result_sets_of`).
-        added: the judgements to add (:func:`load_added`).
-        data_dir: the data the runs read (default: ``DISASTIR_DATA_DIR``, else the Hub).
-        tasks: only these tasks (default: every task of each set).
 
     Raises:
         ValueError: a ranking names a query the data does not hold (the runs read other data).
@@ -339,9 +278,7 @@ def completed_views(store_path: str | Path, result_sets: Sequence[ResultSet], *,
                     data_of: Callable[[list[ResultSet]], Path | None]) -> dict[Path, CompletedView]:
     """``report``/``compare --judgements STORE``: each full-set result set's completed scores, as plain numbers.
 
-    Each judge's stored agreement with the published grades goes beside its scores, with a warning below the band
-    or when never measured (:func:`~disastir_mteb.judging.agreement.agreement_note`). ``data_of``: the data folder
-    the full-set sets' runs read (None: the Hub's), asked once those sets are known.
+    Each judge's stored agreement goes beside its scores; ``data_of`` gives the data folder the full-set runs read.
 
     Raises:
         FileNotFoundError: no judgement store at ``store_path``.

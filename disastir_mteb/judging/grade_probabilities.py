@@ -1,23 +1,7 @@
 """Grade probabilities (DIRAS's "Tok"): the judge's distribution over the allowed grades, read at the grade token.
 
-A judge that answers ``{"final_score": 2}`` has put some probability on 0, 1 and 3 as well; servers that give
-``logprobs`` with ``top_logprobs`` (OpenAI, vLLM, llama.cpp, also under structured outputs) say how much. DIRAS
-(Ni et al., 2024) reads the relevance probability from those grade tokens and reports its calibration; this
-module does the reading, and the job (:mod:`~disastir_mteb.judging.job`) stores what it read beside the hard
-answer (:mod:`~disastir_mteb.judging.store`).
-
-- **One answer** (:func:`answer_distribution`): the answer's tokens are joined into its text, the value of the
-  asked key is located (just after ``"<key>":`` and an opening quote for Yes/No), and the token holding its first
-  character is the grade token. Each of that token's alternatives (``top_logprobs``) that spells an allowed value at
-  the same place adds its probability to that value; the sums are normalised over the allowed values (a value
-  among no alternative gets 0). None when the answer carries no logprobs, none at the grade position, or no
-  alternative spells an allowed value: such an answer has its hard value only.
-- **One pair** (:func:`pair_distribution`): each voting method's final step gives a distribution over the intent's
-  scale (``zero_shot``; ``multi/final``; ``cot/final``, within the branch its first question took, so 2-3 after a
-  Yes and 0-1 after a No); the pair's is their mean, as the hard grade combines the methods' votes. Methods without
-  a distribution are left out; a pair with none has no distribution.
-- :class:`GradeDistribution` gives the **expected grade** (sum of grade x probability) and **P(relevant)**
-  (the probability of a grade above 0, the binary relevance of :mod:`~disastir_mteb.judging.agreement`).
+A judge answering ``{"final_score": 2}`` has put some probability on the other grades too; servers that give
+``top_logprobs`` (OpenAI, vLLM, llama.cpp, also under structured outputs) say how much.
 """
 
 from __future__ import annotations
@@ -39,11 +23,7 @@ TOP_LOGPROBS = 10
 
 @dataclass(frozen=True)
 class GradeDistribution:
-    """Probabilities over a scale's grades (they sum to 1).
-
-    Attributes:
-        probabilities: grade -> probability, every grade of the scale.
-    """
+    """Probabilities over every grade of a scale (they sum to 1)."""
 
     probabilities: Mapping[int, float]
 
@@ -99,10 +79,8 @@ def _spelt(rest: str, allowed: Sequence[Any]) -> Any:
 def answer_distribution(answer: Any, key: str, allowed: Sequence[Any]) -> dict[Any, float] | None:
     """The probability of each allowed value of ``key`` at the grade token of one chat answer; None where unseen.
 
-    Args:
-        answer: the chat-completions body (its ``choices[0].logprobs.content``).
-        key: the asked JSON key.
-        allowed: its allowed values (integers, or ``Yes``/``No``).
+    The grade token holds the value's first character; each of its alternatives that spells an allowed value there adds
+    its probability to that value, and the sums are normalised over the allowed values.
     """
     entries = _entries(answer)
     text = "".join(token for token, _ in entries)
@@ -137,10 +115,8 @@ def pair_distribution(intent: Intent, answers: Mapping[str, Any],
                       distributions: Mapping[str, Mapping[Any, float] | None]) -> GradeDistribution | None:
     """The pair's distribution over its intent's scale: the mean of its voting methods' final-step distributions.
 
-    Args:
-        intent: the pair's intent (its scale).
-        answers: step -> value read (None: given up), as :func:`~disastir_mteb.judging.protocol.grade_of` takes.
-        distributions: step -> the answer's distribution (:func:`answer_distribution`), where it had one.
+    As the hard grade combines the methods' votes; a method without a distribution is left out. ``answers`` maps each
+    step to the value read, ``distributions`` to its :func:`answer_distribution`.
     """
     scale = range(MAX_GRADE[intent] + 1)
     steps = ["zero_shot"] if intent is Intent.STS else ["zero_shot", "multi/final", "cot/final"]

@@ -1,13 +1,7 @@
 """The holes of the pool: top-10 passages of a result set that the published judgements never saw.
 
-A run keeps each query's top 10 in its per-query files (:mod:`~disastir_mteb.results.per_query`); the data
-keeps the judgements by id once joined (:mod:`~disastir_mteb.data.published`). A hole is a retrieved
-(query, passage) pair absent from the judgements; the judge labels it by TEXT, as the published judgements
-are keyed, so one judgement fills the hole wherever the same texts meet again (another model, another run,
-a copy of the passage under another id).
-
-:class:`TaskTexts` is one task's data as the judging tools read it (texts by id, grades by id), loaded once
-per task and shared by the holes, the completed scores and the agreement check.
+A hole is judged by text, as the published judgements are keyed, so one judgement fills it wherever the same texts
+meet again (another run, a copy of the passage under another id).
 """
 
 from __future__ import annotations
@@ -36,16 +30,10 @@ DEPTH = 10
 
 @dataclass(frozen=True)
 class TaskTexts:
-    """One task's data for judging: query and passage texts by id, and the published grades by id.
+    """One task's texts and published grades by id, as the holes, completed scores and agreement check read them.
 
-    Attributes:
-        task: the task name (``DisastIR-QA-Bio``).
-        intent: its intent (which prompts, which scale).
-        queries: query id -> text (as published, unstripped).
-        passages: corpus id -> text (the shared corpus; the same mapping for every task).
-        grades: query id -> {corpus id: published grade}; every copy of a judged text carries its grade.
-        first_copy: corpus id -> the first id holding its text, for every id whose text another id also holds (the
-            corpus's :attr:`~disastir_mteb.data.reading.Corpus.first_copy`): what scoring by text needs.
+    Every copy of a judged text carries its grade; ``first_copy`` maps each corpus id whose text another id also holds
+    to the first such id, which scoring by text needs.
     """
 
     task: str
@@ -74,9 +62,7 @@ def _task_texts(task: str, data_dir: str) -> TaskTexts:
 
 
 def load_task_texts(task: str, data_dir: str | Path | None = None) -> TaskTexts:
-    """One full-set task's texts and grades from ``data_dir`` (default: ``DISASTIR_DATA_DIR``, else the Hub).
-
-    Read once per process and task; the corpus once for all tasks.
+    """One full-set task's texts and grades, read once per process and task (the corpus once for all tasks).
 
     Raises:
         ValueError: not a task of the full query set (judging reads the full set's data), or bad data.
@@ -104,15 +90,7 @@ class Hole:
 
 @dataclass
 class Holes:
-    """What :func:`find_holes` found.
-
-    Attributes:
-        pairs: the distinct holes by (intent, query text, passage text), in the order first met.
-        retrieved: top-10 hits read, over every result set and task.
-        unjudged: of those, hits without a published judgement (the same hole met twice counts twice).
-        result_sets: the result sets read, by label.
-        without_rankings: ``folder: task`` of tasks whose per-query file is missing (nothing to read there).
-    """
+    """What :func:`find_holes` found: the distinct holes by text, in the order first met, and the hits counted."""
 
     pairs: list[Hole] = field(default_factory=list)
     retrieved: int = 0
@@ -146,9 +124,8 @@ def result_sets_of(paths: Iterable[str | Path]) -> list[ResultSet]:
 def rankings_held(result_sets: Sequence[ResultSet], tasks: Iterable[str] | None = None) -> tuple[int, list[str]]:
     """(tasks of the sets considered, ``folder: task`` of those without per-query rankings), only ``tasks`` if given.
 
-    A task without its per-query file has no top 10 to look into: plain ``mteb run`` writes none, ``disastir-mteb
-    run`` writes one per task. With none at all there is nothing to judge, which the judge says instead of "nothing
-    to ask".
+    Plain ``mteb run`` writes no per-query file; with none at all the judge says there is nothing to judge rather
+    than "nothing to ask".
     """
     wanted = set(tasks) if tasks is not None else None
     considered, missing = 0, []
@@ -163,13 +140,7 @@ def rankings_held(result_sets: Sequence[ResultSet], tasks: Iterable[str] | None 
 
 def find_holes(result_sets: Sequence[ResultSet], data_dir: str | Path | None = None, *,
                tasks: Iterable[str] | None = None, depth: int = DEPTH) -> Holes:
-    """Every unjudged pair in the top ``depth`` of the result sets' per-query rankings.
-
-    Args:
-        result_sets: from :func:`result_sets_of`.
-        data_dir: the data the runs read (default: ``DISASTIR_DATA_DIR``, else the Hub).
-        tasks: only these tasks (default: every task the sets hold).
-        depth: how deep to look (10: the authors' pool depth and the metrics' cut-off).
+    """Every unjudged pair in the top ``depth`` of the result sets' per-query rankings, each distinct text pair once.
 
     Raises:
         ValueError: a ranking names a query or passage the data does not hold (the runs read other data).

@@ -1,9 +1,6 @@
-"""``disastir-mteb judge`` as one function of this layer: the result sets' holes found, judged and stored.
+"""``disastir-mteb judge`` as one function: the result sets' holes found, judged and stored.
 
-The command line parses and checks its options, builds the settings and the data folder, and calls
-:func:`judge_holes`: the agreement check first when asked (and the stop below its band), then either the Batch
-API's files or the online job against the servers, with its plan, its confirmation and its progress bar. Lines
-for the user go through ``say`` (results) and ``warn`` (notes), so that the function prints nothing itself.
+Lines for the user go through ``say`` (results) and ``warn`` (notes): the function prints nothing itself.
 """
 
 from __future__ import annotations
@@ -32,22 +29,10 @@ def judge_holes(result_sets: Sequence[Any], *, settings: JudgeSettings, store_pa
                 warn: Callable[[str], None] = print) -> int:
     """Judge the unjudged top-10 pairs of ``result_sets`` into the store at ``store_path``; the command's exit code.
 
-    Args:
-        result_sets: the runs whose holes are judged (:func:`~disastir_mteb.judging.holes.result_sets_of`).
-        settings: the judge model, its servers and when to ask (one value for the job and the agreement check).
-        store_path: the judgement store (made if missing; every answer is kept there).
-        data: the data folder the runs read (None: the Hub's pinned revision).
-        go_ahead: whether to send a job of that many requests.
-        without_rankings: tasks whose sets hold no per-query rankings (plain ``mteb run``): no holes found there;
-            when they are all ``considered`` tasks, only the agreement check runs (then exit 1).
-        considered: how many tasks were considered (``-t``, else every task of the sets).
-        agreement: judge this many published pairs first and measure the agreement (``--agreement N``).
-        fill_anyway: fill the holes even when the judge is below the agreement band.
-        batch_requests: write the next round of requests as a Batch API file, instead of asking servers.
-        batch_results: read a Batch API output file into the store first.
-        quiet: no progress bar.
-        say: where the job's results go (one line each).
-        warn: where notes go (one line each).
+    The agreement check comes first when ``agreement`` asks for it, and stops below its band unless ``fill_anyway``;
+    then the Batch API's files (``batch_results`` read, ``batch_requests`` written) or the online job. When every
+    ``considered`` task is ``without_rankings`` (plain ``mteb run``), only the agreement check runs. ``data`` is the
+    folder the runs read (None: the Hub's).
 
     Returns:
         0 when done, 1 when a pair got no readable answer, the job was not sent, or it stopped below the band.

@@ -1,23 +1,8 @@
 """One judging job: pairs in, grades out, through one or more chat-completions servers, resumable at any moment.
 
-The job plans before it spends (:func:`plan_job`: pairs, requests, a token estimate and, at a price the user
-gives, a cost), then runs the protocol (:mod:`~disastir_mteb.judging.protocol`) for every pair not yet graded
-in the store (:mod:`~disastir_mteb.judging.store`) through an :class:`~disastir_mteb.endpoints.pool.EndpointPool`:
-each pair's independent steps go out at once, each answer is read, kept and either used or asked again, and
-a pair whose steps are all answered gets its grade. Several servers share one queue; one that dies leaves its
-work to the others.
-
-Each server is asked for structured answers first (:class:`~disastir_mteb.judging.protocol.AnswerFormat`: the
-answer's JSON schema), and moved once, for the whole job, to a plainer format when it shows it cannot take it:
-a 400 (or 422) naming ``response_format`` or the schema (an engine or model without structured outputs), or
-:data:`FORMAT_PROBES` unreadable answers in a row before any readable one under that format (a server that
-ignores ``response_format``: ``transformers serve``). ``json_schema`` gives way to ``json_object``, which gives
-way to ``plain`` (the prompt's own instructions only). The reader stays as strict in every format, so a
-server that answers prose whatever it is asked gives no grade, never a made-up one; the summary names each
-server's format and counts the steps left without a readable answer, one line per kind of failure.
-
-Figures for the plan are estimates: tokens are counted as 4 characters each (the usual rule of thumb for
-English with OpenAI's tokenizers), and every answer as :data:`ANSWER_TOKENS` tokens.
+Several servers share one queue; one that dies leaves its work to the others. Each server is asked for structured
+answers first and moved to a plainer format for the whole job when it shows it cannot take them; the reader stays
+as strict in every format, so prose never becomes a grade.
 """
 
 from __future__ import annotations
@@ -53,6 +38,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["ANSWER_TOKENS", "CHARS_PER_TOKEN", "FORMAT_PROBES", "JobPlan", "JobSummary", "Price", "judge_pairs",
            "plan_job"]
 
+#: Characters per token in the plan's estimate (the usual rule of thumb for English with OpenAI's tokenizers).
 CHARS_PER_TOKEN = 4
 #: Tokens one answer costs (a short JSON object), for the estimate.
 ANSWER_TOKENS = 12
@@ -149,22 +135,11 @@ def plan_job(pairs: Sequence[Pair], store: JudgementStore) -> JobPlan:
 
 @dataclass
 class JobSummary:
-    """What a job did.
+    """What a job did, in counts.
 
-    Attributes:
-        judged: pairs graded.
-        failed: pairs left without any readable answer (no grade; the next run asks again).
-        held_elsewhere: pairs another job on the same store was judging.
-        requests: answers received.
-        unparseable: answers that could not be read (each asked again, up to the limit).
-        out_of_range: answers off the asked scale (each asked again, up to the limit).
-        given_up: steps given up on (no usable answer after :data:`MAX_ANSWER_ATTEMPTS` tries), by the fault
-            of their last answer (``unparseable``, ``out_of_range``), then by step name.
-        last_given_up: the last such step's server and fault, by fault.
-        seconds: how long the job took.
-        servers: each server's summary (:meth:`~disastir_mteb.endpoints.pool.Server.summary`), its answer format
-            included.
-        formats: the answer format each server ended with, by base URL.
+    ``failed`` pairs got no readable answer (no grade; the next run asks again), ``held_elsewhere`` were another job's
+    on the same store; ``given_up`` counts the steps without a usable answer after :data:`MAX_ANSWER_ATTEMPTS` tries, by
+    fault then step; ``formats`` holds the answer format each server ended with.
     """
 
     judged: int = 0
@@ -180,11 +155,7 @@ class JobSummary:
     formats: dict[str, AnswerFormat] = field(default_factory=dict)
 
     def failures(self) -> list[str]:
-        """One line per kind of failure, with its count by step, instead of one line per pair.
-
-        For example ``128 step(s) had no readable answer after 3 tries (cot/presence 64, zero_shot 64); last:
-        http://a/v1: not one JSON object: 'Yes'.``
-        """
+        """One line per kind of failure, with its count by step, instead of one line per pair."""
         lines = []
         for kind in sorted(self.given_up):
             steps = self.given_up[kind]
@@ -209,14 +180,11 @@ class JobSummary:
 
 
 class _Formats:
-    """The answer format each server is asked with, moved once to a plainer one where it shows it cannot take it.
+    """The answer format each server is asked with, moved to a plainer one where it shows it cannot take it.
 
-    The one place that decides: the job asks it which format a request goes out in, and tells it each answer's
-    fate and each refusal. A server is moved on (``json_schema`` -> ``json_object`` -> ``plain``) when it refuses
-    the format (400 or 422 naming it) or when its first :data:`FORMAT_PROBES` answers under it are all
-    unreadable; one readable answer under a format keeps that format for the whole job. A request refused in an
-    earlier format (in flight when the server was moved) is sent again in the current one, without a second move;
-    answers to such requests are kept and read as any other, but do not count toward leaving the current format.
+    A server moves on (``json_schema`` -> ``json_object`` -> ``plain``) when it refuses the format or its first
+    :data:`FORMAT_PROBES` answers under it are all unreadable; one readable answer settles the format for the job. A
+    request sent in an earlier format is sent again in the current one and does not count toward another move.
     """
 
     def __init__(self, servers: Sequence[Server], first: AnswerFormat, *, logprobs: bool = True,
@@ -253,12 +221,10 @@ class _Formats:
             self._move(server, f"its first {FORMAT_PROBES} answers under it were not readable (the last: {why})")
 
     def refused(self, server: Server, asked: AnswerFormat, said: str, *, status: int = 400) -> bool:
-        """A refusal (400, 422) or a failure (5xx) of a request sent in ``asked``: True when it is to be sent again.
+        """A refusal (400, 422) or failure (5xx) of a request sent in ``asked``: True when it is to be sent again.
 
-        Sent again, in the format now current, when it names logprobs (asked without them from then on), names
-        structured outputs (400, 422 or 5xx), is a 422 that names nothing (a validator rejecting the schema), or is a
-        5xx under a structured format (the pool hands one over only after the client's retries, so the server's
-        last try): a server failing only under ``response_format`` is moved down a format instead of given up on.
+        So a server failing only under ``response_format`` is moved down a format instead of given up on; one refusing
+        logprobs is asked without them from then on.
         """
         lowered = said.lower()
         if "logprobs" in lowered:
@@ -316,22 +282,12 @@ def judge_pairs(pairs: Sequence[Pair], store: JudgementStore, pool: EndpointPool
                 progress: Callable[[int], None] | None = None,
                 answer_format: AnswerFormat | str = AnswerFormat.JSON_SCHEMA, logprobs: bool = True,
                 on_answer: Callable[[int, str], None] | None = None) -> JobSummary:
-    """Judge every pair of ``pairs`` the store has no grade for; returns what was done.
+    """Judge every pair the store has no grade for, through the servers of ``pool``; returns what was done.
 
-    Args:
-        pairs: the pairs (their judge model must be ``judge_model``).
-        store: where answers and grades go (and where earlier answers are read from).
-        pool: the servers.
-        judge_model: the judge model, as the servers name it.
-        progress: called with 1 per pair finished (a progress bar's ``update``).
-        answer_format: the format every server is asked with first (the most constrained by default); a server
-            that refuses or ignores it is moved to the plainer ones after it, never to a stricter one. A server
-            an earlier job against this judge model moved on starts where that job left it (the store keeps it).
-        logprobs: ask for the answer tokens' log-probabilities, from which each answer's grade probabilities are
-            read and stored (:mod:`~disastir_mteb.judging.grade_probabilities`); a server refusing them is asked
-            without from then on.
-        on_answer: called after every answer with the answers received so far and one line of each server's state
-            (its format, requests in flight), so a slow judge shows its progress before any pair is complete.
+    Each server is asked in ``answer_format`` first (or where an earlier job against this judge model left it) and only
+    ever moved to plainer ones; with ``logprobs``, each answer's grade probabilities are stored too. ``progress`` is
+    called with 1 per pair finished, ``on_answer`` after every answer with the count so far and each server's state,
+    so a slow judge shows progress before any pair is complete.
 
     Raises:
         EndpointError: a server fault retrying cannot mend, an answer that is not a chat completion, or every

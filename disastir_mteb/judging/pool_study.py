@@ -1,23 +1,7 @@
 """Does the judge recover the ranking? The leave-one-run-out pool study of Zobel (1998) and Buckley et al. (2007).
 
-A pool is biased against a run when the passages only that run found were never judged: they count as zero, and
-the run falls. TREC measures that bias by taking each run's unique contributions out of the pool and seeing how far
-the run falls; UMBRELA and TREC 2024 RAG accept an LLM judge when the system ranking it induces agrees with the
-official one (Kendall's tau). ``disastir-mteb judge-study`` does both on the published judgements:
-
-- **Unique pairs.** For each run (result set) and task, the judged (query, passage) pairs of its top 10 that no
-  other given run has in its top 10. Pairs are keyed by text, as the task scores its official number
-  (:func:`~disastir_mteb.scoring.authors.key_by_text`): copies of one judged text are one pair.
-- **Three scores per run** (the authors' NDCG@10, zero fill, the mean over the tasks of the study): (a) on the
-  published judgements; (b) with the run's unique pairs hidden, the pool as if the run had not contributed; (c) with
-  those holes judged by the judge (its grade; ``expected`` takes the expected grade of its grade probabilities).
-  Only the run's own pairs are hidden in its (b) and (c): every run is scored against its own leave-one-out pool.
-- **What is printed**: per run the three NDCG@10, the pool-bias drop (a) - (b), and the share of it the judge
-  recovered, ((c) - (b)) / ((a) - (b)); across runs, Kendall's tau-b of (b) and of (c) against (a).
-
-A judge that answers each pair's published grade gives (c) = (a) exactly for every run (the hidden grades come back
-as they were): the study's oracle case, tested. The judgements go through the job and the store
-(:mod:`~disastir_mteb.judging.job`), so a study run again asks nothing twice.
+Each run is scored (a) on the published judgements, (b) with its unique judged pairs hidden, (c) with those holes
+judged; Kendall's tau-b of (b) and (c) against (a) across runs is how UMBRELA and TREC 2024 RAG accept a judge.
 """
 
 from __future__ import annotations
@@ -61,16 +45,7 @@ class _Task:
 
 @dataclass(frozen=True)
 class RunStudy:
-    """One run's three NDCG@10 (the mean over the study's tasks) and its unique pairs.
-
-    Attributes:
-        label: the run (result set) as shown.
-        official: (a), on the published judgements.
-        holes: (b), its unique judged pairs hidden.
-        judged: (c), those holes judged.
-        unique: its unique judged pairs (hidden in (b)).
-        filled: of those, pairs the judge graded (the rest stay holes in (c)).
-    """
+    """One run's (a) official, (b) holes and (c) judged NDCG@10 (means over the study's tasks) and unique pairs."""
 
     label: str
     official: float
@@ -97,16 +72,7 @@ class RunStudy:
 
 @dataclass(frozen=True)
 class Study:
-    """The study over all runs: each run's scores and the rankings' agreement with the official one.
-
-    Attributes:
-        runs: each run's scores, in the order given.
-        tasks: the tasks of the study (those every run has per-query rankings for).
-        judge_model: the judge.
-        grade: ``hard`` or ``expected``: which grade of each judgement filled the holes.
-        tau_holes: Kendall's tau-b of (b) against (a) across runs.
-        tau_judged: Kendall's tau-b of (c) against (a).
-    """
+    """The study over all runs: each run's scores, and Kendall's tau-b across runs of (b) and (c) against (a)."""
 
     runs: tuple[RunStudy, ...]
     tasks: tuple[str, ...]
@@ -186,18 +152,8 @@ def run_study(result_sets: Sequence[ResultSet], *, store: JudgementStore, settin
               json_path: str | Path | None = None) -> Study | None:
     """Run the leave-one-run-out study: find each run's unique pairs, judge them (store reused), score, print.
 
-    Args:
-        result_sets: three or more full-set result sets on the same data.
-        store: the judgement store (answers reused; the study's judgements are kept there).
-        settings: the judge model and servers (``settings.tasks`` narrows the tasks).
-        data_dir: the data the runs read.
-        grade: ``hard`` or ``expected`` (the expected grade where the judge gave grade probabilities).
-        go_ahead: asked with the plan's text and its request count before anything is sent.
-        say: where the plan and the table go.
-        json_path: also write the study as JSON there.
-
-    Returns:
-        The study, or None when the plan was not sent.
+    ``grade`` is ``hard`` or ``expected``; ``go_ahead`` sees the plan first; ``json_path`` also gets the study as JSON.
+    None when the plan was not sent.
 
     Raises:
         ValueError: fewer than :data:`MIN_RUNS` runs, no shared task with rankings, or no ``--base-url``.

@@ -1,41 +1,7 @@
 """How the DisastIR authors labelled their pool, as requests to a chat model: prompts, steps, parsing, votes.
 
-The DisastIR paper (Section 3.5, Appendix C, Tables 10-13) judges each (query, passage) pair three ways and
-combines the three grades; the authors' labelling code (``KaiYin97/Disaster_IR``, ``src/scoring/``) fixes
-what the paper leaves open. This module is the protocol written once; :mod:`~disastir_mteb.judging.job`
-sends its requests and :mod:`~disastir_mteb.judging.store` keeps the answers.
-
-- Three methods per intent, each a few chat requests (temperature 0, the answer's JSON schema asked for:
-  :class:`AnswerFormat`):
-
-  - ``zero_shot``: one request, the grade directly.
-  - ``cot`` (chain of thought): does the passage answer / support / entail (``has_answer``, Yes or No)?
-    Then two criteria (Exactness and Coverage after a Yes, Contextual Fit and Topicality after a No), then
-    the final grade within the branch (2 or 3 after a Yes, 0 or 1 after a No).
-  - ``multi`` (multi-dimensional): four criteria (Exactness, Coverage, Topicality, Contextual Fit), then a
-    final grade given the four sub-scores (``N/A`` for one that could not be read).
-
-  STS uses ``zero_shot`` only, on a 0-5 scale (the paper: it agreed best with people); the other intents
-  use all three on 0-3. QA, QAdoc and Twitter share the paper's Table 10 prompts; FC (Table 11) and NLI
-  (Table 12) have their own; STS has Table 13's.
-- The query is sent with the authors' judging prefix, the ``disastir`` instruction of its intent and a
-  space (``Given the question, retrieve ... {query}``); the passage as it is.
-- Votes are combined as the authors' scorer does: the value given most often when exactly one is, else
-  the mean of the votes (two decimals). A method whose answer could not be read after the retries has no
-  vote; a pair with no vote at all has no grade (never a zero).
-- Each request asks for its answer's shape as the servers allow (:class:`AnswerFormat`): the JSON schema of
-  the one asked key and its values (``response_format`` ``json_schema``, which vLLM, llama.cpp, Ollama and
-  OpenAI constrain the decoder to, so that even a small model answers in the asked form), else any JSON
-  object (``json_object``), else the prompt's own instructions only (``plain``). The prompts are the same in
-  every format; only the request's ``response_format`` differs.
-- An answer is read strictly: the whole reply is one JSON object (optionally in a ```json fence) holding
-  the asked key with a value on the asked scale. Nothing is searched for inside free text, so words in a
-  passage (an instruction, a JSON key) cannot change what is read; an unreadable or out-of-range answer is
-  a :class:`AnswerFault`, counted and asked again.
-
-The prompts' texts are data, ``task_metadata/judge_prompts.json`` (as the tasks' descriptions are), with
-:data:`PROMPT_VERSION`, which names this protocol in every stored judgement; change it whenever a prompt, a scale
-or the combination changes (:data:`PROMPT_DIGEST` pins the texts, and a test checks the two move together).
+The paper's Appendix C, with what the authors' labelling code fixes where the paper is silent. The prompts' texts are
+data (``task_metadata/judge_prompts.json``), named in every stored judgement by :data:`PROMPT_VERSION`.
 """
 
 from __future__ import annotations
@@ -142,10 +108,7 @@ _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z_ ]*)\}")
 
 
 def _fill(template: str, values: Mapping[str, str]) -> str:
-    """``template`` with its ``{name}`` fields replaced in ONE pass (``{{``/``}}`` are braces).
-
-    One pass, so braces or field names inside a query or a passage are text, never filled again.
-    """
+    """``template`` with its ``{name}`` fields replaced in one pass, so braces in a query or passage stay text."""
     def replace(found: re.Match[str]) -> str:
         token = found.group(0)
         if token in ("{{", "}}"):
@@ -158,11 +121,8 @@ def _fill(template: str, values: Mapping[str, str]) -> str:
 class AnswerFormat(str, Enum):
     """How a request asks for its answer's shape (its ``response_format``), most constrained first.
 
-    ``json_schema`` sends the answer's JSON schema (OpenAI's structured outputs; vLLM's guided decoding,
-    llama.cpp's grammar and Ollama's ``format`` on their OpenAI routes): a server that honours it can only
-    answer ``{"<key>": <an allowed value>}``. ``json_object`` asks for any JSON object (the authors' setting).
-    ``plain`` sends no ``response_format``: the prompt's own "Output JSON: ..." is all the model is told.
-    The reader (:func:`parse_answer`) is the same for all three.
+    A server honouring ``json_schema`` can only answer ``{"<key>": <an allowed value>}``; ``json_object`` asks for any
+    JSON object (the authors' setting); ``plain`` sends none. The reader is the same for all three.
     """
 
     JSON_SCHEMA = "json_schema"
@@ -185,16 +145,7 @@ class AnswerFormat(str, Enum):
 
 @dataclass(frozen=True)
 class Request:
-    """One chat request of the protocol for one pair.
-
-    Attributes:
-        step: the step's name (``zero_shot``, ``cot/presence``, ``cot/criterion/Coverage``, ``cot/final``,
-            ``multi/criterion/Topicality``, ``multi/final``): with the pair, the key of its answer in the store.
-        messages: the chat messages (system, if any, then user).
-        key: the JSON key the answer must hold.
-        allowed: the values the key may take.
-        max_tokens: the authors' limit for this step.
-    """
+    """One chat request of the protocol for one pair; its ``step`` (``cot/presence``, ...) keys the answer."""
 
     step: str
     messages: tuple[tuple[str, str], ...]
@@ -203,14 +154,9 @@ class Request:
     max_tokens: int
 
     def schema(self) -> dict[str, Any]:
-        """The JSON schema of this step's answer: one object holding only :attr:`key`, valued in :attr:`allowed`.
+        """The JSON schema of this step's answer: one object holding only :attr:`key`, an ``enum`` of :attr:`allowed`.
 
-        Integers and the Yes/No strings alike are an ``enum`` of the allowed values (``minimum``/``maximum``
-        are not accepted by every engine's strict mode; an enum is, and it says the branch too: 2 or 3 only).
-
-        Examples:
-            >>> Request("cot/final", (), "relevance_score", (2, 3), 30).schema()["properties"]
-            {'relevance_score': {'type': 'integer', 'enum': [2, 3]}}
+        An enum because not every engine's strict mode accepts ``minimum``/``maximum``; it says the branch too (2 or 3).
         """
         kind = "integer" if all(isinstance(a, int) and not isinstance(a, bool) for a in self.allowed) else "string"
         return {"type": "object", "properties": {self.key: {"type": kind, "enum": list(self.allowed)}},
@@ -218,16 +164,7 @@ class Request:
 
     def body(self, model: str, answer_format: AnswerFormat = AnswerFormat.JSON_SCHEMA, *,
              logprobs: bool = False) -> dict[str, Any]:
-        """The chat-completions request body for ``model`` (the same online and in a Batch API file).
-
-        Args:
-            model: the model name the server serves.
-            answer_format: how the answer's shape is asked for; the schema's ``name`` is the asked key (OpenAI
-                wants ``[A-Za-z0-9_-]``, at most 64 characters) and ``strict`` is on.
-            logprobs: also ask for each answer token's log-probability and its
-                :data:`~disastir_mteb.judging.grade_probabilities.TOP_LOGPROBS` alternatives, from which the grade
-                probabilities are read (:mod:`~disastir_mteb.judging.grade_probabilities`).
-        """
+        """The chat-completions request body for ``model``, the same online and in a Batch API file."""
         body: dict[str, Any] = {
             "model": model,
             "messages": [{"role": role, "content": content} for role, content in self.messages],
@@ -261,18 +198,10 @@ def _scale(intent: Intent) -> tuple[int, ...]:
 
 
 def pending_requests(intent: Intent, query: str, passage: str, answers: Mapping[str, Any]) -> list[Request]:
-    """The requests a pair needs next, given the steps answered so far.
+    """The requests a pair needs next: each one whose inputs are known and whose step is not in ``answers``.
 
-    Args:
-        intent: the pair's intent (which prompts and scale).
-        query: the query text as published (the judging prefix is added here).
-        passage: the passage text.
-        answers: step -> the value read for it, or None for a step given up on (no readable answer after
-            :data:`MAX_ANSWER_ATTEMPTS`). Steps absent are not answered yet.
-
-    Returns:
-        Every request whose inputs are known and whose step is not in ``answers``; empty when the pair is
-        complete (then :func:`grade_of` gives its grade).
+    ``answers`` maps each step answered so far to its value, None for a step given up on. Empty when the pair is
+    complete (then :func:`grade_of` gives its grade).
     """
     values = {"query": judge_query(intent, query), "passage": passage}
     if intent is Intent.STS:
@@ -361,14 +290,12 @@ def parse_answer(text: str | None, key: str, allowed: Sequence[Any]) -> Any:
 
 
 def chat_content(answer: Any) -> tuple[str | None, dict[str, int | None]]:
-    """The reply text and token counts of a chat-completions answer (its JSON body, online or in a Batch file).
+    """The reply text and token counts of a chat-completions answer, online or in a Batch file (None where absent).
 
-    The text is None where the answer holds none (no choice, a refusal, a null content): an unreadable
-    answer like any other, kept and asked again. Token counts are None where the answer gives none.
+    A missing text (no choice, a refusal) is an unreadable answer like any other, kept and asked again.
 
     Raises:
-        ValueError: the body is not a chat completion at all (not a JSON object, no ``choices`` list); the
-            message reads on after "the answer is".
+        ValueError: the body is not a chat completion at all; the message reads on after "the answer is".
     """
     if not isinstance(answer, dict) or not isinstance(answer.get("choices"), list):
         raise InvalidInput("not a chat completion (no 'choices' list): "
@@ -387,10 +314,7 @@ def chat_content(answer: Any) -> tuple[str | None, dict[str, int | None]]:
 
 
 def no_text_reason(answer: Any) -> str:
-    """Why a chat completion holds no answer text: no choice, a refusal (quoted), or an empty message.
-
-    For the answer's fault: it says what the server sent, where "not one JSON object: ''" would say nothing.
-    """
+    """Why a chat completion holds no answer text (no choice, a refusal, an empty message): what the server sent."""
     choices = answer.get("choices") if isinstance(answer, dict) else None
     if not choices:
         return "the answer holds no choice (choices: [])"
@@ -410,8 +334,6 @@ def _clip(text: str | None, width: int = 80) -> str:
 def combine_votes(votes: Sequence[int | None]) -> float | int | None:
     """The authors' combination: the value given most often when exactly one is, else the mean (2 decimals).
 
-    Missing votes (None) are left out; no vote at all gives None.
-
     Examples:
         >>> combine_votes([2, 2, 3]), combine_votes([0, 1, 3]), combine_votes([None, 1, 2]), combine_votes([None])
         (2, 1.33, 1.5, None)
@@ -428,10 +350,7 @@ def combine_votes(votes: Sequence[int | None]) -> float | int | None:
 
 
 def grade_of(intent: Intent, answers: Mapping[str, Any]) -> tuple[float | int | None, dict[str, Any]]:
-    """A complete pair's grade and its votes by method (``zero_shot``, ``cot``, ``multi``).
-
-    Call when :func:`pending_requests` returns nothing. The grade is None when no method has a vote.
-    """
+    """A complete pair's grade (None when no method has a vote) and its votes by method."""
     if intent is Intent.STS:
         votes = {"zero_shot": answers.get("zero_shot")}
         return votes["zero_shot"], votes

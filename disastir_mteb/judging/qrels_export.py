@@ -1,22 +1,7 @@
 """The completed judgements as files: ``OUT/qrels_with_added/{Intent}_{event}_qrels.json``, the authors' layout.
 
-The DMRetriever authors evaluate against ``qrels_with_added/``: per task, the published qrels rows plus the rows
-added after the pool was built, each row a JSON object ``{"user_query", "passage", "score"}`` in one JSON array.
-:func:`export_qrels` writes that folder from the published data and a judgement store:
-
-- **File names** as the published files and the authors' evaluation name them: the task's published stem
-  (:func:`~disastir_mteb.vocabulary.taxonomy.task_file_stem`: ``INTENT_FILE_KEYS`` and the category's full name,
-  ``FactCheck_Biological``) and ``_qrels.json``.
-- **Published rows as they are**, in their order, then the added rows: one per (query text, passage text) the
-  merge fills (:func:`~disastir_mteb.judging.completed.merge_grades`: never a pair with a published grade), texts
-  as published, sorted by query id and corpus id so that the same store always writes the same bytes.
-- **Grades**: as judged (a mean vote stays 1.67, as the authors' scorer writes it), or rounded half up
-  (``rounded=True``, :func:`~disastir_mteb.data.extra_qrels.round_grade`) for a run that reads the folder as
-  extra judgements: mteb scores integer grades, and the loader refuses fractions.
-- **Who judged**: :data:`~disastir_mteb.data.extra_qrels.ADDED_MARKER` beside the files (store, judge models and
-  prompt versions, counts per task, whether rounded); a run reading the folder names the judges from it.
-
-Every file is written atomically; nothing is written into result files or the data folder.
+What DMRetriever's evaluation reads: per task, the published rows as they are, then one row per text pair the merge
+fills, sorted so that the same store always writes the same bytes. A marker file beside them says who judged.
 """
 
 from __future__ import annotations
@@ -58,17 +43,7 @@ def qrels_file_name(task: str) -> str:
 
 @dataclass(frozen=True)
 class QrelsExport:
-    """What :func:`export_qrels` wrote.
-
-    Attributes:
-        folder: ``OUT/qrels_with_added``.
-        files: task -> its file.
-        published: task -> published rows kept.
-        added: task -> rows appended.
-        judges: judge (model, prompt version) -> rows appended over every task.
-        rounded: whether grades were rounded half up.
-        removed: files of an earlier export removed (``overwrite``), tasks this one did not write.
-    """
+    """What :func:`export_qrels` wrote, per task; ``removed`` lists the files of an earlier export it replaced."""
 
     folder: Path
     files: dict[str, Path]
@@ -95,16 +70,11 @@ def _grade(value: float, rounded: bool) -> int | float:
 
 def export_qrels(out: str | Path, added: AddedJudgements, data_dir: str | Path | None = None, *,
                  tasks: Iterable[str] | None = None, rounded: bool = False, overwrite: bool = False) -> QrelsExport:
-    """Write ``out/qrels_with_added/``: each task's published rows, then the rows ``added`` fills.
+    """Write ``out/qrels_with_added/``: each task's published rows, then the rows ``added`` fills (default: 48 tasks).
 
-    Args:
-        out: the folder to write ``qrels_with_added/`` into.
-        added: the judgements (:func:`~disastir_mteb.judging.completed.load_added`).
-        data_dir: the published data (default: ``DISASTIR_DATA_DIR``, else the Hub).
-        tasks: the full-set tasks to write (default: all 48, as the authors' folder holds).
-        rounded: round every added grade half up (for ``run --extra-judgements``, which takes integers only).
-        overwrite: replace an earlier export there (its task files this export does not write are removed, so the
-            folder never mixes two exports).
+    Grades stay as judged (a mean vote 1.67, as the authors' scorer writes it) unless ``rounded``: half up, for
+    ``run --extra-judgements``, which takes integers only. ``overwrite`` replaces an earlier export and removes its
+    task files this one does not write, so the folder never mixes two exports.
 
     Raises:
         FileExistsError: ``out/qrels_with_added`` already holds files and ``overwrite`` is False.
@@ -163,11 +133,7 @@ def export_qrels(out: str | Path, added: AddedJudgements, data_dir: str | Path |
 def export_store(store_path: str | Path, out: str | Path, *, judge_model: str | None = None,
                  prompt_version: str | None = None, data: DataSource | None = None,
                  tasks: Iterable[str] | None = None, rounded: bool = False, overwrite: bool = False) -> QrelsExport:
-    """``export --format qrels-with-added``: a store's graded judgements added to the qrels, by :func:`export_qrels`.
-
-    ``judge_model``, ``prompt_version``: whose judgements (:func:`~disastir_mteb.judging.completed.load_added`);
-    ``data``: the published data (default: the environment's, else the Hub).
-    """
+    """``export --format qrels-with-added``: a store's graded judgements (of one judge, if named) added to the qrels."""
     with JudgementStore(store_path) as store:
         added = load_added(store, judge_model=judge_model, prompt_version=prompt_version)
     return export_qrels(out, added, data.main_folder() if data is not None else None, tasks=tasks, rounded=rounded,

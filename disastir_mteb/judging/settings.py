@@ -1,8 +1,6 @@
 """How a judge job talks to its servers, built once: :class:`JudgeSettings`.
 
-``disastir-mteb judge`` makes one value of its options and hands it to both things it may run, the holes job
-and the agreement check (:func:`~disastir_mteb.judging.agreement.run_agreement`), so that the two ask the same
-servers the same way and a new option is added in one place. From Python, build it directly.
+The holes job and the agreement check take the same value, so the two ask the same servers the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV, DEFAULT_TIMEOUT
+from disastir_mteb.util.install_hint import require_extra
 from disastir_mteb.vocabulary.taxonomy import canonical_task_name
 
 if TYPE_CHECKING:  # the job's modules load when a job runs: the command line reads these defaults at every start
@@ -26,17 +25,8 @@ __all__ = ["JudgeSettings"]
 class JudgeSettings:
     """The judge model, its servers and when to ask before sending.
 
-    Attributes:
-        judge_model: the judge model, as the servers name it (``--model``); also part of every judgement's key.
-        base_urls: the servers' base URLs (``--base-url``, one per server); empty for the Batch API.
-        api_key_env: the environment variable holding the key (``--api-key-env``).
-        concurrency: requests in flight per server.
-        timeout: seconds a try may take to connect, for each read, and to read its whole answer.
-        price: US dollars per million input and output tokens, for the estimate (``--price``), or None.
-        tasks: only these tasks (``-t``, any case), or None for every task of the result sets.
-        confirm_above: above this many requests, ask before sending (unless ``yes``).
-        yes: never ask.
-        seed: the agreement check's sampling seed.
+    ``judge_model`` is part of every judgement's key; ``base_urls`` is empty for the Batch API; ``timeout`` bounds a
+    try's connect, each read and its whole answer; above ``confirm_above`` requests the job asks first, unless ``yes``.
     """
 
     judge_model: str
@@ -51,7 +41,13 @@ class JudgeSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        """``tasks`` given in any case, spelled as the tasks are (an unknown DisastIR name is one sentence)."""
+        """``tasks`` spelled as the tasks are; servers without the ``judge`` extra refused before any result is read.
+
+        Raises:
+            ImportError: ``base_urls`` without the openai client installed (the ``judge`` extra).
+        """
+        if self.base_urls:
+            require_extra("openai", extra="judge", needed_by="The judge")
         if self.tasks is not None:
             object.__setattr__(self, "tasks", tuple(canonical_task_name(name) for name in self.tasks))
 
@@ -68,11 +64,7 @@ class JudgeSettings:
 
     def judge_planned(self, pairs: Sequence[Pair], store: JudgementStore, *, what: str,
                       go_ahead: Callable[[str, int], bool], say: Callable[[str], None]) -> bool:
-        """Say the plan for ``pairs`` (``what: N pair(s) to judge ...``), ask, and judge what the store lacks.
-
-        Returns:
-            False when ``go_ahead`` said no (nothing sent); True otherwise, nothing left to ask included.
-        """
+        """Say the plan for ``pairs``, ask, and judge what the store lacks; False when ``go_ahead`` said no."""
         from disastir_mteb.judging.job import judge_pairs, plan_job
 
         plan = plan_job(pairs, store)

@@ -1,40 +1,7 @@
 """The judgement store: every answer a judge gave and every grade made from them, in one SQLite file (WAL).
 
-Judging costs money and hours, so nothing is asked twice and nothing is lost:
-
-- **Keys.** A pair is named by its intent, query text, passage text, judge model and prompt version
-  (:func:`~disastir_mteb.judging.protocol.pair_key`): the same pair judged by another model or protocol is
-  another judgement, and texts, not ids, make the key, as the published judgements are keyed.
-- **Raw answers kept.** Each answer of each step is a row (``answers``): the reply as received, the value
-  read from it or the fault (``unparseable``, ``out_of_range``), the server, the tokens. A step with a
-  readable answer is never asked again; a step whose answers cannot be read is asked at most
-  :data:`~disastir_mteb.judging.protocol.MAX_ANSWER_ATTEMPTS` times per run.
-- **Grades** (``judgements``): a complete pair's grade and its votes by method; ``failed`` when no method
-  gave a readable answer (counted and shown, never a zero; the next run asks again).
-- **Resume.** Every answer is committed as it arrives, so a job killed at any moment (``kill -9`` included)
-  loses at most the requests in flight; the next job reads what is there and asks only what is missing.
-- **Agreement** (``agreements``): each ``judge --agreement N`` measurement of a judge model and prompt version
-  (pairs asked, pairs without a readable answer, mean kappas, per intent), so that ``report --judgements`` shows
-  how far the judge behind a completed score agreed with the published grades (:meth:`JudgementStore.agreement`:
-  the latest), or that it was never measured.
-- **Two jobs at once.** SQLite's write-ahead log lets readers and one writer proceed together, each write is
-  one short transaction, and a job *claims* the pairs it works on (``claims``): another job skips them.
-  A claim lapses when its job is gone (same machine, process no longer alive) or has not renewed it for
-  :data:`CLAIM_LEASE` seconds (another machine sharing the file).
-
-Format: :data:`FORMAT` in the ``meta`` table; a store of another format is refused with one sentence, and so
-is an SQLite database of something else (tables of its own, no ``meta`` format): nothing is written into it.
-An empty file (zero bytes) is a new store, as SQLite treats it.
-
-**Locks.** A job that finds the store locked waits, as SQLite's busy timeout does, up to ``timeout`` seconds
-(60 by default), then stops with one sentence naming the file as locked by another process
-(:class:`StoreLockedError`). The wait is right for WAL: readers never wait, and a writer waits only for another
-writer's transaction, which this module keeps to milliseconds, so two jobs never meet a lock that long; one
-held for a minute is another program (a database browser with unsaved changes, a process in SQLite's
-exclusive locking mode, a lock stuck on a network file system), which more waiting does not end.
-
-**Size.** A raw answer is kept whole up to :data:`MAX_RAW_CHARS` characters; a longer one (only a broken
-server sends one: a readable answer is a small JSON object) is kept cut there, its full length noted.
+Judging costs money and hours, so nothing is asked twice and nothing is lost: every raw answer is committed as it
+arrives, a killed job resumes where it stopped, and two jobs share one store by claiming the pairs they work on.
 """
 
 from __future__ import annotations
@@ -122,11 +89,7 @@ class Pair:
 
 @dataclass(frozen=True)
 class Judgement:
-    """A pair's grade as stored: ``grade`` None when ``status`` is ``failed``.
-
-    ``expected`` and ``p_relevant`` come from the judge's grade probabilities
-    (:mod:`~disastir_mteb.judging.grade_probabilities`), None where the server gave none.
-    """
+    """A pair's grade as stored (None when ``failed``), with its expected grade and P(relevant) where known."""
 
     intent: Intent
     query: str
@@ -142,10 +105,7 @@ class Judgement:
 
 @dataclass(frozen=True)
 class StepState:
-    """What the store holds for one pair: answered steps (value, or None when given up) and faulty attempts.
-
-    ``distributions``: step -> the answer's grade probabilities (value -> probability), where it had them.
-    """
+    """What the store holds for one pair: answered steps (None once given up), faulty tries, grade probabilities."""
 
     answers: Mapping[str, Any]
     attempts: Mapping[str, int]
@@ -156,17 +116,8 @@ class StepState:
 class StoredAgreement:
     """One agreement measurement of a judge (``judge --agreement N``), as stored.
 
-    Attributes:
-        judge_model: the judge model.
-        prompt_version: its prompt version.
-        asked: pairs with a published grade it was asked.
-        ungraded: of those, pairs it gave no readable answer (left out of the kappas).
-        binary: the mean over intents of the binary kappa (None: undefined).
-        weighted: the mean over intents of the quadratic-weighted kappa (None: undefined).
-        intents: intent -> ``{"pairs": n, "binary": kappa, "weighted": kappa}``.
-        at: when it was measured (seconds since the epoch).
-        calibration: the grade probabilities' calibration
-            (:meth:`~disastir_mteb.judging.calibration.Calibration.record`), None without any.
+    ``binary`` and ``weighted`` are the mean kappas over intents (None: undefined); ``ungraded`` of the ``asked`` pairs
+    got no readable answer; ``at`` is in seconds since the epoch.
     """
 
     judge_model: str
@@ -187,9 +138,8 @@ class StoreLockedError(DisastirError, OSError):
 class JudgementStore:
     """One SQLite judgement store, opened for reading and writing (created when absent).
 
-    Args:
-        path: the store file (``judgements.sqlite``); its folder is created.
-        timeout: seconds to wait for a lock another process holds before :class:`StoreLockedError`.
+    ``timeout`` is how long to wait for another process's lock: a judging job holds one for milliseconds, so a lock
+    held longer is another program's (a database browser, say), which more waiting does not end.
 
     Raises:
         ValueError: the file is not a judgement store (damaged, not SQLite, another program's database) or one
@@ -300,8 +250,7 @@ class JudgementStore:
     def state(self, key: str) -> StepState:
         """One pair's steps: each readable value (None once given up on this run), and this run's faulty tries.
 
-        A step is given up on after :data:`MAX_ANSWER_ATTEMPTS` unreadable answers per run (a pair that ended
-        ``failed`` gets as many again on the next run).
+        A pair that ended ``failed`` gets :data:`MAX_ANSWER_ATTEMPTS` tries per step again on the next run.
         """
         rounds_row = next(iter(self._rows("SELECT rounds, status FROM judgements WHERE pair = ?", (key,))), None)
         earlier = MAX_ANSWER_ATTEMPTS * rounds_row[0] if rounds_row and rounds_row[1] == "failed" else 0
@@ -380,11 +329,7 @@ class JudgementStore:
                       detail: str | None = None, server: str | None = None, prompt_tokens: int | None = None,
                       completion_tokens: int | None = None,
                       distribution: Mapping[Any, float] | None = None) -> None:
-        """Keep one answer: its raw reply and the value read, or the fault and why (committed at once).
-
-        A raw reply longer than :data:`MAX_RAW_CHARS` is kept cut there, its full length noted after it.
-        ``distribution``: the answer's grade probabilities (value -> probability), where the server gave them.
-        """
+        """Keep one answer, committed at once: its raw reply (cut at :data:`MAX_RAW_CHARS`), the value or the fault."""
         if raw is not None and len(raw) > MAX_RAW_CHARS:
             raw = f"{raw[:MAX_RAW_CHARS]}... [{len(raw):,} characters in all; the rest was not kept]"
         with self._transaction():

@@ -138,18 +138,19 @@ def _write_cache(rows: Sequence[BoardRow], folder: Path) -> Any:
 
 
 def provenance_markdown(rows: Sequence[BoardRow]) -> str:
-    """The "Provenance" section: one table per kind of row, one line per row."""
+    """The "Provenance" section: a table of two columns per run (what, how), a paragraph for the published rows.
+
+    A run's ten facts side by side (its 40-character revision, its folder) made a table three times as wide as a
+    1,280-px window, seven columns scrolled out of view; one run per table, a fact per line, fits any window.
+    """
     runs = [row for row in rows if not row.published]
     published = [row for row in rows if row.published]
     parts = ["## Provenance", ""]
     if runs:
-        labels = [label for label, _ in runs[0].details]
-        parts += ["**Your runs**", "", "| Row | Revision | " + " | ".join(labels) + " |",
-                  "|---|---|" + "---|" * len(labels)]
+        parts += ["**Your runs**", ""]
         for row in runs:
-            values = dict(row.details)
-            parts.append(f"| {row.name} | {row.revision} | " + " | ".join(values.get(label, "")
-                                                                      for label in labels) + " |")
+            parts += [f"| Row | {row.name} |", "|---|---|", f"| Revision | {row.revision} |",
+                      *(f"| {label} | {value} |" for label, value in row.details), ""]
     if published:
         parts += ["", f"**Published rows** ({len(published)} models, marked *published* in their names): "
                   + "; ".join(f"{label.lower()}: {value}" for label, value in published[0].details)

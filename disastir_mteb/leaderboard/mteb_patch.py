@@ -40,7 +40,9 @@ sponsors with four logos fetched from the web, broken images offline: :func:`off
 words and drops the images.
 
 Everything is restored on exit. :func:`missing` lists what a newer mteb no longer has; the canary test
-fails on it, and :func:`patched` warns and skips that step instead of breaking.
+fails on it, and :func:`patched` warns and skips that step instead of breaking. The names are checked on the
+mteb releases of ``CHECKED_ON`` (:mod:`disastir_mteb.util.mteb_internals`); the arguments of
+``get_leaderboard_app`` that would replace this module are written up for mteb in ``docs/upstream/leaderboard.md``.
 """
 
 from __future__ import annotations

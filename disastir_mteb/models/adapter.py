@@ -1,15 +1,7 @@
 """``with_instructions``: put the right per-intent instruction in front of any embedder's DisastIR queries.
 
-The adapter is an mteb encoder wrapping another one. For a DisastIR task it rewrites the query
-texts to ``InstructionConfig.format(intent, query)`` before the wrapped model sees them; for any
-other task it is transparent. It accepts a ``sentence_transformers.SentenceTransformer``, any mteb
-encoder (what ``mteb.get_model`` returns) or a plain callable ``list[str] -> array``.
-
-Models that apply ``TaskMetadata.prompt`` themselves (mteb wrappers of instruction-tuned models:
-``ModelMeta.use_instructions`` or an ``instruction_template``) would otherwise receive two
-instructions. ``model_prompt="take-over"`` (default) switches the model's own task instruction
-off for DisastIR tasks and sends ours; ``"leave"`` sends raw queries and lets the model add its
-own (the ``disastir`` instruction in the model's template). The choice is logged and recorded.
+The adapter is an mteb encoder wrapping another one; for any task but DisastIR's it is transparent. A model that
+applies ``TaskMetadata.prompt`` itself would receive two instructions, so ``model_prompt`` chooses whose is sent.
 """
 
 from __future__ import annotations
@@ -76,9 +68,7 @@ class _CallableEncoder(AbsEncoder):
 def as_mteb_encoder(model: Any, who: str = "with_instructions()") -> Any:
     """``model`` as mteb's ``EncoderProtocol``, the way ``mteb.evaluate`` wraps it.
 
-    mteb encoders pass through; a ``SentenceTransformer`` gets mteb's own wrapper (so its
-    ``ModelMeta`` and result folder are the ones ``mteb.evaluate`` would use); a ``ModelMeta``
-    is loaded; any other callable ``list[str] -> array`` is wrapped as a plain encoder.
+    A SentenceTransformer gets mteb's own wrapper, so its ``ModelMeta`` and result folder are the ones mteb would use.
 
     Raises:
         TypeError: anything else (e.g. a CrossEncoder, which cannot embed a corpus), naming ``who``.
@@ -101,10 +91,7 @@ def as_mteb_encoder(model: Any, who: str = "with_instructions()") -> Any:
 
 
 def require_encoder(model: Any, who: str) -> None:
-    """Refuse, naming ``who`` (the function the user called), what :func:`as_mteb_encoder` cannot make an encoder of.
-
-    Checked before anything is wrapped or copied, so the sentence names the caller's entry point.
-    """
+    """Refuse what :func:`as_mteb_encoder` cannot wrap, naming ``who`` (the function the user called)."""
     if hasattr(model, "encode") and hasattr(model, "mteb_model_meta"):
         return
     from mteb.models import ModelMeta
@@ -130,9 +117,7 @@ _INSTRUCTION_METHODS = ("get_task_instruction", "get_instruction", "format_instr
 def _without_task_instruction(cls: type) -> type:
     """``cls`` whose task instruction is empty: what ``take-over`` runs the wrapped model's ``encode`` as.
 
-    mteb's ``AbsEncoder`` methods are overridden here, never on the model: ``get_task_instruction``
-    and ``get_instruction`` give ``""``, and ``format_instruction`` formats nothing empty (a template
-    never dresses an empty instruction). One class per wrapped class, made once.
+    mteb's ``AbsEncoder`` methods are overridden on a subclass made once per class, never on the model.
     """
 
     def get_task_instruction(self: Any, *args: Any, **kwargs: Any) -> str:
@@ -153,13 +138,10 @@ def _without_task_instruction(cls: type) -> type:
 
 
 def _task_prompt_switched_off(model: Any) -> Any:
-    """A view of the mteb encoder ``model`` that produces no task instruction; ``model`` itself is left as it is.
+    """A view of ``model`` that produces no task instruction; ``model`` itself is left as it is.
 
-    The view is an instance of :func:`_without_task_instruction` of the model's class sharing the model's
-    attribute dictionary: the same weights, settings and state, so what its ``encode`` records on itself
-    lands on the model, and another caller of the model meanwhile still gets its own instruction. A model
-    that carries one of those methods as an instance attribute gets a view over a shallow copy of its
-    attributes in which that one is switched off too.
+    The view shares the model's attribute dictionary (same weights and state, so what ``encode`` records lands on the
+    model), and another caller of the model meanwhile still gets its own instruction.
     """
     view = object.__new__(_without_task_instruction(type(model)))
     own = vars(model)
@@ -201,15 +183,14 @@ def _rewrite(inputs: DataLoader[BatchedInput], transform: Callable[[str], str]) 
 class InstructedEncoder:
     """An mteb encoder that sends DisastIR queries with the configured instruction, and nothing doubled.
 
+    Its ``mteb_model_meta`` names the instruction set and template in ``experiment_kwargs``, so mteb files each
+    setting under its own experiment.
+
     Args:
         model: a SentenceTransformer, an mteb encoder or a callable ``list[str] -> array``.
         config: the instruction set, template and whether passages are instructed.
-        model_prompt: for models that apply ``TaskMetadata.prompt`` themselves: ``"take-over"``
-            (switch theirs off on DisastIR tasks, send ours) or ``"leave"`` (send raw queries).
-
-    Attributes:
-        mteb_model_meta: the wrapped model's metadata with ``experiment_kwargs`` naming the
-            instruction set and template, so mteb files each setting under its own experiment.
+        model_prompt: for models that apply ``TaskMetadata.prompt`` themselves: ``"take-over"`` (switch theirs off
+            on DisastIR tasks, send ours) or ``"leave"`` (send raw queries).
     """
 
     def __init__(self, model: object, config: InstructionConfig, *, model_prompt: ModelPrompt = "take-over") -> None:
@@ -267,12 +248,10 @@ def with_instructions(
     """Wrap a model so every DisastIR query carries its intent's instruction, exactly.
 
     Args:
-        model: a ``SentenceTransformer``, an mteb encoder (e.g. ``mteb.get_model(...)``) or a
-            callable ``list[str] -> array``.
-        instructions: ``"disastir"`` (default), ``"dmretriever"``, ``"none"``, or a mapping
-            {intent: instruction} for all six intents.
-        template: ``"instruct-query"``, ``"colon"`` or a format string with ``{instruction}`` and
-            ``{query}``; default: the template the chosen set was published with.
+        model: a ``SentenceTransformer``, an mteb encoder or a callable ``list[str] -> array``.
+        instructions: ``"disastir"``, ``"dmretriever"``, ``"none"``, or a mapping {intent: instruction} for all six.
+        template: ``"instruct-query"``, ``"colon"`` or a format string with ``{instruction}`` and ``{query}``;
+            default: the template the chosen set was published with.
         passages: also instruct passages (the authors never do).
         model_prompt: see :class:`InstructedEncoder`.
 

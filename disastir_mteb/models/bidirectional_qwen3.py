@@ -1,24 +1,9 @@
 """Qwen3 with causal masking off: the backbone of the DMRetriever decoders (596M, 4B, 7.6B).
 
-The authors' class (DMRetriever ``DMRetriever/models/bidirectional_qwen3.py``, ``Qwen3BiModel``,
-selected by ``backbone_type=qwen3bi`` in their ``eva/utils/model_utils.py``) is a ``Qwen3Model``
-whose attention modules carry ``is_causal=False`` and no sliding window, and whose forward hands the
-layers a ready padding-only mask so that transformers never builds a causal one. It is not on PyPI;
-:class:`BidirectionalQwen3Model` rebuilds it on transformers' own ``Qwen3Model``.
-
-How the causal mask goes away (transformers 5): ``config.is_causal = False``. ``create_causal_mask``
-then returns ``create_bidirectional_mask`` (padding only, in the format of the configured attention
-backend), and the forward's config defaults pass ``is_causal=False`` down to the attention kernels.
-The attention modules' own ``is_causal`` flag, which is all that survives of the authors' class
-without its ready mask, is set too but is not enough on its own: with transformers 5.23 it leaves
-eager attention causal, and sdpa causal as soon as a batch has padding. ``tests/test_dmretriever.py``
-checks eager and sdpa (flash and flex need a GPU and are not checked) against a plain PyTorch
-forward pass and against causal Qwen3 with the same weights.
-
-Loading follows the authors' evaluation (``eva/utils/model_utils.py``, ``eva/embed/*.py``):
-tokenizer padded on the right (pad = EOS when it has no pad token), no EOS or BOS added, float16 on
-CUDA; a LoRA adapter folder (``adapter_config.json``) is applied to its base model with ``peft``
-(merged here, which computes the same function as their unmerged ``PeftModel``).
+The authors' ``Qwen3BiModel`` is not on PyPI; this rebuilds it on transformers' own ``Qwen3Model``. The mask goes
+away through ``config.is_causal = False``: the attention modules' own ``is_causal`` flag alone leaves eager
+attention, and sdpa on padded batches, causal in transformers 5. Loading follows the authors' evaluation
+(right padding, float16 on CUDA, a LoRA adapter merged with ``peft``).
 """
 
 from __future__ import annotations
@@ -51,15 +36,7 @@ _DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16"
 class BidirectionalQwen3Model(Qwen3Model):
     """``Qwen3Model`` in which every token attends to every non-padding token, before and after it.
 
-    Weights load as for ``Qwen3Model`` (keys with or without the ``model.`` prefix of
-    ``Qwen3ForCausalLM``); nothing else differs from the causal model.
-
-    Examples:
-        >>> from transformers import Qwen3Config
-        >>> config = Qwen3Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        ...                      num_attention_heads=2, num_key_value_heads=1, head_dim=8)
-        >>> BidirectionalQwen3Model(config).config.is_causal
-        False
+    Weights load as for ``Qwen3Model``; nothing else differs from the causal model.
     """
 
     def __init__(self, config: Qwen3Config) -> None:
@@ -93,23 +70,14 @@ def resolve_dtype(dtype: str | None, device: str) -> torch.dtype:
 def load_bidirectional_qwen3(source: str, *, adapter: Path | None, base_model: str | None, hub: dict[str, Any],
                              dtype: torch.dtype, device: str,
                              model_kwargs: dict[str, Any]) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
-    """The tokenizer and the bidirectional model of a full checkpoint or of a LoRA adapter (merged).
+    """The tokenizer and the bidirectional model of a full checkpoint or of a LoRA ``adapter`` folder (merged).
 
-    Args:
-        source: Hub id or folder of a full checkpoint (``config.json`` with ``model_type`` qwen3).
-        adapter: local folder holding ``adapter_config.json``, or None for a full checkpoint.
-        base_model: for an adapter, the base checkpoint to apply it to instead of the one its
-            ``adapter_config.json`` names (often a path on the authors' machines).
-        hub: ``revision``, ``cache_dir``, ``local_files_only`` for ``from_pretrained`` (the
-            revision applies to ``source``, not to an adapter's base).
-        dtype: the weights' dtype.
-        device: where the model goes.
-        model_kwargs: more ``from_pretrained`` arguments (e.g. ``attn_implementation``).
+    ``base_model`` replaces the base an adapter's config names (often a path on the authors' machines); ``hub``'s
+    revision applies to ``source`` only.
 
     Raises:
         ImportError: an adapter without ``peft`` installed.
-        ValueError: an adapter with resized token embeddings (``embedding/emb.pth``), which only
-            an unsafe pickle load could restore.
+        ValueError: an adapter with resized token embeddings, which only an unsafe pickle load could restore.
     """
     if adapter is None:
         base, base_hub = source, hub

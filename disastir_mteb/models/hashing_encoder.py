@@ -1,9 +1,7 @@
 """A cheap, deterministic, model-free encoder for tests and overhead benchmarks.
 
-Each lower-cased word gets a fixed pseudo-random unit vector (seeded by a hash of the word); a
-text is the L2-normalised sum of its words' vectors. It ranks texts by word overlap, so scores
-are non-trivial, and it is fast enough to encode a full-scale corpus in seconds, which makes the
-runner's own overhead visible. It is not a retrieval model: never report its scores as results.
+Each word gets a fixed pseudo-random vector (from a hash of the word) and a text is the normalised sum, so it
+ranks by word overlap and encodes a full-scale corpus in seconds. Not a retrieval model: never report its scores.
 """
 
 from __future__ import annotations
@@ -29,15 +27,7 @@ _WORD = re.compile(r"\w+")
 
 
 class HashingEncoder(AbsEncoder):
-    """Deterministic bag-of-words embeddings (cosine similarity).
-
-    Args:
-        dim: embedding size.
-        name: the model name results are filed under.
-
-    Attributes:
-        texts_encoded: texts embedded so far (tests count encoder work with it).
-    """
+    """Deterministic bag-of-words embeddings (cosine similarity); ``texts_encoded`` counts its work for tests."""
 
     def __init__(self, dim: int = 384, name: str = HASHING_ENCODER) -> None:
         self.dim = dim

@@ -1,39 +1,10 @@
 """A model is identified by what it is: the digest of its content, joined with how it is configured to encode.
 
-The embedding store keys vectors by the model's name and revision, but a name and a revision do not always say
-which model computed them: an in-memory model (a ``SentenceTransformer`` in a notebook, a plain callable) has
-neither, so mteb files every such model as ``no_model_name/available`` at ``no_revision_available``; and a model can
-be changed in place under both (fine-tuned weights, a folder saved again, an edited tokenizer, another checkpoint
-behind the same server, a token limit or a query prompt edited in its configuration). So every run identifies the
-model by a *fingerprint* (:func:`identify`) that joins the store key of every vector the run reads or writes and the
-provenance of every result it writes (:mod:`disastir_mteb.vocabulary.provenance`). It is made of:
-
-- the model's content (:mod:`disastir_mteb.models.content`): the digest of the files of its folder or Hub snapshot,
-  of its parameters, buffers and tokenizers, or what the encoder declares; exact, so any change to what shapes a
-  vector gives another fingerprint, and the same content gives the same one on every machine and device;
-- the digest of its encoding configuration (:func:`encoding_configuration`: the token limit, prompts, pooling and
-  normalisation it is set to, read from the model object itself);
-- the precision its weights encode in.
-
-What has no content to read is identified otherwise:
-
-- embedding servers by their vectors of a probe (:meth:`EmbeddingServers.probe_servers
-  <disastir_mteb.models.embedding_servers.EmbeddingServers.probe_servers>`), matched against the probes recorded in
-  the store (``<store>/probes/<digest>/<fingerprint>.npy``) within a tolerance the servers' own noise sets: a probe
-  within it of a recorded one takes that record's fingerprint, one that matches none gets a new fingerprint, so a
-  spurious mismatch costs a re-encode, never a wrong number;
-- a plain callable or an encoder without weights by the version its caller names (``model_revision``); without one,
-  by nothing that lasts: a fingerprint of its own for one call (:data:`UNVERSIONED`), so no vector or result of an
-  earlier call or process is ever taken for it.
-
-Every model is also asked for its vectors of :data:`PROBE_TEXTS` once, when the search model is built
-(:func:`probe_vectors`), so that one that cannot embed is refused in one sentence before any task loads.
-
-What a new fingerprint means. A model with a real name and revision (:attr:`ModelIdentity.pinned`) whose content
-matches none recorded under that name and revision was changed in place: it gets new cache entries, after one
-warning saying so. A model without them is simply another model: it gets its own entries, and its results are filed
-under its fingerprint (:attr:`ModelIdentity.results_revision`) instead of ``no_revision_available``, so two
-in-memory models never share a result folder either.
+A name and a revision do not always say which model computed a vector: an in-memory model has neither, and a
+model can be changed in place under both. So every run identifies the model by a *fingerprint* (:func:`identify`)
+that joins every store key and every result's provenance: its content, its encoding configuration and its
+precision. Embedding servers, which have no content to read, are identified by their vectors of a probe matched
+within their own noise; a plain callable without a named version gets a fingerprint for one call only.
 """
 
 from __future__ import annotations
@@ -96,13 +67,8 @@ _PROBES = "probes"
 def probe_vectors(model: Any, *, again: bool = False) -> np.ndarray:
     """The model's vectors of :data:`PROBE_TEXTS`, as passages then as queries: float32, shape (2 x texts, dim).
 
-    Through the model's own mteb ``encode`` (a ``SentenceTransformer`` wrapper, ``mteb.get_model``'s
-    encoders, ``with_instructions``, plain callables, the hashing encoder), with the metadata of the first
-    DisastIR task, so that a wrapper's passage prompt, query prompt and instruction are the ones it uses there.
-    Embedding servers answered the probe as passages when they were started
-    (:attr:`~disastir_mteb.models.embedding_servers.EmbeddingServers.probe`, every server, checked to agree;
-    shape (texts, dim)): they embed queries through the same endpoint, raw. ``again`` asks them again (a later run
-    of the same search model).
+    Through the model's own ``encode`` with the first DisastIR task's metadata, so its prompts are the ones it uses
+    there; embedding servers give the probe they answered when started (``again``: asked again).
 
     Raises:
         ValueError: the model returned something else than one finite vector per probe text.
@@ -147,12 +113,9 @@ def _checked(output: Any, texts: list[str], side: str) -> np.ndarray:
 def encoding_configuration(model: Any) -> list[dict[str, object]]:
     """How the model is set to encode, read from the objects themselves: one entry per wrapper, outermost first.
 
-    Each entry names the object's class and, where it has them, the prompts it adds (mteb's ``model_prompts``) and,
-    for a ``SentenceTransformer``, its token limit, prompts and default prompt, output dimension, similarity and
-    every module's configuration (the transformer's token limit and casing, pooling, normalisation, a dense head):
-    what ``sentence_bert_config.json``, ``config_sentence_transformers.json`` and the modules' files set when it
-    was loaded, and whatever was changed on it since. The weights themselves are not read (a 7B model's would take
-    minutes to hash): what they compute is the probe's part of the fingerprint.
+    The class, the prompts it adds, and for a ``SentenceTransformer`` its settings and every module's configuration,
+    including changes made since it was loaded. The weights are not read (a 7B model's would take minutes): what they
+    compute is the content's part of the fingerprint.
     """
     entries: list[dict[str, object]] = []
     seen: set[int] = set()
@@ -173,9 +136,7 @@ def encoding_configuration(model: Any) -> list[dict[str, object]]:
 def configuration_digest(model: Any, *, passages: bool = False) -> str:
     """The 32-hex digest of :func:`encoding_configuration`.
 
-    ``passages``: of what shapes passages: the SentenceTransformers' settings but their prompts (the query prompts
-    never reach a passage, and what a passage prompt does the passage side of the probe shows), not the wrappers
-    around them (an instruction wrapper changes queries; where it changes passages, the probe shows it).
+    ``passages``: of what shapes passages only, the SentenceTransformers' settings without their prompts.
     """
     entries = encoding_configuration(model)
     if passages:
@@ -210,10 +171,8 @@ def _sentence_transformer_configuration(model: Any) -> dict[str, object]:
 
 @runtime_checkable
 class ProbedAtStart(Protocol):
-    """A model that answered its own probe when it started (embedding servers: every server asked, checked to agree).
+    """A model that answered its own probe when it started (embedding servers).
 
-    ``probe`` has one row per text of ``probe_texts``; ``probe_tolerance`` is how far its probe may move and still be
-    the same model (measured on its servers' own noise); ``probe_servers()`` asks again and refreshes all three.
     Named here, not imported, so that this module stays below the encoders that use it.
     """
 
@@ -236,10 +195,7 @@ def _served(model: Any) -> ProbedAtStart | None:
 
 
 def probe_texts_of(model: Any) -> tuple[str, ...]:
-    """The texts :func:`probe_vectors` asks ``model`` for, per side.
-
-    Embedding servers' own probe texts where the passages reach them raw, else :data:`PROBE_TEXTS`.
-    """
+    """The texts :func:`probe_vectors` asks ``model`` for, per side: the servers' own, else :data:`PROBE_TEXTS`."""
     served = _served(model)
     return served.probe_texts if served is not None else PROBE_TEXTS
 
@@ -266,8 +222,7 @@ def _probe_task() -> Any:
 def probe_difference(vectors: np.ndarray, recorded: np.ndarray) -> float:
     """How far two probes lie apart: the largest coordinate difference over the recorded vector's length.
 
-    Relative to the length, so a model that does not normalise its vectors is measured alike; ``inf`` when
-    the shapes differ (another dimension is another model).
+    Relative, so a model that does not normalise is measured alike; ``inf`` when the shapes differ.
     """
     if vectors.shape != recorded.shape:
         return float("inf")
@@ -292,21 +247,10 @@ def is_pinned(name: str | None, revision: str | None) -> bool:
 class ModelIdentity:
     """Who computed a run's vectors: the model's name and revision, and the fingerprint of what it is.
 
-    Attributes:
-        name: the model's name, as the store keys it.
-        revision: its revision, None when it has none.
-        fingerprint: 32 hex characters (:func:`identify`): its content (or, for servers, its probe) joined with its
-            encoding configuration and precision; part of every store key of the run and of every result's provenance.
-        pinned: the model has a real name and revision (:func:`is_pinned`), so its results are filed under them.
-        probe: its vectors of the probe texts (passages, then queries; servers: their own probe), empty when the
-            model was identified again without being probed.
-        configuration: :func:`configuration_digest` of the model (``""`` when not given).
-        passage_fingerprint: what decides its passage vectors alone (its content and the configuration but its
-            prompts): the corpus's store key and the ANN index key, so that a model changed on the query side only (a
-            query prompt, an instruction) reuses its encoded corpus. Default: ``fingerprint``.
-        content: what the fingerprint was read from, ``kind:digest`` (:attr:`ModelContent.label
-            <disastir_mteb.models.content.ModelContent.label>`; ``probe:<digest>`` for servers, :data:`UNVERSIONED`).
-        detail: that, in words.
+    ``fingerprint`` joins its content (or probe), encoding configuration and precision; ``passage_fingerprint`` only
+    what decides its passage vectors, so a model changed on the query side reuses its encoded corpus. ``pinned``:
+    it has a real name and revision, so its results are filed under them; ``content``: what the fingerprint was read
+    from, ``kind:digest``.
     """
 
     name: str
@@ -348,30 +292,12 @@ def identify(*, name: str, revision: str | None, precision: str | None, root: Pa
              content: ModelContent | None = None, probe: np.ndarray | None = None, tolerance: float | None = None,
              probe_texts: tuple[str, ...] = PROBE_TEXTS, configuration: str = "",
              passage_configuration: str | None = None) -> ModelIdentity:
-    """The model's fingerprints, from its content, else from a server's probe, else for this call only.
+    """The model's fingerprints, from its ``content``, else from a server's ``probe``, else for this call only.
 
-    Args:
-        name: the model's name as the store keys it.
-        revision: its revision (None when it has none).
-        precision: the dtype of its weights (``float32``, ``float16``, ``bfloat16``; None without torch weights):
-            part of the fingerprint, so a cast copy is another model.
-        root: the store folder whose records to match and extend (``<root>/contents/``, ``<root>/probes/``); None:
-            nothing recorded (a content fingerprint needs no record; a probe's is then its own digest).
-        content: what the model is (:mod:`disastir_mteb.models.content`); None when nothing could be read.
-        probe: without ``content``, an embedding server's vectors of its probe, matched within ``tolerance``
-            against the recorded ones. Neither: the model is :data:`UNVERSIONED`.
-        tolerance: how far a probe may lie from a recorded one (the servers' noise); None: :data:`PROBE_TOLERANCE`
-            of ``precision``.
-        probe_texts: the texts ``probe`` holds vectors of, one side (:func:`probe_texts_of`: the servers' own).
-        configuration: :func:`configuration_digest` of the model: joined into the fingerprint, so a model set to
-            encode otherwise (another token limit, another prompt) is another model.
-        passage_configuration: the digest of what of it shapes passages (:func:`configuration_digest` with
-            ``passages=True``); joined into :attr:`ModelIdentity.passage_fingerprint`. Default: ``configuration``.
-
-    Returns:
-        The identity. A new record is written atomically (a folder that cannot be written records nothing, which
-        costs at most a re-encode later). When a pinned model matches none of the records of its name, revision and
-        precision, one warning says it was changed in place.
+    ``precision`` and ``configuration`` join the fingerprint (a cast copy, or a model set to encode otherwise, is
+    another model); a probe matches a record under ``root`` within ``tolerance`` (default: :data:`PROBE_TOLERANCE`
+    of ``precision``). A pinned model whose content matches none recorded under its name, revision and precision was
+    changed in place: one warning says so.
     """
     passage_configuration = configuration if passage_configuration is None else passage_configuration
     pinned = is_pinned(name, revision)
@@ -487,11 +413,7 @@ def _identify_probe(vectors: np.ndarray, *, name: str, revision: str | None, pre
 
 def _assign(vectors: np.ndarray, folder: Path | None, tolerance: float,
             texts: tuple[str, ...] = PROBE_TEXTS) -> tuple[str, list[tuple[float, str]], dict[str, np.ndarray]]:
-    """The fingerprint of ``vectors`` among ``folder``'s records: a recorded one within ``tolerance``, else its own.
-
-    Returns it with the distances to the records (nearest first) and the records; a fingerprint that is not among
-    them is new, for :func:`_record`.
-    """
+    """The fingerprint of ``vectors``: a recorded one within ``tolerance``, else its own; with distances, records."""
     own = fingerprint_of(vectors, texts)
     if folder is None:
         return own, [], {}

@@ -1,13 +1,6 @@
 """Loading the model to evaluate: a name for ``mteb.get_model``, a built-in name, a local folder, or an object.
 
-The built-in names (:data:`~disastir_mteb.vocabulary.settings.BUILT_IN_MODELS`) resolve here, before mteb's
-registry or the Hub is asked: ``bundled`` (the packaged MiniLM) and ``disastir-mteb/hashing-encoder`` (the
-model-free :class:`~disastir_mteb.models.hashing_encoder.HashingEncoder`, which benchmarks of the runner use
-on the command line: mteb does not know it, and there is nothing to download). A name that cannot be loaded
-becomes one :class:`ModelLoadError` sentence saying what to do (offline cache, a local folder, ``-m bundled``).
-:func:`disastir_mteb.runner.run.build_search` passes a ready
-:class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` through before it loads anything (this layer
-cannot import the search layer).
+A name that cannot be loaded becomes one :class:`ModelLoadError` sentence saying what to do.
 """
 
 from __future__ import annotations
@@ -28,11 +21,8 @@ __all__ = ["ModelLoadError", "load_model", "source_content"]
 def load_model(model: Any, *, device: str | None = None) -> Any:
     """An mteb encoder from a name (``mteb.get_model``), a built-in name, a local folder or an object.
 
-    Built-in names: ``"bundled"`` (the packaged MiniLM, on ``device``) and ``"disastir-mteb/hashing-encoder"``
-    (:class:`~disastir_mteb.models.hashing_encoder.HashingEncoder`, 384 dimensions, no device).
-
-    Objects go through :func:`~disastir_mteb.models.adapter.as_mteb_encoder`: a SentenceTransformer gets
-    mteb's own wrapper, exactly as ``mteb.evaluate`` would wrap it.
+    Built-in names: ``"bundled"`` (the packaged MiniLM) and ``"disastir-mteb/hashing-encoder"``; an object is wrapped
+    as ``mteb.evaluate`` would wrap it.
     """
     if not isinstance(model, str):
         from disastir_mteb.models.adapter import as_mteb_encoder
@@ -52,18 +42,16 @@ def load_model(model: Any, *, device: str | None = None) -> Any:
 
     try:
         return mteb.get_model(model, device=device) if device else mteb.get_model(model)
-    except Exception as error:  # any loader's failure: offline, unknown name, gated, missing package
+    except (OSError, ValueError, KeyError, ImportError, RuntimeError) as error:
+        # offline or gated (the Hub's errors are OSErrors), an unknown name, a missing package, a broken checkpoint
         raise ModelLoadError(model, error) from error
 
 
 def source_content(model: str, meta: Any, memo: Path | None) -> ModelContent | None:
     """What the model :func:`load_model` loaded from the name ``model`` is, read from the files it was loaded from.
 
-    ``bundled``: the packaged folder; a local folder: its files; a Hub name: its snapshot in the Hugging Face cache
-    (the revision mteb asked for, when that is a commit). None where the files do not say it all (a decoder
-    checkpoint or LoRA adapter, whose base model lies elsewhere; a name mteb loads without a local snapshot; the
-    model-free encoder, which declares itself): the loaded object is read instead. ``memo``: where file digests are
-    remembered (:func:`~disastir_mteb.models.content.folder_content`).
+    None where the files do not say it all (a decoder checkpoint or LoRA adapter, whose base lies elsewhere; a name
+    without a local snapshot; the model-free encoder): the loaded object is read instead.
     """
     from disastir_mteb.models.content import folder_content, hub_content
 
@@ -93,10 +81,7 @@ class ModelLoadError(DisastirError, OSError):
 
 
 def _is_decoder_checkpoint(folder: Path) -> bool:
-    """A DMRetriever decoder folder: a LoRA adapter, or a Qwen3 checkpoint that is no SentenceTransformer.
-
-    SentenceTransformer would run a Qwen3 checkpoint causally; the authors' decoders are bidirectional.
-    """
+    """A DMRetriever decoder folder (LoRA adapter or Qwen3 checkpoint), which SentenceTransformer would run causally."""
     import json
 
     if (folder / "adapter_config.json").is_file():
@@ -111,10 +96,7 @@ def _is_decoder_checkpoint(folder: Path) -> bool:
 
 
 def _load_folder(folder: Path, device: str | None) -> Any:
-    """A SentenceTransformer saved in a local folder, filed in results as ``local/<folder name>``.
-
-    A DMRetriever decoder folder (Qwen3 checkpoint or LoRA adapter) loads with the authors' architecture.
-    """
+    """A SentenceTransformer (or DMRetriever decoder) saved in a local folder, filed as ``local/<folder name>``."""
     if _is_decoder_checkpoint(folder):
         from disastir_mteb.models.dmretriever import DMRetrieverEncoder
 
@@ -123,13 +105,15 @@ def _load_folder(folder: Path, device: str | None) -> Any:
         except (OSError, ValueError, ImportError) as error:
             raise ModelLoadError(str(folder), error, "A decoder folder holds a Qwen3 checkpoint (config.json, "
                                  "tokenizer, weights) or a LoRA adapter of one.") from error
+    from safetensors import SafetensorError
     from sentence_transformers import SentenceTransformer
 
     from disastir_mteb.models.adapter import as_mteb_encoder
 
     try:
         encoder = as_mteb_encoder(SentenceTransformer(str(folder), device=device, local_files_only=True))
-    except Exception as error:
+    except (OSError, ValueError, KeyError, ImportError, RuntimeError, SafetensorError) as error:
+        # files missing, malformed JSON, unknown module classes, damaged weights
         raise ModelLoadError(str(folder), error, "A model folder is one written by SentenceTransformer.save().") \
             from error
     meta = encoder.mteb_model_meta

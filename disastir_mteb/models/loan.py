@@ -1,22 +1,9 @@
 """The caller's model lent to the package for a call, and handed back as it came.
 
-Encoding changes a model object on the way: ``SentenceTransformer.encode`` puts every module in eval mode (a training
-loop that evaluates between steps would go on without dropout), reading ``similarity_fn_name`` sets it, a fast
-tokenizer keeps the truncation and padding of its last call, sentence-transformers' multi-process pool moves the model
-to the CPU. :func:`borrow` records the model's state, puts it in eval mode for the call (what an evaluation needs, and
-what ``encode`` sets anyway) and, on the way out, after an error too, puts back what changed, and only that:
-
-- every module's ``training`` flag (through ``train()``, so that a library's override of it runs);
-- each parameter's and buffer's dtype, device and ``requires_grad`` (the package never casts the caller's weights: a
-  precision encodes with a copy; this puts back a model moved by the pool);
-- every module's attributes, one level deep (a dict's, list's or set's entries; an attribute object's own attributes:
-  a tokenizer's, a config's, ``model_card_data``'s), and a fast tokenizer's truncation and padding.
-
-The model is the torch modules and tokenizers the object passed in holds: the object itself when it is a torch
-module, else what it and the wrappers under its ``.model`` attributes hold, one attribute deep (a function's closure
-counts). The wrappers' own attributes (an mteb wrapper's metadata, a callable's counter or cache) are left as they
-are: the package never sets one, and what the model's own code records there is its own to keep. Nothing is copied
-but references, flags, dtypes and devices.
+Encoding changes a model object on the way: ``encode`` puts every module in eval mode, a fast tokenizer keeps the
+truncation and padding of its last call, the multi-process pool moves the model to the CPU. :func:`borrow` records
+the state of the torch modules and tokenizers the object holds (training flags, tensors' dtype and device,
+attributes one level deep) and puts back what changed, and only that. Nothing is copied but references and flags.
 """
 
 from __future__ import annotations
@@ -43,15 +30,9 @@ _MISSING = object()
 
 @contextlib.contextmanager
 def borrow(model: Any) -> Iterator[None]:
-    """``model`` in eval mode for the ``with`` block, then handed back as it came (see the module's docstring).
+    """``model`` in eval mode for the ``with`` block, then handed back as it came, after an error too.
 
     A model without torch modules or tokenizers (a plain function, an embedding server, a name) is left alone.
-
-    Examples:
-        >>> with borrow(model):  # a SentenceTransformer in train mode
-        ...     vectors = model.encode(texts)
-        >>> model.training
-        True
     """
     record = _Record.of(model)
     try:
@@ -166,10 +147,7 @@ def _filled(cell: Any) -> bool:
 
 
 def _backend(obj: Any) -> Any:
-    """A fast tokenizer's backend (``tokenizers.Tokenizer``: its truncation and padding live outside Python).
-
-    Looked up on the class first, so that no other object's ``__getattr__`` runs.
-    """
+    """A fast tokenizer's backend (its truncation and padding live outside Python), looked up on the class first."""
     backend = getattr(obj, "backend_tokenizer", None) if hasattr(type(obj), "backend_tokenizer") else None
     return backend if hasattr(backend, "enable_truncation") and hasattr(backend, "enable_padding") else None
 

@@ -1,9 +1,6 @@
 """The model's torch weights: found behind wrappers, their dtype and device, and a copy cast to a precision.
 
-Precision (:data:`~disastir_mteb.vocabulary.settings.PRECISIONS`) encodes with a copy of the model whose weights
-are cast (:func:`in_precision`); the model passed in is never changed. The default is the model's own dtype
-(float32 for the DisastIR baselines). The dtype in use is part of the embedding cache key, so vectors of another
-precision are never served for this one.
+The model passed in is never changed: another precision encodes with a cast copy.
 """
 
 from __future__ import annotations
@@ -20,10 +17,7 @@ __all__ = ["in_precision", "module_device", "module_dtype", "torch_module", "wra
 
 
 def wrapper_chain(model: Any) -> list[Any]:
-    """``model`` and the wrappers under its ``.model`` attributes, outermost first, down to the first torch module.
-
-    At most six objects (mteb's wrapper, ``with_instructions``, a cast copy's chain are two or three deep).
-    """
+    """``model`` and the wrappers under its ``.model`` attributes, outermost first, down to the first torch module."""
     try:
         import torch
     except ImportError:
@@ -70,16 +64,11 @@ def module_device(model: Any) -> str | None:
 def in_precision(model: Any, precision: Precision | None) -> Any:
     """``model`` encoding in ``precision``: itself when its weights already are, else a copy whose weights are cast.
 
-    ``precision`` is a parsed name (``fp32``, ``fp16``, ``bf16``), as :class:`RunSettings` holds it: parsed once, by
-    :func:`~disastir_mteb.vocabulary.settings.parse_precision`, where the settings are built.
-
-    The copy is the whole wrapper chain (``copy.deepcopy``) with every floating parameter and buffer replaced by
-    its cast, so it takes the memory of the cast weights only, and the model passed in (a trainer's, a notebook's)
-    is left exactly as it was: its dtype, its weights and its attributes. ``None`` keeps the model as it is.
+    The copy shares nothing with the model passed in (a trainer's, a notebook's) and takes only the cast weights'
+    memory. ``None`` keeps the model as it is.
 
     Raises:
-        ValueError: a precision asked of a model without torch weights, or a model that cannot be copied (one
-            sentence saying what to do instead).
+        ValueError: a model without torch weights, or one that cannot be copied.
     """
     import copy
 
@@ -107,7 +96,8 @@ def in_precision(model: Any, precision: Precision | None) -> Any:
                 PRECISIONS[wanted], module_dtype(model))
     try:
         return copy.deepcopy(model, memo)
-    except Exception as error:  # any object of the wrapper chain may refuse to be copied
+    except (TypeError, RuntimeError, AttributeError, ValueError, NotImplementedError, copy.Error) as error:
+        # an object of the wrapper chain that refuses to be copied (a lock, a handle, a non-leaf tensor)
         raise InvalidInput(f"precision={precision!r}: {type(model).__name__} cannot be copied to cast its weights "
                            f"({type(error).__name__}: {error}); cast the model yourself (e.g. model.half()) and leave "
                            "precision unset.") from None

@@ -1,9 +1,6 @@
 """The caller's model made ready for a run: its precision, its instructions, mteb's interface and who it is.
 
-The search model asks for this once, when it is built (:func:`prepare_model`, which probes the model then, so that
-one that cannot embed is refused before any task loads, and reads what it is), and identifies it again at each later
-run (:meth:`PreparedModel.identify`); the caller's model is never changed: a precision other than its own encodes with
-a cast copy, and instructions wrap it.
+The caller's model is never changed: another precision encodes with a cast copy, and instructions wrap it.
 """
 
 from __future__ import annotations
@@ -43,15 +40,8 @@ __all__ = ["PreparedModel", "prepare_model"]
 class PreparedModel:
     """The encoder a run uses, the dtype its weights encode in and the metadata its results are filed under.
 
-    Attributes:
-        encoder: the mteb encoder (the cast copy, the instructions in front, where asked).
-        dtype: the dtype of the weights that encode (None without torch weights).
-        meta: the model's mteb metadata, with ``disastir_precision`` among its experiment settings when the
-            precision is not the model's own (so such results are filed apart).
-        identity: who computed the vectors when the model was prepared.
-        texts_probed: how many texts that identification sent to the model.
-        source: the name the model was loaded from (a folder, a Hub id, a built-in name), whose files say what it
-            is; None for the caller's object, read in memory.
+    ``meta`` names a precision other than the model's own among its experiment settings, so such results are filed
+    apart; ``source`` is the name the model was loaded from (None for the caller's object).
     """
 
     encoder: Any
@@ -67,11 +57,9 @@ class PreparedModel:
         return _key(self.encoder, self.meta)
 
     def identify(self, root: Path | None, *, again: bool) -> tuple[ModelIdentity, int]:
-        """Who computes the vectors (:func:`~disastir_mteb.models.identity.identify`), and how many texts were probed.
+        """Who computes the vectors, and how many texts were probed.
 
-        ``root``: the store folder whose records are matched and extended, and where the digests of a model
-        folder's files are remembered (None: nothing recorded); ``again``: a later run's identification (the content
-        read again, embedding servers probed again; other models are not probed again).
+        ``root`` is the store folder whose records are matched and extended; ``again``, a later run's identification.
         """
         return _identify(self.encoder, self.dtype, self.meta, root, source=self.source, again=again)
 
@@ -102,8 +90,7 @@ def _identify(encoder: Any, dtype: str | None, meta: ModelMeta | None, root: Pat
 def _content(encoder: Any, meta: ModelMeta | None, root: Path | None, source: str | None) -> ModelContent | None:
     """What the model is: its source's files, else its weights and tokenizer in memory, else its name and revision.
 
-    A name and revision stand for a model only where nothing else can be read (an API model in mteb's registry, a
-    callable given a ``model_revision``); None where there is not even that.
+    A name and revision stand for a model only where nothing else can be read (an API model, a versioned callable).
     """
     content = source_content(source, meta, root) if source is not None else None
     content = content or object_content(encoder)
@@ -120,17 +107,13 @@ def prepare_model(model: Any, *, precision: Precision | None = None, instruction
                   who: str = "SharedCorpusSearch") -> PreparedModel:
     """``model`` ready to encode: a copy cast to ``precision``, ``instructions`` in front, as an mteb encoder, probed.
 
-    ``model``: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, or a name
-    (:func:`~disastir_mteb.models.loading.load_model`: ``"bundled"``, a local folder, a name for ``mteb.get_model``);
-    ``model_revision``: the revision to file its results under, and the version that identifies a model with no
-    content to read (a plain callable); ``root``: the store folder whose records the identification matches and
-    extends (None: nothing recorded).
+    ``model_revision`` is the revision its results are filed under, and the version that identifies a model with no
+    content to read; ``root`` the store folder whose records the identification matches (None: nothing recorded).
 
     Raises:
         ModelLoadError: a name that cannot be loaded.
         TypeError: ``model`` is nothing that embeds (one sentence naming ``who``).
-        ValueError: a precision asked of a model without torch weights, or of one that cannot be copied.
-        InvalidInput: the model's vectors for the probe texts are of the wrong shape, or not finite.
+        ValueError: a bad precision for this model, or probe vectors of the wrong shape or not finite.
     """
     source = model if isinstance(model, str) else None
     if isinstance(model, str):

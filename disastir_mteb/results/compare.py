@@ -1,32 +1,10 @@
 """Two result sets side by side: the paper's exact-vs-ANN columns (Table 3), for any two runs.
 
-Scores are NDCG@10 per task, or another metric the task files hold (``metric=``, ``disastir-mteb compare
---metric``: :mod:`disastir_mteb.results.metrics`); an intent's score is the mean of its categories and the
-overall score the mean of the intents, as in the paper, over the tasks BOTH sets hold. With all 48 that is the paper's
-number. A run of a few tasks (3 tasks exact and ANN) still gives what those tasks allow: each intent's
-mean over the categories held and the overall mean over the intents held, marked ``†`` and said once
-under the table with how much they cover; a cell stays empty (``-``) only where nothing can be computed,
-and why is said once (no task of that intent in both sets, no per-query files). Drop % = (A - B) / A x 100,
-the paper's definition with A = exact and B = ANN. Recall@10 of B against A is, per query, the share of
-A's top-10 passages that B also returns in its top-10 (averaged over queries, then like the scores). Per
-intent, B - A is tested on the paired per-query NDCG@10 of its tasks in both sets
-(:func:`~disastir_mteb.results.significance.paired_test`). Recall and tests need the per-query files
-``disastir-mteb run`` writes.
-
-Several pairs (30 models run exact and ANN; two result roots; a plain run against its experiments) give
-one Table 3 row each, labelled by model and settings (``all-MiniLM-L6-v2 — exact vs ANN (HNSW M=16,
-ef=64)``), and Kendall's tau between the A and B rankings of the rows, computed on the tasks every pair
-holds; where it cannot be computed, the reason is said once.
-
-The per-query files hold NDCG@10 only (:mod:`disastir_mteb.results.per_query`): with another metric the
-paired tests are not run, and the text says so once instead of inventing per-query scores. Recall@10 of B
-against A compares the rankings themselves, whatever the metric. Where the metric compared is taken from task
-files that were not re-scored from their top 10s (``recall_at_100``; tasks whose data is not at hand), one line under
-the table says so (:func:`~disastir_mteb.results.result_sets.not_rescored`).
-
-Which sets are compared with which is :mod:`disastir_mteb.results.pairing` (on one query set; rankings across
-query sets are :mod:`disastir_mteb.results.split_agreement`); :func:`pairing_text` prints its pairs, and names
-the sets left without one.
+Scores are means of means, as the paper's, over the tasks both sets hold; a mean over fewer tasks than the paper's
+is marked ``†``, and why a cell is partial or empty is said once under the table. Drop % = (A - B) / A x 100, the
+paper's definition with A = exact. Recall@10 of B against A and the paired tests need the per-query files, which
+hold NDCG@10 only: with another metric no test is run, and the text says so rather than invent per-query scores.
+Several pairs give one row each, and Kendall's tau between the A and B rankings of the rows.
 """
 
 from __future__ import annotations
@@ -94,10 +72,7 @@ def _head(text: str, width: int) -> str:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Scores of two result sets on the tasks both hold, and the top-10 recall of B against A.
-
-    ``metric``: the metric of ``a_grid`` and ``b_grid`` (NDCG@10, the main score, unless another was asked).
-    """
+    """Scores of two result sets on ``metric`` over the tasks both hold, and the top-10 recall of B against A."""
 
     a: ResultSet
     b: ResultSet
@@ -139,11 +114,7 @@ class Comparison:
         return _mean(self.a_grid, intent) is not None and not _complete(self.a_grid, intent)
 
     def paired(self, intent: Intent | None = None) -> PairedTest | None:
-        """B against A on the paired per-query scores of the intent's tasks both sets hold (all of them for None).
-
-        None when no task of the intent is in both sets, one of them lacks per-query files, or :attr:`metric` is not
-        the NDCG@10 the per-query files hold.
-        """
+        """B against A on the paired per-query NDCG@10 of the intent's tasks (all for None); None if not computable."""
         if not self.metric.is_main:
             return None
         if intent not in self._tests:
@@ -240,15 +211,11 @@ def _notes(comparisons: Sequence[Comparison]) -> list[str]:
 
 
 def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METRIC) -> Comparison:
-    """Compare ``b`` with ``a`` (``a`` = the reference, e.g. the exact run) on the tasks both hold.
-
-    ``metric``: mteb's key of the metric compared (``recall_at_100``); default ``ndcg_at_10``, the main score.
+    """Compare ``b`` with ``a`` (the reference, e.g. the exact run) on ``metric``, over the tasks both hold.
 
     Raises:
         ValueError: the sets are on different query sets, share no DisastIR task, record different data for a task
-            both hold (another data folder, generator seed or extra judgements:
-            :func:`~disastir_mteb.results.provenance.recorded_data`), or the metric is unknown or missing from a task
-            file (the sentence names the file and the metrics it holds).
+            both hold, or the metric is unknown or missing from a task file.
     """
     metric = get_metric(metric)
     if a.split is not b.split:
@@ -269,12 +236,7 @@ def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METR
 
 
 def _other_data(a: ResultSet, b: ResultSet, task: str) -> tuple[str, str] | None:
-    """What each set records of ``task``'s data where it differs (None where either records nothing, or both agree).
-
-    The data string (:func:`~disastir_mteb.results.provenance.recorded_data`), and where both per-query files record
-    the digest of the task's files and the strings agree, the digests: two folders of one name holding other files
-    are other data.
-    """
+    """What each set records of ``task``'s data where it differs, digests included; None if either records nothing."""
     x, y = recorded_data(a, task), recorded_data(b, task)
     if x is None or y is None:
         return None
@@ -287,12 +249,7 @@ def _other_data(a: ResultSet, b: ResultSet, task: str) -> tuple[str, str] | None
 
 
 def _refuse_other_data(a: ResultSet, b: ResultSet, common: Sequence[str]) -> None:
-    """Refuse two sets whose files record different data for a task both hold (what ``report`` shows as a conflict).
-
-    A task recorded by one side only (files from before the record) makes no claim; where both per-query files
-    record the digest of the task's files (:func:`~disastir_mteb.results.per_query.with_data_digest`), a folder
-    edited between the two runs is other data too.
-    """
+    """Refuse two sets whose files record different data for a task both hold: the difference would measure the data."""
     differ = [(task, *found) for task in common if (found := _other_data(a, b, task)) is not None]
     if not differ:
         return
@@ -367,10 +324,7 @@ def pairing_text(pairing: Pairing, *, metric: str | Metric = MAIN_METRIC,
                  completed: Mapping[Path, CompletedView] | None = None) -> str:
     """What ``disastir-mteb compare`` prints for one query set: one pair in detail, several as ranked rows.
 
-    Pairs that share no task are named once and left out; so are the sets left without a pair. ``metric``: as
-    :func:`compare_sets`. ``completed``: set folder -> its judge-completed NDCG@10 (``compare --judgements``):
-    each compared set's official and completed NDCG@10 per intent follow, labelled as an estimate
-    (:mod:`disastir_mteb.results.completed_view`).
+    ``completed`` maps a set's folder to its judge-completed NDCG@10, shown after the tables as an estimate.
 
     Raises:
         ValueError: no pair shares a task, or the metric is unknown or missing from a task file.

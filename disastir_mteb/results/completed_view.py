@@ -1,14 +1,8 @@
-"""How a pool-completed estimate is shown beside the official NDCG@10: plain data in, report blocks and text out.
+"""A judge-completed NDCG@10 shown beside the official one: plain data in, report blocks and text out.
 
-The judge (:mod:`disastir_mteb.judging`) labels the unjudged top-10 passages of a run; NDCG@10 computed on the
-published judgements plus those labels is the *completed* NDCG@10. It is an estimate for one study (one judge
-model, one prompt version, the pairs its runs retrieved), never the official number: the official NDCG@10 (unjudged
-passages count as zero) stays the only score in result files, ``submit`` and the leaderboard. This module only
-renders it: the results layer reads files and never imports the judge, so the command line computes the numbers
-(:func:`disastir_mteb.judging.completed.completed_scores`) and hands them here as a :class:`CompletedView`.
-
-Means are the paper's means of means over the tasks that have a completed score (official and completed over the
-same tasks); an intent with fewer than 8 of them is marked partial, with its count.
+The completed score is a per-study estimate, never the official number. The results layer never imports the judge,
+so the command line computes the numbers (:func:`disastir_mteb.judging.completed.completed_scores`) and hands them
+here as a :class:`CompletedView`.
 """
 
 from __future__ import annotations
@@ -32,21 +26,9 @@ ESTIMATE_NOTE = ("The completed NDCG@10 is a per-study estimate (the published j
 
 @dataclass(frozen=True)
 class CompletedView:
-    """One result set's official and completed NDCG@10, as plain data (fractions; rounded only when shown).
+    """One result set's official and completed NDCG@10 per task, as fractions, with what the judges added.
 
-    Attributes:
-        folder: the result set's folder (which set this is).
-        label: how the set is named (``org/model`` and its setting).
-        official: task -> the official NDCG@10 (the result file's main score).
-        completed: task -> NDCG@10 on the published judgements plus the added ones (zero fill for what is left).
-        unjudged_before: task -> the share of the stored top 10 without a published judgement.
-        unjudged_after: task -> the share still without any judgement once the added ones count.
-        added: task -> judgements the store added to the task (pairs without a published grade).
-        judges: one line per judge: model, prompt version and how many judgements it added.
-        store: the judgement store read.
-        without_rankings: tasks of the set without per-query rankings (no completed score).
-        agreement: one line per judge on its stored agreement with the published grades, ``Warning: ...`` where it
-            is below the band or was never measured (:func:`disastir_mteb.judging.agreement.agreement_note`).
+    ``judges`` and ``agreement`` hold one line per judge, shown as they are.
     """
 
     folder: Path
@@ -127,12 +109,7 @@ def _task_table(view: CompletedView) -> Table:
 
 
 def completed_blocks(view: CompletedView, *, per_task: bool = True) -> list[Block]:
-    """One set's report section: the estimate's note, its judges and their agreement, per intent, overall, per task.
-
-    Args:
-        view: the set's numbers.
-        per_task: also the table of every task (the report has it; compare shows the summary only).
-    """
+    """One set's report section: the estimate's note, its judges, per intent and overall, and per task if asked."""
     judges = "; ".join(view.judges) if view.judges else "none (the store adds no judgement to these tasks)"
     reached = sum(1 for count in view.added.values() if count)
     blocks: list[Block] = [

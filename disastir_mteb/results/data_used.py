@@ -1,28 +1,8 @@
 """Which data folder a command reads for result sets: the one their runs read, remembered and checked.
 
-``report --judgements``, ``compare --judgements`` and ``judge`` read the data of the runs they are given (their
-texts and published grades); a run made with ``--data DIR`` already says which folder it read: every per-query file
-records it (``data.source``, :func:`~disastir_mteb.results.per_query.data_provenance`) with the content digest of
-the task's files (``data.digest``, :func:`~disastir_mteb.results.per_query.with_data_digest`). :func:`choose_data`
-picks the folder from there and checks it, so the user need not say it again:
-
-- **A folder chosen** (``--data``, else ``DISASTIR_DATA_DIR``) wins, checked: each task whose record holds a digest
-  must find the same files there (the same bytes, wherever they lie now); otherwise one sentence naming the task
-  and the folder the run read.
-- **Else the recorded folder**, when every task of every set records the same one: used if it is still on this
-  machine and holds the files the run read (by digest; files from before the digest by the folder's name and
-  generator marker, as the task file records them); otherwise one sentence saying so and asking for ``--data``.
-  The Hub's data (``hf:DMIR01/DisastIR@<revision>``) is the pinned revision, read from the Hugging Face cache as
-  before, when the revision is this version's.
-- **Sets recording different data** (two runs on two folders, one folder holding both, or a set whose tasks were
-  rerun on other data) are refused in one sentence: completed scores and holes come from one data folder, and
-  choosing one silently would score the other's rankings against data they were not computed on.
-- **No folder recorded** (per-query files from before the record, or none: plain ``mteb run``): the choice, else
-  the Hub, as before; but where the task files name a local folder (by its last component only, so it cannot be
-  found again), one sentence asking for ``--data`` instead of reading the Hub.
-
-The result is one line saying which folder is read and why (:attr:`DataChoice.line`). ``export`` reads no results,
-so there is nothing to remember there: its data is ``--data``, ``DISASTIR_DATA_DIR`` or the Hub.
+A folder the user chose wins; else the folder every per-query file records, if it still holds the files the runs
+read (by digest). Sets that record different data are refused, never scored against data they were not computed
+on; without any record, the Hub. The rules, for users: docs/judge.md ("Commands remember the run's data").
 """
 
 from __future__ import annotations
@@ -47,12 +27,7 @@ __all__ = ["DataChoice", "choose_data"]
 
 @dataclass(frozen=True)
 class DataChoice:
-    """The data a command reads for its result sets.
-
-    Attributes:
-        folder: the data folder, or None for the Hub's pinned revision (nothing to set).
-        line: one line saying which data is read and why (``data: /data/A, the folder the runs read ...``).
-    """
+    """The data folder a command reads (None: the Hub's pinned revision), and one line saying which and why."""
 
     folder: Path | None
     line: str
@@ -88,11 +63,7 @@ def _recorded(result_sets: Sequence[ResultSet], tasks: Iterable[str] | None) -> 
 
 
 def _named(result_sets: Sequence[ResultSet], tasks: Iterable[str] | None) -> list[str]:
-    """The data the task files name (``local folder A (synthetic sample, ...)``, ``hf:...``), each once, in order.
-
-    What plain ``mteb run`` records: a folder by its last component only (result files get submitted), so it cannot
-    be found again, only told apart from the Hub.
-    """
+    """The data the task files name, each once: a folder by its last component only, so it cannot be found again."""
     wanted = set(tasks) if tasks is not None else None
     names = [recorded_data(result_set, task) for result_set in result_sets if result_set.split is Split.full
              for task in sorted(result_set.scores) if wanted is None or task in wanted]
@@ -110,11 +81,7 @@ def _more(names: Sequence[str]) -> str:
 
 
 def _changed(folder: Path, recorded: Sequence[_Recorded], *, by_name: bool) -> list[_Recorded]:
-    """The records whose task files in ``folder`` are not those they record.
-
-    By digest where the record holds one; a record from before the digest by the folder's name and generator marker
-    when ``by_name`` (the folder it names itself), else not at all (a folder the user chose: its name may differ).
-    """
+    """The records whose task files in ``folder`` are not those they record: by digest, else by name if ``by_name``."""
     local = [r for r in recorded if not r.source.startswith("hf:")]
     digests = data_digests(folder, sorted({r.task for r in local if isinstance(r.record.get(DIGEST_KEY), str)}))
     now = local_data(folder, read_marker(folder))
@@ -126,19 +93,12 @@ def choose_data(result_sets: Sequence[ResultSet], *, chosen: str | Path | None =
                 tasks: Iterable[str] | None = None) -> DataChoice:
     """The data folder to read for ``result_sets``: ``chosen``, else the one their runs read, checked.
 
-    Args:
-        result_sets: the sets the command reads (only full-set ones record data this way).
-        chosen: the folder the user named (``--data``, or ``DISASTIR_DATA_DIR``), or None.
-        chosen_as: how the user named it, for the sentences (``--data /data/B``); default ``chosen`` itself.
-        tasks: only these tasks' records count (default: every task of the sets).
-
-    Returns:
-        The folder (None: the Hub's pinned revision) and the line that says which and why.
+    ``chosen_as`` is how the user named the folder (``--data /data/B``), for the messages.
 
     Raises:
-        FileNotFoundError: the recorded folder is not on this machine (one sentence asking for ``--data``).
+        FileNotFoundError: the recorded folder is not on this machine.
         ValueError: the sets record different data, the recorded folder or the chosen one holds other files than
-            the runs read, or the runs read another Hub revision than this version reads (one sentence each).
+            the runs read, or the runs read another Hub revision than this version reads.
     """
     recorded = _recorded(result_sets, tasks)
     if chosen is not None:

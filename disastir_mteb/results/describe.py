@@ -1,10 +1,6 @@
 """Readable names for mteb experiment settings: ``exact``, ``ANN (HNSW M=16, ef=64)``, ``instructions: disastir``.
 
-mteb files a setting under its raw experiment values (``disastir_search=ann-hnsw-ip-f32-M16-efC128-ef64-
-k10-t16``, the keys of :mod:`disastir_mteb.vocabulary.settings`); :func:`describe_setting` turns them into
-what a reader needs, for headings, titles, legends and comparisons
-(:attr:`~disastir_mteb.results.result_sets.ResultSet.setting`). The raw values stay in
-:attr:`~disastir_mteb.results.result_sets.ResultSet.label` and in the files' metadata.
+The raw values (``disastir_search=ann-hnsw-ip-f32-M16-efC128-ef64-k10-t16``) stay in the files' metadata.
 """
 
 from __future__ import annotations
@@ -30,9 +26,8 @@ __all__ = ["describe_search", "describe_setting"]
 def describe_search(search: str) -> str:
     """A readable name for a ``disastir_search`` value: ``exact``, ``ANN (HNSW M=16, ef=64)``.
 
-    The build threads are left out (they change a few edges, not the setting); dtype, rescoring,
-    efConstruction and the depth appear only where they depart from the paper preset. A value that is
-    not a search setting is returned as it is.
+    Only what departs from the paper preset is named; the build threads never are (they change a few edges, not
+    the setting).
     """
     try:
         ann = parse_search_setting(search)
@@ -56,11 +51,7 @@ def describe_search(search: str) -> str:
 
 
 def describe_setting(experiment: Mapping[str, Any]) -> str:
-    """A readable name for mteb experiment settings: ``exact``, ``ANN (HNSW M=16, ef=64); instructions: disastir``.
-
-    A plain run (no settings) is ``exact``; exact search is implied whenever other settings are named.
-    Unknown settings are shown as ``name=value``.
-    """
+    """A readable name for mteb experiment settings: ``exact``, ``ANN (HNSW M=16, ef=64); instructions: disastir``."""
     rest = {k: v for k, v in experiment.items() if k != SEARCH_KEY}
     search = str(experiment.get(SEARCH_KEY, EXACT))
     parts: list[str] = [describe_search(search)] if search != EXACT else []

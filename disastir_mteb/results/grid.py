@@ -1,13 +1,8 @@
-"""The 6 x 8 DisastIR score grid: per task, per intent, per category and overall, as the paper.
+"""The 6 x 8 DisastIR score grid of one metric: per task, per intent, per category and overall, as the paper.
 
-Aggregation follows the paper: intent score = mean of its 8 categories, category score = mean of
-its 6 intents, overall = mean of the 6 intent means (= the mean of the 48 tasks when all are
-present). A missing task is shown as missing and leaves its row and column means undefined,
-never averaged over silently. Scores are kept as fractions; they are scaled x100 and rounded
-only when rendered. A grid holds one metric, whichever (the main score NDCG@10, or another metric a
-result set reads: :meth:`~disastir_mteb.results.result_sets.ResultSet.grid_of`). A grid is keyed by the
-full set's task names; a DisastIR-Test or DevLite grid files its tasks' scores under them
-(:func:`grids_by_split`), so every query set aggregates alike.
+Intent score = mean of its 8 categories, category score = mean of its 6 intents, overall = mean of the 6 intent
+means. A missing task leaves its row and column means undefined, never averaged over silently. A DisastIR-Test or
+DevLite grid files its scores under the full set's task names, so every query set aggregates alike.
 """
 
 from __future__ import annotations
@@ -62,27 +57,17 @@ class ScoreGrid:
         return sum(self.cell(intent, c) is not None for c in CATEGORIES)
 
     def partial_intent_mean(self, intent: Intent) -> float | None:
-        """Mean over the categories of ``intent`` the grid holds (None when it holds none).
-
-        Equals :meth:`intent_mean` when all 8 are held. For runs of a few tasks (a comparison of 3 tasks), where
-        the paper's mean is undefined; whoever shows it must say it is partial (:meth:`categories_held`).
-        """
+        """Mean over the categories of ``intent`` the grid holds; whoever shows it must say it is partial."""
         held = [score for c in CATEGORIES if (score := self.cell(intent, c)) is not None]
         return sum(held) / len(held) if held else None
 
     def partial_overall(self) -> float | None:
-        """Mean of the :meth:`partial_intent_mean` of the intents held (None when none is).
-
-        The paper's means of means over what is there; equals :meth:`overall` when all 48 tasks are held.
-        """
+        """Mean of the :meth:`partial_intent_mean` of the intents held; :meth:`overall` when all 48 are held."""
         means = [mean for i in INTENTS if (mean := self.partial_intent_mean(i)) is not None]
         return sum(means) / len(means) if means else None
 
     def to_text(self, title: str | None = None) -> str:
-        """A fixed-width table: intents as rows (paper order), categories as columns, with means.
-
-        ``title``: the top-left cell; by default the main score's, ``NDCG@10 (x100)``.
-        """
+        """A fixed-width table: intents as rows (paper order), categories as columns, with means."""
         title = f"{MAIN_METRIC.name} (x100)" if title is None else title
         def fmt(value: float | None) -> str:
             return f"{100 * value:7.2f}" if value is not None else "      -"
@@ -108,11 +93,7 @@ def grid_from_results(task_results: Iterable[object]) -> ScoreGrid:
 
 
 def grids_by_split(task_results: Iterable[object]) -> dict[Split, ScoreGrid]:
-    """One grid per query set among mteb ``TaskResult`` objects, in full, Test, DevLite order.
-
-    Each grid is keyed by the full set's names: ``DisastIR-Test-QA-Bio``'s score is the Test grid's
-    ``DisastIR-QA-Bio`` cell. Results of other tasks are left out.
-    """
+    """One grid per query set among mteb ``TaskResult`` objects, each keyed by the full set's task names."""
     scores: dict[Split, dict[str, float]] = {}
     for result in task_results:
         name = getattr(result, "task_name", "")

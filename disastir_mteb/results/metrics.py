@@ -1,34 +1,8 @@
 """The metrics of a DisastIR result file: mteb's keys, the names people read, and the range each lies in.
 
-One vocabulary for every module that reads a metric: :mod:`~disastir_mteb.results.score_checks` checks
-each value against :func:`metric_range`; result sets, reports, figures, ``compare`` and the rankings
-across query sets show the metric asked (:func:`get_metric`), :data:`MAIN_METRIC` (NDCG@10) by default.
-
-A metric is named as mteb names it in a task file's score block (``scores["test"][0]``): ``ndcg_at_10``,
-``recall_at_100``, ``mrr_at_10``, ``map_at_10``, ``precision_at_5``. People read the name derived from the
-key by one rule, ``<family>_at_<k>[_<variant>]`` -> ``<Family>@<k> [(<variant>)]`` (:data:`FAMILIES`,
-:data:`VARIANTS`): ``NDCG@10``, ``Recall@100``, ``MRR@10``, ``MAP@10``, ``Precision@5``,
-``NDCG@10 (linear gain)``, ``MRR@10 (unjudged removed)``. A cut-off mteb adds needs no line here; a new
-family of mteb's costs one line in :data:`FAMILIES`, and every report, figure and comparison then shows it on
-request.
-
-Ranges (what :func:`metric_range` returns, and :mod:`~disastir_mteb.results.score_checks` refuses outside):
-
-- every metric of the families, with or without a variant, ``main_score`` and ``accuracy`` is a fraction in
-  [0, 1] and finite: mteb's retrieval metrics (``ndcg_at_k``, ``map_at_k``, ``recall_at_k``,
-  ``precision_at_k``, ``mrr_at_k``, ``hit_rate_at_k``, ``accuracy``) and the plugin's
-  (``ndcg_at_10_exponential_gain``, ``ndcg_at_10_linear_gain``, ``unjudged_at_10``, and the authors'
-  "unjudged removed" variant, ``ndcg_at_10_unjudged_removed``, ``mrr_at_10_unjudged_removed``,
-  ``recall_at_10_unjudged_removed``: :mod:`disastir_mteb.scoring.authors`). These are the metrics a report can
-  show, x100 like NDCG@10;
-- mteb's abstention metrics (``nauc_*``, mteb's ``retrieval_metrics.nauc``, after arXiv:2402.12997) are
-  (AUC - flat AUC) / (oracle AUC - flat AUC): bounded above by 1 (no confidence ranking beats the oracle),
-  with no fixed lower bound, and NaN where mteb finds the oracle curve flat. They are checked, not shown;
-- anything else (an mteb metric of a later release) makes no claim.
-
-The published numbers (:mod:`~disastir_mteb.results.published`) and the per-query files
-(:mod:`~disastir_mteb.results.per_query`) hold :data:`MAIN_METRIC` only: with another metric, a report
-says there is nothing published to set beside it, and ``compare`` has no per-query test to run.
+A metric is named by its key in a task file's score block (``recall_at_100``); people read the name derived from
+it by one rule, ``<family>_at_<k>[_<variant>]`` -> ``<Family>@<k> [(<variant>)]`` (``NDCG@10 (linear gain)``).
+A new family of mteb's costs one line in :data:`FAMILIES`, and every report, figure and comparison can show it.
 """
 
 from __future__ import annotations
@@ -78,19 +52,11 @@ _MAIN_KEY = "main_score"
 
 @dataclass(frozen=True)
 class Metric:
-    """One metric of a task file's score block, as reports, figures and comparisons show it (x100).
-
-    Build one with :func:`get_metric`, which refuses what no report can show.
-
-    Attributes:
-        key: its key in mteb's score block (``recall_at_100``), the column of a report's ``scores.csv``.
-        name: as people read it (``Recall@100``), in headings, captions, titles and axis labels.
+    """One metric of a task file's score block: mteb's ``key`` and the ``name`` people read; see :func:`get_metric`.
 
     Examples:
         >>> get_metric("recall_at_100")
         Metric(key='recall_at_100', name='Recall@100')
-        >>> get_metric("ndcg_at_10") == MAIN_METRIC
-        True
     """
 
     key: str
@@ -135,6 +101,10 @@ MAIN_METRIC = _main_metric()
 def metric_range(key: str) -> tuple[float, float, bool] | None:
     """The valid range of a metric in a DisastIR task file: (lowest, highest, NaN allowed), or None if unknown.
 
+    Every metric of the families, ``main_score`` and ``accuracy`` is a fraction in [0, 1]. mteb's abstention
+    metrics (``nauc_*``, after arXiv:2402.12997) are (AUC - flat AUC) / (oracle AUC - flat AUC): at most 1, with no
+    lower bound, and NaN where mteb finds the oracle curve flat. Anything else (a later mteb's metric) makes no claim.
+
     Examples:
         >>> metric_range("ndcg_at_10")
         (0.0, 1.0, False)
@@ -151,14 +121,10 @@ def metric_range(key: str) -> tuple[float, float, bool] | None:
 
 
 def get_metric(metric: str | Metric) -> Metric:
-    """The metric named by mteb's key (``recall_at_10``); ``main_score`` is :data:`MAIN_METRIC`.
-
-    Whether the result files hold it is for whoever reads them
-    (:meth:`~disastir_mteb.results.result_sets.ResultSet.scores_of`, with :func:`missing_metric`).
+    """The metric named by mteb's key (``recall_at_10``); whether the result files hold it is for their reader.
 
     Raises:
-        ValueError: not a metric a report can show (an abstention ``nauc_*`` metric, a readable name such as
-            ``Recall@10`` instead of its key, or no metric at all); the sentence says what to pass.
+        ValueError: not a metric a report can show (a ``nauc_*`` metric, ``Recall@10`` instead of its key, ...).
     """
     if isinstance(metric, Metric):
         return metric
@@ -211,13 +177,7 @@ def _listed(keys: list[str]) -> str:
 
 
 def missing_metric(metric: Metric, path: object, record: Mapping[str, Any]) -> str:
-    """The sentence for a task file that lacks ``metric``: the metric, the file and the metrics it holds.
-
-    Args:
-        metric: the metric asked.
-        path: the task file (named in the sentence).
-        record: its score block as read (empty when the file could not be read).
-    """
+    """The sentence for a task file that lacks ``metric``: the file and the metrics its score block ``record`` holds."""
     if not record:
         return f"{metric.key} ({metric.name}) cannot be read from {path}: there is no readable task file there."
     held = held_metrics(record)

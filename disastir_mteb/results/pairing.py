@@ -1,23 +1,6 @@
 """Which result sets ``compare`` sets side by side: pairs of runs on one query set, never a set with itself.
 
-``disastir-mteb compare A B`` (or one folder: its exact runs against its ANN runs) hands each side's sets of
-one query set (full, DisastIR-Test or DisastIR-DevLite) to :func:`pair_sets`, which pairs them by these rules,
-in order:
-
-1. sets of the same model and settings (two runs of one setting: two result roots, two revisions, two
-   plugin versions), one with one, the same revision first;
-2. then sets of the same model and settings but the search (exact against ANN, the paper's Table 3): an
-   exact run against each of its ANN runs;
-3. when neither pairs anything and one side holds a single set, that set against each set of the other
-   side (a revision folder holding exact and ANN runs against an instructions experiment).
-
-A set on both sides (a revision folder against one of its own experiments) is never paired with itself;
-sets left without a pair are listed (:attr:`Pairing.unpaired`), never silently dropped.
-:mod:`disastir_mteb.results.compare` compares the pairs.
-
-Before pairing, :func:`choose_sides` decides what the folders given put side by side: two folders, or one
-folder's exact runs against its ANN runs (without ANN runs, its plain runs against its experiments), or, for sets
-on different query sets, the model rankings across them (:mod:`disastir_mteb.results.split_agreement`).
+Sets left without a pair are listed (:attr:`Pairing.unpaired`), never silently dropped.
 """
 
 from __future__ import annotations
@@ -64,9 +47,12 @@ def _same(x: ResultSet, y: ResultSet) -> bool:
 
 
 def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> Pairing:
-    """Pairs (A from ``first``, B from ``second``) on one query set, by the rules of the module docstring.
+    """Pairs (A from ``first``, B from ``second``) on one query set, by the first rule that pairs anything.
 
-    A set on both sides (a revision folder against one of its experiments) is never paired with itself.
+    1. the same model and settings (two result roots, revisions or plugin versions), one with one, the same
+       revision first;
+    2. the same model and settings but the search (the paper's Table 3): an exact run against each of its ANN runs;
+    3. where one side holds a single set, that set against each set of the other side.
 
     Raises:
         ValueError: no pair can be formed (the sets of each side are named).
@@ -106,15 +92,9 @@ def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> Pairin
 
 @dataclass(frozen=True)
 class Sides:
-    """What ``compare`` puts side by side (:func:`choose_sides`).
+    """What ``compare`` puts side by side: two sides to pair, or, for sets on different query sets, ``agreements``.
 
-    Attributes:
-        first, second: the sets of each side, on the query sets both hold (:attr:`shared`); empty with
-            :attr:`agreements`.
-        agreements: the model rankings of one query set against another's, when the sets given are on different
-            query sets (then nothing is paired).
-        aside: sets of a folder left out, where it holds several query sets and some are compared within
-            themselves (one line, or "").
+    ``aside`` is one line naming the sets of a folder left out (or "").
     """
 
     first: tuple[ResultSet, ...] = ()
@@ -139,11 +119,13 @@ def _one_folder_sides(found: Sequence[ResultSet]) -> tuple[list[ResultSet], list
 
 def choose_sides(names: Sequence[str], read: Callable[[str], list[ResultSet]], *,
                  metric: str | Metric = MAIN_METRIC) -> Sides:
-    """What one result folder or two (``names``, each read with ``read``) put side by side, as the module says.
+    """What one result folder or two put side by side: two folders, or one folder's exact runs against its ANN runs.
+
+    A folder without ANN runs gives its plain runs against its experiments; sets on different query sets give the
+    model rankings across them (:mod:`~disastir_mteb.results.split_agreement`).
 
     Raises:
-        ValueError: not one folder nor two (before any is read); one folder without two sides to compare (the sets
-            it holds named).
+        ValueError: not one folder nor two; one folder without two sides to compare.
     """
     if len(names) not in (1, 2):
         raise InvalidInput(f"compare takes one folder (exact and ANN runs inside) or two result folders, "

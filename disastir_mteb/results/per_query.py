@@ -1,18 +1,9 @@
-"""Per-query NDCG@10 and top-10 rankings, kept beside mteb's result files.
+"""Per-query NDCG@10 and top-10 rankings, kept beside mteb's result files for paired tests and top-10 overlap.
 
-mteb writes a task's mean scores only. A paired test between two models and the overlap of an
-ANN run with an exact one both need each query's score and ranking, so the runner writes one
-small file per task next to mteb's ``<Task>.json``:
-``<revision folder>[/experiments/<name>]/disastir_per_query/<Task>_per_query.json`` (named like
-mteb's ``<Task>_predictions.json``). mteb's result loaders read ``*/*/*.json`` and
-``*/*/experiments/*/*.json`` only, and the stem is not a task name, so they never pass for results.
-
-Each query's top 10 is its run ranked as it is scored (:func:`~disastir_mteb.scoring.authors.ranking`: similarity,
-then passage id, both descending, as ``trec_eval`` and mteb rank ties), so the stored list is the scored list. A
-DisastIR task scores it (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.ndcg_at_10_per_query`: the task's
-gain, keyed by text as the authors key it), so the mean is the task's ``ndcg_at_10``; any other retrieval task's
-per-query NDCG@10 is the same computation on ids with the qrels' values as gains (:func:`ndcg_by_id`), which is
-``trec_eval``'s ``ndcg_cut_10``, mteb's own.
+The file is ``disastir_per_query/<Task>_per_query.json`` in the result set's folder: mteb's loaders read
+``*/*/*.json`` and ``*/*/experiments/*/*.json`` only, so it never passes for a result. Each top 10 is stored in
+the order it is scored (:func:`~disastir_mteb.scoring.authors.ranking`), so re-scoring a stored list gives the
+stored number.
 """
 
 from __future__ import annotations
@@ -45,19 +36,7 @@ DIGEST_KEY = "digest"
 
 @dataclass(frozen=True)
 class PerQuery:
-    """One task's per-query record.
-
-    Attributes:
-        task_name: the mteb task name.
-        ndcg_at_10: query id -> NDCG@10 (fraction), for every scored query.
-        top10: query id -> the ids of the 10 best passages, best first.
-        data: which data the scores come from (:meth:`~disastir_mteb.data.source.DataSource.record`, with the
-            digest of the task's files); None in files written before it was recorded.
-        encoding: how the vectors were computed (batch size, ``model_dtype``, device, token limit; see
-            :func:`write_per_query`); None when not recorded.
-        provenance: everything the scores depend on (:meth:`~disastir_mteb.vocabulary.provenance.TaskProvenance.record`:
-            model, settings, data and corpus digests, gain, and their digest); None when not recorded.
-    """
+    """One task's per-query NDCG@10 and top 10s, with the records of how they were made (None in older files)."""
 
     task_name: str
     ndcg_at_10: Mapping[str, float]
@@ -73,17 +52,7 @@ class PerQuery:
 
 
 def score_queries(task_name: str, results: Mapping[str, Mapping[str, float]], score: ScoreTop10) -> PerQuery:
-    """Each query's top 10 of ``results`` ({qid: {doc: similarity}}) and its NDCG@10 as ``score`` gives it.
-
-    Args:
-        task_name: the mteb task name.
-        results: the task's run, as mteb scores it.
-        score: NDCG@10 per judged query from the top-10 lists; a DisastIR task's ``ndcg_at_10_per_query``, or
-            :func:`ndcg_by_id` of the qrels for any other retrieval task.
-
-    Returns:
-        The record of every query ``score`` scores, each with the top 10 it was scored on (empty without a run).
-    """
+    """Each query's top 10 of ``results`` ({qid: {doc: similarity}}) and its NDCG@10 as ``score`` gives it."""
     top10 = {query_id: ranking(similarities, TOP_K) for query_id, similarities in results.items()}
     scores = score(top10)
     return PerQuery(task_name, {query_id: float(value) for query_id, value in scores.items()},
@@ -91,12 +60,7 @@ def score_queries(task_name: str, results: Mapping[str, Mapping[str, float]], sc
 
 
 def ndcg_by_id(qrels: Mapping[str, Mapping[str, int]]) -> ScoreTop10:
-    """NDCG@10 of top-10 lists against id-keyed ``qrels``, their values as gains: mteb's NDCG@10 for any task.
-
-    The package's one NDCG (:func:`~disastir_mteb.scoring.authors.score_run`) with ``trec_eval``'s ``ndcg_cut_10``
-    conventions, which mteb scores with: the gain is the qrels' value as it is (a negative one counts 0), and
-    queries without judgements, or without a list, are left out.
-    """
+    """NDCG@10 of top-10 lists against id-keyed ``qrels``, as ``trec_eval``'s ``ndcg_cut_10`` (mteb's) gives it."""
     judged = {query_id: {doc: max(value, 0) for doc, value in docs.items()} for query_id, docs in qrels.items() if docs}
 
     def score(top10: Mapping[str, Sequence[str]]) -> dict[str, float]:
@@ -119,22 +83,9 @@ def per_query_path(task_result_path: str | Path) -> Path:
 
 
 def data_digests(folder: str | Path, task_names: Sequence[str]) -> dict[str, str | None]:
-    """Each full-set task's content digest of the files it reads in ``folder``: corpus, query file, qrels file.
+    """Each full-set task's digest of the files it reads in ``folder`` (corpus, queries, qrels); None where unreadable.
 
-    What "the same data" means for a result: a folder's name and generator marker survive an edited qrels file, a
-    regenerated sample of another seed copied over it, or another folder moved into its place; the bytes do not.
-    Each file's digest is :func:`~disastir_mteb.data.data_cache.source_digest` (xxh3-128 of every byte, once per
-    process while the file is unchanged: a run whose data cache keyed the task's join on these files hashes
-    nothing again); a task's digest joins its three.
-
-    Args:
-        folder: a folder in the published layout.
-        task_names: full-set task names (another name gets None: a DisastIR-Test or DevLite task also reads a
-            DevLite folder, which its per-query record does not name).
-
-    Returns:
-        Task name -> its digest, or None where the folder holds no files for it, cannot be read, or is no
-        published layout.
+    The bytes, not the folder's name: a name survives an edited qrels file or another folder moved into its place.
     """
     digests: dict[str, str | None] = dict.fromkeys(task_names)
     try:
@@ -154,12 +105,7 @@ def data_digests(folder: str | Path, task_names: Sequence[str]) -> dict[str, str
 
 
 def with_data_digest(data: Mapping[str, object], task_name: str) -> dict[str, object]:
-    """A task's data record: ``data`` (``DataSource.record``) with :data:`DIGEST_KEY` for a local folder's task.
-
-    The digest (:func:`data_digests`) lets a later command find the folder a run read and check that it still
-    holds the same files (:mod:`~disastir_mteb.results.data_used`). The Hub's data needs none (its revision pins
-    the bytes), nor a task :func:`data_digests` gives none.
-    """
+    """A task's data record with :data:`DIGEST_KEY` for a local folder (the Hub's revision pins its bytes already)."""
     record = dict(data)
     source = record.get("source")
     if isinstance(source, str) and not source.startswith("hf:"):
@@ -171,13 +117,9 @@ def with_data_digest(data: Mapping[str, object], task_name: str) -> dict[str, ob
 
 def write_per_query(path: str | Path, record: PerQuery, *, settings: Mapping[str, object] | None = None,
                     data: Mapping[str, object] | None = None, provenance: Mapping[str, object] | None = None) -> Path:
-    """Write ``record`` atomically (a killed run never leaves half a file).
+    """Write ``record`` atomically; ``settings``, ``data`` and ``provenance`` default to the record's own.
 
-    ``settings`` (how the vectors were computed: batch size, model dtype, device, token limit; default
-    ``record.encoding``) is kept beside the scores under ``"encoding"``: mteb's result file has no place for it, and the
-    batch size, unlike the precision, does not get its own results folder. ``data`` (which data was
-    read; default ``record.data``) goes under ``"data"``, so reports can say when scores come from synthetic data;
-    ``provenance`` (everything the scores depend on; default ``record.provenance``) under ``"provenance"``.
+    ``settings`` (how the vectors were computed) is kept here because mteb's result file has no place for it.
     """
     data = data if data is not None else record.data
     settings = settings if settings is not None else record.encoding

@@ -1,19 +1,8 @@
 """Figures for reports: the 6 x 8 heatmap of one result set, per-intent bars across sets, of one metric.
 
-The metric is NDCG@10, the main score, unless another is asked (``metric=``: any fraction a result file
-holds, :mod:`~disastir_mteb.results.metrics`); it names the colour bar, the axis and the default titles.
-
-matplotlib with the Agg backend (no display needed). Each figure is written in every format asked
-(:data:`FIGURE_FORMATS`): PNG at 200 dpi for the reports to embed, PDF and SVG for papers (vector; PDF
-with TrueType fonts, not the Type 3 fonts publishers refuse; SVG with its text kept as text, so it can be
-edited). The heatmap's colour scale is fitted to the grid's own values by default, so the observed range
-gets the whole colour map (a run between 20 and 70 is no longer squeezed into a few colours);
-``colour_scale="0-100"`` keeps the fixed scale, on which heatmaps of different models compare by eye.
-The colour bar says which. Missing tasks are drawn hatched and labelled "n/a"; their row and column means
-are left empty, as in the tables. Titles are wrapped to the figure's width, or left out (``title=None``:
-the caption goes in the paper). ``metadata`` (e.g. the raw run settings behind a readable title) is
-stored in the file: the PNG's text chunks (``PIL.Image.open(path).text``), the PDF's info dictionary
-(title and subject), the SVG's Dublin Core metadata (title and description).
+matplotlib (the ``plots`` extra) with the Agg backend, so no display is needed. PNG for the reports to embed, PDF
+and SVG for papers: TrueType fonts in PDFs (publishers refuse Type 3), real text in SVGs. Missing tasks are drawn
+hatched, their row and column means left empty, as in the tables.
 """
 
 from __future__ import annotations
@@ -30,7 +19,8 @@ from disastir_mteb.util.errors import InvalidInput, MissingPackage
 from disastir_mteb.util.install_hint import install_hint
 from disastir_mteb.vocabulary.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Intent
 
-__all__ = ["COLOUR_SCALES", "FIGURE_FORMATS", "colour_limits", "heatmap", "intent_bars"]
+__all__ = ["COLOUR_SCALES", "FIGURE_FORMATS", "colour_limits", "figures_unavailable", "heatmap",
+           "intent_bars"]
 
 #: The formats a figure can be written in (a file suffix each).
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -44,11 +34,20 @@ _TITLE_CHARACTERS = {"heatmap": 95, "bars": 80}  # at 11 pt, what fits across ea
 _VECTOR_RC = {"pdf.fonttype": 42, "svg.fonttype": "none"}
 
 
-def _pyplot():
+def figures_unavailable() -> str | None:
+    """Why no figure can be drawn here (no matplotlib), with the command that mends it; None when one can."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
-        raise MissingPackage(f"Plots need matplotlib, which disastir-mteb requires: {install_hint()}") from None
+        return f"Figures need matplotlib: {install_hint('plots')}"
+    return None
+
+
+def _pyplot():
+    if (missing := figures_unavailable()) is not None:
+        raise MissingPackage(missing)
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -65,9 +64,7 @@ def _file_metadata(kind: str, metadata: Mapping[str, str]) -> dict[str, str]:
 
 
 def _save(figure: object, path: Path, metadata: Mapping[str, str] | None = None) -> Path:
-    """Write the figure in the format its suffix names, through a temporary file and a rename.
-
-    A killed run leaves no truncated figure.
+    """Write the figure in the format its suffix names, through a temporary file: a killed run leaves none truncated.
 
     Raises:
         ValueError: a suffix that is not one of :data:`FIGURE_FORMATS`.
@@ -111,9 +108,6 @@ def _heatmap_values(grid: ScoreGrid) -> np.ndarray:
 def colour_limits(grid: ScoreGrid, colour_scale: str = "data") -> tuple[float, float]:
     """The heatmap's colour range (x100): the grid's lowest and highest score for ``data``, (0, 100) for ``0-100``.
 
-    Means lie between the scores, so the scores alone set a fitted range. A grid with no score gets (0, 100);
-    one whose scores are all equal gets that value +-0.5 (a colour scale needs a width).
-
     Raises:
         ValueError: ``colour_scale`` is not one of :data:`COLOUR_SCALES`.
     """
@@ -132,14 +126,11 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metada
 
     Args:
         grid: the scores.
-        path: the file to write; its suffix picks the format (``.png``, ``.pdf``, ``.svg``: :data:`FIGURE_FORMATS`).
-        title: the figure's title ("": a generic one; None: none, for a figure whose caption is in the paper).
-        metadata: ``Title``, ``Description`` and other entries stored in the file (PNG text chunks; a PDF keeps
-            the title and the rest as its subject, an SVG the title and the rest as its description).
-        colour_scale: ``data`` (default): colours span the grid's own range (:func:`colour_limits`); ``0-100``:
-            the full range, for heatmaps of several models compared by eye. The colour bar says which.
-        metric: the grid's metric (mteb's key or a :class:`~disastir_mteb.results.metrics.Metric`), named on the
-            colour bar and in the generic title.
+        path: the file to write; its suffix picks the format.
+        title: "" for a generic one, None for none (a figure whose caption is in the paper).
+        metadata: entries stored in the file, such as the raw run settings behind a readable title.
+        colour_scale: ``data`` spans the grid's own range; ``0-100`` compares heatmaps of several models by eye.
+        metric: the grid's metric, named on the colour bar and in the generic title.
 
     Raises:
         ValueError: an unknown colour scale, file suffix or metric.
@@ -190,16 +181,10 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metada
 def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str | None = "",
                 published: Mapping[str, Mapping[Intent | None, float]] | None = None,
                 metadata: Mapping[str, str] | None = None, metric: str | Metric = MAIN_METRIC) -> Path:
-    """Grouped bars: per intent (and the overall mean), one bar per result set.
+    """Grouped bars per intent and overall, one bar per result set (``grids``: legend label -> grid).
 
-    Args:
-        grids: legend label -> grid, in legend order.
-        path: the file to write; its suffix picks the format (:data:`FIGURE_FORMATS`).
-        title: figure title ("": a generic one; None: none).
-        published: legend label -> {intent (None = overall): published score}, drawn as black
-            ticks over that set's bars.
-        metadata: ``Title``, ``Description`` and other entries stored in the file (as :func:`heatmap` stores them).
-        metric: the grids' metric, named on the axis and in the generic title.
+    ``published`` (legend label -> {intent, None for overall: score}) is drawn as black ticks over that set's bars;
+    ``title`` and ``metadata`` are as :func:`heatmap`'s.
 
     Raises:
         ValueError: an unknown file suffix or metric.

@@ -1,29 +1,10 @@
 """Where a result set's numbers come from: plugin version, data, gain, instructions, search, precision.
 
-A DisastIR score depends on six facts besides the model. :func:`provenance_of` gathers them from what
-a run leaves behind, most direct first:
-
-- each task file's own record (``disastir_version``, ``disastir_data``, ``disastir_gain``), which every
-  DisastIR task writes, under plain ``mteb run`` too (:mod:`disastir_mteb.vocabulary.task_record`);
-- the set's mteb experiment settings (``model_meta.json``): ``disastir_instructions``, ``disastir_template``,
-  ``disastir_passages``, ``disastir_search``, ``disastir_precision``;
-- the per-query files of ``disastir-mteb run`` (:mod:`disastir_mteb.results.per_query`): their ``data``
-  record and the ``model_dtype`` of their ``encoding`` record;
-- what older task files still tell: the dataset revision the task declares, and the gain where the
-  main score equals one NDCG@10 variant and not the other (said to be inferred).
-
-What none of them says is "not recorded", never guessed. A set without instruction settings ran the
-model as it is (plain ``mteb run``, or ``disastir-mteb run`` without ``--instructions``): mteb hands
-the task's prompt (the ``disastir`` instruction) only to instruction-aware models, which may prefer
-prompts of their own, so by ``model_meta.json``'s ``use_instructions`` the set says "model's own"
-(declared), "none" (declared off) or "model's own, if any" (not declared). A model's own query prefix
-(e5's ``"query: "``) is its input format, not an instruction, and is not counted.
-
-Where the tasks of one set disagree on what does not change a number (a run resumed after an upgrade), every value
-is shown ("0.1.0, 0.1.1") and :meth:`Provenance.conflicts` says which tasks hold which. A set whose files record
-different data, gains, precisions or models is refused before it gets here
-(:mod:`~disastir_mteb.results.set_provenance`); only a mix of files that record a value and older ones that do not
-("not recorded") still shows here.
+:func:`provenance_of` reads each fact from the most direct record a run leaves (the task file's own, the
+experiment settings, the per-query files, then what older task files still tell); what none says is "not
+recorded", never guessed. A plain run's instructions are what mteb does: it hands the task's prompt only to
+instruction-aware models, so ``model_meta.json``'s ``use_instructions`` decides what the set says. A model's own
+query prefix (e5's ``"query: "``) is its input format, not an instruction.
 """
 
 from __future__ import annotations
@@ -79,21 +60,7 @@ class TaskProvenance:
 
 @dataclass(frozen=True)
 class Provenance:
-    """The six facts behind a result set's scores; per-task facts are joined where tasks disagree.
-
-    Attributes:
-        plugin_version: the ``disastir-mteb`` version that scored the tasks; None: not recorded (files
-            from before the record).
-        dataset: ``hf:DMIR01/DisastIR@<revision>``, ``local folder <name>`` (with ``(synthetic sample, ...)``
-            for generated data), or, for older files, ``DMIR01/DisastIR@<revision> (declared by the task)``.
-        synthetic: whether the scores come from generated data (:attr:`ResultSet.synthetic`); None: unknown.
-        gain: ``exponential`` or ``linear``, the gain of the main score; None: neither recorded nor inferable.
-        instructions: what was put before the queries, e.g. ``disastir (template instruct-query)``.
-        search: ``exact`` or the readable ANN setting (:func:`~disastir_mteb.results.result_sets.describe_search`).
-        precision: the model dtype the vectors were computed in (``fp32``, ``fp16``, ``bf16``); None: not recorded.
-        gain_inferred: the gain of some task is inferred from its scores, not recorded.
-        tasks: the per-task facts behind the joined values (for :meth:`conflicts`).
-    """
+    """The six facts behind a result set's scores (None: not recorded); values joined where its tasks disagree."""
 
     plugin_version: str | None
     dataset: str | None
@@ -121,11 +88,7 @@ class Provenance:
         return "; ".join(f"{label.lower()}: {value}" for label, value in self.fields())
 
     def conflicts(self) -> list[str]:
-        """One sentence per per-task fact on which the set's tasks disagree, naming which tasks hold which value.
-
-        Examples:
-            ``Plugin version: 0.1.0 in 1 task (DisastIR-QA-Bio); 0.1.1 in 47 tasks``.
-        """
+        """One sentence per fact the tasks disagree on: ``Plugin version: 0.1.0 in 1 task (...); 0.1.1 in 47 tasks``."""
         found = []
         for label, name in (("Plugin version", "plugin_version"), ("Data", "dataset"), ("Gain", "gain"),
                             ("Precision", "precision")):
@@ -171,23 +134,13 @@ def _instructions(experiment: Mapping[str, Any], meta: Mapping[str, Any]) -> str
 def recorded_data(result_set: ResultSet, task: str) -> str | None:
     """The data one task of a set was scored on, as its files record it; None when they do not.
 
-    The task file's ``disastir_data``, else what its per-query file's ``data`` record stands for
-    (:func:`~disastir_mteb.results.score_checks.per_query_data`). Never the dataset revision a task merely declares:
-    that says nothing about a ``DISASTIR_DATA_DIR`` the run may have read instead.
-
-    Args:
-        result_set: the set.
-        task: a task name as :attr:`ResultSet.scores` keys it (the full set's name).
+    Never the revision a task merely declares: the run may have read a ``DISASTIR_DATA_DIR`` instead.
     """
     return _dataset(result_set.task_record(task), result_set.task_data(task), declared=False)
 
 
 def _dataset(record: Mapping[str, Any], per_query: Mapping[str, Any] | None, *, declared: bool = True) -> str | None:
-    """The task's data string: its own record, else its per-query record, else the revision it declares.
-
-    ``declared``: fall back on the main dataset's revision the task declares (False for DisastIR-Test and
-    DevLite tasks, whose data are not only the main dataset's; their task files always carry the record).
-    """
+    """The task's data string: its own record, else its per-query record, else (``declared``) the revision declared."""
     data = record.get(DATA_KEY)
     if isinstance(data, str):
         return data

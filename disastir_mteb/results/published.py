@@ -1,22 +1,9 @@
-"""The authors' published DisastIR numbers, looked up by Hugging Face model id.
+"""The authors' published DisastIR numbers (x100 NDCG@10, as printed), looked up by Hugging Face model id.
 
-Four sources ship in ``resources/published/`` (x100 NDCG@10, as printed):
-
-- ``paper-table3``: DisastIR paper, Table 3: per intent, exact and ANN averages; ``disastir``
-  instructions with the ``instruct-query`` template.
-- ``repo-2025-09``: the authors' revised leaderboard (repository README, Sept 2025), same columns;
-  preferred where it and Table 3 disagree.
-- ``paper-tables19-23``: DisastIR paper, appendix: all 48 task scores of the 30 models (exact).
-- ``dmretriever-table2``: DMRetriever paper, Table 2: DisastIR-Test (9,120 of the 9,600 queries)
-  with the ``dmretriever`` instructions and the ``colon`` template.
-
-Each source scores one query set (:data:`SOURCE_SPLITS`): the DisastIR paper's and repository's numbers
-the full set, DMRetriever's Table 2 DisastIR-Test, so ``published_for(model, split)`` gives only the
-numbers a run on that query set can be set beside; DevLite has none per model.
-
-The tables name models differently ("e5-small-v2", "intfloat-e5-small-v2", "arctic-embed-m",
-"snowflake-arctic-embed-m", "granite-embedding-125m"): names are matched through Table 18's links
-and DMRetriever's ``hf_id`` column, then through one normalisation of the short name.
+The sources (:data:`SOURCES`) ship in ``resources/published/``; each scores one query set (:data:`SOURCE_SPLITS`),
+so a run is set beside only the numbers of its own. The tables name models differently ("e5-small-v2",
+"intfloat-e5-small-v2"): names are matched through Table 18's links and DMRetriever's ``hf_id`` column, then
+through one normalisation of the short name.
 """
 
 from __future__ import annotations
@@ -66,16 +53,7 @@ _APPENDIX_CATEGORIES = {"Biological": Category.Bio, "Chemical": Category.Chem, "
 
 @dataclass(frozen=True)
 class PublishedScores:
-    """One model's numbers in one published source, as fractions (0.6229, not 62.29).
-
-    Attributes:
-        source: a key of :data:`SOURCES`.
-        name: the model's name in that table.
-        intents: intent -> score (absent when the table has no per-intent column).
-        overall: the exact average (``None`` if not printed).
-        ann_overall: the ANN average, in the exact-vs-ANN tables.
-        tasks: task name -> score, in the per-task appendix.
-    """
+    """One model's numbers in one published source (``name``: as that table spells it), as fractions."""
 
     source: str
     name: str
@@ -157,22 +135,13 @@ def _table() -> dict[str, list[PublishedScores]]:
 
 
 def published_for(model: str, split: Split | None = None) -> list[PublishedScores]:
-    """The published records of ``model`` (a Hugging Face id such as ``intfloat/e5-small-v2``), best source first.
-
-    Args:
-        model: the model's Hugging Face id.
-        split: only the sources that score this query set (:data:`SOURCE_SPLITS`); None: every source.
-    """
+    """The published records of a Hugging Face id, best source first; with ``split``, only that query set's."""
     return [record for record in _table().get(model.lower(), [])
             if split is None or SOURCE_SPLITS[record.source] is split]
 
 
 def published_per_task() -> dict[str, PublishedScores]:
-    """Hugging Face id (as Table 18 spells it) -> the appendix's 48 task scores, for every model it lists.
-
-    The only source with a score per task, so the only one a per-task leaderboard can show; ids
-    Table 18 does not link keep the appendix's name.
-    """
+    """Hugging Face id (as Table 18 spells it) -> the appendix's 48 task scores: the only source per task."""
     cased = {hub_id.lower(): hub_id for hub_id in _links().values()}
     return {cased.get(key, records[0].name): record for key, records in _table().items()
             for record in records if record.source == "paper-tables19-23"}
@@ -201,9 +170,6 @@ def _parameters(text: str) -> int | None:
 
 @functools.cache
 def published_sizes() -> dict[str, tuple[int | None, int | None]]:
-    """Hugging Face id (lower case) -> (parameters, embedding size) of the paper's 30 models (Table 17).
-
-    Names are matched to ids as everywhere in this module (Table 18's links, then the short name).
-    """
+    """Hugging Face id (lower case) -> (parameters, embedding size) of the paper's 30 models (Table 17)."""
     return {_hub_id(row["Model Name"]).lower(): (_parameters(row["Param Size"]), int(row["Embed. Size"]) or None)
             for row in _rows("disastir_paper_table17_models.csv")}

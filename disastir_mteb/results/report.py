@@ -1,35 +1,10 @@
 """Reports on DisastIR result sets: tables, published numbers beside ours, figures, Markdown/CSV/HTML.
 
-A report takes any number of result sets (models, exact and ANN, instruction settings; see
-:mod:`disastir_mteb.results.result_sets`) and gives, for each, the 6 x 8 table of one metric (NDCG@10 unless
-another is asked; x100, two decimals, the paper's row and column order) with per-intent, per-category and
-overall means (means of means, as the paper), and, where the model is in the published tables
-(:mod:`disastir_mteb.results.published`), the published numbers beside ours with the difference. Figures: a
-heatmap per set and per-intent bars across sets, in PNG, PDF or SVG, titled or not, the heatmaps' colours
-fitted to each grid or on the fixed 0-100 scale (:mod:`disastir_mteb.results.report_figures`, drawn by
-:mod:`disastir_mteb.results.plots`). Missing tasks are shown as missing; a mean over them is never computed.
-
-The metric is a parameter (``metric=``, ``disastir-mteb report --metric``): NDCG@10, the main score, by
-default, or any fraction the task files hold (``recall_at_100``, ``map_at_10``, ``mrr_at_10``:
-:mod:`disastir_mteb.results.metrics`), in every table, caption, figure and the CSV's last column. The authors
-publish NDCG@10 only: with another metric the report says so in one line, and shows neither the published
-numbers nor a Test set's standing among DMRetriever's Table 2.
-
-The content is built once as a list of blocks (headings, paragraphs, tables, images) and rendered
-to Markdown, HTML or plain text (:mod:`disastir_mteb.results.report_format`), so the formats cannot drift apart.
-
-People read readable settings ("ANN (HNSW M=16, ef=64)", :func:`~disastir_mteb.results.result_sets.describe_setting`);
-the raw mteb settings stay in each section's text, the CSV's ``experiment`` column and the PNGs'
-metadata. A "Provenance" table gives each set's plugin version, data, gain, instructions, search and
-precision (:mod:`disastir_mteb.results.provenance`). Scores on generated data say so at the top and in
-every figure title: a sample number must never pass for a DisastIR result. Sets that do not record
-their data (task files from before the record, without per-query files) are claimed neither way.
-
-Query sets (:class:`~disastir_mteb.vocabulary.taxonomy.Split`): a DisastIR-Test or DisastIR-DevLite set
-names its query set in every heading, label, title and file name (a full set's are as they always
-were), and is set beside published numbers of the same query set only
-(:data:`~disastir_mteb.results.published.SOURCE_SPLITS`): a Test set beside DMRetriever's Table 2, a
-full set beside the DisastIR paper and repository; DevLite has no published numbers per model.
+For each set, the 6 x 8 table of one metric with the paper's means of means and, where the model is in the
+published tables of the same query set, the published numbers beside ours. The content is built once as blocks
+and rendered to each format (:mod:`~disastir_mteb.results.report_format`), so the formats cannot drift apart.
+Scores on generated data say so at the top and in every figure title: a sample number must never pass for a
+DisastIR result.
 """
 
 from __future__ import annotations
@@ -69,7 +44,7 @@ from disastir_mteb.results.report_format import (
 from disastir_mteb.results.result_sets import ResultSet, not_rescored
 from disastir_mteb.results.table2_standing import standing_blocks
 from disastir_mteb.util.atomic import write_text_atomic
-from disastir_mteb.util.errors import InvalidInput
+from disastir_mteb.util.errors import InvalidInput, MissingPackage
 from disastir_mteb.vocabulary.task_record import DATA_KEY
 from disastir_mteb.vocabulary.taxonomy import (
     CATEGORIES,
@@ -111,11 +86,7 @@ def _raw_setting(result: ResultSet) -> str:
 
 
 def provenance_blocks(sets: Sequence[ResultSet]) -> list[Block]:
-    """The "Provenance" section: one row per set (:func:`~disastir_mteb.results.provenance.provenance_of`).
-
-    Sets whose tasks disagree (e.g. a run resumed after an upgrade) show every value in the table and
-    get a line below it saying which tasks hold which.
-    """
+    """The "Provenance" section: one row per set, and a line naming which tasks hold which value where they differ."""
     found = [(result, provenance_of(result)) for result in sets]
     labels = [label.lower() for label, _ in found[0][1].fields()]
     blocks: list[Block] = [
@@ -182,20 +153,10 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
                  completed: Mapping[Path, CompletedView] | None = None) -> list[Block]:
     """The report's blocks for ``sets``; figure blocks name the files :func:`write_report` draws.
 
-    ``title``: the report's title; by default ``DisastIR report``, with the query sets named when any set is
-    not on the full set (``DisastIR report: DisastIR-Test``). ``figure_format``: the suffix of the figures the
-    report embeds (``png`` or ``svg``). ``metric``: mteb's key of the metric shown (``recall_at_100``; default
-    ``ndcg_at_10``, the main score). ``completed``: set folder -> its judge-completed NDCG@10
-    (``report --judgements``), shown in the set's section beside the official one, labelled as an estimate
-    (:mod:`disastir_mteb.results.completed_view`); None: no such section, the report as it always was.
-
-    Where the metric shown is taken from task files that were not re-scored from their top 10s (a metric a top 10
-    cannot give, such as ``recall_at_100``, or tasks whose data is not at hand), one paragraph under the introduction
-    says so (:func:`~disastir_mteb.results.result_sets.not_rescored`).
+    ``completed`` maps a set's folder to its judge-completed NDCG@10, shown in its section as an estimate.
 
     Raises:
-        ValueError: no result sets, an unknown metric, or one a set's task files lack (the sentence names the file
-            and the metrics it holds).
+        ValueError: no result sets, an unknown metric, or one a set's task files lack.
     """
     if not sets:
         raise InvalidInput("No result sets to report on.")
@@ -260,11 +221,7 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
 
 def report_text(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_METRIC,
                 completed: Mapping[Path, CompletedView] | None = None, summary: bool = False) -> str:
-    """What ``disastir-mteb report`` prints: the tables of :func:`build_report`, fixed width.
-
-    ``summary``: only the title, the notes on the data and the overview table (one row per set), what the command
-    prints when the whole report goes to files: each set's grid, provenance, published numbers and missing tasks
-    are there.
+    """What ``disastir-mteb report`` prints: the tables of :func:`build_report`; with ``summary``, up to the overview.
 
     Raises:
         ValueError: as :func:`build_report`.
@@ -300,39 +257,39 @@ def write_report(sets: Sequence[ResultSet], out: str | Path, *, formats: Sequenc
                  figure_formats: Sequence[str] | None = None, figure_titles: bool = True,
                  colour_scale: str = "data", metric: str | Metric = MAIN_METRIC,
                  completed: Mapping[Path, CompletedView] | None = None) -> list[Path]:
-    """Write the report files and figures into ``out``; returns what was written.
-
-    ``md`` writes ``report.md``, ``html`` ``report.html`` (both embed the figures), ``csv``
-    ``scores.csv`` (one row per set and task, with the readable and the raw settings, the
-    recorded data source, and the metric's value in a column named by its key: ``ndcg_at_10`` by default).
-    The figure files' metadata keeps the raw settings behind the readable titles.
+    """Write the report files (``report.md``, ``report.html``, ``scores.csv``) and figures into ``out``.
 
     Args:
         sets: the result sets.
         out: the folder to write into.
         formats: report files among :data:`FORMATS`.
-        figure_formats: the figures' formats (``png``, ``pdf``, ``svg``; several allowed, each figure written in
-            each). Default: PNG, drawn for ``md`` and ``html`` only. The reports embed the first of PNG and SVG
-            asked; with PDF alone, a PNG is written beside it for them.
-        figure_titles: False leaves the titles out of the figures (a paper's caption says it); the files' metadata
-            still name each figure.
-        colour_scale: the heatmaps' colours: ``data`` (fitted to each grid's scores) or ``0-100``
-            (:func:`~disastir_mteb.results.plots.colour_limits`).
-        metric: mteb's key of the metric reported (``recall_at_100``); default ``ndcg_at_10``, the main score.
-        completed: set folder -> its judge-completed NDCG@10, as :func:`build_report` (report files only; the CSV
-            and the figures hold the official numbers alone).
+        figure_formats: among ``png``, ``pdf``, ``svg``; default PNG for ``md`` and ``html`` where matplotlib is
+            installed, else no figures. The reports embed the first of PNG and SVG asked (with PDF alone, a PNG too).
+        figure_titles: False leaves the titles out (a paper's caption says it); the files' metadata keep them.
+        colour_scale: the heatmaps' colours, as :func:`~disastir_mteb.results.plots.heatmap`'s.
+        metric: mteb's key of the metric reported.
+        completed: as :func:`build_report`'s, in the report files only.
+
+    Returns:
+        The files written.
 
     Raises:
         ValueError: an unknown format, figure format, colour scale or metric, a metric a set's task files lack, or
             no result sets; nothing is written then.
+        ImportError: ``figure_formats`` given without matplotlib (the ``plots`` extra); nothing is written then.
     """
+    from disastir_mteb.results.plots import figures_unavailable
+
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise InvalidInput(f"Unknown report format(s) {unknown}; valid: {', '.join(FORMATS)}.")
     check_figure_options(figure_formats or (), colour_scale)
+    missing = figures_unavailable() if figure_formats or any(f in ("md", "html") for f in formats) else None
+    if figure_formats and missing is not None:
+        raise MissingPackage(missing)
     out = Path(out)
     written: list[Path] = []
-    embedded = any(f in ("md", "html") for f in formats)
+    embedded = any(f in ("md", "html") for f in formats) and missing is None  # no figures to embed without it
     kinds = list(dict.fromkeys(figure_formats or (["png"] if embedded else [])))
     shown = next((kind for kind in kinds if kind in ("png", "svg")), "png")
     if embedded and shown not in kinds:

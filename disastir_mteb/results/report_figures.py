@@ -1,14 +1,7 @@
 """A report's figure files: their names, titles, legends and metadata, in each format asked.
 
-:mod:`disastir_mteb.results.report` builds the report's text and calls :func:`write_figures` for its
-figures (:mod:`disastir_mteb.results.plots` draws them): one heatmap per result set and the per-intent
-bars across sets, each in every format asked (PNG for the reports to embed, PDF and SVG for papers),
-with or without titles, the heatmaps' colours fitted to each grid or on the fixed 0-100 scale, of one metric
-(NDCG@10 unless another is asked; the published ticks only on NDCG@10, the one metric the authors publish).
-
-What people read is readable (``e5-small-v2 — ANN (HNSW M=16, ef=64)``); each file's metadata keeps the
-raw settings and folder behind every label. Scores on generated data say so in every title and label
-(:data:`SYNTHETIC_TAG`) and in the metadata (:data:`SYNTHETIC_NOTICE`), also when the title is left out.
+People read readable labels (``e5-small-v2 — ANN (HNSW M=16, ef=64)``); each file's metadata keeps the raw
+settings and folder behind them, and says when scores come from generated data, also when the title is left out.
 """
 
 from __future__ import annotations
@@ -31,12 +24,7 @@ SYNTHETIC_TAG = "(synthetic data)"
 
 
 def check_figure_options(figure_formats: Sequence[str], colour_scale: str) -> None:
-    """Refuse unknown figure formats and colour scales before anything is written.
-
-    Raises:
-        ValueError: a format not in :data:`~disastir_mteb.results.plots.FIGURE_FORMATS`, or a colour scale not in
-            :data:`~disastir_mteb.results.plots.COLOUR_SCALES`.
-    """
+    """Refuse unknown figure formats and colour scales before anything is written."""
     from disastir_mteb.results.plots import COLOUR_SCALES, FIGURE_FORMATS
 
     unknown = [kind for kind in figure_formats if kind not in FIGURE_FORMATS]
@@ -47,10 +35,7 @@ def check_figure_options(figure_formats: Sequence[str], colour_scale: str) -> No
 
 
 def heatmap_names(sets: Sequence[ResultSet]) -> list[str]:
-    """One heatmap file name per set, without its suffix, from model, revision and settings.
-
-    Numbered where they repeat (two folders of one model and setting).
-    """
+    """One heatmap file name per set, without its suffix, from model, revision and settings; numbered if repeated."""
     def slug(result: ResultSet) -> str:
         text = f"{result.model}-{result.revision[:8]}" + "".join(f"-{v}" for _, v in sorted(result.experiment.items()))
         text += "" if result.split is Split.full else f"-{result.benchmark}"
@@ -128,14 +113,7 @@ def write_figures(sets: Sequence[ResultSet], out: Path, *, kinds: Sequence[str],
                   colour_scale: str = "data", metric: str | Metric = MAIN_METRIC) -> list[Path]:
     """Each set's heatmap and the per-intent bars, in each of ``kinds`` (``png``, ``pdf``, ``svg``); what was written.
 
-    Args:
-        sets: the result sets.
-        out: the folder to write into (heatmaps named by :func:`heatmap_names`, the bars ``intents.<kind>``).
-        kinds: the formats, each figure written in each.
-        titles: False leaves the titles out of the figures (the metadata still holds them).
-        colour_scale: the heatmaps' colours, ``data`` or ``0-100`` (:func:`~disastir_mteb.results.plots.colour_limits`).
-        metric: the metric drawn (mteb's key or a :class:`~disastir_mteb.results.metrics.Metric`; NDCG@10 by default),
-            named in every title; published ticks are drawn on the main score only.
+    Published ticks are drawn on the main score only, the one metric the authors publish.
 
     Raises:
         ValueError: an unknown metric, or one a set's task files lack (before any figure is written).

@@ -1,40 +1,11 @@
 """Re-scoring a per-query file's top 10s against the data they were computed on: the evidence behind a score.
 
-A per-query file (:mod:`~disastir_mteb.results.per_query`) keeps each query's top 10 beside its NDCG@10. The
-numbers can be edited; the rankings, scored again against the judgements, say what they must be. Where the data
-a file records is at hand, :func:`rescore` loads the task on it and scores every top 10 through the one public
-scoring of a stored ranking, :meth:`AbsTaskDisastIR.ndcg_at_10_per_query
-<disastir_mteb.tasks.retrieval.AbsTaskDisastIR.ndcg_at_10_per_query>` (the task's own gain, its own policies for
-duplicate texts and unjudged passages, nothing re-implemented here), and finds, per task file:
-
-- a per-query file holding other queries than the data judges for the task (another task's, or edited);
-- a top-10 passage the corpus does not hold;
-- a query whose stored NDCG@10 is not what its top 10 scores (within :data:`~.score_checks.TOLERANCE`);
-- a task whose ``ndcg_at_10`` is not the mean of its re-scored queries;
-- a task file holding any other metric a top 10 gives (:func:`rescorable`) that is not what the top 10s give, within
-  :data:`METRIC_TOLERANCE`: every metric of mteb and of the task at a cut-off of 10 or less, computed as the task
-  computed its file (:func:`_metrics`: mteb's ``pytrec_eval`` measures and MRR on passage ids with the qrels' gains,
-  then the task's own :meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.task_specific_scores`), never by a
-  second scorer.
-
-What a top 10 cannot give is not re-scored, and readers say so where they show it
-(:func:`~disastir_mteb.results.result_sets.not_rescored`): mteb's metrics at 20 and 100 read below rank 10, and its
-abstention metrics (``nauc_*``) the similarities of each query's whole run, neither of which a per-query file keeps.
-
-The data at hand: the folder the per-query file's ``data`` record names (``source``, the ``DISASTIR_DATA_DIR``
-of the run), when it is a folder on this machine still holding what the run read (its name and generator marker
-give the task file's ``disastir_data``, and its task's files the content digest the run recorded, where it recorded
-one: :func:`~disastir_mteb.results.per_query.with_data_digest`), with the extra judgements folder the run read, if
-any, on this machine too, and the task's recorded gain (``disastir_gain``). The Hub is never read: a run on the
-Hub's data is not re-scored, nor one whose folder is elsewhere or changed, nor a DisastIR-Test or DevLite task (its
-per-query file does not record the DevLite folder). :meth:`Rescoring.note` says so in one line, and their numbers
-stay checked against their task files only (:mod:`~disastir_mteb.results.score_checks`).
-
-Cost: the tasks of one data folder are loaded one after another, each given that folder as its data; the
-data layer reads the shared corpus once per process (:func:`~disastir_mteb.data.reading.load_corpus`), so each
-task adds its query and qrels files, and scoring 10 passages per query (mteb's measures without its abstention
-metrics, which would take 95% of the time for numbers a top 10 cannot give). The task classes (and with them mteb)
-are imported only when some data is at hand.
+The numbers in a file can be edited; the rankings, scored again against the judgements, say what they must be.
+Every top 10 is scored through the task's own scoring (its gain, its policies for duplicate texts and unjudged
+passages: nothing re-implemented here), and every metric a top 10 gives is compared with the task file. What a top
+10 cannot give (metrics at 20 and 100, the ``nauc_*`` ones) is not re-scored, and readers say so where they show it.
+The Hub is never read: a run whose data folder is not on this machine, or changed since, is checked against its
+task files only, and :meth:`Rescoring.note` says so. mteb is imported only when some data is at hand.
 """
 
 from __future__ import annotations
@@ -78,8 +49,7 @@ _SHOWN = 3  # metrics named after the first that differs
 def rescorable(metric: str | Metric) -> bool:
     """Whether a top 10 gives ``metric``: a metric a report can show whose cut-off is at most 10.
 
-    ``recall_at_100`` or ``ndcg_at_20`` read below rank 10, which no per-query file keeps; the abstention metrics
-    (``nauc_*``) read the similarities of each query's whole run, which no per-query file keeps either.
+    The ``nauc_*`` metrics read the similarities of each query's whole run, which no per-query file keeps.
     """
     try:
         return get_metric(metric).cutoff <= TOP_K
@@ -89,14 +59,7 @@ def rescorable(metric: str | Metric) -> bool:
 
 @dataclass(frozen=True)
 class Evidence:
-    """One task file and the per-query file beside it, as :func:`rescore` reads them.
-
-    Attributes:
-        path: the task file (its stem is the task's name).
-        record: its score block (:func:`~disastir_mteb.results.score_checks.task_record_of`).
-        per_query_path: the per-query file.
-        per_query: what it holds.
-    """
+    """One task file (its stem is the task's name), its score block, and the per-query file beside it."""
 
     path: Path
     record: Mapping[str, Any]
@@ -106,14 +69,9 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Rescoring:
-    """What re-scoring found.
+    """What re-scoring found: (task file, what contradicts its data), the files re-scored, (file, why not) skipped.
 
-    Attributes:
-        problems: (task file, the clause saying what contradicts its data), in the order found.
-        rescored: the task files whose per-query files were re-scored.
-        skipped: (task file, why its data is not at hand) for the others.
-        metrics: the metrics (mteb's keys) compared with the re-scored files' values; the others of those files are
-            taken as they are (:func:`rescorable` says which cannot be re-scored from a top 10).
+    ``metrics`` are the keys compared with the re-scored files' values; the files' other metrics are taken as they are.
     """
 
     problems: tuple[tuple[Path, str], ...] = ()
@@ -122,13 +80,7 @@ class Rescoring:
     metrics: frozenset[str] = frozenset()
 
     def note(self, folder: Path) -> str | None:
-        """One line naming the per-query files of ``folder`` not re-scored and why; None when none was skipped.
-
-        Examples:
-            ``REV: 3 of 3 per-query file(s) not re-scored against their data (DisastIR-FC-Geo and 2 more: their data
-            is the Hub's (hf:DMIR01/DisastIR@65525d5), which is never downloaded to check results); their numbers
-            were checked against their task files only.``
-        """
+        """One line naming the per-query files of ``folder`` not re-scored and why; None when none was skipped."""
         if not self.skipped:
             return None
         reasons: dict[str, list[str]] = {}
@@ -187,10 +139,7 @@ _corpus_ids_held: list[tuple[weakref.ref[Any], frozenset[str]]] = []  # the ids 
 
 
 def _corpus_ids(corpus: Any) -> frozenset[str]:
-    """The passage ids of ``corpus`` (a ``datasets.Dataset``), computed once while the data layer keeps it.
-
-    A weak reference: the ids never keep a corpus in memory that the data layer has let go.
-    """
+    """The passage ids of ``corpus``, kept by weak reference: never a corpus in memory the data layer has let go."""
     if _corpus_ids_held and _corpus_ids_held[0][0]() is corpus:
         return _corpus_ids_held[0][1]
     ids = frozenset(str(doc_id) for doc_id in corpus["id"])
@@ -203,10 +152,7 @@ def _count(count: int, singular: str, plural: str) -> str:
 
 
 def _contradiction(evidence: Evidence, task: AbsTaskDisastIR, folder: str) -> str | None:
-    """What the data in ``folder`` (loaded into ``task``) says against ``evidence``'s queries, passages and NDCG@10.
-
-    None when they agree; the task file's other metrics are :func:`_other_metric`'s.
-    """
+    """What the data in ``folder`` (loaded into ``task``) says against ``evidence``'s queries, passages and NDCG@10."""
     split = task.metadata.eval_splits[0]
     where, name = evidence.per_query_path, evidence.path.stem
     stored, top10 = evidence.per_query.ndcg_at_10, evidence.per_query.top10
@@ -242,15 +188,10 @@ def _contradiction(evidence: Evidence, task: AbsTaskDisastIR, folder: str) -> st
 
 
 def _metrics(task: AbsTaskDisastIR, top10: Mapping[str, Sequence[str]]) -> dict[str, float]:
-    """Every metric a top 10 gives, computed as the task computed its result file: mteb's, then the task's own.
+    """Every metric a top 10 gives, unrounded, computed as the task computed its result file: mteb's, then its own.
 
-    mteb scores the run by passage id (:func:`~disastir_mteb.util.mteb_internals.retrieval_scores`: ``pytrec_eval``
-    on the qrels' gains, and mteb's MRR) at :data:`CUTOFFS`; the task adds its text-keyed numbers on top
-    (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.task_specific_scores`: both gains' NDCG@10, the unjudged
-    share, the "unjudged removed" variants, and mteb's three @10 keys where a judged text has several ids), as mteb's
-    ``make_score_dict`` puts them last. The run given to both is the top 10s with similarities falling by rank, so
-    that both rank them as stored; every metric at a cut-off of 10 or less reads nothing below rank 10, so it is
-    the number of the full run. Unrounded: mteb stores them to 5 or 6 decimals.
+    The run given is the top 10s with similarities falling by rank, so that both rank them as stored; a metric at a
+    cut-off of 10 or less reads nothing below rank 10, so it is the number of the full run.
     """
     split = task.metadata.eval_splits[0]
     qrels = task.dataset[_SUBSET][split]["relevant_docs"]
@@ -263,12 +204,7 @@ def _metrics(task: AbsTaskDisastIR, top10: Mapping[str, Sequence[str]]) -> dict[
 
 
 def _other_metric(evidence: Evidence, metrics: Mapping[str, float], folder: str) -> str | None:
-    """The first metric of the task file that is not what its top 10s give (the others counted); None if all agree.
-
-    ``ndcg_at_10`` is left to :func:`_contradiction`, which holds it to the unrounded mean. The others are held to
-    :data:`METRIC_TOLERANCE` of what :func:`_metrics` gives: mteb's own means come rounded to 5 decimals as mteb
-    stores them, so a file as written gives the very number, and a second summation one rounding step at most.
-    """
+    """The first metric of the task file but ``ndcg_at_10`` that its top 10s do not give; None if all agree."""
     off = [(key, value, metrics[key]) for key, value in evidence.record.items()
            if key in metrics and key != MAIN_SCORE_KEY and isinstance(value, int | float)
            and not isinstance(value, bool) and not abs(value - metrics[key]) <= METRIC_TOLERANCE]
@@ -283,14 +219,7 @@ def _other_metric(evidence: Evidence, metrics: Mapping[str, float], folder: str)
 
 
 def rescore(evidence: Sequence[Evidence]) -> Rescoring:
-    """Re-score the top 10s of every per-query file whose data is at hand against that data.
-
-    Args:
-        evidence: the task files of one result set with the per-query files beside them.
-
-    Returns:
-        What contradicts the data, what was re-scored, and what was not (with why).
-    """
+    """Re-score the top 10s of one result set's per-query files against their data, where it is at hand."""
     problems: list[tuple[Path, str]] = []
     rescored: list[Path] = []
     skipped: list[tuple[Path, str]] = []

@@ -1,38 +1,11 @@
 """Finding and reading DisastIR result sets in mteb's results layout.
 
-A result set is one folder of mteb task files for one model setting:
-``<output>/results/<org>__<model>/<revision>/`` for a plain run, or
-``.../<revision>/experiments/<name>/`` for a run with experiment settings (instructions, ANN). Each
-holds ``<Task>.json`` files and ``model_meta.json``; sets written by ``disastir-mteb run`` also hold
-``disastir_per_query/`` (see :mod:`disastir_mteb.results.per_query`). Reports and comparisons accept any
-folder and resolve it to the result sets beneath it.
-
-Query sets: mteb files every task of a model setting in one folder, so one folder may hold
-``DisastIR-QA-Bio.json`` (full), ``DisastIR-Test-QA-Bio.json`` and ``DisastIR-DevLite-QA-Bio.json`` side by
-side: three result sets, one per :class:`~disastir_mteb.vocabulary.taxonomy.Split`. :attr:`ResultSet.scores`
-are keyed by the full set's task names whatever the split (grids, means, comparisons and plots work alike),
-:attr:`ResultSet.split` says which queries they were computed on, :meth:`ResultSet.file_task` gives a task's
-own name (:attr:`ResultSet.file_scores`: the scores under those). Labels people read name the split.
-
-Reading: :func:`load_result_set` and :func:`find_result_sets` read the full set unless given another
-``split`` (what they always did, so their callers see no Test or DevLite set by accident);
-:func:`load_result_sets` gives every set of one folder, :func:`collect_result_sets` every set under a path.
-Every set is read through :func:`load_result_set`, which believes a set only when its files agree with themselves:
-a damaged ``model_meta.json``, or one naming another model or revision than the folders the set is filed under, a
-task file holding another task's results, other splits or subsets, or an impossible score, a per-query file
-contradicting its task file (:mod:`~disastir_mteb.results.score_checks`) or its data
-(:mod:`~disastir_mteb.results.rescoring`: every metric a top 10 gives), and a file of another run than its siblings
-(another model, setting, data or gain: :mod:`~disastir_mteb.results.set_provenance`) are refused in one sentence:
-what ``report``, ``compare``, the leaderboard and ``submit`` show has passed these checks.
-
-Metrics: :attr:`ResultSet.scores` are the main score, NDCG@10; :meth:`ResultSet.scores_of` and
-:meth:`ResultSet.grid_of` give any metric the task files hold (``recall_at_100``, ``map_at_10``:
-:mod:`~disastir_mteb.results.metrics`), and name the file and the metrics it holds when one lacks it;
-:func:`not_rescored` is the line saying which of them were taken from the task files without being re-scored.
-
-Labels: :attr:`ResultSet.setting` is readable ("ANN (HNSW M=16, ef=64)", :mod:`disastir_mteb.results.describe`,
-whose :func:`describe_setting` and :func:`describe_search` this module re-exports); the raw values stay in
-:attr:`ResultSet.label` and in the files' metadata.
+A result set is one folder of mteb task files for one model setting and one query set: mteb files every task of a
+setting in one folder, so ``DisastIR-QA-Bio.json``, ``DisastIR-Test-QA-Bio.json`` and
+``DisastIR-DevLite-QA-Bio.json`` side by side are three sets. Scores are keyed by the full set's task names
+whatever the query set, so grids, means and comparisons work alike. Every set is read through
+:func:`load_result_set`, which believes a set only when its files agree with themselves, with each other and with
+their data: what ``report``, ``compare``, the leaderboard and ``submit`` show has passed these checks.
 """
 
 from __future__ import annotations
@@ -74,35 +47,18 @@ __all__ = ["ResultSet", "collect_result_sets", "describe_search", "describe_sett
            "load_result_set", "load_result_sets", "model_folder_name", "not_rescored", "resolve_result_set"]
 
 def _task_files(paths: object, split: Split | None = None) -> list[Path]:
-    """Only files named exactly after a DisastIR task of ``split`` (of any split for None).
-
-    Not ``<Task>_predictions.json`` and the like.
-    """
+    """Only files named exactly after a task of ``split`` (of any for None), not ``<Task>_predictions.json``."""
     return sorted(path for path in paths if path.stem in ALL_TASK_NAMES  # type: ignore[attr-defined]
                   and (split is None or get_spec(path.stem).split is split))
 
 
 @dataclass
 class ResultSet:
-    """The DisastIR results of one model setting.
+    """The DisastIR results of one model setting on one query set (``split``).
 
-    Attributes:
-        folder: the folder holding the task files.
-        model: the model name (``model_meta.json``, else the folder names).
-        revision: the model revision folder name.
-        experiment: mteb experiment settings (instructions, ``disastir_search``), empty for a plain run.
-        scores: task name of the full set (``DisastIR-QA-Bio``) -> main score (NDCG@10, fraction). A Test or
-            DevLite set files its tasks' scores (``DisastIR-Test-QA-Bio.json``) under the same names, so that
-            grids, means, comparisons and plots treat every split alike; :meth:`file_task` maps back. Another
-            metric's scores, keyed alike: :meth:`scores_of`.
-        split: the query set the scores were computed on (full, DisastIR-Test or DisastIR-DevLite).
-        meta: the folder's ``model_meta.json`` as read (empty without one).
-        unchecked: one line naming the per-query files whose top 10s were not re-scored against their data, and
-            why (the data is the Hub's, or not on this machine: :mod:`~disastir_mteb.results.rescoring`); None when
-            every per-query file was, or the set has none.
-        rescored: the tasks (the set's own names) whose per-query top 10s were re-scored against their data, and agree.
-        rescored_metrics: the metrics (mteb's keys) of those tasks' files that were re-scored, all that a top 10 gives
-            (:func:`~disastir_mteb.results.rescoring.rescorable`); :func:`not_rescored` says what was not.
+    ``scores`` maps the full set's task name (``DisastIR-QA-Bio``) to the main score, NDCG@10, also for a Test or
+    DevLite set (:meth:`file_task` maps back). ``unchecked`` is one line naming the per-query files not re-scored
+    against their data, and why; ``rescored`` and ``rescored_metrics`` say which tasks and metrics were.
     """
 
     folder: Path
@@ -135,21 +91,14 @@ class ResultSet:
 
     @property
     def label(self) -> str:
-        """The model name with its raw experiment settings, e.g. ``org/model (disastir_search=ann-...)``.
-
-        Unique per setting and query set (it keys comparisons and error messages): a Test or DevLite set
-        ends in ``[DisastIR-Test]``; for people, :attr:`display_label`.
-        """
+        """The model with its raw settings and query set, unique per set: ``org/model (disastir_search=ann-...)``."""
         settings = ", ".join(f"{k}={v}" for k, v in sorted(self.experiment.items()))
         label = f"{self.model} ({settings})" if settings else self.model
         return label if self.split is Split.full else f"{label} [{self.benchmark}]"
 
     @property
     def setting(self) -> str:
-        """The readable setting (:func:`describe_setting`), e.g. ``exact`` or ``ANN (HNSW M=16, ef=64)``.
-
-        A Test or DevLite set names its query set first: ``DisastIR-Test; exact``.
-        """
+        """The readable setting, e.g. ``exact``, ``ANN (HNSW M=16, ef=64)`` or ``DisastIR-Test; exact``."""
         setting = describe_setting(self.experiment)
         return setting if self.split is Split.full else f"{self.benchmark}; {setting}"
 
@@ -159,11 +108,7 @@ class ResultSet:
         return f"{self.model} — {self.setting}"
 
     def file_task(self, task: str) -> str:
-        """The set's own name of ``task`` (a full-set name such as a :attr:`scores` key): its file's stem.
-
-        ``DisastIR-QA-Bio`` in a Test set is ``DisastIR-Test-QA-Bio``; in a full set, and for a name that is no
-        DisastIR task, the name itself.
-        """
+        """The set's own name of a :attr:`scores` key, its file's stem: ``DisastIR-Test-QA-Bio`` in a Test set."""
         if self.split is Split.full or task not in ALL_TASK_NAMES:
             return task
         spec = get_spec(task)
@@ -194,10 +139,7 @@ class ResultSet:
 
     @property
     def data_sources(self) -> list[dict[str, Any]]:
-        """The distinct data records (:func:`~disastir_mteb.results.per_query.data_provenance`) of the set's tasks.
-
-        Read from the per-query files; tasks without one, or whose file predates the record, add nothing.
-        """
+        """The distinct data records of the set's per-query files."""
         found: list[dict[str, Any]] = []
         for task in sorted(self.scores):
             data = self.task_data(task)
@@ -206,11 +148,7 @@ class ResultSet:
         return found
 
     def task_record(self, task: str) -> dict[str, Any]:
-        """A task file's score block (``scores["test"][0]``) with its ``dataset_revision``; {} without a readable file.
-
-        Besides the scores the block holds what the task records about itself (``disastir_version``,
-        ``disastir_gain``, ``disastir_data``: :mod:`disastir_mteb.vocabulary.task_record`), in files written since.
-        """
+        """A task file's score block (``scores["test"][0]``) with its ``dataset_revision``; {} if unreadable."""
         if task not in self._records:
             try:
                 self._records[task] = read_task_record(self.folder / f"{self.file_task(task)}.json")
@@ -219,10 +157,7 @@ class ResultSet:
         return self._records[task]
 
     def task_synthetic(self, task: str) -> bool | None:
-        """Whether ``task`` ran on generated data, by its task file's ``disastir_data`` or its per-query record.
-
-        None when neither says (plain ``mteb run`` before the record, older runs): no claim either way.
-        """
+        """Whether ``task`` ran on generated data, by its task file or per-query record; None when neither says."""
         data = self.task_record(task).get(DATA_KEY)
         record = self.task_data(task)
         said = [is_synthetic(data)] if isinstance(data, str) else []
@@ -231,11 +166,7 @@ class ResultSet:
 
     @property
     def synthetic(self) -> bool | None:
-        """True if any task ran on generated data, False if every task is recorded as real data, else None.
-
-        None (unknown) when some task records nothing (task files from before the record, without
-        per-query files): no claim either way.
-        """
+        """True if any task ran on generated data, False if every task is recorded as real data, else None."""
         said = [self.task_synthetic(task) for task in sorted(self.scores)]
         if any(said):
             return True
@@ -249,15 +180,8 @@ class ResultSet:
     def scores_of(self, metric: str | Metric = MAIN_METRIC) -> dict[str, float]:
         """One metric's value per task, keyed like :attr:`scores` (``recall_at_100`` -> 0.41, a fraction).
 
-        The main score is :attr:`scores` itself (its files' ``main_score``, checked equal to ``ndcg_at_10``); any
-        other metric is read from each task file's score block (:meth:`task_record`), as mteb wrote it.
-
-        Args:
-            metric: mteb's key of the metric (``recall_at_100``), or a :class:`~disastir_mteb.results.metrics.Metric`.
-
         Raises:
-            ValueError: not a metric a report can show, or a task file lacks it (the sentence names the metric, the
-                file and the metrics the file holds).
+            ValueError: not a metric a report can show, or a task file lacks it.
         """
         metric = get_metric(metric)
         if metric.is_main:
@@ -295,20 +219,9 @@ class ResultSet:
 
 
 def not_rescored(shown: Sequence[tuple[ResultSet, Collection[str]]], metric: str | Metric = MAIN_METRIC) -> str | None:
-    """The line a report or a comparison prints where ``metric`` is shown from task files it did not re-score, or None.
+    """The line a report or comparison prints where ``metric`` is shown from task files it did not re-score, or None.
 
-    A metric a top 10 cannot give (:func:`~disastir_mteb.results.rescoring.rescorable`: ``recall_at_100``) is never
-    re-scored; one it can give is, for every task whose per-query file was re-scored against its data
-    (:attr:`ResultSet.rescored`), and the line counts the others: without a per-query file (plain ``mteb run``), or
-    with one whose data is not at hand (why: :attr:`ResultSet.unchecked`, on stderr).
-
-    Args:
-        shown: each set shown, with the tasks of it shown (names as :attr:`ResultSet.scores` keys them).
-        metric: the metric shown (mteb's key), NDCG@10 by default.
-
-    Examples:
-        ``recall_at_100: taken from the task files, not re-scored (a top 10 cannot give it: Recall@100 reads down to
-        rank 100, and the per-query files keep each query's top 10).``
+    ``shown`` holds each set shown with the tasks of it shown.
     """
     metric = get_metric(metric)
     if not rescorable(metric):
@@ -349,11 +262,7 @@ def model_folder_name(name: str) -> str:
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
-    """A result set's ``model_meta.json`` ({} without one).
-
-    Raises:
-        ValueError: the file is damaged (not JSON, or not an object); the sentence names it.
-    """
+    """A result set's ``model_meta.json`` ({} without one); a damaged one is refused, naming it."""
     if not path.is_file():
         return {}
     fix = "restore it, or rerun the model with --overwrite (mteb writes it with every run)"
@@ -368,11 +277,9 @@ def _read_meta(path: Path) -> dict[str, Any]:
 
 
 def _misfiled(revision_folder: Path, meta: dict[str, Any], meta_path: Path) -> str | None:
-    """Where a set in mteb's layout (``.../results/<model>/<revision>/``) is not where its ``model_meta.json`` says.
+    """Where a set in mteb's layout is not filed where its ``model_meta.json`` says; None outside that layout.
 
-    mteb files a run under its model's name and revision (``ResultCache.get_task_result_path``); a set moved, or
-    given another's ``model_meta.json``, would be shown and submitted as a run it is not. Sets outside that layout
-    (a folder of task files anywhere) make no claim; neither does the results repository's ``external`` folder.
+    A set moved, or given another's ``model_meta.json``, would be shown and submitted as a run it is not.
     """
     if revision_folder.parent.parent.name != "results":
         return None
@@ -389,26 +296,16 @@ def _misfiled(revision_folder: Path, meta: dict[str, Any], meta_path: Path) -> s
 
 
 def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> ResultSet:
-    """Read the DisastIR task files of one query set and the model metadata of one result-set folder, checked.
+    """Read one query set's task files and the model metadata of one result-set folder, checked.
 
-    Every file is checked against itself before anything is returned (:mod:`~disastir_mteb.results.score_checks`:
-    name, splits, ranges, the per-query file beside it), the files against each other and the set's
-    ``model_meta.json`` (:mod:`~disastir_mteb.results.set_provenance`: one model, setting, data and gain), and each
-    per-query file's top 10s are re-scored against their data where it is at hand, every metric they give
-    (:mod:`~disastir_mteb.results.rescoring`); :attr:`ResultSet.unchecked` says in one line which were not, and why.
-
-    Args:
-        folder: the folder holding the task files.
-        split: which query set's files to read: ``full`` (default, ``DisastIR-QA-Bio.json`` ...), ``test``
-            or ``devlite``; the folder's other files are left alone (:func:`load_result_sets` reads all).
+    Each file is checked against itself (:mod:`~disastir_mteb.results.score_checks`), the files against each other
+    and ``model_meta.json`` (:mod:`~disastir_mteb.results.set_provenance`), and the top 10s against their data
+    where it is at hand (:mod:`~disastir_mteb.results.rescoring`).
 
     Raises:
         FileNotFoundError: the folder holds no task file of ``split`` (the message names the splits it holds).
-        ValueError: ``model_meta.json`` is damaged or names another model or revision than the folders; a task file
-            is not an mteb result, holds another task's results, other splits or subsets, or an impossible score
-            (out of range, not finite, or unlike its per-query file), or its per-query file contradicts it or its
-            data (any metric its top 10s give); a file records another model, setting, data or gain than the set's
-            other files or its ``model_meta.json``; or ``split`` is not a split. One sentence, naming the file.
+        ValueError: a file contradicts itself, the set's other files, ``model_meta.json`` or its data; or ``split``
+            is not a split. One sentence, naming the file.
     """
     folder, split = Path(folder), parse_split(split)
     files = _task_files(folder.glob("DisastIR-*.json"), split)
@@ -471,12 +368,7 @@ def load_result_sets(folder: str | Path) -> list[ResultSet]:
 
 
 def find_result_sets(path: str | Path, *, split: Split | str | None = Split.full) -> list[Path]:
-    """Every result-set folder at or under ``path`` (folders directly holding DisastIR task files).
-
-    Args:
-        path: a folder at any level (mteb output, model, revision, result set) or a file in one.
-        split: only folders holding task files of this query set (default: the full set, as before query
-            sets existed); None: of any (each folder once, whatever it holds).
+    """Every result-set folder at or under ``path`` holding task files of ``split`` (None: of any).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -502,12 +394,7 @@ def collect_result_sets(path: str | Path) -> list[ResultSet]:
 
 
 def resolve_result_set(path: str | Path, *, split: Split | str | None = Split.full) -> ResultSet:
-    """The one result set at or under ``path``.
-
-    Args:
-        path: a folder at any level, or a file in one.
-        split: the query set to look for (default: the full set); None: any, so a folder holding the full
-            set and DisastIR-Test holds two sets.
+    """The one result set of ``split`` (None: of any) at or under ``path``.
 
     Raises:
         FileNotFoundError: no result set there.

@@ -1,45 +1,10 @@
 """Does a result file agree with itself? Its name, splits, ranges, and the per-query file beside it.
 
-A DisastIR score reaches people through one door: :func:`~disastir_mteb.results.result_sets.load_result_set`,
-which ``report``, ``compare``, the leaderboard (:mod:`~disastir_mteb.leaderboard.rows`) and ``submit`` all
-read through. It reads each task file with :func:`read_task_file`, asks :func:`file_problem` what in it
-contradicts itself or its per-query file, compares the files with each other
-(:mod:`~disastir_mteb.results.set_provenance`: one model, setting, data and gain), has the per-query top 10s
-re-scored against their data (:mod:`~disastir_mteb.results.rescoring`), and refuses, with one sentence, a set
-holding anything found (:func:`refuse_contradictions`): an edited, copied or damaged file is never shown as 750.00,
-under another task's name, or submitted as ready for a pull request.
-
-What is checked, per task file, without the data:
-
-- its ``task_name`` is its file name: a file copied or renamed under another task's name is refused;
-- it holds exactly the task's splits and subsets (:data:`TASK_SPLITS`, :data:`TASK_SUBSETS`), one entry each:
-  an extra split (``"dev"``), a second ``test``/``default`` entry or a subset of another task is refused, so that
-  no reader picks one entry and no submission carries the others;
-- every metric of a known kind lies in its range (:func:`~disastir_mteb.results.metrics.metric_range`, the
-  metric vocabulary): mteb's retrieval metrics, the plugin's and ``main_score`` are fractions in [0, 1], and
-  finite; mteb's abstention metrics (``nauc_*``) are at most 1 or NaN, with no fixed lower bound, so only
-  values above 1 or infinite are refused. Other numbers (an mteb metric of a later release) make no claim;
-  ``disastir_gain``, where recorded, is a gain the plugin knows;
-- ``main_score`` equals ``ndcg_at_10``, the DisastIR tasks' main score, within :data:`TOLERANCE`; so does the
-  variant of the recorded gain (``ndcg_at_10_exponential_gain`` with ``disastir_gain: exponential``), which the
-  task scores again beside mteb's (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.task_specific_scores`,
-  stored to 6 decimals): an edit of the main score alone is caught without a per-query file;
-- with the per-query file ``disastir-mteb run`` writes beside it (:mod:`~disastir_mteb.results.per_query`):
-  its ``task_name`` is the task's; every per-query NDCG@10 is finite and at least 0 (not at most 1: a query
-  whose top 10 holds two copies of a judged text scores above 1, as the authors' text-keyed code counts it; see
-  :mod:`disastir_mteb.scoring.authors`); every top 10 holds at most 10
-  passages, each once; the data it records is the data the task file records (``disastir_data``); and the
-  mean of its queries' NDCG@10 equals ``ndcg_at_10`` within :data:`TOLERANCE`: both come from the task's one
-  scoring of the same top 10s (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.ndcg_at_10_per_query`,
-  equal to ``pytrec_eval``'s ``ndcg_cut_10`` where no judged text has two ids), and mteb stores the mean rounded to 5
-  decimals (``round(..., 5)`` in mteb's ``retrieval_metrics``), which moves it by at most 5e-6; summing up to
-  9,600 per-query values in float64 adds less than 1e-12. 1e-5 is twice the rounding bound, and a tenth of
-  the smallest change a report can show (0.01 at x100 is 1e-4), so any edit a reader could see is caught.
-
-Not caught here: a file edited consistently within its ranges (``ndcg_at_10``, ``main_score`` and the gain's
-variant alike) that has no per-query file (written by plain ``mteb run``): nothing beside it says what it should
-hold. A per-query file edited consistently with its task file is caught only by re-scoring its top 10s, when the
-data is at hand.
+Every reader of result files goes through :func:`~disastir_mteb.results.result_sets.load_result_set`, which asks
+:func:`file_problem` about each task file and refuses a set holding anything found (:func:`refuse_contradictions`):
+an edited, copied or damaged file is never shown as 750.00, under another task's name, or submitted. Not caught
+here: a file edited consistently within its ranges with no per-query file beside it; nothing says what it should
+hold.
 """
 
 from __future__ import annotations
@@ -62,7 +27,8 @@ from disastir_mteb.vocabulary.taxonomy import Split, get_spec
 __all__ = ["TASK_SPLITS", "TASK_SUBSETS", "TOLERANCE", "file_problem", "impossible_score", "per_query_data",
            "read_task_file", "read_task_record", "refuse_contradictions", "task_record_of"]
 
-#: How far ``main_score`` and the per-query mean may lie from ``ndcg_at_10`` (fractions; see the module docstring).
+#: How far ``main_score`` and the per-query mean may lie from ``ndcg_at_10``: twice mteb's rounding of its means to 5
+#: decimals, and a tenth of the smallest change a report shows (0.01 at x100), so any edit a reader could see is caught.
 TOLERANCE = 1e-5
 #: The splits every DisastIR task is scored on (``task_metadata/dataset.json``'s ``eval_splits``).
 TASK_SPLITS: tuple[str, ...] = tuple(DATASET["eval_splits"])
@@ -99,11 +65,8 @@ def impossible_score(path: Path, record: Mapping[str, Any], *, per_query: PerQue
                      per_query_path: Path | None = None) -> str | None:
     """What is impossible in one task file's score block (a clause naming the file), or None when nothing is.
 
-    Args:
-        path: the task file (named in the clause).
-        record: its ``scores["test"][0]`` block (:func:`read_task_record`).
-        per_query: the per-query record beside the file, None without a readable one.
-        per_query_path: where ``per_query`` was read from (named in the sentence).
+    A value out of its range (:func:`~disastir_mteb.results.metrics.metric_range`), or ``main_score``, the recorded
+    gain's NDCG@10 variant or the per-query mean unlike ``ndcg_at_10``: so an edit of the main score alone is caught.
     """
     wrong = [text for name, value in record.items() if (text := _out_of_range(name, value))]
     gain = record.get(GAIN_KEY)
@@ -169,12 +132,7 @@ def _layout_problem(path: Path, content: Mapping[str, Any]) -> str | None:
 
 
 def per_query_data(data: Mapping[str, Any] | None) -> str | None:
-    """The ``disastir_data`` string a per-query file's ``data`` record stands for, without extra judgements; or None.
-
-    ``hf:<repo>@<revision>`` as recorded, else ``local folder <name>`` with the generator's marker
-    (:func:`~disastir_mteb.vocabulary.task_record.local_data`): what the task file of the same run records,
-    up to ``; extra judgements: ...`` (the per-query record keeps their folder under ``extra_judgements``).
-    """
+    """The ``disastir_data`` string a per-query file's ``data`` record stands for, without extra judgements; or None."""
     if data is None or not isinstance(data.get("source"), str):
         return None
     source = str(data["source"])
@@ -223,14 +181,11 @@ def file_problem(path: Path, content: Mapping[str, Any], *, per_query: PerQuery 
                  per_query_path: Path | None = None) -> str | None:
     """The first thing in a task file that contradicts itself or its per-query file (a clause naming the file).
 
-    What needs no data (the module docstring's list); re-scoring against the data is
-    :mod:`~disastir_mteb.results.rescoring`'s.
-
-    Args:
-        path: the task file.
-        content: the file as read (:func:`read_task_file`).
-        per_query: the per-query record beside it, None without a readable one.
-        per_query_path: where ``per_query`` was read from.
+    Without the data: its ``task_name`` is its file name; it holds exactly the task's splits and subsets, one entry
+    each, so no reader picks one entry and no submission carries the others; its scores are possible
+    (:func:`impossible_score`). The per-query file names the same task and data, and holds finite NDCG@10s of at
+    least 0 (not at most 1: two copies of a judged text in a top 10 score above 1, as the authors count them) and
+    top 10s of at most 10 passages, each once.
     """
     if problem := _layout_problem(path, content):
         return problem
@@ -244,11 +199,7 @@ def file_problem(path: Path, content: Mapping[str, Any], *, per_query: PerQuery 
 
 
 def refuse_contradictions(problems: Sequence[tuple[Path, str]], *, model: str) -> None:
-    """Raise one sentence for the first task file found wrong, counting and naming the others; nothing if none.
-
-    Args:
-        problems: (task file, the clause saying what is wrong with it), in the order found.
-        model: the model name, for the command that reruns the tasks.
+    """Raise one sentence for the first (task file, what is wrong) of ``problems``, with the command to rerun.
 
     Raises:
         ValueError: ``problems`` is not empty.

@@ -1,39 +1,10 @@
 """A result set is one provenance: its files agree on the model, the settings, the data and the gain.
 
-``report``, ``compare``, the leaderboard and ``submit`` show a result set (one folder, one query set:
-:class:`~disastir_mteb.results.result_sets.ResultSet`) as one run of one model in one setting. Its files are
-written one task at a time, though, and nothing stops a folder from holding another run's: a task file and its
-per-query file copied from another model's set, an ``--instructions`` run's files copied over a plain run's, a task
-rerun with another gain or on other data into the same output folder. :func:`provenance_problem` finds the file that
-records something else than its siblings, or than the set's ``model_meta.json``, and says so in one sentence;
-:func:`~disastir_mteb.results.result_sets.load_result_set`, which every reader goes through, refuses the set with it.
-
-What is compared (:func:`recorded` reads it), each field among the files that record it only (a file written before
-a record makes no claim):
-
-- the settings, item by item (:data:`SETTINGS_COMPARED`): the task file's ``disastir_settings``, else its per-query
-  file's ``provenance.settings`` (:mod:`disastir_mteb.vocabulary.provenance`); and each file's against the set's
-  ``model_meta.json``, whose ``experiment_kwargs`` mteb files the run by (absent keys: a plain run, instructions
-  ``none``, search ``exact``, passages not instructed; the template where the set names one, the precision where the
-  set was cast);
-- the model fingerprint: ``disastir_model``, else ``provenance.model.fingerprint``; and apart, because it is another
-  digest (the embedding store's identity of the model), the per-query file's ``encoding.model_fingerprint``;
-- the data: ``disastir_data`` up to the count of extra judgements, which differs per task by design (not in a
-  DevLite set, whose string says per task whether DevLite judges it), and the per-query ``data`` record as the same
-  string (:func:`~disastir_mteb.results.score_checks.per_query_data`) with its extra judgements folder;
-- the corpus: ``disastir_corpus_digest``, else ``provenance.corpus_digest``;
-- the gain: ``disastir_gain``, else ``provenance.gain``.
-
-Not compared across files: the digest of each task's data files (``disastir_data_digest``, the per-query
-``data.digest``) and ``disastir_provenance``, which differ between tasks by design; the plugin version (a run resumed
-after an upgrade: the report shows every version); and the batch size. Batches of another size are padded otherwise,
-which moves the vectors by float rounding only (about 1e-7 in float32, as another device does), so the runner files
-every batch size in one folder, and a set resumed with another ``--batch-size`` is still one run. The precision is
-compared: a cast moves the vectors by 1e-3 to 1e-2, the runner files a cast run in an experiment folder of its own,
-and a file of another precision in a set is another run's.
-
-Within one task, a task file and the ``provenance`` section of its per-query file record the same values where both
-record one (:func:`pair_problem`); otherwise the two files come from two runs.
+A set's files are written one task at a time, and nothing stops a folder from holding another run's (a file copied
+from another model's set, an ``--instructions`` run's files copied over a plain run's, a task rerun with another
+gain). :func:`provenance_problem` finds the file that records something else than its siblings or the set's
+``model_meta.json``. Each field is compared among the files that record it only: an older file makes no claim.
+Not compared: the digests of each task's data files and the plugin version, which differ by design.
 """
 
 from __future__ import annotations
@@ -69,7 +40,8 @@ from disastir_mteb.vocabulary.taxonomy import Split, get_spec
 
 __all__ = ["SETTINGS_COMPARED", "Recorded", "pair_problem", "provenance_problem", "recorded"]
 
-#: The items of ``disastir_settings`` a set's files must agree on (and with ``model_meta.json``); not the batch size.
+#: The items of ``disastir_settings`` a set's files must agree on (and with ``model_meta.json``). Not the batch size:
+#: it moves vectors by float rounding only, so the runner files every batch size in one folder; a cast does more.
 SETTINGS_COMPARED = ("search", "instructions", "template", "passages", "precision")
 #: The instruction set of a plain run (:data:`~disastir_mteb.vocabulary.instructions.INSTRUCTION_SETS`' ``none``).
 _NO_INSTRUCTIONS = "none"
@@ -80,12 +52,7 @@ _PER_QUERY = "its per-query file's {}"
 
 @dataclass(frozen=True)
 class Recorded:
-    """One file's value of one field, and the entry it was read from (said in the sentence).
-
-    Attributes:
-        value: the value, compared as a string.
-        entry: where the file records it: ``disastir_model``, ``its per-query file's encoding.model_fingerprint``.
-    """
+    """One file's value of one field, as a string, and the entry it was read from (said in the sentence)."""
 
     value: str
     entry: str
@@ -137,16 +104,7 @@ def _section_settings(section: Mapping[str, Any]) -> dict[str, str] | None:
 
 
 def recorded(path: Path, record: Mapping[str, Any], per_query: PerQuery | None) -> dict[str, Recorded]:
-    """What one task file (with the per-query file beside it, if any) records of each compared field.
-
-    Args:
-        path: the task file (its stem is the task's name).
-        record: its score block (:func:`~disastir_mteb.results.score_checks.task_record_of`).
-        per_query: the per-query record beside it, None without a readable one.
-
-    Returns:
-        Field key -> the file's value, for the fields it records only.
-    """
+    """What one task file, with the per-query file beside it if any, records of each compared field."""
     found: dict[str, Recorded] = {}
     section = _section(per_query)
 
@@ -179,14 +137,7 @@ def recorded(path: Path, record: Mapping[str, Any], per_query: PerQuery | None) 
 
 
 def pair_problem(path: Path, record: Mapping[str, Any], per_query: PerQuery, per_query_path: Path) -> str | None:
-    """Where a task file and its per-query file's ``provenance`` section record different values (a clause), or None.
-
-    Args:
-        path: the task file.
-        record: its score block.
-        per_query: the per-query record beside it.
-        per_query_path: where ``per_query`` was read from (named in the clause).
-    """
+    """Where a task file and its per-query file's ``provenance`` section record different values (a clause), or None."""
     section = _section(per_query)
     if not section:
         return None
@@ -302,16 +253,10 @@ def _against_meta(item: str, holders: Mapping[Path, Recorded], experiment: Mappi
 
 def provenance_problem(files: Mapping[Path, Mapping[str, Recorded]], *, experiment: Mapping[str, Any],
                        meta_path: Path, model: str) -> str | None:
-    """The sentence refusing a set whose files disagree on a compared field (the module docstring's), or None.
+    """The sentence refusing a set whose files (each -> what it records) disagree on a compared field, or None.
 
-    Settings come first (a file of another instruction setting or precision usually records another model
-    fingerprint too, and the setting says more), then the model, the data, the corpus and the gain.
-
-    Args:
-        files: each task file of one result set (in the set's order) -> what it records (:func:`recorded`).
-        experiment: the set's ``experiment_kwargs`` (``model_meta.json``; empty for a plain run).
-        meta_path: the set's ``model_meta.json`` (named in the sentence; it need not exist).
-        model: the model name, for the command that reruns the odd tasks.
+    Settings come first: a file of another setting usually records another model fingerprint too, and the setting
+    says more.
     """
     for field in _FIELDS:
         holders = {path: found[field.key] for path, found in files.items() if field.key in found}

@@ -20,14 +20,10 @@ __all__ = ["PairedTest", "kendall_tau", "paired_test"]
 
 @dataclass(frozen=True)
 class PairedTest:
-    """A paired comparison of B against A over the same queries.
+    """A paired comparison of B against A over ``n`` queries: means, the one-sided p-value and a 95% interval.
 
-    Attributes:
-        n: paired queries.
-        mean_a, mean_b: mean scores (fractions).
-        p_value: one-sided Wilcoxon signed-rank p-value for the observed direction (B > A when
-            ``mean_b >= mean_a``, else B < A); 1.0 when every pair is tied.
-        ci_low, ci_high: paired bootstrap 95% interval of ``mean_b - mean_a``.
+    ``p_value`` tests the observed direction (B > A when ``mean_b >= mean_a``), 1.0 when every pair is tied;
+    ``ci_low`` and ``ci_high`` bound ``mean_b - mean_a``.
     """
 
     n: int

@@ -1,24 +1,9 @@
 """Do model rankings on a smaller query set agree with the full set's? Kendall's tau across query sets.
 
-The DMRetriever authors develop on DisastIR-DevLite (480 queries, 10 per task, over its own corpus)
-because the model rankings it gives agree with the full set's: Kendall's tau 0.90 overall and
-0.73-0.91 per intent. :func:`split_agreement` measures the same for the user's models:
-
-- result sets are paired across two query sets by model and settings (instructions, search,
-  precision: everything but the query set), e.g. a model's DevLite ``exact`` run with its full
-  ``exact`` run; a set without a counterpart is listed, never ranked;
-- each side ranks its models as the authors average: an intent's score is the mean over its 8
-  categories (the authors' per-(intent, event) files, each a mean over its queries), the overall
-  score the mean of the 6 intents (:class:`~disastir_mteb.results.grid.ScoreGrid`). A model missing a
-  task on either side drops out of the rankings that need that task;
-- Kendall's tau-b between the two rankings, overall and per intent, by
-  :func:`~disastir_mteb.results.significance.kendall_tau` (the one ``compare`` uses for exact and ANN
-  rankings): it needs at least two models on both sides, and is undefined when one side ties them all.
-
-The reference is the full set when it is among the sets, else DisastIR-Test; every other query set
-present is set against it (DevLite and Test runs with full runs give two comparisons). Models are ranked by
-NDCG@10, the main score the authors rank by, or by another metric the task files hold (``metric=``,
-``disastir-mteb compare --metric``: :mod:`disastir_mteb.results.metrics`).
+The DMRetriever authors develop on DisastIR-DevLite because its model rankings agree with the full set's;
+:func:`split_agreement` measures the same for the user's models. Sets are paired across query sets by model and
+settings (a set without a counterpart is listed, never ranked), each side ranks its models by the authors' means of
+means, and Kendall's tau-b compares the rankings, overall and per intent.
 """
 
 from __future__ import annotations
@@ -58,15 +43,7 @@ def _ranks(scores: dict[str, float]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class SplitAgreement:
-    """Model rankings on two query sets, paired by model and setting.
-
-    Attributes:
-        split: the query set set against the reference (e.g. DevLite).
-        reference: the query set it is compared with (the full set, or DisastIR-Test).
-        pairs: (set on ``split``, set on ``reference``) of one model and setting, best on the reference first.
-        unpaired: sets of either query set with no counterpart on the other.
-        metric: what the models are ranked by (NDCG@10, the main score, unless another was asked).
-    """
+    """Model rankings on ``split`` against ``reference``: (set on ``split``, set on ``reference``) pairs, best first."""
 
     split: Split
     reference: Split
@@ -75,10 +52,9 @@ class SplitAgreement:
     metric: Metric = MAIN_METRIC
 
     def scores(self, intent: Intent | None = None) -> tuple[dict[str, float], dict[str, float]]:
-        """Per pair, keyed by the reference set's :attr:`~ResultSet.label`: its score on ``split`` and on ``reference``.
+        """Per pair, by the reference set's label: its score (overall for None) on ``split`` and on ``reference``.
 
-        ``intent``: that intent's mean, None for the overall score. A pair whose score cannot be computed on a
-        side (a task missing) is absent from that side.
+        A pair whose score cannot be computed on a side (a task missing) is absent from that side.
         """
         first: dict[str, float] = {}
         second: dict[str, float] = {}
@@ -156,14 +132,12 @@ def split_agreement(sets: Sequence[ResultSet], *, metric: str | Metric = MAIN_ME
                     paired_only: bool = True) -> list[SplitAgreement]:
     """Each query set among ``sets`` other than the reference (the full set, else Test), ranked against it.
 
-    ``metric``: mteb's key of the metric the models are ranked by; default ``ndcg_at_10``, the main score.
-    ``paired_only``: refuse when no model and setting has runs on two query sets (else return the empty pairings,
-    for a caller that then compares within each query set).
+    ``paired_only=False`` returns empty pairings rather than refuse, for a caller that then compares within each.
 
     Raises:
         ValueError: the sets are on fewer than two query sets, a query set holds two sets of one model and
-            setting, no model and setting has runs on two query sets, or the metric is unknown or missing from a
-            task file.
+            setting, no model and setting has runs on two query sets (with ``paired_only``), or the metric is
+            unknown or missing from a task file.
     """
     metric = get_metric(metric)
     for result in sets:  # a task file lacking the metric is named before anything is ranked

@@ -1,9 +1,6 @@
-"""Where a DisastIR-Test run stands among DMRetriever's Table 2: the published rows with the run ranked in.
+"""Where a DisastIR-Test run stands among DMRetriever's Table 2, the only published table on DisastIR-Test.
 
-Table 2 of the DMRetriever paper is the only published table on DisastIR-Test (9,120 queries,
-``dmretriever`` instructions, colon template). A Test run of any model, listed or not, is placed
-among its models by the average of the six intent means (the authors' averaging), so a reader sees
-where it would stand. A run that lacks tasks has no intent means, and is not placed.
+A run is placed by the average of its six intent means, the authors' averaging; a run that lacks tasks is not.
 """
 
 from __future__ import annotations

@@ -1,8 +1,1 @@
-"""The encode-once runner behind ``disastir_mteb.evaluate`` and ``disastir-mteb run``.
-
-- ``run``: ``evaluate``, a model x DisastIR tasks -> mteb results, one corpus encoding for all.
-- ``task_selection``: which tasks a run evaluates, grouped by the corpus they search.
-- ``task_pool``: tasks the shared pass answered, scored on every core; ``scoring_patch``: mteb's per-task
-  scoring without its repeated checks, number for number.
-- ``result_cache``: mteb's result cache with atomic saves (each result file whole or not at all).
-"""
+"""The encode-once runner behind ``disastir_mteb.evaluate`` and ``disastir-mteb run``."""

@@ -1,9 +1,7 @@
 """Which data a run's tasks read: a folder in the published layout, the synthetic sample, or the Hub.
 
-:func:`data_source` turns a choice (``disastir-mteb run --data``, ``export --data``, ``disastir_mteb.evaluate(data=)``)
-into one :class:`~disastir_mteb.data.source.DataSource`, one meaning for all three, which the run hands to every
-task it builds. Nothing is set in the process environment: what is not chosen is read from it once, here
-(``DISASTIR_DATA_DIR``, ``DISASTIR_DEVLITE_DIR``, ``DISASTIR_EXTRA_QRELS_DIR``, ``DISASTIR_TASK_CACHE``).
+One meaning for ``run --data``, ``export --data`` and ``evaluate(data=)``. Nothing is set in the process
+environment: what is not chosen is read from it once, here.
 """
 
 from __future__ import annotations
@@ -29,22 +27,13 @@ def data_source(data: str | Path | None, devlite: str | Path | None = None, *, t
                 keep_joins: bool = True) -> DataSource:
     """The data folders ``data``, ``devlite`` and ``extra_judgements`` name, checked; the environment's for the rest.
 
-    Args:
-        data: a folder in the published layout (``corpus.jsonl``, ``query/``, ``qrels/``), ``"sample"``
-            for the small synthetic sample (generated once into the cache folder; its scores are not
-            DisastIR results), or None (``DISASTIR_DATA_DIR``, else the Hub).
-        devlite: a DisastIR-DevLite folder (either published layout), or None (``DISASTIR_DEVLITE_DIR``, else the
-            Hub; with the sample, :func:`with_sample_devlite`).
-        task_names: the tasks to be run (:func:`with_sample_devlite`).
-        as_options: name the command line's ``--data``/``--devlite`` in errors (else ``data=``/``devlite=``).
-        extra_judgements: a ``qrels_with_added`` folder whose judgements the full set's tasks add to the published
-            ones (:mod:`disastir_mteb.data.extra_qrels`: never overriding a published grade, integer grades only,
-            and the scores labelled as not official), or None (``DISASTIR_EXTRA_QRELS_DIR``, else none).
-        keep_joins: keep the tasks' joins in the data cache; False (``--no-cache``) writes nothing there.
+    ``data`` is a folder in the published layout, ``"sample"`` (the small synthetic sample, generated once) or None
+    (``DISASTIR_DATA_DIR``, else the Hub); ``extra_judgements`` adds a ``qrels_with_added`` folder's judgements to
+    the full set's (scores then labelled not official). ``as_options`` names the command line's options in errors;
+    ``keep_joins=False`` (``--no-cache``) writes nothing to the data cache.
 
     Raises:
-        FileNotFoundError: a folder given or named by the environment is not a folder (one sentence naming it as
-            typed).
+        FileNotFoundError: a folder given or named by the environment is not a folder (named as typed).
     """
     def folder(given: str | Path, option: str, what: str) -> Path:
         path = Path(given).expanduser().resolve()
@@ -70,16 +59,15 @@ def data_source(data: str | Path | None, devlite: str | Path | None = None, *, t
     given = {DATA_DIR_ENV: "folder", DEVLITE_DIR_ENV: "devlite", EXTRA_QRELS_ENV: "extra_judgements"}
     unread = {name: value for name, value in os.environ.items() if given.get(name) not in chosen}
     source = dataclasses.replace(DataSource.from_environment(unread), **chosen)
+    if as_options:  # where the Hub's data is missing, the command's own option is named
+        source = dataclasses.replace(source, data_option="--data DIR")
     if not keep_joins:
         source = dataclasses.replace(source, keep_joins=False)
     return with_sample_devlite(source, task_names)
 
 
 def with_sample_devlite(source: DataSource, task_names: Iterable[str]) -> DataSource:
-    """``source`` with the sample's own DevLite folder, where a DisastIR-Test or DevLite task needs one.
-
-    Only when ``source`` reads the small sample and names no DevLite folder; it is generated once, like the sample.
-    """
+    """``source`` of the sample, with the sample's own DevLite folder where a Test or DevLite task needs one."""
     from disastir_mteb.sample.generator import sample_path
 
     if source.devlite is not None or source.folder != sample_path("small").resolve():
@@ -92,10 +80,6 @@ def with_sample_devlite(source: DataSource, task_names: Iterable[str]) -> DataSo
 
 
 def needs_hub(model: object, data: DataSource, *, served: bool = False) -> bool:
-    """Whether a run would fetch its model or its data from the Hugging Face Hub (whose reachability is then probed).
-
-    A model object, a built-in name, a local folder or a model the embedding servers serve (``served``) is here
-    already; so is data read from a folder.
-    """
+    """Whether a run would fetch its model or its data from the Hugging Face Hub (whose reachability is then probed)."""
     here = served or not isinstance(model, str) or model in BUILT_IN_MODELS or Path(model).exists()
     return not (here and data.folder is not None)

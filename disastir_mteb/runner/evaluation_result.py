@@ -1,7 +1,6 @@
 """What :func:`disastir_mteb.evaluate` returns: mteb's ``ModelResult``, and where the run filed it.
 
-A module of its own because it subclasses mteb's class, so importing it imports mteb (seconds): only
-``evaluate`` does, when it returns.
+A module of its own because it subclasses mteb's class, so importing it imports mteb.
 """
 
 from __future__ import annotations
@@ -14,16 +13,10 @@ __all__ = ["EvaluationResult"]
 
 
 class EvaluationResult(ModelResult):
-    """mteb's ``ModelResult`` of the run (every evaluated task), with where its files are and what the run did.
+    """mteb's ``ModelResult`` of the run, with where its files are and what the run did.
 
-    Everything mteb's class offers works on it (``task_results``, ``to_dataframe()``, ...).
-
-    Attributes:
-        folder: the run's result set, an absolute path (``<output>/results/<org>__<model>/<revision>``, plus
-            ``experiments/<settings>`` for a run with settings): what ``disastir-mteb report``, ``compare``
-            and ``leaderboard`` read.
-        summary: the run's account in one line, as :func:`~disastir_mteb.evaluate` says it: the folder, what was
-            encoded, the search, and that the numbers are not DisastIR results when the data was generated.
+    ``folder`` is the run's result set (what ``report``, ``compare`` and ``leaderboard`` read); ``summary`` the
+    run's account in one line.
     """
 
     folder: Path

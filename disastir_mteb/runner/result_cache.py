@@ -1,9 +1,4 @@
-"""mteb's result cache with atomic saves: each result file lands whole or not at all.
-
-The runner's own: ``disastir_mteb.evaluate`` and ``disastir-mteb run`` save every task through it. The
-plain write-then-rename of single files lives in :mod:`disastir_mteb.util.atomic`; this module applies
-it to the three files mteb writes per task.
-"""
+"""mteb's result cache with atomic saves: each result file lands whole or not at all."""
 
 from __future__ import annotations
 
@@ -30,19 +25,9 @@ __all__ = ["atomic_result_cache"]
 def atomic_result_cache(folder: str | Path | None = None) -> ResultCache:
     """An mteb ``ResultCache`` (over ``folder``, else mteb's default) whose saves are atomic.
 
-    mteb writes ``<Task>.json``, ``model_meta.json`` and ``run_settings.jsonl`` in place with
-    ``open("w")``: a run killed mid-write leaves half a file, and two runs writing one folder can
-    interleave their bytes. This cache lets mteb write them into a hidden staging folder
-    (``.disastir-staging.<pid>.<random>.tmp`` at the cache root, outside ``results/``), then moves each one
-    into place with ``os.replace``. A save that fails (a full disk) raises an ``OSError`` naming the
-    task's result file.
-
-    A run's clock (:mod:`disastir_mteb.util.timings`) counts its saves and reads as ``writing``.
-
-    Reading back: a ``<Task>.json`` that cannot be read as a result (cut short, not JSON, not a
-    TaskResult) is not an error that stops a run of 48 tasks: :func:`set_aside` renames it
-    (``<Task>.json.unreadable-<UTC time>``), one warning names both names, and mteb sees no result,
-    so the task is evaluated again.
+    mteb writes its three files per task in place, so a run killed mid-write leaves half a file and two runs can
+    interleave their bytes; here mteb writes them into a hidden staging folder, then each is renamed into place. A
+    ``<Task>.json`` that cannot be read back is set aside after one warning, and the task is evaluated again.
     """
     cls = _atomic_result_cache_class()
     return cls(Path(folder)) if folder is not None else cls()

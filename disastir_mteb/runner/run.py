@@ -1,36 +1,13 @@
 """``disastir_mteb.evaluate``: a model x DisastIR tasks -> mteb results, one corpus encoding for all.
 
-The run's settings are one value (:class:`~disastir_mteb.vocabulary.run_settings.RunSettings`), built once
-from ``evaluate``'s keywords or the command line's options. The runner resolves the model (a name for
-``mteb.get_model``, ``"bundled"`` for the packaged MiniLM, or any model object), hands it with the
-settings to the search model (which puts the instructions in front, if any), and evaluates each task
-with ``mteb.evaluate``, so scores and result files are mteb's own. The search goes through
-:class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`: the shared corpus is encoded once (and
-persisted under ``DISASTIR_CACHE_DIR``, so a killed run resumes and a second run encodes nothing),
-indexed once (exactly, or as one USearch HNSW graph with ``search="ann"``), and searched by
-every task. Beside each mteb result file the runner writes the task's per-query NDCG@10 and top-10
-rankings (:mod:`disastir_mteb.results.per_query`), which ``disastir-mteb compare`` reads.
+Each task is evaluated with ``mteb.evaluate``, so scores and result files are mteb's own; the search goes through
+:class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`, which encodes, stores and indexes each corpus
+once for every task that searches it. Tasks run grouped by corpus (the full set's and DisastIR-Test's share
+DisastIR's, DevLite's has its own), each group's queries searched in one pass, then scored on every core. Beside
+each result file the runner writes the task's per-query NDCG@10 and top-10, which ``compare`` reads.
 
-Query sets (``split``): the full set's 48 tasks (default), DisastIR-Test's (same corpus, 9,120 queries)
-or DisastIR-DevLite's (480 queries over a corpus of its own). Encoding once is per corpus: tasks are
-run grouped by the corpus they search (full and Test tasks share DisastIR's; DevLite's is another),
-each group's queries searched in one pass, so a run mixing DevLite with full or Test tasks encodes
-and indexes each corpus once. The embedding cache is keyed by the corpus texts' fingerprint, never by
-task or split, so the two corpora never share an entry, and full and Test runs share one.
-
-After a group's pass, the tasks it answered are scored and written on every core
-(:mod:`disastir_mteb.runner.task_pool`), through mteb's scoring without its repeated checks
-(:mod:`disastir_mteb.runner.scoring_patch`); every stored number is the one a plain run writes.
-
-Where the time went: a run runs under a phase clock (:mod:`disastir_mteb.util.timings`), from its first
-step (``evaluate``'s settings, or the command line's imports) to the end of its last task. Each step marks
-its phase (tasks loaded, the model, passages, the store, queries, the index, the search, scoring, result
-files), the rest is ``other``, and at the end the run's :class:`~disastir_mteb.util.timings.Timings` is part of
-what it did (:attr:`Evaluation.timings`): ``disastir-mteb run`` prints it as a
-table and writes it with ``--timings-json``; ``evaluate(timings=...)`` hands it to a callable.
-
-One module because the run and the steps of one task it hands to a worker process (evaluate, per-query
-file, a result file set aside) are one flow, read top to bottom.
+One module because the run and the steps of one task it hands to a worker process are one flow, read top to
+bottom.
 """
 
 from __future__ import annotations
@@ -47,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.models.loading import ModelLoadError
-from disastir_mteb.runner.data_source import data_source, needs_hub, with_sample_devlite
-from disastir_mteb.runner.task_selection import canonical_names, corpus_groups, resolve_tasks
+from disastir_mteb.runner.data_source import with_sample_devlite
+from disastir_mteb.runner.run_request import EmbeddingServersOptions, import_libraries, prepare_run
+from disastir_mteb.runner.task_selection import corpus_groups, resolve_tasks
 from disastir_mteb.util.errors import InvalidInput
-from disastir_mteb.util.hub import offline_if_unreachable
 from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
 from disastir_mteb.vocabulary.run_settings import RunSettings, Search
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, DEFAULT_OUTPUT_FOLDER, EXACT
@@ -75,26 +52,11 @@ __all__ = ["EmbeddingServersOptions", "Evaluation", "ModelLoadError", "RunSettin
            "import_libraries", "resolve_tasks", "result_folder", "run_evaluation", "run_tasks", "serve_model"]
 
 
-def import_libraries() -> None:
-    """Import what every run uses: mteb, torch, sentence-transformers and the search model's modules.
-
-    A run calls it first, under its clock's ``startup``: imported lazily, each library's seconds would land in
-    whichever phase first needs it (the model's identification, the passages), and a phase that looked slow would be
-    an import.
-    """
-    import sentence_transformers  # noqa: F401
-    import torch  # noqa: F401
-
-    from disastir_mteb.search import shared_corpus  # noqa: F401
-
-
 def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpusSearch:
     """The search model the runner evaluates: model -> instructions -> store -> ``SharedCorpusSearch``.
 
-    Args:
-        model: as :func:`evaluate`'s ``model`` (a ready search model is returned as it is).
-        settings: how it encodes and searches (default: exact search, the model as it is, the default store);
-            build them with :meth:`RunSettings.from_options`, which takes :func:`evaluate`'s keywords.
+    ``model`` as :func:`evaluate`'s (a ready search model is returned as it is); ``settings`` default to exact
+    search with the model as it is and the default store.
     """
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
@@ -138,76 +100,49 @@ def evaluate(
     """Evaluate a model on DisastIR tasks (the 48 of the full set by default) with one encoding per corpus.
 
     Args:
-        model: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, a model
-            name for ``mteb.get_model``, ``"bundled"``, or a ready
-            :class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch` (whose counters then tell what was
-            encoded).
-        tasks: task names (in any case) or mteb task objects (any mteb retrieval task works; tasks sharing a
-            corpus share its encoding and index; tasks of other corpora are run after them, grouped
-            by corpus). A name of any query set selects that set (``DisastIR-DevLite-QA-Bio``).
-        split: the query set, as in :func:`resolve_tasks`: ``full``, ``test`` (DisastIR-Test, same corpus)
-            or ``devlite`` (DisastIR-DevLite, its own corpus); the full set's names become the split's, and
-            with no ``tasks`` the split's 48 tasks run. None: the names as given (the full set's 48 by default).
-        search: ``"exact"`` (blocked exact inner product) or ``"ann"`` (USearch HNSW, built once for
-            all tasks and persisted with the embeddings; results go to their own mteb experiment
-            folder, labelled with every parameter).
-        ann_preset: the ANN preset of ``search="ann"``: ``paper`` (the DisastIR setting; the default), ``exact``,
-            ``f16``, ``i8``, ``b1``. Refused with exact search, as ``ann_params`` is: it would change nothing.
+        model: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, a model name for
+            ``mteb.get_model``, ``"bundled"``, or a ready search model (:func:`build_search`).
+        tasks: task names (any case) or mteb task objects; any mteb retrieval task works, grouped by corpus.
+        split: the query set: ``full``, ``test`` (DisastIR-Test, same corpus) or ``devlite`` (its own corpus); the
+            full set's names become the split's. None: the names as given.
+        search: ``"exact"`` or ``"ann"`` (USearch HNSW, built once for all tasks; results filed under their own
+            mteb experiment).
+        ann_preset: the ANN preset: ``paper`` (default), ``exact``, ``f16``, ``i8``, ``b1``; refused with exact
+            search, as ``ann_params`` is.
         ann_params: overrides of single ANN parameters, e.g. ``{"expansion_search": 128}``.
-        instructions: None (the model as it is), ``"disastir"``, ``"dmretriever"``, ``"none"`` or a
-            mapping {intent: instruction}; see :func:`~disastir_mteb.models.adapter.with_instructions`.
+        instructions: None (the model as it is), ``"disastir"``, ``"dmretriever"``, ``"none"`` or a mapping
+            {intent: instruction}.
         template: the instruction template (default: the set's published one).
         instruct_passages: also put the instruction before passages.
-        cache_dir: where embeddings persist (default ``DISASTIR_CACHE_DIR``); ``False`` keeps them
-            in memory for this call only.
-        output_folder: mteb results folder: ``./results`` by default, the command line's, where ``report`` and
-            ``leaderboard`` look; None: mteb's own cache (``MTEB_CACHE``).
+        cache_dir: where embeddings persist (default ``DISASTIR_CACHE_DIR``); ``False`` keeps them in memory.
+        output_folder: the results folder (mteb's layout), ``./results`` as the command line's; None: mteb's cache.
         overwrite: rerun tasks that already have results there.
-        show_progress: progress bars (task loading, corpus encoding with rate and ETA, query encoding, the tasks
-            being evaluated; print per-task lines with ``tqdm.write`` to keep them above it) and, at the end, the
-            run's one line (:attr:`EvaluationResult.summary`) on stderr. The line is logged at INFO on this
-            module's logger too; where logging shows INFO, it is said there only, once.
+        show_progress: progress bars and, at the end, the run's one line on stderr (logged instead where logging
+            shows INFO).
         on_task_done: called with each task's result and its wall time, as tasks finish.
-        batch_size: texts per forward pass (default 32, mteb's). Passages are encoded longest
-            first, in the batches of one ``SentenceTransformer.encode`` call over the corpus.
-        precision: ``fp32``, ``fp16`` or ``bf16``: a copy of the model with its weights cast encodes (the model
-            passed in is never changed; default: the model's own dtype, float32 for the DisastIR baselines). A
-            precision other than the model's own files its results under their own mteb
-            experiment (``disastir_precision``); the embedding cache keys the dtype and batch size.
-        data: the data the tasks read, as ``disastir-mteb run --data``: a folder in the published layout,
-            ``"sample"`` (the small synthetic sample; its scores are not DisastIR results), or None
-            (``DISASTIR_DATA_DIR``, else the Hub). Handed to this call's tasks as a value
-            (:class:`~disastir_mteb.data.source.DataSource`); the process environment is never set.
-        devlite: a DisastIR-DevLite folder for DisastIR-Test and DevLite tasks, as ``run --devlite``
-            (default ``DISASTIR_DEVLITE_DIR``, else the Hub; with ``data="sample"``, the sample's).
-        extra_judgements: a ``qrels_with_added`` folder (as ``run --extra-judgements``; the judge's export writes
-            one) whose integer grades the full set's tasks add where the published qrels have none. The task files
-            then say so in ``disastir_data``, and ``submit`` refuses them: such scores are a per-study estimate,
-            not official ones. None (default): the published judgements alone, as always.
-        embeddings_url: OpenAI-compatible embedding servers (``http://gpu0:8000/v1``; several share the corpus)
-            that serve ``model``, then the served model's name (as ``run --embeddings-url``):
-            :class:`~disastir_mteb.models.embedding_servers.EmbeddingServers`.
+        batch_size: texts per forward pass (default 32, mteb's).
+        precision: ``fp32``, ``fp16`` or ``bf16``: a cast copy of the model encodes, its results filed apart.
+        data: as ``run --data``: a folder in the published layout, ``"sample"``, or None (``DISASTIR_DATA_DIR``,
+            else the Hub); the process environment is never set.
+        devlite: a DisastIR-DevLite folder for DisastIR-Test and DevLite tasks (default ``DISASTIR_DEVLITE_DIR``).
+        extra_judgements: a ``qrels_with_added`` folder whose grades the full set's tasks add where the published
+            qrels have none; such scores are labelled not official, and ``submit`` refuses them.
+        embeddings_url: OpenAI-compatible embedding servers that serve ``model`` (then the served model's name).
         embeddings_revision: pin the served model's revision (default: a digest of what the servers report).
         embeddings_concurrency: requests in flight per embedding server.
         api_key_env: the environment variable holding the servers' key (never a file or an argument).
-        timings: called once, when the run is done, with where its wall time went
-            (:class:`~disastir_mteb.util.timings.Timings`: seconds per phase, which add up to the total, the
-            passages and queries encoded, the device, the peak memory), as :attr:`Evaluation.timings`. A run inside
-            a run already timed (the demo) is part of that one's clock.
-        model_revision: the revision to file the results under. A model with no weights or files to read (a plain
-            callable, an encoder object without torch weights) is identified by it; without it, such a model's
-            vectors and results are this call's only, never reused by a later call or process.
+        timings: called once, when the run is done, with where its wall time went.
+        model_revision: the revision to file the results under; a model with no weights or files to read is
+            identified by it, and without it its vectors and results are this call's only.
 
     Returns:
-        mteb's ``ModelResult`` holding every evaluated task, as an
-        :class:`~disastir_mteb.runner.evaluation_result.EvaluationResult`, which also holds the result set's
-        ``folder`` and the run's ``summary``.
+        mteb's ``ModelResult`` of every evaluated task, as an
+        :class:`~disastir_mteb.runner.evaluation_result.EvaluationResult` with the result set's ``folder`` and the
+        run's ``summary``.
 
     Raises:
-        ValueError: an unknown ``search`` value, ANN preset, parameter, precision or split, an ANN preset or
-            ANN parameters with exact search, a batch size
-            below 1, a task of another query set than ``split``, or a ready search model whose search
-            setting differs from ``search``.
+        ValueError: an unknown or contradictory setting (search, ANN options, precision, split, batch size), or a
+            ready search model whose search differs from ``search``.
         FileNotFoundError: ``data``, ``devlite`` or ``extra_judgements`` is not a folder.
     """
     with run_clock():
@@ -216,20 +151,20 @@ def evaluate(
                                             instruct_passages=instruct_passages, batch_size=batch_size,
                                             precision=precision, cache_dir=cache_dir, progress=show_progress,
                                             model_revision=model_revision)
-        with clock(Phase.tasks):
-            tasks = canonical_names(tasks).tasks  # any case; an unknown name in one sentence, before data or model
-            source = data_source(data, devlite, extra_judgements=extra_judgements, keep_joins=cache_dir is not False)
-        with clock(Phase.startup):
-            offline_if_unreachable(needs_hub(model, source, served=bool(embeddings_url)), say=logger.warning)
-            import_libraries()
+        if embeddings_revision and not embeddings_url:
+            raise InvalidInput("embeddings_revision pins a served model: pass it with embeddings_url.")
+        served = None if not embeddings_url else EmbeddingServersOptions(
+            embeddings_url, revision=embeddings_revision, concurrency=embeddings_concurrency, key_env=api_key_env)
+        names, source = prepare_run(model, tasks, split=split, data=data, devlite=devlite,
+                                    extra_judgements=extra_judgements, keep_joins=cache_dir is not False,
+                                    served=served, say=logger.warning)
+        tasks = names.tasks
         if not isinstance(model, str):
             from disastir_mteb.models.adapter import require_encoder
             from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
             if not isinstance(model, SharedCorpusSearch):
                 require_encoder(model, "evaluate()")  # before anything is copied or wrapped: the sentence names it
-        served = None if not embeddings_url else EmbeddingServersOptions(
-            embeddings_url, revision=embeddings_revision, concurrency=embeddings_concurrency, key_env=api_key_env)
         evaluation = run_evaluation(model, tasks, split=split, settings=settings, data=source, served=served,
                                     output_folder=output_folder, overwrite=overwrite, show_progress=show_progress,
                                     on_task_done=on_task_done, ready_keywords=(instructions is not None
@@ -251,27 +186,10 @@ def evaluate(
 
 
 @dataclass(frozen=True)
-class EmbeddingServersOptions:
-    """Where a served model is encoded (``--embeddings-url`` and its options): see :func:`serve_model`."""
-
-    urls: str | Sequence[str]
-    revision: str | None = None
-    concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY
-    key_env: str = DEFAULT_KEY_ENV
-
-
-@dataclass(frozen=True)
 class Evaluation:
-    """What one run did: mteb's result, the search model that computed it (its counters, its timings), the folder.
+    """What one run did: mteb's result, the search model that computed it (its counters), the folder, the timings.
 
-    Attributes:
-        result: mteb's ``ModelResult`` holding every evaluated task.
-        searcher: the search model (``passages_encoded``, ``index_builds``, ``timings``, ``identity``, ...).
-        folder: where the first task's result file was written (the run's result set).
-        data: the data the tasks read.
-        timings: where the run's wall time went (:class:`~disastir_mteb.util.timings.Timings`), on the clock of the
-            call that started it (:func:`evaluate`, the command line, else :func:`run_evaluation`'s own).
-        servers: how the embedding servers answered (one line), when the model was served.
+    ``folder`` is where the first task's result file was written; ``servers``, how the embedding servers answered.
     """
 
     result: ModelResult
@@ -284,9 +202,7 @@ class Evaluation:
     def summary(self, *, brief: bool = False) -> list[str]:
         """What the run did, as ``run``, ``demo`` and ``evaluate()`` say it: where, what was encoded, how it searched.
 
-        The lines: the result set's folder (and that it is filed by fingerprint when the model has no name and
-        revision of its own), the passages and queries encoded, the search; unless ``brief``, how the passages were
-        encoded and how the embedding servers answered (when served); :data:`SYNTHETIC_NOTICE` on generated data.
+        Unless ``brief``, also how the passages were encoded and how the servers answered.
         """
         searcher = self.searcher
         loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
@@ -322,10 +238,8 @@ def run_evaluation(
 ) -> Evaluation:
     """The one orchestration of a run, for :func:`evaluate` and ``disastir-mteb run`` alike.
 
-    Tasks resolved (each given ``data``), the model served or loaded, the search model built from ``settings``, the
-    tasks run (:func:`run_tasks`), the servers closed. ``ready_keywords``: whether :func:`evaluate` was given
-    settings of its own (instructions, precision or a batch size) and which search, checked against a ready search
-    model, which carries its own.
+    ``ready_keywords``: whether :func:`evaluate` was given settings of its own and which search, checked against a
+    ready search model, which carries its own.
 
     Raises:
         ValueError: as :func:`evaluate`.
@@ -371,11 +285,9 @@ def serve_model(model: Any, urls: str | Sequence[str], *, revision: str | None =
                 key_env: str = DEFAULT_KEY_ENV) -> EmbeddingServers:
     """The model ``model`` names, encoded on the embedding servers at ``urls`` (``--embeddings-url``).
 
-    ``batch_size``: the run's, so that the servers' probe is one request as large as its batches.
-
     Raises:
         ValueError: ``model`` is not a name (a served model is named as its servers know it).
-        EndpointError: a server cannot be reached or does not serve it (one sentence naming the server).
+        EndpointError: a server cannot be reached or does not serve it.
     """
     from disastir_mteb.models.embedding_servers import EmbeddingServers
 
@@ -397,10 +309,8 @@ def run_tasks(
 ) -> ModelResult:
     """Evaluate ``tasks`` (resolved, as :func:`resolve_tasks` returns them) with one encoding per corpus.
 
-    The steps after the settings and the data (each task reads the data it was given). Arguments as in
-    :func:`evaluate` (the batch size is the search model's, else
-    :data:`~disastir_mteb.vocabulary.settings.DEFAULT_BATCH_SIZE`). Its steps are marked on the clock of the call
-    that started the run (:func:`run_evaluation`, :func:`evaluate` or the command line), else on one started here.
+    The steps after the settings and the data; arguments as in :func:`evaluate`. Its steps are marked on the clock of
+    the call that started the run, else on one started here.
     """
     with run_clock():
         with clock(Phase.startup):  # the libraries the tasks are scored with (imported already on the command line)
@@ -469,28 +379,19 @@ def run_tasks(
 
 
 def _encoding_device(searcher: SharedCorpusSearch) -> str:
-    """Where the search model's model encodes: its device (``cpu``, ``cuda:0``), the servers' addresses, or ``cpu``.
-
-    ``cpu`` too for a model without torch weights (a callable, the hashing encoder): it runs in this process.
-    """
+    """Where the search model's model encodes: its device, the servers' addresses, or ``cpu`` (no torch weights)."""
     return str(searcher.encoding_settings().get("device") or "cpu")
 
 
 def result_folder(searcher: SharedCorpusSearch, task_name: str, output_folder: str | Path | None = None) -> Path:
-    """Where mteb files ``task_name``'s result for this search model: ``<output>/results/<org>__<model>/<revision>``.
-
-    (plus ``experiments/<settings>`` for an ANN, instruction or precision run); the runner's summary names it.
-    """
+    """Where mteb files ``task_name``'s result for this search model (plus ``experiments/<settings>`` where set)."""
     from disastir_mteb.runner.result_cache import atomic_result_cache
 
     return Path(atomic_result_cache(output_folder).get_task_result_path(task_name, searcher.mteb_model_meta)).parent
 
 
 def _check_inside(cache: Any, tasks: Sequence[AbsTask], searcher: SharedCorpusSearch) -> None:
-    """Refuse a model name or revision that would put result files outside the output folder (``../..``).
-
-    Checked before the run identifies the model again: what it may change, a fingerprint revision, stays inside.
-    """
+    """Refuse a model name or revision that would put result files outside the output folder (``../..``)."""
     if not tasks:
         return
     root = Path(cache.cache_path).resolve()
@@ -519,10 +420,9 @@ def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode
               overwrite: bool, said: set[str], checked: Mapping[str, bool]) -> ModelResult:
     """One task through ``mteb.evaluate`` (its search from the shared pass when prefetched), then its per-query file.
 
-    A result mteb already holds is reused only when it records this task's provenance (:func:`_stale`; ``checked``:
-    the tasks the run checked already, in its own process, so that a change is said once however many worker
-    processes score; ``said``: the changes already said).
-    Runs in this process or in a forked worker (:mod:`disastir_mteb.runner.task_pool`): it writes the same files.
+    A stored result is reused only when it records this task's provenance; ``checked`` holds the tasks the run
+    checked already, before any fork, so a change is said once however many workers score. Runs in this process or
+    in a forked worker: it writes the same files.
     """
     import mteb
 
@@ -542,13 +442,7 @@ def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode
 
 
 def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> None:
-    """Score the task's last search per query and write it beside mteb's result file (if it was searched).
-
-    Beside the scores: how the vectors were computed (``encoding``), which data the task read (``data``:
-    :meth:`~disastir_mteb.data.source.DataSource.record`, with the digest of the task's files,
-    :func:`~disastir_mteb.results.per_query.with_data_digest`) and, for a DisastIR task, its whole provenance
-    (:meth:`~disastir_mteb.tasks.retrieval.AbsTaskDisastIR.provenance`).
-    """
+    """Score the task's last search per query; write it with the encoding, data and provenance beside mteb's result."""
     from disastir_mteb.results.per_query import (
         ndcg_by_id,
         per_query_path,
@@ -576,12 +470,10 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
 
 
 def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
-    """Whether mteb holds the task's result but its per-query file is missing or unreadable.
+    """Whether mteb holds the task's result but its per-query file is missing (a run killed between the two writes).
 
-    Missing: a run killed between the two writes. Unreadable (cut short, not JSON): set aside, renamed
-    ``<Task>_per_query.json.unreadable-<UTC time>`` (never deleted), with one warning. Such a task is
-    evaluated again (from the stored embeddings) so that the file appears; its result file is read
-    through ``cache`` first, so that an unreadable one is set aside too, not overwritten.
+    An unreadable per-query file is set aside with one warning; such a task is evaluated again from the stored
+    embeddings so the file appears.
     """
     from disastir_mteb.results.per_query import per_query_path, read_per_query
     from disastir_mteb.util.atomic import set_aside
@@ -608,13 +500,9 @@ def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
 def _stale(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, said: set[str]) -> bool:
     """Whether mteb holds the task's result computed from other inputs than this run's: then it is computed again.
 
-    Results are filed by model name, revision and experiment settings; what else shapes a number (what the model
-    computes and how it is configured, the run's settings, the data files' contents, the gain) is recorded in the
-    file as its provenance (:mod:`disastir_mteb.vocabulary.provenance`), and mteb would hand a later run whatever
-    file is there. Where the recorded provenance differs from this run's, or is not recorded (plain ``mteb run``,
-    an earlier version), the task is evaluated again (from the stored embeddings where they are still valid: a
-    rescore is seconds) after one line saying what changed: one per kind of change and run (``said``), not one per
-    task. Other libraries' tasks keep mteb's rule.
+    mteb hands a run whatever file is filed under the model's name, revision and settings; what else shapes a number
+    is recorded as its provenance. One line says what changed, once per kind of change and run (``said``). Other
+    libraries' tasks keep mteb's rule.
     """
     from disastir_mteb.results.score_checks import read_task_record
     from disastir_mteb.tasks.retrieval import AbsTaskDisastIR

@@ -18,7 +18,9 @@ mteb offers no setting for either, so while :func:`faster_scoring` is active:
 Both give the same bytes in every result file (``tests/test_scoring_speed.py`` compares every metric
 of 48 tasks with plain ``mteb.evaluate``). Everything is restored on exit; nested use is fine. A
 name a newer mteb or scikit-learn no longer has is left alone (that step is skipped, scoring is as
-slow as mteb's own), and :func:`missing` lists it, for the canary test.
+slow as mteb's own), and :func:`missing` lists it, for the canary test. The names are checked on the mteb
+releases of ``CHECKED_ON`` (:mod:`disastir_mteb.util.mteb_internals`); the change that would make this module
+unnecessary is written up for mteb in ``docs/upstream/scoring.md``.
 """
 
 from __future__ import annotations

@@ -1,38 +1,12 @@
 """Tasks whose search the shared pass has answered, evaluated on every core.
 
-After :meth:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch.prefetch`, a task's
-``mteb.evaluate`` runs no model: it takes its top-k from the pass, scores it (pytrec_eval, mteb's
-abstention metrics, the task's own scores) and writes its files. That is Python on one core, task
-after task: 13.8 s for the 48 tasks at full scale, a quarter of a GPU run of all-MiniLM-L6-v2.
-:func:`evaluate_tasks` hands those tasks to worker processes forked from the runner once the pass is
-done; each worker inherits the loaded tasks, the search results and the open result folder without
-a copy (copy-on-write; the parent's objects are moved out of the garbage collector's reach first,
-with ``gc.freeze``, so a collection in a worker does not touch, and so copy, the whole heap), and
-results come back in task order.
-
-Why fork, and why only then: a spawned worker would import mteb and load every task's data again,
-seconds each. A forked child of a process that has run torch must not run torch itself (OpenMP's
-thread pool and CUDA do not survive a fork), so only tasks whose search is answered go to workers
-(``parallel``); every other task runs in this process, as before. Workers get fresh locks for tqdm
-(whose monitor thread may hold the inherited one) and ignore Ctrl-C: the parent stops, and each file
-is written atomically, so a worker stopped half-way leaves no half file. Python 3.12's warning that a
-multi-threaded process forks is silenced for the fork itself, for those reasons. The pool is
-``concurrent.futures``', not ``multiprocessing.Pool``: a worker killed from outside (out of memory)
-breaks the pool with an error, where ``Pool`` would wait forever; the tasks left then run here.
-
-Workers behave as one process would: what a worker logs or warns is handed back with its result and
-re-issued here, in task order, so the CLI's handlers and pytest's ``caplog`` see it; a task that
-fails in a worker is run again here, so the exception (type, message, traceback) is the one a serial
-run raises. Linux only (fork is safe there; macOS's system libraries are not fork-safe, Windows has
-no fork) and only with two or more cores and tasks; elsewhere tasks run here, one after another.
-``DISASTIR_PROCESSES=N`` caps the workers (1: none).
-
-Where the time goes (:mod:`disastir_mteb.util.timings`): each worker runs its task under a clock of its
-own and sends back, with the result, its seconds per phase (mostly ``scoring`` and ``writing``) and how far
-its peak memory rose above what it shared with the runner when forked. The runner's wall time in this
-stage (forking the workers, waiting for their answers) is then split between phases in proportion to what
-the workers measured, so the run's table still adds up to its wall time; tasks run here are measured
-here, as in a run without workers.
+Such a task runs no model: what is left is mteb's scoring and its files, Python on one core. Workers are forked
+once the pass is done, so they inherit the loaded tasks and search results without a copy (``gc.freeze`` keeps a
+collection from touching the shared heap); a spawned worker would load every task's data again. A forked child
+of a process that has run torch must not run torch itself, so only answered tasks go to workers. The pool is
+``concurrent.futures``': a worker killed from outside breaks it with an error (its tasks then run here), where
+``multiprocessing.Pool`` would wait forever. A worker's logs, warnings and failures are re-issued here, so the
+run behaves as one process would. Linux only (fork is safe there); ``DISASTIR_PROCESSES=N`` caps the workers.
 """
 
 from __future__ import annotations
@@ -83,8 +57,6 @@ class _Job(Generic[T, R]):
 def worker_count(tasks: int) -> int:
     """How many worker processes ``tasks`` tasks get here: the usable cores (at most ``DISASTIR_PROCESSES``), or 0.
 
-    0 (run in this process) off Linux, with one usable core, or for fewer than two tasks.
-
     Raises:
         ValueError: ``DISASTIR_PROCESSES`` is set to something other than an integer >= 1.
     """
@@ -116,13 +88,8 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
                    parallel: Callable[[T], bool]) -> Iterator[tuple[T, R, float]]:
     """``run`` each task; yield ``(task, result, seconds)`` in task order.
 
-    Args:
-        tasks: what to run, in the order results are wanted.
-        run: evaluates one task and writes its files; its result must pickle (mteb's ``ModelResult`` does).
-        parallel: whether a task may run in a forked worker: true only when running it calls no model.
-
-    Raises:
-        Whatever ``run`` raises for a task (raised by running that task again in this process).
+    ``parallel`` says whether a task may run in a forked worker: only when running it calls no model. ``run``'s result
+    must pickle (mteb's ``ModelResult`` does); a task that fails in a worker is run again here, raising as it would.
     """
     forkable = [n for n, task in enumerate(tasks) if parallel(task)]
     processes = worker_count(len(forkable))
@@ -168,11 +135,9 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
             yield task, result, seconds
     finally:
         _job = None
-        # Waited for, not left to end in the background: with wait=False the pool's manager thread is still
-        # joining the workers when a short command reaches interpreter exit, and CPython 3.11's exit hook
-        # (concurrent.futures.process._python_exit) writes to the wakeup pipe that thread is closing, unlocked:
-        # "Exception ignored in: <module 'threading'> ... OSError: [Errno 9] Bad file descriptor". Waiting costs
-        # the workers' exit (all futures are done), or after an error the tasks in flight (the rest cancelled).
+        # Waited for: with wait=False a short command can reach interpreter exit while the pool's manager thread
+        # closes its wakeup pipe, and CPython 3.11's exit hook then writes to it ("OSError: [Errno 9] Bad file
+        # descriptor"). Waiting costs the workers' exit, or after an error the tasks in flight.
         executor.shutdown(wait=True, cancel_futures=True)
         if running is not None:
             running.settle()
@@ -198,8 +163,8 @@ def _name(task: Any) -> str:
 def _start_worker() -> None:
     """In each worker: it dies with the runner; Ctrl-C is the runner's; log records are kept for it; new tqdm locks.
 
-    A runner killed with ``kill -9`` cannot stop its workers, and orphaned workers would keep its
-    terminal's pipes open; the kernel sends them SIGKILL when the runner dies (``PR_SET_PDEATHSIG``).
+    A runner killed with ``kill -9`` cannot stop its workers, which would keep its terminal's pipes open, so the
+    kernel kills them when it dies (``PR_SET_PDEATHSIG``).
     """
     try:
         import ctypes
@@ -229,11 +194,7 @@ def _keep_record(self: logging.Logger, record: logging.LogRecord) -> None:
 def _work(number: int) -> tuple[Any, float, list[logging.LogRecord], list[dict[str, Any]], WorkerReport]:
     """In a worker: run task ``number``; (its result or None if it failed, seconds, logs, warnings, its timings).
 
-    The task runs under a clock of this worker's own (the runner's, inherited with the fork, stays untouched):
-    its seconds per phase and the worker's memory growth go back in the :class:`WorkerReport`.
-
-    The result travels back through ``concurrent.futures`` (which pickles it between these two
-    processes of one run); nothing here reads pickled data from a file.
+    The task runs under a clock of this worker's own; the runner's, inherited with the fork, stays untouched.
     """
     if _job is None:
         raise RuntimeError("No job in this worker process: it was not forked by evaluate_tasks.")
@@ -243,7 +204,7 @@ def _work(number: int) -> tuple[Any, float, list[logging.LogRecord], list[dict[s
     with PhaseClock() as task_clock, warnings.catch_warnings(record=True) as caught:
         try:
             result = _job.run(_job.tasks[number])
-        except Exception as error:
+        except Exception as error:  # not hidden: the task runs again in the runner's process, raising it as it is
             logger.debug("Task %d failed in worker %d: %s: %s", number, os.getpid(), type(error).__name__, error)
     seconds = time.perf_counter() - started
     report = WorkerReport(phases=task_clock.seconds(), pid=os.getpid(),

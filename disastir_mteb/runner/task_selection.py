@@ -1,13 +1,7 @@
 """Which tasks a run evaluates: task names, benchmarks and the query set, grouped by the corpus they search.
 
-Names are taken in any case and answered before any work: :func:`canonical_names` spells each as its task or
-benchmark does (``disastir-qa`` -> ``DisastIR-QA``) or refuses it in one sentence naming the closest known names;
-DisastIR's names from the vocabulary alone, other libraries' from mteb's registries (mteb imported only for those).
-:func:`resolve_tasks` turns names, task objects and benchmark names into mteb tasks; a ``split``
-(:class:`~disastir_mteb.vocabulary.taxonomy.Split`) turns the full set's DisastIR names into that query
-set's (``DisastIR-QA-Bio`` -> ``DisastIR-Test-QA-Bio``). :func:`corpus_groups` orders them so that tasks
-searching one corpus run together: the full set's and DisastIR-Test's tasks search DisastIR's corpus,
-DisastIR-DevLite's tasks a corpus of their own; the runner encodes, indexes and prefetches once per group.
+Names are taken in any case and answered before any work: DisastIR's from the vocabulary alone, other libraries'
+from mteb's registries (mteb imported only for those).
 """
 
 from __future__ import annotations
@@ -41,12 +35,7 @@ __all__ = ["Names", "canonical_names", "corpus_groups", "resolve_tasks", "select
 
 @dataclass(frozen=True)
 class Names:
-    """What a run was asked for, every name in its canonical spelling.
-
-    Attributes:
-        tasks: task names and task objects, in the order given (empty: none named).
-        benchmarks: benchmark names, in the order given.
-    """
+    """What a run was asked for, task names (or objects) and benchmark names, each in its canonical spelling."""
 
     tasks: tuple[str | AbsTask, ...]
     benchmarks: tuple[str, ...]
@@ -68,11 +57,7 @@ def _disastir_spelling(tasks: Iterable[str | AbsTask] | str | None, benchmarks: 
 
 
 def _mteb_benchmark(name: str) -> str:
-    """Another library's benchmark name as mteb spells it (mteb imported here).
-
-    Raises:
-        KeyError: mteb knows no benchmark of that name in any case (the closest, DisastIR's among them).
-    """
+    """Another library's benchmark name as mteb spells it; a ``KeyError`` names the closest."""
     import mteb
 
     try:
@@ -92,11 +77,7 @@ def _mteb_benchmark(name: str) -> str:
 
 
 def _mteb_task(name: str) -> str:
-    """Another library's task name as mteb spells it (mteb imported here).
-
-    Raises:
-        KeyError: mteb knows no task of that name in any case (the closest names).
-    """
+    """Another library's task name as mteb spells it; a ``KeyError`` names the closest."""
     import mteb
 
     try:
@@ -118,9 +99,6 @@ def canonical_names(tasks: Iterable[str | AbsTask] | str | None = None,
                     benchmarks: Iterable[str] | None = None) -> Names:
     """Task and benchmark names in any case, spelled as mteb knows them, checked before any work.
 
-    DisastIR's names (``DisastIR...`` in any case) are checked against the vocabulary, with nothing imported; any
-    other name is looked up in mteb's registries (importing mteb, seconds, only then). Task objects pass as given.
-
     Raises:
         KeyError: an unknown task or benchmark name, in one sentence with the closest known names.
         ValueError: an empty task name.
@@ -133,11 +111,7 @@ def canonical_names(tasks: Iterable[str | AbsTask] | str | None = None,
 
 
 def _in_split(name: str, split: Split | None) -> str:
-    """``name`` in the query set ``split``: a full-set DisastIR name becomes the split's; other names stay.
-
-    Raises:
-        ValueError: ``name`` is a task of another query set than ``split``.
-    """
+    """``name`` in the query set ``split``: a full-set DisastIR name becomes the split's, another set's is refused."""
     if split is None or name not in ALL_TASK_NAMES:
         return name
     spec = get_spec(name)
@@ -154,15 +128,9 @@ def selected_task_names(tasks: Iterable[str | AbsTask] | str | None = None, benc
                         *, split: Split | str | None = None) -> list[str] | None:
     """The DisastIR task names a selection resolves to, from the vocabulary alone: nothing is imported.
 
-    The command line calls it before mteb and torch load, so a misspelled task or benchmark name, an unknown split
-    or a task of another query set than ``--split`` is answered at once, not after seconds (minutes on a loaded
-    machine) of imports. Names are taken in any case (:func:`canonical_names`). :func:`resolve_tasks` raises the
-    same errors for the same selection.
-
-    Returns:
-        The names, in :func:`resolve_tasks`' order (the benchmarks' tasks, then the tasks), without repeats; None
-        where only mteb can tell (a task or benchmark of another library, or a task object), after every DisastIR
-        name of the selection was checked.
+    The command line calls it before mteb and torch load, so a bad name or split is answered at once;
+    :func:`resolve_tasks` raises the same errors. None where only mteb can tell (another library's name, a task
+    object), after every DisastIR name was checked.
 
     Raises:
         KeyError: an unknown DisastIR task or benchmark name (with the closest valid names).
@@ -185,17 +153,9 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
                   data: DataSource | None = None) -> list[AbsTask]:
     """Task objects from names, task objects and/or benchmark names; the 48 of ``split`` when nothing is given.
 
-    Args:
-        tasks: task names (any case) or objects; a name of any query set selects that set (``DisastIR-Test-QA-Bio``).
-        benchmarks: benchmark names, any case (``DisastIR``, ``disastir-qa``, ``DisastIR-Test``, ...).
-        split: ``full``, ``test`` or ``devlite``: the tasks' query set. The full set's DisastIR names (given or
-            from a benchmark) become that split's (``DisastIR-QA-Bio`` -> ``DisastIR-DevLite-QA-Bio``);
-            with no tasks and no benchmarks, the split's 48 tasks. None (default): the names as given, and
-            the full set's 48 tasks when none are.
-        data: the data every DisastIR task reads (:class:`~disastir_mteb.data.source.DataSource`). Tasks built here
-            are given it, and so is a DisastIR task object given without data of its own and not loaded yet (as a
-            new task of its class and gain: the caller's object is never changed); a loaded one keeps what it read.
-            None: each task reads the folders the environment names when it loads.
+    A ``split`` turns the full set's DisastIR names into that query set's (``DisastIR-QA-Bio`` ->
+    ``DisastIR-Test-QA-Bio``). Tasks built here read ``data``, and so does a DisastIR task object given without
+    data of its own and not loaded yet (as a new task: the caller's object is never changed).
 
     Raises:
         KeyError: an unknown task or benchmark name (with the closest valid names).
@@ -239,8 +199,8 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
 def corpus_groups(tasks: Sequence[AbsTask]) -> list[list[AbsTask]]:
     """The tasks grouped by the corpus they search, in first-seen order; one group when they share one.
 
-    DisastIR's corpus serves the full set's and DisastIR-Test's tasks, DevLite's corpus DevLite's; other
-    tasks (each with its own corpus, searched task by task) stay in one group of their own.
+    The full set's and DisastIR-Test's tasks search DisastIR's corpus, DevLite's its own; the runner encodes,
+    indexes and prefetches once per group.
     """
     def corpus(task: AbsTask) -> str:
         name = task.metadata.name

@@ -1,25 +1,7 @@
 """DisastIR-DevLite folders derived from a dataset in the published layout (usually the generated sample).
 
-DMRetriever's DevLite holds 10 of each task's 200 queries over a pooled corpus of 9,316 of the 239,704 passages;
-Test is the other 190 queries over the full corpus. :func:`write_devlite_sample` makes the same kind of split of
-any folder in the published layout, in one of the two layouts :mod:`disastir_mteb.data.devlite_layout` accepts:
-
-- per task, :func:`devlite_queries_per_task` queries drawn at random (10 of 200 as in the paper; 2 of the small
-  sample's 8; never all of them, so Test keeps some);
-- the pooled corpus: every passage judged for a DevLite query, plus randomly drawn others, enough to reach the real
-  share of the corpus (9,316 / 239,704, about 3.9%) and never fewer than a tenth of the judged ones, so that the
-  pool always holds unjudged distractors (the synthetic judgements spread wider than the real ones: at full scale
-  the pool is larger than 9,316);
-- ``eval-code``: ``test_query_eva/`` and ``test_query_test/`` (rows ``{"user_query": ...}``, no ids, as the authors'
-  code reads them), ``qrels_with_added/`` (the DevLite queries' rows of the main qrels) and
-  ``corpus/ordered_corpus_eva.json`` (a JSON array of strings);
-- ``card``: ``DisastIR_devlite_query.json`` (an array of rows naming ``intent`` and ``event``, no ids),
-  ``DisastIR_test_query.json`` (JSON lines naming ``query_type`` and ``category``, with the main ids) and
-  ``DisastIR_devlite_passage.json`` (rows ``{"_id": "p00001", "contents": ...}``, ids of its own); no qrels file,
-  so the loader joins the main dataset's qrels.
-
-Deterministic for a seed. The folder carries the generator's marker (``DISASTIR_SAMPLE.json``, with ``devlite``
-details), so results on it say "synthetic sample"; the DevLite choice is made up even when the source data is real.
+A few queries per task drawn for DevLite (never all, so Test keeps some), over a pool of their judged passages plus
+random others, so the pool always holds unjudged distractors. Marked synthetic: the DevLite choice is made up.
 """
 
 from __future__ import annotations

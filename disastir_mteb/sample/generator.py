@@ -1,14 +1,8 @@
 """Synthetic DisastIR-shaped dataset generator, so the loader, tasks and CLI can run without the real data.
 
-The output has the published layout (``corpus.jsonl``, ``query/<File>.json``, ``qrels/<File>_qrels.json``).
-Each query targets a cell (event, aspect, place); grades follow how much of the cell a passage shares
-(intent grade -> level in ``LEVELS``), so an embedding model ranks clearly above random but not perfectly.
-Query ids are ``<Intent>-<Category>-qNNN`` (e.g. ``FC-Bio-q007``), unique across all files; corpus ids are
-``dNNNNNN`` in a shuffled order, so ids leak nothing about relevance.
-
-The words and passages come from :mod:`disastir_mteb.sample.text`, the queries and judgements from
-:mod:`disastir_mteb.sample.plan`; this module holds the scales and the provenance marker, and writes
-the folder (atomically) and caches it.
+The output has the published layout. Each query targets a cell (event, aspect, place) and grades follow how much of
+the cell a passage shares, so an embedding model ranks clearly above random but not perfectly; corpus ids are
+shuffled, so they leak nothing about relevance.
 """
 
 from __future__ import annotations
@@ -35,7 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["GENERATOR_VERSION", "main", "sample_dir", "sample_path", "write_sample"]
 
 #: Bump whenever the bytes written for a given scale and seed change (invalidates ``sample_dir`` caches).
-#: 2: the provenance marker (:data:`MARKER`) is written beside the data.
 GENERATOR_VERSION = 2
 
 def _write_files(

@@ -18,7 +18,7 @@ class SampleScale:
     passage_words: int
 
 
-# Small: 48 x 8 queries x 14 judged pairs stays < 3 MB (qrels repeat passage texts) and builds in < 0.2 s.
+# Small: 48 x 8 queries x 14 judged pairs stays < 3 MB (qrels repeat passage texts), for tests and the demo.
 SMALL = SampleScale("small", n_passages=1500, queries_per_task=8, judged_per_query=14, passage_words=32)
 FULL = SampleScale("full", n_passages=239_704, queries_per_task=200, judged_per_query=None, passage_words=120)
 SCALES: dict[str, SampleScale] = {"small": SMALL, "full": FULL}

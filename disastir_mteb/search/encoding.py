@@ -1,29 +1,9 @@
 """Corpus encoding at the speed of one forward pass: length-sorted batches, tokenisation ahead of the model.
 
-``SentenceTransformer.encode`` over the whole corpus is the limit the runner is measured against.
-It sorts all texts by length (longest first) so that batches carry little padding, then, batch by
-batch, tokenises on the calling thread, runs the model and copies the result to the CPU. The store
-cannot hand it the whole corpus in one call (a killed run must lose at most one chunk), so:
-
-- :func:`length_order` is sentence-transformers' own order (``np.argsort`` of negative character
-  lengths, as in ``SentenceTransformer._inference``), computed once over the whole corpus; the
-  store encodes chunk after chunk of that order, each chunk a whole number of batches, so every
-  batch holds exactly the texts it would hold in one ``encode`` call over the corpus;
-- :class:`SentenceTransformerPipeline` runs those batches through a plain ``SentenceTransformer``
-  with the model's own ``preprocess`` and ``forward`` (what ``encode_document`` calls), but
-  tokenises the next batches on worker threads while the model runs (the fast tokenizers release
-  the GIL, and threads never fork, so the tokenizers-after-fork deadlock cannot happen), keeps the
-  vectors on the model's device and copies them to the CPU once per chunk instead of once per batch.
-
-The result is bit-identical to ``model.encode_document(all_texts, batch_size=B)`` (checked on the
-first batch of every run: a model whose ``encode`` differs falls back to calling it per chunk) and
-therefore also to ``mteb``'s own encoding of a corpus that fits one of its chunks. It is NOT
-bit-identical to the store's earlier path (file-order chunks of 8,192 texts, each sorted on its
-own): a batch's padded length decides the shapes the kernels see, and float results depend on them
-at the level of 1e-7, which is why the store's format number changed with this module.
-
-The model's precision (``PRECISIONS``, ``in_precision``) is :mod:`~disastir_mteb.models.precision`,
-re-exported here.
+The store encodes chunk by chunk (a killed run loses at most one chunk), yet each batch holds the texts it would
+hold in one ``encode_document`` call over the whole corpus: chunks are whole batches of :func:`length_order`.
+The result is bit-identical to ``model.encode_document(all_texts, batch_size=B)``, checked on each run's first
+batch (a model that differs is encoded through its own ``encode`` instead).
 """
 
 from __future__ import annotations
@@ -42,7 +22,6 @@ import numpy as np
 
 from disastir_mteb.models.precision import module_dtype
 from disastir_mteb.util.errors import InvalidInput
-from disastir_mteb.util.mteb_internals import may_flatten_inputs
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, check_count
 
 if TYPE_CHECKING:
@@ -56,12 +35,9 @@ _DEPTH_PER_THREAD = 2  # tokenised batches waiting per worker: enough to hide a 
 
 
 def length_order(texts: Sequence[str]) -> np.ndarray:
-    """sentence-transformers' encoding order: longest text (in characters) first.
+    """sentence-transformers' encoding order, longest text (in characters) first, as ``SentenceTransformer._inference``.
 
-    This is exactly the permutation ``SentenceTransformer._inference`` computes
-    (``np.argsort([-len(text) ...])``, NumPy's default sort), so batches cut from it hold the same
-    texts as one ``encode`` call over all of ``texts``. The store records a digest of it: a
-    resumed run whose order differs (another NumPy) starts over instead of mixing rows.
+    The store records a digest of it: a resumed run whose order differs (another NumPy) starts over.
     """
     return np.argsort(np.fromiter((-len(text) for text in texts), dtype=np.int64, count=len(texts)))
 
@@ -70,17 +46,8 @@ def length_order(texts: Sequence[str]) -> np.ndarray:
 class EncodingReport:
     """How a text set was encoded, for the run summary.
 
-    Attributes:
-        path: ``pipelined`` (this module), ``model.encode`` (the mteb encoder, chunk by chunk) or
-            ``multi-process pool`` (sentence-transformers over several devices).
-        batch_size: texts per forward pass.
-        precision: the model's dtype while encoding (None for models without torch weights).
-        device: where the model ran.
-        tokenize_threads: threads tokenising ahead of the model (0 = on the encoding thread).
-        max_seq_length: the model's token limit (None when unknown).
-        at_max_length: texts whose tokens reached ``max_seq_length`` (truncated, or exactly that long).
-        texts: texts encoded; ``seconds``: time spent in the encoder.
-        parity: ``bitwise`` / ``allclose`` when the first batch was checked against ``encode_document``.
+    ``path`` is ``pipelined`` (this module), ``model.encode`` (chunk by chunk) or ``multi-process pool``;
+    ``parity`` is ``bitwise`` or ``allclose`` when the first batch was checked against ``encode_document``.
     """
 
     path: str
@@ -117,24 +84,18 @@ class EncodingReport:
 class SentenceTransformerPipeline:
     """``model.encode_document`` over pre-ordered chunks, with tokenisation on worker threads.
 
-    Call it with a list of texts (one chunk), or hand :meth:`encode_stream` all chunks so the
-    worker threads keep tokenising across chunk boundaries. Texts are encoded in the order given,
-    ``batch_size`` at a time: give it chunks of :func:`length_order` whose sizes are multiples of
-    ``batch_size`` and the batches are those of one ``encode_document`` call over everything.
+    Texts are encoded in the order given, ``batch_size`` at a time, with the model's own ``preprocess`` and
+    ``forward``; the vectors stay on the model's device and go to the CPU once per chunk. Threads, not processes:
+    the fast tokenizers release the GIL, and nothing forks.
 
     Args:
         model: a plain ``SentenceTransformer`` (its ``encode_document`` not overridden).
         batch_size: texts per forward pass.
-        prompt: the prompt text put before every text (``None``: the model's own prompt for
-            ``side``, exactly as ``encode_document`` / ``encode_query`` picks it).
-        side: ``document`` (``encode_document``'s prompt and ``task``) or ``query`` (``encode_query``'s).
-        tokenize_threads: worker threads tokenising ahead; ``None`` = 1 on a CPU (the model
-            already uses every core), all cores but one (at most 8) on a GPU; 0 = tokenise on the
-            encoding thread.
+        prompt: the prompt put before every text; ``None``: the one ``encode_document`` / ``encode_query`` picks.
+        tokenize_threads: worker threads tokenising ahead; ``None`` = 1 on a CPU (the model already uses every
+            core), all cores but one (at most 8) on a GPU; 0 = on the encoding thread.
         report: where texts, seconds and truncation counts are added up.
-
-    Raises:
-        ValueError: ``batch_size`` or ``tokenize_threads`` below their minimum.
+        side: ``document`` or ``query``: whose prompt and ``task`` are used.
     """
 
     def __init__(self, model: Any, *, batch_size: int = DEFAULT_BATCH_SIZE, prompt: str | None = None,
@@ -167,11 +128,10 @@ class SentenceTransformerPipeline:
 
     def encode_stream(self, chunks: Sequence[list[str]],
                       on_batch: Callable[[int], None] | None = None) -> Iterator[np.ndarray]:
-        """Yield each chunk's embeddings (float32 NumPy, rows in the chunk's order) as soon as it is done.
+        """Yield each chunk's embeddings (float32, rows in the chunk's order) as soon as it is done.
 
-        Args:
-            chunks: the texts of each chunk, encoded in this order.
-            on_batch: called with the number of texts after every batch (progress bars).
+        Given all chunks at once, the workers keep tokenising across chunk boundaries. ``on_batch`` is called with
+        the number of texts after every batch (progress bars).
         """
         import torch
 
@@ -250,7 +210,7 @@ class SentenceTransformerPipeline:
         return output[..., :truncate_dim] if truncate_dim else output
 
     def _finish(self, outputs: list[Any], started: float, at_limit: int) -> np.ndarray:
-        """One chunk's vectors to the CPU as float32 (one device-to-host copy per chunk)."""
+        """One chunk's vectors to the CPU as float32: one device-to-host copy per chunk."""
         import torch
 
         vectors = torch.cat(outputs).float().cpu().numpy()
@@ -258,7 +218,7 @@ class SentenceTransformerPipeline:
         return vectors
 
     def _library_encode(self, texts: list[str], **kwargs: Any) -> Any:
-        """The model's own ``encode_document`` / ``encode_query`` of ``texts`` with this pipeline's settings."""
+        """The model's own ``encode_document`` / ``encode_query``, with this pipeline's settings."""
         encode = self.model.encode_document if self.side == "document" else self.model.encode_query
         return encode(texts, prompt=self.prompt, batch_size=self.batch_size, show_progress_bar=False, **kwargs)
 
@@ -290,10 +250,7 @@ class SentenceTransformerPipeline:
 
 
 def _own_prompt(model: Any, side: str) -> str | None:
-    """The prompt ``encode_document`` / ``encode_query`` pick by themselves, else the model's default prompt.
-
-    ``encode_document`` looks for ``document``, ``passage``, ``corpus``; ``encode_query`` for ``query``.
-    """
+    """The prompt ``encode_document`` / ``encode_query`` pick by themselves, else the model's default prompt."""
     prompts = getattr(model, "prompts", None) or {}
     for name in ("document", "passage", "corpus") if side == "document" else ("query",):
         if name in prompts:
@@ -302,11 +259,27 @@ def _own_prompt(model: Any, side: str) -> str | None:
     return prompts.get(default) if default else None
 
 
+def may_flatten_inputs(model: Any) -> bool:
+    """Whether a ``SentenceTransformer`` may flatten its inputs, and then batch them in its own interleaved order.
+
+    sentence-transformers decides it from its first module: a ``Transformer`` says so in its public
+    ``can_flatten_inputs`` (flash attention's variable-length kernels, ``unpad_inputs``); a ``Router`` flattens only
+    when every route's does. The plugin's length-ordered pipeline reproduces ``encode`` only where nothing is
+    flattened, so this answers False only where the first module says False, and True (the model keeps its own
+    ``encode``) for anything else, a ``Router`` or an object that cannot say included.
+    """
+    try:
+        first = model[0]
+    except (TypeError, IndexError, KeyError):
+        return True
+    answer = getattr(first, "can_flatten_inputs", None)
+    return answer if isinstance(answer, bool) else True
+
+
 def plain_sentence_transformer(model: Any) -> bool:
     """Whether ``model`` is a ``SentenceTransformer`` whose ``encode``/``encode_document`` are the library's own.
 
-    A model can only be one if sentence-transformers is imported already (its class comes from there), so the
-    library is not imported to ask: importing it costs about 3 s, a tenth of a warm run, for other encoders.
+    Asked without importing sentence-transformers (seconds, for other encoders): an instance implies it is imported.
     """
     library = sys.modules.get("sentence_transformers")
     SentenceTransformer = getattr(library, "SentenceTransformer", None) if library is not None else None

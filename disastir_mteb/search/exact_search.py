@@ -1,13 +1,7 @@
 """Exact inner-product search as an mteb index backend: :class:`ExactIndex`, and what decides cosine or dot.
 
-:class:`ExactIndex` ranks with the blocked top-k kernel of :mod:`disastir_mteb.search.top_k`
-(:func:`top_k_inner_product`, re-exported here), on the CPU or the model's GPU. This module adds
-what a backend needs around it: telling cosine from dot-product models (:func:`similarity_kind`),
-normalising vectors as mteb's ``cos_sim`` does, and keeping the documents (and, on a GPU, one
-resident copy of them) across mteb's per-task calls. The input helpers (:func:`as_documents`,
-:func:`same_documents`, :func:`normalised`) are public because
-:class:`~disastir_mteb.search.usearch_index.UsearchIndex` takes its documents the same way, so both
-backends accept, keep and normalise the same vectors.
+The input helpers are public because :class:`~disastir_mteb.search.usearch_index.UsearchIndex` takes its
+documents the same way, so both backends accept, keep and normalise the same vectors.
 """
 
 from __future__ import annotations
@@ -37,21 +31,12 @@ Similarity = Literal["cosine", "dot"]
 
 
 def as_documents(embeddings: Any, idxs: list[str]) -> tuple[list[str], np.ndarray]:
-    """(ids, vectors) for an index backend's ``add_documents``, one row per id.
+    """(ids, vectors) for an index backend's ``add_documents``: a 2-D NumPy array is kept as is, else float32.
 
-    A 2-D NumPy array is kept as it is (float16 memory maps stay float16: searches upcast per
-    block); anything else becomes float32.
-
-    Args:
-        embeddings: document vectors, shape (len(idxs), dim): a NumPy array (possibly a memory
-            map) or a torch tensor.
-        idxs: the document ids, in row order.
-
-    Returns:
-        (ids as a new list, vectors).
+    A float16 memory map stays float16; searches upcast it block by block.
 
     Raises:
-        ValueError: the array is not 2-D or its row count differs from ``len(idxs)``.
+        ValueError: the array is not 2-D or has not one row per id.
     """
     ids = list(idxs)
     plain = not hasattr(embeddings, "detach") and isinstance(embeddings, np.ndarray) and embeddings.ndim == 2
@@ -63,31 +48,18 @@ def as_documents(embeddings: Any, idxs: list[str]) -> tuple[list[str], np.ndarra
 
 
 def same_documents(ids: list[str], documents: np.ndarray, held_ids: list[str], held: np.ndarray | None) -> bool:
-    """Whether ``ids``/``documents`` are what a backend already holds (the next task's same corpus).
-
-    The same array object is taken at once; another array is compared value by value, so a corpus
-    read again from the store is recognised too.
-
-    Args:
-        ids: the ids offered, in row order.
-        documents: the vectors offered.
-        held_ids: the ids held, in row order.
-        held: the vectors held, ``None`` when nothing is held.
-    """
+    """Whether ``ids``/``documents`` are what a backend holds, by value, so a corpus read again is recognised."""
     return held is not None and ids == held_ids and (documents is held or np.array_equal(documents, held))
 
 
 def similarity_kind(similarity_fn: Callable[[Array, Array], Array], dim: int) -> Similarity:
     """Whether ``similarity_fn`` computes cosine similarity or a raw dot product.
 
-    mteb hands backends ``model.similarity``, a bound method that dispatches on the model's
-    declared scoring function (or on sentence-transformers' own setting), so an identity check
-    against :func:`mteb.similarity_functions.cos_sim` and ``dot_score`` only catches the bare
-    functions. Anything else is probed: it scores three fixed vectors of unequal norms against
-    four others and is compared with both formulas, which tests what the model really computes.
+    mteb passes ``model.similarity``, a bound method, so anything but the bare ``cos_sim`` and ``dot_score`` is
+    probed on fixed vectors of unequal norms and compared with both formulas.
 
     Raises:
-        ValueError: the function is neither cosine nor dot product (e.g. Euclidean or MaxSim).
+        ValueError: the function is neither (e.g. Euclidean or MaxSim).
     """
     from mteb.similarity_functions import cos_sim, dot_score
 
@@ -116,17 +88,7 @@ def similarity_kind(similarity_fn: Callable[[Array, Array], Array], dim: int) ->
 def normalised(vectors: np.ndarray, block: int = 65536) -> np.ndarray:
     """Unit-length float32 rows, as ``torch.nn.functional.normalize`` (eps 1e-12) inside mteb's ``cos_sim``.
 
-    Cosine models are searched by inner product on these rows, by both backends, so their scores
-    are mteb's cosine similarities.
-
-    Args:
-        vectors: shape (rows, dim), any float dtype (a float16 memory map included).
-        block: rows converted at a time, so a memory-mapped corpus is never read into RAM twice.
-
-    Returns:
-        a new float32 array of the same shape. Where ``vectors`` is a read-only memory map (the store's),
-        each block's pages are given back to the file once converted, so the process holds one copy of
-        the corpus (the unit rows), not two.
+    Each converted block of a read-only memory map is given back to the file, so the corpus is held once, not twice.
     """
     out = np.empty(vectors.shape, np.float32)
     for start in range(0, len(vectors), block):
@@ -139,12 +101,7 @@ def normalised(vectors: np.ndarray, block: int = 65536) -> np.ndarray:
 
 
 def release_mapped_pages(view: np.ndarray) -> None:
-    """Drop the resident pages behind ``view`` where it is part of a read-only memory-mapped file.
-
-    The pages stay in the kernel's file cache and are read again (unchanged) if the rows are touched
-    again; only this process's resident memory shrinks. A no-op for ordinary arrays, writable or
-    copy-on-write maps (whose pages may hold changes), and systems without ``MADV_DONTNEED``.
-    """
+    """Drop the resident pages behind a read-only memory-mapped ``view`` (they stay in the file cache)."""
     owner: Any = view
     while owner is not None and not isinstance(owner, np.memmap):
         owner = getattr(owner, "base", None)
@@ -171,19 +128,12 @@ def release_mapped_pages(view: np.ndarray) -> None:
 
 
 def _wants_resident_copy(device: Any) -> bool:
-    """Whether :class:`ExactIndex` keeps a copy of the documents on ``device``.
-
-    On the CPU the documents already are in memory (or memory-mapped) and are read block by block, so
-    only a GPU gets a resident copy. One function so tests can exercise the copy's life cycle on the CPU.
-    """
+    """Only a GPU gets a resident copy; one function so tests can exercise the copy's life cycle on the CPU."""
     return device is not None and device.type != "cpu"
 
 
 def _to_device(documents: np.ndarray, device: Any, torch: Any, block: int = 65536) -> Any:
-    """A copy of ``documents`` on ``device``: float16 stays float16 (upcast per search block), else float32.
-
-    Filled ``block`` rows at a time, so a memory-mapped corpus is never read into RAM whole.
-    """
+    """A copy of ``documents`` on ``device`` (float16 stays float16), filled ``block`` rows at a time."""
     dtype = np.float16 if documents.dtype == np.float16 else np.float32
     out = torch.empty(documents.shape, dtype=torch.float16 if dtype == np.float16 else torch.float32, device=device)
     for start in range(0, len(documents), block):
@@ -196,50 +146,20 @@ def _to_device(documents: np.ndarray, device: Any, torch: Any, block: int = 6553
 class ExactIndex:
     """Exact search as an mteb index backend (``SearchEncoderWrapper(model, index_backend=...)``).
 
-    It satisfies mteb's ``IndexEncoderSearchProtocol`` structurally (``add_documents``,
-    ``search``, ``clear``) and ranks with :func:`top_k_inner_product`. For cosine models both
-    sides are L2-normalised and ranked by inner product, which is cosine similarity and what the
-    DisastIR authors compute (normalised embeddings, inner-product index); for dot-product models
-    the raw inner product is used. Which one comes from the ``similarity_fn`` mteb passes (see
-    :func:`similarity_kind`); other similarity functions are refused. Cosine search keeps one
-    normalised float32 copy of the documents (n_docs x dim x 4 bytes: 368 MB for DisastIR at
-    d=384), made on the first search and kept until the documents change.
-
-    Searching on a GPU (``device="cuda:0"``, usually the model's device) gives the same rankings
-    as the CPU (TF32 is off during the search). mteb calls ``search`` once per task, so rather than
-    upload the corpus for each of them, the documents searched (normalised for cosine) are copied
-    to the GPU once and kept there until the documents, the similarity kind or ``device`` change,
-    or ``clear()`` drops them: n_docs x dim x 4 bytes of GPU memory (239,704 x 384 x 4 = 368 MB
-    for DisastIR at d=384, 3.9 GB at d=4096; half that for float16 documents searched by dot
-    product, which stay float16 on the GPU and are upcast per block), counted in
-    :attr:`device_bytes`, on top of the search's working memory (see :func:`top_k_inner_product`:
-    about 1.1 GiB at d=384). Reranking (``top_ranked``) always runs on the CPU: one query's few
-    candidates at a time are too small to pay for a GPU round trip.
+    Cosine models are ranked by inner product on L2-normalised vectors (what the DisastIR authors compute),
+    dot-product models on the raw vectors; other similarity functions are refused. On a GPU the documents searched
+    are copied there once and kept across mteb's per-task calls (:attr:`device_bytes`), with rankings equal to the
+    CPU's (TF32 is off). Reranking (``top_ranked``) runs on the CPU: a query's few candidates are too small for a GPU.
 
     Args:
-        keep_on_clear: keep the documents through mteb's per-task ``clear()``. The DisastIR runner
-            indexes the shared corpus once for all 48 tasks this way: ``add_documents`` with the
-            ids and vectors already held is then skipped (counted in ``adds_skipped``); other ids
-            or other vectors replace the held documents.
-        query_block: queries scored together (see :func:`top_k_inner_product`); ``None`` means
-            1024 on the CPU and 4096 on CUDA.
+        keep_on_clear: keep the documents through mteb's per-task ``clear()``, so the runner indexes the shared
+            corpus once for all 48 tasks; adding the documents already held is then skipped (``adds_skipped``).
+        query_block: queries scored together; ``None`` means 1024 on the CPU and 4096 on CUDA.
         corpus_block: corpus rows scored together.
-        device: where to search: ``None`` (the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``;
-            settable later through :attr:`device`.
-
-    Attributes:
-        idxs: ids of the held documents, in index order.
-        adds_skipped: ``add_documents`` calls skipped because the documents were already held.
-        device_copies: how many times documents were copied to the device (1 for a whole
-            DisastIR run on one GPU).
+        device: where to search: ``None`` (the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
 
     Raises:
-        ValueError: ``device`` is unsupported or not available (e.g. ``"cuda"`` without CUDA).
-
-    Examples:
-        >>> from mteb.models.search_wrappers import SearchEncoderWrapper
-        >>> search_model = SearchEncoderWrapper(model, index_backend=ExactIndex())  # doctest: +SKIP
-        >>> on_gpu = ExactIndex(keep_on_clear=True, device="cuda:0")  # doctest: +SKIP
+        ValueError: ``device`` is unsupported or not available.
     """
 
     def __init__(self, *, keep_on_clear: bool = False, query_block: int | None = None, corpus_block: int = 65536,
@@ -258,11 +178,7 @@ class ExactIndex:
 
     @property
     def device(self) -> torch_module.device | None:
-        """The torch device searches run on, or ``None`` for the CPU default.
-
-        Setting it checks the device (``ValueError`` if unsupported or unavailable) and, when it
-        changes, frees the documents' copy on the old device.
-        """
+        """The torch device searches run on (``None``: the CPU); changing it frees the old device's copy."""
         return self._device  # type: ignore[no-any-return]
 
     @device.setter
@@ -281,11 +197,7 @@ class ExactIndex:
         return int(tensor.numel() * tensor.element_size())
 
     def add_documents(self, embeddings: Array, idxs: list[str]) -> None:
-        """Hold ``embeddings`` (one row per id in ``idxs``), replacing any documents held before.
-
-        Raises:
-            ValueError: the row count differs from ``len(idxs)`` or the array is not 2-D.
-        """
+        """Hold ``embeddings``, one row per id in ``idxs``, replacing any documents held before."""
         ids, documents = as_documents(embeddings, idxs)
         if self.keep_on_clear and same_documents(ids, documents, self.idxs, self._documents):
             self.adds_skipped += 1
@@ -301,24 +213,14 @@ class ExactIndex:
         top_ranked: TopRankedDocumentsType | None = None,
         query_idx_to_id: dict[int, str] | None = None,
     ) -> tuple[list[list[float]], list[list[int]]]:
-        """Rank the held documents (or each query's ``top_ranked`` candidates) for every query.
-
-        Args:
-            embeddings: query vectors, shape (n_queries, dim).
-            top_k: results per query, capped at the number of documents (or candidates).
-            similarity_fn: the model's similarity; decides cosine or dot product.
-            top_ranked: reranking mode: query id -> candidate document ids.
-            query_idx_to_id: query row -> query id; required with ``top_ranked``.
+        """Rank the held documents (or, reranking, each query's ``top_ranked`` candidates) for every query.
 
         Returns:
-            (similarities, indices) per query, best first: similarities are higher-is-better;
-            indices point into the held documents, or in reranking mode into that query's
-            ``top_ranked`` list (as mteb's FAISS backend returns them). A query without
-            candidates gets empty lists.
+            (similarities, indices) per query, best first; when reranking, indices point into that query's
+            ``top_ranked`` list (as mteb's FAISS backend returns them).
 
         Raises:
-            ValueError: no documents are held, reranking lacks ``query_idx_to_id``, or the
-                similarity function is unsupported.
+            ValueError: no documents are held, reranking lacks ``query_idx_to_id``, or the similarity is unsupported.
             KeyError: a ``top_ranked`` candidate is not among the held documents.
         """
         if self._documents is None:

@@ -1,11 +1,7 @@
 """Every task's queries in one pass over the shared corpus, before mteb asks for them task by task.
 
-Searching per task streams the whole corpus once per task (48 passes); one pass for all 9,600 queries costs about
-what a single task's pass does. :func:`prefetch` indexes the shared corpus, has the search model encode every
-task's queries (together, longest first, when they all reach one plain SentenceTransformer), searches them all at
-once and files each task's top-k in the search model's :class:`FiledSearches`, which that task's own ``search``
-then hands back at once. :func:`answered_by_prefetch` tells the runner which tasks need no model any more,
-:func:`forget_prefetched` drops what a task did not take.
+One pass for all 48 tasks' queries costs about what a single task's pass does; each task's own ``search`` then
+hands back what the pass filed for it.
 """
 
 from __future__ import annotations
@@ -16,64 +12,37 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from disastir_mteb.search.routing import DISASTIR_TASKS
-from disastir_mteb.util.mteb_internals import search_depth
 from disastir_mteb.util.timings import Phase, clock
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from mteb.types import EncodeKwargs, RetrievalOutputType
+    from mteb.types import EncodeKwargs
 
+    from disastir_mteb.search.filed_searches import PrefetchKey
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FiledSearches", "answered_by_prefetch", "forget_prefetched", "prefetch"]
-
-PrefetchKey = tuple[str, str, str, "tuple[str, str] | None"]  # task, split, subset, held corpus
+__all__ = ["answered_by_prefetch", "forget_prefetched", "prefetch", "search_depth"]
 
 
-class FiledSearches:
-    """The top-k the shared pass filed per (task, split, subset, held corpus), until each task's search takes it."""
+def search_depth(task: Any) -> int:
+    """How many documents mteb's retrieval evaluation asks a search model for on ``task``: ``max(task.k_values)``.
 
-    def __init__(self) -> None:
-        self._filed: dict[PrefetchKey, tuple[int, dict[str, dict[str, float]]]] = {}
+    mteb passes that to ``search(top_k=...)`` for every retrieval task but a reranking one (``top_ranked`` given),
+    which is never answered ahead of time here; a deeper ``top_k`` than was filed is searched anew anyway
+    (:meth:`~disastir_mteb.search.filed_searches.FiledSearches.take`); a test records what mteb asks.
+    """
+    return max(task.k_values)
 
-    def file(self, key: PrefetchKey, top_k: int, rankings: dict[str, dict[str, float]]) -> None:
-        """Keep ``rankings`` (``top_k`` deep) for the search of ``key``."""
-        self._filed[key] = (top_k, rankings)
-
-    def take(self, key: PrefetchKey, query_ids: Sequence[str], top_k: int) -> RetrievalOutputType | None:
-        """The filed top-``top_k`` of ``query_ids`` (dropped from here), or None when the pass did not answer them."""
-        ready = self._filed.pop(key, None)
-        if ready is None or ready[0] < top_k or not set(query_ids) <= ready[1].keys():
-            return None
-        return {qid: dict(list(ready[1][qid].items())[:top_k]) for qid in query_ids}
-
-    def holds(self, key: PrefetchKey, top_k: int) -> bool:
-        """Whether a search of ``key`` at least ``top_k`` deep is filed."""
-        ready = self._filed.get(key)
-        return ready is not None and ready[0] >= top_k
-
-    def forget(self, task_name: str) -> None:
-        """Drop everything filed for ``task_name``."""
-        for key in [key for key in self._filed if key[0] == task_name]:
-            del self._filed[key]
-
-    def clear(self) -> None:
-        """Drop everything filed (the model computes other vectors now)."""
-        self._filed.clear()
 
 
 def prefetch(searcher: SharedCorpusSearch, tasks: Sequence[Any], *, encode_kwargs: EncodeKwargs | None = None) -> int:
-    """Search all DisastIR tasks' queries in ONE pass over the corpus and file each task's top-k in ``searcher``.
+    """Search all DisastIR tasks' queries in one pass and file each task's top-k in ``searcher``; how many were filed.
 
-    Only DisastIR tasks are prefetched, and only when they share one corpus and passage prompt; the others are
-    searched as usual.
-
-    Returns:
-        How many tasks were prefetched (0 when they do not share one corpus).
+    Only DisastIR tasks sharing one corpus and passage prompt are prefetched (else 0); the others are searched as usual.
     """
     from disastir_mteb.util.progress import progress_bar
 
@@ -118,10 +87,8 @@ def prefetch(searcher: SharedCorpusSearch, tasks: Sequence[Any], *, encode_kwarg
 def answered_by_prefetch(searcher: SharedCorpusSearch, task: Any) -> bool:
     """Whether mteb's evaluation of ``task`` takes every search from the shared pass, so runs no model.
 
-    True when each (split, subset) mteb evaluates has its top-k filed, at least as deep as the task
-    asks, for the corpus held now, and has no ``top_ranked`` (a reranking task is searched per task).
-    The runner evaluates such tasks in forked worker processes (:mod:`disastir_mteb.runner.task_pool`),
-    which must never run the model.
+    The runner evaluates such tasks in forked worker processes, which must never run the model; a reranking task
+    (``top_ranked``) is searched per task.
     """
     held = searcher.held_corpus
     if not task.data_loaded or held is None:

@@ -1,14 +1,7 @@
 """How a task's texts reach the model: the prompts that key their vectors, and the encoder each side goes through.
 
-A plain SentenceTransformer behind known wrappers (``with_instructions``, mteb's SentenceTransformer wrapper) is
-found with its prompt and text transform (a :class:`Route`); its passages then go through the pipelined encoder
-(:class:`~disastir_mteb.search.encoding.SentenceTransformerPipeline`) or, over several devices,
-sentence-transformers' multi-process pool; passages that reach embedding servers unchanged go through their
-stream; everything else goes through mteb's ``encode``. The prompts found on the way are also what the embedding
-cache key records besides the texts (:func:`passage_prompt`, :func:`query_prompt`).
-
-Functions of the model and the task alone: the search model (:mod:`disastir_mteb.search.shared_corpus`) asks them
-and keeps the counts.
+A plain SentenceTransformer behind known wrappers gets the pipelined encoder (or, over several devices, the
+multi-process pool), passages for embedding servers their stream, anything else mteb's ``encode``.
 """
 
 from __future__ import annotations
@@ -26,7 +19,7 @@ from mteb.types import PromptType
 
 from disastir_mteb.models.precision import module_device
 from disastir_mteb.search.encoding import EncodingReport, SentenceTransformerPipeline, plain_sentence_transformer
-from disastir_mteb.util.mteb_internals import create_dataloader, mteb_retrieval_texts
+from disastir_mteb.util.mteb_internals import create_dataloader
 from disastir_mteb.vocabulary.instructions import InstructionConfig
 from disastir_mteb.vocabulary.settings import QUERY_SIDE_KEYS
 from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, get_spec
@@ -53,7 +46,7 @@ def task_encoder(model: Any, task_metadata: TaskMetadata, prompt_type: PromptTyp
                  count: Callable[[int], None]) -> tuple[Callable[[list[str]], Any], EncodingReport | None]:
     """The encoder of one task's texts (pipelined, pooled, served or mteb's ``encode``) and, for passages, its report.
 
-    ``count`` is told how many texts each call encoded; the report (passages only) says how the corpus was encoded.
+    ``count`` is told how many texts each call encoded.
     """
     from datasets import Dataset
 
@@ -98,12 +91,9 @@ def task_encoder(model: Any, task_metadata: TaskMetadata, prompt_type: PromptTyp
     return counted(timed_encoder(encode, report) if passages else encode, count), report
 
 def task_prompt(model: Any, task_metadata: TaskMetadata, prompt_type: PromptType = PromptType.document) -> str:
-    """The prompt TEXT a wrapper puts before passages or queries ('' when none; mteb returns prompt names).
+    """The prompt text a wrapper puts before passages or queries ('' when none; mteb's lookup returns prompt names).
 
-    Part of the embedding cache key. A model with no mteb prompt lookup (no ``get_prompt``, or one that
-    cannot be called as mteb's ``get_prompt(task_metadata, prompt_type)``) puts no mteb prompt: ''. Any
-    error raised by the lookup itself is raised, never taken for "no prompt", which would file the
-    vectors under another key.
+    Part of the embedding cache key, so an error of the lookup itself is raised, never taken for "no prompt".
     """
     get_prompt = getattr(model, "get_prompt", None)
     if not callable(get_prompt) or not _accepts(get_prompt, task_metadata, prompt_type):
@@ -136,15 +126,12 @@ def _instructs_passages(model: Any) -> bool:
                                      and bool(getattr(model.model, "apply_instruction_to_passages", False)))
 
 
-def retrieval_texts(dataset: Any, prompt_type: PromptType) -> list[str]:
-    """The texts of a corpus or a query set as the model reads them: mteb's own (``mteb_retrieval_texts``), as a list.
+def retrieval_texts(dataset: Any, prompt_type: PromptType, *, task_metadata: TaskMetadata) -> list[str]:
+    """The texts of a corpus or a query set as the model reads them: those of mteb's own dataloader, as a list.
 
-    mteb builds them with a ``datasets.map`` over every row (a passage is its title and text joined and stripped)
-    and hands back a ``datasets`` ``Column``, which reads one row per index: at full scale the map and the
-    row-by-row reads of the 239,704 passages cost tens of seconds of a warm run. The plain cases are read as
-    whole columns here, to the same strings: passages without a title (DisastIR's) are their stripped text,
-    with one ``(title + " " + text).strip()``; queries that are plain text without an instruction column are
-    their text as it is. Anything else (conversations, instructions) goes through mteb's own function.
+    mteb maps every row and reads its result row by row; the plain cases (passages, plain-text queries) are read as
+    whole columns here, to the same strings. Anything else (conversations, instructions) goes through the dataset
+    mteb's ``create_dataloader`` batches for ``task_metadata``.
     """
     if len(dataset) == 0:
         return []
@@ -157,17 +144,14 @@ def retrieval_texts(dataset: Any, prompt_type: PromptType) -> list[str]:
                 for title, text in zip(dataset["title"][:], texts, strict=True)]
     if "instruction" not in columns and all(isinstance(text, str) for text in texts):
         return texts
-    return list(mteb_retrieval_texts(dataset, prompt_type)[:])
+    loader = create_dataloader(dataset, task_metadata=task_metadata, prompt_type=prompt_type)
+    return list(loader.dataset["text"][:])
 
 
 def passage_loader(texts: list[str], batch_size: int) -> Any:
     """The batches mteb's ``create_dataloader`` makes of passages, without its per-row ``datasets.map``.
 
-    mteb standardises a corpus row by row (``{"id", "text": text.strip(), "body": text}``), a Python call per
-    passage (seconds over the full corpus, inside the model's own encode call). ``texts`` are
-    :func:`retrieval_texts` already (stripped, titles joined), so that map would change nothing: the same three
-    columns are built at once, and the loader hands the model the same batches (lists of strings), over a
-    ``datasets.Dataset`` as mteb's, whose ``features`` encoders read.
+    ``texts`` are :func:`retrieval_texts` already, so that map would change nothing.
     """
     from datasets import Dataset
     from torch.utils.data import DataLoader
@@ -189,10 +173,8 @@ def query_prompt(model: Any, task_metadata: TaskMetadata) -> str:
 def passage_prompt(model: Any, task_metadata: TaskMetadata, *, queries: bool = False) -> str:
     """Everything besides the text that decides a passage embedding; part of the cache key.
 
-    Query-side settings (the instruction set and template of ``with_instructions``) are left out
-    unless they reach the passages, so a run with other instructions serves the corpus it already
-    encoded: the passages it would send are byte for byte the same. ``queries``: keep them (for
-    :func:`query_prompt`).
+    Query-side settings are left out unless they reach the passages (or ``queries`` asks for them), so a run with
+    other instructions reuses the corpus it already encoded.
     """
     parts = []
     experiment = dict(getattr(getattr(model, "mteb_model_meta", None), "experiment_kwargs", None) or {})
@@ -237,11 +219,8 @@ def sentence_transformer_route(model: Any, task_metadata: TaskMetadata,
                                 prompt_type: PromptType) -> Route | None:
     """How texts of ``prompt_type`` reach a plain SentenceTransformer, if they do unchanged but for a known step.
 
-    Only wrappers whose effect is known are looked through: ``with_instructions`` (queries get
-    ``config.format(intent, query)``; instructed passages are not routed) and mteb's
-    SentenceTransformer wrapper (its prompt for the task, else the model's own, as
-    ``encode_query`` / ``encode_document`` pick it). The pipeline then runs exactly what the
-    model's own ``encode`` would; anything else (None) goes through that ``encode``.
+    Only wrappers whose effect is known are looked through (``with_instructions``, mteb's SentenceTransformer
+    wrapper); anything else (None) goes through the model's own ``encode``.
     """
     from mteb.models import SentenceTransformerEncoderWrapper
 

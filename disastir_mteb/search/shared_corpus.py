@@ -1,37 +1,10 @@
 """One corpus encoding and one index (exact or USearch ANN) for every task that searches the same corpus.
 
-mteb's ``SearchEncoderWrapper`` encodes the corpus again for each task and clears its index after
-each one: 48 x 239,704 passage encodings for DisastIR. :class:`SharedCorpusSearch` implements
-mteb's ``SearchProtocol`` (``index`` + ``search``) instead. ``index`` recognises a corpus it already
-holds (same ``datasets`` fingerprint and the same passage-side prompt) and returns at once;
-otherwise it takes the embeddings from the persistent :class:`~disastir_mteb.search.store.EmbeddingStore`
-(encoding only what is missing, resumable) and loads them into one index: an
-:class:`~disastir_mteb.search.exact_search.ExactIndex` (blocked exact top-k; results are those of mteb's
-own search) or, with ``ann=``, a :class:`~disastir_mteb.search.usearch_index.UsearchIndex` built once per
-(model, revision, corpus, passage prompt, parameters) and persisted beside the embeddings.
-``search`` encodes a task's queries (also through the store) and searches the index. The search
-setting joins the model's mteb experiment settings, so ANN results are filed apart from exact ones;
-the embeddings, which do not depend on it, are shared by both.
+mteb's ``SearchEncoderWrapper`` encodes the corpus again for each task and clears its index after each one: 48
+encodings of 239,704 passages for DisastIR. :class:`SharedCorpusSearch` implements mteb's ``SearchProtocol``
+instead, recognising a corpus it already holds and taking embeddings from the persistent store.
 
-How a task's texts reach the model (the route, the prompts that key the vectors, the encoder each side goes
-through) is :mod:`disastir_mteb.search.routing`; every task's queries searched in one pass, before mteb asks task
-by task, is :mod:`disastir_mteb.search.prefetch`, which files each task's top-k in the search model's
-:class:`~disastir_mteb.search.prefetch.FiledSearches`.
-
-The model it is given is made ready in one call to the models layer
-(:func:`~disastir_mteb.models.prepared.prepare_model`: loaded when it is a name, a cast copy for another precision,
-the instructions in front, mteb's interface); the caller's model is never changed: each call into it borrows it
-(:func:`~disastir_mteb.models.loan.borrow`: in eval mode for the call, then handed back as it came, its modules'
-training flags, dtype, device and attributes, also when the call fails).
-
-Who computes the vectors: when it is built (and at each later run) the search model asks its model for the
-vectors of a few fixed texts, so a model that cannot embed is refused before any task loads, and the fingerprint
-they give (:mod:`disastir_mteb.models.identity`) joins every store key and the ANN index's key, so an in-memory
-model without name or revision, or a model changed in place, never meets another model's vectors; a model without
-a revision of its own has its results filed under that fingerprint. The runner hands the search model what a run
-needs through its methods (:meth:`SharedCorpusSearch.start_run`, :meth:`SharedCorpusSearch.take_ranking`), never
-by setting its fields.
-
+The caller's model is never changed: each call into it borrows it (:func:`~disastir_mteb.models.loan.borrow`).
 One module because it is one class: the store keys, the held corpus and the counters are its own state.
 """
 
@@ -50,7 +23,7 @@ from disastir_mteb.models.precision import module_device, wrapper_chain
 from disastir_mteb.models.prepared import prepare_model
 from disastir_mteb.search.encoding import EncodingReport, SentenceTransformerPipeline, length_order
 from disastir_mteb.search.exact_search import ExactIndex
-from disastir_mteb.search.prefetch import FiledSearches
+from disastir_mteb.search.filed_searches import FiledSearches
 from disastir_mteb.search.routing import (
     Rows,
     passage_prompt,
@@ -100,55 +73,26 @@ __all__ = ["SharedCorpusSearch"]
 class SharedCorpusSearch:
     """An mteb search model: encode a shared corpus once, index it once, search it for every task.
 
-    Args:
-        model: an mteb encoder, a SentenceTransformer, a callable (see ``as_mteb_encoder``) or a model name (see
-            :func:`~disastir_mteb.models.loading.load_model`).
-        settings: how it encodes and searches (:class:`~disastir_mteb.vocabulary.run_settings.RunSettings`;
-            default: exact search, the model as it is). Every field is honoured here but ``cache_dir``
-            (the store is given as ``store``):
+    The model is asked for the vectors of a few fixed texts when the search model is built, so a model that cannot
+    embed is refused before any task loads; their fingerprint joins every store and index key, so an unnamed model
+    or one changed in place never meets another model's vectors.
 
-            - ``ann``: search with USearch instead of exactly; the index persists under the store's root.
-              Exact search runs on the model's GPU when it is on one (same rankings as on the CPU).
-            - ``instructions``: put in front of queries (and passages) here, with ``with_instructions``.
-            - ``batch_size``: texts per forward pass; None = what mteb passes (``encode_kwargs``, 32 by default).
-            - ``precision``: encode with a copy of the model whose weights are cast to it (the model passed in is
-              never changed). A precision other than the model's own joins the mteb experiment settings
-              (``disastir_precision``), so its results are filed apart; the dtype is part of the
-              embedding cache key either way.
-            - ``devices``: spread corpus encoding over several devices with sentence-transformers'
-              multi-process pool (e.g. ``("cuda:0", "cuda:1")``); ``"auto"`` = every visible CUDA device
-              when there are two or more, else one process (which on CPU uses all cores). Only for
-              SentenceTransformer-based models whose passages carry no prompt; others encode in one process.
-            - ``tokenize_threads``: threads tokenising passages ahead of the model on the pipelined path
-              (:class:`~disastir_mteb.search.encoding.SentenceTransformerPipeline`); None = 1 on a CPU, all
-              cores but one (at most 8) on a GPU.
-            - ``progress``: progress bars (rate, ETA) while encoding the corpus.
+    Args:
+        model: an mteb encoder, a SentenceTransformer, a callable or a model name.
+        settings: how it encodes and searches (default: exact search, the model as it is); every field is
+            honoured here but ``cache_dir``, which the ``store`` stands for.
         store: where embeddings persist; None keeps them in memory for this process only.
         dtype: storage precision of persisted embeddings (``float32`` or ``float16``).
-        chunk_size: passages per persisted chunk (rounded up to whole batches): a killed run loses at most one
-            chunk of work. The default, :data:`~disastir_mteb.search.store.CHUNK_SIZE` (1,024), is seconds of a
-            small model on a CPU, whatever the corpus size.
+        chunk_size: passages per persisted chunk (rounded up to whole batches): a killed run loses at most one.
 
     Attributes:
         corpus_indexings: how many times a corpus had to be (re)loaded into the index.
         passages_encoded: passages actually sent to the model (0 on a warm cache).
         queries_encoded: queries actually sent to the model.
         corpus_passes: searches run over the index (one for all tasks when prefetched).
-        index_builds: search structures built (HNSW graphs; for exact search, corpus loads into the
-            index); ``index_loads``: ANN indexes memory-mapped from the cache instead.
-        identity: who computes the vectors (:class:`~disastir_mteb.models.identity.ModelIdentity`): the model's
-            name, revision and the fingerprint of what it computes, found when the search model is built (and
-            again at each later run, :meth:`start_run`). The fingerprint is part of every embedding cache key, so
-            two in-memory models, or a model changed in place, never share vectors.
-        texts_probed: texts sent to the model to identify it (the probe texts, once per identification).
-        filed: the top-k the shared pass filed per task (:func:`~disastir_mteb.search.prefetch.prefetch`), which
-            each task's :meth:`search` takes.
-        mteb_model_meta: the model's metadata; with ``ann`` its ``experiment_kwargs`` also hold
-            ``disastir_search`` = the parameters' :meth:`~disastir_mteb.search.usearch_index.AnnParams.label`.
-            A model without a name and revision of its own has its fingerprint as revision
-            (``fingerprint-<16 hex>``), so its results are filed apart from any other model's.
-        encoding: how the corpus was encoded (path, batches, precision, device, tokenisation,
-            ``max_seq_length`` and how many passages reached it), for the run summary.
+        texts_probed: texts sent to the model to identify it.
+        filed: the top-k the shared pass filed per task, which each task's :meth:`search` takes.
+        encoding: how the corpus was encoded, for the run summary.
     """
 
     def __init__(self, model: Any, settings: RunSettings | None = None, *, store: EmbeddingStore | None = None,
@@ -258,14 +202,9 @@ class SharedCorpusSearch:
 
     @property
     def provenance(self) -> RunProvenance:
-        """What this search model's rankings depend on besides the data: the model and the settings.
+        """What this search model's rankings depend on besides the data: the model as last identified and the settings.
 
-        The model as last identified (:attr:`identity`: its fingerprint covers what it computes on both sides and
-        how it is configured), and the settings that shape a ranking: the search, the instructions (set, template,
-        whether passages get them), the precision the weights run in (``fp32``, ``fp16``, ``bf16``, or ``none``
-        without torch weights) and the batch size. Tasks record it in their
-        result files and the runner reuses a stored result only where it is the same
-        (:mod:`disastir_mteb.vocabulary.provenance`).
+        Tasks record it in their result files, and the runner reuses a stored result only where it is the same.
         """
         identity = self.identity
         experiment = dict(getattr(self._own_meta, "experiment_kwargs", None) or {})
@@ -313,14 +252,9 @@ class SharedCorpusSearch:
     def start_run(self, *, keep_rankings: bool = False) -> ModelIdentity:
         """Identify the model again if an earlier run used this search model: it may have changed in place since.
 
-        ``keep_rankings``: keep each task's last search until :meth:`take_ranking` takes it (the runner's per-query
-        files); off for plain ``mteb.evaluate``, which would only accumulate them.
-
-        The first run takes the identity found when the search model was built. A later one (a ready search
-        model evaluated again, say after a training step in a notebook) probes the model again; when it
-        computes something else now, the corpus held in the index and every search filed early are dropped,
-        so that each vector is looked up (or encoded) under the new identity, and an unnamed model's results
-        go to the folder of its new fingerprint.
+        When it computes something else now, the held corpus and every search filed early are dropped, so each vector
+        is looked up (or encoded) under the new identity. ``keep_rankings`` keeps each task's last search until
+        :meth:`take_ranking` takes it; plain ``mteb.evaluate`` would only accumulate them.
         """
         self._keep_rankings = keep_rankings
         if self._runs:
@@ -370,10 +304,7 @@ class SharedCorpusSearch:
 
     def _embed(self, side: str, texts: list[str], prompt: str, encode: Callable[[list[str]], Any], *,
                batch_size: int, order: np.ndarray | None = None, texts_fingerprint: str | None = None) -> np.ndarray:
-        """Vectors of ``texts`` (row ``i`` = text ``i``) from the store, encoding what is missing in ``order``.
-
-        ``texts_fingerprint``: :func:`fingerprint_texts` of ``texts`` when the caller has it already.
-        """
+        """Vectors of ``texts`` (row ``i`` = text ``i``) from the store, encoding what is missing in ``order``."""
         with clock(Phase.passages if side == "corpus" else Phase.queries):  # the store marks its own work
             if self._lasting_store is None:
                 return encode_in_memory(texts, encode, order, self._chunk_size(batch_size),
@@ -399,10 +330,7 @@ class SharedCorpusSearch:
 
     def _encoder(self, task_metadata: TaskMetadata, prompt_type: PromptType, hf_split: str, hf_subset: str,
                  encode_kwargs: EncodeKwargs, num_proc: int | None) -> Callable[[list[str]], Any]:
-        """The encoder of one task's texts (:func:`~disastir_mteb.search.routing.task_encoder`), counted here.
-
-        For passages it also starts :attr:`encoding`, the report of how the corpus was encoded.
-        """
+        """The encoder of one task's texts, counted here; for passages it also starts :attr:`encoding`."""
         passages = prompt_type == PromptType.document
         encode, report = task_encoder(self.model, task_metadata, prompt_type, hf_split, hf_subset, encode_kwargs,
                                       num_proc, batch_size=self._batch_size(encode_kwargs), devices=self.devices,
@@ -422,7 +350,7 @@ class SharedCorpusSearch:
     def _query_embeddings(self, queries: QueryDatasetType, task_metadata: TaskMetadata, hf_split: str,
                           hf_subset: str, encode_kwargs: EncodeKwargs, num_proc: int | None) -> np.ndarray:
         with clock(Phase.tasks):
-            texts = retrieval_texts(queries, PromptType.query)
+            texts = retrieval_texts(queries, PromptType.query, task_metadata=task_metadata)
         if not texts:
             return np.zeros((0, 1), np.float32)
         encode = self._encoder(task_metadata, PromptType.query, hf_split, hf_subset, encode_kwargs, num_proc)
@@ -430,10 +358,10 @@ class SharedCorpusSearch:
         return np.asarray(self._embed("queries", texts, prompt, encode, batch_size=self._batch_size(encode_kwargs)))
 
     def query_vectors(self, items: Sequence[tuple[Any, Any]], encode_kwargs: EncodeKwargs) -> list[np.ndarray]:
-        """The query vectors of several tasks, a block per (task, its split's data) in ``items``, through the store.
+        """The query vectors of several tasks, a block per (task, its split's data), through the store.
 
-        In one length-sorted pass over all their queries when they all reach one plain SentenceTransformer
-        (:meth:`_joint_query_embeddings`), else task by task.
+        In one length-sorted pass over all their queries when they all reach one plain SentenceTransformer, else task
+        by task.
         """
         with borrow(self._lent):
             blocks = self._joint_query_embeddings(items, encode_kwargs)
@@ -452,13 +380,11 @@ class SharedCorpusSearch:
 
     def _joint_query_embeddings(self, items: list[tuple[Any, Any]],
                                 encode_kwargs: EncodeKwargs) -> list[np.ndarray] | None:
-        """Every task's query vectors from ONE length-sorted pass over all their queries, or None.
+        """Every task's query vectors from one length-sorted pass over all their queries, or None.
 
-        48 encode calls of 200 queries each sort and pad worse and pay the per-call cost 48 times.
-        When every task's queries reach the same plain SentenceTransformer through known steps
-        (:func:`~disastir_mteb.search.routing.sentence_transformer_route`), the queries still missing from the
-        store are encoded together (per distinct prompt), longest first, then filed per task under the same keys
-        as task-by-task encoding; otherwise (None) each task encodes its own.
+        48 encode calls of 200 queries each sort and pad worse and pay the per-call cost 48 times. The queries missing
+        from the store are encoded together (per distinct prompt), then filed per task under the keys task-by-task
+        encoding uses.
         """
         routes = [sentence_transformer_route(self.model, task.metadata, PromptType.query) for task, _ in items]
         if not routes or any(r is None or r.model is not routes[0].model for r in routes):  # type: ignore[union-attr]
@@ -467,7 +393,7 @@ class SharedCorpusSearch:
         planned = []
         for (task, data), route in zip(items, routes, strict=True):
             with clock(Phase.tasks):
-                raw = retrieval_texts(data["queries"], PromptType.query)
+                raw = retrieval_texts(data["queries"], PromptType.query, task_metadata=task.metadata)
             key_prompt = query_prompt(self.model, task.metadata)
             store = self._lasting_store
             cached = None if store is None else store.cached(
@@ -509,7 +435,7 @@ class SharedCorpusSearch:
             logger.debug("%s: corpus already indexed, reused.", task_metadata.name)
             return
         with clock(Phase.tasks):
-            texts = retrieval_texts(corpus, PromptType.document)
+            texts = retrieval_texts(corpus, PromptType.document, task_metadata=task_metadata)
         with clock(Phase.store):
             text_fingerprint = fingerprint_texts(texts)
         if identity is not None:

@@ -1,69 +1,12 @@
 """A persistent, memory-mapped store of corpus and query embeddings: :class:`EmbeddingStore`.
 
-All 48 DisastIR tasks search one corpus of 239,704 passages, hours to encode on a CPU. The store
-encodes it once per (model, revision, passage-side prompt, corpus texts) and keeps the vectors
-under ``DISASTIR_CACHE_DIR`` as plain ``.npy`` files read through ``np.load(mmap_mode="r")``:
-never pickles, so a cache folder cannot run code.
-
-It is one module because its parts are the stages of one entry's life under one lock (key, chunk
-files while encoding, finished entry, the store that serves, verifies, repairs and encodes it, then
-the encoding loop they share), and each stage reads and writes the files of the one before.
-
-The key. A :class:`StoreKey` names the model (name, revision, and the fingerprint of what it
-computes: :mod:`disastir_mteb.models.identity`), the side, the prompt or instruction the texts are
-encoded with, the texts (:func:`fingerprint_texts`), the storage dtype, the batch size and the
-model's precision: change any of them and the vectors are looked up (or encoded) under another folder.
-
-Layout of one entry, ``<root>/<side>/<model name>/<digest[:16]>/``:
-
-- ``chunk_<start>_<stop>_<checksum>.npy``: positions ``start:stop`` of the encoding order, one file
-  per finished chunk (:data:`CHUNK_SIZE` texts) while encoding. The order is the caller's (the runner
-  passes :func:`~disastir_mteb.search.encoding.length_order`, longest passage first, so batches carry
-  little padding); ``order.json`` records its digest and the store format, and chunks written under
-  another order or format are discarded. A run killed at any point (exception, Ctrl-C, SIGKILL, out
-  of memory) resumes from the last finished chunk, because every file is written under a pid-named
-  temporary name, fsynced and renamed. The checksum in the name is :func:`checksum` of the vectors
-  the file holds, computed before they were written. The encoder's output is checked (2-D, float,
-  finite) before it is written.
-- ``embeddings.npy``, ``checksums.npy`` and ``manifest.json``: the consolidated array (row ``i`` =
-  text ``i``, whatever the encoding order), the xxh3-64 digest of every row's bytes
-  (:func:`row_checksums`), and what the entry was built from: the :class:`StoreKey` fields, the
-  format, shape, the chunks the vectors were encoded in (ranges of the encoding order), the order's
-  digest, the checksum of ``checksums.npy``, date and library versions. The manifest is written
-  last, so an entry without one is unfinished and never served.
-
-The format (``STORE_FORMAT``) is recorded, not hashed into the folder: an entry written by another
-format is not served, and is encoded again in its folder after one warning naming it.
-
-Every byte is verified before it is used. A chunk file is used only if it has a readable header,
-the expected rows and dtype, and bytes that still hash to its name (a file damaged in the middle
-keeps its shape, so only the checksum catches it); a damaged one is encoded again. A finished
-entry is served only when its manifest matches the key, its array has the expected shape, dtype
-and file size, and every row still hashes to its recorded checksum: bytes damaged on disk
-(zeroed, flipped, overwritten in place, which leave the shape intact) are found before a single
-vector is used. The chunks holding damaged rows are encoded again (in their original batches) and
-the entry rewritten; either after one warning naming the file.
-
-Why a checksum per row rather than per block: the rows are stored in the texts' order but encoded
-in length order, so any block of stored rows holds rows of nearly every encoding chunk. Knowing the
-damaged rows themselves, a repair encodes again only the chunks that hold them (a damaged 4 KB page
-is at most four chunks, not the corpus).
-
-Concurrency: a run writing an entry holds its lock (``.lock``, POSIX ``flock``); a second run that
-needs the same entry waits for it, after one warning, and then serves what the first wrote (or
-resumes from its chunks, if it died): nothing is encoded twice. Temporary names carry the process
-id and every file appears through an atomic ``os.replace``, so even without a lock (Windows) two
-writers cost work, never a damaged file.
-
-Faults: a cache folder that cannot be written (read-only, a path under a file, a full disk) does
-not stop a run: the vectors are kept in memory for this process, after one warning naming the
-folder. The search model always keys its vectors with the model's fingerprint, so a model changed in
-place, or another in-memory model, finds entries of its own. A key without one (the store used
-directly) trusts the model name and revision; when one store serves two dimensions for one such
-model, a changed model is behind that name, and the entry that cannot be right is rebuilt (a cached
-one beside fresh vectors), or the run stops with one sentence saying what to delete.
+All 48 DisastIR tasks search one corpus of 239,704 passages, hours to encode on a CPU, so it is encoded once per
+:class:`StoreKey` and kept as plain ``.npy`` files (never pickles: a cache folder cannot run code). An entry is
+written in atomic chunk files (a killed run resumes from its last chunk), then joined into ``embeddings.npy``
+with a checksum per row and ``manifest.json`` last; nothing is used before its bytes verify, and a lock keeps
+two runs from encoding one entry twice. One module, because these are the stages of one entry's life under one
+lock, each reading the files of the one before.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -103,10 +46,7 @@ _VERSIONED = ("numpy", "torch", "mteb", "sentence-transformers", "disastir-mteb"
 
 
 def fingerprint_texts(texts: Iterable[str]) -> str:
-    """A 32-hex-character blake2b digest of ``texts`` in order (row ``i`` is text ``i``).
-
-    Each text is length-prefixed, so ``["ab", "c"]`` and ``["a", "bc"]`` differ.
-    """
+    """A 32-hex-character blake2b digest of ``texts`` in order, each length-prefixed (``ab,c`` is not ``a,bc``)."""
     digest = hashlib.blake2b(digest_size=16)
     for text in texts:
         data = text.encode("utf-8")
@@ -122,23 +62,14 @@ class StoreKey:
     Attributes:
         model_name: the model's name, e.g. ``sentence-transformers/all-MiniLM-L6-v2``.
         model_revision: the model's revision (commit), ``None`` when unknown.
-        model_fingerprint: what the model computes (:func:`~disastir_mteb.models.identity.identify`), so that
-            two models under one name and revision (in-memory models have neither; a model can be changed in
-            place) never share vectors; ``None``: the name and revision are trusted.
+        model_fingerprint: what the model computes, so that two models under one name and revision (or one
+            changed in place) never share vectors; ``None``: the name and revision are trusted.
         side: ``corpus`` for passages, ``queries`` for queries.
-        prompt: the prompt or instruction the texts are encoded with (the passage-side one for the corpus, the
-            task's query prompt for queries), ``""`` if none.
+        prompt: everything besides the text that decides the vectors (prompt, instructions), ``""`` if none.
         texts_fingerprint: :func:`fingerprint_texts` of the encoded texts.
-        dtype: storage precision; ``float16`` halves the disk and page-cache footprint.
-        batch_size: texts per forward pass. It decides each batch's padded length and so the float
-            rounding of the vectors (about 1e-7), which is why it is part of the key.
-        precision: the model's weights while encoding (``float32``, ``float16``, ``bfloat16``;
-            ``None`` for encoders without torch weights).
-
-    Examples:
-        >>> key = StoreKey("org/model", "abc123", "corpus", "", fingerprint_texts(["a", "b"]))
-        >>> len(key.digest)
-        32
+        dtype: storage precision.
+        batch_size: texts per forward pass; a batch's padded length decides the float rounding (about 1e-7).
+        precision: the model's weights while encoding (``None`` for encoders without torch weights).
     """
 
     model_name: str
@@ -161,7 +92,7 @@ class StoreKey:
 
     @property
     def digest(self) -> str:
-        """A stable 32-hex-character hash of every field (not of the format, recorded in the manifest instead)."""
+        """A stable 32-hex-character hash of every field (the store format is recorded in the manifest instead)."""
         return short_digest(json.dumps(asdict(self), sort_keys=True, ensure_ascii=False).encode("utf-8"))
 
     @property
@@ -206,9 +137,7 @@ _CHUNK = re.compile(r"chunk_(\d{10})_(\d{10})_([0-9a-f]{32})\.npy")
 def checksum(array: np.ndarray) -> str:
     """The xxh3-128 digest (32 hex characters) of an array's bytes in C order.
 
-    xxh3 rather than SHA-256 (the USearch index's) because every byte of an entry is hashed on
-    every run that reads it, and xxh3 is several times faster. It guards against damage, not
-    against someone who forges a cache (a cache is never unpickled).
+    xxh3, not SHA-256: every byte is hashed on every run that reads it, and it guards against damage, not forgery.
     """
     import xxhash
 
@@ -245,10 +174,8 @@ def _fill(out: np.ndarray, ranges: list[tuple[int, int]], positions: np.ndarray 
 def _unlink_quietly(*paths: Path) -> None:
     """Delete ``paths`` where possible: a read-only cache keeps them, and later loads verify them anyway."""
     for path in paths:
-        try:
+        with contextlib.suppress(OSError):
             path.unlink(missing_ok=True)
-        except OSError:
-            continue
 
 
 def _checked_order(order: Sequence[int] | np.ndarray | None, n: int) -> np.ndarray | None:
@@ -340,44 +267,32 @@ def _check_output(output: Any, start: int, stop: int, dtype: str) -> np.ndarray:
 
 @contextlib.contextmanager
 def _entry_lock(folder: Path) -> Iterator[None]:
-    """Hold the entry's lock (``folder/.lock``, POSIX ``flock``) while its files are read and written.
+    """Hold the entry's lock (``folder/.lock``) while its files are read and written, after waiting for a holder.
 
-    A second run that needs the same entry waits here (after one warning naming the folder and the
-    holder's process id) and then finds the entry finished, or the chunks of a run that died:
-    nothing is encoded twice. The kernel drops the lock of a killed process, so a ``kill -9`` never
-    leaves an entry locked. Where there is no ``flock`` (Windows) or no writable lock file, runs do
-    not wait: every file still appears through an atomic rename, so the cost is work, not damage.
+    The kernel drops a killed process's lock, so a ``kill -9`` never leaves an entry locked. A lock file that cannot
+    be written means no wait: every file still appears through an atomic rename, so the cost is work, not damage.
     """
+    from filelock import FileLock, Timeout
+
+    path = folder / ".lock"
     try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    try:
-        handle = open(folder / ".lock", "a+")  # held open for the lock's lifetime
+        holder = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+        lock = FileLock(path)
+        try:
+            lock.acquire(blocking=False)
+        except Timeout:
+            logger.warning("Embedding cache %s is being encoded by another run (process %s): waiting for it, so "
+                           "that nothing is encoded twice.", folder, holder or "unknown")
+            lock.acquire()
     except OSError:
         yield
         return
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            logger.warning("Embedding cache %s is being encoded by another run (process %s): waiting for it, so "
-                           "that nothing is encoded twice.", folder, holder)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(str(os.getpid()))
-            handle.flush()
-        except OSError:
-            pass
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    try:
+        with contextlib.suppress(OSError):
+            path.write_text(str(os.getpid()), encoding="utf-8")
+        yield
+    finally:
+        lock.release()
 
 # ---------------------------------------------------------------------- the finished entry
 
@@ -396,13 +311,9 @@ def row_checksums(array: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Entry:
-    """What reading a finished entry found.
+    """What reading a finished entry found: the memory map, or ``problem`` saying why it cannot be used at all.
 
-    Attributes:
-        array: the memory map (None when the entry cannot be used at all).
-        problem: why it cannot be used at all ('' when ``array`` is set).
-        damaged: rows (texts' order) whose bytes fail their checksum.
-        manifest: the manifest as read (None when unreadable).
+    ``damaged`` holds the rows (texts' order) whose bytes fail their checksum.
     """
 
     array: np.memmap | None
@@ -541,23 +452,15 @@ def _load_entry(key: StoreKey, n_rows: int, folder: Path) -> _Entry:
 
 # ---------------------------------------------------------------------- the store
 
-#: Texts per chunk file: what a killed run loses at most, for any corpus size (seconds of a small model on a CPU,
-#: a fraction of a second on a GPU; figures in ``docs/benchmarks.md``).
+#: Texts per chunk file: what a killed run loses at most, for any corpus size.
 CHUNK_SIZE = 1024
 
 
 class EmbeddingStore:
     """Encode a text set once per :class:`StoreKey` and serve it memory-mapped ever after.
 
-    Args:
-        root: the store folder; ``None`` means :func:`cache_root`.
-
-    Attributes:
-        last_encoded_rows: texts actually sent to the encoder by the last :meth:`get_or_encode`
-            (0 on a cache hit).
-
-    Examples:
-        >>> vectors = EmbeddingStore().get_or_encode(key, passages, model_encode)  # doctest: +SKIP
+    ``root`` defaults to :func:`cache_root`; ``last_encoded_rows`` counts the texts the last :meth:`get_or_encode`
+    actually sent to the encoder (0 on a cache hit).
     """
 
     def __init__(self, root: str | Path | None = None) -> None:
@@ -599,26 +502,20 @@ class EmbeddingStore:
 
         Args:
             key: the entry; its ``texts_fingerprint`` must be ``fingerprint_texts(texts)``.
-            texts: the texts, row ``i`` of the result is text ``i``.
-            encode: maps a list of texts to an (n, dim) float array (NumPy or torch). If it also has
-                ``encode_stream(chunks, on_batch=...)`` (an iterator of one array per chunk, as
-                :class:`~disastir_mteb.search.encoding.SentenceTransformerPipeline` has), all missing
-                chunks go through one stream, so the encoder keeps working across chunk boundaries.
-            chunk_size: texts per resumable chunk file (and per ``encode`` call): what a killed run
-                can lose. The default, :data:`CHUNK_SIZE` (1,024), is seconds of a small model on a CPU.
-            progress: show a tqdm bar over the texts (rate and ETA); ``False`` for quiet runs.
-            order: encode the texts in this order (a permutation of ``range(len(texts))``), chunk
-                by chunk; ``None`` = as given. The result is in the texts' order either way.
+            texts: the texts; row ``i`` of the result is text ``i``.
+            encode: maps a list of texts to an (n, dim) float array. If it also has ``encode_stream(chunks,
+                on_batch=...)``, all missing chunks go through one stream, across chunk boundaries.
+            chunk_size: texts per resumable chunk file: what a killed run can lose.
+            progress: show a progress bar over the texts.
+            order: encode the texts in this order (a permutation), chunk by chunk; the result is in the texts' order.
 
         Returns:
-            A read-only memory map of shape (len(texts), dim) and dtype ``key.dtype``; float16
-            entries stay float16 (upcast per block when computing). An in-memory array of the same
-            shape when the cache folder cannot be written (after one warning).
+            A read-only memory map of shape (len(texts), dim) and dtype ``key.dtype``, or an array in memory when the
+            cache folder cannot be written (after one warning).
 
         Raises:
-            ValueError: ``texts`` do not match the key's fingerprint, ``chunk_size`` < 1, the
-                encoder returned the wrong row count, non-2-D, non-float or non-finite values, or
-                the model name and revision already served vectors of another dimension.
+            ValueError: ``texts`` do not match the key, the encoder's output is unusable (rows, shape, dtype, not
+                finite), or the model name and revision already served vectors of another dimension.
         """
         if chunk_size < 1:
             raise InvalidInput(f"chunk_size={chunk_size!r} must be at least 1.")
@@ -692,8 +589,7 @@ class EmbeddingStore:
                 entry: _Entry, progress: bool, positions: np.ndarray | None) -> np.memmap:
         """Encode again the chunks that hold the rows failing their checksum, and rewrite the entry.
 
-        The chunks are those the entry was encoded in (its manifest records them), in the same
-        order, so each batch holds the texts it held the first time.
+        The chunks are those the manifest records, in the same order, so each batch holds the texts it held first.
         """
         ranges = entry.chunks()
         n = len(texts)
@@ -729,9 +625,8 @@ class EmbeddingStore:
     def _stale(self, key: StoreKey, vectors: np.ndarray, folder: Path, *, fresh: bool) -> bool:
         """Whether cached ``vectors`` are stale: the model name and revision just gave another dimension.
 
-        The first entry served for a model name and revision fixes its dimension. A cached entry of
-        another dimension, served after fresh vectors, is stale (True: the caller rebuilds it);
-        any other mismatch means vectors of another model are already in use, which cannot be undone.
+        A cached entry of another dimension served after fresh vectors is stale (the caller rebuilds it); any other
+        mismatch means vectors of another model are already in use, which cannot be undone.
 
         Raises:
             ValueError: the mismatch cannot be repaired by rebuilding this entry.
@@ -772,12 +667,8 @@ class EmbeddingStore:
                         *, in_memory: bool) -> tuple[int, dict[tuple[int, int], Path | np.ndarray], bool]:
         """Encode every chunk without a verified file; return the dimension, each chunk's source, and whether in memory.
 
-        Chunk files that fail their checks (unreadable, wrong shape, bytes that fail the checksum
-        in their name) are reported in one warning naming them, deleted and encoded again. Chunk
-        files of another dimension than the encoder's current output (or, when nothing needed
-        encoding, than most chunks) are stale: they are deleted and encoded again. With ``in_memory``
-        (the folder cannot be written) no file is read or written; a chunk file that fails to be
-        written switches to memory for the rest (the returned flag).
+        Chunk files that fail their checks, or whose dimension differs from the encoder's, are deleted and encoded
+        again after one warning. A chunk file that fails to be written switches to memory for the rest.
         """
         files = {} if in_memory else _chunk_files(folder)
         sources: dict[tuple[int, int], Path | np.ndarray] = {}
@@ -827,15 +718,10 @@ class EmbeddingStore:
 
 
 class _ChunkWriter:
-    """Writes finished chunk files on one thread of its own, while the encoder works on the next chunk.
+    """Writes finished chunk files on a thread of its own while the encoder works on the next chunk.
 
-    Each file gets its vectors' checksum in its name and is written to a temporary file, fsynced and renamed;
-    on this thread a chunk's checksum and write overlap the next chunk's encoding instead of stalling it.
-    At most :data:`_PENDING` chunks wait for their file, so memory stays bounded; :meth:`finish` waits for the
-    last ones, then hands each written chunk's file to ``sources`` in place of its vectors. A kill at any point
-    leaves only whole chunk files, so a rerun resumes from them (a chunk whose file was not written yet is
-    encoded again). The first write that fails (a read-only folder, a full disk) stops the writing: the
-    chunks not written stay in memory.
+    At most :data:`_PENDING` chunks wait, so memory stays bounded; the first failed write (read-only folder, full
+    disk) stops the writing, and the chunks not written stay in memory.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -849,11 +735,7 @@ class _ChunkWriter:
         self._stopped = False  # set on the writer's thread by the first write that fails
 
     def write(self, rows: tuple[int, int], vectors: np.ndarray) -> np.ndarray:
-        """Queue a copy of ``vectors`` (rows ``rows`` of the order) for its chunk file, and return that copy.
-
-        A copy, because the file is written later and an encoder may hand out one array again and again.
-        Waits while too many chunks are queued.
-        """
+        """Queue a copy of ``vectors`` (an encoder may hand out one array again and again) for its file; return it."""
         held = np.array(vectors, copy=True)
         if self._error is None:
             self._pending.append((rows, self._pool.submit(self._save, rows, held)))
@@ -862,10 +744,6 @@ class _ChunkWriter:
         return held
 
     def _save(self, rows: tuple[int, int], vectors: np.ndarray) -> Path | None:
-        """Write one chunk file, on the writer's thread.
-
-        Nothing once a write has failed, where a loop writing each chunk in turn would have stopped.
-        """
         if self._stopped:
             return None
         path = self.folder / _chunk_name(rows, checksum(vectors))
@@ -910,8 +788,7 @@ def encode_chunks(encode: Callable[[list[str]], Any], chunks: Sequence[list[str]
                   on_batch: Callable[[int], None] | None = None) -> Iterator[Any]:
     """Each chunk's encoder output, in order; ``on_batch`` hears of every text encoded (for a progress bar).
 
-    Through ``encode.encode_stream`` when it has one (so the encoder works across chunk boundaries
-    and reports every batch to ``on_batch``), else one ``encode`` call per chunk, reported per chunk.
+    Through ``encode.encode_stream`` when it has one, so the encoder works across chunk boundaries.
     """
     stream = getattr(encode, "encode_stream", None)
     if callable(stream):
@@ -932,20 +809,8 @@ def encode_in_memory(texts: list[str], encode: Callable[[list[str]], Any], order
                      chunk_size: int, progress: str | None = None) -> np.ndarray:
     """What the store does, without files: encode ``texts`` chunk by chunk in ``order``, return them in theirs.
 
-    For a search without a store (``SharedCorpusSearch(store=None)``), and for queries encoded
-    together across tasks before each task's share is filed in the store: the chunks, and so the
-    batches and the float rounding of the vectors, are the ones :meth:`EmbeddingStore.get_or_encode`
-    would make. Nothing is written, checked or cached.
-
-    Args:
-        texts: the texts; row ``i`` of the result is text ``i``.
-        encode: as for :meth:`EmbeddingStore.get_or_encode` (``encode_stream`` used when present).
-        order: encode in this order (a permutation of ``range(len(texts))``); ``None`` = as given.
-        chunk_size: texts per ``encode`` call.
-        progress: the side (``"corpus"``, ``"queries"``) named on a bar like the store's; ``None`` = no bar.
-
-    Returns:
-        float32 vectors, shape (len(texts), dim); (0, 1) when ``texts`` is empty.
+    The chunks, and so the batches and the float rounding, are the ones :meth:`EmbeddingStore.get_or_encode` would
+    make; nothing is written, checked or cached. ``progress`` names the side on the bar (``None``: no bar).
     """
     from disastir_mteb.util.progress import progress_bar
 

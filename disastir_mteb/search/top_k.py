@@ -1,20 +1,8 @@
 """The blocked exact top-k kernel: :func:`top_k_inner_product`, in bounded memory, on the CPU or a GPU.
 
-DisastIR's 9,600 queries against 239,704 passages make a 9.2 GB float32 similarity matrix, so
-:func:`top_k_inner_product` never builds it: it walks the corpus in blocks, keeps per query the
-exact top-k seen so far, and merges each block's candidates into it. torch (``torch.mm`` +
-``torch.topk``) is used when importable: on the full set it takes about half NumPy's time and a twentieth
-of its added memory (``docs/benchmarks.md``); NumPy (``matmul`` + ``argpartition``) is the fallback; both give the
-same ranking.
-
-With torch, the search runs on a torch device (see :mod:`disastir_mteb.search.torch_device`).
-Scores and ``torch.topk`` stay on that device and only the small per-block candidate lists
-(rows x (k+1)) travel to the CPU, where blocks are merged; the CPU is simply the device ``"cpu"``
-of the same code path, which is what the CPU-only tests exercise.
-
-Ranking policy: similarities are ordered high to low, ties by lower corpus index, exactly (a tie
-at the k-th place is resolved by scanning the tied row, not left to ``topk``'s arbitrary choice).
-Scores are float32 products on every device: TF32 is switched off on CUDA for the search.
+DisastIR's full similarity matrix would be 9.2 GB of float32, so the corpus is walked in blocks and each block's
+candidates are merged into a running top-k. torch (``mm`` + ``topk``) is used where importable, NumPy
+(``matmul`` + ``argpartition``) otherwise; both give the same ranking.
 """
 
 from __future__ import annotations
@@ -41,18 +29,7 @@ _TIE_ROWS = 256
 
 
 def as_float32(array: Any, what: str) -> np.ndarray:
-    """A writable, C-contiguous float32 NumPy copy-or-view of a 2-D NumPy array or torch tensor.
-
-    How every search input (the kernel's queries, the backends' queries and documents) enters: a
-    tensor (bfloat16 or on a GPU included) comes to the CPU as float32, and a read-only memory map
-    or a float16 array is copied as float32; a writable float32 C-contiguous array is used as it is.
-
-    Args:
-        array: vectors, shape (rows, dim).
-        what: what they are, for the error message (e.g. ``"query embeddings"``).
-
-    Returns:
-        float32 array of shape (rows, dim).
+    """A writable, C-contiguous float32 copy-or-view of a 2-D array or tensor; ``what`` names it in the error.
 
     Raises:
         ValueError: ``array`` is not 2-D.
@@ -66,7 +43,6 @@ def as_float32(array: Any, what: str) -> np.ndarray:
 
 
 def _writable_block(block: np.ndarray) -> np.ndarray:
-    """A writable C-contiguous float32 block (memory maps are read-only; float16 is upcast here)."""
     if block.dtype == np.float32 and block.flags.c_contiguous and block.flags.writeable:
         return block
     return np.array(block, dtype=np.float32, order="C", copy=True)
@@ -74,17 +50,7 @@ def _writable_block(block: np.ndarray) -> np.ndarray:
 
 def _break_ties(values: np.ndarray, found: np.ndarray, rows: np.ndarray, lines: Iterable[np.ndarray],
                 ids: np.ndarray | int, kth: np.ndarray, top_k: int) -> None:
-    """Redo, in place, the rows where a tie straddles the k-th place: all above it, then the lowest tied ids.
-
-    Args:
-        values: the kept similarities, (n_rows, top_k); rows in ``rows`` are overwritten.
-        found: the kept corpus indices, shaped like ``values``; overwritten likewise.
-        rows: the row numbers to redo.
-        lines: the full score row of each row in ``rows``, in the same order.
-        ids: the corpus index of each column: an int offset, or an int64 array (n_rows, width).
-        kth: the k-th largest similarity of every row.
-        top_k: how many to keep per row.
-    """
+    """Redo, in place, the rows where a tie straddles the k-th place: all above it, then the lowest tied ids."""
     for row, line in zip(rows, lines, strict=True):
         line_ids = np.arange(line.size, dtype=np.int64) + ids if isinstance(ids, int) else ids[row]
         above = np.flatnonzero(line > kth[row])
@@ -95,18 +61,7 @@ def _break_ties(values: np.ndarray, found: np.ndarray, rows: np.ndarray, lines: 
 
 
 def _exact_top(scores: np.ndarray, ids: np.ndarray | int, top_k: int, torch: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The exact top-``top_k`` set of each row of ``scores``, ties at the boundary going to lower ids.
-
-    Args:
-        scores: similarities, shape (rows, width).
-        ids: the corpus index of each column, an int offset (columns are ``offset + j``) or an
-            int64 array shaped like ``scores``.
-        top_k: how many to keep per row; everything is kept when ``width <= top_k``.
-        torch: the torch module, or ``None`` for the NumPy path.
-
-    Returns:
-        (similarities, ids), each (rows, min(top_k, width)), in no particular order.
-    """
+    """The top-``top_k`` of each row in no particular order, ties at the boundary to lower ids."""
     width = scores.shape[1]
     if width <= top_k:
         full = np.broadcast_to(np.arange(width, dtype=np.int64) + ids, scores.shape) if isinstance(ids, int) else ids
@@ -130,22 +85,7 @@ def _exact_top(scores: np.ndarray, ids: np.ndarray | int, top_k: int, torch: Any
 
 
 def _exact_top_tensor(scores: Any, offset: int, top_k: int, torch: Any) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_exact_top` for a score block held as a torch tensor on its device (CPU or GPU).
-
-    ``torch.topk(k + 1)`` runs where the scores are; only its (rows, k + 1) output comes to the
-    CPU, plus, for rows where a tie straddles the k-th place, those score rows (``_TIE_ROWS`` at a
-    time, so the extra device memory stays at most 256 rows of the block).
-
-    Args:
-        scores: similarities, a float32 tensor (rows, width) on any device.
-        offset: the corpus index of column 0.
-        top_k: how many to keep per row; everything is kept when ``width <= top_k``.
-        torch: the torch module.
-
-    Returns:
-        (similarities float32, ids int64) as NumPy arrays, each (rows, min(top_k, width)), in no
-        particular order.
-    """
+    """The same for a score tensor on its device: only ``topk``'s (rows, k + 1) and tied rows reach the CPU."""
     width = scores.shape[1]
     if width <= top_k:
         values = scores.cpu().numpy()
@@ -164,9 +104,6 @@ def _exact_top_tensor(scores: Any, offset: int, top_k: int, torch: Any) -> tuple
 
 def _corpus_block(corpus: Any, start: int, stop: int, device: Any, torch: Any) -> Any:
     """Corpus rows ``start:stop`` as float32, checked finite: a NumPy array, or a tensor on ``device``.
-
-    NumPy rows (float16 memory maps included) are upcast on the host and then moved; tensor rows
-    (e.g. :class:`ExactIndex`'s resident float16 copy) are moved if needed and upcast on the device.
 
     Raises:
         ValueError: the rows hold NaN or infinite values.
@@ -195,35 +132,25 @@ def top_k_inner_product(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-k corpus rows by inner product for every query, in bounded memory, on the CPU or a GPU.
 
-    The corpus is read once, ``corpus_block`` rows at a time (float16 memory maps are upcast one
-    block at a time); each block is scored against ``query_block`` queries at once, and
-    ``torch.topk`` keeps k + 1 candidates per query and block on the scoring device. Only those
-    candidates go to the CPU, where they are merged into the running top-k. Extra memory on the
-    scoring device is about ``query_block * corpus_block * 4`` bytes of scores plus a float32
-    copy of one corpus block and, on a GPU, the float32 queries (n_queries x dim x 4 bytes):
-    256 MB + 100 MB with the CPU defaults at d=384, 1 GiB + 100 MB + 15 MB on CUDA (where
-    ``query_block`` defaults to 4096) for DisastIR's 9,600 queries, whatever the corpus size.
+    The corpus is read once, ``corpus_block`` rows at a time, and each block scored against ``query_block`` queries;
+    only each block's k + 1 best per query travel to the CPU. Extra memory is about
+    ``query_block * corpus_block * 4`` bytes of scores plus one float32 corpus block, whatever the corpus size.
+    On CUDA, TF32 is off during the search, so scores are float32 products like the CPU's.
 
     Args:
         queries: query vectors, shape (n_queries, dim).
-        corpus: corpus vectors, shape (n_docs, dim): a NumPy array (float32 or float16, possibly
-            a memory map) or a torch tensor (e.g. already on the GPU).
+        corpus: corpus vectors, shape (n_docs, dim): a NumPy array (float16 memory maps included) or a tensor.
         top_k: results per query; capped at ``n_docs``.
         query_block: queries scored together; ``None`` means 1024 on the CPU and 4096 on CUDA.
         corpus_block: corpus rows scored together.
-        device: where scores are computed: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (or a
-            ``torch.device``). ``None`` means the corpus tensor's device, else the CPU. On CUDA,
-            TF32 is switched off during the search (and the caller's setting restored), so scores
-            are float32 products like the CPU's and the ranking policy is the same.
+        device: where scores are computed; ``None`` means the corpus tensor's device, else the CPU.
 
     Returns:
-        (similarities float32, indices int64), each (n_queries, min(top_k, n_docs)): inner
-        products, higher is better, sorted high to low with ties broken by lower corpus index.
+        (similarities float32, indices int64), each (n_queries, min(top_k, n_docs)): higher is better, sorted
+        high to low, ties broken by lower corpus index.
 
     Raises:
-        ValueError: shapes disagree, ``top_k`` or a block size is below 1, an input holds NaN or
-            infinite values, or ``device`` is unsupported or not available (e.g. ``"cuda"`` on a
-            machine without CUDA).
+        ValueError: shapes disagree, a size is below 1, an input is not finite, or ``device`` is not available.
     """
     torch = import_torch()
     target = resolve_device(device, torch)

@@ -1,11 +1,4 @@
-"""Which torch device exact search runs on, and float32 (not TF32) products while it runs on CUDA.
-
-With torch, exact search runs on a torch device: the CPU by default, or the model's GPU
-(``device="cuda:0"``). :func:`resolve_device` checks the name a caller gives and fails early with
-a message saying what is available; :func:`float32_matmul` switches TF32 off for the search, so
-scores are float32 products on every device and the ranking is the CPU's. Without torch, only the
-CPU (NumPy) is available.
-"""
+"""Which torch device exact search runs on, and float32 (not TF32) products while it runs on CUDA."""
 
 from __future__ import annotations
 
@@ -26,11 +19,7 @@ DEVICE_TYPES = ("cpu", "cuda")
 
 
 def import_torch() -> Any:
-    """The ``torch`` module, or ``None`` where torch is not installed (exact search then runs on NumPy).
-
-    One function, so that the kernel and the backend decide alike, and so that a test can take torch
-    away from both.
-    """
+    """The ``torch`` module, or ``None`` without torch; one function so a test can take torch away."""
     try:
         import torch
     except ImportError:
@@ -39,19 +28,10 @@ def import_torch() -> Any:
 
 
 def resolve_device(device: str | torch_module.device | None, torch: Any) -> Any:
-    """The torch device ``device`` names, checked; ``None`` stays ``None`` (and ``"cpu"`` without torch).
-
-    Args:
-        device: ``None``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``.
-        torch: :func:`import_torch`'s answer (``None`` without torch).
-
-    Returns:
-        A ``torch.device`` (``"cuda"`` resolved to the current GPU's index), or ``None`` for the
-        default CPU path.
+    """The torch device ``device`` names, checked (``"cuda"`` resolved to the current GPU); ``None`` means the CPU.
 
     Raises:
-        ValueError: ``device`` is not a torch device of a supported type, needs torch when it is
-            missing, or names a CUDA device that is not available.
+        ValueError: ``device`` is of an unsupported type, needs the missing torch, or names an absent GPU.
     """
     if device is None:
         return None
@@ -94,17 +74,9 @@ def _read_flag(read: Callable[[], Any]) -> Any:
 def float32_matmul(torch: Any, device: Any) -> Iterator[None]:
     """Switch TF32 off for cuBLAS and cuDNN while a CUDA search runs, then restore the caller's settings.
 
-    TF32 keeps 10 mantissa bits, so with it on (``torch.backends.cuda.matmul.allow_tf32 = True``
-    or ``torch.set_float32_matmul_precision("high")``, which many training scripts set) scores
-    would differ from the CPU's float32 ones by ~1e-3 and rankings would change. torch 2.9+ has
-    two APIs for these flags (legacy ``allow_tf32`` / ``float32_matmul_precision`` and new
-    ``fp32_precision``) and raises when a legacy flag is read after the new API set a different
-    value, so both are saved where readable, both are set off, and both are restored, legacy first.
-    The flags are process-wide: a concurrent CUDA matmul in another thread also runs without TF32.
-
-    Args:
-        torch: the torch module.
-        device: the search's device (:func:`resolve_device`); nothing is touched unless it is CUDA.
+    With TF32 on (many training scripts set it) scores differ from the CPU's by ~1e-3 and rankings change.
+    torch 2.9+ raises when a legacy flag is read after the new ``fp32_precision`` API set another value, so both
+    APIs are saved where readable, set off, and restored, legacy first. The flags are process-wide.
     """
     if device is None or device.type != "cuda":
         yield

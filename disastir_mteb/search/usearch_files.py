@@ -1,15 +1,6 @@
 """The on-disk cache of built USearch indexes: where an entry lives, what its manifest records, its SHA-256.
 
-An entry is ``<cache_dir>/usearch/<cache key>/<similarity>-<parameters digest>.usearch`` with a
-``.json`` manifest beside it. The manifest records what the graph depends on (parameters,
-similarity, size, dimension, ids, a sample of the vectors, usearch version) and the file's SHA-256;
-:class:`~disastir_mteb.search.usearch_index.UsearchIndex` memory-maps an entry that matches, and
-warns (on its own logger) about one that does not.
-
-Faults: USearch maps any file that looks like an index, so a cached graph with damaged bytes would
-search wrongly or crash; its manifest therefore keeps the file's SHA-256, checked before mapping
-(about 0.4 s per 500 MB), and a damaged or truncated file is rebuilt after one warning naming it.
-A cache folder that cannot be written keeps the built graph in memory, after one warning.
+USearch maps any file that looks like an index, so the manifest keeps the file's SHA-256, checked before mapping.
 """
 
 from __future__ import annotations
@@ -65,11 +56,11 @@ def manifest_mismatch(path: Path, manifest_path: Path, manifest: dict[str, Any])
 
 
 def write_entry(index: Any, path: Path, manifest_path: Path, manifest: dict[str, Any]) -> Exception | None:
-    """Write ``index``, then its manifest with the index's SHA-256, each atomically (:mod:`disastir_mteb.util.atomic`).
+    """Write ``index``, then its manifest with the index's SHA-256, each atomically.
 
     Returns:
-        ``None`` once written, or the error from a folder that cannot be written (read-only, full),
-        the temporary file removed: the caller then keeps the index in memory after one warning.
+        ``None`` once written, or the error from a folder that cannot be written (read-only, full): the caller
+        then keeps the index in memory after one warning.
     """
     try:
         manifest_path.unlink(missing_ok=True)  # a crash before the new manifest leaves the entry invalid, not wrong
@@ -82,7 +73,7 @@ def write_entry(index: Any, path: Path, manifest_path: Path, manifest: dict[str,
 
 
 def _file_sha256(path: Path) -> str:
-    """The SHA-256 of a file, read in blocks (1.3 GB/s with SHA extensions, twice blake2b's speed)."""
+    """The SHA-256 of a file, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 24), b""):

@@ -1,19 +1,8 @@
 """USearch approximate (HNSW) search as an mteb index backend, with the DisastIR paper's setting as a preset.
 
-:class:`UsearchIndex` satisfies mteb's ``IndexEncoderSearchProtocol`` structurally, like
-:class:`~disastir_mteb.search.exact_search.ExactIndex`: cosine models are searched by inner product on
-L2-normalised vectors, dot-product models on raw vectors, as decided from the ``similarity_fn``
-mteb passes. Only ``search`` receives that function, so the index is built at the first search
-unless the constructor is told the ``similarity``. USearch's ``ip`` distance is ``1 - dot``; it is
-turned into a similarity (higher is better) once, here. Results are ordered by similarity, ties
-by lower corpus row, and never contain USearch's padding (sentinel keys, NaN distances).
-
-The graph is built on ``params.threads`` threads: one (the presets') inserts in row order and saves a
-byte-identical index from every fresh build; more are faster and give another graph each time, with
-one warning per build. The parameters and presets (:class:`AnnParams`, :data:`PRESETS`,
-:func:`resolve_params`, re-exported here) live in :mod:`disastir_mteb.vocabulary.ann_params`, with
-how threads bear on determinism; the cache of built graphs (manifest, SHA-256, damaged or
-unwritable files) in :mod:`disastir_mteb.search.usearch_files`.
+Cosine or dot product is decided from the ``similarity_fn`` that only ``search`` receives, so the graph is built
+at the first search unless the constructor is told the ``similarity``. USearch's ``ip`` distance is
+``1 - dot``; it is turned into a similarity (higher is better) once, here.
 """
 
 from __future__ import annotations
@@ -49,8 +38,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["PRESETS", "AnnParams", "UsearchIndex", "resolve_params"]
 
-# USearch brute force on 9,600 queries at once died with std::bad_alloc (facts 7); per 1,024 queries at
-# d=384 on 2 threads, blocks of 1,024 / 256 / 64 took 29.6 / 18.4 / 16.7 s (NumPy q @ c.T: 12.9 s).
+# USearch brute force on all queries at once runs out of memory (std::bad_alloc); blocks of 256 are near the fastest
 _EXACT_QUERY_BLOCK = 256
 _ADD_BLOCK = 16384  # rows inserted per call: no corpus copy, the bar moves; on one thread any block gives one graph
 _RESCORE_FLOATS = 1 << 25  # gathered candidate floats per rescoring block (128 MB)
@@ -91,27 +79,18 @@ def _joined(blocks: list[tuple[list[list[float]], list[list[int]]]]) -> tuple[li
 class UsearchIndex:
     """USearch search as an mteb index backend (``SearchEncoderWrapper(model, index_backend=...)``).
 
-    Args:
-        params: an :class:`AnnParams` or a preset name from :data:`PRESETS` (default ``paper``);
-            kept :meth:`~AnnParams.resolved`, so ``params.threads`` is the count USearch is given.
-        keep_on_clear: keep the built index through mteb's per-task ``clear()``: ``add_documents``
-            with the ids and vectors already held is then a no-op (counted in ``builds_skipped``).
-        cache_dir: persist built indexes under ``<cache_dir>/usearch/`` (with ``cache_key``).
-        cache_key: what the vectors depend on (model, revision, corpus fingerprint, ``params.digest``).
-            A cached index whose manifest matches (params, similarity, size, dimension, ids, a
-            sample of the vectors, usearch version) is memory-mapped instead of built; a mismatching
-            or corrupt one is rebuilt after one warning.
-        similarity: ``cosine`` or ``dot`` when known up front: ``add_documents`` then builds (or
-            loads) at once instead of at the first search.
-        progress: a progress bar (rate, ETA) while the graph is built: minutes at DisastIR scale.
+    ``builds`` counts search structures built, ``loads`` indexes memory-mapped from the cache.
 
-    Attributes:
-        idxs: ids of the held documents; USearch keys are row numbers into this list.
-        builds: times the search structure was built from the vectors (an HNSW graph, or for
-            ``exact`` the float32 search copy); ``loads``: indexes memory-mapped from the cache.
+    Args:
+        params: an :class:`AnnParams` or a preset name from :data:`PRESETS`.
+        keep_on_clear: keep the built index through mteb's per-task ``clear()``.
+        cache_dir: persist built indexes under ``<cache_dir>/usearch/``; given with ``cache_key`` or not at all.
+        cache_key: what the vectors depend on (model, revision, corpus fingerprint); a cached index whose manifest
+            matches is memory-mapped instead of built, a mismatching or damaged one rebuilt after one warning.
+        similarity: ``cosine`` or ``dot`` when known up front: ``add_documents`` then builds at once.
+        progress: a progress bar while the graph is built (minutes at DisastIR scale).
 
     Examples:
-        >>> from mteb.models.search_wrappers import SearchEncoderWrapper
         >>> backend = UsearchIndex("paper", keep_on_clear=True)
         >>> search_model = SearchEncoderWrapper(model, index_backend=backend)  # doctest: +SKIP
     """
@@ -206,10 +185,8 @@ class UsearchIndex:
         """Search the held documents (or re-rank each query's ``top_ranked`` candidates exactly).
 
         Returns:
-            (similarities, indices) per query, best first: similarities are higher-is-better;
-            indices point into the held documents, or in reranking mode into that query's
-            ``top_ranked`` list (as mteb's FAISS backend returns them). At most
-            ``min(top_k, n_docs)`` results per query.
+            (similarities, indices) per query, best first, ties by lower row, at most ``min(top_k, n_docs)``; when
+            reranking, indices point into that query's ``top_ranked`` list.
 
         Raises:
             ValueError: no documents are held, or the similarity function is unsupported.
@@ -313,10 +290,7 @@ class UsearchIndex:
         return True
 
     def _save(self, path: Path, manifest_path: Path, manifest: dict[str, Any]) -> None:
-        """Write the index and its manifest (see :func:`~disastir_mteb.search.usearch_files.write_entry`).
-
-        A folder that cannot be written (read-only, full) keeps the index in memory after one warning.
-        """
+        """Write the index and its manifest; an unwritable folder keeps the index in memory after one warning."""
         error = write_entry(self._index, path, manifest_path, manifest)
         if error is not None:
             logger.warning("USearch index cache %s cannot be written (%s): the index stays in memory for this run. "

@@ -1,6 +1,1 @@
-"""Where results are checked and prepared for the MTEB results repository.
-
-- ``submit``: ``disastir-mteb submit``, DisastIR results -> a folder the repository's checks accept.
-- ``checks``: the repository's checks, offline (``submit --check``), with ``results_repository`` (what the
-  repository enforces, what a clone says) and ``run_settings_check`` (advice it does not enforce).
-"""
+"""DisastIR results checked and filed for the MTEB results repository (:mod:`.submit`, :mod:`.checks`)."""

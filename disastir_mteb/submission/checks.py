@@ -1,14 +1,8 @@
 """The ``embeddings-benchmark/results`` repository's checks, offline: what ``submit`` and ``submit --check`` run.
 
-An error is a check that repository runs, in its tests (``make test`` over every folder) or its
-workflows (over the files a pull request changes); each cites it (:attr:`Problem.check`, a value of
-:data:`~disastir_mteb.submission.results_repository.CHECKS`), and its exemption lists are honoured
-(:func:`~disastir_mteb.submission.results_repository.read_exemptions`). A warning is either enforced there
-but fixed only by a change to mteb (a model missing from mteb's registry, tasks not in a released mteb),
-or advice that repository does not enforce (mteb older than 2.14, ``run_settings.jsonl`` missing or not
-covering a file, a revision folder with no task file). Warnings, and the checks on changed files, concern
-only the folders being submitted: those ``submit`` writes, or, for ``submit --check``, those holding a
-DisastIR task file; other models' folders in a clone get the repository-wide tests only.
+An error is a check that repository runs, in its tests or its workflows, and cites it (:attr:`Problem.check`);
+its exemption lists are honoured. A warning is either enforced there but fixed only by a change to mteb, or
+advice it does not enforce. Warnings and the checks on changed files concern only the folders being submitted.
 """
 
 from __future__ import annotations
@@ -36,16 +30,7 @@ Severity = Literal["error", "warning"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding of :func:`validate_submission`.
-
-    Attributes:
-        severity: ``"error"`` (a check of the results repository fails) or ``"warning"`` (its checks pass, or
-            fail only until mteb changes; see the module docstring).
-        path: the file or folder at fault.
-        message: one sentence: what is wrong and what to do.
-        check: the results repository's check it stands for (file::function, or a workflow); every error has
-            one, a warning only where that repository enforces it.
-    """
+    """One finding: ``check`` names the results repository's check it stands for (every error has one)."""
 
     severity: Severity
     path: Path
@@ -57,15 +42,9 @@ class Problem:
 
 
 def validate_submission(folder: str | Path) -> list[Problem]:
-    """Check a results folder as the ``embeddings-benchmark/results`` tests and workflows do.
+    """Check a clone of ``embeddings-benchmark/results`` (or its ``results/``) as its tests and workflows do.
 
-    Args:
-        folder: a clone of that repository (holding ``results/``) or its ``results/`` folder. The clone's
-            exemption lists are read from its ``tests/``; the folders being submitted are those holding a
-            DisastIR task file (:func:`submitted_folders`).
-
-    Returns:
-        Every problem found: errors (its checks fail) and warnings; no error means ready to submit.
+    The folders being submitted are those holding a DisastIR task file; no error means ready to submit.
 
     Raises:
         FileNotFoundError: ``folder`` does not exist or holds no ``results/`` folder.
@@ -87,15 +66,7 @@ def submitted_folders(root: Path) -> set[Path]:
 
 def validate_folders(root: Path, model_dirs: list[Path], *, submitted: set[Path], changed: set[Path] | None = None,
                      exemptions: Exemptions | None = None) -> list[Problem]:
-    """Check the model folders ``model_dirs`` under ``root``.
-
-    Args:
-        root: the ``results/`` folder.
-        model_dirs: the model folders to check (the repository's tests run on each).
-        submitted: the result-set folders being submitted: the only ones with warnings and changed files.
-        changed: the files of ``submitted`` a pull request changes; None: all of them.
-        exemptions: the clone's lists; None: the generic rule.
-    """
+    """Check the model folders under ``root``; warnings only for ``submitted``, ``changed`` None meaning all files."""
     checker = _Checker(root, exemptions or Exemptions(), submitted, changed)
     for model_dir in model_dirs:
         checker.model(model_dir)

@@ -1,13 +1,7 @@
 """What the ``embeddings-benchmark/results`` repository enforces, and what a clone of it says.
 
-Read from that repository's ``tests/*.py``, ``.github/workflows/*.yml`` and
-``scripts/create_pr_results_comment.py``: :data:`CHECKS` names each check an error of
-:mod:`disastir_mteb.submission.checks` stands for. Its exemptions are lists in two test files
-(``folders_without_meta``, ``revision_exceptions``); :func:`read_exemptions` reads them from a clone with
-:mod:`ast` (never importing or running them) and, without a clone, falls back to the generic rule: a
-``no_revision_available`` or ``external`` revision folder is a legacy one. :func:`expected_folder` is the
-folder test's own computation of where a ``model_meta.json`` belongs, and :func:`experiment_name` files an
-experiment as mteb does (``ModelMeta.experiment_name``, the name ``ResultCache`` gives its folder).
+A clone's exemption lists are read with :mod:`ast`, never imported or run; without a clone, the generic rule
+holds: a ``no_revision_available`` or ``external`` revision folder is a legacy one.
 """
 
 from __future__ import annotations
@@ -37,8 +31,7 @@ FOLDER_TEST_FILE = "tests/test_correct_folder_structure.py"
 METADATA_TEST_FILE = "tests/test_ensure_correct_metadata.py"
 
 _COMPARISON = ".github/workflows/model-results-comparison.yaml runs scripts/create_pr_results_comment.py"
-#: The results repository's checks, by the key :mod:`~disastir_mteb.submission.checks` files each
-#: problem under: every error cites one of these (file::function, or the workflow and what it runs).
+#: The results repository's checks, by the key each problem is filed under (file::function, or a workflow).
 CHECKS: dict[str, str] = {
     "folder": f"{FOLDER_TEST_FILE}::test_correct_folder_structure",
     "meta": f"{METADATA_TEST_FILE}::test_model_meta_in_folders",
@@ -61,14 +54,7 @@ Pair = tuple[str, str]
 
 @dataclass(frozen=True)
 class Exemptions:
-    """The repository's legacy exemptions: (model folder, revision folder) pairs.
-
-    Attributes:
-        folders_without_meta: pairs exempt from every metadata test (``folders_without_meta`` in
-            tests/test_correct_folder_structure.py); None: no clone, the generic rule.
-        revision_exceptions: pairs exempt from the revision tests (``revision_exceptions`` in
-            tests/test_ensure_correct_metadata.py); None: no clone, the generic rule.
-    """
+    """The repository's legacy exemptions as (model folder, revision folder) pairs; None: no clone, the generic rule."""
 
     folders_without_meta: frozenset[Pair] | None = None
     revision_exceptions: frozenset[Pair] | None = None
@@ -117,10 +103,7 @@ def _pairs(path: Path, name: str) -> frozenset[Pair] | None:
 
 
 def read_exemptions(clone: Path) -> Exemptions:
-    """The exemption lists of the clone at ``clone`` (the folder holding ``results/`` and ``tests/``).
-
-    A list whose test file is missing, or that is not a literal, falls back to the generic rule.
-    """
+    """The exemption lists of a clone; a list missing or not a literal falls back to the generic rule."""
     return Exemptions(_pairs(clone / FOLDER_TEST_FILE, "folders_without_meta"),
                       _pairs(clone / METADATA_TEST_FILE, "revision_exceptions"))
 

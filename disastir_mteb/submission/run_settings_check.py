@@ -1,10 +1,4 @@
-"""Advice the results repository does not enforce: mteb versions and ``run_settings.jsonl``.
-
-mteb >= 2.14 writes ``run_settings.jsonl`` beside its task files (one line per task: splits, subsets,
-package versions, encode settings). That repository's tests and workflows never read it and accept
-results of any mteb 2.x, so :mod:`disastir_mteb.submission.checks` reports what is found here as
-warnings, for the folders being submitted only.
-"""
+"""Advice the results repository does not enforce (it takes any mteb 2.x): mteb versions, ``run_settings.jsonl``."""
 
 from __future__ import annotations
 
@@ -53,12 +47,7 @@ def _expand(entry: dict[str, Any]) -> set[Key]:
 
 
 def check_run_settings(path: Path, loaded: dict[Path, set[Key]]) -> list[tuple[Path, str]]:
-    """Warnings (file, message) for ``path``, the run_settings.jsonl beside the task files ``loaded``.
-
-    Args:
-        path: the ``run_settings.jsonl`` of a result-set folder.
-        loaded: each task file there that loads, with the (task, split, hf_subset) it scores.
-    """
+    """Warnings (file, message) for the ``run_settings.jsonl`` beside ``loaded``: task file -> what it scores."""
     if not path.is_file():
         return [(path, "is missing; the results repository does not require it, but mteb >= 2.14 writes it beside "
                        "the task files to record how they were made, so copy it from the run's folder.")]

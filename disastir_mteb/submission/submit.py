@@ -1,32 +1,14 @@
 """``disastir-mteb submit``: DisastIR results -> a folder the results repository's checks accept.
 
-The MTEB leaderboard reads ``embeddings-benchmark/results``: one ``results/<org>__<model>/<revision>/``
-folder per model revision holding mteb's ``<Task>.json`` files, ``model_meta.json`` and
-``run_settings.jsonl``, and one ``<revision>/experiments/<experiment_name>/`` folder per run with
-experiment settings (ANN search, instructions), where that repository's folder test expects it.
-:func:`submit` files each result set where mteb's ``ResultCache`` files it (the model's folder name,
-the revision, ``ModelMeta.experiment_name``), validates the model folders as they would be with the repository's
-checks (:mod:`disastir_mteb.submission.checks`, on a temporary copy), and only then, when they pass, copies the
-files byte for byte, each written atomically (never ``disastir_per_query/``): a submission with errors leaves
-``out`` as it was.
+Each result set is filed where mteb's ``ResultCache`` files it, the model folders are validated as they will be
+(on a temporary copy), and only when they pass are the files copied, byte for byte and atomically: a submission
+with errors leaves ``out`` as it was. Nothing is written outside ``out``, and only DisastIR results are
+submitted (not a set computed on generated data or with extra judgements, nor one whose files contradict
+themselves or their data).
 
-mteb's ``ResultCache.submit_results`` is not used: it pulls the results repository over the network,
-commits on a new branch (and may open the pull request), and its copy step replaces
-``model_meta.json``, copies every task's ``run_settings.jsonl`` lines and merges into task files already
-there by rewriting them; here the pull request stays the user's, nothing goes over the network, and
-a file that differs is refused unless ``overwrite``.
-
-Nothing is written outside ``out``: folder names come from the result folders (resolved, so
-``..`` never names one), a model or task name that would read as a path (``..``, ``/``) is refused,
-and so is any target that a symbolic link inside ``out`` leads outside it, and an ``out`` whose
-``results/`` folder already holds the result sets to submit (the run's own folder).
-
-Only DisastIR results are submitted: a set computed on generated data (``--data sample``; its task files and
-per-query files record it) is refused before anything is written, and so are a set scored with extra judgements
-(``run --extra-judgements``: a per-study estimate) and a set whose files contradict themselves or their data
-(another task's file under a task's name, an extra split, a second entry, an impossible score, per-query numbers
-their top 10s do not give: read through :func:`~disastir_mteb.results.result_sets.load_result_set`,
-:mod:`~disastir_mteb.results.score_checks`, :mod:`~disastir_mteb.results.rescoring`).
+mteb's ``ResultCache.submit_results`` is not used: it goes over the network, commits (and may open the pull
+request), and rewrites files already there; here the pull request stays the user's and a file that differs is
+refused unless ``overwrite``.
 """
 
 from __future__ import annotations
@@ -55,17 +37,9 @@ _TASKS = ALL_TASK_NAMES  # the full set's tasks and DisastIR-Test's and DevLite'
 
 @dataclass(frozen=True)
 class SubmissionReport:
-    """What :func:`submit` wrote and what the validation found.
+    """What :func:`submit` wrote (nothing when there are errors) and what the validation found.
 
-    Attributes:
-        folder: the ``results/`` folder written (``out/results``).
-        sources: the result-set folders submitted (plain runs and ``experiments/<name>/`` sets).
-        written: files created or replaced; none when :attr:`errors` is not empty (nothing is written then).
-        unchanged: files already there with the same content (or the same model's ``model_meta.json``).
-        problems: the checks of :func:`validate_submission` on the submitted model folders as they are once the files
-            are written (checked before writing), warnings only for the submitted result sets.
-        notes: one line per submitted set whose per-query files were not re-scored against their data, and why
-            (:attr:`~disastir_mteb.results.result_sets.ResultSet.unchecked`).
+    ``notes`` has one line per set whose per-query files were not re-scored against their data, and why.
     """
 
     folder: Path
@@ -108,35 +82,20 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
            overwrite: bool = False) -> SubmissionReport:
     """Check the DisastIR result sets under ``results``, then copy them into ``out/results/`` as mteb files them.
 
-    ``out`` is meant to be a clone of ``embeddings-benchmark/results`` (or an empty folder), named apart from
-    ``results``. A plain run goes to ``results/<org>__<model>/<revision>/``, a run with experiment settings to
-    ``.../<revision>/experiments/<ModelMeta.experiment_name>/``. Copied are the ``DisastIR-*.json`` task files,
-    ``model_meta.json`` and the tasks' lines of ``run_settings.jsonl`` (merged with lines for other tasks
-    already there); nothing else (no ``disastir_per_query/``). A ``model_meta.json`` already there for the
-    same model name and revision is kept.
-
-    Everything is checked before anything is written: each result file against itself and its data
-    (:func:`~disastir_mteb.results.result_sets.load_result_set`: a bad file is a ``ValueError``), the conflicts with
-    files in ``out``, and the results repository's checks on the model folders as they would be once written (on a
-    temporary copy). With any error, nothing is written: the report lists the errors and :attr:`SubmissionReport.ok`
-    is False. Otherwise every file is written atomically.
+    Copied are the task files, ``model_meta.json`` and the tasks' lines of ``run_settings.jsonl``; everything is
+    checked first, and with any error nothing is written (:attr:`SubmissionReport.ok` is False).
 
     Args:
-        results: any folder :func:`~disastir_mteb.results.result_sets.find_result_sets` resolves (an mteb output
-            folder, a model folder, one result set).
-        out: the folder to write ``results/`` into; a clone's exemption lists (in its ``tests/``) are honoured.
+        results: an mteb output folder, a model folder or one result set.
+        out: a clone of ``embeddings-benchmark/results`` (its exemption lists are honoured) or an empty folder.
         model: submit only this model (``org/name`` or ``org__name``) when ``results`` holds several.
         overwrite: replace task files (and a different ``model_meta.json``) already in ``out``.
 
-    Returns:
-        What was written (nothing when the validation found errors), and that validation.
-
     Raises:
         FileNotFoundError: ``results`` does not exist or holds no DisastIR results.
-        ValueError: a result file contradicts itself or its data, or ``model_meta.json`` is damaged (one sentence
-            naming the file); a set was computed on generated data (the sample: not DisastIR results); ``out/results``
-            already holds the sets; no result set of ``model``; an experiment set
-            whose revision folder would have no ``model_meta.json``; two sets for one target folder.
+        ValueError: a result file contradicts itself or its data; a set computed on generated data or with extra
+            judgements; ``out/results`` already holds the sets; no result set of ``model``; an experiment set whose
+            revision folder would have no ``model_meta.json``; two sets for one target folder.
         FileExistsError: files in ``out`` differ from the ones to submit and ``overwrite`` is False.
     """
     _refuse_path_names(find_result_sets(Path(results).resolve(), split=None))  # before any file is believed
@@ -192,12 +151,9 @@ def submit(results: str | Path, out: str | Path, *, model: str | None = None,
 
 def _validate_staged(out: Path, root: Path, model_dirs: list[Path], writes: dict[Path, bytes], *,
                      submitted: set[Path], changed: set[Path]) -> list[Problem]:
-    """The results repository's checks on ``model_dirs`` as they will be once ``writes`` are written, before writing.
+    """The results repository's checks on ``model_dirs`` as they will be once ``writes`` are written, on a copy.
 
-    The model folders already in ``out`` are copied into a temporary ``results/`` folder, the new files written over
-    them there, and the copy validated (:func:`~disastir_mteb.submission.checks.validate_folders`, with the clone's
-    exemption lists); the problems name the paths in ``out``. So a submission that would fail the checks writes
-    nothing, instead of leaving its files in ``out`` beside the errors.
+    Checking a copy lets a submission that would fail write nothing; the problems name the paths in ``out``.
     """
     with tempfile.TemporaryDirectory(prefix="disastir-submit-") as temporary:
         stage = Path(temporary) / "results"
@@ -222,11 +178,7 @@ def _validate_staged(out: Path, root: Path, model_dirs: list[Path], writes: dict
 
 
 def _refuse_synthetic(folders: list[list[ResultSet]]) -> None:
-    """Refuse result sets computed on generated data: they exercise the pipeline and are not DisastIR results.
-
-    Any query set of a source's folder counts (the folder is copied as a whole). Sets that do not record their data
-    (:attr:`ResultSet.synthetic` None: files from before the record) are not refused: nothing says they are generated.
-    """
+    """Refuse result sets computed on generated data; sets that do not record their data are not refused."""
     synthetic = [found for sets in folders for found in sets if found.synthetic]
     if synthetic:
         first, others = synthetic[0], len(synthetic) - 1
@@ -237,11 +189,7 @@ def _refuse_synthetic(folders: list[list[ResultSet]]) -> None:
 
 
 def _refuse_extended(folders: list[list[ResultSet]]) -> None:
-    """Refuse result sets scored with extra judgements (``run --extra-judgements``): a per-study estimate, not official.
-
-    Their task files say so in ``disastir_data`` (:func:`~disastir_mteb.vocabulary.task_record.is_extended`), their
-    per-query files under ``extra_judgements``; any query set of a source's folder counts.
-    """
+    """Refuse result sets scored with extra judgements (``run --extra-judgements``): per-study estimates."""
     for sets in folders:
         for found in sets:
             for task in sorted(found.scores):
@@ -267,12 +215,7 @@ def _refuse_copy_onto_itself(results: Path, out: Path, sources: list[ResultSet])
 
 
 def _pick_result_sets(results: Path, model: str | None) -> list[list[ResultSet]]:
-    """The result-set folders to submit, each as its query sets: every one under ``results``, or ``model``'s.
-
-    A folder is copied as a whole, its DisastIR-Test and DevLite task files with the full set's: each is read (and
-    checked, :func:`~disastir_mteb.results.result_sets.load_result_set`) as all its query sets, the full set's first
-    when it holds that, and stands for the folder.
-    """
+    """The result-set folders to submit, each read and checked as all its query sets, the full set's first."""
     found = [load_result_sets(folder) for folder in find_result_sets(results, split=None)]
     if not found:
         raise MissingInput(f"{results} holds no DisastIR result files (DisastIR-*.json); run "
@@ -289,11 +232,9 @@ def _pick_result_sets(results: Path, model: str | None) -> list[list[ResultSet]]
 
 
 def _target(root: Path, source: ResultSet) -> Path:
-    """Where mteb's ``ResultCache`` files ``source`` (``get_task_result_path``), and the folder test expects it.
+    """Where mteb's ``ResultCache`` files ``source``, and the folder test expects it.
 
-    The model's folder is ``ModelMeta.model_name_as_path()`` of its name, the revision the source's folder
-    name, and an experiment's folder ``ModelMeta.experiment_name`` of its ``model_meta.json`` (the source's
-    folder name if that file does not validate: the checks afterwards report it).
+    An experiment whose ``model_meta.json`` does not validate keeps its folder's name: the checks report it.
     """
     folder = root / repo.model_folder_name(source.model) / source.revision
     if not _is_experiment(source):
@@ -331,11 +272,9 @@ def _check_inside(out: Path, path: Path) -> None:
 
 
 def _refuse_path_names(folders: list[Path]) -> None:
-    """Refuse a model name or a ``task_name`` that would read as a file path, before anything else is read.
+    """Refuse a model name or ``task_name`` that reads as a path (it could lead a copy out of ``out``), said as such.
 
-    The results repository names folders after models and files after tasks, so ``..``, ``/`` or a backslash in them
-    could lead a copy out of ``out``; said as such here, before the files' other checks
-    (:func:`~disastir_mteb.results.result_sets.load_result_set`) would call them misfiled or copied.
+    This runs first, before the other checks would call such a file misfiled or copied.
     """
     for folder in folders:
         meta = _json_object(folder / MODEL_META)
@@ -384,11 +323,7 @@ def _line_task(line: str) -> str | None:
 
 
 def _merge_run_settings(source: Path, target: Path, tasks: set[str]) -> bytes | None:
-    """The source's lines for ``tasks`` after the target's lines for other tasks (lines kept verbatim).
-
-    Raises:
-        ValueError: either file is not UTF-8 text (the sentence names it).
-    """
+    """The source's lines for ``tasks`` after the target's lines for other tasks (lines kept verbatim)."""
     if not source.is_file():
         return None
     ours = [line for line in _text_lines(source) if line.strip() and _line_task(line) in tasks | {None}]

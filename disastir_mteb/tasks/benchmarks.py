@@ -1,9 +1,7 @@
 """The DisastIR benchmarks as mteb ``Benchmark`` values: ``DisastIR``, one per intent, ``DisastIR-Test``, ``-DevLite``.
 
-``DisastIR``, ``DisastIR-Test`` and ``DisastIR-DevLite`` hold 48 tasks each, grouped by intent and by category
-(mteb ``CustomGrouping``s: the authors average queries -> task -> categories per intent -> intents); the per-intent
-benchmarks (``DisastIR-QA`` ...) hold the 8 full tasks of one intent. Built on first use from the task classes of
-:mod:`disastir_mteb.tasks.retrieval`.
+The three 48-task benchmarks are grouped by intent and by category, as the authors average (queries -> task ->
+categories per intent -> intents).
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """The 48 DisastIR tasks (and their DisastIR-Test and DevLite versions) as mteb ``AbsTaskRetrieval`` classes.
 
-Every fact about the tasks lives as data in ``task_metadata/`` (written once: per intent, per
-category, shared); :func:`make_task_class` combines them into a validated ``TaskMetadata`` and a
-class named after the task, bound into this module so ``repr``, pickling and ``grep`` behave as
-for hand-written classes. No class has its own ``load_data``: the base class hands its spec to
-:mod:`disastir_mteb.data.published` (full set; through the data cache, :mod:`disastir_mteb.data.task_cache`) or
-:mod:`disastir_mteb.data.devlite` (DMRetriever's splits).
-
-The factory also makes 48 ``DisastIR-Test-*`` and 48 ``DisastIR-DevLite-*`` tasks (``SPLIT_TASK_CLASSES``; own
-descriptions, ``adapted_from`` the full task; DevLite declares the repository of ``task_metadata/devlite.json``).
-``TASK_CLASSES``, and what is built from it (export, upstream), stays the 48 full tasks, unchanged.
-
-Scoring (:meth:`AbsTaskDisastIR.task_specific_scores`): mteb scores by passage id; the authors key their
-judgements and their retrieved lists by passage TEXT (:mod:`disastir_mteb.scoring.authors`). The two agree query
-for query unless the corpus holds a judged text under several ids; for such a task the text-keyed numbers replace
-mteb's own under its keys (``ndcg_at_10``, ``mrr_at_10``, ``recall_at_10``), so the main score is the authors'.
-One private method (``_authors_run``) computes every text-keyed number, for the result file, the per-query file and
-:meth:`AbsTaskDisastIR.ndcg_at_10_per_query`.
+Every fact about the tasks lives as data in ``task_metadata/``; :func:`make_task_class` makes a validated
+``TaskMetadata`` and a class bound into this module, so ``repr``, pickling and ``grep`` behave as for hand-written
+classes. No class has its own ``load_data``.
 """
 
 from __future__ import annotations
@@ -31,7 +17,9 @@ from typing import Any
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 from mteb.abstasks.task_metadata import TaskMetadata
+from mteb.languages import check_language_code
 from mteb.timing import TimingStack
+from pydantic import PrivateAttr
 
 from disastir_mteb.data.data_cache import source_digest
 from disastir_mteb.data.devlite import cached_split_files, load_split_task
@@ -50,7 +38,6 @@ from disastir_mteb.data.task_cache import load_cached_task
 from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, ranking, score_run
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.errors import InvalidInput
-from disastir_mteb.util.mteb_internals import validate_metadata
 from disastir_mteb.vocabulary.metadata import (
     CATEGORIES_METADATA,
     CITATION,
@@ -98,10 +85,20 @@ __all__ = [
 class DisastIRTaskMetadata(TaskMetadata):
     """mteb's ``TaskMetadata`` with descriptive statistics read from this package, not mteb's folder."""
 
+    _stats_path: Path | None = PrivateAttr(default=None)
+
     @property
     def descriptive_stat_path(self) -> Path:
         """``task_metadata/descriptive_stats/<task>.json`` (paper figures until recomputed on real data)."""
+        if self._stats_path is not None:
+            return self._stats_path
         return metadata_dir() / "descriptive_stats" / f"{self.name}.json"
+
+    def with_statistics_at(self, path: Path) -> DisastIRTaskMetadata:
+        """A copy whose statistics file is ``path``: where mteb's public ``calculate_descriptive_statistics`` writes."""
+        copy = self.model_copy()
+        copy._stats_path = Path(path)
+        return copy
 
 
 def _description(spec: TaskSpec) -> str:
@@ -130,7 +127,7 @@ def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
     """The complete, validated ``TaskMetadata`` of one task."""
     intent = INTENTS_METADATA[spec.intent.value]
     full, devlite = spec.split is Split.full, spec.split is Split.devlite
-    split_only: dict[str, Any] = {} if full else {"adapted_from": [spec.base.name]}  # full: as before, field unset
+    split_only: dict[str, Any] = {} if full else {"adapted_from": [spec.base.name]}  # full: unset (pinned metadata)
     metadata = DisastIRTaskMetadata(
         name=spec.name,
         description=_description(spec),
@@ -154,7 +151,8 @@ def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
         prompt={"query": intent["instruction"]},
         **split_only,
     )
-    validate_metadata(metadata)
+    for code in metadata.eval_langs:  # what mteb's own check of a TaskMetadata asks, which construction skips
+        check_language_code(code)
     return metadata
 
 
@@ -167,9 +165,7 @@ def _task_files(folder: Path) -> TaskFiles:
 def forget_data_files() -> None:
     """Find the data files afresh at the next load: after a data folder's files were replaced in place.
 
-    Where the files are is looked up once per process and data folder (the lookup walks the folder);
-    a folder whose files change while the process runs (a test writing another sample into one path)
-    must be looked up again.
+    The lookup walks the folder, so it is done once per process and folder.
     """
     _task_files.cache_clear()
 
@@ -180,22 +176,14 @@ _MTEB_DECIMALS = 5
 
 
 class AbsTaskDisastIR(AbsTaskRetrieval):
-    """Base of the 48 DisastIR tasks: loads the published layout, scores like the authors.
+    """Base of the DisastIR tasks: loads the published layout, scores like the authors.
 
     Args:
-        gain: ``"exponential"`` (default, also ``DISASTIR_GAIN``): qrels values are 2^grade - 1,
-            so ``ndcg_at_10`` is the authors' NDCG@10. ``"linear"``: the raw grades. Both
-            variants are always reported too, as ``ndcg_at_10_exponential_gain`` and
-            ``ndcg_at_10_linear_gain``, so a result file says which is which.
-        data: the data folders to read (:class:`~disastir_mteb.data.source.DataSource`); None: the ones the
-            environment names when the task loads (what ``mteb run``, which builds tasks itself, gets).
-        **kwargs: passed to ``AbsTaskRetrieval`` (``seed``).
-
-    Attributes:
-        data_source: what was loaded, as the result file records it (``disastir_data``); None before loading.
-        data_digest: the content digest of every data file the task read (queries, judgements, corpus, extra
-            judgements, DevLite files); ``corpus_digest``: of the corpus it searches. Both part of its provenance
-            (:mod:`disastir_mteb.vocabulary.provenance`); None before loading.
+        gain: ``"exponential"`` (the default, or ``DISASTIR_GAIN``): qrels values 2^grade - 1, so ``ndcg_at_10`` is
+            the authors' NDCG@10; ``"linear"``: the raw grades. Both variants are always reported by name too.
+        data: the data folders to read; None: those the environment names when the task loads (what ``mteb run``,
+            which builds tasks itself, gets).
+        **kwargs: passed to ``AbsTaskRetrieval``.
     """
 
     spec: TaskSpec
@@ -228,11 +216,8 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
     def ndcg_at_10_per_query(self, top10: Mapping[str, Sequence[str]], split: str = "test") -> dict[str, float]:
         """NDCG@10 of every judged query from its ranked passage ids (best first), as the main score counts it.
 
-        The one way a stored top 10 is scored against this task's data (the runner's per-query file, and the
-        result-file checks that re-score it): the task's gain, keyed by text as the authors key it (every listed
-        copy of a judged text earns its gain, the ideal DCG counts each judged text once; see
-        :mod:`disastir_mteb.scoring.authors`), unjudged passages gain 0, a judged query without a list scores 0.
-        The mean of the values is the task's ``ndcg_at_10`` (to mteb's rounding).
+        The one way a stored top 10 is scored against this task's data: the task's gain, keyed by text, unjudged
+        passages gaining 0, a judged query without a list scoring 0. The mean is the task's ``ndcg_at_10``.
 
         Raises:
             ValueError: the task's data is not loaded.
@@ -241,11 +226,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
                 for query_id, scores in self._authors_run(top10, split, self.gain).per_query.items()}
 
     def _authors_run(self, top10: Mapping[str, Sequence[str]], split: str, gain: Gain) -> RunScores:
-        """The authors' metrics of ranked passage ids against a loaded split, keyed by text: their one computation.
-
-        Every judged query is scored (one without a list scores 0); ids sharing a judged text
-        (:attr:`disastir_mteb.data.published.TaskData.same_text`) stand for one text. ``gain`` is the NDCG's.
-        """
+        """The authors' metrics of ranked passage ids against a loaded split, keyed by text: one computation for all."""
         grades = self.grades(split)
         top, judged = key_by_text({query_id: top10.get(query_id, ()) for query_id in grades}, grades,
                                   self._same_text.get(split, {}))
@@ -254,11 +235,8 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
     def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
         """Load this task's queries and judgements and the shared corpus (read once per process).
 
-        From :attr:`data` (else the folders the environment names, read now). A full-set task's join is read from
-        the data cache when it holds the data files' contents (:mod:`disastir_mteb.data.task_cache`), else joined
-        and kept there (unless the source's ``keep_joins`` is off). With extra judgements in the source
-        (``run --extra-judgements``), a full-set task also reads them (:mod:`disastir_mteb.data.extra_qrels`) and
-        records them in its ``disastir_data``.
+        From :attr:`data`, else the folders the environment names, read now. A full-set task's join comes from the data
+        cache where it can; extra judgements are read only when the source names them, and are then recorded.
         """
         if self.data_loaded:
             return
@@ -316,9 +294,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
                  **kwargs: Any) -> Mapping[str, dict[str, Any]]:
         """Run mteb's evaluation, then log one line with the score (``mteb run`` prints none of its own).
 
-        A search model that states its provenance (``model.provenance``, a
-        :class:`~disastir_mteb.vocabulary.provenance.RunProvenance`: the runner's) has it recorded in the result
-        file with the task's data and gain; any other model (plain ``mteb run``) leaves the model unrecorded.
+        A search model that states its provenance (``model.provenance``, as the runner's does) has it recorded.
         """
         run = getattr(model, "provenance", None)
         self._run = run if isinstance(run, RunProvenance) else None
@@ -344,41 +320,13 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
     ) -> dict[str, Any]:
         """The authors' metrics, keyed by text as theirs (both NDCG@10 gains by name too), and the task's record.
 
-        Every number here is the authors' (:mod:`disastir_mteb.scoring.authors`, their ``eva/evaluation/metrics.py``)
-        on the raw grades, each query's top 10 ranked as mteb ranks it (similarity, then passage id, both
-        descending), keyed by TEXT as their code keys it: every retrieved copy of a judged text earns its gain, the
-        ideal DCG and Recall's denominator count the text once.
-
-        - ``ndcg_at_10_exponential_gain``, ``ndcg_at_10_linear_gain``: zero-fill NDCG@10 with each gain, whichever
-          the task uses (the exponential one is the authors' NDCG@10);
-        - ``unjudged_at_10``: unjudged passages / passages in the top 10, pooled over the task's queries (the
-          authors' ``unannotated_ratio``; high values mean the pool misses this model's hits);
-        - ``ndcg_at_10_unjudged_removed``, ``mrr_at_10_unjudged_removed``, ``recall_at_10_unjudged_removed``:
-          the authors' second variant, each top 10 with its unjudged passages removed (the list gets shorter,
-          nothing moves up from below rank 10; the ideal DCG is unchanged; NDCG with the authors' exponential
-          gain whatever the task's, as RR and recall read grades, not gains).
-          Recall equals ``recall_at_10`` by construction; the authors report it, so it is kept under its name.
-
-        The zero-fill variant needs no keys of its own: it is mteb's ``ndcg_at_10`` (the official score, in the
-        task's gain), ``mrr_at_10`` and ``recall_at_10``. Where no judged text of the split is held by two ids,
-        mteb's id-keyed numbers are the authors' query for query (mteb's ``mrr`` and trec_eval's ``recall_10`` to
-        the bit: same order of ties, relevant = graded above 0, every judged query averaged;
-        ``tests/test_authors_metrics.py`` checks it), so mteb's own stand untouched. Where one is (the load
-        report's ``duplicate_judged_texts``), mteb would count the text once per id in the ideal DCG and in
-        Recall's denominator, so the text-keyed numbers replace mteb's under those three keys, rounded as mteb
-        rounds them (NDCG and recall to 5 decimals): the main score, the per-query file and
-        :meth:`ndcg_at_10_per_query` then agree with the authors' code.
-
-        mteb's other metrics stay keyed by id, as mteb computes them: ``ndcg_at_k`` and ``recall_at_k`` for k other
-        than 10, ``accuracy`` (mteb's Recall@1) and ``map_at_k``, which count each copy of a judged text in their
-        ideal or denominator; ``precision_at_k``, ``mrr_at_k`` and ``hit_rate_at_k``, which are the same under
-        either keying (a retrieved copy of a judged text is a hit either way); and the ``nauc_*`` figures
-        (computed by mteb from its own per-query scores). The authors define no metric at other cut-offs, so there
-        is nothing of theirs to equal there, and re-deriving mteb's other metrics would make a second scorer.
-
-        The record (:mod:`disastir_mteb.vocabulary.task_record`): ``disastir_version``, ``disastir_gain``,
-        ``disastir_data``; and the provenance entries (:meth:`provenance`: the digest of everything, the model's
-        fingerprint and the run's settings when the search model states them, the data and corpus digests).
+        On the raw grades, each top 10 ranked as mteb ranks it: ``ndcg_at_10_exponential_gain`` and ``_linear_gain``,
+        ``unjudged_at_10`` (the authors' ``unannotated_ratio``) and the ``*_unjudged_removed`` variants. Where a judged
+        text of the split is held by several ids, mteb would count it once per id in the ideal DCG and Recall's
+        denominator, so the text-keyed numbers replace mteb's ``ndcg_at_10``, ``mrr_at_10`` and ``recall_at_10``
+        (rounded as mteb rounds them); elsewhere mteb's equal the authors' query for query and stand. mteb's other
+        metrics stay keyed by id: the authors define none at other cut-offs, and re-deriving them would make a second
+        scorer.
         """
         del qrels  # the grades of the same pairs (load_data) are read instead: they are what the authors key by text
         top10 = {query_id: ranking(similarities, TOP_K) for query_id, similarities in results.items()}
@@ -433,14 +381,10 @@ def get_tasks(
     split: Split | str = Split.full,
     data: DataSource | None = None,
 ) -> list[AbsTaskDisastIR]:
-    """Instances of the chosen tasks, in the paper's order (intent-major).
+    """Instances of the chosen tasks (all when None), in the paper's order (intent-major).
 
-    Args:
-        intents: any accepted spellings ('QA', 'FactCheck', 'TW', ...); all six when None.
-        categories: abbreviations or full names; all eight when None.
-        gain: see :class:`AbsTaskDisastIR`.
-        split: ``full`` (default, the 48 DisastIR tasks), ``test`` or ``devlite``.
-        data: the data folders they read (default: the ones the environment names when they load).
+    Intents and categories take any accepted spelling (``'FactCheck'``, ``'TW'``, ``'chemical'``); ``split`` is
+    ``full`` (the 48 DisastIR tasks), ``test`` or ``devlite``.
 
     Examples:
         >>> [t.metadata.name for t in get_tasks(["FC"], ["Bio", "chemical"])]

@@ -1,23 +1,7 @@
 """Descriptive statistics of the 144 tasks: what the papers state, and mteb's full figures recomputed.
 
-The package ships ``task_metadata/descriptive_stats/<task>.json`` for every task mteb knows from this
-plugin (the 48 full tasks and their DisastIR-Test and DisastIR-DevLite versions), built by
-:func:`paper_statistics` from published figures only. mteb requires a statistics file of every task
-(``descriptive_stats`` and ``n_samples`` not None: its ``tests/test_tasks/test_metadata.py``), and a
-file must never pass guesses for measurements, so each file says, under ``provenance``, where each of
-its numbers comes from:
-
-- ``published``: a figure printed in a paper (DisastIR: Section 3, Tables 1 and 14; DMRetriever:
-  Table 6, Appendix E), read from ``task_metadata/`` or ``resources/published/``;
-- ``derived``: arithmetic on published figures (a sum, a difference, a mean per query);
-- ``assumed``: a per-task figure the papers give only in total (DMRetriever samples its 80 DevLite
-  queries per intent at random and does not say how they fall on the 8 categories; an even split, 10
-  per task, is assumed: the totals 480 and 9,120 hold either way);
-- ``not published``: left ``null`` (text lengths; the judged pairs of the Test and DevLite queries).
-
-Nothing is computed on the synthetic sample for these files. mteb's full statistics (text lengths,
-relevant documents per query, ...) need the real data: :func:`compute_statistics` recomputes them from
-whatever data the tasks load and labels the output with that source.
+mteb requires a statistics file of every task, and a file must never pass guesses for measurements: the shipped ones
+hold published figures only, each labelled with where it comes from under ``provenance``.
 """
 
 from __future__ import annotations
@@ -31,7 +15,6 @@ from typing import Any
 from disastir_mteb.data.source import DataSource
 from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.util.errors import InvalidInput
-from disastir_mteb.util.mteb_internals import split_statistics
 from disastir_mteb.vocabulary.taxonomy import (
     CATEGORIES,
     INTENTS,
@@ -192,10 +175,7 @@ def _split(spec: TaskSpec, judged: tuple[int, dict[int, int]], dataset: dict[str
 
 
 def paper_statistics(splits: tuple[Split, ...] = SPLITS) -> dict[str, dict[str, Any]]:
-    """Per task of ``splits`` (all 144 by default), mteb-shaped statistics holding only published figures.
-
-    Every number is labelled under ``provenance`` (key: the field, dotted for nested ones) with one of
-    :data:`PROVENANCE_KINDS` and its source; fields nobody published are ``None``.
+    """Per task of ``splits``, mteb-shaped statistics holding only published figures, each labelled in ``provenance``.
 
     Raises:
         ValueError: the published Tables 1 and 14 disagree for a task.
@@ -214,11 +194,7 @@ def paper_statistics(splits: tuple[Split, ...] = SPLITS) -> dict[str, dict[str, 
 
 
 def compute_statistics(task_names: list[str], out_dir: str | Path, data: DataSource | None = None) -> list[Path]:
-    """Recompute mteb's full descriptive statistics for the tasks and write one JSON per task.
-
-    The data come from ``data`` (default: the folders the environment names, else the Hub snapshot); each file
-    records that source under ``source``.
-    """
+    """Recompute mteb's full descriptive statistics of the tasks, one JSON per task, naming its data source."""
     from disastir_mteb.tasks.retrieval import ALL_TASK_CLASSES
     from disastir_mteb.vocabulary.metadata import DATASET_REPO, DATASET_REVISION
 
@@ -227,12 +203,11 @@ def compute_statistics(task_names: list[str], out_dir: str | Path, data: DataSou
               else f"Hugging Face {DATASET_REPO}@{DATASET_REVISION}")
     written = []
     for name in map(canonical_task_name, task_names):  # any case
-        task = ALL_TASK_CLASSES[get_spec(name).name](data=data)
-        task.load_data()
-        split = task.metadata.eval_splits[0]
-        stats: dict[str, Any] = split_statistics(task, split)
-        stats["source"] = source
         path = Path(out_dir) / f"{name}.json"
-        write_json_atomic(path, {split: stats})
+        task = ALL_TASK_CLASSES[get_spec(name).name](data=data)
+        task.metadata = task.metadata.with_statistics_at(path)  # mteb writes there, never into the package
+        task.load_data()
+        stats: dict[str, dict[str, Any]] = task.calculate_descriptive_statistics(overwrite_results=True)
+        write_json_atomic(path, {split: {**block, "source": source} for split, block in stats.items()})
         written.append(path)
     return written

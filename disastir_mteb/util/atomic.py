@@ -1,18 +1,9 @@
 """Writes that never leave half a file or half a folder: a temporary beside it, then ``os.replace``.
 
-The package's one way to write what a reader may open while it is written: bytes or text
-(:func:`write_bytes_atomic`, :func:`write_text_atomic`, :func:`write_json_atomic`), a stream too
-large to hold (:func:`write_stream_atomic`), a file a library writes to a path itself (usearch's
-``Index.save``, numpy's ``open_memmap``: :func:`write_path_atomic`) and a whole folder
-(:func:`staged_folder`: a sample, an export, a model snapshot).
-
-Temporary names are hidden and carry the writer's process id (``.<name>.<pid>.<random>.tmp``), so
-a run killed mid-write leaves no file that passes for a result, and the next write into that
-folder removes the leftovers of writers that are gone (:func:`remove_orphans`). ``os.replace`` swaps
-a symbolic link itself, never the file it points to. A write that fails (a full disk: ``ENOSPC``)
-raises an ``OSError`` naming the file it was for, never only the hidden temporary name or nothing at
-all. A file that cannot be read back is never deleted: :func:`set_aside` renames it beside itself.
-(mteb's result files get the same through ``disastir_mteb.runner.result_cache``.)
+The package's one way to write what a reader may open while it is written. Temporary names are hidden and carry
+the writer's process id, so a killed run leaves no file that passes for a result and the next write removes the
+leftovers of writers that are gone. A failed write raises an ``OSError`` naming the file it was for, never only
+the hidden temporary name.
 """
 
 from __future__ import annotations
@@ -47,10 +38,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
 
 
 def write_stream_atomic(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
-    """Let ``write`` fill ``path`` through an open binary handle, atomically: readers see the old file or the new one.
-
-    For files too large to hold twice in memory (a corpus written as Arrow, record batch by record batch).
-    """
+    """Let ``write`` fill ``path`` through an open binary handle, atomically: for files too large to hold twice."""
     def fill(temporary: Path) -> None:
         with open(temporary, "wb") as handle:
             write(handle)
@@ -61,9 +49,8 @@ def write_stream_atomic(path: str | Path, write: Callable[[BinaryIO], object]) -
 def write_path_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Let ``write`` create the file at a hidden temporary path, then ``fsync`` it and rename it to ``path``.
 
-    For a library that writes to a path itself (usearch's ``Index.save``, numpy's ``open_memmap``); every
-    other writer of this module comes through here. The temporary file exists (empty) when ``write`` is
-    called. An ``OSError`` names ``path`` (:func:`error_naming`); any failure removes the temporary file.
+    For a library that writes to a path itself (usearch's ``Index.save``, numpy's ``open_memmap``); every other
+    writer of this module comes through here. Any failure removes the temporary file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,10 +75,8 @@ def write_path_atomic(path: str | Path, write: Callable[[Path], object]) -> Path
 def staged_folder(out: str | Path, before_swap: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Yield an empty hidden folder beside ``out`` to fill; when the block succeeds, it becomes ``out`` by a rename.
 
-    ``before_swap(out)``, when given, runs just before the swap: the last check that ``out`` may be replaced
-    (another process may have written it meanwhile). An earlier ``out`` is renamed aside first and removed
-    after (a symbolic link: the link itself, never what it points to), so readers find the old folder or the
-    new one. Any failure removes the staging folder and leaves an earlier ``out`` as it was.
+    ``before_swap(out)`` runs just before the swap: the last check that ``out`` may be replaced. An earlier ``out``
+    is renamed aside, then removed (a symbolic link itself, never what it points to); any failure leaves it as it was.
 
     Raises:
         FileExistsError: another process put a folder at ``out`` between the check and the rename.
@@ -142,11 +127,7 @@ def temporary_beside(path: Path, *, folder: bool = False) -> Path:
 
 
 def error_naming(error: OSError, path: Path, temporary: Path | None) -> OSError:
-    """``error`` naming ``path``, the file being written, where it names nothing or only ``temporary``.
-
-    A failed ``write`` (``[Errno 28] No space left on device``) names no file at all, and the hidden
-    temporary name (a file or a staging folder) means nothing to a user.
-    """
+    """``error`` naming ``path`` where it names nothing (``ENOSPC``) or only the hidden ``temporary``."""
     named = error.filename
     if named is not None and (temporary is None or not Path(named).is_relative_to(temporary)):
         return error
@@ -156,9 +137,7 @@ def error_naming(error: OSError, path: Path, temporary: Path | None) -> OSError:
 def set_aside(path: str | Path, why: str = "unreadable") -> Path:
     """Rename ``path`` to ``<name>.<why>-<UTC time>`` in its folder and return the new path; never deletes it.
 
-    For a file a run cannot use but a user may want to look at (a result file cut short). The new name
-    ends in neither ``.json`` nor a task name, so mteb's and this package's result loaders pass it by, and
-    it never replaces an earlier file set aside (a counter is added when the name is taken).
+    The new name ends in neither ``.json`` nor a task name, so result loaders pass it by.
     """
     path = Path(path)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -171,11 +150,7 @@ def set_aside(path: str | Path, why: str = "unreadable") -> Path:
 
 
 def _umask() -> int:
-    """The process's umask, read without changing it where Linux tells it (``/proc/self/status``).
-
-    The portable way sets the umask to read it back, which for that moment gives the files other threads create
-    the wrong permissions; the store's chunk writer writes through here on a thread of its own.
-    """
+    """The process's umask, read from ``/proc`` where it can be: the portable way changes it for a moment."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
             for line in status:
@@ -194,10 +169,7 @@ def write_json_atomic(path: str | Path, payload: Any) -> Path:
 
 
 def writer_gone(pid: str) -> bool:
-    """Whether the process ``pid`` that named a temporary file is gone (a decimal string; else: running).
-
-    A zombie is gone too: a killed run's worker stays one until its new parent reaps it, and it writes nothing.
-    """
+    """Whether the process ``pid`` that named a temporary file is gone (a zombie too: it writes nothing)."""
     if not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
@@ -219,8 +191,7 @@ _TEMPORARY = re.compile(r"\.(\d+)(?:\.[A-Za-z0-9_]+)?\.tmp$")
 def remove_orphans(folder: Path, prefix: str = ".") -> None:
     """Delete the temporary files or folders ``<prefix>...<pid>.<random>.tmp`` in ``folder`` whose writer is gone.
 
-    The process id is read from the end of the name, so a file named like another's prefix (``data`` and
-    ``data.2024``) never passes for its temporary. ``prefix="."``: every temporary in the folder.
+    The process id is read from the end of the name, so ``data.2024``'s temporaries never pass for ``data``'s.
     """
     for path in folder.glob(glob.escape(prefix) + "*.tmp"):
         found = _TEMPORARY.search(path.name)

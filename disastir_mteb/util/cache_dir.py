@@ -11,11 +11,7 @@ CACHE_DIR_ENV = "DISASTIR_CACHE_DIR"
 
 
 def cache_root() -> Path:
-    """``DISASTIR_CACHE_DIR``, else ``$XDG_CACHE_HOME/disastir_mteb``, else ``~/.cache/disastir_mteb``.
-
-    The one root for everything the package caches: generated samples
-    (:func:`disastir_mteb.sample.generator.sample_dir`), embeddings and indexes.
-    """
+    """``DISASTIR_CACHE_DIR``, else ``$XDG_CACHE_HOME/disastir_mteb``, else ``~/.cache/disastir_mteb``."""
     env = os.environ.get(CACHE_DIR_ENV)
     xdg = os.environ.get("XDG_CACHE_HOME")
     root = env or (Path(xdg) / "disastir_mteb" if xdg else Path.home() / ".cache" / "disastir_mteb")

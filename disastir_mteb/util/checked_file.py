@@ -1,20 +1,9 @@
 """Files read back only whole and intact: named byte sections, a JSON header, and an xxh3-128 checksum of every byte.
 
-For caches that must never serve a damaged byte and must never run code: no pickle, only raw bytes the caller
-lays out (numpy arrays, an Arrow IPC file) and a JSON header. Layout, in this order:
-
-- the sections' bytes, each starting at a multiple of 64 bytes (Arrow's and numpy's alignment), so that a reader
-  can use them where they lie;
-- the header: UTF-8 JSON ``{"meta": <the caller's>, "sections": {name: [offset, length]}}``;
-- the header's length (8 bytes, little-endian), the xxh3-128 digest of every byte before the digest (16 bytes),
-  and :data:`MAGIC` (8 bytes).
-
-The digest is computed while the bytes are written (a section may be written by the caller straight into the file,
-so that a large one is never held twice in memory) and checked over the whole file before any byte is handed out:
-a file cut short, zeroed or overwritten anywhere, even in its padding, is a :class:`DamagedFile`. Files are written
-through :func:`disastir_mteb.util.atomic.write_stream_atomic`, so a reader sees an old file or a new one, never half.
-Reading copies the file into memory (one read, hashed as it arrives): a file changed by another program while its
-bytes are in use cannot kill the process, as a memory map cut short would (``SIGBUS``).
+For caches that must never serve a damaged byte and never run code (no pickle). Layout: the sections' bytes, each
+64-byte aligned; the JSON header; its length, the digest of every byte before it, and :data:`MAGIC`. Reading
+copies the file into memory, so a file changed by another program meanwhile cannot kill the process, as a memory
+map cut short would (``SIGBUS``).
 """
 
 from __future__ import annotations
@@ -42,12 +31,7 @@ Section = bytes | bytearray | memoryview | Callable[[BinaryIO], object]
 
 
 class DamagedFile(DisastirError, ValueError):
-    """A checked file that cannot be used as written: cut short, damaged, or no checked file at all.
-
-    Attributes:
-        path: the file.
-        reason: what is wrong, as a clause ("its bytes fail their checksum").
-    """
+    """A checked file that cannot be used as written: cut short, damaged, or no checked file at all."""
 
     def __init__(self, path: Path, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
@@ -102,12 +86,7 @@ class _Hashing:
 
 
 def write_checked(path: str | Path, meta: Mapping[str, Any], sections: Mapping[str, Section]) -> Path:
-    """Write ``sections`` and ``meta`` to ``path`` as one checked file, atomically.
-
-    Args:
-        path: the file (its folder is made).
-        meta: JSON-serialisable values, handed back as they are by :func:`read_checked`.
-        sections: name -> bytes, or a function that writes the section's bytes to the handle it is given.
+    """Write ``sections`` (name -> bytes, or a function writing them to a handle) and ``meta`` to ``path``, atomically.
 
     Raises:
         OSError: the file cannot be written (it names ``path``).
@@ -136,9 +115,8 @@ def read_checked(path: str | Path) -> CheckedFile:
     """Read a file written by :func:`write_checked`, every byte checked before any is handed out.
 
     Raises:
-        DamagedFile: the file is shorter than its trailer, lacks :data:`MAGIC` at its end, fails its checksum, or
-            holds a header that names bytes it does not have.
-        OSError: the file cannot be opened or read (absent, unreadable).
+        DamagedFile: the file is cut short, lacks :data:`MAGIC`, fails its checksum, or its header does not fit it.
+        OSError: the file cannot be opened or read.
     """
     import numpy as np
     import xxhash

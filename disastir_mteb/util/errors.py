@@ -1,10 +1,7 @@
 """The project's one error type for what the user can fix: :class:`DisastirError`, said in one sentence.
 
-Every error the project raises about its input or its surroundings (an option, a file, a folder, a server, a
-missing package) is a :class:`DisastirError`; ``disastir-mteb`` prints its sentence and exits 2. Anything else
-is a bug and keeps its traceback. Each subclass is also the built-in error it would otherwise be
-(:class:`InvalidInput` is a ``ValueError``, :class:`MissingInput` a ``FileNotFoundError``, ...), so a caller's
-``except ValueError`` still catches it.
+``disastir-mteb`` prints its sentence and exits 2; anything else is a bug and keeps its traceback. Each subclass
+is also the built-in error it would otherwise be, so a caller's ``except ValueError`` still catches it.
 """
 
 from __future__ import annotations

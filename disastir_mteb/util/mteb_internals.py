@@ -1,7 +1,9 @@
-"""The one door to the private names of mteb, ``datasets``, sentence-transformers and openai that the plugin reads.
+"""The one door to the private names of mteb and ``datasets`` that the plugin reads.
 
 Each accessor below reads one name those libraries do not make public, with a line on why no public
-way does. Every other module calls these accessors, so an upgrade that moves a name breaks here only,
+way does (sentence-transformers' ``_can_flatten_inputs``, mteb's ``_retrieval_texts``, ``_top_k``,
+``_validate_metadata`` and ``_calculate_descriptive_statistics_from_split`` had public ways and are no longer
+read). Every other module calls these accessors, so an upgrade that moves a name breaks here only,
 and :func:`missing` says which. Three more modules touch private names, deliberately, because they
 write into or patch the library: :mod:`disastir_mteb.registration` (mteb's task and benchmark
 registries), :mod:`disastir_mteb.leaderboard.mteb_patch` (mteb's leaderboard app) and
@@ -16,45 +18,42 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 from disastir_mteb.util.patching import missing_names
 
 __all__ = [
+    "CHECKED_ON",
     "INSTANCE_ATTRIBUTES",
     "REQUIRED",
     "create_dataloader",
     "dataset_fingerprint",
-    "may_flatten_inputs",
     "menu_entry",
     "missing",
-    "mteb_retrieval_texts",
-    "openai_retry_wait",
     "results_frame",
     "retrieval_scores",
-    "search_depth",
-    "split_statistics",
-    "validate_metadata",
 ]
 
 #: module -> the names read from it (``Class.name``: an attribute of a class there). :func:`missing` checks each.
+#: The mteb names have no public equivalent in any mteb 2.x up to the newest checked (:data:`CHECKED_ON`); mteb
+#: and sentence-transformers names that found one were dropped (``docs/upstream/index.md`` lists them).
 REQUIRED: Mapping[str, tuple[str, ...]] = {
-    "mteb._create_dataloaders": ("create_dataloader", "_retrieval_texts"),
-    "mteb.abstasks.task_metadata": ("TaskMetadata._validate_metadata",),
-    "mteb.abstasks.abstask": ("AbsTask._calculate_descriptive_statistics_from_split",),
+    "mteb._create_dataloaders": ("create_dataloader",),
     "mteb.benchmarks._leaderboard_menu": ("MenuEntry",),
     "mteb._evaluators.retrieval_metrics": ("make_score_dict", "mrr", "parse_metrics_from_scores"),
     "mteb.results.benchmark_results": ("BenchmarkResults._to_results_df",),
-    "sentence_transformers": ("SentenceTransformer._can_flatten_inputs",),
-    "openai": ("AsyncOpenAI._parse_retry_after_header", "AsyncOpenAI._calculate_retry_timeout"),
 }
 
 #: ``module.Class`` -> attributes its instances get (in ``__init__`` or from the library): checked on one instance.
 INSTANCE_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
-    "mteb.abstasks.retrieval.AbsTaskRetrieval": ("_top_k",),
     "datasets.Dataset": ("_fingerprint",),
 }
+
+#: The mteb releases every mteb name of this module, of :mod:`disastir_mteb.registration`,
+#: :mod:`disastir_mteb.leaderboard.mteb_patch` and :mod:`disastir_mteb.runner.scoring_patch` was checked on: the
+#: oldest the package supports (``pyproject.toml``'s lower bound, run by ``.ci/compat``) and the newest (what
+#: ``make test`` installs). The canary (``tests/test_mteb_internals.py``) runs on both.
+CHECKED_ON = ("2.22.2", "2.26.24")
 
 
 def missing() -> list[str]:
@@ -73,44 +72,22 @@ def missing() -> list[str]:
 
 
 def _instance_of(cls: type) -> Any:
-    """A throwaway instance of ``cls``, built the cheapest way that still runs its ``__init__``."""
-    if cls.__module__.startswith("datasets"):
-        return cls.from_dict({"text": ["probe"]})  # type: ignore[attr-defined]
-    # an mteb task: __init__ reads only these two metadata fields
-    probe = type("Probe", (cls,), {"metadata": SimpleNamespace(hf_subsets=["default"], is_beta=False)})
-    return probe()
+    """A throwaway ``datasets.Dataset`` (``cls``), built the cheapest way that still runs its ``__init__``."""
+    return cls.from_dict({"text": ["probe"]})  # type: ignore[attr-defined]
 
 
 def create_dataloader(dataset: Any, **options: Any) -> Any:
     """Mteb's ``create_dataloader``: the batches mteb's own evaluators hand an encoder.
 
     Why private: mteb keeps it in ``mteb._create_dataloaders`` and exports it nowhere; an encoder's
-    ``encode`` expects exactly these batches, so the plugin builds them the same way. ``options`` go to
-    mteb's function as they are (``task_metadata``, ``prompt_type``, ``input_column``, ``batch_size``, ...).
+    ``encode`` expects exactly these batches, so the plugin builds them the same way, and reads from them
+    what a query with an instruction or a conversation becomes before encoding
+    (:func:`disastir_mteb.search.routing.retrieval_texts`). ``options`` go to mteb's function as they are
+    (``task_metadata``, ``prompt_type``, ``input_column``, ``batch_size``, ...).
     """
     from mteb._create_dataloaders import create_dataloader as mteb_create_dataloader
 
     return mteb_create_dataloader(dataset, **options)
-
-
-def mteb_retrieval_texts(dataset: Any, prompt_type: Any) -> Any:
-    """Mteb's ``_retrieval_texts``: the texts of a corpus or query set as mteb's retrieval hands them to a model.
-
-    Why private: the only definition of what a passage (title and text) or a query (conversation,
-    instruction) becomes before encoding; the plugin's fast path must give the same strings.
-    """
-    from mteb._create_dataloaders import _retrieval_texts
-
-    return _retrieval_texts(dataset, prompt_type)
-
-
-def search_depth(task: Any) -> int:
-    """How many documents mteb's retrieval evaluator asks a search model for on ``task`` (``AbsTaskRetrieval._top_k``).
-
-    Why private: mteb sets it in the task's ``__init__`` (``max(k_values)``, or a reranking task's
-    ``top_k``) and passes it to ``search(top_k=...)``; a search filed ahead of time must be at least as deep.
-    """
-    return int(task._top_k)
 
 
 def dataset_fingerprint(dataset: Any) -> str | None:
@@ -121,35 +98,6 @@ def dataset_fingerprint(dataset: Any) -> str | None:
     """
     fingerprint = getattr(dataset, "_fingerprint", None)
     return fingerprint if isinstance(fingerprint, str) and fingerprint else None
-
-
-def may_flatten_inputs(model: Any) -> bool:
-    """Whether a ``SentenceTransformer`` may flatten its inputs, and then batch them in its own interleaved order.
-
-    Why private: sentence-transformers decides it in ``SentenceTransformer._can_flatten_inputs`` and
-    names it nowhere public; the plugin's length-ordered pipeline reproduces ``encode`` only when it
-    answers False. A model without the method is assumed to flatten, so it keeps its own ``encode``.
-    """
-    check = getattr(model, "_can_flatten_inputs", None)
-    return True if check is None else bool(check())
-
-
-def split_statistics(task: Any, split: str) -> dict[str, Any]:
-    """Mteb's descriptive statistics of one loaded split of ``task``.
-
-    Why private: the public ``calculate_descriptive_statistics`` writes its answer into mteb's own
-    installation folder (``metadata.descriptive_stat_path``); this is the step that only computes.
-    """
-    return dict(task._calculate_descriptive_statistics_from_split(split))
-
-
-def validate_metadata(metadata: Any) -> None:
-    """Mteb's own check of a ``TaskMetadata`` (its evaluation languages), which construction does not run.
-
-    Why private: mteb runs ``TaskMetadata._validate_metadata`` in its test suite only; a task built by
-    the plugin's factory is checked the same way when it is built.
-    """
-    metadata._validate_metadata()
 
 
 def menu_entry(*, name: str, benchmarks: Sequence[Any], open: bool = False, description: str | None = None) -> Any:
@@ -196,26 +144,3 @@ def retrieval_scores(qrels: Mapping[str, Mapping[str, int]], results: Mapping[st
                             mrr={k: sum(values) / len(values) for k, values in reciprocal.items()},
                             naucs={}, naucs_mrr={}, hit_rate=hit_rate, task_scores={})
     return dict(per_query), means
-
-
-def openai_retry_wait(client: Any, headers: Any, *, retries_taken: int) -> tuple[float | None, float]:
-    """What the openai ``client`` makes of a failed try: (what its answer asks, the client's wait before the next).
-
-    The first is the seconds the answer's ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date) asks
-    for, as the client reads it, whatever its length; None where neither reads as a positive finite time (absent,
-    ``soon``, ``-5``, ``inf``, a date in the past). The second is the client's own wait before one more try after
-    ``retries_taken`` retries: what was asked where the client honours it (up to its own two minutes), else its
-    exponential backoff with jitter (``headers`` None: the backoff alone).
-
-    Why private: the client computes both in ``_parse_retry_after_header`` and ``_calculate_retry_timeout`` and
-    names neither publicly; the pool waits this way where the client has given up and the pool asks again (a
-    server answering only 429, an answer broken off mid-body), so that a server sees one client, not two.
-    """
-    import math
-    from types import SimpleNamespace
-
-    asked = client._parse_retry_after_header(headers) if headers is not None else None
-    asked = asked if asked is not None and math.isfinite(asked) and asked > 0 else None
-    options = SimpleNamespace(get_max_retries=lambda default: default)  # the client's own max_retries
-    remaining = max(0, client.max_retries - retries_taken)
-    return asked, float(client._calculate_retry_timeout(remaining, options, headers))

@@ -1,11 +1,7 @@
 """The names of other libraries' internals that the plugin's patches use, checked in one way.
 
-The leaderboard page (:mod:`disastir_mteb.leaderboard.mteb_patch`) and the faster scoring
-(:mod:`disastir_mteb.runner.scoring_patch`) replace names inside mteb and scikit-learn that are not public
-API. Each declares what it uses as ``{module: (name, ...)}``; :func:`missing_names` says which of them
-the installed versions lack, so that a step whose names are gone is skipped (mteb's own behaviour,
-slower or plainer) and the canary tests fail, naming them. A dotted name (``Class.method``) is an
-attribute of a class in the module (:mod:`disastir_mteb.util.mteb_internals` reads some).
+A patch declares what it uses as ``{module: (name, ...)}``; a step whose names are gone is skipped (the library's
+own behaviour) and the canary tests fail, naming them.
 """
 
 from __future__ import annotations

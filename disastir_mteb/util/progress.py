@@ -1,11 +1,7 @@
 """Every progress bar of the package: :func:`progress_bar`, a tqdm bar that redraws only where someone watches.
 
-On a terminal (and in a notebook) the bar is tqdm's own, redrawn in place. Where its stream is not a terminal (a
-log file, a pipe, CI), tqdm writes each redraw after a carriage return: the bytes pile up in the file (a judge job
-wrote 4.6 MB of them, one per answer, ``set_postfix_str`` refreshing at every call). There the bar draws at most
-once every :data:`REDRAW_SECONDS`, whatever asks it to (``update``, ``set_postfix_str``, tqdm's monitor thread),
-each draw on a line of its own, and always once at the start and once at the end: a ten-hour encoding leaves a
-line every half minute, a quick one two lines.
+Where the stream is not a terminal (a log, a pipe, CI), tqdm's carriage-return redraws pile up in the file, so
+there the bar draws a line of its own at most every :data:`REDRAW_SECONDS`, and always at the start and the end.
 """
 
 from __future__ import annotations
@@ -32,10 +28,7 @@ def interactive(stream: IO[str]) -> bool:
 
 
 def live(stream: IO[str] | None = None) -> bool:
-    """Whether a bar on ``stream`` (default stderr) is redrawn in place (a terminal, a notebook's widget).
-
-    Where it is not, a passing notice (a long wait for a server) belongs in a log line of its own, not on the bar.
-    """
+    """Whether a bar on ``stream`` (default stderr) is redrawn in place; where not, a passing notice gets a log line."""
     from tqdm.auto import tqdm as auto
 
     in_notebook = any(cls.__module__ == "tqdm.notebook" for cls in auto.__mro__)  # a widget: nothing piles up
@@ -59,10 +52,7 @@ class _Lines:
 
 
 class _RareBar(tqdm):  # type: ignore[type-arg]
-    """tqdm that draws at most once every ``mininterval`` seconds, however often it is refreshed.
-
-    Its first draw and its last (``close``, which draws without ``refresh``) are always made.
-    """
+    """tqdm that draws at most once every ``mininterval`` seconds, however often refreshed; first and last always."""
 
     _drawn_at: float | None = None
 
@@ -79,19 +69,8 @@ def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = N
                  file: IO[str] | None = None) -> tqdm:  # type: ignore[type-arg]
     """A progress bar over ``iterable`` (or ``total`` steps, advanced with ``update``) on ``file`` (default stderr).
 
-    A terminal gets tqdm's bar (``tqdm.auto``: a widget in a notebook), sized to the window; any other stream a bar
-    that writes one line at most every :data:`REDRAW_SECONDS` (see the module docstring), kept at the end
-    whatever ``leave`` says, so the log ends with the final count.
-
-    Args:
-        iterable: what to iterate over, or None to count with ``update``.
-        total: the number of steps (default: ``len(iterable)`` where it has one).
-        desc: what is counted, before the bar (``Encoding corpus``).
-        unit: the unit of a step (`` passages``).
-        disable: no bar at all (``--quiet``).
-        initial: the steps done before (a resumed encoding).
-        leave: keep the finished bar on a terminal (False: cleared).
-        file: the stream (default: ``sys.stderr``, read when the bar is made).
+    A terminal gets tqdm's own bar (a widget in a notebook); any other stream a bar that writes a line at most every
+    :data:`REDRAW_SECONDS`, kept at the end whatever ``leave`` says, so the log ends with the final count.
     """
     from tqdm.auto import tqdm as auto
 

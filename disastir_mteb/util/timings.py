@@ -1,33 +1,11 @@
 """Where a run's time went: the phases of a run, the clock that charges each moment to one of them, the table.
 
-A run's wall time is cut into a closed list of phases (:class:`Phase`, in the order a run meets them).
-Code anywhere in the package marks what it does with ``with clock(Phase.store):`` or ``@clock(Phase.store)``;
-the run's :class:`PhaseClock` charges every moment to exactly one phase, the innermost one active on the
-thread that started the clock. The phases form a stack: a store write inside the passage-encoding loop
-counts as ``store``, not ``passages``, and once it returns the loop's time is ``passages`` again. Time in no
-phase is ``other``. Every interval between two phase changes is charged once, to the phase on top, so the
-phases add up to the total by construction (to float rounding), and nothing is counted twice or lost.
-
-Why exclusive and by stack, rather than a timer per step: nested timers count the inner step twice (a
-store write would be in ``store`` and in ``passages``), and what is not timed is lost without a trace. Here
-whatever no hook names lands in ``other``, which makes it visible and asks for a name.
-
-Threads: only the clock's own thread is measured (the running clock is per thread). Work on helper threads
-(tokenisation ahead of the model, USearch's and torch's threads) overlaps the main thread's, so wall time
-is what the main thread spends, waiting included (waiting for a tokenised batch is ``passages``). Elsewhere
-a hook is a no-op: without a running clock, or on another thread, it costs one thread-local read; with
-one, two ``perf_counter`` calls.
-
-Worker processes (:mod:`disastir_mteb.runner.task_pool`): a forked worker runs its task under a clock of
-its own and sends its seconds per phase back with the result (a :class:`WorkerReport`). The runner's
-own time in the pool stage (forking the workers and waiting for their answers: :func:`pooled`) is then
-split between phases in proportion to what the workers measured (:meth:`PhaseClock.add_worker`,
-:meth:`PhaseClock.settle`): with two workers that each spent 3 s scoring and 1 s writing while the runner
-waited 4 s, the runner's 4 s are 3 s of ``scoring`` and 1 s of ``writing``. The total stays wall time.
-
-Memory: the peak resident set size of the run's process (its high-water mark is reset when a run's clock
-starts, on Linux, so an earlier run in the same process does not count) plus, for each worker, how far its
-own peak rose above what it had when forked (pages it shares with the runner are counted once).
+Code anywhere marks what it does with ``with clock(Phase.store):`` or ``@clock(Phase.store)``; the run's
+:class:`PhaseClock` charges every moment to exactly one phase, the innermost active on the clock's thread, and
+time in no phase to ``other``. Exclusive and by stack, not a timer per step: nested timers count an inner step
+twice, and what is not timed is lost without a trace; here the phases add up to the total by construction.
+Only the clock's own thread is measured; forked workers send their seconds per phase back, and the runner's
+wait for them is split in those proportions.
 """
 
 from __future__ import annotations
@@ -105,9 +83,8 @@ _running = _Running()
 class PhaseClock:
     """Wall time by phase: a stack of active phases, each moment charged to the one on top.
 
-    Start it (``with PhaseClock() as clock:`` or :meth:`start`) on the thread whose time it measures; hooks
-    (:func:`clock`) on that thread then push and pop phases. A clock started while another runs takes over
-    until it stops (a worker process's clock over the one it inherited), then hands back.
+    Start it on the thread whose time it measures. A clock started while another runs takes over until it stops
+    (a worker process's clock over the one it inherited), then hands back.
 
     Examples:
         >>> with PhaseClock() as running:
@@ -176,10 +153,7 @@ class PhaseClock:
         self._worker_growth[report.pid] = max(self._worker_growth.get(report.pid, 0), report.rss_growth_bytes)
 
     def settle(self) -> None:
-        """Split the time held by :func:`pooled` between phases in proportion to the workers' seconds.
-
-        Without a worker's seconds (every task ran here after all) the held time is ``other``.
-        """
+        """Split the time held by :func:`pooled` between phases as the workers' seconds are split, else ``other``."""
         held, self._seconds[_HELD] = self._seconds[_HELD], 0.0
         measured = sum(self._weights.values())
         for phase, seconds in self._weights.items():
@@ -197,10 +171,7 @@ class PhaseClock:
         return end - self._started
 
     def seconds(self) -> dict[str, float]:
-        """Seconds per phase so far, every phase in :class:`Phase` order; they add up to :attr:`total`.
-
-        Time held for the workers' proportions and not settled yet is counted as ``other``.
-        """
+        """Seconds per phase so far, in :class:`Phase` order, adding up to :attr:`total` (unsettled time: ``other``)."""
         self._push_time(time.perf_counter())
         seconds = {phase.value: self._seconds[phase] for phase in Phase}
         seconds[Phase.other.value] += self._seconds[_HELD]
@@ -217,12 +188,9 @@ class PhaseClock:
 
 @dataclass(frozen=True)
 class WorkerReport:
-    """What a worker process measured while running one task, sent back with its result (it pickles).
+    """What a worker process measured while running one task, sent back with its result.
 
-    Attributes:
-        phases: seconds per phase name.
-        pid: the worker's process id (a worker runs several tasks; its memory counts once).
-        rss_growth_bytes: how far the worker's peak resident memory rose above what it had when forked.
+    ``rss_growth_bytes``: how far the worker's peak resident memory rose above what it had when forked.
     """
 
     phases: dict[str, float]
@@ -237,15 +205,8 @@ _KEYS = ("phases", "total", "passages_encoded", "queries_encoded", "device", "pe
 class Timings:
     """Where one run's wall time went: what ``--timings-json`` writes and ``evaluate(timings=...)`` receives.
 
-    Attributes:
-        phases: seconds per phase, every :class:`Phase` name in order (0.0 for a phase the run never met);
-            they add up to ``total``.
-        total: the run's wall seconds, from its first step to the end of its last task.
-        passages_encoded: passages sent to the model (0 when every vector came from the store).
-        queries_encoded: queries sent to the model.
-        device: where the model encoded (``cpu``, ``cuda:0``, the embedding servers' addresses).
-        peak_rss_bytes: the peak resident memory of the run's process, plus each worker process's growth
-            above what it shared with the runner when forked.
+    ``phases`` holds every :class:`Phase` name in order and adds up to ``total``; ``peak_rss_bytes`` is the run's
+    process plus each worker's growth above what it shared when forked.
     """
 
     phases: dict[str, float]
@@ -256,21 +217,13 @@ class Timings:
     peak_rss_bytes: int
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON of ``--timings-json``.
-
-        ``{"phases": {name: seconds}, "total": seconds, "passages_encoded": n, "queries_encoded": n,
-        "device": str, "peak_rss_bytes": n}``.
-        """
+        """The JSON of ``--timings-json``: the fields by name."""
         return {"phases": dict(self.phases), "total": self.total, "passages_encoded": self.passages_encoded,
                 "queries_encoded": self.queries_encoded, "device": self.device, "peak_rss_bytes": self.peak_rss_bytes}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Timings:
-        """The value :meth:`as_dict` wrote (a ``--timings-json`` file read back).
-
-        Raises:
-            ValueError: a key is missing, or a phase is not one of :class:`Phase`.
-        """
+        """The value :meth:`as_dict` wrote; ``ValueError`` for a missing key or an unknown phase."""
         missing = [key for key in _KEYS if key not in data]
         if missing:
             raise InvalidInput(f"Not a timings record: no {', '.join(missing)}; expected what disastir-mteb run "
@@ -343,11 +296,9 @@ class _Hook:
 
 
 def clock(phase: Phase) -> _Hook:
-    """Mark a block, or every call of a function, as time spent in ``phase``.
+    """Mark a block (``with``), or every call of a function (decorator), as time spent in ``phase``.
 
-    ``with clock(Phase.store):`` around a block, ``@clock(Phase.store)`` above a function. Innermost wins:
-    phases marked inside take their own time out of it. A no-op without a running clock, or on a thread
-    other than the one that started it.
+    Innermost wins. A no-op without a running clock, or on another thread than the one that started it.
     """
     return _Hook(phase)
 
@@ -367,8 +318,7 @@ def active_clock() -> PhaseClock | None:
 def run_clock() -> Iterator[PhaseClock]:
     """The clock of the run under way: the one already running here (a run inside a run joins it), else a new one.
 
-    A new one resets this process's peak-memory mark first (on Linux), so that the run's own peak is the one
-    reported, not an earlier run's in the same Python.
+    A new one resets this process's peak-memory mark first (Linux), so an earlier run's peak is not reported.
     """
     running = active_clock()
     if running is not None:

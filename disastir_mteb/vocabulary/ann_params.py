@@ -1,17 +1,8 @@
 """USearch parameters: :class:`AnnParams`, the named :data:`PRESETS` and :func:`resolve_params`.
 
-Threads and repeatability: the graph presets build on one thread (``threads=1``), which inserts
-the vectors in row order and draws the node levels from USearch's fixed-seed generator, so every
-fresh build of the same vectors saves a byte-identical index and a rerun repeats its scores (for
-one usearch version and CPU instruction set, which picks its distance kernels). Search is
-deterministic whatever the thread count: each query walks the fixed graph on one thread. A
-multi-threaded build is not: its threads insert concurrently, in an order the scheduler decides,
-so two builds of the same vectors differ in edges and in results. It is an opt-in
-(``--ann-threads N``, 0 for all cores) for a faster build: its label names the thread count
-(``...-k10-t16``), and :attr:`AnnParams.repeatable` and :meth:`AnnParams.build_warning` say that
-it does not repeat. A built graph is cached per thread count (see :attr:`AnnParams.digest`), so a
-rerun from the cache memory-maps the same graph and repeats its results, whichever build made it.
-The ``exact`` preset builds no graph and searches on all cores (``threads=0``): brute force repeats.
+The graph presets build on one thread, which inserts in row order, so every fresh build of the same vectors gives
+the same index and a rerun the same scores; a multi-threaded build (opt-in, for speed) gives another graph each
+time, and says so in its label and in one warning. Search is deterministic whatever the thread count.
 """
 
 from __future__ import annotations
@@ -54,11 +45,7 @@ def _option(default: Any, flag: str, text: str) -> Any:
 
 
 def _all_cores() -> int:
-    """The thread count that ``threads=0`` stands for: ``os.cpu_count()``, 1 if unknown.
-
-    The same count usearch's own ``threads=0`` uses (``std::thread::hardware_concurrency``), but
-    resolved here and passed explicitly, so the label and the build cannot disagree.
-    """
+    """The thread count ``threads=0`` stands for, resolved here so the label and the build cannot disagree."""
     return os.cpu_count() or 1
 
 
@@ -74,27 +61,12 @@ def _physical_memory() -> int | None:
 class AnnParams:
     """One USearch configuration. Build parameters are fixed per index; the others are per search.
 
-    Attributes:
-        metric: USearch's metric: ``ip`` (on normalised vectors for cosine models, raw for dot
-            models) for f32/f16/i8; ``hamming`` on sign bits for b1.
-        dtype: storage precision: ``f32``, ``f16``, ``i8`` (USearch compares int8 codes by angle,
-            so a dot model's candidates ignore norms until rescored) or ``b1`` (one sign bit per dim).
-        connectivity: graph edges per node ("M" in the HNSW paper).
-        expansion_add: candidate list while inserting ("efConstruction").
-        expansion_search: candidate list while searching ("ef"); the effective breadth is
-            ``max(expansion_search, candidates)``, so a large ``top_k`` makes the search nearly exact.
-        threads: threads for building and searching; 1 (the graph presets' default) builds the
-            same graph every time; more (0 = all cores, turned into the machine's count by
-            :meth:`resolved`) builds faster but a different graph each time (see the module
-            docstring). Search is deterministic either way.
-        rescore: search ``rescore * top_k`` candidates, then re-rank them exactly in float32 from
-            the original vectors; ``None`` ranks by the index's own distances (f32/f16 only: i8 and
-            b1 distances are not similarities, so their ``top_k`` candidates are always re-scored).
-        exact: brute force through ``usearch.index.search(exact=True)``; no graph is built.
-        k: results per query taken from the index, whatever depth mteb asks for (the paper searched
-            top-10, so its breadth was ``max(64, 10) = 64``; asking mteb's 100 would widen it to 100
-            and hide part of the drop). Metrics beyond ``@k`` are then computed on ``k`` results.
-            ``None`` returns as many as mteb asks (``min(top_k, n_docs)``).
+    ``connectivity``, ``expansion_add`` and ``expansion_search`` are the HNSW paper's M, efConstruction and ef; the
+    search breadth is ``max(expansion_search, candidates)``, so a large ``top_k`` makes the search nearly exact.
+    ``threads=1`` builds the same graph every time, more (0 = all cores) build faster but another graph each time.
+    ``rescore`` searches ``rescore * top_k`` candidates and re-ranks them exactly in float32 (i8 and b1 always
+    re-score: their distances are not similarities). ``k`` is the results taken per query whatever depth mteb asks
+    for: the paper searched top-10, and a deeper search would widen the breadth and hide part of the drop.
     """
 
     metric: Literal["ip", "hamming"] = "ip"
@@ -135,22 +107,14 @@ class AnnParams:
     def memory_bytes(self, n_vectors: int, dimensions: int) -> int:
         """Bytes the index of ``n_vectors`` vectors of ``dimensions`` holds: its graph and its vectors.
 
-        USearch's HNSW layout: each node stores its key (8 bytes) and level (2 bytes), its vector
-        (``dimensions`` x 4 / 2 / 1 bytes for f32 / f16 / i8, ``ceil(dimensions / 8)`` for b1) and, per
-        level it reaches, a neighbour count (4 bytes) and neighbour slots of 4 bytes: ``2 * M`` on level
-        0, ``M`` on each level above. A node reaches level ``l`` with probability ``M ** -l`` (levels are
-        drawn with multiplier ``1 / ln M``), so the upper levels add ``(4 + 4M) / (M - 1)`` bytes per
-        node on average. With ``M = connectivity`` and ``v`` the vector's bytes::
+        USearch's HNSW layout: per node a key (8 bytes), a level (2), its vector (``v`` bytes), and per level reached a
+        neighbour count (4) and slots of 4 bytes, ``2M`` on level 0 and ``M`` above; a node reaches level ``l`` with
+        probability ``M ** -l``. With ``M = connectivity``::
 
             bytes = n_vectors * (8 + 2 + v + 4 + 8M + (4 + 4M) / (M - 1))
 
-        Slots are reserved whether filled or not, which is why ``M`` far above the corpus size costs
-        memory and buys nothing. Checked against ``usearch.index.Index.serialized_length`` (the file
-        it saves, which is also what it holds in memory): within 1% at M = 2 to 300, d = 32 to 384,
-        every dtype (``tests/test_usearch_index.py``); at 1,500 x 384 f32 with M = 100,000 it gives
-        1.20 GB, the serialized 1,202.3 MB (the process grew by 1.48 GB while building, and USearch's
-        own ``memory_usage`` counted 2.15 GB of reserved arena). ``exact`` builds no graph: its bytes
-        are the float32 copy it searches.
+        Slots are reserved whether filled or not, so ``M`` far above the corpus size costs memory and buys nothing.
+        ``exact`` builds no graph: its bytes are the float32 copy it searches.
         """
         if self.exact:
             return n_vectors * dimensions * 4
@@ -161,14 +125,9 @@ class AnnParams:
     def memory_warning(self, n_vectors: int, dimensions: int) -> str | None:
         """A sentence when these parameters make the index unusually large for its vectors, else None.
 
-        Threshold: the index needs more than :data:`MEMORY_WARNING_BYTES` (256 MiB) *and* more than
-        twice what connectivity 16 (the paper's M, also USearch's default) needs for the same vectors.
-        The ratio speaks about the parameters, not the corpus: a large corpus or a wide model (DisastIR's
-        239,704 passages at d=4,096 take 3.9 GB in f32 whatever M) needs its memory and gets no warning,
-        and M up to 128 at full scale stays below 2x (618 MB against 403 MB at d=384). The floor keeps small
-        indexes quiet: a quarter GiB is a few percent of the smallest machine that runs an embedding model.
-        ``--connectivity 100000`` on the 1,500-passage sample (1.2 GB, 476x the paper's) warns; the paper
-        preset never does.
+        Above :data:`MEMORY_WARNING_BYTES` *and* twice what connectivity 16 needs for the same vectors: the ratio speaks
+        about the parameters, not the corpus, so a large corpus or a wide model gets no warning, and the floor keeps
+        small indexes quiet.
         """
         if self.exact:
             return None
@@ -205,12 +164,10 @@ class AnnParams:
         return dataclasses.asdict(self)
 
     def resolved(self) -> AnnParams:
-        """These parameters with ``threads=0`` replaced by this machine's core count (:func:`_all_cores`).
+        """These parameters with ``threads=0`` replaced by this machine's core count.
 
-        The one place where "all cores" becomes a number. :meth:`describe`, :meth:`label` and
-        :attr:`digest` use it, and :class:`UsearchIndex` keeps the resolved parameters, so the label,
-        the cache entry and the threads given to USearch agree. Equality compares the fields as
-        given: ``threads=0`` and ``threads=16`` are different settings, even on a 16-core machine.
+        The one place where "all cores" becomes a number, so the label, the cache entry and USearch's threads agree.
+        Equality compares the fields as given: ``threads=0`` and ``threads=16`` are different settings.
         """
         return self if self.threads else dataclasses.replace(self, threads=_all_cores())
 
@@ -227,21 +184,15 @@ class AnnParams:
     def label(self) -> str:
         """:meth:`describe` in a short, file-name-safe form, e.g. ``hnsw-ip-f32-M16-efC128-ef64-k10-t16``.
 
-        Used as the mteb experiment setting of ANN runs, so each configuration has its own results
-        folder. The thread count is the resolved one: the graph presets file their results under
-        ``-t1`` on every machine (the repeatable build); an opt-in multi-threaded build under
-        ``-t16`` on 16 cores and ``-t2`` on 2, because those graphs differ from build to build.
+        The mteb experiment setting of ANN runs, so each configuration has its own results folder; the thread count is
+        the resolved one, since multi-threaded graphs differ from build to build.
         """
         text = self.describe().replace("USearch exact", "exact").replace("HNSW", "hnsw")
         return text.replace("threads=", "t").replace("rescore x", "x").replace("=", "").replace(" ", "-")
 
     @classmethod
     def from_label(cls, label: str) -> AnnParams:
-        """The parameters a :meth:`label` names, threads as they were resolved then.
-
-        Raises:
-            ValueError: ``label`` is not one :meth:`label` writes.
-        """
+        """The parameters a :meth:`label` names, threads as they were resolved then; ``ValueError`` for another text."""
         match = _LABEL.fullmatch(label)
         if match is None:
             raise InvalidInput(f"{label!r} is not an ANN label (e.g. 'hnsw-ip-f32-M16-efC128-ef64-k10-t16').")
@@ -256,11 +207,8 @@ class AnnParams:
     def digest(self) -> str:
         """A stable 32-hex-character hash of every field, threads resolved, for cache keys.
 
-        Builds with different thread counts never share a cached index. A ``threads=1`` run promises
-        the bit-identical graph a fresh one-thread build gives, which a racy multi-threaded graph is
-        not. Two multi-threaded graphs (say 2 and 16 threads) would serve equally well, but the
-        result folder of a run that loaded one would then name a thread count its graph was not
-        built with. The price is one rebuild when a cache moves to a machine with another core count.
+        Builds with different thread counts never share a cached index, so a result folder never names a thread count
+        its graph was not built with.
         """
         return short_digest(json.dumps({"format": INDEX_FORMAT, **self.resolved().as_dict()}, sort_keys=True).encode())
 
@@ -268,14 +216,7 @@ class AnnParams:
 
 @dataclass(frozen=True)
 class AnnOption:
-    """One ``disastir-mteb run`` option that sets one :class:`AnnParams` field over the preset's value.
-
-    Attributes:
-        field: the :class:`AnnParams` field it sets.
-        flag: the option (``--ann-k``).
-        kind: what argparse turns the text into (``int``, or ``str`` for the dtype).
-        help: the option's help line.
-    """
+    """One ``disastir-mteb run`` option that sets one :class:`AnnParams` field over the preset's value."""
 
     field: str
     flag: str
@@ -301,11 +242,9 @@ PRESETS: MappingProxyType[str, AnnParams] = MappingProxyType({
     "paper": AnnParams(),
     # Brute force, no graph: the parity reference for the ANN presets; on all cores, which repeats.
     "exact": AnnParams(exact=True, k=None, threads=0),
-    # Memory-bound variants (f32 graph 562 MB at d=384): f16 halves, i8 quarters the vectors, b1 keeps
-    # one sign bit per dimension. Recall@10 measured on 50k clustered unit vectors (d=64 / d=384), by
-    # rescore factor: f16 x1 0.999/0.996, x2 1.000/0.998 (f16 orders like f32); i8 x1 0.92/0.83, x2
-    # 0.998/0.987, x4 0.998/0.998; b1 (Hamming distances tie by the hundred) x10 0.80/0.81, x20
-    # 0.96/0.98, x40 0.99/1.00, so x32. Rescoring multiplies the breadth: keep top_k small (10, not 1,000).
+    # Memory-bound variants: f16 halves, i8 quarters the vectors, b1 keeps one sign bit per dimension. The coarser
+    # the distances, the more candidates are re-scored (b1's Hamming distances tie by the hundred); rescoring
+    # multiplies the breadth, so keep top_k small.
     "f16": AnnParams(dtype="f16", rescore=2),
     "i8": AnnParams(dtype="i8", rescore=4),
     "b1": AnnParams(metric="hamming", dtype="b1", rescore=32),
@@ -321,9 +260,7 @@ def _unknown(what: str, value: str, valid: list[str]) -> str:
 def resolve_params(preset: str | AnnParams = DEFAULT_PRESET, **overrides: Any) -> AnnParams:
     """The parameters of ``preset`` (a name in :data:`PRESETS` or an :class:`AnnParams`) with ``overrides``.
 
-    Overriding ``dtype`` alone also sets the metric it needs (``hamming`` for b1, else ``ip``).
-    ``threads=0`` is returned as given (so the result equals the preset it came from); it becomes a
-    count in :meth:`AnnParams.resolved`, which labels and builds use.
+    Overriding ``dtype`` alone also sets the metric it needs; ``threads=0`` is returned as given.
 
     Raises:
         ValueError: an unknown preset or field name (the valid ones are listed), or invalid values.
@@ -349,11 +286,7 @@ def search_setting(ann: AnnParams | None) -> str:
 
 
 def parse_search_setting(value: str) -> AnnParams | None:
-    """What :func:`search_setting` wrote: None for exact search, else the ANN parameters.
-
-    Raises:
-        ValueError: ``value`` is neither ``exact`` nor ``ann-<label>``.
-    """
+    """What :func:`search_setting` wrote: None for exact search, else the ANN parameters (``ValueError`` otherwise)."""
     if value == EXACT:
         return None
     if not value.startswith(ANN_PREFIX):

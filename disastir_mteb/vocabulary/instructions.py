@@ -1,13 +1,6 @@
-r"""Per-intent instructions and the authors' two conventions: instruction sets and templates.
+"""Per-intent instructions and the authors' two conventions: instruction sets and templates.
 
-DisastIR's published numbers depend on the instruction put in front of each query and on the
-template joining them. This module holds them as data and resolves a user's choice into one
-:class:`InstructionConfig`; :func:`disastir_mteb.models.adapter.with_instructions` applies it to any model,
-sending ``template.format(instruction=<the task's intent instruction>, query=<query>)``.
-
-Two published conventions (facts, section 4):
-
-- ``disastir``: the benchmark's instructions with ``"Instruct: {instruction}\\nQuery: {query}"``,
+- ``disastir``: the benchmark's instructions with ``Instruct: {instruction}`` and ``Query: {query}`` on two lines,
   used for the 30 baselines of the DisastIR paper (Table 3, Tables 19-23).
 - ``dmretriever``: the DMRetriever evaluation code's instructions with ``"{instruction}: {query}"``
   (DMRetriever paper, Table 2).
@@ -68,10 +61,7 @@ RAW = "raw"
 
 
 def default_template_name(name: str) -> str:
-    """The template a set is used with unless another is chosen: the published one, ``instruct-query`` for custom sets.
-
-    ``none`` sends queries raw and ``model`` uses the model's own, so theirs are ``raw`` and ``model``.
-    """
+    """The template a set is used with unless another is chosen: the published one, else ``instruct-query``."""
     return {"none": RAW, MODEL_OWN: MODEL_OWN}.get(name) or DEFAULT_TEMPLATE.get(name, "instruct-query")
 
 
@@ -83,12 +73,8 @@ def _short_hash(payload: object) -> str:
 class InstructionConfig:
     """Which instruction goes in front of which DisastIR query, and how.
 
-    Attributes:
-        name: ``disastir``, ``dmretriever``, ``none``, or ``custom-<hash>`` for a user mapping.
-        instructions: intent -> instruction text; None for ``none`` (queries sent raw).
-        template: a format string with ``{instruction}`` and ``{query}`` (``{text}`` for passages).
-        template_name: ``instruct-query``, ``colon``, ``raw`` or ``custom-<hash>``.
-        passages: also prefix passages (the authors never do; off by default).
+    ``name`` is ``disastir``, ``dmretriever``, ``none`` or ``custom-<hash>``; ``instructions`` is None for ``none``
+    (queries sent raw); ``passages`` also prefixes passages (the authors never do).
     """
 
     name: str
@@ -124,17 +110,12 @@ def resolve_instructions(
 ) -> InstructionConfig:
     """Turn user-facing choices into an :class:`InstructionConfig`.
 
-    Args:
-        instructions: ``"disastir"``, ``"dmretriever"``, ``"none"`` (or None), a mapping
-            {intent: instruction} naming all six intents (any accepted spelling), or a ready config.
-        template: a template name (``"instruct-query"``, ``"colon"``) or a format string with
-            ``{instruction}`` and ``{query}``; default: the template the chosen set was published
-            with (``instruct-query`` for custom mappings).
-        passages: also put the instruction in front of passages.
+    ``instructions`` is a set name, None (raw queries), a mapping {intent: instruction} naming all six intents, or a
+    ready config; ``template`` a name or a format string with ``{instruction}`` and ``{query}`` (default: the one the
+    set was published with).
 
     Raises:
-        ValueError: unknown set or template name, a mapping missing intents, or a format string
-            without both fields.
+        ValueError: unknown set or template name, a mapping missing intents, or a format string without both fields.
 
     Examples:
         >>> resolve_instructions("dmretriever").format(Intent.STS, "Roads flooded.")

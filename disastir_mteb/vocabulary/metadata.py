@@ -1,8 +1,6 @@
 """The facts of ``task_metadata/``: the dataset, the intents, the categories, the DevLite split and the citation.
 
-Every fact about the tasks lives as data in ``task_metadata/`` (written once: per intent, per category,
-shared); this module reads it, without mteb, for every layer: the task classes, the benchmarks, the
-statistics, the exports, the provenance of a result.
+Read without mteb, so every layer can use them.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Provenance: everything that shapes a number, as one value, recorded in every file and compared on every reuse.
 
-A DisastIR score is a function of the model (what it computes and how it is configured to encode), the run's
-settings (instructions, template, instructed passages, search, precision, batch size), the data files the task
-read and the gain. A run builds one :class:`RunProvenance` of the first two (the search model does, from its
-model's identity and its settings) and passes it down; each task joins its own data digests and gain into a
-:class:`TaskProvenance`, whose :attr:`~TaskProvenance.digest` is what a stored result is reused by:
-
-- the task writes :meth:`TaskProvenance.entries` into its result file (beside ``disastir_version``, ``disastir_gain``
-  and ``disastir_data``, :mod:`disastir_mteb.vocabulary.task_record`), and the runner writes
-  :meth:`TaskProvenance.record` into the task's per-query file;
-- a later run reuses a stored result only when the digest it records equals its own; otherwise it scores the task
-  again and says what changed (:func:`differences`);
-- readers (``report``, ``compare``, ``leaderboard``, ``submit``) treat a result set as one provenance: its files
-  agree on the model, the settings, the corpus and the gain.
-
-Every value is a string (mteb's result blocks hold numbers and strings), the settings one canonical JSON object, so
-a reader compares strings and names the field that differs without parsing anyone's prose.
+A score depends on the model, the run's settings, the data files the task read and the gain. A run builds one
+:class:`RunProvenance` of the first two; each task joins its data digests and gain into a :class:`TaskProvenance`,
+whose :attr:`~TaskProvenance.digest` is what a stored result is reused by. Every value is a string, the settings
+one canonical JSON object, so a reader names the field that differs without parsing anyone's prose.
 """
 
 from __future__ import annotations
@@ -49,19 +37,10 @@ _NAMES = {MODEL_KEY: "model fingerprint", SETTINGS_KEY: "settings", DATA_DIGEST_
 
 @dataclass(frozen=True)
 class ModelProvenance:
-    """Who computed the vectors.
+    """Who computed the vectors: the model's name, revision and fingerprint.
 
-    Attributes:
-        name: the model's name.
-        revision: its revision, None when it has none.
-        fingerprint: 32 hex characters: what the model is (the digest of its files, weights and tokenizer, or an
-            embedding server's probe), joined with the digest of its encoding configuration (token limit, prompts,
-            pooling, normalisation) and its precision; see :mod:`disastir_mteb.models.identity`.
-        configuration: the digest of that configuration alone (``""`` for a model without one to read).
-        content: what the fingerprint was read from, ``kind:digest`` (``folder``, ``hub``, ``parameters``,
-            ``declared``, ``probe``), or ``unversioned`` (``""``: not said).
-        served: for a model on embedding servers, what they report of it, digested (``served-<16 hex>``), kept
-            beside a revision pinned by hand (``--embeddings-revision``); ``""`` otherwise, and then not recorded.
+    ``content`` says what the fingerprint was read from (``kind:digest``); ``served``, for a model on embedding
+    servers, what they report of it (``served-<16 hex>``), kept beside a revision pinned by hand.
     """
 
     name: str
@@ -84,13 +63,8 @@ class ModelProvenance:
 class RunProvenance:
     """What one run's rankings depend on besides the data: the model and the settings.
 
-    Attributes:
-        model: who computed the vectors.
-        settings: the settings that shape a ranking, as strings: ``search`` (``exact`` or the ANN label),
-            ``instructions`` (the set's name, or ``none``), ``template``, ``passages`` (``raw`` or ``instructed``),
-            ``precision`` (what the weights ran in: ``fp32``, ``fp16``, ``bf16``, or ``none`` for a model without
-            torch weights) and
-            ``batch_size``.
+    ``settings`` are strings: ``search``, ``instructions``, ``template``, ``passages``, ``precision`` and
+    ``batch_size``.
     """
 
     model: ModelProvenance
@@ -109,12 +83,8 @@ class RunProvenance:
 class TaskProvenance:
     """Everything one task's numbers depend on.
 
-    Attributes:
-        run: the model and settings, None when the task was searched by a model that does not say (plain
-            ``mteb run``): the record then holds the data and the gain only.
-        data_digest: the content digest of the data files the task read (None when unknown).
-        corpus_digest: the content digest of its corpus (None when unknown).
-        gain: ``exponential`` or ``linear``.
+    ``run`` is None when the task was searched by a model that does not say (plain ``mteb run``): the record then
+    holds the data and the gain only.
     """
 
     run: RunProvenance | None
@@ -169,8 +139,7 @@ def parse_settings(text: object) -> dict[str, str] | None:
 def differences(recorded: Mapping[str, object], now: Mapping[str, object]) -> list[str]:
     """What differs between two sets of provenance entries, one phrase per field (``settings`` field by field).
 
-    A field that ``now`` has and ``recorded`` lacks is "not recorded there"; a field only ``recorded`` has is not
-    compared (it says nothing about this run).
+    A field only ``recorded`` has is not compared: it says nothing about this run.
 
     Examples:
         >>> differences({"disastir_gain": "linear"}, {"disastir_gain": "exponential"})

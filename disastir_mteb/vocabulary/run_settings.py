@@ -1,10 +1,7 @@
 """One run's settings as one value: how a model encodes and searches, built once and passed down.
 
-``disastir-mteb run`` builds it from its options, ``disastir_mteb.evaluate`` and ``SharedCorpusSearch``
-from their keywords (both through :meth:`RunSettings.from_options`, which checks every option once,
-before any model loads); everything below them (``build_search``, the search model, the store) reads
-the value and never re-checks it. What a run evaluates (tasks, query set, data, output folder) is not
-here: it does not change a vector or a ranking.
+Every front builds it through :meth:`RunSettings.from_options`, which checks every option once, before any model
+loads; nothing below re-checks it. What a run evaluates (tasks, data, output) is not here: it changes no vector.
 """
 
 from __future__ import annotations
@@ -30,19 +27,11 @@ Search = Literal["exact", "ann"]
 class RunSettings:
     """How one run encodes and searches.
 
-    Attributes:
-        ann: the USearch parameters (a preset name such as ``"paper"`` is resolved), or None for exact search.
-        instructions: what goes in front of queries (and passages), or None for the model as it is.
-        batch_size: texts per forward pass; None leaves it to the caller: mteb's ``encode_kwargs`` for a
-            search model used by plain ``mteb.evaluate``, :data:`DEFAULT_BATCH_SIZE` for the runner.
-        precision: ``fp32``, ``fp16`` or ``bf16`` weights, or None for the model's own dtype.
-        devices: devices to spread corpus encoding over (a list becomes a tuple), ``"auto"`` (every visible
-            GPU when there are two or more) or None (one process).
-        tokenize_threads: threads tokenising passages ahead of the model; None = automatic.
-        cache_dir: where embeddings persist (None: ``DISASTIR_CACHE_DIR``); False keeps them in memory.
-        progress: progress bars while encoding and evaluating.
-        model_revision: the revision the model's results are filed under, and the version that identifies a model
-            with no weights or files to read (a plain callable), whose vectors are otherwise never reused.
+    ``ann`` None means exact search (a preset name is resolved); ``batch_size`` None leaves it to mteb's
+    ``encode_kwargs`` under plain ``mteb.evaluate`` (the runner uses :data:`DEFAULT_BATCH_SIZE`); ``devices="auto"``
+    spreads corpus encoding over every GPU when there are two or more; ``cache_dir=False`` keeps embeddings in
+    memory; ``model_revision`` names the revision results are filed under, and the version that identifies a model
+    with no weights or files to read.
     """
 
     ann: AnnParams | None = None  # a preset name is accepted and resolved
@@ -89,25 +78,13 @@ class RunSettings:
     ) -> RunSettings:
         """The settings the user-facing options name, each checked once (the command line's and ``evaluate``'s).
 
-        Args:
-            search: ``"exact"`` or ``"ann"``.
-            ann_preset: an ANN preset name (``paper``, ``exact``, ``f16``, ``i8``, ``b1``) or ready parameters;
-                None: ``paper`` (:data:`~disastir_mteb.vocabulary.ann_params.DEFAULT_PRESET`) for ANN search.
-            ann_params: overrides of single ANN parameters, e.g. ``{"expansion_search": 128}``.
-            instructions: None (the model as it is), a set name, a mapping {intent: instruction} or a config.
-            template: the instruction template (default: the set's published one).
-            instruct_passages: also put the instruction before passages.
-            batch_size: texts per forward pass (None: see the attribute).
-            precision: ``fp32``, ``fp16``, ``bf16`` (or ``half``, ``float16``, ...), None for the model's own.
-            devices: a list of devices, ``"auto"`` or None (see the attribute).
-            tokenize_threads: threads tokenising passages ahead of the model; None = automatic.
-            cache_dir: where embeddings persist; False keeps them in memory.
-            progress: progress bars.
-            model_revision: the model's version (see the attribute).
+        ``ann_preset`` (default ``paper``) and ``ann_params`` (single overrides) apply to ``search="ann"`` only;
+        ``instructions``, ``template`` and ``instruct_passages`` are resolved by :func:`resolve_instructions`; the rest
+        are :class:`RunSettings`' fields.
 
         Raises:
-            ValueError: an unknown search mode, preset, parameter, instruction set, template or precision,
-                an ANN preset or ANN parameters for exact search (never silently ignored), or a count out of range.
+            ValueError: an unknown name or value, a count out of range, or ANN options for exact search (never silently
+                ignored).
         """
         if search == ANN:
             ann: AnnParams | None = resolve_params(DEFAULT_PRESET if ann_preset is None else ann_preset,

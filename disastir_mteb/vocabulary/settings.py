@@ -1,13 +1,8 @@
 """The settings vocabulary: the keys a run files its results under, and the defaults of a run.
 
-mteb keeps a model's results apart by its *experiment settings* (``model_meta.json``'s
-``experiment_kwargs``, and a folder per distinct setting). A DisastIR run adds its own under the keys
-below, written by the search, the instructions and the precision, and read back by the results layer,
-which names them for readers (:mod:`disastir_mteb.results.describe`). Keys start with ``disastir_`` so they
-never collide with mteb's. A plain run (exact search, no instructions, the model's own weights) adds none.
-
-The ANN value of :data:`SEARCH_KEY` is written and parsed by one pair:
-:func:`disastir_mteb.vocabulary.ann_params.search_setting` and ``parse_search_setting``.
+mteb keeps a model's results apart by its *experiment settings* (``experiment_kwargs``, a folder per distinct
+setting); a DisastIR run adds its own under the keys below, prefixed ``disastir_`` so they never collide with
+mteb's. A plain run (exact search, no instructions, the model's own weights) adds none.
 """
 
 from __future__ import annotations
@@ -76,11 +71,7 @@ _ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "b
 
 
 def parse_precision(value: str | None) -> Precision | None:
-    """``fp32``, ``fp16`` or ``bf16`` (also ``float16``, ``half``, ``bfloat16``, ``float32``), or ``None``.
-
-    Raises:
-        ValueError: an unknown name (the valid ones are listed).
-    """
+    """``fp32``, ``fp16`` or ``bf16`` from any accepted alias (``half``, ``float16``, ...), or ``None``."""
     if value is None:
         return None
     name = _ALIASES.get(str(value).lower(), str(value).lower())
@@ -91,11 +82,7 @@ def parse_precision(value: str | None) -> Precision | None:
 
 
 def check_count(name: str, value: int | None, lowest: int, unset: str | None = None) -> None:
-    """Refuse ``value`` unless it is an integer >= ``lowest``, or None where ``unset`` says what None means.
-
-    Raises:
-        ValueError: one sentence naming the parameter, the value and what is accepted.
-    """
+    """Refuse ``value`` in one sentence unless an integer >= ``lowest``, or None where ``unset`` says what it means."""
     if value is None and unset is not None:
         return
     if type(value) is not int or value < lowest:

@@ -1,22 +1,9 @@
 """What every DisastIR task writes about itself into its result file: plugin version, gain, data.
 
-mteb's ``<Task>.json`` names the mteb version and the dataset revision the task *declares*; it does
-not say which plugin scored it, which gain its main score uses, or which data was actually read
-(``DISASTIR_DATA_DIR`` replaces the Hub revision). The task adds three strings to its scores
-(``scores["test"][0]``, where mteb already keeps ``hf_subset``), so a set written by plain
-``mteb run -t DisastIR-...`` carries them as well as one written by ``disastir-mteb run``:
-
-- ``disastir_version``: the installed plugin version (``unknown`` outside an installed package);
-- ``disastir_gain``: ``exponential`` or ``linear``, the gain of ``ndcg_at_10`` and the main score;
-- ``disastir_data``: ``hf:DMIR01/DisastIR@<revision>``, or ``local folder <name>`` with
-  `` (synthetic sample, scale <scale>, seed <seed>)`` for a folder the sample generator wrote.
-  Result files get submitted, so a local folder is named by its last component only, never its path.
-  A run that read extra judgements on request (``run --extra-judgements``) appends
-  ``; extra judgements: <n> added from folder <name>`` (:func:`extended_data`): its scores are not official ones,
-  and ``submit`` refuses them (:func:`is_extended`).
-
-Names start with ``disastir_``, so they never collide with an mteb metric.
-:mod:`disastir_mteb.results.provenance` reads them back.
+mteb's result file names the dataset revision a task *declares*, not which plugin scored it, which gain its main
+score uses, or which data was actually read, so each task adds ``disastir_version``, ``disastir_gain`` and
+``disastir_data`` to its scores, under plain ``mteb run`` too. A local folder is named by its last component only:
+result files get submitted.
 """
 
 from __future__ import annotations
@@ -57,12 +44,7 @@ def hub_data(repo: str, revision: str) -> str:
 
 
 def local_data(folder: str | Path, marker: Mapping[str, object] | None) -> str:
-    """``local folder <name>``, plus ``(synthetic sample, scale <scale>, seed <seed>)`` under a generator marker.
-
-    Args:
-        folder: the data folder; only its last component is kept.
-        marker: the generator's marker (:func:`disastir_mteb.data.layout.read_marker`), None without one.
-    """
+    """``local folder <name>`` (last component only), plus ``(synthetic sample, scale .., seed ..)`` if generated."""
     path = Path(folder).expanduser()
     text = f"local folder {path.resolve().name or path}"
     if marker and marker.get("synthetic", True):
@@ -79,11 +61,7 @@ def is_synthetic(data: str) -> bool:
 def extended_data(data: str, folder: str | Path, added: int, judges: str | None = None) -> str:
     """``data`` with ``; extra judgements: <added> added from folder <name>`` (and ``by <judges>`` when known).
 
-    Args:
-        data: the data string of what the published files are (:func:`hub_data`, :func:`local_data`).
-        folder: the folder of extra judgements; only its last component is kept.
-        added: the (query, passage) grades it added to the task.
-        judges: who judged, as the folder's export recorded it (``gpt-4o-mini, prompt version ...``), if known.
+    Such scores are not official ones: ``submit`` refuses them (:func:`is_extended`).
     """
     path = Path(folder).expanduser()
     by = f" by {judges}" if judges else ""

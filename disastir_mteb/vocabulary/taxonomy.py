@@ -1,7 +1,7 @@
 """The DisastIR vocabulary: intents, categories, task names and the file-name alias table.
 
-Pure data and parsing. This module imports nothing from mteb, torch or the rest of the
-package, so the autoload hook, the sample generator and the loader can all share it.
+Imports nothing from mteb, torch or the rest of the package, so the autoload hook, the sample generator and the
+loader can all share it.
 """
 
 from __future__ import annotations
@@ -145,11 +145,7 @@ _CATEGORY_ALIASES[_norm("Geological")] = Category.Geo
 
 
 def parse_split(value: Split | str) -> Split:
-    """``Split.test`` from ``"test"`` (or the member itself).
-
-    Raises:
-        ValueError: not a query set; the message lists them.
-    """
+    """``Split.test`` from ``"test"`` (or the member itself); a ``ValueError`` lists the query sets."""
     try:
         return Split(value)
     except ValueError:
@@ -157,11 +153,7 @@ def parse_split(value: Split | str) -> Split:
 
 
 def parse_intent(text: str) -> Intent:
-    """Map any accepted spelling of an intent ('QA', 'FactCheck', 'fc', 'TW', ...) to an Intent.
-
-    Raises:
-        ValueError: the text names no intent; the message lists the accepted values.
-    """
+    """Map any accepted spelling of an intent ('QA', 'FactCheck', 'fc', 'TW', ...); a ``ValueError`` lists them."""
     try:
         return _INTENT_ALIASES[_norm(text)]
     except KeyError:
@@ -172,11 +164,7 @@ def parse_intent(text: str) -> Intent:
 
 
 def parse_category(text: str) -> Category:
-    """Map any accepted spelling of a category ('Bio', 'biological', 'Meteorological_Hydrological', ...).
-
-    Raises:
-        ValueError: the text names no category; the message lists the accepted values.
-    """
+    """Map any accepted spelling of a category ('Bio', 'biological', ...); a ``ValueError`` lists them."""
     try:
         return _CATEGORY_ALIASES[_norm(text)]
     except KeyError:
@@ -266,11 +254,7 @@ def _unknown_task(name: str) -> UnknownName:
 
 
 def get_spec(name: str) -> TaskSpec:
-    """The TaskSpec of a task name such as ``DisastIR-NLI-Soc``, spelled as :func:`task_name` spells it.
-
-    Raises:
-        KeyError: unknown name, with the closest valid names as suggestions.
-    """
+    """The TaskSpec of a task name such as ``DisastIR-NLI-Soc``; a ``KeyError`` suggests the closest names."""
     try:
         return _SPECS_BY_NAME[name]
     except KeyError:
@@ -289,7 +273,7 @@ def _is_disastir(name: str) -> bool:
 def canonical_task_name(name: str) -> str:
     """A DisastIR task name in any case, spelled as the task is (``disastir-qa-bio`` -> ``DisastIR-QA-Bio``).
 
-    A name that does not start with ``DisastIR`` is another library's task, returned as given: only mteb knows it.
+    A name not starting with ``DisastIR`` is another library's task, returned as given.
 
     Raises:
         KeyError: a ``DisastIR...`` name that is no task (the closest task names, or that it names a benchmark).
@@ -302,12 +286,10 @@ def canonical_task_name(name: str) -> str:
 
 
 def canonical_benchmark_name(name: str) -> str:
-    """A DisastIR benchmark name in any case, spelled as the benchmark is (``disastir-qa`` -> ``DisastIR-QA``).
-
-    A name that does not start with ``DisastIR`` is another library's benchmark, returned as given.
+    """A DisastIR benchmark name in any case, spelled as the benchmark is; another library's name is returned as given.
 
     Raises:
-        KeyError: a ``DisastIR...`` name that is no benchmark (the closest benchmark names, or that it names a task).
+        KeyError: a ``DisastIR...`` name that is no benchmark (the closest ones, or that it names a task).
     """
     if not _is_disastir(name):
         return name
@@ -324,10 +306,7 @@ def canonical_benchmark_name(name: str) -> str:
 
 
 def benchmark_task_names(name: str) -> tuple[str, ...]:
-    """The tasks of the DisastIR benchmark ``name`` (canonical spelling), in the benchmark's order.
-
-    :func:`disastir_mteb.tasks.benchmarks.benchmarks` builds each benchmark from the same selection.
-    """
+    """The tasks of the DisastIR benchmark ``name`` (canonical spelling), in the benchmark's order."""
     for split in SPLITS:
         if name == benchmark_name(split):
             return SPLIT_TASK_NAMES[split]
@@ -343,9 +322,7 @@ _FILE_SUFFIXES = ("_qrels", "-qrels", " qrels", "qrels")
 def parse_task_file(stem: str) -> TaskSpec:
     """Place a file stem such as ``FactCheck_Biological_qrels`` or ``QA_bio`` on one of the 48 tasks.
 
-    The stem is ``{intent}{sep}{category}`` with an optional ``qrels`` suffix; the intent is the
-    part before the first separator, except that an intent key may itself be written with
-    separators ('Fact_Check'); every split point is tried and exactly one must parse.
+    An intent key may itself hold separators ('Fact_Check'), so every split point is tried and exactly one must parse.
 
     Raises:
         ValueError: the stem names no task, or names several.
