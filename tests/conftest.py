@@ -109,6 +109,48 @@ def bundled_model() -> object:
     return load_bundled_model(device="cpu")
 
 
+TINY_MODEL_SEED = 0
+
+
+@pytest.fixture(scope="session")
+def tiny_model(cache_dir: Path) -> Path:
+    """A real sentence-transformers folder, MiniLM's tokenizer on a BERT of hidden size 32 (2 layers, 2 heads).
+
+    Its weights come from a fixed seed, so it is one model across sessions and xdist workers; it encodes tens of
+    times faster than MiniLM. For the tests whose point is the plumbing around a real model (identity by files,
+    weights and tokenizer, caching, servers, faults), not MiniLM's numbers. Written once per session: built in a
+    folder of its own, then renamed into place (a second worker keeps the first one's, which is the same model).
+    """
+    from disastir_mteb.models.bundled import bundled_model_path
+
+    folder = cache_dir / f"tiny-minilm-32-seed{TINY_MODEL_SEED}"
+    if (folder / "modules.json").is_file():
+        return folder
+    import torch
+    from transformers import BertConfig, BertModel
+
+    source = bundled_model_path()
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=cache_dir))
+    for name in ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+                 "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        shutil.copy2(source / name, staging / name)
+    config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    config.update(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    torch.manual_seed(TINY_MODEL_SEED)
+    BertModel(BertConfig(**config)).save_pretrained(staging, safe_serialization=True)
+    pooling = json.loads((source / "1_Pooling" / "config.json").read_text(encoding="utf-8"))
+    (staging / "1_Pooling").mkdir()
+    (staging / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "word_embedding_dimension": 32}),
+                                                      encoding="utf-8")
+    try:
+        os.rename(staging, folder)
+    except OSError:  # another worker's, renamed into place meanwhile: the same model
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (folder / "modules.json").is_file():
+            raise
+    return folder
+
+
 def write_layout(root: Path, corpus: dict[str, str], tasks: dict[str, tuple[list[dict], list[dict]]]) -> Path:
     """Write a hand-made dataset: ``tasks`` maps a file stem to (query rows, qrels rows)."""
     (root / "query").mkdir(parents=True, exist_ok=True)
