@@ -114,25 +114,31 @@ TINY_MODEL_SEED = 0
 
 @pytest.fixture(scope="session")
 def tiny_model(cache_dir: Path) -> Path:
-    """A real sentence-transformers folder, MiniLM's tokenizer on a BERT of hidden size 32 (2 layers, 2 heads).
+    """A real sentence-transformers folder shaped as MiniLM outside: its tokenizer files, 384-d normalised vectors.
 
-    Its weights come from a fixed seed, so it is one model across sessions and xdist workers; it encodes tens of
-    times faster than MiniLM. For the tests whose point is the plumbing around a real model (identity by files,
-    weights and tokenizer, caching, servers, faults), not MiniLM's numbers. Written once per session: built in a
-    folder of its own, then renamed into place (a second worker keeps the first one's, which is the same model).
+    Inside, a BERT of hidden size 32 (2 layers, 2 heads), mean pooling and a linear 32 -> 384 head, weights from a
+    fixed seed: one model across sessions and xdist workers, encoding tens of times faster than MiniLM. For the tests
+    whose point is the plumbing around a real model (identity by files, weights and tokenizer, caching, servers,
+    faults), not MiniLM's numbers. Written once per session: built in a folder of its own, then renamed into place (a
+    second worker keeps the first one's, which is the same model).
     """
     from disastir_mteb.models.bundled import bundled_model_path
 
-    folder = cache_dir / f"tiny-minilm-32-seed{TINY_MODEL_SEED}"
+    folder = cache_dir / f"tiny-minilm-seed{TINY_MODEL_SEED}"
     if (folder / "modules.json").is_file():
         return folder
     import torch
     from transformers import BertConfig, BertModel
 
+    try:
+        from sentence_transformers.sentence_transformer.modules import Dense
+    except ImportError:  # sentence-transformers before 6.3
+        from sentence_transformers.models import Dense
+
     source = bundled_model_path()
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=cache_dir))
-    for name in ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-                 "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+    for name in ("sentence_bert_config.json", "config_sentence_transformers.json", "special_tokens_map.json",
+                 "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
         shutil.copy2(source / name, staging / name)
     config = json.loads((source / "config.json").read_text(encoding="utf-8"))
     config.update(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
@@ -142,6 +148,14 @@ def tiny_model(cache_dir: Path) -> Path:
     (staging / "1_Pooling").mkdir()
     (staging / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "word_embedding_dimension": 32}),
                                                       encoding="utf-8")
+    (staging / "2_Dense").mkdir()
+    Dense(32, 384, activation_function=torch.nn.Identity()).save(str(staging / "2_Dense"))
+    modules = json.loads((source / "modules.json").read_text(encoding="utf-8"))  # Transformer, Pooling, Normalize
+    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    for index, module in enumerate(modules):
+        module.update(idx=index, name=str(index))
+    modules[3]["path"] = "3_Normalize"
+    (staging / "modules.json").write_text(json.dumps(modules, indent=2), encoding="utf-8")
     try:
         os.rename(staging, folder)
     except OSError:  # another worker's, renamed into place meanwhile: the same model

@@ -317,7 +317,7 @@ def test_a_sentence_transformer_changed_in_place_is_not_served_its_old_vectors(
     evaluate(SharedCorpusSearch(named, RunSettings(progress=False), store=store), TASKS[:1],
              output_folder=tmp_path / "old", show_progress=False)
     model = SentenceTransformer(str(tiny_model), device="cpu")
-    model.append(Dense(32, 64))
+    model.append(Dense(384, 64))
     changed = SentenceTransformerEncoderWrapper(model)
     changed.mteb_model_meta = meta  # the name and revision of the cached vectors
     with caplog.at_level(logging.WARNING):

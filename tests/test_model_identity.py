@@ -416,7 +416,7 @@ def test_the_probe_reaches_every_kind_of_encoder(tiny_model: Path) -> None:
 
     st = load(tiny_model)
     reference = probe_vectors(SentenceTransformerEncoderWrapper(load(tiny_model)))  # passages, then queries
-    assert reference.shape == (2 * len(PROBE_TEXTS), 32) and reference.dtype == np.float32
+    assert reference.shape == (2 * len(PROBE_TEXTS), 384) and reference.dtype == np.float32
     assert np.array_equal(probe_vectors(as_mteb_encoder(st)), reference)
     instructed_queries = probe_vectors(with_instructions(st, "disastir"))
     side = len(PROBE_TEXTS)
