@@ -109,22 +109,23 @@ def bundled_model() -> object:
     return load_bundled_model(device="cpu")
 
 
-TINY_MODEL_SEED = 0
+TINY_MODEL_SEED, HIDDEN = 0, 128
 
 
 @pytest.fixture(scope="session")
 def tiny_model(cache_dir: Path) -> Path:
     """A real sentence-transformers folder shaped as MiniLM outside: its tokenizer files, 384-d normalised vectors.
 
-    Inside, a BERT of hidden size 32 (2 layers, 2 heads), mean pooling and a linear 32 -> 384 head, weights from a
-    fixed seed: one model across sessions and xdist workers, encoding tens of times faster than MiniLM. For the tests
+    Inside, a BERT of hidden size 128 (2 layers, 2 heads), mean pooling and a linear 128 -> 384 head, weights from a
+    fixed seed: one model across sessions and xdist workers, encoding tens of times faster than MiniLM, and ranking
+    by the words a query shares with a passage (its word vectors far apart, no position vectors). For the tests
     whose point is the plumbing around a real model (identity by files, weights and tokenizer, caching, servers,
     faults), not MiniLM's numbers. Written once per session: built in a folder of its own, then renamed into place (a
     second worker keeps the first one's, which is the same model).
     """
     from disastir_mteb.models.bundled import bundled_model_path
 
-    folder = cache_dir / f"tiny-minilm-seed{TINY_MODEL_SEED}"
+    folder = cache_dir / f"tiny-minilm-{HIDDEN}-seed{TINY_MODEL_SEED}"
     if (folder / "modules.json").is_file():
         return folder
     import torch
@@ -141,15 +142,21 @@ def tiny_model(cache_dir: Path) -> Path:
                  "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
         shutil.copy2(source / name, staging / name)
     config = json.loads((source / "config.json").read_text(encoding="utf-8"))
-    config.update(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    config.update(hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=2, intermediate_size=HIDDEN,
+                  initializer_range=0.1)
     torch.manual_seed(TINY_MODEL_SEED)
-    BertModel(BertConfig(**config)).save_pretrained(staging, safe_serialization=True)
+    bert = BertModel(BertConfig(**config))
+    with torch.no_grad():  # words far apart, no position or segment common to every text: it ranks by shared words
+        bert.embeddings.word_embeddings.weight.normal_()
+        bert.embeddings.position_embeddings.weight.zero_()
+        bert.embeddings.token_type_embeddings.weight.zero_()
+    bert.save_pretrained(staging, safe_serialization=True)
     pooling = json.loads((source / "1_Pooling" / "config.json").read_text(encoding="utf-8"))
     (staging / "1_Pooling").mkdir()
-    (staging / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "word_embedding_dimension": 32}),
+    (staging / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "word_embedding_dimension": HIDDEN}),
                                                       encoding="utf-8")
     (staging / "2_Dense").mkdir()
-    Dense(32, 384, activation_function=torch.nn.Identity()).save(str(staging / "2_Dense"))
+    Dense(HIDDEN, 384, activation_function=torch.nn.Identity()).save(str(staging / "2_Dense"))
     modules = json.loads((source / "modules.json").read_text(encoding="utf-8"))  # Transformer, Pooling, Normalize
     modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
     for index, module in enumerate(modules):

@@ -48,8 +48,8 @@ def load(folder: Path) -> Any:
     return SentenceTransformer(str(folder), device="cpu")
 
 
-def add_noise(model: Any, scale: float = 0.01, seed: int = 0) -> None:
-    """Change every weight in place, as a training step does."""
+def add_noise(model: Any, scale: float = 0.3, seed: int = 0) -> None:
+    """Change every weight in place, as a training step does (0.3: the small model's word vectors are N(0, 1))."""
     import torch
 
     torch.manual_seed(seed)
