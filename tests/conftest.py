@@ -39,12 +39,15 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     corpus once, not once per worker: the store's lock makes a second worker wait for an entry being written
     and read it, as two users' runs on one cache folder do.
     """
-    root = tmp_path_factory.getbasetemp()
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        root = root.parent  # the session's folder, above each worker's own
-    folder = root / "disastir-cache"
+    folder = session_folder(tmp_path_factory) / "disastir-cache"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+def session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's temporary folder, one for all xdist workers (above each worker's own)."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if "PYTEST_XDIST_WORKER" in os.environ else root
 
 
 @pytest.fixture(scope="session")
@@ -113,7 +116,7 @@ TINY_MODEL_SEED, HIDDEN = 0, 128
 
 
 @pytest.fixture(scope="session")
-def tiny_model(cache_dir: Path) -> Path:
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real sentence-transformers folder shaped as MiniLM outside: its tokenizer files, 384-d normalised vectors.
 
     Inside, a BERT of hidden size 128 (2 layers, 2 heads), mean pooling and a linear 128 -> 384 head, weights from a
@@ -125,19 +128,16 @@ def tiny_model(cache_dir: Path) -> Path:
     """
     from disastir_mteb.models.bundled import bundled_model_path
 
-    folder = cache_dir / f"tiny-minilm-{HIDDEN}-seed{TINY_MODEL_SEED}"
+    root = session_folder(tmp_path_factory)
+    folder = root / f"tiny-minilm-{HIDDEN}-seed{TINY_MODEL_SEED}"
     if (folder / "modules.json").is_file():
         return folder
     import torch
+    from safetensors.torch import save_file
     from transformers import BertConfig, BertModel
 
-    try:
-        from sentence_transformers.sentence_transformer.modules import Dense
-    except ImportError:  # sentence-transformers before 6.3
-        from sentence_transformers.models import Dense
-
     source = bundled_model_path()
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=cache_dir))
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=root))
     for name in ("sentence_bert_config.json", "config_sentence_transformers.json", "special_tokens_map.json",
                  "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
         shutil.copy2(source / name, staging / name)
@@ -155,8 +155,13 @@ def tiny_model(cache_dir: Path) -> Path:
     (staging / "1_Pooling").mkdir()
     (staging / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "word_embedding_dimension": HIDDEN}),
                                                       encoding="utf-8")
-    (staging / "2_Dense").mkdir()
-    Dense(HIDDEN, 384, activation_function=torch.nn.Identity()).save(str(staging / "2_Dense"))
+    (staging / "2_Dense").mkdir()  # the Dense module's files as every sentence-transformers version reads them
+    head = torch.nn.Linear(HIDDEN, 384)
+    save_file({f"linear.{name}": tensor.contiguous() for name, tensor in head.state_dict().items()},
+              staging / "2_Dense" / "model.safetensors")
+    (staging / "2_Dense" / "config.json").write_text(json.dumps({
+        "in_features": HIDDEN, "out_features": 384, "bias": True,
+        "activation_function": "torch.nn.modules.linear.Identity"}), encoding="utf-8")
     modules = json.loads((source / "modules.json").read_text(encoding="utf-8"))  # Transformer, Pooling, Normalize
     modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
     for index, module in enumerate(modules):
