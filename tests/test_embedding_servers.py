@@ -91,7 +91,10 @@ def in_process(tiny_model: Path) -> Any:
 
 @pytest.fixture(scope="module")
 def minilm(in_process: Any, tiny: Path) -> MemoisedEncoder:
-    """Warm before any server starts, so that no answer is slow enough to meet a test's short timeout."""
+    """The served embed function (named for the model the small one stands in for, under its served name ``MODEL``).
+
+    Warm before any server starts, so that no answer is slow enough to meet a test's short timeout.
+    """
     embed = MemoisedEncoder(in_process)
     embed(corpus_texts(tiny) + query_texts(tiny, None) + query_texts(tiny, "disastir"))
     return embed
