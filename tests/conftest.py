@@ -39,12 +39,15 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     corpus once, not once per worker: the store's lock makes a second worker wait for an entry being written
     and read it, as two users' runs on one cache folder do.
     """
-    root = tmp_path_factory.getbasetemp()
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        root = root.parent  # the session's folder, above each worker's own
-    folder = root / "disastir-cache"
+    folder = session_folder(tmp_path_factory) / "disastir-cache"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+def session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's temporary folder, one for all xdist workers (above each worker's own)."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if "PYTEST_XDIST_WORKER" in os.environ else root
 
 
 @pytest.fixture(scope="session")
@@ -107,6 +110,71 @@ def bundled_model() -> object:
     from disastir_mteb.models.bundled import load_bundled_model
 
     return load_bundled_model(device="cpu")
+
+
+TINY_MODEL_SEED, HIDDEN = 0, 128
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real sentence-transformers folder shaped as MiniLM outside: its tokenizer files, 384-d normalised vectors.
+
+    Inside, a BERT of hidden size 128 (2 layers, 2 heads), mean pooling and a linear 128 -> 384 head, weights from a
+    fixed seed: one model across sessions and xdist workers, encoding tens of times faster than MiniLM, and ranking
+    by the words a query shares with a passage (its word vectors far apart, no position vectors). For the tests
+    whose point is the plumbing around a real model (identity by files, weights and tokenizer, caching, servers,
+    faults), not MiniLM's numbers. Written once per session: built in a folder of its own, then renamed into place (a
+    second worker keeps the first one's, which is the same model).
+    """
+    from disastir_mteb.models.bundled import bundled_model_path
+
+    root = session_folder(tmp_path_factory)
+    folder = root / f"tiny-minilm-{HIDDEN}-seed{TINY_MODEL_SEED}"
+    if (folder / "modules.json").is_file():
+        return folder
+    import torch
+    from safetensors.torch import save_file
+    from transformers import BertConfig, BertModel
+
+    source = bundled_model_path()
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=root))
+    for name in ("sentence_bert_config.json", "config_sentence_transformers.json", "special_tokens_map.json",
+                 "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        shutil.copy2(source / name, staging / name)
+    config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    config.update(hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=2, intermediate_size=HIDDEN,
+                  initializer_range=0.1)
+    torch.manual_seed(TINY_MODEL_SEED)
+    bert = BertModel(BertConfig(**config))
+    with torch.no_grad():  # words far apart, no position or segment common to every text: it ranks by shared words
+        bert.embeddings.word_embeddings.weight.normal_()
+        bert.embeddings.position_embeddings.weight.zero_()
+        bert.embeddings.token_type_embeddings.weight.zero_()
+    bert.save_pretrained(staging, safe_serialization=True)
+    pooling = json.loads((source / "1_Pooling" / "config.json").read_text(encoding="utf-8"))
+    (staging / "1_Pooling").mkdir()
+    (staging / "1_Pooling" / "config.json").write_text(json.dumps({**pooling, "word_embedding_dimension": HIDDEN}),
+                                                      encoding="utf-8")
+    (staging / "2_Dense").mkdir()  # the Dense module's files as every sentence-transformers version reads them
+    head = torch.nn.Linear(HIDDEN, 384)
+    save_file({f"linear.{name}": tensor.contiguous() for name, tensor in head.state_dict().items()},
+              staging / "2_Dense" / "model.safetensors")
+    (staging / "2_Dense" / "config.json").write_text(json.dumps({
+        "in_features": HIDDEN, "out_features": 384, "bias": True,
+        "activation_function": "torch.nn.modules.linear.Identity"}), encoding="utf-8")
+    modules = json.loads((source / "modules.json").read_text(encoding="utf-8"))  # Transformer, Pooling, Normalize
+    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    for index, module in enumerate(modules):
+        module.update(idx=index, name=str(index))
+    modules[3]["path"] = "3_Normalize"
+    (staging / "modules.json").write_text(json.dumps(modules, indent=2), encoding="utf-8")
+    try:
+        os.rename(staging, folder)
+    except OSError:  # another worker's, renamed into place meanwhile: the same model
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (folder / "modules.json").is_file():
+            raise
+    return folder
 
 
 def write_layout(root: Path, corpus: dict[str, str], tasks: dict[str, tuple[list[dict], list[dict]]]) -> Path:

@@ -125,9 +125,14 @@ def test_search_settings_are_checked_before_work(tmp_path: Path) -> None:
 def test_cli_exact_and_ann_runs_then_compare(on_sample: Path, cache_dir: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str],
                                              caplog: pytest.LogCaptureFixture) -> None:
-    out = tmp_path / "results"
+    out, cache = tmp_path / "results", tmp_path / "cache"
+    cache.mkdir()
+    for name in ("corpus", "queries", "contents", "probes", "model-content"):  # the session's MiniLM vectors
+        (cache_dir / name).mkdir(exist_ok=True)
+        (cache / name).symlink_to(cache_dir / name, target_is_directory=True)
+    # and graphs of its own: other tests build the paper preset's graph of these vectors in the session's cache
     common = ["run", "-m", "bundled", "--data", str(on_sample), "-b", "DisastIR-QA", "--output-folder", str(out),
-              "--cache-dir", str(cache_dir), "--quiet"]
+              "--cache-dir", str(cache), "--quiet"]
     assert cli.main(common) == 0
     assert cli.main([*common, "--search", "ann", "--expansion-search", "128", "--ann-threads", "1"]) == 0
     printed = capsys.readouterr().out

@@ -2,7 +2,8 @@
 
 The servers are real: :class:`~loopback.LoopbackServer` on 127.0.0.1, talked to by
 the real ``openai`` client through :class:`~disastir_mteb.models.embedding_servers.EmbeddingServers`. Their
-embed function is the bundled MiniLM, memoised per text so that the corpus is encoded once per module however
+embed function is a real sentence-transformers model shaped as MiniLM (conftest's ``tiny_model``: what is checked is
+the serving, not MiniLM's numbers), memoised per text so that the corpus is encoded once per module however
 many runs ask for it; a text the client sends in another form (its instruction missing, say) is another text
 and gets its own vector, so the memo hides nothing. Data: a 300-passage generated sample and two tasks, one
 QA and one STS. The kill -9 test needs more than one store chunk, so it runs on the 1,500-passage sample with
@@ -81,9 +82,20 @@ def query_texts(data: Path, instructions: str | None) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def minilm(bundled_model: Any, tiny: Path) -> MemoisedEncoder:
-    """Warm before any server starts, so that no answer is slow enough to meet a test's short timeout."""
-    embed = MemoisedEncoder(bundled_model.model)
+def in_process(tiny_model: Path) -> Any:
+    """The served model, as an in-process run holds it (``-m ./folder``)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(tiny_model), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def minilm(in_process: Any, tiny: Path) -> MemoisedEncoder:
+    """The served embed function (named for the model the small one stands in for, under its served name ``MODEL``).
+
+    Warm before any server starts, so that no answer is slow enough to meet a test's short timeout.
+    """
+    embed = MemoisedEncoder(in_process)
     embed(corpus_texts(tiny) + query_texts(tiny, None) + query_texts(tiny, "disastir"))
     return embed
 
@@ -94,11 +106,11 @@ def ndcg(result: Any) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def reference(bundled_model: Any, tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str | None,
-                                                                                                   dict[str, float]]:
-    """NDCG@10 per task of the in-process run (``-m bundled``), without and with the DisastIR instructions."""
+def reference(in_process: Any, tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str | None,
+                                                                                                dict[str, float]]:
+    """NDCG@10 per task of the in-process run, without and with the DisastIR instructions."""
     store, out = tmp_path_factory.mktemp("reference-store"), tmp_path_factory.mktemp("reference-results")
-    scores = {instructions: ndcg(evaluate(bundled_model, TASKS, data=tiny, instructions=instructions, cache_dir=store,
+    scores = {instructions: ndcg(evaluate(in_process, TASKS, data=tiny, instructions=instructions, cache_dir=store,
                                           output_folder=out, show_progress=False))
               for instructions in (None, "disastir")}
     assert scores[None] != pytest.approx(scores["disastir"], abs=1e-3)  # instructions change the scores
@@ -471,8 +483,8 @@ def test_the_probe_is_one_request_as_large_as_the_runs_batches(
 
 
 @pytest.fixture(scope="module")
-def nearby(bundled_model: Any, tiny: Path) -> Callable[[float], MemoisedEncoder]:
-    """The bundled MiniLM with Gaussian noise of ``scale`` added to every weight: a nearby checkpoint, memoised."""
+def nearby(in_process: Any, tiny: Path) -> Callable[[float], MemoisedEncoder]:
+    """The served model with Gaussian noise of ``scale`` added to every weight: a nearby checkpoint, memoised."""
     import copy
 
     import torch
@@ -481,7 +493,7 @@ def nearby(bundled_model: Any, tiny: Path) -> Callable[[float], MemoisedEncoder]
 
     def checkpoint(scale: float) -> MemoisedEncoder:
         if scale not in made:
-            model = copy.deepcopy(bundled_model.model)
+            model = copy.deepcopy(in_process)
             generator = torch.Generator().manual_seed(50)
             with torch.no_grad():
                 for parameter in model.parameters():

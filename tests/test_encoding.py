@@ -1,4 +1,8 @@
-"""Corpus encoding at the limit: one encode call's batches, bit for bit, resumable, precision and batch size keyed."""
+"""Corpus encoding at the limit: one encode call's batches, bit for bit, resumable, precision and batch size keyed.
+
+The pipeline is checked on conftest's small real model (``tiny_model``, its files shaped as MiniLM's) and, end to end
+through the runner, on the bundled MiniLM itself.
+"""
 
 from __future__ import annotations
 
@@ -34,11 +38,18 @@ def _texts(n: int, seed: int = 0, lengths: tuple[int, ...] = (3, 12, 40, 90, 300
     return [" ".join(rng.choice(_WORDS, size=int(rng.choice(lengths)))) + f" report {i}." for i in range(n)]
 
 
-def _fresh_model() -> object:
-    """A private copy of the bundled MiniLM (precision tests cast weights in place)."""
-    from disastir_mteb.models.bundled import load_bundled_model
+def _fresh_model(folder: Path) -> object:
+    """A private mteb encoder of a real sentence-transformers folder (precision tests cast weights in place)."""
+    from mteb.models import SentenceTransformerEncoderWrapper
+    from sentence_transformers import SentenceTransformer
 
-    return load_bundled_model(device="cpu")
+    return SentenceTransformerEncoderWrapper(SentenceTransformer(str(folder), device="cpu"))
+
+
+@pytest.fixture(scope="module")
+def small_model(tiny_model: Path) -> object:
+    """conftest's small real model as an mteb encoder, for the tests that leave it as it is."""
+    return _fresh_model(tiny_model)
 
 
 def _corpus_task(tmp_path: Path, use_data: object, texts: list[str]) -> object:
@@ -66,17 +77,17 @@ def test_length_order_is_sentence_transformers_order() -> None:
 
 
 @pytest.fixture(scope="module")
-def one_call(bundled_model: object) -> tuple[list[str], np.ndarray]:
+def one_call(small_model: object) -> tuple[list[str], np.ndarray]:
     """120 passages and their vectors from one plain ``encode_document`` call, the reference of every thread count."""
     texts = _texts(120)
-    return texts, bundled_model.model.encode_document(texts, batch_size=8)
+    return texts, small_model.model.encode_document(texts, batch_size=8)
 
 
 @pytest.mark.parametrize("threads", [0, 1, 3])
-def test_pipeline_gives_one_encode_call_bit_for_bit(bundled_model: object, one_call: tuple[list[str], np.ndarray],
+def test_pipeline_gives_one_encode_call_bit_for_bit(small_model: object, one_call: tuple[list[str], np.ndarray],
                                                     threads: int) -> None:
     """Chunks of the length order, whole batches each, in any number of calls: the bytes of one encode call."""
-    st = bundled_model.model
+    st = small_model.model
     texts, expected = one_call
     order = length_order(texts)
     pipeline = SentenceTransformerPipeline(st, batch_size=8, tokenize_threads=threads)
@@ -108,8 +119,9 @@ def test_runner_stores_exactly_what_sentence_transformers_encodes(bundled_model:
 
 
 
-def test_killed_pipelined_run_resumes_and_gives_the_same_bytes(tmp_path: Path, use_data: object) -> None:
-    model = _fresh_model()
+def test_killed_pipelined_run_resumes_and_gives_the_same_bytes(tmp_path: Path, use_data: object,
+                                                               tiny_model: Path) -> None:
+    model = _fresh_model(tiny_model)
     st = model.model
     texts = _texts(90, seed=1)
     task = _corpus_task(tmp_path, use_data, texts)
@@ -135,10 +147,11 @@ def test_killed_pipelined_run_resumes_and_gives_the_same_bytes(tmp_path: Path, u
     np.testing.assert_array_equal(np.asarray(second.corpus_embeddings), st.encode_document(texts, batch_size=8))
 
 
-def test_prompted_models_get_their_prompt_on_the_pipelined_path(tmp_path: Path, use_data: object) -> None:
+def test_prompted_models_get_their_prompt_on_the_pipelined_path(tmp_path: Path, use_data: object,
+                                                                tiny_model: Path) -> None:
     from mteb.models import SentenceTransformerEncoderWrapper
 
-    st = _fresh_model().model
+    st = _fresh_model(tiny_model).model  # a copy of its own: the wrapper sets its prompts
     prompted = SentenceTransformerEncoderWrapper(st, model_prompts={"query": "query: ", "document": "passage: "})
     prompted.mteb_model_meta = prompted.mteb_model_meta.model_copy(update={"name": "test/prompted-minilm"})
     texts = _texts(40, seed=2)
@@ -150,8 +163,9 @@ def test_prompted_models_get_their_prompt_on_the_pipelined_path(tmp_path: Path, 
                                   st.encode_document(texts, prompt="passage: ", batch_size=8))
 
 
-def test_batch_size_and_precision_are_part_of_the_cache_key(tmp_path: Path, use_data: object) -> None:
-    model = _fresh_model()
+def test_batch_size_and_precision_are_part_of_the_cache_key(tmp_path: Path, use_data: object,
+                                                            tiny_model: Path) -> None:
+    model = _fresh_model(tiny_model)
     texts = _texts(40, seed=3, lengths=(3, 12, 40))
     task = _corpus_task(tmp_path, use_data, texts)
     store = EmbeddingStore(tmp_path / "cache")
@@ -178,9 +192,9 @@ def test_batch_size_and_precision_are_part_of_the_cache_key(tmp_path: Path, use_
     assert "disastir_precision" not in (again.mteb_model_meta.experiment_kwargs or {})  # its own precision again
 
 
-def test_precision_results_are_filed_apart(use_data: object, tmp_path: Path) -> None:
+def test_precision_results_are_filed_apart(use_data: object, tmp_path: Path, tiny_model: Path) -> None:
     _corpus_task(tmp_path, use_data, _texts(40, seed=5, lengths=(3, 12, 40)))
-    model = _fresh_model()
+    model = _fresh_model(tiny_model)
     plain = evaluate(model, ["DisastIR-QA-Bio"], cache_dir=tmp_path / "cache", output_folder=tmp_path / "r",
                      show_progress=False)
     half = evaluate(model, ["DisastIR-QA-Bio"], cache_dir=tmp_path / "cache", output_folder=tmp_path / "r",
@@ -224,7 +238,7 @@ def test_other_encoders_keep_their_own_encode_in_length_order(tmp_path: Path, us
     np.testing.assert_array_equal(np.asarray(searcher.corpus_embeddings), HashingEncoder().embed(texts))
 
 
-def test_all_tasks_queries_in_one_pass_equal_task_by_task(use_data: object, tmp_path: Path, bundled_model: object,
+def test_all_tasks_queries_in_one_pass_equal_task_by_task(use_data: object, tmp_path: Path, small_model: object,
                                                           caplog: pytest.LogCaptureFixture) -> None:
     """Queries of many tasks, with the DisastIR instructions, encoded together: the vectors each task's own
     encode gives (to float rounding: other batches), under the same store keys, so a rerun encodes nothing.
@@ -236,7 +250,7 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(use_data: object, tmp_
 
     use_data(write_sample(tmp_path / "data", scale=SampleScale("queries", n_passages=300, queries_per_task=3,
                                                                 judged_per_query=14, passage_words=32)))
-    model = with_instructions(bundled_model, "disastir")
+    model = with_instructions(small_model, "disastir")
     names = ["DisastIR-QA-Bio", "DisastIR-FC-Geo", "DisastIR-STS-Tech"]
     tasks = [mteb.get_task(name) for name in names]
     store = EmbeddingStore(tmp_path / "cache")
@@ -248,7 +262,7 @@ def test_all_tasks_queries_in_one_pass_equal_task_by_task(use_data: object, tmp_
     assert joint.queries_encoded == n_queries
 
     separate = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=None)
-    st = bundled_model.model
+    st = small_model.model
     for task in tasks:
         data = task.dataset["default"]["test"]
         stored = joint._query_embeddings(data["queries"], task.metadata, "test", "default", {"batch_size": 8}, None)

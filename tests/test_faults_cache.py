@@ -90,9 +90,9 @@ if kill == "mid-result":  # SIGKILL inside mteb's writer, half of the first resu
             handle.write(text[: len(text) // 2])
         die()
     TaskResult.to_disk = half
-if cfg["model"] == "minilm":
-    from disastir_mteb.models.bundled import load_bundled_model
-    model = load_bundled_model(device="cpu")
+if cfg["model"] != "hashing":  # a sentence-transformers folder
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer(cfg["model"], device="cpu")
 else:
     from disastir_mteb.models.hashing_encoder import HashingEncoder
     model = HashingEncoder()
@@ -301,27 +301,31 @@ def test_stale_entry_of_a_changed_model_is_rebuilt_when_fresh_vectors_came_first
 
 
 def test_a_sentence_transformer_changed_in_place_is_not_served_its_old_vectors(
-        on_tiny: Path, tmp_path: Path, bundled_model: Any, caplog: pytest.LogCaptureFixture) -> None:
+        on_tiny: Path, tmp_path: Path, tiny_model: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Same name and revision, a new 64-d head, everything cached: its probe gives it away."""
+    import mteb
     from mteb.models import SentenceTransformerEncoderWrapper
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Dense
 
-    from disastir_mteb.models.bundled import BUNDLED_MODEL, bundled_model_path
+    from disastir_mteb.models.bundled import BUNDLED_MODEL
 
+    meta = mteb.get_model_meta(BUNDLED_MODEL)  # a name and revision from the registry, on conftest's small model
+    named = SentenceTransformerEncoderWrapper(SentenceTransformer(str(tiny_model), device="cpu"))
+    named.mteb_model_meta = meta
     store = EmbeddingStore(tmp_path / "cache")
-    evaluate(SharedCorpusSearch(bundled_model, RunSettings(progress=False), store=store), TASKS[:1],
+    evaluate(SharedCorpusSearch(named, RunSettings(progress=False), store=store), TASKS[:1],
              output_folder=tmp_path / "old", show_progress=False)
-    model = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    model = SentenceTransformer(str(tiny_model), device="cpu")
     model.append(Dense(384, 64))
     changed = SentenceTransformerEncoderWrapper(model)
-    changed.mteb_model_meta = bundled_model.mteb_model_meta  # the name and revision of the cached vectors
+    changed.mteb_model_meta = meta  # the name and revision of the cached vectors
     with caplog.at_level(logging.WARNING):
         searcher = SharedCorpusSearch(changed, RunSettings(progress=False), store=EmbeddingStore(tmp_path / "cache"))
         evaluate(searcher, TASKS[:1], output_folder=tmp_path / "new", show_progress=False)
     assert searcher.passages_encoded == N_PASSAGES  # its own entry, not the old model's vectors
     (warning,) = _warnings(caplog)
-    says(warning, f"{BUNDLED_MODEL}@{bundled_model.mteb_model_meta.revision}", "weights and tokenizer",
+    says(warning, f"{BUNDLED_MODEL}@{meta.revision}", "weights and tokenizer",
          "changed in place")
 
 
@@ -450,13 +454,13 @@ def test_kill_9_during_encoding_resumes_only_the_unfinished_chunks(tiny: Path, r
     assert _broken_files(tmp_path) == []
 
 
-def test_kill_9_during_encoding_with_a_real_model(tiny: Path, tmp_path: Path) -> None:
-    """The bundled MiniLM goes through the streaming pipeline (no per-chunk encode calls)."""
-    one = TASKS[:1]
-    _child(tiny, tmp_path / "cache", tmp_path / "out", model="minilm", tasks=one, kill="chunk:1", killed=True)
-    resumed = _child(tiny, tmp_path / "cache", tmp_path / "out", model="minilm", tasks=one)
+def test_kill_9_during_encoding_with_a_real_model(tiny: Path, tmp_path: Path, tiny_model: Path) -> None:
+    """A real sentence-transformers model (conftest's small one) goes through the streaming pipeline."""
+    one, model = TASKS[:1], str(tiny_model)
+    _child(tiny, tmp_path / "cache", tmp_path / "out", model=model, tasks=one, kill="chunk:1", killed=True)
+    resumed = _child(tiny, tmp_path / "cache", tmp_path / "out", model=model, tasks=one)
     assert resumed["passages"] == N_PASSAGES - CHUNK  # chunks 2 to 5 only
-    whole = _child(tiny, tmp_path / "cache2", tmp_path / "whole", model="minilm", tasks=one)
+    whole = _child(tiny, tmp_path / "cache2", tmp_path / "whole", model=model, tasks=one)
     assert whole["passages"] == N_PASSAGES
     assert _outputs(tmp_path / "out") == _outputs(tmp_path / "whole") != {}
     assert _broken_files(tmp_path) == []
@@ -688,14 +692,17 @@ def test_options_that_only_touch_queries_encode_no_passage(on_tiny: Path, tmp_pa
 
 
 def test_instructions_changed_with_a_real_model_reuse_the_corpus_byte_for_byte(
-        on_tiny: Path, tmp_path: Path, bundled_model: Any) -> None:
+        on_tiny: Path, tmp_path: Path, tiny_model: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(tiny_model), device="cpu")  # a real model, conftest's small one
     cache = tmp_path / "cache"
-    _run(bundled_model, TASKS[:1], cache, tmp_path / "none", instructions="none")
+    _run(model, TASKS[:1], cache, tmp_path / "none", instructions="none")
     (entry,) = (cache / "corpus").rglob("embeddings.npy")
     before = np.array(np.load(entry))
-    again = _run(bundled_model, TASKS[:1], cache, tmp_path / "disastir", instructions="disastir")
+    again = _run(model, TASKS[:1], cache, tmp_path / "disastir", instructions="disastir")
     assert again.passages_encoded == 0 and again.queries_encoded > 0
-    _run(bundled_model, TASKS[:1], tmp_path / "fresh", tmp_path / "fresh-out", instructions="disastir")
+    _run(model, TASKS[:1], tmp_path / "fresh", tmp_path / "fresh-out", instructions="disastir")
     (fresh_entry,) = (tmp_path / "fresh" / "corpus").rglob("embeddings.npy")
     assert np.array_equal(np.load(fresh_entry), before)  # what the second run would have encoded is what it reused
     assert _outputs(tmp_path / "disastir") == _outputs(tmp_path / "fresh-out") != {}

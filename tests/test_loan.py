@@ -1,6 +1,7 @@
 """The caller's model is handed back as it came: every module's training flag, dtype, device and attributes.
 
-Real parts: the bundled all-MiniLM-L6-v2 as a ``SentenceTransformer`` in train mode (a training loop that evaluates
+Real parts: a real sentence-transformers model (conftest's ``tiny_model``, MiniLM's files on a small BERT) as a
+``SentenceTransformer`` in train mode (a training loop that evaluates
 between steps), inside mteb's own wrapper, as a ``transformers`` model behind a callable, and cast to bf16; mteb and
 the runner on a 96-passage generated sample (one query per task); ``build_search`` alone where its probe is the
 point. A model comes back as it came from ``evaluate``, from ``build_search`` and from a run that fails half-way.
@@ -15,7 +16,6 @@ import numpy as np
 import pytest
 import torch
 
-from disastir_mteb.models.bundled import bundled_model_path
 from disastir_mteb.models.loan import borrow
 from disastir_mteb.models.precision import module_dtype, torch_module
 from disastir_mteb.runner.run import build_search, evaluate
@@ -33,12 +33,12 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_sample(tmp_path_factory.mktemp("loan") / "data", scale=scale)
 
 
-def training_minilm() -> Any:
-    """A fresh MiniLM in train mode, its embeddings frozen in eval mode (flags that differ between modules), and its
-    tokenizer without padding: settings that its own ``encode`` changes."""
+def training_model(folder: Path) -> Any:
+    """A fresh model of ``folder`` in train mode, its embeddings frozen in eval mode (flags that differ between
+    modules), and its tokenizer without padding: settings that its own ``encode`` changes."""
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    model = SentenceTransformer(str(folder), device="cpu")
     model.train()
     model[0].auto_model.embeddings.eval()
     model.tokenizer.backend_tokenizer.no_padding()
@@ -103,9 +103,9 @@ def quiet(**options: Any) -> RunSettings:
     return RunSettings.from_options(cache_dir=False, progress=False, **options)
 
 
-def test_a_sentence_transformer_in_train_mode_comes_back_training(tiny: Path, tmp_path: Path) -> None:
+def test_a_sentence_transformer_in_train_mode_comes_back_training(tiny: Path, tiny_model: Path, tmp_path: Path) -> None:
     """The issue's case: evaluate() between two training steps left all 124 modules in eval mode, with no word."""
-    model = training_minilm()
+    model = training_model(tiny_model)
     settings = (model.max_seq_length, dict(model.prompts), model.default_prompt_name)
     state = State(model, model.model_card_data, model.tokenizer)
     searcher = build_search(model, quiet())
@@ -119,11 +119,12 @@ def test_a_sentence_transformer_in_train_mode_comes_back_training(tiny: Path, tm
     assert searcher.identity.fingerprint == build_search(model.eval(), quiet()).identity.fingerprint
 
 
-def test_mteb_wrapper_around_a_training_model_comes_back_as_it_came(tiny: Path, tmp_path: Path) -> None:
+def test_mteb_wrapper_around_a_training_model_comes_back_as_it_came(tiny: Path, tiny_model: Path,
+                                                                    tmp_path: Path) -> None:
     """mteb's own wrapper (what mteb.get_model returns for a SentenceTransformer), with instructions in front."""
     from mteb.models import SentenceTransformerEncoderWrapper
 
-    model = training_minilm()
+    model = training_model(tiny_model)
     wrapper = SentenceTransformerEncoderWrapper(model)
     meta = wrapper.mteb_model_meta.model_dump()
     state = State(model, model.model_card_data, model.tokenizer, wrapper, wrapper.mteb_model_meta)
@@ -136,11 +137,11 @@ def test_mteb_wrapper_around_a_training_model_comes_back_as_it_came(tiny: Path, 
 class MeanPooled:
     """A wrapped transformers model: a callable over ``AutoModel`` and its tokenizer, counting the texts it embeds."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path) -> None:
         from transformers import AutoModel, AutoTokenizer
 
-        self.model = AutoModel.from_pretrained(str(bundled_model_path()))
-        self.tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_path()))
+        self.model = AutoModel.from_pretrained(str(folder))
+        self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
         self.texts = 0
 
     def __call__(self, texts: list[str]) -> np.ndarray:
@@ -156,9 +157,10 @@ def mean_pooled(model: Any, tokenizer: Any, texts: list[str]) -> np.ndarray:
     return ((tokens * mask).sum(1) / mask.sum(1)).numpy()
 
 
-def test_a_callable_over_a_training_transformers_model_comes_back_as_it_came(tiny: Path, tmp_path: Path) -> None:
+def test_a_callable_over_a_training_transformers_model_comes_back_as_it_came(tiny: Path, tiny_model: Path,
+                                                                             tmp_path: Path) -> None:
     """The callable's own record (its count) is its own; its model and tokenizer are handed back as they came."""
-    embed = MeanPooled()
+    embed = MeanPooled(tiny_model)
     embed.model.train()
     embed.tokenizer.backend_tokenizer.no_truncation()
     state = State(embed.model, embed.tokenizer)
@@ -168,15 +170,15 @@ def test_a_callable_over_a_training_transformers_model_comes_back_as_it_came(tin
     assert state.changes() == [] and embed.model.training
     assert embed.texts == searcher.texts_probed + searcher.passages_encoded + searcher.queries_encoded > 96
     # encoded in eval mode (no dropout): the same identity as the same model in eval mode
-    reference = MeanPooled()
+    reference = MeanPooled(tiny_model)
     reference.model.eval()
     assert build_search(reference, quiet()).identity.fingerprint == searcher.identity.fingerprint
 
 
-def test_a_function_closing_over_a_training_model_keeps_its_attributes() -> None:
+def test_a_function_closing_over_a_training_model_keeps_its_attributes(tiny_model: Path) -> None:
     """A plain function: its attributes are left as they are; the model its closure holds encodes in eval mode and
     comes back training."""
-    held = MeanPooled()
+    held = MeanPooled(tiny_model)
     model, tokenizer = held.model.train(), held.tokenizer
     training_while_called = []
 
@@ -192,8 +194,8 @@ def test_a_function_closing_over_a_training_model_keeps_its_attributes() -> None
     assert vars(embed) == attributes and state.changes() == [] and model.training
 
 
-def test_precision_encodes_with_a_cast_copy_and_the_training_model_stays_as_it_was() -> None:
-    model = training_minilm()
+def test_precision_encodes_with_a_cast_copy_and_the_training_model_stays_as_it_was(tiny_model: Path) -> None:
+    model = training_model(tiny_model)
     weights = {name: (tensor.clone(), tensor.data_ptr()) for name, tensor in model.state_dict().items()}
     state = State(model, model.model_card_data, model.tokenizer)
     searcher = build_search(model, quiet(precision="bf16"))
@@ -204,9 +206,9 @@ def test_precision_encodes_with_a_cast_copy_and_the_training_model_stays_as_it_w
                for name, tensor in model.state_dict().items())  # the same storage, the same values
 
 
-def test_a_run_that_fails_half_way_hands_the_model_back(tiny: Path, tmp_path: Path) -> None:
+def test_a_run_that_fails_half_way_hands_the_model_back(tiny: Path, tiny_model: Path, tmp_path: Path) -> None:
     """The model raises while the corpus is encoded (after the probe), or in the probe itself: back as it came."""
-    model = training_minilm()
+    model = training_model(tiny_model)
     armed = {"on": False}
 
     def fail(*args: Any) -> None:
@@ -227,9 +229,9 @@ def test_a_run_that_fails_half_way_hands_the_model_back(tiny: Path, tmp_path: Pa
     assert dropout_active(model)
 
 
-def test_borrow_puts_back_what_changed_and_only_that() -> None:
+def test_borrow_puts_back_what_changed_and_only_that(tiny_model: Path) -> None:
     """What a library may do to a model while it encodes, done by hand inside ``borrow``, then an error."""
-    model = training_minilm()
+    model = training_model(tiny_model)
     model.tokenizer.backend_tokenizer.enable_padding(length=32)
     state = State(model, model.model_card_data, model.tokenizer)
     kept = model[0].auto_model.config

@@ -1,7 +1,8 @@
 """A model is identified by what it is: its files, its weights and tokenizer, or a version its caller names.
 
-Real parts only: the bundled MiniLM as a ``SentenceTransformer`` changed in place (Gaussian noise on every weight,
-as a training step would), copies of its folder with a tokenizer or weights edited, plain callables, the real store,
+Real parts only: a real ``SentenceTransformer`` folder (conftest's ``tiny_model``: MiniLM's tokenizer on a small
+BERT; what is checked is the plumbing, not MiniLM's numbers) changed in place (Gaussian noise on every weight, as a
+training step would), copies of its folder with a tokenizer or weights edited, plain callables, the real store,
 runner, ``report`` and ``submit``. Data: a 200-passage generated sample, two queries per task.
 """
 
@@ -18,7 +19,6 @@ import pytest
 from sentences import says
 
 from disastir_mteb import cli
-from disastir_mteb.models.bundled import bundled_model_path
 from disastir_mteb.models.hashing_encoder import HashingEncoder
 from disastir_mteb.models.identity import PROBE_TEXTS, PROBE_TOLERANCE, fingerprint_of, identify, probe_vectors
 from disastir_mteb.runner.run import build_search, evaluate
@@ -41,15 +41,15 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return data
 
 
-def minilm() -> Any:
-    """A fresh in-memory all-MiniLM-L6-v2: no name, no revision (what a notebook holds)."""
+def load(folder: Path) -> Any:
+    """A fresh in-memory ``SentenceTransformer`` of ``folder``: no name, no revision (what a notebook holds)."""
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(bundled_model_path()), device="cpu")
+    return SentenceTransformer(str(folder), device="cpu")
 
 
-def add_noise(model: Any, scale: float = 0.01, seed: int = 0) -> None:
-    """Change every weight in place, as a training step does (0.01: its vectors move by about 0.1)."""
+def add_noise(model: Any, scale: float = 0.3, seed: int = 0) -> None:
+    """Change every weight in place, as a training step does (0.3: the small model's word vectors are N(0, 1))."""
     import torch
 
     torch.manual_seed(seed)
@@ -93,10 +93,11 @@ def corpus_entries(cache: Path) -> int:
 
 
 def test_weights_changed_in_place_get_new_numbers_from_their_own_encoding(
-        tiny: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+        tiny: Path, tiny_model: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's case: evaluate, train (here: noise), evaluate again into the same cache and output folder."""
     cache, out = tmp_path / "cache", tmp_path / "out"
-    model = minilm()
+    model = load(tiny_model)
     before = ndcg(evaluate(model, TASKS, data=tiny, cache_dir=cache, output_folder=out, show_progress=False))
     add_noise(model)
     with caplog.at_level(logging.INFO, logger="disastir_mteb"):
@@ -128,10 +129,10 @@ def test_weights_changed_in_place_get_new_numbers_from_their_own_encoding(
 
 
 def test_two_in_memory_models_in_one_session_keep_their_vectors_and_results_apart(
-        tiny: Path, tmp_path: Path) -> None:
+        tiny: Path, tiny_model: Path, tmp_path: Path) -> None:
     """Two unnamed models, each evaluated twice in turn, on one cache and one output folder."""
     cache, out = tmp_path / "cache", tmp_path / "out"
-    first, second = minilm(), minilm()
+    first, second = load(tiny_model), load(tiny_model)
     add_noise(second, seed=1)
     searchers, scores = [], []
     for model in (first, second, first, second):
@@ -240,10 +241,10 @@ def swap_rows(folder: Path) -> None:
 
 @pytest.mark.parametrize("edit", [swap_words, swap_rows], ids=["tokenizer", "weights"])
 def test_a_model_folder_edited_in_place_gets_the_numbers_of_a_fresh_run(
-        tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any) -> None:
+        tiny: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any) -> None:
     """``-m ./folder`` run, the folder edited where the probe texts cannot see it, run again: its own numbers."""
     model = tmp_path / "my-model"
-    shutil.copytree(bundled_model_path(), model)
+    shutil.copytree(tiny_model, model)
 
     def run(out: Path, *options: str) -> None:
         assert cli.main(["run", "-m", str(model), "--data", str(tiny), "-t", *TASKS, "--output-folder", str(out),
@@ -265,14 +266,16 @@ def test_a_model_folder_edited_in_place_gets_the_numbers_of_a_fresh_run(
     assert ours[f"{first.split('/')[1]}/{TASKS[0]}"] != ours[f"{folder.split('/')[1]}/{TASKS[0]}"]  # the edit tells
 
 
-def test_a_hub_model_is_known_by_its_snapshot_commit_and_files(tiny: Path, tmp_path: Path,
+def test_a_hub_model_is_known_by_its_snapshot_commit_and_files(tiny: Path, tiny_model: Path, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     """A Hub name loaded from the Hugging Face cache: its snapshot's commit and files; an edit there is seen."""
     import huggingface_hub.constants
 
+    from disastir_mteb.models import bundled
     from disastir_mteb.models.bundled import BUNDLED_MODEL, seed_hf_cache
 
+    monkeypatch.setattr(bundled, "bundled_model_path", lambda: tiny_model)  # the small model's files under the name
     snapshot = seed_hf_cache(tmp_path / "hub")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     cache, out = tmp_path / "cache", tmp_path / "out"
@@ -291,12 +294,12 @@ def test_a_hub_model_is_known_by_its_snapshot_commit_and_files(tiny: Path, tmp_p
     says(warning, f"{BUNDLED_MODEL}@{snapshot.name}", "Hub snapshot", "new revision")
 
 
-def test_a_folder_digest_is_remembered_so_a_warm_start_reads_no_weight_file(tmp_path: Path) -> None:
+def test_a_folder_digest_is_remembered_so_a_warm_start_reads_no_weight_file(tiny_model: Path, tmp_path: Path) -> None:
     """The files' digests are kept by size, times and inode: a second start hashes nothing, an edit is seen."""
     from disastir_mteb.models.content import folder_content
 
     model = tmp_path / "my-model"
-    shutil.copytree(bundled_model_path(), model)
+    shutil.copytree(tiny_model, model)
     weights = (model / "model.safetensors").stat().st_size
     cold = folder_content(model, tmp_path / "memo")
     assert cold.bytes_read >= weights
@@ -309,32 +312,32 @@ def test_a_folder_digest_is_remembered_so_a_warm_start_reads_no_weight_file(tmp_
     assert folder_content(model, tmp_path / "memo").digest == edited.digest
 
 
-def test_an_in_memory_model_is_read_by_its_weights_and_tokenizer(tmp_path: Path) -> None:
+def test_an_in_memory_model_is_read_by_its_weights_and_tokenizer(tiny_model: Path, tmp_path: Path) -> None:
     """Two models of equal weights and other vocabularies differ; encoding, train mode and a wrapper change nothing."""
     from mteb.models import SentenceTransformerEncoderWrapper
     from sentence_transformers import SentenceTransformer
 
     from disastir_mteb.models.content import object_content
 
-    model = minilm()
+    model = load(tiny_model)
     reference = object_content(model)
     assert reference is not None and reference.kind == "parameters"
     model.encode(["a flood warning"])
     model.train()
     assert object_content(SentenceTransformerEncoderWrapper(model)).digest == reference.digest
     edited = tmp_path / "edited"
-    shutil.copytree(bundled_model_path(), edited)
+    shutil.copytree(tiny_model, edited)
     swap_words(edited)
     assert object_content(SentenceTransformer(str(edited), device="cpu")).digest != reference.digest
     add_noise(model, scale=1e-6)  # a step far below what any probe tolerance would have seen
     assert object_content(model).digest != reference.digest
 
 
-def test_a_result_set_of_two_models_by_content_is_refused(tiny: Path, tmp_path: Path,
+def test_a_result_set_of_two_models_by_content_is_refused(tiny: Path, tiny_model: Path, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """One name and revision, two contents: a task rerun after the weights changed leaves a set of two models."""
     model = tmp_path / "my-model"
-    shutil.copytree(bundled_model_path(), model)
+    shutil.copytree(tiny_model, model)
     out = tmp_path / "out"
     base = ["run", "-m", str(model), "--data", str(tiny), "--output-folder", str(out), "--model-revision", "v1",
             "--cache-dir", str(tmp_path / "cache"), "--quiet", "-t"]
@@ -352,21 +355,26 @@ def test_a_result_set_of_two_models_by_content_is_refused(tiny: Path, tmp_path: 
 
 
 def test_a_named_model_changed_in_place_is_encoded_again_after_one_warning(
-        tiny: Path, tmp_path: Path, bundled_model: Any, caplog: pytest.LogCaptureFixture) -> None:
+        tiny: Path, tiny_model: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Same name and revision (the registry's), same dimension, other weights: a new entry and the right numbers."""
+    import mteb
     from mteb.models import SentenceTransformerEncoderWrapper
 
+    from disastir_mteb.models.bundled import BUNDLED_MODEL
+
+    meta = mteb.get_model_meta(BUNDLED_MODEL)  # the small model under the registry's name and revision for MiniLM
     cache, out = tmp_path / "cache", tmp_path / "out"
-    before = ndcg(evaluate(bundled_model, TASKS, data=tiny, cache_dir=cache, output_folder=out, show_progress=False))
-    changed = SentenceTransformerEncoderWrapper(minilm())
-    changed.mteb_model_meta = bundled_model.mteb_model_meta
+    named = SentenceTransformerEncoderWrapper(load(tiny_model))
+    named.mteb_model_meta = meta
+    before = ndcg(evaluate(named, TASKS, data=tiny, cache_dir=cache, output_folder=out, show_progress=False))
+    changed = SentenceTransformerEncoderWrapper(load(tiny_model))
+    changed.mteb_model_meta = meta
     add_noise(changed.model)
     fresh = ndcg(evaluate(changed, TASKS, data=tiny, cache_dir=False, output_folder=tmp_path / "fresh",
                           show_progress=False))
     with caplog.at_level(logging.WARNING):
         searcher = build_search(changed, quiet(cache))
         assert ndcg(evaluate(searcher, TASKS, data=tiny, output_folder=out, show_progress=False)) == fresh != before
-    meta = bundled_model.mteb_model_meta
     warning, replaced = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     # which model, what of it changed, and what to do: a new revision
     says(warning, f"{meta.name}@{meta.revision}", "weights and tokenizer", "changed in place", "new revision")
@@ -400,13 +408,15 @@ def test_results_written_before_fingerprints_were_recorded_are_taken_as_they_are
 # ---------------------------------------------------------------------- every kind of encoder
 
 
-def test_the_probe_reaches_every_kind_of_encoder(bundled_model: Any) -> None:
+def test_the_probe_reaches_every_kind_of_encoder(tiny_model: Path) -> None:
     """The vectors of a model are its vectors, whatever wraps it; instructed passages are another computation."""
+    from mteb.models import SentenceTransformerEncoderWrapper
+
     from disastir_mteb.models.adapter import as_mteb_encoder, with_instructions
 
-    reference = probe_vectors(bundled_model)  # passages, then queries
+    st = load(tiny_model)
+    reference = probe_vectors(SentenceTransformerEncoderWrapper(load(tiny_model)))  # passages, then queries
     assert reference.shape == (2 * len(PROBE_TEXTS), 384) and reference.dtype == np.float32
-    st = minilm()
     assert np.array_equal(probe_vectors(as_mteb_encoder(st)), reference)
     instructed_queries = probe_vectors(with_instructions(st, "disastir"))
     side = len(PROBE_TEXTS)
@@ -472,10 +482,10 @@ def test_rounding_keeps_the_fingerprint_and_a_change_does_not(tmp_path: Path, ca
 
 
 def test_a_model_folder_without_revision_is_filed_under_its_fingerprint_and_submit_refuses_it(
-        tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tiny: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``-m ./folder``: named ``local/<folder>``, no revision; the summary says where its results went."""
     model = tmp_path / "my-model"
-    shutil.copytree(bundled_model_path(), model)
+    shutil.copytree(tiny_model, model)
     command = ["run", "-m", str(model), "--data", str(tiny), "-t", *TASKS, "--cache-dir", str(tmp_path / "cache"),
                "--output-folder", str(tmp_path / "out"), "--quiet"]
     assert cli.main(command) == 0

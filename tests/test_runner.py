@@ -136,10 +136,15 @@ def test_another_model_never_reuses_the_cache(on_sample: Path, tmp_path: Path) -
 
 
 def test_corpus_encoding_spreads_over_devices_with_identical_vectors(tmp_path: Path, use_data: object,
+                                                                     tiny_model: Path,
                                                                      caplog: pytest.LogCaptureFixture) -> None:
-    """Two CPU 'devices' exercise sentence-transformers' multi-process pool (CUDA devices work the same way)."""
+    """Two CPU 'devices' exercise sentence-transformers' multi-process pool (CUDA devices work the same way).
+
+    On conftest's small real model: each pool process loads it, and what is checked is the pool, not its numbers.
+    """
+    from sentence_transformers import SentenceTransformer
+
     from conftest import write_layout
-    from disastir_mteb.models.bundled import load_bundled_model
 
     passages = {f"d{i}": f"Flood bulletin {i}: river levels at gauge {i * 7} rising near district {i % 5}."
                 for i in range(24)}
@@ -147,7 +152,7 @@ def test_corpus_encoding_spreads_over_devices_with_identical_vectors(tmp_path: P
     root = write_layout(tmp_path / "data", passages,
                         {"QA_Bio": ([{"query_id": "q1", "user_query": "river levels rising at the gauge"}], qrels)})
     use_data(root)
-    model = load_bundled_model(device="cpu")
+    model = SentenceTransformer(str(tiny_model), device="cpu")
     pooled = SharedCorpusSearch(model, RunSettings(progress=False, devices=["cpu", "cpu"]), store=None)
     single = SharedCorpusSearch(model, RunSettings(progress=False, devices=None), store=None)
     assert pooled.devices == ("cpu", "cpu") and single.devices == ()

@@ -2,9 +2,10 @@
 
 Each case is an ordinary edit a researcher makes between two runs (a model's token limit or query prompt, a
 grade fixed in the data, a corrected passage, a model changed in place and run with ``--no-cache``); each ends
-in the number a fresh run gives. Real parts: the bundled MiniLM copied into a folder and edited there, a
-generated 400-passage sample copied and edited (200 short passages for the real model), the real store, mteb and
-the runner; the command line where the case is a command line's.
+in the number a fresh run gives. Real parts: a real sentence-transformers model (conftest's ``tiny_model``, shaped as
+MiniLM; what is checked is which inputs a number comes from, not MiniLM's numbers) copied into a folder and edited
+there, a generated 400-passage sample copied and edited (400 short ones for the real model), the real store,
+mteb and the runner; the command line where the case is a command line's.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from disastir_mteb.vocabulary.run_settings import RunSettings
 
 TASK = "DisastIR-QA-Bio"
 N_PASSAGES = 400
-SMALL_PASSAGES = 200
-SMALL_QUERIES = 2  # per task
+SMALL_PASSAGES = 400
+SMALL_QUERIES = 4  # per task
 PACKAGE = Path(__file__).resolve().parents[1] / "disastir_mteb"
 
 
@@ -42,7 +43,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A smaller sample for the cases that encode with the real MiniLM three times each (short passages, so that a
+    """A smaller sample for the cases that encode with the real model three times each (short passages, so that a
     token limit of 8 still cuts them)."""
     from disastir_mteb.sample.generator import SampleScale, write_sample
 
@@ -52,11 +53,9 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def mini(tmp_path: Path) -> Path:
-    """A copy of the bundled all-MiniLM-L6-v2 in a folder of its own, to edit as a user edits a model folder."""
-    from disastir_mteb.models.bundled import bundled_model_path
-
-    return Path(shutil.copytree(bundled_model_path(), tmp_path / "mini"))
+def mini(tiny_model: Path, tmp_path: Path) -> Path:
+    """A copy of a real model folder in a folder of its own, to edit as a user edits a model folder."""
+    return Path(shutil.copytree(tiny_model, tmp_path / "mini"))
 
 
 def _edit_json(path: Path, **changes: Any) -> None:
@@ -102,12 +101,10 @@ def test_a_query_prompt_added_encodes_queries_again_and_keeps_the_corpus(mini: P
 
 
 def test_an_in_memory_model_changed_on_the_query_side_gets_its_own_vectors_and_folder(
-        bundled_model: Any, small: Path, tmp_path: Path) -> None:
+        tiny_model: Path, small: Path, tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
-    from disastir_mteb.models.bundled import bundled_model_path
-
-    st = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    st = SentenceTransformer(str(tiny_model), device="cpu")
     cache, out = tmp_path / "cache", tmp_path / "out"
     before, first = _run(st, small, out, cache)
     st.prompts["query"] = "Recipes and cooking times for a family dinner: "  # a notebook edit; passages unchanged
@@ -184,13 +181,11 @@ def test_every_result_records_its_provenance_and_the_settings(tiny: Path, tmp_pa
     assert per_query["provenance"]["model"]["fingerprint"] == record[MODEL_KEY]
 
 
-def test_the_callers_model_is_never_changed(small: Path, tmp_path: Path) -> None:
+def test_the_callers_model_is_never_changed(tiny_model: Path, small: Path, tmp_path: Path) -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from disastir_mteb.models.bundled import bundled_model_path
-
-    st = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    st = SentenceTransformer(str(tiny_model), device="cpu")
     attributes = dict(st.__dict__)
     weights = {name: tensor.clone() for name, tensor in st.state_dict().items()}
     result = evaluate(st, [TASK], precision="bf16", cache_dir=False, output_folder=tmp_path / "out",

@@ -120,6 +120,7 @@ class SentenceTransformerPipeline:
         self.report.device, self.report.precision = device, module_dtype(model)
         self._checked = False
         self._fallback = False
+        self._checked_batch: tuple[list[str], Any, int] | None = None  # the parity check's texts, output, long
         self._lock = threading.Lock()
 
     def __call__(self, texts: list[str]) -> np.ndarray:
@@ -141,6 +142,7 @@ class SentenceTransformerPipeline:
             return
         if not self._checked:
             self._check_parity(batches[0][1])
+        checked, self._checked_batch = self._checked_batch, None  # the first batch, already through the model
         if self._fallback:
             for chunk in chunks:
                 started = time.perf_counter()
@@ -160,7 +162,10 @@ class SentenceTransformerPipeline:
             item = next(upcoming, None)
             if item is not None:
                 texts = item[1]
-                work = pool.submit(self._preprocess, texts) if pool is not None else texts
+                if checked is not None and texts is checked[0]:
+                    work = None
+                else:
+                    work = pool.submit(self._preprocess, texts) if pool is not None else texts
                 pending.append((item[0], len(texts), work))
 
         try:
@@ -170,12 +175,16 @@ class SentenceTransformerPipeline:
             with torch.inference_mode():
                 while pending:
                     number, size, work = pending.popleft()
-                    features, long = work.result() if pool is not None else self._preprocess(work)
+                    if work is None:  # the parity check's batch: its output is this batch's
+                        output, long = checked[1], checked[2]  # type: ignore[index]
+                    else:
+                        features, long = work.result() if pool is not None else self._preprocess(work)
+                        output = None
                     submit()
                     if number != current:
                         yield self._finish(outputs, started, at_limit)
                         current, outputs, at_limit, started = number, [], 0, time.perf_counter()
-                    outputs.append(self._forward(features, device))
+                    outputs.append(output if output is not None else self._forward(features, device))
                     at_limit += long
                     if on_batch is not None:
                         on_batch(size)
@@ -183,7 +192,8 @@ class SentenceTransformerPipeline:
         finally:
             if pool is not None:
                 for _, _, work in pending:
-                    work.cancel()
+                    if work is not None:
+                        work.cancel()
                 pool.shutdown(wait=True)
 
     # ------------------------------------------------------------------ internals
@@ -223,13 +233,19 @@ class SentenceTransformerPipeline:
         return encode(texts, prompt=self.prompt, batch_size=self.batch_size, show_progress_bar=False, **kwargs)
 
     def _check_parity(self, texts: list[str]) -> None:
-        """Compare the first batch with ``encode_document``; fall back to it per chunk if they disagree."""
+        """Compare the first batch with ``encode_document``; fall back to it per chunk if they disagree.
+
+        The pipeline's output for that batch is kept: it is the batch's output in the encoding that follows.
+        """
         import torch
 
         self._checked = True
         try:
             with torch.inference_mode():
-                ours = self._forward(self._preprocess(list(texts))[0], self.model.device).float().cpu()
+                features, long = self._preprocess(list(texts))
+                output = self._forward(features, self.model.device)
+                ours = output.float().cpu()
+            self._checked_batch = (texts, output, long)
             theirs = self._library_encode(list(texts), convert_to_tensor=True).float().cpu()
         except (TypeError, ValueError, KeyError, AttributeError) as error:  # another sentence-transformers API
             logger.warning("The pipelined encoder cannot drive %s (%s); encoding through encode_document chunk by "
@@ -242,7 +258,7 @@ class SentenceTransformerPipeline:
             logger.info("The pipelined encoder matches encode_document to %.1e (not bit for bit) on the first batch.",
                         float((ours - theirs).abs().max()))
         else:
-            self._fallback = True
+            self._fallback, self._checked_batch = True, None
             self.report.path, self.report.tokenize_threads = f"model.encode_{self.side}", 0
             if ours is not None:
                 logger.warning("The pipelined encoder disagrees with %s.encode_%s on the first batch; encoding "
