@@ -1,11 +1,8 @@
 """disastir-mteb: the DisastIR disaster-management retrieval benchmark as 48 mteb tasks.
 
-Importing the package registers the tasks, benchmarks and models with mteb
-(:mod:`disastir_mteb.registration`): the autoload hook does it the moment mteb is imported, so that
-``import disastir_mteb`` and the ``disastir-mteb`` command stay fast (mteb and torch take seconds to
-import) and ``--help`` answers at once; where the hook will not (mteb already imported, or
-``DISASTIR_MTEB_AUTOLOAD=0``), the import registers at once. The names below are the public API;
-those that need mteb load on first use.
+Importing the package registers the tasks, benchmarks and models with mteb (:mod:`disastir_mteb.registration`),
+through the autoload hook the moment mteb is imported, so ``import disastir_mteb`` and ``--help`` stay fast. The
+names below are the public API; those that need mteb load on first use.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""The ``disastir-mteb`` command: argument parsing only; each subcommand calls one module.
-
-The subcommands themselves are in :mod:`disastir_mteb.commands`.
-"""
+"""The ``disastir-mteb`` command: argument parsing only; the subcommands are in :mod:`disastir_mteb.commands`."""
 
 from __future__ import annotations
 
@@ -130,11 +127,7 @@ def _version() -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose usage errors are one sentence, as the commands' own are.
-
-    argparse prints the whole usage (20 lines for ``run``) above its one-line error; ``--help`` still prints it.
-    Subcommands' parsers are of this class too (argparse builds them with the parent's).
-    """
+    """argparse's parser whose usage errors are one sentence, without the whole usage; ``--help`` still prints it."""
 
     #: the commands' parsers by name (set on the top parser): an unknown option is said by its command's parser
     commands: Mapping[str, argparse.ArgumentParser] = MappingProxyType({})
@@ -434,12 +427,7 @@ def _check_output_folder(args: argparse.Namespace) -> None:
 
 
 def _interrupted(args: argparse.Namespace) -> str:
-    """The one line Ctrl-C ends a command with: what is kept and how to go on.
-
-    ``run`` and ``demo`` resume: results are written task by task and atomically (a task's file is
-    whole or absent), and the embedding store keeps every finished chunk, so the same command
-    evaluates only the tasks without a result and encodes only what is not stored yet.
-    """
+    """The one line Ctrl-C ends a command with: what is kept and how to go on (``run`` and ``demo`` resume)."""
     if args.command in ("judge", "judge-study"):
         return (f"disastir-mteb {args.command}: interrupted; run the same command again to resume: every answer "
                 "received is kept in the store, and only what is missing is asked.")
@@ -466,10 +454,10 @@ _SERVER_URL_OPTIONS = (("--embeddings-url", "embeddings_url"), ("--base-url", "b
 
 
 def _check_server_urls(args: argparse.Namespace) -> None:
-    """Every server URL of the command, checked and normalised first: a typo is one sentence before mteb loads.
+    """Every server URL of the command, checked and normalised before mteb loads.
 
     Raises:
-        ValueError: a URL that is not a server's base URL (:func:`~disastir_mteb.endpoints.urls.check_base_url`).
+        ValueError: a URL that is not a server's base URL.
     """
     for option, name in _SERVER_URL_OPTIONS:
         urls = getattr(args, name, None)
@@ -478,11 +466,7 @@ def _check_server_urls(args: argparse.Namespace) -> None:
 
 
 def _spell_names(args: argparse.Namespace) -> None:
-    """``-t`` and ``-b`` names in any case, spelled as DisastIR's tasks and benchmarks are, for every command.
-
-    From the vocabulary alone (nothing imported): a misspelled DisastIR name is one sentence with the closest names
-    at once; other libraries' names pass as given (``run`` checks them with mteb, before any work).
-    """
+    """``-t`` and ``-b`` names in any case, spelled as DisastIR's are (from the vocabulary); others pass as given."""
     if getattr(args, "tasks", None):
         args.tasks = [canonical_task_name(name) for name in args.tasks]
     if getattr(args, "benchmarks", None):
@@ -490,11 +474,7 @@ def _spell_names(args: argparse.Namespace) -> None:
 
 
 def _lines_in_order() -> None:
-    """Write standard output line by line, as standard error is: results and progress then land in the order said.
-
-    Python buffers stdout in blocks when it is not a terminal (``disastir-mteb export ... > log 2>&1``, CI logs), so
-    a command's results came after, or between, progress lines written later on stderr.
-    """
+    """Line-buffer stdout, as stderr is, so results and progress land in order when stdout is not a terminal."""
     reconfigure = getattr(sys.stdout, "reconfigure", None)  # absent on a stream replaced by a test or a notebook
     if reconfigure is not None:
         reconfigure(line_buffering=True)
@@ -505,9 +485,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         0 on success, 2 for an error of the input or the surroundings (a
-        :class:`~disastir_mteb.util.errors.DisastirError`, or an ``OSError`` such as a full disk: one sentence on
-        stderr, naming the file or option), 130 after Ctrl-C (one line saying how to resume, no traceback), or what
-        the command returns (``submit``: 1). Any other exception is a bug and keeps its traceback.
+        :class:`~disastir_mteb.util.errors.DisastirError` or an ``OSError``: one sentence on stderr), 130 after
+        Ctrl-C, or what the command returns (``submit``: 1). Any other exception is a bug and keeps its traceback.
     """
     args = build_parser().parse_args(argv)
     _lines_in_order()

@@ -1,7 +1,7 @@
 """The ``disastir-mteb`` subcommands: each takes the parsed arguments, calls one module and prints the outcome.
 
-:mod:`disastir_mteb.cli` parses the command line and calls these; they also set the process up
-(offline when the Hub cannot be reached, ``--data``, ``--quiet``) before anything heavy is imported.
+They also set the process up (offline when the Hub cannot be reached, ``--data``, ``--quiet``) before anything
+heavy is imported.
 """
 
 from __future__ import annotations
@@ -50,9 +50,7 @@ def demo(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """``disastir-mteb run``: evaluate a model on the tasks, corpus encoded once, results in mteb's layout.
 
-    The run is timed from here (:mod:`disastir_mteb.util.timings`): the libraries it imports are ``startup``,
-    and the table of where its time went ends its output (``--timings-json FILE`` also writes it, a path
-    checked first of all, before anything is imported or loaded).
+    Timed from here, so the libraries it imports count as ``startup``; ``--timings-json`` is checked first of all.
     """
     from disastir_mteb.runner.run_request import EmbeddingServersOptions, prepare_run
     from disastir_mteb.util.timings import run_clock
@@ -103,7 +101,7 @@ def _ann_options_need_ann(args: argparse.Namespace) -> None:
     """``--ann-preset`` and every USearch option refused without ``--search ann``: exact search would ignore them.
 
     Raises:
-        ValueError: one sentence naming each such option given, and what to add.
+        ValueError: naming each such option given, and what to add.
     """
     from disastir_mteb.vocabulary.ann_params import ANN_OPTIONS
     from disastir_mteb.vocabulary.run_settings import ANN
@@ -118,13 +116,10 @@ def _ann_options_need_ann(args: argparse.Namespace) -> None:
 
 
 def _timings_file(path: str | None) -> Path | None:
-    """``--timings-json FILE`` checked before the run: a file that can be written (its folder is made if missing).
-
-    Checked by creating (and removing at once) a temporary file where the file's folder will be, so a
-    read-only place is refused too, not only a missing permission.
+    """``--timings-json FILE`` checked before the run, by creating and removing a file in its folder (made if missing).
 
     Raises:
-        ValueError: the path is a folder, lies under a file, or its folder cannot be written (one sentence).
+        ValueError: the path is a folder, lies under a file, or its folder cannot be written.
     """
     import tempfile
 
@@ -179,13 +174,8 @@ def _summarise(evaluation: Evaluation) -> None:
 def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[str] | None = None) -> Path | None:
     """The data folder the result sets' runs read (None: the Hub's pinned revision), said in one line.
 
-    The line goes to stdout for ``judge`` (beside its plan), to stderr for ``report`` and ``compare`` (their stdout is
-    the report).
-
-    ``--data`` (else ``DISASTIR_DATA_DIR``) wins, checked to hold the files the runs read; else the folder their result
-    files record, checked unchanged (:func:`~disastir_mteb.results.data_used.choose_data`: one sentence when it is
-    gone, changed, or the sets read different data). So ``report --judgements`` and ``judge`` on a run made with
-    ``--data`` need not be told again. The folder is handed to the judging functions, not set for the process.
+    ``--data`` (else ``DISASTIR_DATA_DIR``) wins; else the folder their result files record, checked unchanged, so a
+    run made with ``--data`` need not be told again. The line goes to stdout for ``judge``, else to stderr.
     """
     from disastir_mteb.data.layout import DATA_DIR_ENV
     from disastir_mteb.results.data_used import choose_data
@@ -204,12 +194,7 @@ def _data_of_results(sets: list, data: str | None, command: str, *, tasks: list[
 def _completed_views(sets: list, args: argparse.Namespace) -> dict[Path, CompletedView] | None:
     """``--judgements STORE``: each full-set result set's completed NDCG@10 as plain numbers, or None without it.
 
-    The data is the runs' own unless ``--data`` says otherwise (:func:`_data_of_results`); each judge's stored
-    agreement with the published grades goes beside its scores, with a warning below the band or when never measured
-    (:func:`~disastir_mteb.judging.agreement.agreement_note`).
-
-    Computed here, at the top (the results layer never imports the judge), by
-    :func:`~disastir_mteb.judging.completed.completed_views`, and handed to the renderers as plain values.
+    Computed here because the results layer never imports the judge; each judge's agreement goes beside its scores.
     """
     if not args.judgements:
         given = [flag for flag, value in (("--judge-model", args.judge_model),
@@ -233,12 +218,8 @@ def _say_unchecked(notes: list[str | None], command: str) -> None:
 def compare(args: argparse.Namespace) -> int:
     """``disastir-mteb compare``: two result sets side by side, or model rankings across query sets.
 
-    Sets on different query sets (DevLite and full runs: one folder holding both, or a folder of each)
-    give Kendall's tau between the model rankings (:mod:`disastir_mteb.results.split_agreement`); sets on
-    one query set are paired (:func:`~disastir_mteb.results.compare.pair_sets`) and compared, per query set
-    when the folders hold several. One folder: its exact runs against its ANN runs, or, without ANN runs,
-    its plain runs against its experiments (instructions, precision). Two sets whose files record different
-    data for a task both hold are refused (:func:`~disastir_mteb.results.compare.compare_sets`).
+    Sets on different query sets give Kendall's tau between the model rankings; sets on one query set are paired and
+    compared. One folder: its exact runs against its ANN runs, else its plain runs against its experiments.
     """
     from disastir_mteb.results.compare import pair_sets, pairing_text
     from disastir_mteb.results.pairing import choose_sides
@@ -372,11 +353,7 @@ def export(args: argparse.Namespace) -> int:
 
 
 def _go_ahead(plan_text: str, requests: int, settings: JudgeSettings) -> bool:
-    """Whether to send ``requests`` requests: yes under --confirm-above or with --yes; else ask a terminal, never wait.
-
-    Without a terminal (a script, CI) a job above the threshold stops with one sentence instead of waiting
-    for an answer nobody can give.
-    """
+    """Whether to send ``requests`` requests: yes under --confirm-above or --yes; else ask a terminal, never wait."""
     import os
 
     if settings.yes or requests <= settings.confirm_above:
@@ -392,10 +369,7 @@ def _go_ahead(plan_text: str, requests: int, settings: JudgeSettings) -> bool:
 def judge(args: argparse.Namespace) -> int:
     """``disastir-mteb judge``: the result sets' unjudged top-10 pairs, judged with the authors' protocol.
 
-    The options checked, the settings and the data resolved (the runs' own unless ``--data`` says otherwise:
-    :func:`_data_of_results`), then :func:`~disastir_mteb.judging.holes_job.judge_holes`. Result sets without any
-    per-query rankings (plain ``mteb run``) have no holes to find: one sentence and exit 2 (1 after ``--agreement``,
-    which needs none).
+    Result sets without per-query rankings (plain ``mteb run``) have no holes to find: one sentence and exit 2.
     """
     from disastir_mteb.judging.holes import rankings_held, result_sets_of
     from disastir_mteb.judging.holes_job import judge_holes

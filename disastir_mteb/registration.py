@@ -1,25 +1,12 @@
 r"""Registration of the DisastIR tasks, benchmarks and models into mteb: the one place that writes into mteb.
 
-mteb 2.x (2.22.2 to 2.26.24, checked in CI: ``CHECKED_ON`` in :mod:`disastir_mteb.util.mteb_internals`) has no
-plugin mechanism, so registration writes into private registries (the entry-point group mteb would need is
-written up in ``docs/upstream/plugins.md``). These are
-exactly the mteb internals it touches (:data:`MTEB_INTERNALS`; :func:`check_internals` names any a new
-mteb release renamed, and ``tests/test_mteb_internals.py`` calls it, so a rename fails loudly):
+mteb 2.x has no plugin mechanism (the entry point it would need: ``docs/upstream/plugins.md``), so registration
+writes into the private registries of :data:`MTEB_INTERNALS`, checked on the releases of ``CHECKED_ON``
+(:mod:`disastir_mteb.util.mteb_internals`); :func:`check_internals` names any a new release renamed. Benchmarks
+are built on first use, not at every ``import mteb``; where mteb ships a name itself, its own entry wins.
 
-- ``mteb.get_tasks._TASKS_REGISTRY`` (name -> task class) and ``mteb.get_tasks.TASK_LIST`` (the task
-  tuple ``mteb.get_tasks`` iterates): the 48 full tasks, then their 48 ``DisastIR-Test-*`` and 48
-  ``DisastIR-DevLite-*`` versions (:data:`disastir_mteb.tasks.retrieval.ALL_TASK_CLASSES`).
-- ``mteb.benchmarks.get_benchmark._build_registry`` (an ``lru_cache``d builder): wrapped, so the benchmarks
-  of :func:`disastir_mteb.tasks.benchmarks.benchmarks` (``DisastIR``, one per intent, ``DisastIR-Test``,
-  ``-DevLite``) are built on first use, not at every ``import mteb``.
-- ``mteb.models.model_implementations.MODEL_REGISTRY``: the six DMRetriever ``ModelMeta``\\ s.
-
-Where mteb ships a name itself (once upstreamed), mteb's own entry wins, with one warning.
-
-When it runs: right after ``import mteb`` (the autoload hook, ``_disastir_mteb_autoload.py``), at
-``import disastir_mteb`` when the hook will not (mteb already imported, or the hook turned off), and
-from :func:`disastir_mteb.evaluate`. The modules it reads import mteb first thing (``disastir_mteb.tasks``
-and ``disastir_mteb.models`` do so in their ``__init__``), so the hook never finds one half-executed.
+It runs right after ``import mteb`` (the autoload hook), at ``import disastir_mteb`` when the hook will not, and
+from :func:`disastir_mteb.evaluate`.
 """
 
 from __future__ import annotations

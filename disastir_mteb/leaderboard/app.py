@@ -1,16 +1,9 @@
 """``disastir-mteb leaderboard``: mteb's own leaderboard app, offline, with DisastIR in its menu.
 
-The page is mteb's gradio app (``mteb.leaderboard``, the one behind the public MTEB leaderboard) over
-a private results cache holding the user's result sets and, unless turned off, the DisastIR paper's
-30 models (rows marked published; see :mod:`disastir_mteb.leaderboard.rows`). Its menu holds
-the 48-task ``DisastIR`` benchmark, the six per-intent ones and DMRetriever's ``DisastIR-Test`` and
-``DisastIR-DevLite``, and it opens on ``DisastIR``. What
-mteb offers no setting for is done in :mod:`disastir_mteb.leaderboard.mteb_patch` and nowhere else. A
-"Provenance" section under mteb's tables says, for each row, how it was computed, and a DisastIR blurb
-replaces mteb's own at the top. ``--screenshot`` saves the whole page as a laptop's window shows it
-(:mod:`disastir_mteb.leaderboard.browser`).
-
-Needs the ``leaderboard`` extra (gradio, plotly, cachetools); nothing is fetched from the network.
+mteb's gradio app over a private results cache: the user's result sets and the DisastIR paper's models
+(:mod:`~disastir_mteb.leaderboard.rows`), opening on ``DisastIR``, with a "Provenance" section under the tables.
+What mteb offers no setting for is done in :mod:`~disastir_mteb.leaderboard.mteb_patch` only. Needs the
+``leaderboard`` extra; nothing is fetched from the network.
 """
 
 from __future__ import annotations
@@ -54,10 +47,8 @@ TITLE = "DisastIR leaderboard"
 PAGE_READY = ("!!document.getElementById('disastir_provenance') && document.body.innerText.includes('Rank (Borda)')")
 
 
-#: Gradio's Markdown lets a line break anywhere (``overflow-wrap: anywhere``), which broke words mid-word: in the
-#: provenance table when it did not fit the window ("Precisio|n", "exponenti|al"), and in the menu's title at
-#: 1,000 px ("managem|ent", the sidebar is 18 % of the window). The provenance table breaks between words only
-#: and scrolls sideways where its words do not fit; the menu's title does the same at a size that fits its word.
+#: Gradio's Markdown breaks lines anywhere (``overflow-wrap: anywhere``), splitting words mid-word; the provenance
+#: table and the menu's title break between words only, and scroll sideways where a word does not fit.
 _PAGE_CSS = ("#disastir_provenance span, #disastir_provenance td, #disastir_provenance th "
              "{overflow-wrap: normal; word-break: normal}"
              " #disastir_provenance table {display: block; overflow-x: auto}"
@@ -76,10 +67,7 @@ def _require_gradio() -> Any:
 
 
 def menu() -> list[Any]:
-    """The page's menu, as mteb's ``MenuEntry`` list: DisastIR, its per-intent benchmarks, DMRetriever's query sets.
-
-    What :func:`~disastir_mteb.leaderboard.mteb_patch.patched` puts in place of mteb's own menu (:data:`BENCHMARKS`).
-    """
+    """The page's menu as mteb's ``MenuEntry`` list: DisastIR, its per-intent benchmarks, DMRetriever's query sets."""
     import mteb
 
     full, *per_intent, test, devlite = (mteb.get_benchmark(name) for name in BENCHMARKS)
@@ -138,11 +126,7 @@ def _write_cache(rows: Sequence[BoardRow], folder: Path) -> Any:
 
 
 def provenance_markdown(rows: Sequence[BoardRow]) -> str:
-    """The "Provenance" section: a table of two columns per run (what, how), a paragraph for the published rows.
-
-    A run's ten facts side by side (its 40-character revision, its folder) made a table three times as wide as a
-    1,280-px window, seven columns scrolled out of view; one run per table, a fact per line, fits any window.
-    """
+    """The "Provenance" section: a two-column table (what, how) per run, to fit a laptop window; the published rows."""
     runs = [row for row in rows if not row.published]
     published = [row for row in rows if row.published]
     parts = ["## Provenance", ""]
@@ -179,10 +163,7 @@ def blurb(rows: Sequence[BoardRow]) -> str:
 
 @contextmanager
 def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) -> Iterator[tuple[Any, list[BoardRow]]]:
-    """Mteb's leaderboard app over ``results`` (and the published rows), ready to ``launch()``.
-
-    mteb's module state stays changed while the context is open (the app reads it when pages load),
-    and is restored when it closes.
+    """Mteb's leaderboard app over ``results`` (and the published rows), ready to ``launch()``; mteb restored on exit.
 
     Raises:
         ImportError: the ``leaderboard`` extra is not installed.
@@ -215,13 +196,7 @@ def leaderboard_app(results: Sequence[str | Path], *, published: bool = True) ->
 def serve(results: Sequence[str | Path], *, host: str = "127.0.0.1", port: int = 7860, published: bool = True,
           screenshot_to: str | Path | None = None, screenshot_width: int = SCREENSHOT_WIDTH,
           say: Any = print) -> list[BoardRow]:
-    """Serve the leaderboard until interrupted.
-
-    With ``screenshot_to`` (a PNG path), load the page in headless Chromium in a window ``screenshot_width``
-    pixels wide, save the whole page at that width (its full height; a table wider than its box stays
-    scrolled, as a reader sees it) and the rendered HTML beside it (same name, ``.html``: for checks
-    without eyes), and stop.
-    """
+    """Serve the leaderboard until interrupted; with ``screenshot_to``, save the page as PNG (and HTML) and stop."""
     with leaderboard_app(results, published=published) as (app, rows):
         runs = sum(not row.published for row in rows)
         say(f"DisastIR leaderboard: {runs} run(s), {len(rows) - runs} published model(s).")

@@ -1,18 +1,8 @@
 """Headless Chromium over its DevTools pipe: a whole page as one PNG, and the page as rendered.
 
-``chromium --screenshot`` saves the window only: a page longer than the window is cut at the bottom,
-and a table wider than its box is cut at the right, scrolled out of sight inside the page. This module
-drives the browser with the DevTools protocol instead, over ``--remote-debugging-pipe`` (JSON messages
-ended by a NUL byte on file descriptors 3 and 4; no network port, no client library), and:
-
-1. loads the page in a window of the given size and waits until it has settled (an optional ready
-   condition holds, and the page's size and element count are the same on three polls in a row);
-2. widens the window until no visible table is scrolled sideways inside its box, nor the page itself
-   (each step adds what is still hidden; at most ``max_width`` pixels);
-3. sets the window height to the page's height and saves one PNG of the whole page.
-
-The browser is started with ``os.posix_spawn`` (descriptors put in place without a shell, and safe in a
-process whose server threads are running).
+``chromium --screenshot`` cuts a long page at the bottom and a wide table at its box's edge, so the page is
+driven over ``--remote-debugging-pipe`` (no port, no client library): load and settle, widen the window until no
+table scrolls sideways, set its height to the page's, then save one PNG.
 """
 
 from __future__ import annotations
@@ -60,13 +50,11 @@ class PageShot:
     """What :func:`screenshot` saw.
 
     Attributes:
-        html: the page as rendered (``document.documentElement.outerHTML``), for checks without eyes.
-        width: pixels, the window's final width (the PNG's width).
-        height: pixels, the page's height (the PNG's height).
-        hidden_width: pixels of a table (or of the page) still scrolled out of sight: 0 unless
-            ``max_width`` stopped the widening.
-        measured: the value of the ``measure`` expression on the page as saved (None without one), e.g.
-            where a header's box lies: what a check needs that the HTML cannot say.
+        html: the page as rendered, for checks without eyes.
+        width: the window's final width in pixels (the PNG's).
+        height: the page's height in pixels (the PNG's).
+        hidden_width: pixels still scrolled out of sight: 0 unless ``max_width`` stopped the widening.
+        measured: the value of the ``measure`` expression on the saved page (None without one).
     """
 
     html: str
@@ -169,18 +157,14 @@ def screenshot(url: str, png: str | Path, *, browser: str | None = None, width: 
 
     Args:
         url: the page.
-        png: where the PNG goes (written atomically; folders made).
+        png: where the PNG goes (written atomically).
         browser: a Chromium-family executable; default :func:`find_browser`.
-        width: pixels, the window's width to start from (the page may be widened, never narrowed).
-        height: pixels, the window's height while the page loads (the PNG is as tall as the page).
-        ready: a JavaScript expression that is true once the page shows what it must (besides settling).
+        width: the starting window width in pixels (widened, never narrowed).
+        height: the window height in pixels while the page loads.
+        ready: a JavaScript expression that is true once the page shows what it must.
         timeout_s: seconds the page may take to become ready and settle.
-        max_width: pixels, the widest window tried for a table that does not fit (``width``: never widened).
-        measure: a JavaScript expression evaluated on the page as saved; its JSON value is
-            :attr:`PageShot.measured`.
-
-    Returns:
-        The rendered HTML and the PNG's size (see :class:`PageShot`).
+        max_width: the widest window tried, in pixels.
+        measure: a JavaScript expression evaluated on the saved page (:attr:`PageShot.measured`).
 
     Raises:
         FileNotFoundError: no Chromium-family browser is installed.

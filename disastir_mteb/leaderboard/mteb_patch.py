@@ -1,48 +1,18 @@
 """The one place the DisastIR leaderboard touches mteb's leaderboard app where mteb offers no setting.
 
-``mteb.leaderboard.get_leaderboard_app(cache, rebuild, cache_repo_id)`` takes results and nothing
-else. What it shows is fixed by module state of mteb 2.26, touched here and nowhere else:
+``get_leaderboard_app`` takes results and nothing else; while :func:`patched` is active:
 
-1. **Menu.** The benchmark buttons come only from ``GP_BENCHMARK_ENTRIES`` and ``R_BENCHMARK_ENTRIES``
-   (names bound in ``mteb.leaderboard.app``); the app also precomputes every benchmark in them, and a
-   benchmark without results breaks that. The DisastIR menu replaces them while the app is built
-   and served.
-2. **First page.** ``DEFAULT_BENCHMARK_NAME`` (bound in ``mteb.leaderboard.app`` and
-   ``...benchmark_selector``) is what opens, and what a link without ``?benchmark_name=`` opens.
-3. **Model registry.** Rows appear only for names in ``MODEL_REGISTRY`` (an inner join); published rows
-   and runs with settings have names of their own, registered for the app's lifetime. The caches mteb
-   builds from the registry and per benchmark are cleared on entry and exit.
-4. **Table styling.** mteb 2.26's summary styling rounds every column but a fixed list and fails on
-   its own text column ``_experiment_id``. The rows carry their setting in their name (see
-   :mod:`disastir_mteb.leaderboard.rows`), so the column is dropped before styling. The
-   tables also get the height to show every row (mteb's is 500 px, about 8 rows).
-5. **Group headers.** A ``CustomGrouping`` mean is a column named ``__cg__{grouping}::{label}``
-   (``_CUSTOM_GROUP_COL_PREFIX`` in ``mteb.benchmarks._create_table``), and the same styling humanises
-   every header not starting with "Mean" with ``_split_on_capital``, which keeps only letter runs and
-   splits at capitals: ``__cg__Intent::QAdoc`` became "cg Intent Q Adoc". These columns are renamed
-   ``Mean (Intent: QAdoc)`` before styling, which that step leaves as it is.
-7. **Column order.** mteb lays the summary out as rank, model, the model's facts (zero-shot, parameters,
-   dimensions, max tokens; ``_STANDARD_META_COLS``), then the scores: at a laptop's width (1,000 to
-   1,280 px) no score was in view without scrolling the table sideways. The scores follow the model
-   column here, and the facts come after them.
-6. **Logging.** ``get_leaderboard_app`` sets the ``mteb.leaderboard`` logger to INFO and, when no
-   logging is configured, gives it a handler of its own on stderr: about 23 KB of timings per page
-   (and "Couldn't produce radar chart" for every benchmark of one task type). A handler of ours on
-   that logger keeps mteb from adding its own, so its records go where the caller's logging sends them
-   (only WARNING and above, to stderr, when none is configured, as for the command line). The warning
-   of mteb's event logger (analytics of the hosted leaderboard, off without ``MONGO_URI``) is
-   silenced, and so is the progress bar mteb draws while it splits its results cache by benchmark
-   (``tqdm`` as bound in ``mteb.results.benchmark_results``), a second on this page.
+1. the menu (``GP_BENCHMARK_ENTRIES``, ``R_BENCHMARK_ENTRIES``) is the DisastIR one;
+2. ``DEFAULT_BENCHMARK_NAME`` opens DisastIR;
+3. ``MODEL_REGISTRY`` knows the rows' names (rows are an inner join on it), its caches cleared on entry and exit;
+4. the tables drop ``_experiment_id`` (mteb's styling fails on it) and show every row;
+5. ``__cg__`` group columns are renamed ``Mean (Intent: QAdoc)`` before mteb's humaniser mangles them;
+6. mteb's leaderboard logs go where the caller's logging sends them, its analytics and tqdm bar silenced;
+7. the scores follow the model column, its facts after them, so scores are in view at a laptop's width.
 
-The app's title and its opening blurb ("100+ text and image embedding models ...") are literals in
-``get_leaderboard_app``; :func:`replace_blurb` swaps them in the built app. Its footer thanks mteb's
-sponsors with four logos fetched from the web, broken images offline: :func:`offline_footer` keeps the
-words and drops the images.
-
-Everything is restored on exit. :func:`missing` lists what a newer mteb no longer has; the canary test
-fails on it, and :func:`patched` warns and skips that step instead of breaking. The names are checked on the
-mteb releases of ``CHECKED_ON`` (:mod:`disastir_mteb.util.mteb_internals`); the arguments of
-``get_leaderboard_app`` that would replace this module are written up for mteb in ``docs/upstream/leaderboard.md``.
+:func:`replace_blurb` and :func:`offline_footer` change the built app. A name a newer mteb lacks skips its step
+with a warning (:func:`missing`); names checked on ``CHECKED_ON`` (:mod:`disastir_mteb.util.mteb_internals`). The
+arguments that would replace this module are proposed in ``docs/upstream/leaderboard.md``.
 """
 
 from __future__ import annotations
@@ -120,12 +90,7 @@ def _set(module: Any, name: str, value: Any) -> Iterator[None]:
 
 
 def group_header(column: str, prefix: str = "__cg__") -> str:
-    """The header of a ``CustomGrouping`` column: ``__cg__Intent::QA`` -> ``Mean (Intent: QA)``; others unchanged.
-
-    Examples:
-        >>> group_header("__cg__Category::Meteorological & Hydrological")
-        'Mean (Category: Meteorological & Hydrological)'
-    """
+    """The header of a ``CustomGrouping`` column: ``__cg__Intent::QA`` -> ``Mean (Intent: QA)``; others unchanged."""
     if not column.startswith(prefix) or "::" not in column:
         return column
     grouping, label = column.removeprefix(prefix).split("::", 1)
@@ -136,9 +101,8 @@ def scores_first(columns: Sequence[str], facts: Sequence[str]) -> list[str]:
     """``columns`` reordered: those up to ``Model``, then every score, then the model ``facts`` (module point 7).
 
     Examples:
-        >>> scores_first(["Rank", "Model", "Zero-shot", "Max Tokens", "Mean (Task)", "Release Date"],
-        ...              ["Zero-shot", "Max Tokens", "Release Date"])
-        ['Rank', 'Model', 'Mean (Task)', 'Zero-shot', 'Max Tokens', 'Release Date']
+        >>> scores_first(["Rank", "Model", "Zero-shot", "Mean (Task)", "Release Date"], ["Zero-shot", "Release Date"])
+        ['Rank', 'Model', 'Mean (Task)', 'Zero-shot', 'Release Date']
     """
     if "Model" not in columns:
         return list(columns)
@@ -181,10 +145,7 @@ def _registered(metas: Sequence[Any]) -> Iterator[None]:
 
 
 class _LastResort(logging.Handler):
-    """What Python does for records no handler takes: WARNING and above to stderr, only when no logging is configured.
-
-    Being a handler of ``mteb.leaderboard``, it also keeps mteb's app from adding its own INFO handler there.
-    """
+    """WARNING and above to stderr when no logging is configured; its presence keeps mteb from adding one for INFO."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -236,11 +197,7 @@ def replace_blurb(app: Any, markdown: str, *, title: str | None = None) -> bool:
 
 
 def offline_footer(app: Any) -> bool:
-    """Drop the images from mteb's footer in the built ``app`` (logos fetched from the web), keeping its words.
-
-    Returns:
-        False when the app has no footer of that ``elem_id`` (a newer mteb): nothing changed.
-    """
+    """Drop the images (logos fetched from the web) from mteb's footer in the built ``app``; False if it has none."""
     import gradio
 
     for block in app.blocks.values():
@@ -253,10 +210,7 @@ def offline_footer(app: Any) -> bool:
 
 @contextmanager
 def patched(menu: Sequence[Any], default: str, metas: Sequence[Any]) -> Iterator[None]:
-    """Mteb's leaderboard app showing ``menu`` (MenuEntry objects), opening on ``default``, knowing ``metas``.
-
-    A step whose mteb names are gone is skipped with one warning naming them (see :func:`missing`).
-    """
+    """Mteb's leaderboard app showing ``menu`` (MenuEntry objects), opening on ``default``, knowing ``metas``."""
     with _quiet_logging(), _patched(menu, default, metas):
         yield
 

@@ -1,17 +1,8 @@
 """The rows of the DisastIR leaderboard: the user's result sets and the authors' published models.
 
-mteb's leaderboard shows one row per model name (plus mteb's raw experiment id, which its table
-styling cannot render), so each row gets a name that says *what* it is as well as *who*:
-
-- a plain run keeps the model's name: ``sentence-transformers/all-MiniLM-L6-v2``;
-- a run with settings adds them, readable: ``sentence-transformers/all-MiniLM-L6-v2 — ANN (HNSW M=16, ef=64)``;
-- a run on DisastIR-Test or DisastIR-DevLite names it (and appears under that benchmark);
-- a run on the generated sample says so: ``sentence-transformers/all-MiniLM-L6-v2 — generated sample data``;
-- a published model says so: ``intfloat/e5-large-v2 (published: DisastIR paper)``.
-
-The table shows the part after the last ``/``, so the setting and the mark stay visible there.
-Published rows come from the paper's appendix (Tables 19-23), the only source with all 48 task
-scores; they are separate rows, never merged with a re-run of the same model.
+mteb shows one row per model name, so a row's name says what it is as well as who:
+``all-MiniLM-L6-v2 — ANN (HNSW M=16, ef=64)``, ``... — generated sample data``, ``e5-large-v2 (published:
+DisastIR paper)``. Published rows (the paper's appendix, Tables 19-23) are never merged with a re-run.
 """
 
 from __future__ import annotations
@@ -54,12 +45,11 @@ class BoardRow:
         name: the row's model name in the leaderboard (see the module docstring).
         model: the model it is a run of (``org/name``).
         revision: the model revision of a run; ``published`` for a published row.
-        scores: task name (the set's own: ``DisastIR-Test-QA-Bio`` for a Test run) -> NDCG@10 (fraction).
-        details: (label, value) pairs shown under the table: a run's provenance and how many of its tasks' top 10s
-            were re-scored against their data (:mod:`~disastir_mteb.results.rescoring`), a published row's source.
+        scores: task name (the set's own) -> NDCG@10 (fraction).
+        details: (label, value) pairs shown under the table: a run's provenance, a published row's source.
         folder: the result-set folder of a run (None for a published row).
         task_files: task name -> the mteb result file of a run.
-        meta: a run's ``model_meta.json`` (empty for a published row, or a run without one).
+        meta: a run's ``model_meta.json`` (empty when there is none).
     """
 
     name: str
@@ -92,12 +82,11 @@ def _row_name(result_set: ResultSet, synthetic: bool | None) -> str:
 
 
 def result_rows(paths: Iterable[str | Path]) -> list[BoardRow]:
-    """One row per result set at or under ``paths`` (folders as ``disastir-mteb run`` writes them).
+    """One row per result set at or under ``paths``.
 
     Raises:
         FileNotFoundError: a path does not exist, or no path holds a DisastIR result set.
-        ValueError: two different folders hold the same run (model, revision and settings), which
-            the leaderboard could only show as one row.
+        ValueError: two folders hold the same run (model, revision and settings), which would be one row.
     """
     paths = [Path(path) for path in paths]
     sets: dict[tuple[Path, Split], ResultSet] = {}

@@ -1,7 +1,6 @@
 """Which data a run's tasks read: a folder in the published layout, the synthetic sample, or the Hub.
 
-One meaning for ``run --data``, ``export --data`` and ``evaluate(data=)``. Nothing is set in the process
-environment: what is not chosen is read from it once, here.
+One meaning for ``run --data``, ``export --data`` and ``evaluate(data=)``; the process environment is never set.
 """
 
 from __future__ import annotations
@@ -27,13 +26,11 @@ def data_source(data: str | Path | None, devlite: str | Path | None = None, *, t
                 keep_joins: bool = True) -> DataSource:
     """The data folders ``data``, ``devlite`` and ``extra_judgements`` name, checked; the environment's for the rest.
 
-    ``data`` is a folder in the published layout, ``"sample"`` (the small synthetic sample, generated once) or None
-    (``DISASTIR_DATA_DIR``, else the Hub); ``extra_judgements`` adds a ``qrels_with_added`` folder's judgements to
-    the full set's (scores then labelled not official). ``as_options`` names the command line's options in errors;
-    ``keep_joins=False`` (``--no-cache``) writes nothing to the data cache.
+    ``as_options`` names the command line's options in errors; ``keep_joins=False`` (``--no-cache``) writes nothing
+    to the data cache.
 
     Raises:
-        FileNotFoundError: a folder given or named by the environment is not a folder (named as typed).
+        FileNotFoundError: a folder given or named by the environment is not a folder.
     """
     def folder(given: str | Path, option: str, what: str) -> Path:
         path = Path(given).expanduser().resolve()

@@ -1,7 +1,4 @@
-"""What :func:`disastir_mteb.evaluate` returns: mteb's ``ModelResult``, and where the run filed it.
-
-A module of its own because it subclasses mteb's class, so importing it imports mteb.
-"""
+"""What :func:`disastir_mteb.evaluate` returns; apart because it subclasses mteb's class (importing it imports mteb)."""
 
 from __future__ import annotations
 
@@ -13,11 +10,7 @@ __all__ = ["EvaluationResult"]
 
 
 class EvaluationResult(ModelResult):
-    """mteb's ``ModelResult`` of the run, with where its files are and what the run did.
-
-    ``folder`` is the run's result set (what ``report``, ``compare`` and ``leaderboard`` read); ``summary`` the
-    run's account in one line.
-    """
+    """mteb's ``ModelResult`` of the run, with the result set's ``folder`` and the run's one-line ``summary``."""
 
     folder: Path
     summary: str

@@ -25,9 +25,8 @@ __all__ = ["atomic_result_cache"]
 def atomic_result_cache(folder: str | Path | None = None) -> ResultCache:
     """An mteb ``ResultCache`` (over ``folder``, else mteb's default) whose saves are atomic.
 
-    mteb writes its three files per task in place, so a run killed mid-write leaves half a file and two runs can
-    interleave their bytes; here mteb writes them into a hidden staging folder, then each is renamed into place. A
-    ``<Task>.json`` that cannot be read back is set aside after one warning, and the task is evaluated again.
+    mteb writes its files in place, so a killed run leaves half a file; here they are staged, then renamed into place.
+    A ``<Task>.json`` that cannot be read back is set aside with a warning, and the task evaluated again.
     """
     cls = _atomic_result_cache_class()
     return cls(Path(folder)) if folder is not None else cls()

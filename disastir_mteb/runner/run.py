@@ -1,13 +1,8 @@
 """``disastir_mteb.evaluate``: a model x DisastIR tasks -> mteb results, one corpus encoding for all.
 
-Each task is evaluated with ``mteb.evaluate``, so scores and result files are mteb's own; the search goes through
-:class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`, which encodes, stores and indexes each corpus
-once for every task that searches it. Tasks run grouped by corpus (the full set's and DisastIR-Test's share
-DisastIR's, DevLite's has its own), each group's queries searched in one pass, then scored on every core. Beside
-each result file the runner writes the task's per-query NDCG@10 and top-10, which ``compare`` reads.
-
-One module because the run and the steps of one task it hands to a worker process are one flow, read top to
-bottom.
+Each task goes through ``mteb.evaluate`` (scores and result files are mteb's); the search is a
+:class:`~disastir_mteb.search.shared_corpus.SharedCorpusSearch`, which encodes and indexes each corpus once. Tasks
+run grouped by corpus, each group's queries searched in one pass, then scored on every core.
 """
 
 from __future__ import annotations
@@ -55,8 +50,7 @@ __all__ = ["EmbeddingServersOptions", "Evaluation", "ModelLoadError", "RunSettin
 def build_search(model: Any, settings: RunSettings | None = None) -> SharedCorpusSearch:
     """The search model the runner evaluates: model -> instructions -> store -> ``SharedCorpusSearch``.
 
-    ``model`` as :func:`evaluate`'s (a ready search model is returned as it is); ``settings`` default to exact
-    search with the model as it is and the default store.
+    ``model`` as :func:`evaluate`'s; a ready search model is returned as it is.
     """
     from disastir_mteb.search.shared_corpus import SharedCorpusSearch
     from disastir_mteb.search.store import EmbeddingStore
@@ -102,47 +96,40 @@ def evaluate(
     Args:
         model: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, a model name for
             ``mteb.get_model``, ``"bundled"``, or a ready search model (:func:`build_search`).
-        tasks: task names (any case) or mteb task objects; any mteb retrieval task works, grouped by corpus.
-        split: the query set: ``full``, ``test`` (DisastIR-Test, same corpus) or ``devlite`` (its own corpus); the
-            full set's names become the split's. None: the names as given.
-        search: ``"exact"`` or ``"ann"`` (USearch HNSW, built once for all tasks; results filed under their own
-            mteb experiment).
-        ann_preset: the ANN preset: ``paper`` (default), ``exact``, ``f16``, ``i8``, ``b1``; refused with exact
-            search, as ``ann_params`` is.
+        tasks: task names (any case) or mteb task objects; any mteb retrieval task works.
+        split: ``full``, ``test`` (DisastIR-Test, same corpus) or ``devlite`` (its own corpus); None: names as given.
+        search: ``"exact"`` or ``"ann"`` (USearch HNSW, built once for all tasks).
+        ann_preset: ``paper`` (default), ``exact``, ``f16``, ``i8``, ``b1``; refused with exact search.
         ann_params: overrides of single ANN parameters, e.g. ``{"expansion_search": 128}``.
-        instructions: None (the model as it is), ``"disastir"``, ``"dmretriever"``, ``"none"`` or a mapping
-            {intent: instruction}.
+        instructions: None (the model as it is), ``"disastir"``, ``"dmretriever"``, ``"none"`` or {intent: instruction}.
         template: the instruction template (default: the set's published one).
         instruct_passages: also put the instruction before passages.
         cache_dir: where embeddings persist (default ``DISASTIR_CACHE_DIR``); ``False`` keeps them in memory.
-        output_folder: the results folder (mteb's layout), ``./results`` as the command line's; None: mteb's cache.
+        output_folder: the results folder (mteb's layout); None: mteb's cache.
         overwrite: rerun tasks that already have results there.
-        show_progress: progress bars and, at the end, the run's one line on stderr (logged instead where logging
-            shows INFO).
+        show_progress: progress bars and the run's closing line on stderr.
         on_task_done: called with each task's result and its wall time, as tasks finish.
-        batch_size: texts per forward pass (default 32, mteb's).
+        batch_size: texts per forward pass.
         precision: ``fp32``, ``fp16`` or ``bf16``: a cast copy of the model encodes, its results filed apart.
         data: as ``run --data``: a folder in the published layout, ``"sample"``, or None (``DISASTIR_DATA_DIR``,
-            else the Hub); the process environment is never set.
-        devlite: a DisastIR-DevLite folder for DisastIR-Test and DevLite tasks (default ``DISASTIR_DEVLITE_DIR``).
-        extra_judgements: a ``qrels_with_added`` folder whose grades the full set's tasks add where the published
-            qrels have none; such scores are labelled not official, and ``submit`` refuses them.
-        embeddings_url: OpenAI-compatible embedding servers that serve ``model`` (then the served model's name).
+            else the Hub).
+        devlite: a DisastIR-DevLite folder (default ``DISASTIR_DEVLITE_DIR``).
+        extra_judgements: a ``qrels_with_added`` folder whose grades fill the full set's missing qrels; such scores
+            are labelled not official.
+        embeddings_url: OpenAI-compatible embedding servers that serve ``model``.
         embeddings_revision: pin the served model's revision (default: a digest of what the servers report).
         embeddings_concurrency: requests in flight per embedding server.
-        api_key_env: the environment variable holding the servers' key (never a file or an argument).
-        timings: called once, when the run is done, with where its wall time went.
-        model_revision: the revision to file the results under; a model with no weights or files to read is
-            identified by it, and without it its vectors and results are this call's only.
+        api_key_env: the environment variable holding the servers' key.
+        timings: called once, at the end, with where the run's wall time went.
+        model_revision: the revision to file results under; without it, a model with no weights to read is
+            identified by this call only.
 
     Returns:
-        mteb's ``ModelResult`` of every evaluated task, as an
-        :class:`~disastir_mteb.runner.evaluation_result.EvaluationResult` with the result set's ``folder`` and the
-        run's ``summary``.
+        mteb's ``ModelResult``, as an :class:`~disastir_mteb.runner.evaluation_result.EvaluationResult` with the
+        result set's ``folder`` and the run's ``summary``.
 
     Raises:
-        ValueError: an unknown or contradictory setting (search, ANN options, precision, split, batch size), or a
-            ready search model whose search differs from ``search``.
+        ValueError: an unknown or contradictory setting, or a ready search model whose search differs from ``search``.
         FileNotFoundError: ``data``, ``devlite`` or ``extra_judgements`` is not a folder.
     """
     with run_clock():
@@ -187,10 +174,7 @@ def evaluate(
 
 @dataclass(frozen=True)
 class Evaluation:
-    """What one run did: mteb's result, the search model that computed it (its counters), the folder, the timings.
-
-    ``folder`` is where the first task's result file was written; ``servers``, how the embedding servers answered.
-    """
+    """What one run did: mteb's result, the search model that computed it, the folder, the timings."""
 
     result: ModelResult
     searcher: SharedCorpusSearch
@@ -200,10 +184,7 @@ class Evaluation:
     servers: str | None = None
 
     def summary(self, *, brief: bool = False) -> list[str]:
-        """What the run did, as ``run``, ``demo`` and ``evaluate()`` say it: where, what was encoded, how it searched.
-
-        Unless ``brief``, also how the passages were encoded and how the servers answered.
-        """
+        """What the run did, as ``run``, ``demo`` and ``evaluate()`` say it; unless ``brief``, also how it encoded."""
         searcher = self.searcher
         loaded = f", {searcher.index_loads} loaded from the cache" if searcher.index_loads else ""
         identity = searcher.identity
@@ -238,8 +219,7 @@ def run_evaluation(
 ) -> Evaluation:
     """The one orchestration of a run, for :func:`evaluate` and ``disastir-mteb run`` alike.
 
-    ``ready_keywords``: whether :func:`evaluate` was given settings of its own and which search, checked against a
-    ready search model, which carries its own.
+    ``ready_keywords``: whether :func:`evaluate` was given settings of its own, checked against a ready search model.
 
     Raises:
         ValueError: as :func:`evaluate`.
@@ -283,10 +263,10 @@ def run_evaluation(
 def serve_model(model: Any, urls: str | Sequence[str], *, revision: str | None = None,
                 batch_size: int = DEFAULT_BATCH_SIZE, concurrency: int = DEFAULT_EMBEDDING_CONCURRENCY,
                 key_env: str = DEFAULT_KEY_ENV) -> EmbeddingServers:
-    """The model ``model`` names, encoded on the embedding servers at ``urls`` (``--embeddings-url``).
+    """The model ``model`` names, encoded on the embedding servers at ``urls``.
 
     Raises:
-        ValueError: ``model`` is not a name (a served model is named as its servers know it).
+        ValueError: ``model`` is not a name.
         EndpointError: a server cannot be reached or does not serve it.
     """
     from disastir_mteb.models.embedding_servers import EmbeddingServers
@@ -307,11 +287,7 @@ def run_tasks(
     show_progress: bool = True,
     on_task_done: Callable[[TaskResult, float], None] | None = None,
 ) -> ModelResult:
-    """Evaluate ``tasks`` (resolved, as :func:`resolve_tasks` returns them) with one encoding per corpus.
-
-    The steps after the settings and the data; arguments as in :func:`evaluate`. Its steps are marked on the clock of
-    the call that started the run, else on one started here.
-    """
+    """Evaluate resolved ``tasks`` with one encoding per corpus; arguments as in :func:`evaluate`."""
     with run_clock():
         with clock(Phase.startup):  # the libraries the tasks are scored with (imported already on the command line)
             from disastir_mteb.runner.result_cache import atomic_result_cache
@@ -418,11 +394,10 @@ def _datasets_bars_off() -> Iterator[None]:
 
 def _run_task(task: AbsTask, *, searcher: SharedCorpusSearch, cache: Any, encode_kwargs: Mapping[str, Any],
               overwrite: bool, said: set[str], checked: Mapping[str, bool]) -> ModelResult:
-    """One task through ``mteb.evaluate`` (its search from the shared pass when prefetched), then its per-query file.
+    """One task through ``mteb.evaluate``, then its per-query file; runs here or in a forked worker.
 
-    A stored result is reused only when it records this task's provenance; ``checked`` holds the tasks the run
-    checked already, before any fork, so a change is said once however many workers score. Runs in this process or
-    in a forked worker: it writes the same files.
+    A stored result is reused only when it records this task's provenance; ``checked`` is filled before any fork, so a
+    change is said once.
     """
     import mteb
 
@@ -470,11 +445,7 @@ def _write_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
 
 
 def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) -> bool:
-    """Whether mteb holds the task's result but its per-query file is missing (a run killed between the two writes).
-
-    An unreadable per-query file is set aside with one warning; such a task is evaluated again from the stored
-    embeddings so the file appears.
-    """
+    """Whether mteb holds the task's result but not its per-query file (a run killed between the two writes)."""
     from disastir_mteb.results.per_query import per_query_path, read_per_query
     from disastir_mteb.util.atomic import set_aside
 
@@ -498,12 +469,7 @@ def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
 
 
 def _stale(searcher: SharedCorpusSearch, task: AbsTask, cache: Any, said: set[str]) -> bool:
-    """Whether mteb holds the task's result computed from other inputs than this run's: then it is computed again.
-
-    mteb hands a run whatever file is filed under the model's name, revision and settings; what else shapes a number
-    is recorded as its provenance. One line says what changed, once per kind of change and run (``said``). Other
-    libraries' tasks keep mteb's rule.
-    """
+    """Whether mteb's stored result was computed from other inputs than this run's (said once per kind, in ``said``)."""
     from disastir_mteb.results.score_checks import read_task_record
     from disastir_mteb.tasks.retrieval import AbsTaskDisastIR
     from disastir_mteb.vocabulary.provenance import PROVENANCE_KEY, differences

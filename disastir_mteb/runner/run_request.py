@@ -1,7 +1,6 @@
 """What a run checks and sets up before it starts, once for ``disastir-mteb run`` and :func:`evaluate`.
 
-Nothing here imports mteb or torch at import time, so a misspelled name or a missing folder is answered before
-those libraries load.
+Imports no mteb or torch at import time, so a misspelled name is answered before those load.
 """
 
 from __future__ import annotations
@@ -37,11 +36,7 @@ class EmbeddingServersOptions:
 
 
 def import_libraries() -> None:
-    """Import what every run uses: mteb, torch, sentence-transformers and the search model's modules.
-
-    Called under the clock's ``startup``: imported lazily, a library's seconds would land in whichever phase first
-    needs it.
-    """
+    """Import what every run uses (mteb, torch, sentence-transformers), so their seconds count as ``startup``."""
     import sentence_transformers  # noqa: F401
     import torch  # noqa: F401
 
@@ -52,9 +47,8 @@ def prepare_run(model: Any, tasks: Iterable[str | AbsTask] | str | None, benchma
                 split: Split | str | None, data: str | Path | None, devlite: str | Path | None,
                 extra_judgements: str | Path | None, keep_joins: bool, served: EmbeddingServersOptions | None,
                 as_options: bool = False, say: Callable[[str], None] = print) -> tuple[Names, DataSource]:
-    """What ``run`` and :func:`evaluate` check and set up before a run, in that order, once for both.
+    """What ``run`` and :func:`evaluate` check and set up before a run: names, data folders, served model, Hub, imports.
 
-    Task and benchmark names, the data folders, the served model's options, then the Hub probe and the imports.
     ``as_options``: errors name the command line's options; ``say``: how the Hub probe speaks.
 
     Raises:

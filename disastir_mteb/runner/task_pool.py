@@ -1,12 +1,9 @@
-"""Tasks whose search the shared pass has answered, evaluated on every core.
+"""Tasks whose search the shared pass has answered, scored on every core.
 
-Such a task runs no model: what is left is mteb's scoring and its files, Python on one core. Workers are forked
-once the pass is done, so they inherit the loaded tasks and search results without a copy (``gc.freeze`` keeps a
-collection from touching the shared heap); a spawned worker would load every task's data again. A forked child
-of a process that has run torch must not run torch itself, so only answered tasks go to workers. The pool is
-``concurrent.futures``': a worker killed from outside breaks it with an error (its tasks then run here), where
-``multiprocessing.Pool`` would wait forever. A worker's logs, warnings and failures are re-issued here, so the
-run behaves as one process would. Linux only (fork is safe there); ``DISASTIR_PROCESSES=N`` caps the workers.
+Such a task runs no model, only mteb's scoring (Python, one core). Workers are forked after the pass, so they share
+the loaded tasks without a copy, and never run torch. ``concurrent.futures`` rather than ``multiprocessing.Pool``:
+a killed worker raises instead of hanging. Workers' logs, warnings and failures are re-issued here. Linux only;
+``DISASTIR_PROCESSES=N`` caps the workers.
 """
 
 from __future__ import annotations
@@ -55,10 +52,10 @@ class _Job(Generic[T, R]):
 
 
 def worker_count(tasks: int) -> int:
-    """How many worker processes ``tasks`` tasks get here: the usable cores (at most ``DISASTIR_PROCESSES``), or 0.
+    """How many worker processes ``tasks`` tasks get: the usable cores (at most ``DISASTIR_PROCESSES``), or 0.
 
     Raises:
-        ValueError: ``DISASTIR_PROCESSES`` is set to something other than an integer >= 1.
+        ValueError: ``DISASTIR_PROCESSES`` is not an integer >= 1.
     """
     raw = os.environ.get(PROCESSES_ENV, "").strip()
     cap = None
@@ -88,8 +85,8 @@ def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
                    parallel: Callable[[T], bool]) -> Iterator[tuple[T, R, float]]:
     """``run`` each task; yield ``(task, result, seconds)`` in task order.
 
-    ``parallel`` says whether a task may run in a forked worker: only when running it calls no model. ``run``'s result
-    must pickle (mteb's ``ModelResult`` does); a task that fails in a worker is run again here, raising as it would.
+    ``parallel``: whether a task may run in a forked worker (only when it calls no model). A task that fails in a
+    worker is run again here, raising as it would.
     """
     forkable = [n for n, task in enumerate(tasks) if parallel(task)]
     processes = worker_count(len(forkable))
@@ -161,11 +158,7 @@ def _name(task: Any) -> str:
 
 
 def _start_worker() -> None:
-    """In each worker: it dies with the runner; Ctrl-C is the runner's; log records are kept for it; new tqdm locks.
-
-    A runner killed with ``kill -9`` cannot stop its workers, which would keep its terminal's pipes open, so the
-    kernel kills them when it dies (``PR_SET_PDEATHSIG``).
-    """
+    """In each worker: die with the runner (``PR_SET_PDEATHSIG``), leave Ctrl-C to it, keep logs, new tqdm locks."""
     try:
         import ctypes
 
@@ -192,10 +185,7 @@ def _keep_record(self: logging.Logger, record: logging.LogRecord) -> None:
 
 
 def _work(number: int) -> tuple[Any, float, list[logging.LogRecord], list[dict[str, Any]], WorkerReport]:
-    """In a worker: run task ``number``; (its result or None if it failed, seconds, logs, warnings, its timings).
-
-    The task runs under a clock of this worker's own; the runner's, inherited with the fork, stays untouched.
-    """
+    """In a worker: run task ``number`` on a clock of its own; (result or None, seconds, logs, warnings, timings)."""
     if _job is None:
         raise RuntimeError("No job in this worker process: it was not forked by evaluate_tasks.")
     _records.clear()

@@ -1,8 +1,4 @@
-"""Which tasks a run evaluates: task names, benchmarks and the query set, grouped by the corpus they search.
-
-Names are taken in any case and answered before any work: DisastIR's from the vocabulary alone, other libraries'
-from mteb's registries (mteb imported only for those).
-"""
+"""Which tasks a run evaluates, grouped by corpus; names in any case, answered before any work."""
 
 from __future__ import annotations
 
@@ -97,10 +93,10 @@ def _mteb_task(name: str) -> str:
 
 def canonical_names(tasks: Iterable[str | AbsTask] | str | None = None,
                     benchmarks: Iterable[str] | None = None) -> Names:
-    """Task and benchmark names in any case, spelled as mteb knows them, checked before any work.
+    """Task and benchmark names in any case, spelled as mteb knows them.
 
     Raises:
-        KeyError: an unknown task or benchmark name, in one sentence with the closest known names.
+        KeyError: an unknown task or benchmark name, with the closest known names.
         ValueError: an empty task name.
     """
     spelled = _disastir_spelling(tasks, benchmarks)
@@ -126,11 +122,9 @@ def _in_split(name: str, split: Split | None) -> str:
 
 def selected_task_names(tasks: Iterable[str | AbsTask] | str | None = None, benchmarks: Iterable[str] | None = None,
                         *, split: Split | str | None = None) -> list[str] | None:
-    """The DisastIR task names a selection resolves to, from the vocabulary alone: nothing is imported.
+    """The DisastIR task names a selection resolves to, from the vocabulary alone (nothing imported).
 
-    The command line calls it before mteb and torch load, so a bad name or split is answered at once;
-    :func:`resolve_tasks` raises the same errors. None where only mteb can tell (another library's name, a task
-    object), after every DisastIR name was checked.
+    None where only mteb can tell (another library's name, a task object).
 
     Raises:
         KeyError: an unknown DisastIR task or benchmark name (with the closest valid names).
@@ -153,9 +147,8 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
                   data: DataSource | None = None) -> list[AbsTask]:
     """Task objects from names, task objects and/or benchmark names; the 48 of ``split`` when nothing is given.
 
-    A ``split`` turns the full set's DisastIR names into that query set's (``DisastIR-QA-Bio`` ->
-    ``DisastIR-Test-QA-Bio``). Tasks built here read ``data``, and so does a DisastIR task object given without
-    data of its own and not loaded yet (as a new task: the caller's object is never changed).
+    A ``split`` renames the full set's tasks (``DisastIR-QA-Bio`` -> ``DisastIR-Test-QA-Bio``). Tasks read ``data``; a
+    DisastIR task object given unloaded is copied to read it, never changed.
 
     Raises:
         KeyError: an unknown task or benchmark name (with the closest valid names).
@@ -197,11 +190,7 @@ def resolve_tasks(tasks: Iterable[str | AbsTask] | str | None = None,
 
 
 def corpus_groups(tasks: Sequence[AbsTask]) -> list[list[AbsTask]]:
-    """The tasks grouped by the corpus they search, in first-seen order; one group when they share one.
-
-    The full set's and DisastIR-Test's tasks search DisastIR's corpus, DevLite's its own; the runner encodes,
-    indexes and prefetches once per group.
-    """
+    """The tasks grouped by the corpus they search, in first-seen order; the runner encodes once per group."""
     def corpus(task: AbsTask) -> str:
         name = task.metadata.name
         if name not in ALL_TASK_NAMES:

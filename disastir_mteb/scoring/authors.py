@@ -1,16 +1,10 @@
 """Every metric the DMRetriever authors report, re-written from their ``eva/evaluation/metrics.py``.
 
-For one query, with ``r_i`` the grade at rank ``i`` (1-based) of the list cut at ``k`` and ``J`` the grades of
-every passage judged for it:
-
-- ``DCG = sum_i gain(r_i) / log2(i + 1)``, the gain ``2**r - 1`` unless the caller passes another;
-- ``NDCG@k = DCG(retrieved) / DCG(J sorted from the highest grade down, cut at k)``, 0 when the ideal is 0;
-- ``RR@k = 1 / i`` of the first ``r_i > 0``; ``Recall@k`` = retrieved with ``r_i > 0`` / judged with a grade > 0.
-
-Two variants, as the authors report them: **zero fill** (an unjudged passage has grade 0: the paper's numbers
-and mteb's ``ndcg_at_10``) and **unjudged removed** (unjudged passages leave the top ``k``, nothing moves up
-from below it, the ideal stays). A query without any judgement is skipped. Grades may be fractions (a judge's
-mean vote). Keys are opaque strings; the authors key by passage text, which :func:`key_by_text` reproduces.
+With ``r_i`` the grade at rank ``i`` (1-based) and ``J`` every judged grade of the query: ``DCG = sum_i
+gain(r_i) / log2(i + 1)`` (gain ``2**r - 1`` by default); ``NDCG@k = DCG(top k) / DCG(J sorted, cut at k)``, 0 when
+the ideal is 0; ``RR@k = 1 / i`` of the first ``r_i > 0``; ``Recall@k`` = retrieved with ``r_i > 0`` / judged > 0.
+Two variants: **zero fill** (unjudged = grade 0: the paper's numbers and mteb's) and **unjudged removed** (they
+leave the top k, nothing moves up, the ideal stays). A query without judgements is skipped.
 """
 
 from __future__ import annotations
@@ -48,10 +42,7 @@ class QueryScores:
 
 @dataclass(frozen=True)
 class RunScores:
-    """The authors' metrics of a run: per judged query, and their means (0 when no query was scored).
-
-    ``retrieved_pairs`` counts the top k of skipped (unjudged) queries too, as the authors' script does.
-    """
+    """The authors' metrics of a run, per query and their means; ``retrieved_pairs`` counts skipped queries too."""
 
     per_query: Mapping[str, QueryScores]
     ndcg_zero_fill: float
@@ -96,10 +87,7 @@ def _dcg(grades: Iterable[float], gain: Gain) -> float:
 
 def key_by_text(top: Mapping[str, Sequence[str]], grades: Mapping[str, Mapping[str, float]],
                 same_text: Mapping[str, str]) -> tuple[dict[str, list[str]], dict[str, dict[str, float]]]:
-    """Id-keyed rankings and judgements keyed by text, as the authors key them.
-
-    Every retrieved copy of a judged text earns its gain, while the ideal DCG and Recall's denominator count the
-    text once (so a top k holding two copies can score above 1, as in the authors' code).
+    """Id-keyed rankings and judgements keyed by text, as the authors key them (two copies of a text both earn gain).
 
     Args:
         top: query -> its ranked passage ids, best first.

@@ -1,9 +1,7 @@
-"""Writes that never leave half a file or half a folder: a temporary beside it, then ``os.replace``.
+"""Writes that never leave half a file or half a folder: a hidden temporary beside it, then ``os.replace``.
 
-The package's one way to write what a reader may open while it is written. Temporary names are hidden and carry
-the writer's process id, so a killed run leaves no file that passes for a result and the next write removes the
-leftovers of writers that are gone. A failed write raises an ``OSError`` naming the file it was for, never only
-the hidden temporary name.
+Temporary names carry the writer's process id, so the next write removes leftovers of writers that are gone. A
+failed write raises an ``OSError`` naming the file it was for, not the temporary.
 """
 
 from __future__ import annotations
@@ -49,8 +47,7 @@ def write_stream_atomic(path: str | Path, write: Callable[[BinaryIO], object]) -
 def write_path_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Let ``write`` create the file at a hidden temporary path, then ``fsync`` it and rename it to ``path``.
 
-    For a library that writes to a path itself (usearch's ``Index.save``, numpy's ``open_memmap``); every other
-    writer of this module comes through here. Any failure removes the temporary file.
+    For libraries that write to a path themselves (usearch, numpy's ``open_memmap``); the other writers come through it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,8 +72,8 @@ def write_path_atomic(path: str | Path, write: Callable[[Path], object]) -> Path
 def staged_folder(out: str | Path, before_swap: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Yield an empty hidden folder beside ``out`` to fill; when the block succeeds, it becomes ``out`` by a rename.
 
-    ``before_swap(out)`` runs just before the swap: the last check that ``out`` may be replaced. An earlier ``out``
-    is renamed aside, then removed (a symbolic link itself, never what it points to); any failure leaves it as it was.
+    ``before_swap(out)`` runs just before the swap. An earlier ``out`` is renamed aside, then removed (a symbolic link
+    itself, never its target); any failure leaves it as it was.
 
     Raises:
         FileExistsError: another process put a folder at ``out`` between the check and the rename.
@@ -135,10 +132,7 @@ def error_naming(error: OSError, path: Path, temporary: Path | None) -> OSError:
 
 
 def set_aside(path: str | Path, why: str = "unreadable") -> Path:
-    """Rename ``path`` to ``<name>.<why>-<UTC time>`` in its folder and return the new path; never deletes it.
-
-    The new name ends in neither ``.json`` nor a task name, so result loaders pass it by.
-    """
+    """Rename ``path`` to ``<name>.<why>-<UTC time>``, which result loaders pass by, and return it; never deletes it."""
     path = Path(path)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target, number = path.with_name(f"{path.name}.{why}-{stamp}"), 1
@@ -189,10 +183,7 @@ _TEMPORARY = re.compile(r"\.(\d+)(?:\.[A-Za-z0-9_]+)?\.tmp$")
 
 
 def remove_orphans(folder: Path, prefix: str = ".") -> None:
-    """Delete the temporary files or folders ``<prefix>...<pid>.<random>.tmp`` in ``folder`` whose writer is gone.
-
-    The process id is read from the end of the name, so ``data.2024``'s temporaries never pass for ``data``'s.
-    """
+    """Delete the temporaries ``<prefix>...<pid>.<random>.tmp`` in ``folder`` whose writer process is gone."""
     for path in folder.glob(glob.escape(prefix) + "*.tmp"):
         found = _TEMPORARY.search(path.name)
         if found and writer_gone(found.group(1)):

@@ -1,9 +1,7 @@
 """Files read back only whole and intact: named byte sections, a JSON header, and an xxh3-128 checksum of every byte.
 
-For caches that must never serve a damaged byte and never run code (no pickle). Layout: the sections' bytes, each
-64-byte aligned; the JSON header; its length, the digest of every byte before it, and :data:`MAGIC`. Reading
-copies the file into memory, so a file changed by another program meanwhile cannot kill the process, as a memory
-map cut short would (``SIGBUS``).
+For caches that must never serve a damaged byte nor run code (no pickle). Reading copies the file into memory, so
+a file cut short meanwhile cannot kill the process, as a memory map would (``SIGBUS``).
 """
 
 from __future__ import annotations
@@ -86,11 +84,7 @@ class _Hashing:
 
 
 def write_checked(path: str | Path, meta: Mapping[str, Any], sections: Mapping[str, Section]) -> Path:
-    """Write ``sections`` (name -> bytes, or a function writing them to a handle) and ``meta`` to ``path``, atomically.
-
-    Raises:
-        OSError: the file cannot be written (it names ``path``).
-    """
+    """Write ``sections`` (name -> bytes, or a function writing them to a handle) and ``meta`` atomically."""
     def write(handle: BinaryIO) -> None:
         sink = _Hashing(handle)
         placed: dict[str, list[int]] = {}

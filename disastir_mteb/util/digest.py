@@ -1,7 +1,4 @@
-"""The digests that name cache entries and fingerprint their contents.
-
-:func:`short_digest` is part of the cache formats: changing it changes every cache key.
-"""
+"""The digests that name cache entries; :func:`short_digest` is part of the cache formats (changing it changes keys)."""
 
 from __future__ import annotations
 
@@ -19,10 +16,7 @@ def short_digest(data: bytes) -> str:
 
 
 def file_digest(path: str | Path) -> str:
-    """The 32-hex-character xxh3-128 digest of every byte of the file at ``path``.
-
-    xxh3, not blake2b: whole data folders are hashed at every run. Read through a buffer, not memory-mapped, so a file
-    cut short by another program meanwhile never kills the process (``SIGBUS``).
+    """The xxh3-128 hex digest of the file at ``path``, read through a buffer (not mapped: no ``SIGBUS``).
 
     Raises:
         OSError: the file cannot be read.

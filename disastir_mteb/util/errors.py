@@ -1,7 +1,6 @@
 """The project's one error type for what the user can fix: :class:`DisastirError`, said in one sentence.
 
-``disastir-mteb`` prints its sentence and exits 2; anything else is a bug and keeps its traceback. Each subclass
-is also the built-in error it would otherwise be, so a caller's ``except ValueError`` still catches it.
+Each subclass is also the built-in error it would otherwise be, so ``except ValueError`` still catches it.
 """
 
 from __future__ import annotations

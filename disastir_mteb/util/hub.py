@@ -1,7 +1,4 @@
-"""Whether the Hugging Face Hub can be reached: one short probe, then the local cache only when it cannot.
-
-Without a network, huggingface-hub retries each download for about a minute before its error.
-"""
+"""Whether the Hugging Face Hub can be reached: one short probe, then the local cache only when it cannot."""
 
 from __future__ import annotations
 
@@ -17,11 +14,9 @@ PROBE_SECONDS = 3
 
 
 def offline_if_unreachable(needs_hub: bool, *, say: Callable[[str], None] | None = None) -> bool:
-    """Without a network, load from the local Hugging Face cache at once instead of retrying for minutes.
+    """Without a network, turn offline mode on (process, children, huggingface-hub) rather than retry for minutes.
 
-    Only when ``HF_HUB_OFFLINE`` is unset and ``needs_hub``. The offline variables are set for this process and its
-    children, and the flag of an already imported huggingface-hub too; ``say`` gets the one line (default: stderr).
-    Returns whether offline mode was turned on.
+    Only when ``HF_HUB_OFFLINE`` is unset and ``needs_hub``; ``say`` gets the one line. Returns whether it did.
     """
     if os.environ.get("HF_HUB_OFFLINE") or not needs_hub:
         return False

@@ -1,8 +1,4 @@
-"""The names of other libraries' internals that the plugin's patches use, checked in one way.
-
-A patch declares what it uses as ``{module: (name, ...)}``; a step whose names are gone is skipped (the library's
-own behaviour) and the canary tests fail, naming them.
-"""
+"""The other libraries' names the plugin's patches use, as ``{module: (name, ...)}``, checked in one way."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Every progress bar of the package: :func:`progress_bar`, a tqdm bar that redraws only where someone watches.
+"""Every progress bar of the package: a tqdm bar that redraws only where someone watches.
 
-Where the stream is not a terminal (a log, a pipe, CI), tqdm's carriage-return redraws pile up in the file, so
-there the bar draws a line of its own at most every :data:`REDRAW_SECONDS`, and always at the start and the end.
+Off a terminal (a log, CI), carriage-return redraws pile up, so the bar writes a line at most every
+:data:`REDRAW_SECONDS`, and at the start and the end.
 """
 
 from __future__ import annotations
@@ -67,11 +67,7 @@ class _RareBar(tqdm):  # type: ignore[type-arg]
 def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str, unit: str,
                  disable: bool = False, initial: int = 0, leave: bool = True,
                  file: IO[str] | None = None) -> tqdm:  # type: ignore[type-arg]
-    """A progress bar over ``iterable`` (or ``total`` steps, advanced with ``update``) on ``file`` (default stderr).
-
-    A terminal gets tqdm's own bar (a widget in a notebook); any other stream a bar that writes a line at most every
-    :data:`REDRAW_SECONDS`, kept at the end whatever ``leave`` says, so the log ends with the final count.
-    """
+    """A progress bar over ``iterable`` (or ``total`` steps, advanced with ``update``) on ``file`` (default stderr)."""
     from tqdm.auto import tqdm as auto
 
     stream = file if file is not None else sys.stderr

@@ -1,11 +1,8 @@
-"""Where a run's time went: the phases of a run, the clock that charges each moment to one of them, the table.
+"""Where a run's time went: its phases, the clock that charges each moment to one of them, the table.
 
-Code anywhere marks what it does with ``with clock(Phase.store):`` or ``@clock(Phase.store)``; the run's
-:class:`PhaseClock` charges every moment to exactly one phase, the innermost active on the clock's thread, and
-time in no phase to ``other``. Exclusive and by stack, not a timer per step: nested timers count an inner step
-twice, and what is not timed is lost without a trace; here the phases add up to the total by construction.
-Only the clock's own thread is measured; forked workers send their seconds per phase back, and the runner's
-wait for them is split in those proportions.
+Code marks what it does with ``with clock(Phase.store):``; each moment is charged to the innermost active phase on
+the clock's thread, time in none to ``other``, so the phases add up to the total (nested timers would count twice).
+Forked workers send their seconds back, and the runner's wait for them is split in those proportions.
 """
 
 from __future__ import annotations
@@ -83,16 +80,7 @@ _running = _Running()
 class PhaseClock:
     """Wall time by phase: a stack of active phases, each moment charged to the one on top.
 
-    Start it on the thread whose time it measures. A clock started while another runs takes over until it stops
-    (a worker process's clock over the one it inherited), then hands back.
-
-    Examples:
-        >>> with PhaseClock() as running:
-        ...     with clock(Phase.passages):
-        ...         with clock(Phase.store):
-        ...             pass
-        >>> sorted(running.seconds()) == sorted(phase.value for phase in Phase)
-        True
+    Start it on the thread it measures. A clock started while another runs takes over until it stops.
     """
 
     def __init__(self) -> None:
@@ -188,10 +176,7 @@ class PhaseClock:
 
 @dataclass(frozen=True)
 class WorkerReport:
-    """What a worker process measured while running one task, sent back with its result.
-
-    ``rss_growth_bytes``: how far the worker's peak resident memory rose above what it had when forked.
-    """
+    """What a worker measured running one task; ``rss_growth_bytes``: its peak memory's rise since the fork."""
 
     phases: dict[str, float]
     pid: int
@@ -205,8 +190,7 @@ _KEYS = ("phases", "total", "passages_encoded", "queries_encoded", "device", "pe
 class Timings:
     """Where one run's wall time went: what ``--timings-json`` writes and ``evaluate(timings=...)`` receives.
 
-    ``phases`` holds every :class:`Phase` name in order and adds up to ``total``; ``peak_rss_bytes`` is the run's
-    process plus each worker's growth above what it shared when forked.
+    ``phases`` adds up to ``total``; ``peak_rss_bytes`` is the run's process plus each worker's growth.
     """
 
     phases: dict[str, float]
@@ -296,10 +280,7 @@ class _Hook:
 
 
 def clock(phase: Phase) -> _Hook:
-    """Mark a block (``with``), or every call of a function (decorator), as time spent in ``phase``.
-
-    Innermost wins. A no-op without a running clock, or on another thread than the one that started it.
-    """
+    """Mark a block (``with``) or a function (decorator) as time in ``phase``; a no-op without a clock here."""
     return _Hook(phase)
 
 
@@ -316,10 +297,7 @@ def active_clock() -> PhaseClock | None:
 
 @contextlib.contextmanager
 def run_clock() -> Iterator[PhaseClock]:
-    """The clock of the run under way: the one already running here (a run inside a run joins it), else a new one.
-
-    A new one resets this process's peak-memory mark first (Linux), so an earlier run's peak is not reported.
-    """
+    """The clock of the run under way (a run inside a run joins it), else a new one, with a fresh peak-memory mark."""
     running = active_clock()
     if running is not None:
         yield running

@@ -1,8 +1,7 @@
 """USearch parameters: :class:`AnnParams`, the named :data:`PRESETS` and :func:`resolve_params`.
 
-The graph presets build on one thread, which inserts in row order, so every fresh build of the same vectors gives
-the same index and a rerun the same scores; a multi-threaded build (opt-in, for speed) gives another graph each
-time, and says so in its label and in one warning. Search is deterministic whatever the thread count.
+Presets build on one thread, which inserts in row order, so a rebuild gives the same index and scores; a
+multi-threaded build (opt-in) gives another graph each time and says so. Search is deterministic.
 """
 
 from __future__ import annotations
@@ -61,12 +60,9 @@ def _physical_memory() -> int | None:
 class AnnParams:
     """One USearch configuration. Build parameters are fixed per index; the others are per search.
 
-    ``connectivity``, ``expansion_add`` and ``expansion_search`` are the HNSW paper's M, efConstruction and ef; the
-    search breadth is ``max(expansion_search, candidates)``, so a large ``top_k`` makes the search nearly exact.
-    ``threads=1`` builds the same graph every time, more (0 = all cores) build faster but another graph each time.
-    ``rescore`` searches ``rescore * top_k`` candidates and re-ranks them exactly in float32 (i8 and b1 always
-    re-score: their distances are not similarities). ``k`` is the results taken per query whatever depth mteb asks
-    for: the paper searched top-10, and a deeper search would widen the breadth and hide part of the drop.
+    ``connectivity``, ``expansion_add`` and ``expansion_search`` are the HNSW paper's M, efConstruction and ef.
+    ``rescore`` re-ranks ``rescore * top_k`` candidates exactly in float32 (i8 and b1 always do). ``k`` is the results
+    taken per query whatever depth mteb asks for: a deeper search would widen the breadth and hide part of the drop.
     """
 
     metric: Literal["ip", "hamming"] = "ip"
@@ -107,13 +103,11 @@ class AnnParams:
     def memory_bytes(self, n_vectors: int, dimensions: int) -> int:
         """Bytes the index of ``n_vectors`` vectors of ``dimensions`` holds: its graph and its vectors.
 
-        USearch's HNSW layout: per node a key (8 bytes), a level (2), its vector (``v`` bytes), and per level reached a
-        neighbour count (4) and slots of 4 bytes, ``2M`` on level 0 and ``M`` above; a node reaches level ``l`` with
-        probability ``M ** -l``. With ``M = connectivity``::
+        USearch's HNSW layout, per node: a key (8), a level (2), the vector (``v``), and per level a neighbour count (4)
+        and 4-byte slots, ``2M`` on level 0 and ``M`` above, level ``l`` reached with probability ``M ** -l``::
 
             bytes = n_vectors * (8 + 2 + v + 4 + 8M + (4 + 4M) / (M - 1))
 
-        Slots are reserved whether filled or not, so ``M`` far above the corpus size costs memory and buys nothing.
         ``exact`` builds no graph: its bytes are the float32 copy it searches.
         """
         if self.exact:
@@ -123,12 +117,7 @@ class AnnParams:
         return round(n_vectors * (8 + 2 + vector + 4 + 8 * m + (4 + 4 * m) / (m - 1)))
 
     def memory_warning(self, n_vectors: int, dimensions: int) -> str | None:
-        """A sentence when these parameters make the index unusually large for its vectors, else None.
-
-        Above :data:`MEMORY_WARNING_BYTES` *and* twice what connectivity 16 needs for the same vectors: the ratio speaks
-        about the parameters, not the corpus, so a large corpus or a wide model gets no warning, and the floor keeps
-        small indexes quiet.
-        """
+        """A sentence when the index exceeds :data:`MEMORY_WARNING_BYTES` and twice what M=16 needs, else None."""
         if self.exact:
             return None
         needed = self.memory_bytes(n_vectors, dimensions)
@@ -164,11 +153,7 @@ class AnnParams:
         return dataclasses.asdict(self)
 
     def resolved(self) -> AnnParams:
-        """These parameters with ``threads=0`` replaced by this machine's core count.
-
-        The one place where "all cores" becomes a number, so the label, the cache entry and USearch's threads agree.
-        Equality compares the fields as given: ``threads=0`` and ``threads=16`` are different settings.
-        """
+        """These parameters with ``threads=0`` replaced by this machine's core count (the one place that does)."""
         return self if self.threads else dataclasses.replace(self, threads=_all_cores())
 
     def describe(self) -> str:
@@ -182,11 +167,7 @@ class AnnParams:
                 f"ef={self.expansion_search}{k} threads={threads}{rescore}")
 
     def label(self) -> str:
-        """:meth:`describe` in a short, file-name-safe form, e.g. ``hnsw-ip-f32-M16-efC128-ef64-k10-t16``.
-
-        The mteb experiment setting of ANN runs, so each configuration has its own results folder; the thread count is
-        the resolved one, since multi-threaded graphs differ from build to build.
-        """
+        """:meth:`describe`, file-name-safe (``hnsw-ip-f32-M16-efC128-ef64-k10-t16``): the mteb experiment setting."""
         text = self.describe().replace("USearch exact", "exact").replace("HNSW", "hnsw")
         return text.replace("threads=", "t").replace("rescore x", "x").replace("=", "").replace(" ", "-")
 
@@ -205,11 +186,7 @@ class AnnParams:
 
     @property
     def digest(self) -> str:
-        """A stable 32-hex-character hash of every field, threads resolved, for cache keys.
-
-        Builds with different thread counts never share a cached index, so a result folder never names a thread count
-        its graph was not built with.
-        """
+        """A stable 32-hex hash of every field, threads resolved, so builds on other thread counts never share one."""
         return short_digest(json.dumps({"format": INDEX_FORMAT, **self.resolved().as_dict()}, sort_keys=True).encode())
 
 
@@ -264,10 +241,6 @@ def resolve_params(preset: str | AnnParams = DEFAULT_PRESET, **overrides: Any) -
 
     Raises:
         ValueError: an unknown preset or field name (the valid ones are listed), or invalid values.
-
-    Examples:
-        >>> resolve_params("paper", expansion_search=128, threads=1).describe()
-        'HNSW ip f32 M=16 efC=128 ef=128 k=10 threads=1'
     """
     if not isinstance(preset, AnnParams) and preset not in PRESETS:
         raise InvalidInput(_unknown("preset", preset, list(PRESETS)))

@@ -1,9 +1,7 @@
-"""Per-intent instructions and the authors' two conventions: instruction sets and templates.
+"""Per-intent instructions and the authors' two conventions, instruction sets and templates.
 
-- ``disastir``: the benchmark's instructions with ``Instruct: {instruction}`` and ``Query: {query}`` on two lines,
-  used for the 30 baselines of the DisastIR paper (Table 3, Tables 19-23).
-- ``dmretriever``: the DMRetriever evaluation code's instructions with ``"{instruction}: {query}"``
-  (DMRetriever paper, Table 2).
+``disastir``: the DisastIR paper's baselines, ``Instruct: {instruction}`` and ``Query: {query}`` on two lines;
+``dmretriever``: ``"{instruction}: {query}"``.
 """
 
 from __future__ import annotations
@@ -73,8 +71,7 @@ def _short_hash(payload: object) -> str:
 class InstructionConfig:
     """Which instruction goes in front of which DisastIR query, and how.
 
-    ``name`` is ``disastir``, ``dmretriever``, ``none`` or ``custom-<hash>``; ``instructions`` is None for ``none``
-    (queries sent raw); ``passages`` also prefixes passages (the authors never do).
+    ``name`` is ``disastir``, ``dmretriever``, ``none`` or ``custom-<hash>``; ``passages`` also prefixes passages.
     """
 
     name: str
@@ -110,16 +107,11 @@ def resolve_instructions(
 ) -> InstructionConfig:
     """Turn user-facing choices into an :class:`InstructionConfig`.
 
-    ``instructions`` is a set name, None (raw queries), a mapping {intent: instruction} naming all six intents, or a
-    ready config; ``template`` a name or a format string with ``{instruction}`` and ``{query}`` (default: the one the
-    set was published with).
+    ``instructions``: a set name, None (raw queries), {intent: instruction} for all six intents, or a ready config;
+    ``template``: a name or a format string with ``{instruction}`` and ``{query}`` (default: the set's own).
 
     Raises:
         ValueError: unknown set or template name, a mapping missing intents, or a format string without both fields.
-
-    Examples:
-        >>> resolve_instructions("dmretriever").format(Intent.STS, "Roads flooded.")
-        'Given the sentence, retrieve the sentence with the same meaning: Roads flooded.'
     """
     if isinstance(instructions, InstructionConfig):
         return instructions

@@ -1,7 +1,4 @@
-"""The facts of ``task_metadata/``: the dataset, the intents, the categories, the DevLite split and the citation.
-
-Read without mteb, so every layer can use them.
-"""
+"""The facts of ``task_metadata/`` (dataset, intents, categories, DevLite split, citation), read without mteb."""
 
 from __future__ import annotations
 

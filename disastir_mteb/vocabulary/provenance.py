@@ -1,9 +1,8 @@
 """Provenance: everything that shapes a number, as one value, recorded in every file and compared on every reuse.
 
-A score depends on the model, the run's settings, the data files the task read and the gain. A run builds one
-:class:`RunProvenance` of the first two; each task joins its data digests and gain into a :class:`TaskProvenance`,
-whose :attr:`~TaskProvenance.digest` is what a stored result is reused by. Every value is a string, the settings
-one canonical JSON object, so a reader names the field that differs without parsing anyone's prose.
+A run's :class:`RunProvenance` (model, settings) and each task's data digests and gain make a
+:class:`TaskProvenance`, whose digest a stored result is reused by. Every value is a string, so a reader names the
+field that differs.
 """
 
 from __future__ import annotations
@@ -37,11 +36,7 @@ _NAMES = {MODEL_KEY: "model fingerprint", SETTINGS_KEY: "settings", DATA_DIGEST_
 
 @dataclass(frozen=True)
 class ModelProvenance:
-    """Who computed the vectors: the model's name, revision and fingerprint.
-
-    ``content`` says what the fingerprint was read from (``kind:digest``); ``served``, for a model on embedding
-    servers, what they report of it (``served-<16 hex>``), kept beside a revision pinned by hand.
-    """
+    """Who computed the vectors: name, revision, fingerprint (``content``: ``kind:digest``), and what servers report."""
 
     name: str
     revision: str | None
@@ -61,11 +56,7 @@ class ModelProvenance:
 
 @dataclass(frozen=True)
 class RunProvenance:
-    """What one run's rankings depend on besides the data: the model and the settings.
-
-    ``settings`` are strings: ``search``, ``instructions``, ``template``, ``passages``, ``precision`` and
-    ``batch_size``.
-    """
+    """What one run's rankings depend on besides the data: the model and the settings (strings)."""
 
     model: ModelProvenance
     settings: Mapping[str, str] = field(default_factory=dict)
@@ -81,11 +72,7 @@ class RunProvenance:
 
 @dataclass(frozen=True)
 class TaskProvenance:
-    """Everything one task's numbers depend on.
-
-    ``run`` is None when the task was searched by a model that does not say (plain ``mteb run``): the record then
-    holds the data and the gain only.
-    """
+    """Everything one task's numbers depend on; ``run`` is None under plain ``mteb run``."""
 
     run: RunProvenance | None
     data_digest: str | None
@@ -137,9 +124,7 @@ def parse_settings(text: object) -> dict[str, str] | None:
 
 
 def differences(recorded: Mapping[str, object], now: Mapping[str, object]) -> list[str]:
-    """What differs between two sets of provenance entries, one phrase per field (``settings`` field by field).
-
-    A field only ``recorded`` has is not compared: it says nothing about this run.
+    """What differs between two sets of provenance entries, one phrase per field; one only ``recorded`` has is skipped.
 
     Examples:
         >>> differences({"disastir_gain": "linear"}, {"disastir_gain": "exponential"})

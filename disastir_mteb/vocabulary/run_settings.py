@@ -1,7 +1,7 @@
-"""One run's settings as one value: how a model encodes and searches, built once and passed down.
+"""One run's settings as one value: how a model encodes and searches.
 
-Every front builds it through :meth:`RunSettings.from_options`, which checks every option once, before any model
-loads; nothing below re-checks it. What a run evaluates (tasks, data, output) is not here: it changes no vector.
+Checked once by :meth:`RunSettings.from_options` before any model loads. What a run evaluates is not here: it
+changes no vector.
 """
 
 from __future__ import annotations
@@ -27,11 +27,8 @@ Search = Literal["exact", "ann"]
 class RunSettings:
     """How one run encodes and searches.
 
-    ``ann`` None means exact search (a preset name is resolved); ``batch_size`` None leaves it to mteb's
-    ``encode_kwargs`` under plain ``mteb.evaluate`` (the runner uses :data:`DEFAULT_BATCH_SIZE`); ``devices="auto"``
-    spreads corpus encoding over every GPU when there are two or more; ``cache_dir=False`` keeps embeddings in
-    memory; ``model_revision`` names the revision results are filed under, and the version that identifies a model
-    with no weights or files to read.
+    ``ann`` None means exact search; ``batch_size`` None leaves it to mteb; ``devices="auto"`` spreads corpus encoding
+    over every GPU; ``model_revision`` also identifies a model with no weights to read.
     """
 
     ann: AnnParams | None = None  # a preset name is accepted and resolved
@@ -76,15 +73,10 @@ class RunSettings:
         progress: bool = True,
         model_revision: str | None = None,
     ) -> RunSettings:
-        """The settings the user-facing options name, each checked once (the command line's and ``evaluate``'s).
-
-        ``ann_preset`` (default ``paper``) and ``ann_params`` (single overrides) apply to ``search="ann"`` only;
-        ``instructions``, ``template`` and ``instruct_passages`` are resolved by :func:`resolve_instructions`; the rest
-        are :class:`RunSettings`' fields.
+        """The settings the user-facing options name, each checked once; ANN options apply to ``search="ann"`` only.
 
         Raises:
-            ValueError: an unknown name or value, a count out of range, or ANN options for exact search (never silently
-                ignored).
+            ValueError: an unknown name or value, a count out of range, or ANN options for exact search.
         """
         if search == ANN:
             ann: AnnParams | None = resolve_params(DEFAULT_PRESET if ann_preset is None else ann_preset,

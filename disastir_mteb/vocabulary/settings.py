@@ -1,8 +1,7 @@
-"""The settings vocabulary: the keys a run files its results under, and the defaults of a run.
+"""The keys a run files its results under, and a run's defaults.
 
-mteb keeps a model's results apart by its *experiment settings* (``experiment_kwargs``, a folder per distinct
-setting); a DisastIR run adds its own under the keys below, prefixed ``disastir_`` so they never collide with
-mteb's. A plain run (exact search, no instructions, the model's own weights) adds none.
+A run's settings become mteb *experiment settings* (a results folder each), prefixed ``disastir_`` so they never
+collide with mteb's; a plain run adds none.
 """
 
 from __future__ import annotations

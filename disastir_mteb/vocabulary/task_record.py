@@ -1,9 +1,6 @@
-"""What every DisastIR task writes about itself into its result file: plugin version, gain, data.
+"""What every DisastIR task writes about itself into its result file: ``disastir_version``, ``_gain`` and ``_data``.
 
-mteb's result file names the dataset revision a task *declares*, not which plugin scored it, which gain its main
-score uses, or which data was actually read, so each task adds ``disastir_version``, ``disastir_gain`` and
-``disastir_data`` to its scores, under plain ``mteb run`` too. A local folder is named by its last component only:
-result files get submitted.
+mteb records none of them. A local folder is named by its last component only, as result files get submitted.
 """
 
 from __future__ import annotations
@@ -59,10 +56,7 @@ def is_synthetic(data: str) -> bool:
 
 
 def extended_data(data: str, folder: str | Path, added: int, judges: str | None = None) -> str:
-    """``data`` with ``; extra judgements: <added> added from folder <name>`` (and ``by <judges>`` when known).
-
-    Such scores are not official ones: ``submit`` refuses them (:func:`is_extended`).
-    """
+    """``data`` with ``; extra judgements: <added> added from folder <name>``; such scores are not official."""
     path = Path(folder).expanduser()
     by = f" by {judges}" if judges else ""
     return f"{data}; {EXTRA_JUDGEMENTS}: {added} added from folder {path.resolve().name or path}{by}"

@@ -1,8 +1,4 @@
-"""The DisastIR vocabulary: intents, categories, task names and the file-name alias table.
-
-Imports nothing from mteb, torch or the rest of the package, so the autoload hook, the sample generator and the
-loader can all share it.
-"""
+"""The DisastIR vocabulary: intents, categories, task names and the file-name alias table; imports nothing heavy."""
 
 from __future__ import annotations
 
@@ -72,10 +68,8 @@ class Category(str, Enum):
 class Split(str, Enum):
     """Which query set (and corpus) a task uses.
 
-    ``full``: the 9,600 queries over the 239,704-passage corpus (the DisastIR paper; the 48 tasks
-    ``DisastIR-QA-Bio`` ...). ``test``: DisastIR-Test, the 9,120 queries outside DevLite, same corpus
-    (DMRetriever's Table 2). ``devlite``: DisastIR-DevLite, 480 queries (10 per task) over a pooled
-    9,316-passage corpus of its own (DMRetriever's development set).
+    ``full``: 9,600 queries over the 239,704-passage corpus (the DisastIR paper). ``test``: DisastIR-Test, the 9,120
+    outside DevLite, same corpus. ``devlite``: DisastIR-DevLite, 480 queries over a 9,316-passage corpus of its own.
     """
 
     full = "full"
@@ -271,12 +265,10 @@ def _is_disastir(name: str) -> bool:
 
 
 def canonical_task_name(name: str) -> str:
-    """A DisastIR task name in any case, spelled as the task is (``disastir-qa-bio`` -> ``DisastIR-QA-Bio``).
-
-    A name not starting with ``DisastIR`` is another library's task, returned as given.
+    """A DisastIR task name in any case, spelled as the task is; a name not starting ``DisastIR`` is returned as is.
 
     Raises:
-        KeyError: a ``DisastIR...`` name that is no task (the closest task names, or that it names a benchmark).
+        KeyError: a ``DisastIR...`` name that is no task (with the closest task names).
     """
     if not _is_disastir(name):
         return name
@@ -289,7 +281,7 @@ def canonical_benchmark_name(name: str) -> str:
     """A DisastIR benchmark name in any case, spelled as the benchmark is; another library's name is returned as given.
 
     Raises:
-        KeyError: a ``DisastIR...`` name that is no benchmark (the closest ones, or that it names a task).
+        KeyError: a ``DisastIR...`` name that is no benchmark (with the closest ones).
     """
     if not _is_disastir(name):
         return name
@@ -320,9 +312,7 @@ _FILE_SUFFIXES = ("_qrels", "-qrels", " qrels", "qrels")
 
 
 def parse_task_file(stem: str) -> TaskSpec:
-    """Place a file stem such as ``FactCheck_Biological_qrels`` or ``QA_bio`` on one of the 48 tasks.
-
-    An intent key may itself hold separators ('Fact_Check'), so every split point is tried and exactly one must parse.
+    """Place a file stem such as ``FactCheck_Biological_qrels`` on one of the 48 tasks, trying every split point.
 
     Raises:
         ValueError: the stem names no task, or names several.
