@@ -96,3 +96,31 @@ def counting(respond: Respond, seen: Callable[[dict[str, Any]], None]) -> Respon
         return respond(request)
 
     return counted
+
+
+#: A judge prompt's pair: what follows the passage is one of the authors' prompt lines, never the passage's own text.
+_PAIR = re.compile(r"(?:Query|Claim|Premise|Sentence A): (?P<query>.*?)\n(?:Passage|Hypothesis|Sentence B): "
+                   r"(?P<passage>.*?)\n"
+                   r"(?=Consider |Answer:|Output |Exactness: )", re.DOTALL)
+
+
+def overlap_grade(query: str, passage: str, *, top: int = 3) -> int:
+    """A pair's grade by the content words its texts share: 0 to ``top`` (5 for STS)."""
+    shared = {w.lower() for w in _words(query)} & {w.lower() for w in _words(passage)}
+    return min(top, len(shared))
+
+
+def overlap_judge() -> Callable[[dict[str, Any]], str]:
+    """A judge grading each pair by :func:`overlap_grade`, answering every step of the authors' three prompts."""
+    from loopback import grade_judge
+
+    def answer(request: dict[str, Any]) -> str:
+        user = [m["content"] for m in request["messages"] if m["role"] == "user"][-1]
+        found = _PAIR.search(user)
+        if found is None:
+            raise LookupError(f"no query and passage in {user[:120]!r}")
+        query, passage = found["query"], found["passage"]
+        top = 5 if "Sentence A:" in user else 3
+        return grade_judge({(query, passage): overlap_grade(query, passage, top=top)})(request)
+
+    return answer

@@ -1,0 +1,140 @@
+"""A whole build from a folder of documents in four category folders, through a loopback writer and a loopback judge
+(real HTTP, the authors' prompts), with model-free retrievers: stages, counts, the layout, resume, the plan's prompt."""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from generator_servers import counting, overlap_judge, writer
+from judge_servers import JudgeServer, constrained
+from sentences import says
+
+from disastir_mteb.building.build import BuildSettings, run_build
+from disastir_mteb.data.layout import MARKER, find_task_files
+from disastir_mteb.vocabulary.taxonomy import Intent
+
+TOPICS = {
+    "Flood": ["levee", "river", "gauge", "sandbag", "evacuation", "shelter", "crest", "barge"],
+    "Earthquake": ["aftershock", "fault", "magnitude", "rubble", "bridge", "retrofit", "epicenter", "tremor"],
+    "Wildfire": ["containment", "ember", "smoke", "firebreak", "canyon", "retardant", "evacuation", "ridge"],
+    "Pandemic": ["vaccine", "quarantine", "clinic", "testing", "outbreak", "ventilator", "masks", "cases"],
+}
+
+
+class Hashing:
+    """Model-free retrievers for the build: hashed word counts, exact cosine top 10 (the runner's stand-in here)."""
+
+    def __init__(self) -> None:
+        self.pooled: list[Path] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows = np.zeros((len(texts), 1024), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                rows[row, zlib.crc32(word.encode()) % 1024] += 1
+        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
+
+    def pool(self, layout: Path) -> dict[str, list[str]]:
+        self.pooled.append(layout)
+        corpus = [json.loads(line) for line in (layout / "corpus.jsonl").read_text().splitlines()]
+        vectors = self.embed([row["text"] for row in corpus])
+        pooled = {}
+        for path in find_task_files(layout).queries.values():
+            for query in json.loads(path.read_text()):
+                scores = vectors @ self.embed([query["user_query"]])[0]
+                pooled[query["query_id"]] = [corpus[i]["corpus_id"] for i in np.argsort(-scores, kind="stable")[:10]]
+        return pooled
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    """A dozen documents in four category folders, one a CSV of tweets, one copy of another."""
+    root = tmp_path / "docs"
+    for folder, words in TOPICS.items():
+        (root / folder).mkdir(parents=True)
+        for n in range(3):
+            sentences = [f"Report {n} of the {folder.lower()} desk: the {words[(n + i) % 8]} team logged "
+                         f"{words[(n + 2 * i) % 8]} work at site {n * 10 + i} near {words[(i + 3) % 8]} road."
+                         for i in range(12)]
+            (root / folder / f"report-{n}.txt").write_text(" ".join(sentences))
+    (root / "Flood" / "tweets.csv").write_text("text\n" + "".join(
+        f"\"levee {w} update {n}: crews at the river crest\"\n" for n, w in enumerate(TOPICS["Flood"][:4])))
+    (root / "Flood" / "copy-of-report-0.txt").write_text((root / "Flood" / "report-0.txt").read_text())
+    return root
+
+
+def _settings(docs: Path, out: Path, writer_url: str, judge_url: str, **changes) -> BuildSettings:
+    values = dict(docs=docs, out=out, name="MyOrg", model="writer", base_urls=(writer_url,), judge_model="judge",
+                  judge_urls=(judge_url,), pool_models=("hashing",), intents=(Intent.QA, Intent.FC),
+                  queries_per_task=2, seed=3, yes=True, concurrency=2)
+    values.update(changes)
+    return BuildSettings(**values)
+
+
+def _bytes(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_folder_becomes_a_benchmark_and_a_rerun_asks_nothing_and_writes_the_same_bytes(docs: Path,
+                                                                                          tmp_path: Path) -> None:
+    asked: list[dict] = []
+    said: list[str] = []
+    with JudgeServer(counting(writer(), asked.append), model="writer") as generation, \
+            JudgeServer(counting(constrained(overlap_judge()), asked.append), model="judge") as judge:
+        settings = _settings(docs, tmp_path / "bench", generation.base_url, judge.base_url)
+        out = run_build(settings, Hashing(), say=said.append, confirm=lambda plan: False)
+        first = _bytes(out)
+        requests = len(asked)
+        assert run_build(settings, Hashing(), say=said.append, confirm=lambda plan: False) == out
+    assert len(asked) == requests and _bytes(out) == first
+    stages = [line.split("]")[0] + "]" for line in said[:9]]
+    assert stages[0] == "[ingest]" and "[write]" in said[-1]
+    marker = json.loads((out / MARKER).read_text())
+    assert marker["kind"] == "built" and marker["name"] == "MyOrg" and marker["synthetic"] is True
+    assert len(marker["sources"]) == 14 and {s["path"] for s in marker["sources"]} >= {"Flood/tweets.csv"}
+    assert marker["tasks"] == sorted(f"MyOrg-{i}-{c}" for i in ("QA", "FC") for c in ("Bio", "Env", "Geo", "MH"))
+    files = find_task_files(out)
+    assert len(files.queries) == len(files.qrels) == 8
+    report = json.loads((out / "report.json").read_text())
+    assert report["stages"]["passages"]["exact-duplicate"] >= 1  # the copied report
+    assert report["stages"]["ingest"]["sources"] == 14
+    for task in report["tasks"].values():
+        assert task["queries"] == 2 and task["shortfall"] == 0 and task["pairs"] >= 2
+        assert task["generated_share_of_top_grade"] is not None
+    qrels = json.loads(next(iter(files.qrels.values())).read_text())
+    assert all(isinstance(row["score"], int | float) for row in qrels)
+
+
+def test_until_stops_after_a_stage_and_sends_nothing_before_queries(docs: Path, tmp_path: Path) -> None:
+    said: list[str] = []
+    settings = _settings(docs, tmp_path / "bench", "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1",
+                         until="categories")
+    assert run_build(settings, Hashing(), say=said.append, confirm=lambda plan: True) is None
+    assert [line.split("]")[0] for line in said] == ["[ingest", "[passages", "[categories"]
+    assert not (tmp_path / "bench").exists() and not settings.store_path.exists()
+
+
+def test_a_large_plan_is_asked_before_anything_is_sent(docs: Path, tmp_path: Path) -> None:
+    asked: list[dict] = []
+    plans: list[str] = []
+    with JudgeServer(counting(writer(), asked.append)) as server:
+        settings = _settings(docs, tmp_path / "bench", server.base_url, server.base_url, yes=False,
+                             queries_per_task=200)
+
+        def refuse(plan: str) -> bool:
+            plans.append(plan)
+            return False
+
+        with pytest.raises(ValueError) as raised:
+            run_build(settings, Hashing(), say=lambda line: None, confirm=refuse)
+    says(str(raised.value), "--yes")
+    assert asked == [] and len(plans) == 1
+    says(plans[0], "writer", "judge", re.compile(r"\d[\d,]* query request\(s\)"))
