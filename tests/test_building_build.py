@@ -109,6 +109,10 @@ def test_a_folder_becomes_a_benchmark_and_a_rerun_asks_nothing_and_writes_the_sa
     for task in report["tasks"].values():
         assert task["queries"] == 2 and task["shortfall"] == 0 and task["pairs"] >= 2
         assert task["generated_share_of_top_grade"] is not None
+    cost = report["cost"]
+    assert cost["requests"] == requests and cost["prompt_tokens"] == 100 * requests and cost["dollars"] is None
+    text = (out / "report.md").read_text()
+    assert "not comparable" in text and "| MyOrg-FC-Bio | 2 | 0 |" in text and f"| {requests:,} |" in text
     qrels = json.loads(next(iter(files.qrels.values())).read_text())
     assert all(isinstance(row["score"], int | float) for row in qrels)
 

@@ -28,9 +28,10 @@ from disastir_mteb.building.pii import find_pii, redact
 from disastir_mteb.building.prompts import PROMPT_VERSION
 from disastir_mteb.building.quality import JudgedQuery, quality_control
 from disastir_mteb.building.queries import PlannedQuery, plan_queries, summary_asks, write_queries
+from disastir_mteb.building.report import render_report
 from disastir_mteb.building.sources import MAX_SOURCE_MB, Source, SourceText, read_sources
 from disastir_mteb.building.store import BuildStore
-from disastir_mteb.endpoints.pool import EndpointPool
+from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV, DEFAULT_TIMEOUT, EndpointPool
 from disastir_mteb.judging.job import CHARS_PER_TOKEN, JobPlan, Price, judge_pairs, plan_job
 from disastir_mteb.judging.protocol import PROMPT_VERSION as JUDGE_PROMPT_VERSION
 from disastir_mteb.judging.protocol import requests_per_pair
@@ -42,10 +43,6 @@ __all__ = ["STAGES", "BuildSettings", "Encoders", "run_build"]
 
 #: The stages, in order; ``--until`` names one.
 STAGES = ("ingest", "passages", "categories", "queries", "filters", "pool", "judge", "quality", "write")
-#: Requests above which a build asks before sending anything (unless ``yes``).
-CONFIRM_REQUESTS = 2_000
-#: Dollars above which it asks (with a price).
-CONFIRM_DOLLARS = 5.0
 #: Passages per pool member and search kind, as DisastIR pooled (the top 10).
 POOL_DEPTH = 10
 
@@ -88,6 +85,9 @@ class BuildSettings:
     min_logprob: float | None = None
     max_file_mb: float = MAX_SOURCE_MB
     concurrency: int = 4
+    timeout: float = DEFAULT_TIMEOUT
+    api_key_env: str = DEFAULT_KEY_ENV
+    confirm_above: int = 2000
     store: Path | None = None
 
     @property
@@ -212,6 +212,7 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
         grades = {(j.query, j.passage): j.grade for j in judge_store.judgements(judge_model=settings.judge_model,
                                                                                  prompt_version=JUDGE_PROMPT_VERSION)}
         stored = judge_store.counts()  # what the store holds, so a resumed build reports as an uninterrupted one
+        judge_tokens = judge_store.tokens()
     graded = sum(grades.get((pair.query, pair.passage)) is not None for pair in pairs.values())
     report.stages["judge"] = {"pairs": len(pairs), "judged": graded, "failed": len(pairs) - graded,
                               "requests": stored["answers"], "unreadable": stored["unparseable"]
@@ -235,15 +236,24 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
                                                                                            intent, category)
     marker = _marker(settings, sources, report)
     write_layout(settings.out, list(corpus.items()), tasks, marker)
-    (settings.out / "report.json").write_text(json.dumps({"stages": report.stages, "tasks": report.tasks},
-                                                         indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tokens = (report.stages["queries"]["prompt_tokens"] + judge_tokens[0],
+              report.stages["queries"]["completion_tokens"] + judge_tokens[1])
+    requests = report.stages["judge"]["requests"] + sum(value for key, value in report.stages["queries"].items()
+                                                        if key.endswith("_requests"))
+    price = settings.price
+    cost = {"requests": requests, "prompt_tokens": tokens[0], "completion_tokens": tokens[1],
+            "dollars": None if price is None else round((tokens[0] * price.input + tokens[1] * price.output) / 1e6, 4)}
+    content = {"stages": report.stages, "tasks": report.tasks, "cost": cost}
+    (settings.out / "report.json").write_text(json.dumps(content, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    (settings.out / "report.md").write_text(render_report(settings.name, content), encoding="utf-8")
     say(f"[write] {settings.out}: {len(tasks)} task(s), {sum(len(q) for q in tasks.values())} queries, "
         f"{len(corpus)} passages")
     return settings.out
 
 
 def _pool(urls: Sequence[str], settings: BuildSettings) -> EndpointPool[Any, Any]:
-    return EndpointPool(list(urls), concurrency=settings.concurrency)
+    return EndpointPool(list(urls), concurrency=settings.concurrency, key_env=settings.api_key_env,
+                        timeout=settings.timeout)
 
 
 def _categories(settings: BuildSettings, passages: list[Passage], vectors: list[np.ndarray],
@@ -292,8 +302,7 @@ def _confirm(settings: BuildSettings, plan: Sequence[PlannedQuery], say: Callabl
     cost = JobPlan(pairs, 0, pairs, needs + len(plan) + judge, prompt + judge * 300, (needs + len(plan)) * 300
                    + judge * 12).cost(settings.price)
     say(plan_text + (f"; about ${cost:,.2f}." if cost is not None else "; give --price IN,OUT for a cost."))
-    large = needs + len(plan) + judge > CONFIRM_REQUESTS or (cost is not None and cost > CONFIRM_DOLLARS)
-    if large and not settings.yes and not confirm(plan_text):
+    if needs + len(plan) + judge > settings.confirm_above and not settings.yes and not confirm(plan_text):
         raise InvalidInput("The build was not confirmed; nothing was sent. Pass --yes to build without asking.")
 
 

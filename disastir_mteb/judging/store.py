@@ -219,6 +219,12 @@ class JudgementStore(SqliteStore):
             result[fault] = self._rows("SELECT COUNT(*) FROM answers WHERE fault = ?", (fault,))[0][0]
         return result
 
+    def tokens(self) -> tuple[int, int]:
+        """Prompt and answer tokens of every answer stored, as the servers counted them (0 where they did not)."""
+        ((prompt, completion),) = self._rows("SELECT COALESCE(SUM(prompt_tokens), 0), "
+                                             "COALESCE(SUM(completion_tokens), 0) FROM answers")
+        return int(prompt), int(completion)
+
     def agreement(self, judge_model: str, prompt_version: str) -> StoredAgreement | None:
         """The latest agreement measured for one judge model and prompt version; None when never measured here."""
         rows = self._rows("SELECT asked, ungraded, binary_kappa, weighted_kappa, intents, at, calibration FROM "
