@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.util.install_hint import require_extra
 
 if TYPE_CHECKING:
-    from disastir_mteb.judging.settings import JudgeSettings
     from disastir_mteb.results.completed_view import CompletedView
     from disastir_mteb.runner.run import Evaluation
     from disastir_mteb.util.timings import Timings
@@ -352,8 +351,11 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _go_ahead(plan_text: str, requests: int, settings: JudgeSettings) -> bool:
-    """Whether to send ``requests`` requests: yes under --confirm-above or --yes; else ask a terminal, never wait."""
+def _go_ahead(plan_text: str, requests: int, settings: Any) -> bool:
+    """Whether to send ``requests`` requests: yes under --confirm-above or --yes; else ask a terminal, never wait.
+
+    ``settings`` has ``yes`` and ``confirm_above`` (the judge's and the build's settings alike).
+    """
     import os
 
     if settings.yes or requests <= settings.confirm_above:
@@ -509,3 +511,35 @@ def seed(args: argparse.Namespace) -> int:
           f"and {DATA_DIR_ENV}=<data folder> unless the dataset is in that cache (`disastir-mteb sample --out DIR` "
           f"writes synthetic data to try with).")
     return 0
+
+
+def build(args: argparse.Namespace) -> int:
+    """``disastir-mteb build``: a benchmark from the documents in DOCS (:mod:`disastir_mteb.building`)."""
+    import tempfile
+
+    from disastir_mteb.building.build import BuildSettings, run_build
+    from disastir_mteb.judging.job import Price
+    from disastir_mteb.runner.build_pool import RunnerRetrievers
+    from disastir_mteb.vocabulary.taxonomy import parse_intent
+
+    for module in ("datasketch", "semchunk"):
+        require_extra(module, extra="build", needed_by="disastir-mteb build")
+    require_extra("openai", extra="judge", needed_by="disastir-mteb build")
+    intents = tuple(dict.fromkeys(parse_intent(name.strip()) for name in args.intents.split(",") if name.strip()))
+    settings = BuildSettings(
+        docs=Path(args.docs), out=Path(args.out), name=args.name, model=args.model, base_urls=tuple(args.base_url),
+        judge_model=args.judge_model or args.model, judge_urls=tuple(args.judge_base_url or args.base_url),
+        pool_models=tuple(m.strip() for m in args.pool_models.split(",") if m.strip()), intents=intents,
+        queries_per_task=args.queries_per_task, categories=args.categories, seed=args.seed, licence=args.licence,
+        redact=args.redact, price=Price.parse(args.price) if args.price else None, until=args.until, yes=args.yes,
+        quality=not args.no_quality_control, min_logprob=args.min_logprob, max_file_mb=args.max_file_mb,
+        concurrency=args.concurrency, timeout=args.timeout, api_key_env=args.api_key_env,
+        confirm_above=args.confirm_above, store=Path(args.store) if args.store else None)
+    with tempfile.TemporaryDirectory(prefix="disastir-build-pool-") as results:
+        retrievers = RunnerRetrievers(settings.pool_models, results=Path(results), show_progress=not args.quiet)
+        out = run_build(settings, retrievers, say=print,
+                        confirm=lambda plan: _go_ahead(plan, settings.confirm_above + 1, settings))
+    if out is not None:
+        print(f"Run it: disastir-mteb run -m MODEL --data {out}   (report: {out / 'report.md'})")
+    return 0
+

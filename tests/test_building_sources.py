@@ -19,12 +19,12 @@ from disastir_mteb.building.passages import (
     make_passages,
     near_duplicate_passages,
     passage_id,
-    token_counter,
 )
 from disastir_mteb.building.pii import find_pii, redact
 from disastir_mteb.building.sources import SourceText, read_sources
 from disastir_mteb.models.bundled import bundled_model_path
 from disastir_mteb.util.errors import InvalidInput, MissingInput, NotAFolder
+from disastir_mteb.util.tokens import token_counter
 
 REPORT = "Hurricane Delta situation report. " + " ".join(
     f"Shelter {n} in Lake Charles opened at {600 + n} with {100 + 7 * n} cots; {40 + n} crews restore power in "

@@ -9,13 +9,11 @@ passages at cosine > 0.9 need an encoder, so they are found later, on the pool's
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -23,7 +21,7 @@ from disastir_mteb.building.sources import Kind, SourceText
 from disastir_mteb.util.install_hint import require_extra
 
 __all__ = ["MAX_TOKENS", "NEAR_DUPLICATE_COSINE", "NEAR_DUPLICATE_JACCARD", "Dropped", "Passage", "clean",
-           "make_passages", "near_duplicate_passages", "passage_id", "token_counter"]
+           "make_passages", "near_duplicate_passages", "passage_id"]
 
 #: Passages stay under this many tokens of the pool's tokenizer (DisastIR: chunks < 256 tokens).
 MAX_TOKENS = 256
@@ -68,20 +66,6 @@ def clean(text: str) -> str:
     return "\n\n".join(paragraph for paragraph in paragraphs if paragraph)
 
 
-def token_counter(tokenizer: Any) -> Callable[[str], int]:
-    """Counts a text's tokens as ``tokenizer`` (a ``tokenizers.Tokenizer`` or a transformers one) cuts it, whole.
-
-    A model's tokenizer file usually truncates at the model's limit (MiniLM's at 128), which would make every long
-    text look short: truncation and padding are off here, on a copy.
-    """
-    if hasattr(tokenizer, "encode_batch"):  # tokenizers.Tokenizer
-        whole = copy.deepcopy(tokenizer)
-        whole.no_truncation()
-        whole.no_padding()
-        return lambda text: len(whole.encode(text, add_special_tokens=False).ids)
-    return lambda text: len(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
-
-
 def passage_id(text: str) -> str:
     """A passage's id from its text alone, so a rebuild gives the same ids in any order."""
     return "b" + hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
@@ -92,7 +76,8 @@ def make_passages(texts: Sequence[SourceText], count_tokens: Callable[[str], int
                   jaccard: float = NEAR_DUPLICATE_JACCARD) -> tuple[list[Passage], list[Dropped]]:
     """The corpus's passages from ``texts`` (in their order), and what was dropped and why.
 
-    ``count_tokens`` counts a text's tokens as the pool's tokenizer does (:func:`token_counter`).
+    ``count_tokens`` counts a text's tokens as the pool's tokenizer does
+    (:func:`~disastir_mteb.util.tokens.token_counter`).
     """
     kept, dropped = _deduplicated([(text, clean(text.text)) for text in texts], jaccard)
     require_extra("semchunk", extra="build", needed_by="Cutting documents into passages")
