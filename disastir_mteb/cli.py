@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import NoReturn
 
 from disastir_mteb import commands
+from disastir_mteb.building.build import STAGES
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.endpoints.urls import check_base_url
 from disastir_mteb.judging.settings import JudgeSettings
@@ -430,8 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--redact", action="store_true", help="mask e-mail addresses, phone numbers, URLs and "
                                                               "@handles before anything is sent to a server")
     build.add_argument("--seed", type=int, default=0, help="the plan's seed: seed passages and prompt slots")
-    build.add_argument("--until", choices=["ingest", "passages", "categories", "queries", "filters", "pool", "judge",
-                                           "quality", "write"], default="write", help="stop after this stage")
+    build.add_argument("--until", choices=STAGES, default="write", help="stop after this stage")
     build.add_argument("--no-quality-control", action="store_true",
                        help="keep queries whose own passages the judge grades below relevant (AIR-Bench's step off)")
     build.add_argument("--min-logprob", type=float, default=None,
