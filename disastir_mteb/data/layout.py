@@ -14,7 +14,14 @@ from pathlib import Path
 
 from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.task_record import BUILT_KIND, hub_data, local_data
-from disastir_mteb.vocabulary.taxonomy import TASK_SPECS, TaskSpec, check_built_name, parse_task_file, task_file_stem
+from disastir_mteb.vocabulary.taxonomy import (
+    TASK_SPECS,
+    BuiltNames,
+    TaskSpec,
+    check_built_name,
+    parse_task_file,
+    task_file_stem,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +81,11 @@ class TaskFiles:
     built: str | None = None
 
     @property
+    def built_names(self) -> BuiltNames | None:
+        """A built benchmark's name and task names; None for a DisastIR folder."""
+        return None if self.built is None else BuiltNames(self.built, tuple(s.name for s in self.built_specs))
+
+    @property
     def built_specs(self) -> tuple[TaskSpec, ...]:
         """A built benchmark's tasks (``MyOrg-QA-MH``, ...), those with files, in the paper's order; () if not built."""
         if self.built is None:
@@ -88,6 +100,10 @@ class TaskFiles:
         """
         own = spec.base if spec.built is not None else spec
         missing = [kind for kind, files in (("query", self.queries), ("qrels", self.qrels)) if own not in files]
+        if spec.built != self.built:
+            holds = f"the built benchmark {self.built}" if self.built is not None else "DisastIR's layout, no built one"
+            raise InvalidInput(f"{self.root} holds {holds}: task {spec.name} cannot read it; run "
+                               f"{'its tasks' if self.built is not None else spec.name + ' with --data its folder'}.")
         if missing and self.built is not None:
             raise MissingInput(f"{self.root}: the built benchmark {self.built} has no task {spec.name}; its tasks are "
                                f"{', '.join(s.name for s in self.built_specs)}.")

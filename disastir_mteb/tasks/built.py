@@ -20,9 +20,9 @@ from disastir_mteb.data.published import Gain
 from disastir_mteb.data.source import DataSource
 from disastir_mteb.tasks.retrieval import AbsTaskDisastIR, make_task_class
 from disastir_mteb.util.digest import short_digest
-from disastir_mteb.util.errors import InvalidInput, UnknownName
+from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.metadata import CITATION
-from disastir_mteb.vocabulary.taxonomy import CATEGORY_FULL_NAMES, INTENTS, TaskSpec, closest_names
+from disastir_mteb.vocabulary.taxonomy import CATEGORY_FULL_NAMES, INTENTS, BuiltNames, TaskSpec
 
 if TYPE_CHECKING:
     from mteb import Benchmark
@@ -50,21 +50,10 @@ class BuiltBenchmark:
         """``MyOrg-QA-MH``, ...: the tasks that have files, in the paper's order (intent-major)."""
         return tuple(self.task_classes)
 
-    def canonical_task_name(self, name: str) -> str | None:
-        """One of its task names in any case, spelled as the task is; None for a name of another benchmark.
-
-        Raises:
-            KeyError: a name starting with the benchmark's name that is none of its tasks (the closest ones named).
-        """
-        folded = {task.casefold(): task for task in self.task_names}
-        if name.casefold() in folded:
-            return folded[name.casefold()]
-        if not name.casefold().startswith(f"{self.name}-".casefold()):
-            return None
-        close = closest_names(name, self.task_names)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownName(f"Unknown task {name!r} of the built benchmark {self.name}.{hint} Its tasks: "
-                          f"{', '.join(self.task_names)} (only the intents and categories with queries).")
+    @property
+    def names(self) -> BuiltNames:
+        """Its name and its tasks' names, to resolve names in any case."""
+        return BuiltNames(self.name, self.task_names)
 
     def get_tasks(self, *, data: DataSource | None = None, gain: Gain | None = None) -> list[AbsTaskDisastIR]:
         """Instances of all its tasks, reading ``data`` (None: its own folder)."""

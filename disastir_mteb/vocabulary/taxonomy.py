@@ -22,6 +22,7 @@ __all__ = [
     "SPLIT_TASK_SPECS",
     "TASK_NAMES",
     "TASK_SPECS",
+    "BuiltNames",
     "Category",
     "Intent",
     "Split",
@@ -278,6 +279,34 @@ def _unknown_task(name: str) -> UnknownName:
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     return UnknownName(f"Unknown DisastIR task {name!r}.{hint} Valid names: DisastIR-{{Intent}}-{{Category}}, and "
                        "DisastIR-Test-... / DisastIR-DevLite-... for the DMRetriever splits.")
+
+
+@dataclass(frozen=True)
+class BuiltNames:
+    """A built benchmark's name and its tasks' names (those with files, in the paper's order): names in any case."""
+
+    name: str
+    tasks: tuple[str, ...]
+
+    def is_benchmark(self, given: str) -> bool:
+        """Whether ``given`` names this benchmark, in any case."""
+        return given.casefold() == self.name.casefold()
+
+    def task(self, given: str) -> str | None:
+        """``given`` in the spelling of one of its tasks; None for a name not starting with the benchmark's.
+
+        Raises:
+            KeyError: a name starting ``NAME-`` that is none of its tasks (the closest ones named).
+        """
+        folded = {task.casefold(): task for task in self.tasks}
+        if given.casefold() in folded:
+            return folded[given.casefold()]
+        if not given.casefold().startswith(f"{self.name}-".casefold()):
+            return None
+        close = closest_names(given, self.tasks)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UnknownName(f"Unknown task {given!r} of the built benchmark {self.name}.{hint} Its tasks: "
+                          f"{', '.join(self.tasks)} (only the intents and categories that have queries).")
 
 
 def parse_built_task_name(name: str) -> TaskSpec | None:
