@@ -162,11 +162,13 @@ def _task_line(task_result: object, seconds: float) -> None:
 
 def _summarise(evaluation: Evaluation) -> None:
     """``run``'s grid per query set and its one-paragraph summary."""
-    from disastir_mteb.results.grid import grids_by_split
+    from disastir_mteb.results.grid import built_grids, grids_by_split
     from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name
 
     for split, grid in grids_by_split(evaluation.result.task_results).items():  # the full set's as it always was
         print(grid.to_text("NDCG@10 x100" if split is Split.full else f"{benchmark_name(split)} NDCG@10 x100"))
+    for name, grid in built_grids(evaluation.result.task_results).items():
+        print(grid.to_text(f"{name} NDCG@10 x100"))
     print("\n".join(evaluation.summary()))
 
 
@@ -240,7 +242,8 @@ def compare(args: argparse.Namespace) -> int:
     completed = _completed_views([*sides.first, *sides.second], args)
     texts = []
     for split in sides.shared:  # one query set (always so before DisastIR-Test and DevLite): exactly the output it was
-        pairing = pair_sets([s for s in sides.first if s.split is split], [s for s in sides.second if s.split is split])
+        pairing = pair_sets([s for s in sides.first if s.query_set == split],
+                            [s for s in sides.second if s.query_set == split])
         text = pairing_text(pairing, metric=args.metric, completed=completed)
         texts.append(text if len(sides.shared) == 1 else f"{pairing.pairs[0][0].benchmark}:\n{text}")
     print("\n\n".join(texts))

@@ -27,7 +27,7 @@ from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
 from disastir_mteb.vocabulary.run_settings import RunSettings, Search
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, DEFAULT_OUTPUT_FOLDER, EXACT
 from disastir_mteb.vocabulary.task_record import SYNTHETIC_NOTICE
-from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split
+from disastir_mteb.vocabulary.taxonomy import Split, is_task_name
 
 if TYPE_CHECKING:
     from mteb import AbsTask
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_DISASTIR_TASKS = ALL_TASK_NAMES  # every query set's tasks
 
 __all__ = ["EmbeddingServersOptions", "Evaluation", "ModelLoadError", "RunSettings", "build_search", "evaluate",
            "import_libraries", "resolve_tasks", "result_folder", "run_evaluation", "run_tasks", "serve_model"]
@@ -450,7 +449,7 @@ def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
     from disastir_mteb.util.atomic import set_aside
 
     name = task.metadata.name
-    if name not in _DISASTIR_TASKS:
+    if not is_task_name(name):
         return False
     result_path = cache.get_task_result_path(name, searcher.mteb_model_meta)
     per_query = per_query_path(result_path)
