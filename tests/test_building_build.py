@@ -142,3 +142,26 @@ def test_a_large_plan_is_asked_before_anything_is_sent(docs: Path, tmp_path: Pat
     says(str(raised.value), "--yes")
     assert asked == [] and len(plans) == 1
     says(plans[0], "writer", "judge", re.compile(r"\d[\d,]* query request\(s\)"))
+
+
+def test_the_runner_pools_each_model_exact_and_ann_and_the_benchmark_runs_as_mteb_tasks(docs: Path, tmp_path: Path,
+                                                                                       capsys) -> None:
+    """The command end to end: the runner's hashing encoder pools; the benchmark then runs with disastir-mteb run."""
+    from disastir_mteb.cli import main
+
+    with JudgeServer(writer(), model="writer") as generation, \
+            JudgeServer(constrained(overlap_judge()), model="judge") as judge:
+        code = main(["build", str(docs), "--out", str(tmp_path / "bench"), "--name", "MyOrg", "--model", "writer",
+                     "--base-url", generation.base_url, "--judge-model", "judge", "--judge-base-url", judge.base_url,
+                     "--intents", "QA,STS", "--queries-per-task", "2", "--yes", "--quiet",
+                     "--pool-models", "disastir-mteb/hashing-encoder"])
+    assert code == 0
+    out = capsys.readouterr().out
+    pool = next(line for line in out.splitlines() if line.startswith("[pool]"))
+    says(pool, "models 1", "queries 24")  # 2 x 1.5 planned per task, 8 tasks
+    assert int(re.search(r"pairs ([\d,]+)", pool)[1].replace(",", "")) >= 24 * 10
+    code = main(["run", "-m", "disastir-mteb/hashing-encoder", "--data", str(tmp_path / "bench"),
+                 "--output-folder", str(tmp_path / "results"), "--quiet"])
+    assert code == 0
+    scored = sorted(p.stem for p in (tmp_path / "results").rglob("MyOrg-*.json") if "per_query" not in p.stem)
+    assert scored == sorted(f"MyOrg-{i}-{c}" for i in ("QA", "STS") for c in ("Bio", "Env", "Geo", "MH"))
