@@ -165,3 +165,55 @@ def test_the_runner_pools_each_model_exact_and_ann_and_the_benchmark_runs_as_mte
     assert code == 0
     scored = sorted(p.stem for p in (tmp_path / "results").rglob("MyOrg-*.json") if "per_query" not in p.stem)
     assert scored == sorted(f"MyOrg-{i}-{c}" for i in ("QA", "STS") for c in ("Bio", "Env", "Geo", "MH"))
+
+
+def test_killed_mid_generation_and_mid_judging_a_rerun_asks_nothing_twice_and_writes_the_same_bytes(
+        docs: Path, tmp_path: Path) -> None:
+    """kill -9 while a query is being written, then while a pair is being judged: the third run finishes the build;
+    no answer received before a kill is asked for again, and the files equal an uninterrupted build's."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    asked: list[str] = []
+    child: list[subprocess.Popen] = []
+    kill_at = {"You have been assigned": 5, "judge": 40}
+    seen = {"You have been assigned": 0, "judge": 0}
+
+    def killing(respond, kind):
+        def answer(request: dict) -> tuple[int, str, bytes]:
+            asked.append(json.dumps(request["messages"], sort_keys=True))
+            if kind == "judge" or request["messages"][0]["content"].startswith(kind):
+                seen[kind] += 1
+                if seen[kind] == kill_at[kind] and child and child[-1].poll() is None:
+                    os.kill(child[-1].pid, signal.SIGKILL)
+            return respond(request)
+        return answer
+
+    with JudgeServer(killing(writer(), "You have been assigned"), model="writer") as generation, \
+            JudgeServer(killing(constrained(overlap_judge()), "judge"), model="judge") as judge:
+        def argv(out: Path) -> list[str]:
+            return ["build", str(docs), "--out", str(out), "--name", "MyOrg", "--model", "writer", "--base-url",
+                    generation.base_url, "--judge-model", "judge", "--judge-base-url", judge.base_url, "--intents",
+                    "QA,FC", "--queries-per-task", "2", "--yes", "--quiet", "--concurrency", "1"]
+
+        killed_runs = []
+        for _ in range(2):
+            before = len(asked)
+            child.append(subprocess.Popen([sys.executable, "-c", "import sys; from disastir_mteb.cli import main; "
+                                           "sys.exit(main(sys.argv[1:]))", *argv(tmp_path / "bench")],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            assert child[-1].wait(300) == -signal.SIGKILL
+            killed_runs.append(asked[before:])
+        assert seen["judge"] >= kill_at["judge"] and not (tmp_path / "bench").exists()
+        before = len(asked)
+        from disastir_mteb.cli import main
+
+        assert main(argv(tmp_path / "bench")) == 0
+        resumed = asked[before:]
+        answered_before = set(killed_runs[0][:-1]) | set(killed_runs[1][:-1])  # the last of each was cut off
+        assert not answered_before & set(resumed)
+        assert not set(killed_runs[0][:-1]) & set(killed_runs[1])
+        assert main([*argv(tmp_path / "uninterrupted"), "--store", str(tmp_path / "other.sqlite")]) == 0
+    assert _bytes(tmp_path / "bench") == _bytes(tmp_path / "uninterrupted")
