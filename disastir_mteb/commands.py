@@ -546,3 +546,29 @@ def build(args: argparse.Namespace) -> int:
         print(f"Run it: disastir-mteb run -m MODEL --data {out}   (report: {out / 'report.md'})")
     return 0
 
+
+def build_study(args: argparse.Namespace) -> int:
+    """``disastir-mteb build-study``: two benchmarks' rankings of the same models (``building.study``)."""
+    import tempfile
+
+    from disastir_mteb.building.study import rank_agreement
+    from disastir_mteb.runner.build_pool import per_query_scores
+    from disastir_mteb.util.atomic import write_json_atomic
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if len(models) < 3:
+        raise InvalidInput(f"--models names {len(models)} model(s); a ranking study needs three or more.")
+    with tempfile.TemporaryDirectory(prefix="disastir-build-study-") as scratch:
+        root = Path(args.output_folder) if args.output_folder else Path(scratch)
+        scores = {name: {model: per_query_scores(model, Path(folder), root / name, show_progress=not args.quiet)
+                         for model in models} for name, folder in (("reference", args.reference),
+                                                                   ("built", args.built))}
+    study = rank_agreement(scores["reference"], scores["built"], resamples=args.resamples, seed=args.seed)
+    print(f"{'model':<40} {'reference':>10} {'built':>10}")
+    for model in sorted(study.models, key=lambda name: -study.reference[name]):
+        print(f"{model:<40} {study.reference[model]:>10.4f} {study.built[model]:>10.4f}")
+    print(study.describe())
+    if args.json:
+        write_json_atomic(args.json, study.as_dict())
+    return 0
+

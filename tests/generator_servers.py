@@ -5,7 +5,7 @@ under ``response_format`` ``json_schema`` the JSON the schema allows (checked wi
 not fit is a 500, a bug to see), under ``json_object`` the keys the prompt names, and under no format the same JSON
 (``prose=True``: a sentence instead, as SmolLM2 says when nothing constrains it). Every answer is a function of the
 request alone, so a rerun gets the same bytes. The query it writes holds words of its seed passage, so a retriever
-finds that passage; ``noise`` is the share of queries written from an unrelated passage instead (the study's knob).
+finds that passage; ``noise`` is the share of queries written about nothing the corpus holds (the study's knob).
 Served by :class:`~judge_servers.JudgeServer`.
 """
 
@@ -23,6 +23,9 @@ from judge_servers import PROSE_ANSWERS, Respond, answer_format, completion
 #: What the builder's user message holds before the passage.
 _PARAGRAPH = "Paragraph: "
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]{3,}")
+#: What a noisy writer writes about instead of its passage: words no disaster document holds.
+_OFF_TOPIC = ["violin", "sonnet", "marzipan", "origami", "tango", "harpsichord", "croquet", "meringue", "sitar",
+              "haiku", "ballet", "fresco", "quartet", "souffle", "mosaic", "calligraphy"]
 
 
 def _hash(*parts: str) -> int:
@@ -47,7 +50,7 @@ def _prompt_keys(system: str) -> list[str]:
     return re.findall(r"^- (\w+):", system, flags=re.MULTILINE)
 
 
-def _content(request: dict[str, Any], noise: float, others: list[str]) -> Any:
+def _content(request: dict[str, Any], noise: float) -> Any:
     system, passage = _system(request), _passage(request)
     seed = _hash(system, passage)
     if system.startswith("Summarize"):
@@ -56,8 +59,8 @@ def _content(request: dict[str, Any], noise: float, others: list[str]) -> Any:
     if system.startswith("Brainstorm"):
         return [f"Given a question about {words[(seed + i) % len(words)]}, retrieve a passage that answers it."
                 for i in range(3)]
-    if others and (seed % 1000) / 1000 < noise:  # written from another passage: the query no longer fits its seed
-        words = _words(others[seed % len(others)]) or words
+    if (seed % 1000) / 1000 < noise:  # written from nothing in the corpus: no passage answers it
+        words = _OFF_TOPIC
     picked = [words[(seed >> (4 * i)) % len(words)] for i in range(4)]
     keys = _prompt_keys(system)
     values = {keys[0]: f"What is reported about {' '.join(picked)}?"}
@@ -68,15 +71,14 @@ def _content(request: dict[str, Any], noise: float, others: list[str]) -> Any:
 
 def written(request: dict[str, Any]) -> str:
     """The faithful writer's answer text (JSON, never under a schema's wrapper), for other servers' factories."""
-    return json.dumps(_content(request, 0.0, []))
+    return json.dumps(_content(request, 0.0))
 
 
-def writer(*, noise: float = 0.0, others: list[str] | None = None, prose: bool = False) -> Respond:
+def writer(*, noise: float = 0.0, prose: bool = False) -> Respond:
     """A faithful generation model (``noise`` 0) or a noisier one, with structured outputs."""
-    pool = others or []
 
     def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
-        value = _content(request, noise, pool)
+        value = _content(request, noise)
         if answer_format(request) == "json_schema":
             spec = request["response_format"]["json_schema"]
             if isinstance(value, list):  # the need list, under the schema's one key
@@ -110,8 +112,11 @@ def overlap_grade(query: str, passage: str, *, top: int = 3) -> int:
     return min(top, len(shared))
 
 
-def overlap_judge() -> Callable[[dict[str, Any]], str]:
-    """A judge grading each pair by :func:`overlap_grade`, answering every step of the authors' three prompts."""
+def overlap_judge(noise: float = 0.0) -> Callable[[dict[str, Any]], str]:
+    """A judge grading each pair by :func:`overlap_grade`, answering every step of the authors' three prompts.
+
+    ``noise`` is the share of pairs it grades at random instead (the same grade for a pair every time it is asked).
+    """
     from loopback import grade_judge
 
     def answer(request: dict[str, Any]) -> str:
@@ -121,6 +126,8 @@ def overlap_judge() -> Callable[[dict[str, Any]], str]:
             raise LookupError(f"no query and passage in {user[:120]!r}")
         query, passage = found["query"], found["passage"]
         top = 5 if "Sentence A:" in user else 3
-        return grade_judge({(query, passage): overlap_grade(query, passage, top=top)})(request)
+        seed = _hash(query, passage)
+        grade = seed % (top + 1) if (seed >> 8) % 1000 / 1000 < noise else overlap_grade(query, passage, top=top)
+        return grade_judge({(query, passage): grade})(request)
 
     return answer

@@ -32,12 +32,20 @@ class RankAgreement:
     """Two benchmarks' rankings of the same models, and how well they agree."""
 
     models: tuple[str, ...]
-    scores_a: Mapping[str, float]
-    scores_b: Mapping[str, float]
+    reference: Mapping[str, float]
+    built: Mapping[str, float]
     tau: float
     spearman: float
     tau_interval: tuple[float, float]
     spearman_interval: tuple[float, float]
+
+    def as_dict(self) -> dict[str, object]:
+        """The study as JSON holds it (NaN as null)."""
+        return {"models": list(self.models), "reference": {m: _rounded(v) for m, v in self.reference.items()},
+                "built": {m: _rounded(v) for m, v in self.built.items()}, "kendall_tau": _rounded(self.tau),
+                "kendall_tau_interval": [_rounded(v) for v in self.tau_interval],
+                "spearman": _rounded(self.spearman),
+                "spearman_interval": [_rounded(v) for v in self.spearman_interval], "papers": PAPER_FIGURES}
 
     def describe(self) -> str:
         """One paragraph: the coefficients, their intervals, the papers' figures beside them."""
@@ -45,6 +53,10 @@ class RankAgreement:
         return (f"{len(self.models)} models: Kendall's tau {self.tau:.3f} (95 % interval {self.tau_interval[0]:.3f} "
                 f"to {self.tau_interval[1]:.3f}), Spearman {self.spearman:.3f} ({self.spearman_interval[0]:.3f} to "
                 f"{self.spearman_interval[1]:.3f}). The papers: {papers}.")
+
+
+def _rounded(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 6)
 
 
 def _means(per_query: PerQuery, models: Sequence[str], draws: Mapping[str, Sequence[str]] | None = None
@@ -72,7 +84,7 @@ def _interval(values: list[float]) -> tuple[float, float]:
 
 
 def rank_agreement(a: PerQuery, b: PerQuery, *, resamples: int = 1000, seed: int = 0) -> RankAgreement:
-    """How the models both benchmarks scored rank on each, from each model's per-query scores.
+    """How the models both benchmarks scored rank on each (``a`` the reference), from each model's per-query scores.
 
     Raises:
         ValueError: fewer than three models in common, or a model with no query scored.

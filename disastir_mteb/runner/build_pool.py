@@ -17,16 +17,16 @@ import numpy as np
 from disastir_mteb.results.per_query import per_query_file, read_per_query
 from disastir_mteb.util.errors import InvalidInput
 
-__all__ = ["SEARCHES", "RunnerRetrievers"]
+__all__ = ["SEARCHES", "RunnerRetrievers", "per_query_scores"]
 
 #: The searches each pool model runs, as DisastIR's pool did.
 SEARCHES = ("exact", "ann")
 
 
 class RunnerRetrievers:
-    """The runner's models for a build: ``pool_models`` pool, the first of them embeds and counts tokens."""
+    """The runner's models for a build: ``pool_models`` (names or models) pool; the first embeds and counts tokens."""
 
-    def __init__(self, pool_models: Sequence[str], *, results: Path, show_progress: bool = True) -> None:
+    def __init__(self, pool_models: Sequence[Any], *, results: Path, show_progress: bool = True) -> None:
         if not pool_models:
             raise InvalidInput("--pool-models names no model; name at least one (disastir-mteb/hashing-encoder is a "
                                "lexical one that needs no download).")
@@ -88,3 +88,17 @@ class RunnerRetrievers:
                         known = pooled.setdefault(query_id, [])
                         known += [pid for pid in ranking if pid not in known]
         return pooled
+
+
+def per_query_scores(model: Any, data: Path, output: Path, *, tasks: Sequence[str] | None = None,
+                     show_progress: bool = False) -> dict[str, float]:
+    """``task/query id`` -> NDCG@10 of ``model`` on ``tasks`` (default: every task) of ``data``."""
+    from disastir_mteb.runner.run import evaluate
+
+    result = evaluate(model, list(tasks) if tasks else None, data=data, output_folder=output,
+                      show_progress=show_progress)
+    scores = {}
+    for task_result in result.task_results:
+        record = read_per_query(per_query_file(result.folder, task_result.task_name))
+        scores.update((f"{task_result.task_name}/{query_id}", score) for query_id, score in record.ndcg_at_10.items())
+    return scores
