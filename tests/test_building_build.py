@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from generator_servers import counting, overlap_judge, writer
-from judge_servers import JudgeServer, constrained
+from judge_servers import JudgeServer, completion, constrained
 from sentences import says
 
 from disastir_mteb.building.build import BuildSettings, run_build
@@ -216,4 +216,73 @@ def test_killed_mid_generation_and_mid_judging_a_rerun_asks_nothing_twice_and_wr
         assert not answered_before & set(resumed)
         assert not set(killed_runs[0][:-1]) & set(killed_runs[1])
         assert main([*argv(tmp_path / "uninterrupted"), "--store", str(tmp_path / "other.sqlite")]) == 0
+    assert _bytes(tmp_path / "bench") == _bytes(tmp_path / "uninterrupted")
+
+
+def test_a_task_the_writer_fails_is_kept_in_the_report_with_its_shortfall(docs: Path, tmp_path: Path) -> None:
+    """Fact-checking answers are cut off every time: the FC tasks are empty, said per task, never a silent zero."""
+    good = writer()
+
+    def cut_off_claims(request: dict) -> tuple[int, str, bytes]:
+        if request["messages"][0]["content"].startswith("You have been assigned a fact-checking"):
+            return 200, "application/json", completion(request, '{"claim": "Levee')
+        return good(request)
+
+    said: list[str] = []
+    with JudgeServer(cut_off_claims, model="writer") as generation, \
+            JudgeServer(constrained(overlap_judge()), model="judge") as judge:
+        out = run_build(_settings(docs, tmp_path / "bench", generation.base_url, judge.base_url), Hashing(),
+                        say=said.append, confirm=lambda plan: True)
+    report = json.loads((out / "report.json").read_text())
+    assert report["stages"]["filters"]["unanswered"] == 12 and report["stages"]["filters"]["kept"] == 12
+    fc = {name: task for name, task in report["tasks"].items() if "-FC-" in name}
+    assert len(fc) == 4 and all(task["queries"] == 0 and task["shortfall"] == 2 for task in fc.values())
+    says(next(line for line in said if "MyOrg-FC-Bio" in line), "0 of 2", "shortfall 2")
+    assert len(find_task_files(out).queries) == 4  # the QA tasks alone have files
+    assert "| MyOrg-FC-Bio | 0 | 2 | 0 |" in (out / "report.md").read_text()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 256 KiB tmpfs for the build store, grown later with a remount. Skipped where mounting is not permitted."""
+    import shutil
+    import subprocess
+
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command here: cannot make a small filesystem")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here ({done.stderr.strip() or done.returncode})")
+
+    def grow() -> None:
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
+
+    try:
+        yield mount, grow
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_disk_filling_up_mid_build_is_one_sentence_and_the_rerun_after_freeing_space_finishes_it(
+        docs: Path, tmp_path: Path, small_disk, capsys) -> None:
+    from disastir_mteb.cli import main
+
+    mount, grow = small_disk
+    with JudgeServer(writer(), model="writer") as generation, \
+            JudgeServer(constrained(overlap_judge()), model="judge") as judge:
+        def argv(out: Path, store: Path) -> list[str]:
+            return ["build", str(docs), "--out", str(out), "--name", "MyOrg", "--model", "writer", "--base-url",
+                    generation.base_url, "--judge-model", "judge", "--judge-base-url", judge.base_url, "--intents",
+                    "QA,FC", "--queries-per-task", "2", "--yes", "--quiet", "--store", str(store)]
+
+        assert main(argv(tmp_path / "bench", mount / "b.sqlite")) == 2
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        says(error, mount / "b.sqlite", "again")
+        assert "full" in error and not (tmp_path / "bench").exists()
+        grow()
+        assert main(argv(tmp_path / "bench", mount / "b.sqlite")) == 0
+        assert main(argv(tmp_path / "uninterrupted", tmp_path / "other.sqlite")) == 0
     assert _bytes(tmp_path / "bench") == _bytes(tmp_path / "uninterrupted")

@@ -231,10 +231,19 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
         return None
 
     tasks = _final_tasks(settings, list(ids.values()), judged, qc, by_text)
-    for (intent, category), queries in sorted(tasks.items(), key=lambda item: (item[0][0].value, item[0][1].value)):
-        report.tasks[f"{settings.name}-{intent.value}-{category.value}"] = _task_report(settings, queries, kept,
-                                                                                           intent, category)
-    marker = _marker(settings, sources, report)
+    planned = sorted({(p.intent, p.category) for p in plan}, key=lambda task: (task[0].value, task[1].value))
+    for intent, category in planned:  # every planned task, a task left empty included: never a silent zero
+        name = f"{settings.name}-{intent.value}-{category.value}"
+        report.tasks[name] = _task_report(settings, tasks.get((intent, category), []), kept)
+        if report.tasks[name]["shortfall"]:
+            say(f"[write] {name}: {report.tasks[name]['queries']} of {settings.queries_per_task} queries kept "
+                f"(shortfall {report.tasks[name]['shortfall']}; the drops per reason are in the report)")
+    if not tasks:
+        raise InvalidInput(f"No query was kept for any task (filters: {report.stages['filters']}; quality control: "
+                           f"{report.stages['quality']}), so no benchmark was written; every answer is kept in "
+                           f"{settings.store_path}: check the generation model's answers there, or pass "
+                           "--no-quality-control.")
+    marker = _marker(settings, sources, tasks)
     write_layout(settings.out, list(corpus.items()), tasks, marker)
     tokens = (report.stages["queries"]["prompt_tokens"] + judge_tokens[0],
               report.stages["queries"]["completion_tokens"] + judge_tokens[1])
@@ -349,8 +358,7 @@ def _final_tasks(settings: BuildSettings, queries: list[Any], judged: list[Judge
     return {task: queries for task, queries in tasks.items() if queries}
 
 
-def _task_report(settings: BuildSettings, queries: list[BuiltQuery], kept: Sequence[Any], intent: Intent,
-                 category: Category) -> dict[str, Any]:
+def _task_report(settings: BuildSettings, queries: list[BuiltQuery], kept: Sequence[Any]) -> dict[str, Any]:
     """A task's line of the report: queries (and the shortfall), pairs, grades, generated share of the top grade."""
     top = max(grade for q in queries for _, grade in q.judged) if any(q.judged for q in queries) else None
     generated = {q.written.passage for q in kept if q.written.passage}
@@ -361,14 +369,16 @@ def _task_report(settings: BuildSettings, queries: list[BuiltQuery], kept: Seque
             "grades": dict(sorted(Counter(str(math.floor(g)) for q in queries for _, g in q.judged).items())),
             "generated_share_of_top_grade": round(sum(t in generated for t, _ in top_pairs) / len(top_pairs), 4)
             if top_pairs else None,
-            "query_words_mean": round(statistics.fmean(lengths), 2), "query_words_median": statistics.median(lengths)}
+            "query_words_mean": round(statistics.fmean(lengths), 2) if lengths else None,
+            "query_words_median": statistics.median(lengths) if lengths else None}
 
 
-def _marker(settings: BuildSettings, sources: list[Source], report: BuildReport) -> dict[str, Any]:
+def _marker(settings: BuildSettings, sources: list[Source],
+            tasks: Mapping[tuple[Intent, Category], Any]) -> dict[str, Any]:
     return {"name": settings.name, "seed": settings.seed, "query_prompts": PROMPT_VERSION,
             "judge_prompts": JUDGE_PROMPT_VERSION, "generator_model": settings.model,
             "judge_model": settings.judge_model, "pool_models": list(settings.pool_models),
             "queries_per_task": settings.queries_per_task, "quality_control": settings.quality,
-            "tasks": sorted(report.tasks),
+            "tasks": sorted(f"{settings.name}-{i.value}-{c.value}" for i, c in tasks),
             "sources": [{"path": s.path, "sha256": s.digest, "licence": s.licence} for s in sources]}
 

@@ -25,6 +25,10 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines
 
 
+def _words(row: Mapping[str, Any]) -> str:
+    return "" if row["query_words_mean"] is None else f"{row['query_words_mean']} / {row['query_words_median']}"
+
+
 def _share(value: float | None) -> str:
     return "" if value is None else f"{value:.0%}"
 
@@ -42,7 +46,7 @@ def render_report(name: str, report: Mapping[str, Any]) -> str:
                      "top grade generated", "query words (mean / median)"],
                     [[task, row["queries"], row["shortfall"], row["pairs"], *(row["grades"].get(g, 0) for g in grades),
                       _share(row["generated_share_of_top_grade"]),
-                      f"{row['query_words_mean']} / {row['query_words_median']}"] for task, row in tasks.items()])
+                      _words(row)] for task, row in tasks.items()])
     if cost:
         money = f"${cost['dollars']:,.2f}" if cost.get("dollars") is not None else "(no --price given)"
         lines += ["", "## Cost", ""]
