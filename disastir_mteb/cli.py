@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import NoReturn
 
 from disastir_mteb import commands
-from disastir_mteb.building.build import STAGES
+from disastir_mteb.building.stages import STAGES
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.endpoints.urls import check_base_url
 from disastir_mteb.judging.settings import JudgeSettings

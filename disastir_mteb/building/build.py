@@ -30,6 +30,7 @@ from disastir_mteb.building.quality import JudgedQuery, quality_control
 from disastir_mteb.building.queries import PlannedQuery, plan_queries, summary_asks, write_queries
 from disastir_mteb.building.report import render_report
 from disastir_mteb.building.sources import MAX_SOURCE_MB, Source, SourceText, read_sources
+from disastir_mteb.building.stages import STAGES
 from disastir_mteb.building.store import BuildStore
 from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV, DEFAULT_TIMEOUT, EndpointPool
 from disastir_mteb.judging.job import CHARS_PER_TOKEN, JobPlan, Price, judge_pairs, plan_job
@@ -39,10 +40,8 @@ from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.taxonomy import Category, Intent, parse_category
 
-__all__ = ["STAGES", "BuildSettings", "Encoders", "run_build"]
+__all__ = ["BuildSettings", "Encoders", "run_build"]
 
-#: The stages, in order; ``--until`` names one.
-STAGES = ("ingest", "passages", "categories", "queries", "filters", "pool", "judge", "quality", "write")
 #: Passages per pool member and search kind, as DisastIR pooled (the top 10).
 POOL_DEPTH = 10
 
