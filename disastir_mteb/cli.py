@@ -169,9 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-m", "--model", required=True,
                      help="a model name for mteb.get_model (HF cache or Hub), a local model folder, or one of "
                           + "; ".join(f"'{name}': {what}" for name, what in BUILT_IN_MODELS.items()))
-    run.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48 of the split)")
+    run.add_argument("-t", "--tasks", nargs="*", help="task names (default: all 48 of the split; with a built "
+                                                      "benchmark as --data, all its tasks)")
     run.add_argument("-b", "--benchmarks", nargs="*",
-                     help="benchmark names, e.g. DisastIR, DisastIR-QA, DisastIR-Test or DisastIR-DevLite")
+                     help="benchmark names, e.g. DisastIR, DisastIR-QA, DisastIR-Test or DisastIR-DevLite (or a built "
+                          "benchmark's, with its folder as --data)")
     run.add_argument("--split", default=None, choices=["full", "test", "devlite"],
                      help="query set: full (the 9,600 queries; default), test (DisastIR-Test: 9,120 queries, "
                           "DMRetriever's Table 2) or devlite (DisastIR-DevLite: 480 queries over its own corpus); "
@@ -191,8 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "repeatable) | exact | f16 | i8 | b1 (quantised, exact rescoring)")
     for option in ANN_OPTIONS:
         run.add_argument(option.flag, type=option.kind, default=None, help=option.help)
-    run.add_argument("--data", help="a folder in the published layout, or 'sample' for the bundled sample "
-                                    "(default: DISASTIR_DATA_DIR or the Hub)")
+    run.add_argument("--data", help="a folder in the published layout (a built benchmark's too: its tasks are named "
+                                    "after it), or 'sample' for the bundled sample (default: DISASTIR_DATA_DIR or the "
+                                    "Hub)")
     run.add_argument("--devlite", help="a DisastIR-DevLite folder, for --split test/devlite (default: "
                                        "DISASTIR_DEVLITE_DIR or the Hub; with --data sample, the sample's)")
     run.add_argument("--extra-judgements", default=None, metavar="FOLDER",

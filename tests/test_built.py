@@ -151,6 +151,7 @@ def test_report_and_compare_read_its_results(runs: Path, capsys: pytest.CaptureF
     assert f"{NAME} report (built benchmark)" in text and "3/3" in text and "3 of 3 tasks" in text
     assert "Missing" not in text and "of 48" not in text and "Published numbers" not in text
     assert sets[0].grid.overall() is not None  # the means are over the tasks it has
+    assert sorted(sets[0].rescored) == sorted(TASKS) and sets[0].unchecked is None  # re-scored against its folder
 
     assert cli.main(["compare", str(runs / "hashing-64"), str(runs / "hashing-32")]) == 0
     printed = capsys.readouterr().out

@@ -95,7 +95,8 @@ def evaluate(
     Args:
         model: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, a model name for
             ``mteb.get_model``, ``"bundled"``, or a ready search model (:func:`build_search`).
-        tasks: task names (any case) or mteb task objects; any mteb retrieval task works.
+        tasks: task names (any case) or mteb task objects; any mteb retrieval task works. With a built benchmark's
+            folder as ``data``, its task names (``MyOrg-QA-MH``), and None for all of them.
         split: ``full``, ``test`` (DisastIR-Test, same corpus) or ``devlite`` (its own corpus); None: names as given.
         search: ``"exact"`` or ``"ann"`` (USearch HNSW, built once for all tasks).
         ann_preset: ``paper`` (default), ``exact``, ``f16``, ``i8``, ``b1``; refused with exact search.
@@ -110,8 +111,8 @@ def evaluate(
         on_task_done: called with each task's result and its wall time, as tasks finish.
         batch_size: texts per forward pass.
         precision: ``fp32``, ``fp16`` or ``bf16``: a cast copy of the model encodes, its results filed apart.
-        data: as ``run --data``: a folder in the published layout, ``"sample"``, or None (``DISASTIR_DATA_DIR``,
-            else the Hub).
+        data: as ``run --data``: a folder in the published layout (a built benchmark's too), ``"sample"``, or None
+            (``DISASTIR_DATA_DIR``, else the Hub).
         devlite: a DisastIR-DevLite folder (default ``DISASTIR_DEVLITE_DIR``).
         extra_judgements: a ``qrels_with_added`` folder whose grades fill the full set's missing qrels; such scores
             are labelled not official.
