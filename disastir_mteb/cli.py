@@ -435,6 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                               "@handles before anything is sent to a server")
     build.add_argument("--seed", type=int, default=0, help="the plan's seed: seed passages and prompt slots")
     build.add_argument("--until", choices=STAGES, default="write", help="stop after this stage")
+    build.add_argument("--anchor-queries", default=None, metavar="FILE",
+                       help="the organisation's own questions (JSONL or CSV: query, passage, intent, category), "
+                            "pooled and judged with the generated ones and written as OUT-anchor, the reference for "
+                            "build-study")
     build.add_argument("--no-quality-control", action="store_true",
                        help="keep queries whose own passages the judge grades below relevant (AIR-Bench's step off)")
     build.add_argument("--min-logprob", type=float, default=None,

@@ -286,3 +286,38 @@ def test_a_disk_filling_up_mid_build_is_one_sentence_and_the_rerun_after_freeing
         assert main(argv(tmp_path / "bench", mount / "b.sqlite")) == 0
         assert main(argv(tmp_path / "uninterrupted", tmp_path / "other.sqlite")) == 0
     assert _bytes(tmp_path / "bench") == _bytes(tmp_path / "uninterrupted")
+
+
+def test_anchor_queries_are_pooled_and_judged_alike_and_written_beside_the_benchmark(docs: Path,
+                                                                                     tmp_path: Path) -> None:
+    """DisastIR's expert-query check: the organisation's questions, each with its passage, become a second benchmark."""
+    flood = (docs / "Flood" / "report-1.txt").read_text().split(". ")[2] + "."
+    anchors = tmp_path / "anchors.jsonl"
+    anchors.write_text("".join(json.dumps(row) + "\n" for row in [
+        {"query": "Which sandbag crews worked near the river gauge?", "passage": flood, "category": "Flood"},
+        {"query": "Where was the firebreak cut above the canyon?", "passage": "Crews cut a firebreak above the "
+         "canyon as embers flew over the ridge.", "category": "Wildfire"},
+        {"query": "Is the retrofit of the bridge finished?", "passage": "The bridge retrofit after the tremor is "
+         "finished.", "category": "Earthquake", "intent": "FC"}]))
+    said: list[str] = []
+    with JudgeServer(writer(), model="writer") as generation, \
+            JudgeServer(constrained(overlap_judge()), model="judge") as judge:
+        settings = _settings(docs, tmp_path / "bench", generation.base_url, judge.base_url, anchors=anchors)
+        run_build(settings, Hashing(), say=said.append, confirm=lambda plan: True)
+    anchor = tmp_path / "bench-anchor"
+    marker = json.loads((anchor / MARKER).read_text())
+    assert marker["name"] == "MyOrg-Anchor" and marker["anchor_of"] == "MyOrg"
+    assert marker["tasks"] == ["MyOrg-Anchor-FC-Geo", "MyOrg-Anchor-QA-Env", "MyOrg-Anchor-QA-MH"]
+    queries = [row for path in find_task_files(anchor).queries.values() for row in json.loads(path.read_text())]
+    assert sorted(q["query_id"] for q in queries) == ["anchor-FC-Geo-q001", "anchor-QA-Env-q001", "anchor-QA-MH-q001"]
+    qrels = [row for path in find_task_files(anchor).qrels.values() for row in json.loads(path.read_text())]
+    assert {row["user_query"] for row in qrels} == {q["user_query"] for q in queries}
+    assert len(qrels) >= 3 * 10  # each pooled: the top 10 of the pool, and its own passage
+    says(said[-1], anchor, "build-study", "--reference")
+    assert "anchor" not in json.dumps(json.loads((tmp_path / "bench" / MARKER).read_text())["tasks"])
+    with pytest.raises(ValueError) as raised:
+        from disastir_mteb.building.anchors import read_anchors
+
+        (tmp_path / "bad.jsonl").write_text('{"query": "Where?"}\n')
+        read_anchors(tmp_path / "bad.jsonl")
+    says(str(raised.value), tmp_path / "bad.jsonl", "line 1", "passage")

@@ -19,15 +19,23 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from disastir_mteb.building.anchors import read_anchors
 from disastir_mteb.building.categories import categories_by_events, categories_by_folder
 from disastir_mteb.building.filters import filter_queries
 from disastir_mteb.building.generation import GenerationSummary
 from disastir_mteb.building.layout import BuiltQuery, write_layout
-from disastir_mteb.building.passages import Dropped, Passage, make_passages, near_duplicate_passages, passage_id
+from disastir_mteb.building.passages import (
+    Dropped,
+    Passage,
+    clean,
+    make_passages,
+    near_duplicate_passages,
+    passage_id,
+)
 from disastir_mteb.building.pii import find_pii, redact
-from disastir_mteb.building.prompts import PROMPT_VERSION
+from disastir_mteb.building.prompts import PROMPT_VERSION, GeneratedQuery
 from disastir_mteb.building.quality import JudgedQuery, quality_control
-from disastir_mteb.building.queries import PlannedQuery, plan_queries, summary_asks, write_queries
+from disastir_mteb.building.queries import PlannedQuery, WrittenQuery, plan_queries, summary_asks, write_queries
 from disastir_mteb.building.report import render_report
 from disastir_mteb.building.sources import MAX_SOURCE_MB, Source, SourceText, read_sources
 from disastir_mteb.building.stages import STAGES
@@ -83,6 +91,7 @@ class BuildSettings:
     quality: bool = True
     min_logprob: float | None = None
     max_file_mb: float = MAX_SOURCE_MB
+    anchors: Path | None = None
     concurrency: int = 4
     timeout: float = DEFAULT_TIMEOUT
     api_key_env: str = DEFAULT_KEY_ENV
@@ -184,11 +193,14 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
     if stop == 4:
         return None
 
-    corpus = _corpus(passages, summaries, kept)
-    ids = {_query_id(q.plan): q for q in kept}
+    anchors = _anchors(settings)
+    if anchors:
+        report.stages["filters"]["anchor_queries"] = len(anchors)
+    corpus = _corpus(passages, summaries, kept + anchors)
+    ids = {_query_id(q.plan): q for q in kept + anchors}
     provisional = settings.store_path.with_name(settings.store_path.name + ".pool")
-    write_layout(provisional, list(corpus.items()), _provisional_tasks(kept, corpus), {"name": settings.name,
-                                                                                      "provisional": True})
+    write_layout(provisional, list(corpus.items()), _provisional_tasks(kept + anchors, corpus),
+                 {"name": settings.name, "provisional": True})
     pooled = encoders.pool(provisional)
     report.stages["pool"] = {"models": len(settings.pool_models), "queries": len(pooled),
                              "pairs": sum(len(v) for v in pooled.values())}
@@ -224,12 +236,14 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
                           {text: grades.get((q.written.query, text)) for text in _pair_texts(q, pooled, corpus)})
               for q in ids.values()]
     qc, qc_drops = quality_control(judged, enabled=settings.quality)
+    qc = [None if query.plan.anchor else verdict for query, verdict in zip(ids.values(), qc, strict=True)]
+    qc_drops = Counter(verdict for verdict in qc if verdict is not None)  # the organisation's questions all stay
     report.stages["quality"] = {"kept": qc.count(None), **qc_drops, "enabled": settings.quality}
     _say(say, "quality", report.stages["quality"])
     if stop == 7:
         return None
 
-    tasks = _final_tasks(settings, list(ids.values()), judged, qc, by_text)
+    tasks = _final_tasks(settings, list(ids.values()), judged, qc, by_text, anchor=False)
     planned = sorted({(p.intent, p.category) for p in plan}, key=lambda task: (task[0].value, task[1].value))
     for intent, category in planned:  # every planned task, a task left empty included: never a silent zero
         name = f"{settings.name}-{intent.value}-{category.value}"
@@ -256,6 +270,15 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
     (settings.out / "report.md").write_text(render_report(settings.name, content), encoding="utf-8")
     say(f"[write] {settings.out}: {len(tasks)} task(s), {sum(len(q) for q in tasks.values())} queries, "
         f"{len(corpus)} passages")
+    if anchors:
+        anchor_tasks = _final_tasks(settings, list(ids.values()), judged, qc, by_text, anchor=True)
+        anchor_out = settings.out.with_name(settings.out.name + "-anchor")
+        write_layout(anchor_out, list(corpus.items()), anchor_tasks,
+                     {**_marker(settings, sources, anchor_tasks, name=f"{settings.name}-Anchor"),
+                      "anchor_of": settings.name})
+        say(f"[write] {anchor_out}: the {len(anchors)} anchor queries, pooled and judged alike, in "
+            f"{len(anchor_tasks)} task(s): compare with disastir-mteb build-study --reference {anchor_out} --built "
+            f"{settings.out} --models ...")
     return settings.out
 
 
@@ -315,13 +338,32 @@ def _confirm(settings: BuildSettings, plan: Sequence[PlannedQuery], say: Callabl
 
 
 def _query_id(plan: PlannedQuery) -> str:
-    return f"{plan.intent.value}-{plan.category.value}-q{plan.index + 1:03d}"
+    return f"{'anchor-' if plan.anchor else ''}{plan.intent.value}-{plan.category.value}-q{plan.index + 1:03d}"
+
+
+def _anchors(settings: BuildSettings) -> list[WrittenQuery]:
+    """The organisation's questions as written queries: their passage is their seed, no passage is generated."""
+    if settings.anchors is None:
+        return []
+    one = parse_category(settings.categories.removeprefix("one:")) if settings.categories.startswith("one:") \
+        else None
+    written, counts = [], Counter()
+    for anchor in read_anchors(settings.anchors, one=one):
+        index = counts[anchor.intent, anchor.category]
+        counts[anchor.intent, anchor.category] += 1
+        seed = Passage(passage_id(clean(anchor.passage)), clean(anchor.passage), str(settings.anchors),
+                       anchor.category.value, "document")
+        written.append(WrittenQuery(PlannedQuery(anchor.intent, anchor.category, index, seed, {}, 0, anchor=True),
+                                    None, GeneratedQuery(anchor.query, None), None))
+    return written
 
 
 def _corpus(passages: list[Passage], summaries: list[Passage], kept: Sequence[Any]) -> dict[str, str]:
     """Passage id -> text: the documents' passages, QAdoc's summaries, then the passages written with the queries."""
     corpus = {p.id: p.text for p in passages}
     corpus.update((p.id, p.text) for p in summaries)
+    known = set(corpus.values())
+    corpus.update((q.plan.seed.id, q.plan.seed.text) for q in kept if q.plan.anchor and q.plan.seed.text not in known)
     for query in kept:
         if query.written.passage and query.written.passage not in corpus.values():
             corpus["g" + passage_id(query.written.passage)[1:]] = query.written.passage
@@ -345,12 +387,17 @@ def _pair_texts(query: Any, pooled: Mapping[str, list[str]], corpus: Mapping[str
 
 
 def _final_tasks(settings: BuildSettings, queries: list[Any], judged: list[JudgedQuery], qc: list[str | None],
-                 by_text: Mapping[str, str]) -> dict[tuple[Intent, Category], list[BuiltQuery]]:
-    """Per task, the first ``queries_per_task`` queries kept, in plan order, with their graded pairs."""
+                 by_text: Mapping[str, str], *, anchor: bool) -> dict[tuple[Intent, Category], list[BuiltQuery]]:
+    """Per task, the first ``queries_per_task`` queries kept, in plan order, with their graded pairs.
+
+    ``anchor``: the organisation's questions instead, every one of them.
+    """
     tasks: dict[tuple[Intent, Category], list[BuiltQuery]] = {}
     for query, grades, verdict in zip(queries, judged, qc, strict=True):
+        if query.plan.anchor is not anchor:
+            continue
         task = tasks.setdefault((query.plan.intent, query.plan.category), [])
-        if verdict is not None or len(task) >= settings.queries_per_task:
+        if verdict is not None or (not anchor and len(task) >= settings.queries_per_task):
             continue
         pairs = [(text, grade) for text, grade in grades.grades.items() if grade is not None and text in by_text]
         task.append(BuiltQuery(_query_id(query.plan), query.written.query, pairs))
@@ -372,12 +419,13 @@ def _task_report(settings: BuildSettings, queries: list[BuiltQuery], kept: Seque
             "query_words_median": statistics.median(lengths) if lengths else None}
 
 
-def _marker(settings: BuildSettings, sources: list[Source],
-            tasks: Mapping[tuple[Intent, Category], Any]) -> dict[str, Any]:
-    return {"name": settings.name, "seed": settings.seed, "query_prompts": PROMPT_VERSION,
+def _marker(settings: BuildSettings, sources: list[Source], tasks: Mapping[tuple[Intent, Category], Any], *,
+            name: str | None = None) -> dict[str, Any]:
+    name = name or settings.name
+    return {"name": name, "seed": settings.seed, "query_prompts": PROMPT_VERSION,
             "judge_prompts": JUDGE_PROMPT_VERSION, "generator_model": settings.model,
             "judge_model": settings.judge_model, "pool_models": list(settings.pool_models),
             "queries_per_task": settings.queries_per_task, "quality_control": settings.quality,
-            "tasks": sorted(f"{settings.name}-{i.value}-{c.value}" for i, c in tasks),
+            "tasks": sorted(f"{name}-{i.value}-{c.value}" for i, c in tasks),
             "sources": [{"path": s.path, "sha256": s.digest, "licence": s.licence} for s in sources]}
 

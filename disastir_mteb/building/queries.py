@@ -47,6 +47,7 @@ class PlannedQuery:
     seed: Passage
     slots: Mapping[str, str]
     draw: int  # which of the seed's information needs it is written for (modulo their number)
+    anchor: bool = False  # written by the organisation (``--anchor-queries``), not by the model
 
 
 @dataclass(frozen=True)
