@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from disastir_mteb.registration import register
+from disastir_mteb.registration import register, register_built
 from disastir_mteb.vocabulary.instructions import INSTRUCTION_SETS, TEMPLATES
 from disastir_mteb.vocabulary.taxonomy import CATEGORIES, INTENTS, TASK_NAMES, Category, Intent
 
@@ -30,6 +30,7 @@ __all__ = [
     "evaluate",
     "get_tasks",
     "register",
+    "register_built",
     "with_instructions",
 ]
 

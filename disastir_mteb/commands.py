@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.util.install_hint import require_extra
 
 if TYPE_CHECKING:
-    from disastir_mteb.judging.settings import JudgeSettings
     from disastir_mteb.results.completed_view import CompletedView
     from disastir_mteb.runner.run import Evaluation
     from disastir_mteb.util.timings import Timings
@@ -163,11 +162,13 @@ def _task_line(task_result: object, seconds: float) -> None:
 
 def _summarise(evaluation: Evaluation) -> None:
     """``run``'s grid per query set and its one-paragraph summary."""
-    from disastir_mteb.results.grid import grids_by_split
+    from disastir_mteb.results.grid import built_grids, grids_by_split
     from disastir_mteb.vocabulary.taxonomy import Split, benchmark_name
 
     for split, grid in grids_by_split(evaluation.result.task_results).items():  # the full set's as it always was
         print(grid.to_text("NDCG@10 x100" if split is Split.full else f"{benchmark_name(split)} NDCG@10 x100"))
+    for name, grid in built_grids(evaluation.result.task_results).items():
+        print(grid.to_text(f"{name} NDCG@10 x100"))
     print("\n".join(evaluation.summary()))
 
 
@@ -241,7 +242,8 @@ def compare(args: argparse.Namespace) -> int:
     completed = _completed_views([*sides.first, *sides.second], args)
     texts = []
     for split in sides.shared:  # one query set (always so before DisastIR-Test and DevLite): exactly the output it was
-        pairing = pair_sets([s for s in sides.first if s.split is split], [s for s in sides.second if s.split is split])
+        pairing = pair_sets([s for s in sides.first if s.query_set == split],
+                            [s for s in sides.second if s.query_set == split])
         text = pairing_text(pairing, metric=args.metric, completed=completed)
         texts.append(text if len(sides.shared) == 1 else f"{pairing.pairs[0][0].benchmark}:\n{text}")
     print("\n\n".join(texts))
@@ -352,8 +354,11 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _go_ahead(plan_text: str, requests: int, settings: JudgeSettings) -> bool:
-    """Whether to send ``requests`` requests: yes under --confirm-above or --yes; else ask a terminal, never wait."""
+def _go_ahead(plan_text: str, requests: int, settings: Any) -> bool:
+    """Whether to send ``requests`` requests: yes under --confirm-above or --yes; else ask a terminal, never wait.
+
+    ``settings`` has ``yes`` and ``confirm_above`` (the judge's and the build's settings alike).
+    """
     import os
 
     if settings.yes or requests <= settings.confirm_above:
@@ -509,3 +514,62 @@ def seed(args: argparse.Namespace) -> int:
           f"and {DATA_DIR_ENV}=<data folder> unless the dataset is in that cache (`disastir-mteb sample --out DIR` "
           f"writes synthetic data to try with).")
     return 0
+
+
+def build(args: argparse.Namespace) -> int:
+    """``disastir-mteb build``: a benchmark from the documents in DOCS (:mod:`disastir_mteb.building`)."""
+    import tempfile
+
+    from disastir_mteb.building.build import BuildSettings, run_build
+    from disastir_mteb.judging.job import Price
+    from disastir_mteb.runner.build_pool import RunnerRetrievers
+    from disastir_mteb.vocabulary.taxonomy import parse_intent
+
+    for module in ("datasketch", "semchunk"):
+        require_extra(module, extra="build", needed_by="disastir-mteb build")
+    require_extra("openai", extra="judge", needed_by="disastir-mteb build")
+    intents = tuple(dict.fromkeys(parse_intent(name.strip()) for name in args.intents.split(",") if name.strip()))
+    settings = BuildSettings(
+        docs=Path(args.docs), out=Path(args.out), name=args.name, model=args.model, base_urls=tuple(args.base_url),
+        judge_model=args.judge_model or args.model, judge_urls=tuple(args.judge_base_url or args.base_url),
+        pool_models=tuple(m.strip() for m in args.pool_models.split(",") if m.strip()), intents=intents,
+        queries_per_task=args.queries_per_task, categories=args.categories, seed=args.seed, licence=args.licence,
+        redact=args.redact, price=Price.parse(args.price) if args.price else None, until=args.until, yes=args.yes,
+        quality=not args.no_quality_control, min_logprob=args.min_logprob, max_file_mb=args.max_file_mb,
+        concurrency=args.concurrency, timeout=args.timeout, api_key_env=args.api_key_env,
+        confirm_above=args.confirm_above, store=Path(args.store) if args.store else None,
+        anchors=Path(args.anchor_queries) if args.anchor_queries else None)
+    with tempfile.TemporaryDirectory(prefix="disastir-build-pool-") as results:
+        retrievers = RunnerRetrievers(settings.pool_models, results=Path(results), show_progress=not args.quiet)
+        out = run_build(settings, retrievers, say=print,
+                        confirm=lambda plan: _go_ahead(plan, settings.confirm_above + 1, settings))
+    if out is not None:
+        print(f"Run it: disastir-mteb run -m MODEL --data {out}   (report: {out / 'report.md'})")
+    return 0
+
+
+def build_study(args: argparse.Namespace) -> int:
+    """``disastir-mteb build-study``: two benchmarks' rankings of the same models (``building.study``)."""
+    import tempfile
+
+    from disastir_mteb.building.study import rank_agreement
+    from disastir_mteb.runner.build_pool import per_query_scores
+    from disastir_mteb.util.atomic import write_json_atomic
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if len(models) < 3:
+        raise InvalidInput(f"--models names {len(models)} model(s); a ranking study needs three or more.")
+    with tempfile.TemporaryDirectory(prefix="disastir-build-study-") as scratch:
+        root = Path(args.output_folder) if args.output_folder else Path(scratch)
+        scores = {name: {model: per_query_scores(model, Path(folder), root / name, show_progress=not args.quiet)
+                         for model in models} for name, folder in (("reference", args.reference),
+                                                                   ("built", args.built))}
+    study = rank_agreement(scores["reference"], scores["built"], resamples=args.resamples, seed=args.seed)
+    print(f"{'model':<40} {'reference':>10} {'built':>10}")
+    for model in sorted(study.models, key=lambda name: -study.reference[name]):
+        print(f"{model:<40} {study.reference[model]:>10.4f} {study.built[model]:>10.4f}")
+    print(study.describe())
+    if args.json:
+        write_json_atomic(args.json, study.as_dict())
+    return 0
+

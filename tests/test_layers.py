@@ -40,7 +40,7 @@ TOP = "top"
 PUBLIC = [
     "CATEGORIES", "DATASET_REPO", "DATASET_REVISION", "INSTRUCTION_SETS", "INTENTS", "PRESETS", "TASK_NAMES",
     "TEMPLATES", "AnnParams", "Category", "EvaluationResult", "Intent", "UsearchIndex", "evaluate", "get_tasks",
-    "register", "with_instructions",
+    "register", "register_built", "with_instructions",
 ]
 
 

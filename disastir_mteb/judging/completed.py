@@ -19,7 +19,7 @@ from disastir_mteb.results.completed_view import CompletedView
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.scoring.authors import TOP_K, RunScores, key_by_text, score_run
 from disastir_mteb.util.errors import InvalidInput, MissingInput
-from disastir_mteb.vocabulary.taxonomy import Intent, Split
+from disastir_mteb.vocabulary.taxonomy import Intent
 
 logger = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ def completed_views(store_path: str | Path, result_sets: Sequence[ResultSet], *,
     if not Path(store_path).is_file():
         raise MissingInput(f"--judgements {store_path}: no such judgement store; judge the runs first "
                            "(disastir-mteb judge RESULTS --model M --base-url URL --store FILE).")
-    full = [s for s in result_sets if s.split is Split.full]
+    full = [s for s in result_sets if s.is_disastir]
     if not full:
         raise InvalidInput("--judgements completes result sets of the full query set (DisastIR-<Intent>-<Category>); "
                            "these folders hold none.")

@@ -112,7 +112,7 @@ def result_sets_of(paths: Iterable[str | Path]) -> list[ResultSet]:
     """
     found: dict[Path, ResultSet] = {}
     for path in paths:
-        sets = [s for s in collect_result_sets(path) if s.split is Split.full]
+        sets = [s for s in collect_result_sets(path) if s.is_disastir]  # a built benchmark's are not judged
         if not sets:
             raise MissingInput(f"{path} holds no DisastIR result set of the full query set (DisastIR-*.json); "
                                "run a model first (disastir-mteb run -m MODEL).")

@@ -30,9 +30,11 @@ __all__ = [
     "AnswerFault",
     "AnswerFormat",
     "Request",
+    "chat_body",
     "chat_content",
     "combine_votes",
     "grade_of",
+    "json_answer",
     "judge_query",
     "no_text_reason",
     "pair_key",
@@ -165,20 +167,30 @@ class Request:
     def body(self, model: str, answer_format: AnswerFormat = AnswerFormat.JSON_SCHEMA, *,
              logprobs: bool = False) -> dict[str, Any]:
         """The chat-completions request body for ``model``, the same online and in a Batch API file."""
-        body: dict[str, Any] = {
-            "model": model,
-            "messages": [{"role": role, "content": content} for role, content in self.messages],
-            "temperature": TEMPERATURE,
-            "max_tokens": self.max_tokens,
-        }
-        if logprobs:
-            body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
-        if answer_format is AnswerFormat.JSON_SCHEMA:
-            body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": self.key, "strict": True, "schema": self.schema()}}
-        elif answer_format is AnswerFormat.JSON_OBJECT:
-            body["response_format"] = {"type": "json_object"}
-        return body
+        return chat_body(model, self.messages, max_tokens=self.max_tokens, name=self.key, schema=self.schema(),
+                         answer_format=answer_format, logprobs=logprobs)
+
+
+def chat_body(model: str, messages: Sequence[tuple[str, str]], *, max_tokens: int, name: str, schema: dict[str, Any],
+              answer_format: AnswerFormat, logprobs: bool = False, top_logprobs: int = TOP_LOGPROBS) -> dict[str, Any]:
+    """A chat-completions body at temperature 0, its answer's ``schema`` asked for as ``answer_format`` says.
+
+    ``json_schema``: strict, named ``name``; ``json_object``: any object; ``plain``: the prompt's own words alone.
+    """
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": role, "content": content} for role, content in messages],
+        "temperature": TEMPERATURE,
+        "max_tokens": max_tokens,
+    }
+    if logprobs:
+        body.update(logprobs=True, top_logprobs=top_logprobs)
+    if answer_format is AnswerFormat.JSON_SCHEMA:
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "strict": True,
+                                                                          "schema": schema}}
+    elif answer_format is AnswerFormat.JSON_OBJECT:
+        body["response_format"] = {"type": "json_object"}
+    return body
 
 
 def judge_query(intent: Intent, query: str) -> str:
@@ -262,20 +274,29 @@ class AnswerFault(ValueError):
 _FENCE = re.compile(r"\A```(?:json)?\s*(?P<body>[\s\S]*?)\s*```\Z")
 
 
-def parse_answer(text: str | None, key: str, allowed: Sequence[Any]) -> Any:
-    """The value of ``key`` in a reply that is one JSON object (or one fenced in ```json), checked against ``allowed``.
+def json_answer(text: str | None) -> Any:
+    """The one JSON value a reply holds, bare or fenced in ```json.
 
     Raises:
-        AnswerFault: ``unparseable`` (empty, not one JSON object, key missing, wrong type) or ``out_of_range``.
+        AnswerFault: ``unparseable``: empty, or not one JSON value.
     """
     body = (text or "").strip()
     fenced = _FENCE.match(body)
     if fenced:
         body = fenced["body"]
     try:
-        data = json.loads(body)
+        return json.loads(body)
     except (json.JSONDecodeError, RecursionError):
         raise AnswerFault("unparseable", f"not one JSON object: {_clip(text)}") from None
+
+
+def parse_answer(text: str | None, key: str, allowed: Sequence[Any]) -> Any:
+    """The value of ``key`` in a reply that is one JSON object (or one fenced in ```json), checked against ``allowed``.
+
+    Raises:
+        AnswerFault: ``unparseable`` (empty, not one JSON object, key missing, wrong type) or ``out_of_range``.
+    """
+    data = json_answer(text)
     if not isinstance(data, dict) or key not in data:
         raise AnswerFault("unparseable", f"no {key!r} in {_clip(text)}")
     value = data[key]

@@ -6,11 +6,9 @@ arrives, a killed job resumes where it stopped, and two jobs share one store by 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
-import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +18,7 @@ from typing import Any
 from disastir_mteb.judging.grade_probabilities import GradeDistribution
 from disastir_mteb.judging.protocol import MAX_ANSWER_ATTEMPTS, PROMPT_VERSION, pair_key
 from disastir_mteb.util.cache_dir import cache_root
-from disastir_mteb.util.errors import DisastirError, InvalidInput
+from disastir_mteb.util.sqlite_store import SqliteStore, StoreLockedError
 from disastir_mteb.vocabulary.taxonomy import Intent, parse_intent
 
 __all__ = ["CLAIM_LEASE", "FORMAT", "JUDGEMENT_STORE_NAME", "MAX_RAW_CHARS", "Judgement", "JudgementStore", "Pair",
@@ -131,11 +129,7 @@ class StoredAgreement:
     calibration: Mapping[str, Any] | None = None
 
 
-class StoreLockedError(DisastirError, OSError):
-    """The store stayed locked by another process for the whole wait: one sentence naming the file."""
-
-
-class JudgementStore:
+class JudgementStore(SqliteStore):
     """One SQLite judgement store, opened for reading and writing (created when absent).
 
     ``timeout`` is how long to wait for another process's lock: a judging job holds one for milliseconds, so a lock
@@ -147,92 +141,19 @@ class JudgementStore:
         StoreLockedError: another process held it locked for ``timeout`` seconds.
     """
 
+    KIND = "judgement store"
+    JOB = "judging job"
+    SCHEMA = _SCHEMA
+    TABLES = _TABLES - {"claims", "agreements", "formats"}  # an early store without these gets them
+    FORMAT = FORMAT
+    ADDED_COLUMNS = _ADDED_COLUMNS
+
     def __init__(self, path: str | Path, *, timeout: float = 60.0) -> None:
-        self.path = Path(path)
-        self.timeout = timeout
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
-            with self._named_errors(opening=True):
-                self._check_is_a_store()
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.executescript(_SCHEMA)
-                for table, column, kind in _ADDED_COLUMNS:
-                    have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-                    if column not in have:
-                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-                found = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-                if found is None:
-                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (str(FORMAT),))
-                elif found[0] != str(FORMAT):
-                    raise InvalidInput(f"{self.path} is a judgement store of format {found[0]}; this version reads "
-                                       f"format {FORMAT}.")
-        except BaseException:
-            if hasattr(self, "_db"):
-                self._db.close()
-            raise
+        super().__init__(path, timeout=timeout)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{time.time():.6f}"
-
-    def _check_is_a_store(self) -> None:
-        """Refuse another program's database before anything is written into it (WAL mode included)."""
-        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not tables:
-            return  # a new store (an empty file included)
-        if _TABLES - {"claims", "agreements", "formats"} <= tables and self._db.execute(
-                "SELECT 1 FROM meta WHERE key = 'format'").fetchone() is not None:
-            return  # a store (an early one without claims or agreements gets them)
-        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        raise InvalidInput(f"{self.path} is an SQLite database of something else (its tables: {shown}), not a "
-                           "judgement "
-                           "store; nothing was written to it: name another file with --store.")
-
-    @contextlib.contextmanager
-    def _named_errors(self, *, opening: bool = False) -> Iterator[None]:
-        """SQLite's errors as one sentence naming the file: locked by another process, not a store, or failing."""
-        try:
-            yield
-        except sqlite3.DatabaseError as error:
-            if getattr(error, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or (
-                    isinstance(error, sqlite3.OperationalError) and "locked" in str(error)):
-                raise StoreLockedError(
-                    f"{self.path} is locked by another process: SQLite waited {self.timeout:g} s for it ({error}), "
-                    "longer than any write of a judging job takes, so another program holds it (a database browser "
-                    "with unsaved changes, a process in exclusive locking mode); close it and run the same command "
-                    "again (answers already received are kept).") from None
-            if opening:
-                raise InvalidInput(f"{self.path} is not a judgement store (SQLite says: {error}).") from None
-            raise InvalidInput(f"{self.path}: SQLite failed ({error}); answers received before are kept: check the "
-                               "disk "
-                               "and the file, then run the same command again.") from None
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``: one writer at a time, waiting (busy timeout) for another job's write."""
-        with self._named_errors():
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already (a full disk)
-                    self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-
-    def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-        """Every row of one query, read at once (so that a lock or damage is met here, named)."""
-        with self._named_errors():
-            return self._db.execute(sql, tuple(args)).fetchall()
-
-    def close(self) -> None:
-        """Close the connection (claims still held lapse with the process)."""
-        self._db.close()
 
     def __enter__(self) -> JudgementStore:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ----------------------------------------------------------------- reading
 
@@ -297,6 +218,12 @@ class JudgementStore:
         for fault in ("unparseable", "out_of_range"):
             result[fault] = self._rows("SELECT COUNT(*) FROM answers WHERE fault = ?", (fault,))[0][0]
         return result
+
+    def tokens(self) -> tuple[int, int]:
+        """Prompt and answer tokens of every answer stored, as the servers counted them (0 where they did not)."""
+        ((prompt, completion),) = self._rows("SELECT COALESCE(SUM(prompt_tokens), 0), "
+                                             "COALESCE(SUM(completion_tokens), 0) FROM answers")
+        return int(prompt), int(completion)
 
     def agreement(self, judge_model: str, prompt_version: str) -> StoredAgreement | None:
         """The latest agreement measured for one judge model and prompt version; None when never measured here."""

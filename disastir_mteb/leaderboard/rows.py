@@ -7,6 +7,7 @@ DisastIR paper)``. Published rows (the paper's appendix, Tables 19-23) are never
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from disastir_mteb.results.published import SOURCES, published_per_task
 from disastir_mteb.results.result_sets import ResultSet, collect_result_sets
 from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.taxonomy import Split
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["PUBLISHED_MARK", "SYNTHETIC_MARK", "BoardRow", "published_reference", "published_rows",
            "result_rows"]
@@ -82,17 +85,30 @@ def _row_name(result_set: ResultSet, synthetic: bool | None) -> str:
 
 
 def result_rows(paths: Iterable[str | Path]) -> list[BoardRow]:
-    """One row per result set at or under ``paths``.
+    """One row per result set at or under ``paths``; a built benchmark's sets are refused (left out, said once).
 
     Raises:
         FileNotFoundError: a path does not exist, or no path holds a DisastIR result set.
-        ValueError: two folders hold the same run (model, revision and settings), which would be one row.
+        ValueError: two folders hold the same run (model, revision and settings), which would be one row; or the
+            paths hold only a built benchmark's results.
     """
     paths = [Path(path) for path in paths]
     sets: dict[tuple[Path, Split], ResultSet] = {}
+    built: list[ResultSet] = []
     for path in paths:
         for result_set in collect_result_sets(path):
+            if result_set.built is not None:
+                built.append(result_set)
+                continue
             sets.setdefault((result_set.folder.resolve(), result_set.split), result_set)
+    if built:
+        names = ", ".join(sorted({result_set.built for result_set in built if result_set.built is not None}))
+        refusal = (f"the leaderboard shows DisastIR's results only, not those of the built benchmark {names} "
+                   f"({'; '.join(str(result_set.folder) for result_set in built)}); disastir-mteb report and compare "
+                   "read them")
+        if not sets:
+            raise InvalidInput(f"Refusing to show {', '.join(map(str, paths))}: {refusal}.")
+        logger.warning("Left out: %s.", refusal)
     if not sets:
         raise MissingInput(f"No DisastIR result files (DisastIR-*.json) under {', '.join(map(str, paths))}; "
                            "run `disastir-mteb demo` or `disastir-mteb run` first, or pass the folder they wrote.")

@@ -20,7 +20,7 @@ from mteb.types import PromptType
 from disastir_mteb.util.errors import InvalidInput, NotAnEncoder
 from disastir_mteb.vocabulary.instructions import MODEL_OWN, InstructionConfig, resolve_instructions
 from disastir_mteb.vocabulary.settings import INSTRUCTIONS_KEY, TEMPLATE_KEY
-from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, TaskSpec, get_spec
+from disastir_mteb.vocabulary.taxonomy import TaskSpec, get_spec, is_task_name
 
 if TYPE_CHECKING:
     from mteb.abstasks.task_metadata import TaskMetadata
@@ -32,11 +32,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["InstructedEncoder", "as_mteb_encoder", "require_encoder", "with_instructions"]
 
 ModelPrompt = Literal["take-over", "leave"]
-_DISASTIR = ALL_TASK_NAMES  # every query set's tasks: DisastIR-Test-QA-Bio gets QA's instruction too
-
-
 def _spec(task_metadata: TaskMetadata) -> TaskSpec | None:
-    return get_spec(task_metadata.name) if task_metadata.name in _DISASTIR else None
+    """Every query set's tasks, and a built benchmark's: DisastIR-Test-QA-Bio and MyOrg-QA-Bio get QA's instruction."""
+    return get_spec(task_metadata.name) if is_task_name(task_metadata.name) else None
 
 
 class _CallableEncoder(AbsEncoder):

@@ -155,7 +155,7 @@ class Comparison:
         first, second = self.names
         width = max(28, len(self.label) + 2)
         lines = [f"{first}: {_label(self.a)}  [{self.a.folder}]", f"{second}: {_label(self.b)}  [{self.b.folder}]",
-                 f"{self.common_tasks} of 48 tasks in both sets; {self.metric.name} x100.", "",
+                 f"{self.common_tasks} of {self.a_grid.task_count} tasks in both sets; {self.metric.name} x100.", "",
                  f"Table 3 format (intents of {first}):", self.table3_header(width), self.table3_row(width), "",
                  f"{'intent':<10}{_head(first, 9)}{_head(second, 9)}{_head('Drop %', 9)}{_head('Recall@10', 11)}"
                  f"{_head('B - A', 9)}{'95% CI':>18}{'p (1-sided)':>13}"]
@@ -218,7 +218,7 @@ def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METR
             both hold, or the metric is unknown or missing from a task file.
     """
     metric = get_metric(metric)
-    if a.split is not b.split:
+    if a.query_set != b.query_set:
         raise InvalidInput(f"{a.folder} holds {a.benchmark} and {b.folder} {b.benchmark} results: compare_sets "
                            "compares "
                            "two runs on one query set; for model rankings across query sets use split_agreement "
@@ -231,8 +231,9 @@ def compare_sets(a: ResultSet, b: ResultSet, *, metric: str | Metric = MAIN_METR
     _refuse_other_data(a, b, common)
     a_scores, b_scores = a.scores_of(metric), b.scores_of(metric)
     recalls = {task: recall for task in common if (recall := top10_recall(a, b, task)) is not None}
-    return Comparison(a, b, ScoreGrid({t: a_scores[t] for t in common}), ScoreGrid({t: b_scores[t] for t in common}),
-                      ScoreGrid(recalls), metric)
+    tasks = None if a.built is None else frozenset(a.scores) | frozenset(b.scores)  # a built benchmark's, held
+    return Comparison(a, b, ScoreGrid({t: a_scores[t] for t in common}, tasks),
+                      ScoreGrid({t: b_scores[t] for t in common}, tasks), ScoreGrid(recalls, tasks), metric)
 
 
 def _other_data(a: ResultSet, b: ResultSet, task: str) -> tuple[str, str] | None:

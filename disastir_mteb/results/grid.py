@@ -2,7 +2,8 @@
 
 Intent score = mean of its 8 categories, category score = mean of its 6 intents, overall = mean of the 6 intent
 means. A missing task leaves its row and column means undefined, never averaged over silently. A DisastIR-Test or
-DevLite grid files its scores under the full set's task names, so every query set aggregates alike.
+DevLite grid files its scores under the full set's task names, so every query set aggregates alike. A built
+benchmark holds only some of the 48 tasks: its grid names them (``tasks``), and its means are over those.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from disastir_mteb.vocabulary.taxonomy import (
     CATEGORIES,
     INTENTS,
     SPLITS,
+    TASK_NAMES,
     Category,
     Intent,
     Split,
     get_spec,
+    parse_built_task_name,
     task_name,
 )
 
-__all__ = ["ScoreGrid", "grid_from_results", "grids_by_split"]
+__all__ = ["ScoreGrid", "built_grids", "grid_from_results", "grids_by_split"]
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -32,25 +35,46 @@ def _mean(values: list[float | None]) -> float | None:
 
 @dataclass(frozen=True)
 class ScoreGrid:
-    """One metric's scores (fractions, e.g. NDCG@10 = 0.6229) keyed by task name."""
+    """One metric's scores (fractions, e.g. NDCG@10 = 0.6229) keyed by task name.
+
+    ``tasks``: the tasks of the benchmark the grid is of (a built one's, by the full set's names); None: all 48.
+    """
 
     scores: Mapping[str, float]
+    tasks: frozenset[str] | None = None
+
+    def _held(self, intent: Intent, category: Category) -> bool:
+        """Whether the benchmark has the task (every one of the 48 for DisastIR's)."""
+        return self.tasks is None or task_name(intent, category) in self.tasks
+
+    @property
+    def task_count(self) -> int:
+        """How many tasks the benchmark has: 48 for DisastIR's, fewer for a built one."""
+        return len(TASK_NAMES) if self.tasks is None else len(self.tasks)
+
+    def intents(self) -> list[Intent]:
+        """The intents the benchmark has tasks of, in the paper's order."""
+        return [i for i in INTENTS if any(self._held(i, c) for c in CATEGORIES)]
+
+    def categories(self) -> list[Category]:
+        """The categories the benchmark has tasks of, in the paper's order."""
+        return [c for c in CATEGORIES if any(self._held(i, c) for i in INTENTS)]
 
     def cell(self, intent: Intent, category: Category) -> float | None:
         """The score of one task, or None when it was not evaluated."""
         return self.scores.get(task_name(intent, category))
 
     def intent_mean(self, intent: Intent) -> float | None:
-        """Mean over the 8 categories of one intent (None if any is missing)."""
-        return _mean([self.cell(intent, c) for c in CATEGORIES])
+        """Mean over the categories of one intent (the 8 of DisastIR's; None if any is missing or it has none)."""
+        return _mean([self.cell(intent, c) for c in CATEGORIES if self._held(intent, c)])
 
     def category_mean(self, category: Category) -> float | None:
-        """Mean over the 6 intents of one category (None if any is missing)."""
-        return _mean([self.cell(i, category) for i in INTENTS])
+        """Mean over the intents of one category (the 6 of DisastIR's; None if any is missing or it has none)."""
+        return _mean([self.cell(i, category) for i in INTENTS if self._held(i, category)])
 
     def overall(self) -> float | None:
-        """Mean of the 6 intent means, as the paper's 'Avg' column."""
-        return _mean([self.intent_mean(i) for i in INTENTS])
+        """Mean of the intent means (the 6 of DisastIR's), as the paper's 'Avg' column."""
+        return _mean([self.intent_mean(i) for i in self.intents()])
 
     def categories_held(self, intent: Intent) -> int:
         """How many of the intent's 8 categories the grid holds."""
@@ -67,23 +91,27 @@ class ScoreGrid:
         return sum(means) / len(means) if means else None
 
     def to_text(self, title: str | None = None) -> str:
-        """A fixed-width table: intents as rows (paper order), categories as columns, with means."""
+        """A fixed-width table: intents as rows (paper order), categories as columns, with means.
+
+        A built benchmark's shows the intents and categories it has tasks of.
+        """
         title = f"{MAIN_METRIC.name} (x100)" if title is None else title
         def fmt(value: float | None) -> str:
             return f"{100 * value:7.2f}" if value is not None else "      -"
 
+        intents, categories = self.intents(), self.categories()
         width = max(len(title), 10)
-        header = f"{title:<{width}}" + "".join(f"{c.value:>8}" for c in CATEGORIES) + f"{'Mean':>9}"
+        header = f"{title:<{width}}" + "".join(f"{c.value:>8}" for c in categories) + f"{'Mean':>9}"
         rows = [header, "-" * len(header)]
-        for intent in INTENTS:
-            rows.append(f"{intent.value:<{width}}" + "".join(f" {fmt(self.cell(intent, c))}" for c in CATEGORIES)
+        for intent in intents:
+            rows.append(f"{intent.value:<{width}}" + "".join(f" {fmt(self.cell(intent, c))}" for c in categories)
                         + f"  {fmt(self.intent_mean(intent))}")
         rows.append("-" * len(header))
-        rows.append(f"{'Mean':<{width}}" + "".join(f" {fmt(self.category_mean(c))}" for c in CATEGORIES)
+        rows.append(f"{'Mean':<{width}}" + "".join(f" {fmt(self.category_mean(c))}" for c in categories)
                     + f"  {fmt(self.overall())}")
-        missing = sum(1 for i in INTENTS for c in CATEGORIES if self.cell(i, c) is None)
+        missing = sum(1 for i in INTENTS for c in CATEGORIES if self._held(i, c) and self.cell(i, c) is None)
         if missing:
-            rows.append(f"{missing} of 48 tasks missing ('-'): their means are not computed.")
+            rows.append(f"{missing} of {self.task_count} tasks missing ('-'): their means are not computed.")
         return "\n".join(rows)
 
 
@@ -97,7 +125,17 @@ def grids_by_split(task_results: Iterable[object]) -> dict[Split, ScoreGrid]:
     scores: dict[Split, dict[str, float]] = {}
     for result in task_results:
         name = getattr(result, "task_name", "")
-        if name in ALL_TASK_NAMES:
+        if name in ALL_TASK_NAMES:  # DisastIR's own: a built benchmark's are in built_grids
             spec = get_spec(name)
             scores.setdefault(spec.split, {})[spec.base.name] = float(result.get_score())  # type: ignore[attr-defined]
     return {split: ScoreGrid(scores[split]) for split in SPLITS if split in scores}
+
+
+def built_grids(task_results: Iterable[object]) -> dict[str, ScoreGrid]:
+    """One grid per built benchmark among mteb ``TaskResult`` objects (by its name), of the tasks it ran."""
+    scores: dict[str, dict[str, float]] = {}
+    for result in task_results:
+        spec = parse_built_task_name(getattr(result, "task_name", ""))
+        if spec is not None and spec.built is not None:
+            scores.setdefault(spec.built, {})[spec.base.name] = float(result.get_score())  # type: ignore[attr-defined]
+    return {name: ScoreGrid(found, tasks=frozenset(found)) for name, found in scores.items()}

@@ -5,15 +5,15 @@ Sets left without a pair are listed (:attr:`Pairing.unpaired`), never silently d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric
-from disastir_mteb.results.result_sets import ResultSet
+from disastir_mteb.results.result_sets import QuerySet, ResultSet
 from disastir_mteb.results.split_agreement import SplitAgreement, split_agreement
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.settings import SEARCH_KEY
-from disastir_mteb.vocabulary.taxonomy import SPLITS, Split
+from disastir_mteb.vocabulary.taxonomy import SPLITS
 
 __all__ = ["Pairing", "Sides", "choose_sides", "pair_sets"]
 
@@ -33,17 +33,17 @@ class Pairing:
                 + "; ".join(result.display_label for result in self.unpaired) + ".")
 
 
-def _setting(result: ResultSet) -> tuple[str, str, str]:
-    return result.model, repr(sorted(result.experiment.items())), result.split.value
+def _setting(result: ResultSet) -> tuple[str, str, QuerySet]:
+    return result.model, repr(sorted(result.experiment.items())), result.query_set
 
 
-def _setting_but_search(result: ResultSet) -> tuple[str, str, str]:
+def _setting_but_search(result: ResultSet) -> tuple[str, str, QuerySet]:
     settings = {k: v for k, v in result.experiment.items() if k != SEARCH_KEY}
-    return result.model, repr(sorted(settings.items())), result.split.value
+    return result.model, repr(sorted(settings.items())), result.query_set
 
 
 def _same(x: ResultSet, y: ResultSet) -> bool:
-    return x.folder.resolve() == y.folder.resolve() and x.split is y.split
+    return x.folder.resolve() == y.folder.resolve() and x.query_set == y.query_set
 
 
 def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> Pairing:
@@ -74,9 +74,9 @@ def pair_sets(first: Sequence[ResultSet], second: Sequence[ResultSet]) -> Pairin
         pairs += found
         used += [x for pair in found for x in pair]
     if not pairs and len(second) == 1:  # one set held against each set of the other side
-        pairs = [(a, second[0]) for a in first if not _same(a, second[0]) and a.split is second[0].split]
+        pairs = [(a, second[0]) for a in first if not _same(a, second[0]) and a.query_set == second[0].query_set]
     elif not pairs and len(first) == 1:
-        pairs = [(first[0], b) for b in second if not _same(first[0], b) and b.split is first[0].split]
+        pairs = [(first[0], b) for b in second if not _same(first[0], b) and b.query_set == first[0].query_set]
     used = [x for pair in pairs for x in pair]
     if not pairs:
         raise InvalidInput("No pair to compare: no set has one of the same model and settings (or the same but the "
@@ -103,10 +103,15 @@ class Sides:
     aside: str = ""
 
     @property
-    def shared(self) -> list[Split]:
-        """The query sets both sides hold, in the order of :data:`~disastir_mteb.vocabulary.taxonomy.SPLITS`."""
-        held = {s.split for s in self.first} & {s.split for s in self.second}
-        return [split for split in SPLITS if split in held]
+    def shared(self) -> list[QuerySet]:
+        """The query sets both sides hold: DisastIR's in the order of ``SPLITS``, then built benchmarks' by name."""
+        held = {s.query_set for s in self.first} & {s.query_set for s in self.second}
+        return _ordered(held)
+
+
+def _ordered(query_sets: Iterable[QuerySet]) -> list[QuerySet]:
+    """Query sets in the order of ``SPLITS``, built benchmarks' last, by name."""
+    return sorted(query_sets, key=lambda key: (key[1] is not None, SPLITS.index(key[0]), key[1] or ""))
 
 
 def _one_folder_sides(found: Sequence[ResultSet]) -> tuple[list[ResultSet], list[ResultSet]]:
@@ -133,25 +138,26 @@ def choose_sides(names: Sequence[str], read: Callable[[str], list[ResultSet]], *
     folders = [read(name) for name in names]
     if len(folders) == 2:
         first, second = folders
-        if not {s.split for s in first} & {s.split for s in second}:  # e.g. DevLite runs and full runs
+        if not {s.query_set for s in first} & {s.query_set for s in second}:  # e.g. DevLite runs and full runs
             return Sides(agreements=tuple(split_agreement([*first, *second], metric=metric)))
         return Sides(tuple(first), tuple(second))
     found, aside = list(folders[0]), ""
-    if len({s.split for s in found}) > 1:  # several query sets in one folder: rankings across them
+    if len({s.query_set for s in found}) > 1:  # several query sets in one folder: rankings across them
         agreements = split_agreement(found, metric=metric, paired_only=False)
         if any(agreement.pairs for agreement in agreements):
             return Sides(agreements=tuple(agreements))
         # no model ran with the same settings on two query sets: compare within each query set instead
-        comparable = {split for split in SPLITS if all(_one_folder_sides([s for s in found if s.split is split]))}
+        comparable = {key for key in {s.query_set for s in found}
+                      if all(_one_folder_sides([s for s in found if s.query_set == key]))}
         if not comparable:
             raise InvalidInput(f"{names[0]} holds runs on several query sets, but no model has runs with the same "
                                "settings on two of them, and no query set holds both sides of a comparison (exact "
                                "and ANN runs, or a plain run and experiments); pass two folders instead.")
-        left = [s for s in found if s.split not in comparable]
+        left = [s for s in found if s.query_set not in comparable]
         if left:
             aside = (f"Set aside: {'; '.join(s.display_label for s in left)} (no run with the same settings on "
                      "another query set, and nothing to compare it with on its own).")
-        found = [s for s in found if s.split in comparable]
+        found = [s for s in found if s.query_set in comparable]
     first, second = _one_folder_sides(found)
     if not first or not second:
         raise InvalidInput(f"With one folder, compare needs exact and ANN result sets in it, or a plain run and "

@@ -20,7 +20,7 @@ from disastir_mteb.util.atomic import write_json_atomic
 from disastir_mteb.util.digest import short_digest
 from disastir_mteb.util.errors import InvalidInput, MissingInput
 from disastir_mteb.vocabulary.metadata import MAIN_SCORE_KEY
-from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split, get_spec
+from disastir_mteb.vocabulary.taxonomy import Split, get_spec, is_task_name
 
 __all__ = ["DIGEST_KEY", "FOLDER", "PerQuery", "ScoreTop10", "data_digests", "ndcg_by_id",
            "per_query_file", "per_query_path", "read_per_query", "score_queries", "with_data_digest", "write_per_query"]
@@ -83,7 +83,7 @@ def per_query_path(task_result_path: str | Path) -> Path:
 
 
 def data_digests(folder: str | Path, task_names: Sequence[str]) -> dict[str, str | None]:
-    """Each full-set task's digest of the files it reads in ``folder`` (corpus, queries, qrels); None where unreadable.
+    """Each full-set or built task's digest of the files it reads in ``folder`` (corpus, queries, qrels); else None.
 
     The bytes, not the folder's name: a name survives an edited qrels file or another folder moved into its place.
     """
@@ -93,12 +93,12 @@ def data_digests(folder: str | Path, task_names: Sequence[str]) -> dict[str, str
     except (OSError, ValueError):
         return digests
     for name in task_names:
-        if name not in ALL_TASK_NAMES or get_spec(name).split is not Split.full:
+        if not is_task_name(name) or get_spec(name).split is not Split.full:
             continue
         try:
             query, qrels = files.for_task(get_spec(name))
             parts = [source_digest(path) for path in (files.corpus, query, qrels)]
-        except OSError:
+        except (OSError, ValueError):  # a file gone, or a built benchmark's task asked of another folder
             continue
         digests[name] = short_digest(json.dumps(parts).encode("utf-8"))
     return digests

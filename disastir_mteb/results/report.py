@@ -105,15 +105,16 @@ def provenance_blocks(sets: Sequence[ResultSet]) -> list[Block]:
 
 def _model_cell(result: ResultSet) -> str:
     """The model, with its query set when that is not the full set: ``org/model (DisastIR-Test)``."""
-    return result.model if result.split is Split.full else f"{result.model} ({result.benchmark})"
+    return result.model if result.is_disastir else f"{result.model} ({result.benchmark})"
 
 
 def grid_table(grid: ScoreGrid, metric: Metric = MAIN_METRIC) -> Table:
-    """The 6 x 8 table of ``metric``: intents as rows, categories as columns, means in the last row and column."""
-    rows = [[intent.value, *(_x100(grid.cell(intent, c)) for c in CATEGORIES), _x100(grid.intent_mean(intent))]
-            for intent in INTENTS]
-    rows.append(["Mean", *(_x100(grid.category_mean(c)) for c in CATEGORIES), _x100(grid.overall())])
-    return Table([f"{metric.name} x100", *(c.value for c in CATEGORIES), "Mean"], rows)
+    """The 6 x 8 table of ``metric`` (a built benchmark's: its intents and categories), means last."""
+    categories = grid.categories()
+    rows = [[intent.value, *(_x100(grid.cell(intent, c)) for c in categories), _x100(grid.intent_mean(intent))]
+            for intent in grid.intents()]
+    rows.append(["Mean", *(_x100(grid.category_mean(c)) for c in categories), _x100(grid.overall())])
+    return Table([f"{metric.name} x100", *(c.value for c in categories), "Mean"], rows)
 
 
 def _published_blocks(result: ResultSet, records: list[PublishedScores]) -> list[Block]:
@@ -163,7 +164,8 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
     metric = get_metric(metric)
     grids = {id(result): result.grid_of(metric) for result in sets}
     if title is None:
-        title = "DisastIR report" + ("" if all(r.split is Split.full for r in sets) else f": {benchmark_names(sets)}")
+        title = ("DisastIR report" + ("" if all(r.is_disastir for r in sets) else f": {benchmark_names(sets)}")
+                 if any(r.built is None for r in sets) else f"{benchmark_names(sets)} report (built benchmark)")
     synthetic = [r for r in sets if r.synthetic]
     mixed = 0 < len(synthetic) < len(sets)
 
@@ -177,6 +179,10 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
     blocks.append(Paragraph(f"{len(sets)} result set(s). {metric.name} x100; intent = mean of its 8 categories, "
                             "category = mean of its 6 intents, overall = mean of the 6 intents (the paper's "
                             "aggregation). '–' marks a task that was not evaluated and every mean that would need it."))
+    if built := sorted({r.built for r in sets if r.built is not None}):
+        blocks.append(Paragraph(f"Built benchmark{'s' if len(built) > 1 else ''} {', '.join(built)}: not DisastIR's "
+                                "data, and never set beside its published numbers; its means are over the intents "
+                                "and categories it has tasks of."))
     if not metric.is_main:
         blocks.append(Paragraph(f"The authors publish {MAIN_METRIC.name} only: no published numbers are set beside "
                                 f"{metric.name}."))
@@ -186,7 +192,7 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
         Heading("Overview"),
         Table(["model", "setting", *(i.value for i in INTENTS), "Avg", "tasks"],
               [[r.model, marked(r.setting, r), *(_x100(grids[id(r)].intent_mean(i)) for i in INTENTS),
-                _x100(grids[id(r)].overall()), f"{len(r.scores)}/48"] for r in sets])]
+                _x100(grids[id(r)].overall()), f"{len(r.scores)}/{r.task_count}"] for r in sets])]
     if figures:
         ticks = " (black ticks: published)" if metric.is_main and published_ticks(legend_labels(sets)) else ""
         blocks.append(Image(f"intents.{figure_format}",
@@ -197,19 +203,19 @@ def build_report(sets: Sequence[ResultSet], *, figures: bool = True, title: str 
         heading = result.display_label + (f" ({SPLIT_HEADINGS[result.split]})" if result.split in SPLIT_HEADINGS
                                           else "")
         blocks += [Heading(marked(heading, result)),
-                   Paragraph(f"Revision {result.revision}; {len(result.scores)} of 48 tasks; results in "
-                             f"`{result.folder}`.{raw}")]
+                   Paragraph(f"Revision {result.revision}; {len(result.scores)} of {result.task_count} tasks; results "
+                             f"in `{result.folder}`.{raw}")]
         if result.split in _SPLIT_NOTES:
             blocks.append(Paragraph(_SPLIT_NOTES[result.split]))
         if figures:
             blocks.append(Image(f"{heatmap_file}.{figure_format}",
                                 tagged(f"{metric.name} of {result.display_label}", result) + "."))
         blocks.append(grid_table(grids[id(result)], metric))
-        missing = [task_name(i, c, result.split) for i in INTENTS for c in CATEGORIES
-                   if task_name(i, c) not in result.scores]
+        missing = [result.file_task(task_name(i, c)) for i in INTENTS for c in CATEGORIES
+                   if task_name(i, c) not in result.scores and result.built is None]
         if missing:
             blocks.append(Paragraph(f"Missing ({len(missing)}): {', '.join(missing)}."))
-        if metric.is_main:  # the authors publish the main score only
+        if metric.is_main and result.built is None:  # the authors publish the main score only, of DisastIR's data
             records = published_for(result.model, result.split)  # the same query set only
             blocks += _published_blocks(result, records) if records else []
             blocks += standing_blocks(result)  # a Test run among Table 2's models

@@ -15,7 +15,7 @@ from disastir_mteb.results.published import published_for
 from disastir_mteb.results.result_sets import ResultSet
 from disastir_mteb.util.errors import InvalidInput
 from disastir_mteb.vocabulary.task_record import SYNTHETIC_NOTICE
-from disastir_mteb.vocabulary.taxonomy import SPLITS, Intent, Split, benchmark_name
+from disastir_mteb.vocabulary.taxonomy import SPLITS, Intent, benchmark_name
 
 __all__ = ["SYNTHETIC_NOTICE", "SYNTHETIC_TAG", "bars_tag", "benchmark_names", "check_figure_options",
            "figure_metadata", "heatmap_names", "legend_labels", "published_ticks", "tagged", "write_figures"]
@@ -38,7 +38,7 @@ def heatmap_names(sets: Sequence[ResultSet]) -> list[str]:
     """One heatmap file name per set, without its suffix, from model, revision and settings; numbered if repeated."""
     def slug(result: ResultSet) -> str:
         text = f"{result.model}-{result.revision[:8]}" + "".join(f"-{v}" for _, v in sorted(result.experiment.items()))
-        text += "" if result.split is Split.full else f"-{result.benchmark}"
+        text += "" if result.is_disastir else f"-{result.benchmark}"
         return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:120]
 
     slugs = [slug(result) for result in sets]
@@ -51,9 +51,10 @@ def heatmap_names(sets: Sequence[ResultSet]) -> list[str]:
 
 
 def benchmark_names(sets: Sequence[ResultSet]) -> str:
-    """The query sets' names, e.g. ``DisastIR`` or ``DisastIR, DisastIR-DevLite``."""
-    present = {result.split for result in sets}
-    return ", ".join(benchmark_name(split) for split in SPLITS if split in present)
+    """The query sets' names, e.g. ``DisastIR``, ``DisastIR, DisastIR-DevLite`` or a built benchmark's ``MyOrg``."""
+    present = {result.split for result in sets if result.built is None}
+    built = sorted({result.built for result in sets if result.built is not None})
+    return ", ".join([*(benchmark_name(split) for split in SPLITS if split in present), *built])
 
 
 def tagged(text: str, result: ResultSet) -> str:
@@ -90,7 +91,7 @@ def published_ticks(labels: dict[str, ResultSet]) -> dict[str, dict[Intent | Non
     """Legend label -> the published numbers drawn as ticks over its bars (sets of known models only)."""
     published: dict[str, dict[Intent | None, float]] = {}
     for label, result in labels.items():
-        record = next(iter(published_for(result.model, result.split)), None)
+        record = None if result.built is not None else next(iter(published_for(result.model, result.split)), None)
         if record is not None:
             ticks: dict[Intent | None, float] = dict(record.intents)
             if record.overall is not None:

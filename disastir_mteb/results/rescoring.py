@@ -218,6 +218,22 @@ def _other_metric(evidence: Evidence, metrics: Mapping[str, float], folder: str)
             f"the data in {folder} give {ours:.6f} (they must agree within {METRIC_TOLERANCE:g}{more})")
 
 
+def _task_class(name: str, folder: str) -> type[AbsTaskDisastIR]:
+    """The class of task ``name``: DisastIR's, or the built benchmark's in ``folder``.
+
+    Raises:
+        KeyError: ``folder`` holds no built benchmark with that task.
+        ValueError, OSError: the built benchmark in ``folder`` cannot be read.
+    """
+    from disastir_mteb.tasks.retrieval import ALL_TASK_CLASSES
+
+    if name in ALL_TASK_CLASSES:
+        return ALL_TASK_CLASSES[name]
+    from disastir_mteb.tasks.built import read_built
+
+    return read_built(folder).task_classes[name]
+
+
 def rescore(evidence: Sequence[Evidence]) -> Rescoring:
     """Re-score the top 10s of one result set's per-query files against their data, where it is at hand."""
     problems: list[tuple[Path, str]] = []
@@ -233,14 +249,14 @@ def rescore(evidence: Sequence[Evidence]) -> Rescoring:
             groups.setdefault(hand[:2], []).append((item, hand[2]))
     if not groups:
         return Rescoring(skipped=tuple(skipped))
-    from disastir_mteb.tasks.retrieval import ALL_TASK_CLASSES, mteb_logger  # mteb: only when there is work
+    from disastir_mteb.tasks.retrieval import mteb_logger  # mteb: only when there is work
 
     for (folder, extra), items in groups.items():
         source = DataSource(Path(folder), extra_judgements=None if extra is None else Path(extra))
         with _quiet(mteb_logger):
             for item, gain in items:
-                task = ALL_TASK_CLASSES[item.path.stem](gain=gain, data=source)  # type: ignore[arg-type]
                 try:
+                    task = _task_class(item.path.stem, folder)(gain=gain, data=source)  # type: ignore[arg-type]
                     task.load_data()
                 except (OSError, ValueError, KeyError) as error:  # the folder is there but no longer loads
                     reason = " ".join(str(error).split())[:_REASON_LENGTH]

@@ -5,7 +5,8 @@ setting in one folder, so ``DisastIR-QA-Bio.json``, ``DisastIR-Test-QA-Bio.json`
 ``DisastIR-DevLite-QA-Bio.json`` side by side are three sets. Scores are keyed by the full set's task names
 whatever the query set, so grids, means and comparisons work alike. Every set is read through
 :func:`load_result_set`, which believes a set only when its files agree with themselves, with each other and with
-their data: what ``report``, ``compare``, the leaderboard and ``submit`` show has passed these checks.
+their data: what ``report``, ``compare``, the leaderboard and ``submit`` show has passed these checks. A built
+benchmark's files (``MyOrg-QA-MH.json``) are a set of their own beside them, keyed alike (``DisastIR-QA-MH``).
 """
 
 from __future__ import annotations
@@ -34,22 +35,34 @@ from disastir_mteb.vocabulary.ann_params import ANN_PREFIX
 from disastir_mteb.vocabulary.settings import EXACT, SEARCH_KEY
 from disastir_mteb.vocabulary.task_record import DATA_KEY, is_synthetic
 from disastir_mteb.vocabulary.taxonomy import (
-    ALL_TASK_NAMES,
     SPLITS,
     Split,
+    TaskSpec,
     benchmark_name,
     get_spec,
+    is_task_name,
     parse_split,
     task_name,
 )
 
-__all__ = ["ResultSet", "collect_result_sets", "describe_search", "describe_setting", "find_result_sets",
+__all__ = ["QuerySet", "ResultSet", "collect_result_sets", "describe_search", "describe_setting", "find_result_sets",
            "load_result_set", "load_result_sets", "model_folder_name", "not_rescored", "resolve_result_set"]
 
-def _task_files(paths: object, split: Split | None = None) -> list[Path]:
-    """Only files named exactly after a task of ``split`` (of any for None), not ``<Task>_predictions.json``."""
-    return sorted(path for path in paths if path.stem in ALL_TASK_NAMES  # type: ignore[attr-defined]
-                  and (split is None or get_spec(path.stem).split is split))
+#: Which task files a folder is searched for: DisastIR's and built benchmarks' (``MyOrg-QA-MH.json``).
+_TASK_FILES = "*-*-*.json"
+#: One query set of a folder: its split, and the built benchmark's name (None for DisastIR's).
+QuerySet = tuple[Split, str | None]
+_ANY = object()
+
+
+def _task_files(paths: object, split: Split | None = None, built: object = _ANY) -> list[Path]:
+    """Only files named exactly after a task of ``split`` (of any for None), not ``<Task>_predictions.json``.
+
+    ``built``: only a built benchmark's of that name (None: only DisastIR's; unset: any).
+    """
+    return sorted(path for path in paths if is_task_name(path.stem)  # type: ignore[attr-defined]
+                  and (split is None or get_spec(path.stem).split is split)
+                  and (built is _ANY or get_spec(path.stem).built == built))
 
 
 @dataclass
@@ -67,6 +80,8 @@ class ResultSet:
     experiment: dict[str, Any]
     scores: dict[str, float]
     split: Split = Split.full
+    #: The built benchmark whose files the set holds (``MyOrg``), or None for DisastIR's.
+    built: str | None = None
     meta: dict[str, Any] = field(default_factory=dict, repr=False)
     unchecked: str | None = field(default=None, repr=False)
     rescored: tuple[str, ...] = field(default=(), repr=False)
@@ -86,21 +101,31 @@ class ResultSet:
 
     @property
     def benchmark(self) -> str:
-        """The query set's benchmark name: ``DisastIR``, ``DisastIR-Test`` or ``DisastIR-DevLite``."""
-        return benchmark_name(self.split)
+        """The query set's benchmark name: ``DisastIR``, ``DisastIR-Test``, ``DisastIR-DevLite`` or a built one's."""
+        return self.built if self.built is not None else benchmark_name(self.split)
+
+    @property
+    def is_disastir(self) -> bool:
+        """Whether the set is of DisastIR's own full set (not Test, DevLite or a built benchmark)."""
+        return self.split is Split.full and self.built is None
+
+    @property
+    def query_set(self) -> QuerySet:
+        """The set's split and built benchmark name: what sets must share to be compared task by task."""
+        return self.split, self.built
 
     @property
     def label(self) -> str:
         """The model with its raw settings and query set, unique per set: ``org/model (disastir_search=ann-...)``."""
         settings = ", ".join(f"{k}={v}" for k, v in sorted(self.experiment.items()))
         label = f"{self.model} ({settings})" if settings else self.model
-        return label if self.split is Split.full else f"{label} [{self.benchmark}]"
+        return label if self.is_disastir else f"{label} [{self.benchmark}]"
 
     @property
     def setting(self) -> str:
         """The readable setting, e.g. ``exact``, ``ANN (HNSW M=16, ef=64)`` or ``DisastIR-Test; exact``."""
         setting = describe_setting(self.experiment)
-        return setting if self.split is Split.full else f"{self.benchmark}; {setting}"
+        return setting if self.is_disastir else f"{self.benchmark}; {setting}"
 
     @property
     def display_label(self) -> str:
@@ -109,9 +134,11 @@ class ResultSet:
 
     def file_task(self, task: str) -> str:
         """The set's own name of a :attr:`scores` key, its file's stem: ``DisastIR-Test-QA-Bio`` in a Test set."""
-        if self.split is Split.full or task not in ALL_TASK_NAMES:
+        if self.is_disastir or not is_task_name(task):
             return task
         spec = get_spec(task)
+        if self.built is not None:
+            return TaskSpec(spec.intent, spec.category, built=self.built).name
         return task_name(spec.intent, spec.category, self.split)
 
     @property
@@ -175,7 +202,7 @@ class ResultSet:
     @property
     def grid(self) -> ScoreGrid:
         """The 6 x 8 grid of the set's main scores (NDCG@10)."""
-        return ScoreGrid(self.scores)
+        return ScoreGrid(self.scores, tasks=self._grid_tasks)
 
     def scores_of(self, metric: str | Metric = MAIN_METRIC) -> dict[str, float]:
         """One metric's value per task, keyed like :attr:`scores` (``recall_at_100`` -> 0.41, a fraction).
@@ -201,7 +228,17 @@ class ResultSet:
         Raises:
             ValueError: as :meth:`scores_of`.
         """
-        return ScoreGrid(self.scores_of(metric))
+        return ScoreGrid(self.scores_of(metric), tasks=self._grid_tasks)
+
+    @property
+    def _grid_tasks(self) -> frozenset[str] | None:
+        """The tasks a grid of the set is of: a built benchmark's are those the set holds; None: DisastIR's 48."""
+        return None if self.built is None else frozenset(self.scores)
+
+    @property
+    def task_count(self) -> int:
+        """How many tasks the set's benchmark has: 48 for DisastIR's, those the set holds for a built one's."""
+        return self.grid.task_count
 
     def has_per_query(self, task: str) -> bool:
         """Whether per-query scores were saved for ``task``."""
@@ -252,8 +289,15 @@ def not_rescored(shown: Sequence[tuple[ResultSet, Collection[str]]], metric: str
 
 def _splits_in(folder: Path) -> list[Split]:
     """The splits of the DisastIR task files directly in ``folder``, in :data:`SPLITS` order."""
-    found = {get_spec(path.stem).split for path in _task_files(folder.glob("DisastIR-*.json"))}
-    return [split for split in SPLITS if split in found]
+    return [split for split, built in _query_sets_in(folder) if built is None]
+
+
+def _query_sets_in(folder: Path) -> list[QuerySet]:
+    """The query sets of the task files directly in ``folder``: DisastIR's in :data:`SPLITS` order, then built ones."""
+    specs = [get_spec(path.stem) for path in _task_files(folder.glob(_TASK_FILES))]
+    found = {(spec.split, spec.built) for spec in specs}
+    return ([(split, None) for split in SPLITS if (split, None) in found]
+            + sorted((key for key in found if key[1] is not None), key=lambda key: str(key[1])))
 
 
 def model_folder_name(name: str) -> str:
@@ -295,8 +339,10 @@ def _misfiled(revision_folder: Path, meta: dict[str, Any], meta_path: Path) -> s
     return None
 
 
-def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> ResultSet:
+def load_result_set(folder: str | Path, *, split: Split | str = Split.full, built: str | None = None) -> ResultSet:
     """Read one query set's task files and the model metadata of one result-set folder, checked.
+
+    ``built`` names a built benchmark whose files to read (``MyOrg-QA-MH.json``), in place of DisastIR's.
 
     Each file is checked against itself (:mod:`~disastir_mteb.results.score_checks`), the files against each other
     and ``model_meta.json`` (:mod:`~disastir_mteb.results.set_provenance`), and the top 10s against their data
@@ -308,7 +354,9 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
             is not a split. One sentence, naming the file.
     """
     folder, split = Path(folder), parse_split(split)
-    files = _task_files(folder.glob("DisastIR-*.json"), split)
+    files = _task_files(folder.glob(_TASK_FILES), split, built)
+    if not files and built is not None:
+        raise MissingInput(f"{folder} holds no result files of the built benchmark {built} ({built}-*.json).")
     if not files:
         held = _splits_in(folder)
         hint = (f"; it holds {', '.join(benchmark_name(s) for s in held)} files (split="
@@ -339,7 +387,7 @@ def load_result_set(folder: str | Path, *, split: Split | str = Split.full) -> R
     task = {path: get_spec(path.stem).base.name for path in files}  # scores are keyed by the full set's names
     return ResultSet(folder=folder, model=model, revision=revision_folder.name, experiment=experiment,
                      scores={task[path]: record["main_score"] for path, record in records.items()}, split=split,
-                     meta=meta, unchecked=rescoring.note(folder),
+                     built=built, meta=meta, unchecked=rescoring.note(folder),
                      rescored=tuple(path.stem for path in rescoring.rescored), rescored_metrics=rescoring.metrics,
                      _records={task[path]: record for path, record in records.items()},
                      _per_query={task[path]: found for path, (_, found) in per_query.items()})
@@ -354,17 +402,17 @@ def _per_query_at(path: Path) -> PerQuery | None:
 
 
 def load_result_sets(folder: str | Path) -> list[ResultSet]:
-    """Every result set of one folder: one per query set whose task files it holds (full, Test, DevLite order).
+    """Every result set of one folder: one per query set whose task files it holds (full, Test, DevLite, built).
 
     Raises:
-        FileNotFoundError: the folder holds no DisastIR task file.
+        FileNotFoundError: the folder holds no DisastIR or built benchmark task file.
         ValueError: a task file is not an mteb result.
     """
     folder = Path(folder)
-    splits = _splits_in(folder)
-    if not splits:
+    query_sets = _query_sets_in(folder)
+    if not query_sets:
         raise MissingInput(f"{folder} holds no DisastIR result files (DisastIR-*.json).")
-    return [load_result_set(folder, split=split) for split in splits]
+    return [load_result_set(folder, split=split, built=built) for split, built in query_sets]
 
 
 def find_result_sets(path: str | Path, *, split: Split | str | None = Split.full) -> list[Path]:
@@ -379,7 +427,7 @@ def find_result_sets(path: str | Path, *, split: Split | str | None = Split.full
     if path.is_file():
         path = path.parent
     wanted = None if split is None else parse_split(split)
-    folders = {file.parent for file in _task_files(path.rglob("DisastIR-*.json"), wanted)}
+    folders = {file.parent for file in _task_files(path.rglob(_TASK_FILES), wanted)}
     return sorted(folders)
 
 
@@ -402,12 +450,13 @@ def resolve_result_set(path: str | Path, *, split: Split | str | None = Split.fu
     """
     wanted = None if split is None else parse_split(split)
     sets = collect_result_sets(path) if wanted is None else [
-        load_result_set(folder, split=wanted) for folder in find_result_sets(path, split=wanted)]
+        load_result_set(folder, split=wanted, built=built) for folder in find_result_sets(path, split=wanted)
+        for query_split, built in _query_sets_in(folder) if query_split is wanted]
     if not sets:
         which = "" if wanted in (None, Split.full) else f" of {benchmark_name(wanted)}"
         raise MissingInput(f"{path} holds no DisastIR result files{which} (DisastIR-*.json).")
     if len(sets) > 1:
         listed = "; ".join(f"{result.folder} [{result.search}"
-                           f"{'' if result.split is Split.full else ', ' + result.benchmark}]" for result in sets)
+                           f"{'' if result.is_disastir else ', ' + result.benchmark}]" for result in sets)
         raise InvalidInput(f"{path} holds {len(sets)} result sets; pass one of them: {listed}.")
     return sets[0]

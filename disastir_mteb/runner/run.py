@@ -27,7 +27,7 @@ from disastir_mteb.util.timings import Phase, Timings, clock, run_clock
 from disastir_mteb.vocabulary.run_settings import RunSettings, Search
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE, DEFAULT_OUTPUT_FOLDER, EXACT
 from disastir_mteb.vocabulary.task_record import SYNTHETIC_NOTICE
-from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, Split
+from disastir_mteb.vocabulary.taxonomy import Split, is_task_name
 
 if TYPE_CHECKING:
     from mteb import AbsTask
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_DISASTIR_TASKS = ALL_TASK_NAMES  # every query set's tasks
 
 __all__ = ["EmbeddingServersOptions", "Evaluation", "ModelLoadError", "RunSettings", "build_search", "evaluate",
            "import_libraries", "resolve_tasks", "result_folder", "run_evaluation", "run_tasks", "serve_model"]
@@ -96,7 +95,8 @@ def evaluate(
     Args:
         model: an mteb encoder, a SentenceTransformer, a callable ``list[str] -> array``, a model name for
             ``mteb.get_model``, ``"bundled"``, or a ready search model (:func:`build_search`).
-        tasks: task names (any case) or mteb task objects; any mteb retrieval task works.
+        tasks: task names (any case) or mteb task objects; any mteb retrieval task works. With a built benchmark's
+            folder as ``data``, its task names (``MyOrg-QA-MH``), and None for all of them.
         split: ``full``, ``test`` (DisastIR-Test, same corpus) or ``devlite`` (its own corpus); None: names as given.
         search: ``"exact"`` or ``"ann"`` (USearch HNSW, built once for all tasks).
         ann_preset: ``paper`` (default), ``exact``, ``f16``, ``i8``, ``b1``; refused with exact search.
@@ -111,8 +111,8 @@ def evaluate(
         on_task_done: called with each task's result and its wall time, as tasks finish.
         batch_size: texts per forward pass.
         precision: ``fp32``, ``fp16`` or ``bf16``: a cast copy of the model encodes, its results filed apart.
-        data: as ``run --data``: a folder in the published layout, ``"sample"``, or None (``DISASTIR_DATA_DIR``,
-            else the Hub).
+        data: as ``run --data``: a folder in the published layout (a built benchmark's too), ``"sample"``, or None
+            (``DISASTIR_DATA_DIR``, else the Hub).
         devlite: a DisastIR-DevLite folder (default ``DISASTIR_DEVLITE_DIR``).
         extra_judgements: a ``qrels_with_added`` folder whose grades fill the full set's missing qrels; such scores
             are labelled not official.
@@ -450,7 +450,7 @@ def _lacks_per_query(searcher: SharedCorpusSearch, task: AbsTask, cache: Any) ->
     from disastir_mteb.util.atomic import set_aside
 
     name = task.metadata.name
-    if name not in _DISASTIR_TASKS:
+    if not is_task_name(name):
         return False
     result_path = cache.get_task_result_path(name, searcher.mteb_model_meta)
     per_query = per_query_path(result_path)

@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from disastir_mteb.data.source import DataSource
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.runner.data_source import data_source, needs_hub
-from disastir_mteb.runner.task_selection import Names, canonical_names, selected_task_names
+from disastir_mteb.runner.task_selection import Names, built_names, canonical_names, selected_task_names
 from disastir_mteb.util.hub import offline_if_unreachable
 from disastir_mteb.util.timings import Phase, clock
 
 if TYPE_CHECKING:
     from mteb import AbsTask
 
-    from disastir_mteb.data.source import DataSource
     from disastir_mteb.vocabulary.taxonomy import Split
 
 __all__ = ["EmbeddingServersOptions", "import_libraries", "prepare_run"]
@@ -56,9 +56,10 @@ def prepare_run(model: Any, tasks: Iterable[str | AbsTask] | str | None, benchma
         ValueError: a task of another query set than ``split``; ``served`` pinning a revision without a URL.
         FileNotFoundError: ``data``, ``devlite`` or ``extra_judgements`` is not a folder.
     """
-    known = selected_task_names(tasks, benchmarks, split=split)  # None: only mteb can tell
+    built = built_names(DataSource(folder=Path(data).expanduser())) if _local(data) else None
+    known = selected_task_names(tasks, benchmarks, split=split, built=built)  # None: only mteb can tell
     with clock(Phase.startup):  # a name not DisastIR's imports mteb to be checked, still before any work
-        names = canonical_names(tasks, benchmarks)
+        names = canonical_names(tasks, benchmarks, built=built)
     with clock(Phase.tasks):  # the folders checked (and the sample written) before the imports too
         source = data_source(data, devlite, task_names=known or (), as_options=as_options,
                              extra_judgements=extra_judgements, keep_joins=keep_joins)
@@ -66,3 +67,8 @@ def prepare_run(model: Any, tasks: Iterable[str | AbsTask] | str | None, benchma
         offline_if_unreachable(needs_hub(model, source, served=served is not None), say=say)
         import_libraries()
     return names, source
+
+
+def _local(data: str | Path | None) -> bool:
+    """Whether ``data`` names a folder that is there (a built benchmark's is known by its marker)."""
+    return data is not None and str(data) != "sample" and Path(data).expanduser().is_dir()

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from disastir_mteb.search.routing import DISASTIR_TASKS
 from disastir_mteb.util.timings import Phase, clock
 from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
+from disastir_mteb.vocabulary.taxonomy import is_task_name
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,7 +47,7 @@ def prefetch(searcher: SharedCorpusSearch, tasks: Sequence[Any], *, encode_kwarg
     from disastir_mteb.util.progress import progress_bar
 
     encode_kwargs = dict(encode_kwargs or {"batch_size": searcher.batch_size or DEFAULT_BATCH_SIZE})
-    ours = [task for task in tasks if task.metadata.name in DISASTIR_TASKS]  # other tasks keep the per-task path
+    ours = [task for task in tasks if is_task_name(task.metadata.name)]  # other tasks keep the per-task path
     with clock(Phase.tasks):
         for task in progress_bar(ours, desc="Loading tasks", unit=" tasks", disable=not searcher.progress,
                                  leave=False):

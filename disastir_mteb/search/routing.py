@@ -22,7 +22,7 @@ from disastir_mteb.search.encoding import EncodingReport, SentenceTransformerPip
 from disastir_mteb.util.mteb_internals import create_dataloader
 from disastir_mteb.vocabulary.instructions import InstructionConfig
 from disastir_mteb.vocabulary.settings import QUERY_SIDE_KEYS
-from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, get_spec
+from disastir_mteb.vocabulary.taxonomy import ALL_TASK_NAMES, get_spec, is_task_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -184,7 +184,7 @@ def passage_prompt(model: Any, task_metadata: TaskMetadata, *, queries: bool = F
     if experiment:
         parts.append(json.dumps(experiment, sort_keys=True, default=str))
     config = getattr(model, "config", None)
-    if isinstance(config, InstructionConfig) and config.passages and task_metadata.name in DISASTIR_TASKS:
+    if isinstance(config, InstructionConfig) and config.passages and is_task_name(task_metadata.name):
         parts.append(config.format(get_spec(task_metadata.name).intent, "{passage}"))
     prompt = task_prompt(model, task_metadata)
     if prompt:
@@ -233,7 +233,7 @@ def sentence_transformer_route(model: Any, task_metadata: TaskMetadata,
             return None
         if prompt_type == PromptType.document and config.passages and config.instructions is not None:
             return None
-        if prompt_type == PromptType.query and config.instructions is not None and task_metadata.name in DISASTIR_TASKS:
+        if prompt_type == PromptType.query and config.instructions is not None and is_task_name(task_metadata.name):
             intent = get_spec(task_metadata.name).intent
             transform = functools.partial(config.format, intent)
         model = model.model

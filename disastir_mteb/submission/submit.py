@@ -178,7 +178,14 @@ def _validate_staged(out: Path, root: Path, model_dirs: list[Path], writes: dict
 
 
 def _refuse_synthetic(folders: list[list[ResultSet]]) -> None:
-    """Refuse result sets computed on generated data; sets that do not record their data are not refused."""
+    """Refuse result sets computed on generated data (a built benchmark's always); sets silent on their data pass."""
+    built = [found for sets in folders for found in sets if found.built is not None]
+    if built:
+        first, others = built[0], len(built) - 1
+        more = f" (and {others} more result set(s) here)" if others else ""
+        raise InvalidInput(f"Refusing to submit {first.folder}{more}: its scores are of the built benchmark "
+                           f"{first.built} ({provenance_of(first).dataset}), not DisastIR; the results repository "
+                           "takes DisastIR's results only (disastir-mteb report and compare read these).")
     synthetic = [found for sets in folders for found in sets if found.synthetic]
     if synthetic:
         first, others = synthetic[0], len(synthetic) - 1

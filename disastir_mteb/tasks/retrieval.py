@@ -123,30 +123,51 @@ def _description(spec: TaskSpec) -> str:
     return f"DisastIR-{SPLIT_LABELS[spec.split]} {what} The {which}; NDCG@10 uses the exponential gain 2^grade - 1."
 
 
-def build_metadata(spec: TaskSpec) -> DisastIRTaskMetadata:
-    """The complete, validated ``TaskMetadata`` of one task."""
+def _built_description(spec: TaskSpec) -> str:
+    intent, category = INTENTS_METADATA[spec.intent.value], CATEGORIES_METADATA[spec.category.value]
+    return (f"{spec.built}: a built benchmark, not DisastIR's data: an organisation's documents turned into DisastIR's "
+            f"layout by disastir-mteb build, its queries and judgements generated. {intent['title']}, "
+            f"{category['full_name']} disasters. {intent['description']} {intent['relevance']} Scored as DisastIR "
+            "scores: the same metrics and per-intent instruction, NDCG@10 with the exponential gain 2^grade - 1.")
+
+
+#: The dataset path a built benchmark's tasks name: a local folder, never a dataset on the Hub.
+BUILT_DATASET_PATH = "local/disastir-mteb-built/{name}"
+
+
+def build_metadata(spec: TaskSpec, *, revision: str | None = None) -> DisastIRTaskMetadata:
+    """The complete, validated ``TaskMetadata`` of one task; ``revision``: a built task's (its folder's marker digest).
+
+    A built task (``spec.built``) names no reference and a local dataset path; the rest is DisastIR's scoring.
+    """
     intent = INTENTS_METADATA[spec.intent.value]
     full, devlite = spec.split is Split.full, spec.split is Split.devlite
+    built = spec.built is not None
     split_only: dict[str, Any] = {} if full else {"adapted_from": [spec.base.name]}  # full: unset (pinned metadata)
+    if built:
+        dataset = {"path": BUILT_DATASET_PATH.format(name=spec.built), "revision": revision or "unknown"}
+    elif devlite:
+        dataset = {"path": DEVLITE_REPO, "revision": DEVLITE_REVISION}
+    else:
+        dataset = {"path": DATASET_REPO, "revision": DATASET_REVISION}
     metadata = DisastIRTaskMetadata(
         name=spec.name,
-        description=_description(spec),
-        reference=DATASET["reference"] if full else DEVLITE["reference"],
-        dataset={"path": DEVLITE_REPO, "revision": DEVLITE_REVISION} if devlite else
-        {"path": DATASET_REPO, "revision": DATASET_REVISION},
+        description=_built_description(spec) if built else _description(spec),
+        reference=None if built else DATASET["reference"] if full else DEVLITE["reference"],
+        dataset=dataset,
         type="Retrieval",
         category="t2t",
         modalities=["text"],
         eval_splits=list(DATASET["eval_splits"]),
         eval_langs=list(DATASET["eval_langs"]),
         main_score=MAIN_SCORE_KEY,
-        date=tuple(DATASET["date"]),
+        date=None if built else tuple(DATASET["date"]),
         domains=list(intent["domains"]),
         task_subtypes=list(intent["task_subtypes"]),
-        license=DATASET["license"],
+        license="not specified" if built else DATASET["license"],
         annotations_creators=DATASET["annotations_creators"],
         dialect=list(DATASET["dialect"]),
-        sample_creation=DATASET["sample_creation"],
+        sample_creation="created" if built else DATASET["sample_creation"],
         bibtex_citation=CITATION,
         prompt={"query": intent["instruction"]},
         **split_only,
@@ -187,6 +208,8 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
     """
 
     spec: TaskSpec
+    #: A built task's folder (``disastir-mteb build``'s output), read when no data is given; None for DisastIR's.
+    built_folder: Path | None = None
     k_values = K_VALUES
     load_report: LoadReport | None = None
     data_source: str | None = None
@@ -241,7 +264,7 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         if self.data_loaded:
             return
         timer = timer or TimingStack()
-        source = self.data if self.data is not None else DataSource.from_environment()
+        source = self.data if self.data is not None else self._environment_source()
         described = source.describe()
         with timer("Data loading", log_message=f"Loading dataset {self.metadata.name}..."):
             files = _task_files(source.main_folder())
@@ -279,6 +302,13 @@ class AbsTaskDisastIR(AbsTaskRetrieval):
         self.corpus_digest = _digest_of(corpus)
         self.data_digest = _digest_of(read)
         self.data_loaded = True
+
+    def _environment_source(self) -> DataSource:
+        """The data the environment names; a built task's own folder in place of ``DISASTIR_DATA_DIR``."""
+        source = DataSource.from_environment()
+        if self.built_folder is None:
+            return source
+        return DataSource(folder=self.built_folder, keep_joins=source.keep_joins)
 
     def provenance(self, run: RunProvenance | None) -> TaskProvenance:
         """Everything this loaded task's numbers depend on, with ``run`` (the model and settings searching it).
@@ -350,14 +380,21 @@ def _digest_of(paths: Sequence[Path]) -> str:
     return short_digest(json.dumps([source_digest(path) for path in paths]).encode("utf-8"))
 
 
-def make_task_class(spec: TaskSpec) -> type[AbsTaskDisastIR]:
-    """One task class from its spec: the only way task classes are made."""
+def make_task_class(spec: TaskSpec, *, folder: Path | None = None, revision: str | None = None,
+                    module: str = __name__) -> type[AbsTaskDisastIR]:
+    """One task class from its spec: the only way task classes are made.
+
+    A built task's (``spec.built``) reads ``folder`` unless given data, its metadata names ``revision``; ``module`` is
+    the module whose globals the caller binds it into.
+    """
     cls = type(spec.class_name, (AbsTaskDisastIR,), {
-        "metadata": build_metadata(spec),
+        "metadata": build_metadata(spec, revision=revision),
         "spec": spec,
-        "__module__": __name__,
+        "built_folder": folder,
+        "__module__": module,
         "__qualname__": spec.class_name,
-        "__doc__": f"DisastIR task {spec.name}.",
+        "__doc__": f"Task {spec.name} of the built benchmark {spec.built}." if spec.built else
+        f"DisastIR task {spec.name}.",
     })
     return cls
 

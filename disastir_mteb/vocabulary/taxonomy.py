@@ -13,6 +13,7 @@ from disastir_mteb.util.errors import InvalidInput, UnknownName
 __all__ = [
     "ALL_TASK_NAMES",
     "BENCHMARK_NAMES",
+    "BUILT_NAME_RULE",
     "CATEGORIES",
     "INTENTS",
     "SPLITS",
@@ -21,6 +22,7 @@ __all__ = [
     "SPLIT_TASK_SPECS",
     "TASK_NAMES",
     "TASK_SPECS",
+    "BuiltNames",
     "Category",
     "Intent",
     "Split",
@@ -29,9 +31,12 @@ __all__ = [
     "benchmark_task_names",
     "canonical_benchmark_name",
     "canonical_task_name",
+    "check_built_name",
     "closest_names",
     "get_spec",
     "intent_benchmark_name",
+    "is_task_name",
+    "parse_built_task_name",
     "parse_category",
     "parse_intent",
     "parse_split",
@@ -190,23 +195,52 @@ BENCHMARK_NAMES: tuple[str, ...] = (benchmark_name(Split.full), *(intent_benchma
                                     benchmark_name(Split.test), benchmark_name(Split.devlite))
 
 
+#: What a built benchmark's name may be, said in the sentence refusing one that is not.
+BUILT_NAME_RULE = "letters, digits and hyphens, starting with a letter, and not starting with 'DisastIR'"
+_BUILT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+
+
+def check_built_name(name: str) -> str:
+    """``name`` if it may name a built benchmark (``MyOrg``: tasks ``MyOrg-QA-MH``, ...), else one sentence.
+
+    A built benchmark is an organisation's documents turned into DisastIR's layout; its tasks are named after it, with
+    DisastIR's intent and category codes, and never pass for DisastIR's own.
+
+    Raises:
+        ValueError: ``name`` breaks :data:`BUILT_NAME_RULE`.
+    """
+    if not isinstance(name, str) or not _BUILT_NAME.fullmatch(name) or name.endswith("-") or "--" in name \
+            or _is_disastir(name):
+        raise InvalidInput(f"{name!r} cannot name a built benchmark: a name is {BUILT_NAME_RULE} (e.g. 'MyOrg', whose "
+                           "tasks are MyOrg-QA-MH, ...).")
+    return name
+
+
 @dataclass(frozen=True)
 class TaskSpec:
-    """One task: an (intent, category) pair of one split, and the names derived from it."""
+    """One task: an (intent, category) pair of one split, and the names derived from it.
+
+    ``built`` names the built benchmark the task belongs to (its tasks ``MyOrg-QA-MH``, read like the full set's from
+    one folder); None for DisastIR's own.
+    """
 
     intent: Intent
     category: Category
     split: Split = Split.full
+    built: str | None = None
 
     @property
     def name(self) -> str:
-        """The mteb task name, e.g. ``DisastIR-QA-Bio`` (full) or ``DisastIR-Test-QA-Bio``."""
+        """The mteb task name, e.g. ``DisastIR-QA-Bio`` (full), ``DisastIR-Test-QA-Bio`` or ``MyOrg-QA-Bio`` (built)."""
+        if self.built is not None:
+            return f"{self.built}-{self.intent.value}-{self.category.value}"
         return task_name(self.intent, self.category, self.split)
 
     @property
     def class_name(self) -> str:
-        """The Python class name of the generated task, e.g. ``DisastIRQABio`` or ``DisastIRTestQABio``."""
-        return f"DisastIR{SPLIT_LABELS[self.split]}{self.intent.value}{self.category.value}"
+        """The Python class name of the generated task: ``DisastIRQABio``, ``DisastIRTestQABio``, ``My_OrgQABio``."""
+        prefix = self.built.replace("-", "_") if self.built is not None else f"DisastIR{SPLIT_LABELS[self.split]}"
+        return f"{prefix}{self.intent.value}{self.category.value}"
 
     @property
     def base(self) -> TaskSpec:
@@ -247,11 +281,67 @@ def _unknown_task(name: str) -> UnknownName:
                        "DisastIR-Test-... / DisastIR-DevLite-... for the DMRetriever splits.")
 
 
+@dataclass(frozen=True)
+class BuiltNames:
+    """A built benchmark's name and its tasks' names (those with files, in the paper's order): names in any case."""
+
+    name: str
+    tasks: tuple[str, ...]
+
+    def is_benchmark(self, given: str) -> bool:
+        """Whether ``given`` names this benchmark, in any case."""
+        return given.casefold() == self.name.casefold()
+
+    def task(self, given: str) -> str | None:
+        """``given`` in the spelling of one of its tasks; None for a name not starting with the benchmark's.
+
+        Raises:
+            KeyError: a name starting ``NAME-`` that is none of its tasks (the closest ones named).
+        """
+        folded = {task.casefold(): task for task in self.tasks}
+        if given.casefold() in folded:
+            return folded[given.casefold()]
+        if not given.casefold().startswith(f"{self.name}-".casefold()):
+            return None
+        close = closest_names(given, self.tasks)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UnknownName(f"Unknown task {given!r} of the built benchmark {self.name}.{hint} Its tasks: "
+                          f"{', '.join(self.tasks)} (only the intents and categories that have queries).")
+
+
+def parse_built_task_name(name: str) -> TaskSpec | None:
+    """The spec of a built benchmark's task name as its files spell it (``MyOrg-QA-MH``); None for any other name.
+
+    The last two parts are DisastIR's intent and category codes exactly, the rest a valid built benchmark name.
+    """
+    prefix, _, rest = name.rpartition("-")
+    built, _, intent = prefix.rpartition("-")
+    if rest not in _CATEGORY_CODES or intent not in _INTENT_CODES or not built:
+        return None
+    try:
+        check_built_name(built)
+    except ValueError:
+        return None
+    return TaskSpec(Intent(intent), Category(rest), built=built)
+
+
+_INTENT_CODES = frozenset(intent.value for intent in Intent)
+_CATEGORY_CODES = frozenset(category.value for category in Category)
+
+
+def is_task_name(name: str) -> bool:
+    """Whether ``name`` is a task of DisastIR (any query set) or of a built benchmark, spelled as its files are."""
+    return name in ALL_TASK_NAMES or parse_built_task_name(name) is not None
+
+
 def get_spec(name: str) -> TaskSpec:
-    """The TaskSpec of a task name such as ``DisastIR-NLI-Soc``; a ``KeyError`` suggests the closest names."""
+    """The TaskSpec of a task name such as ``DisastIR-NLI-Soc`` or ``MyOrg-QA-MH``; a ``KeyError`` names the closest."""
     try:
         return _SPECS_BY_NAME[name]
     except KeyError:
+        built = parse_built_task_name(name)
+        if built is not None:
+            return built
         raise _unknown_task(name) from None
 
 

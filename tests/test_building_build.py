@@ -1,0 +1,323 @@
+"""A whole build from a folder of documents in four category folders, through a loopback writer and a loopback judge
+(real HTTP, the authors' prompts), with model-free retrievers: stages, counts, the layout, resume, the plan's prompt."""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from generator_servers import counting, overlap_judge, writer
+from judge_servers import JudgeServer, completion, constrained
+from sentences import says
+
+from disastir_mteb.building.build import BuildSettings, run_build
+from disastir_mteb.data.layout import MARKER, find_task_files
+from disastir_mteb.vocabulary.taxonomy import Intent
+
+TOPICS = {
+    "Flood": ["levee", "river", "gauge", "sandbag", "evacuation", "shelter", "crest", "barge"],
+    "Earthquake": ["aftershock", "fault", "magnitude", "rubble", "bridge", "retrofit", "epicenter", "tremor"],
+    "Wildfire": ["containment", "ember", "smoke", "firebreak", "canyon", "retardant", "evacuation", "ridge"],
+    "Pandemic": ["vaccine", "quarantine", "clinic", "testing", "outbreak", "ventilator", "masks", "cases"],
+}
+
+
+class Hashing:
+    """Model-free retrievers for the build: hashed word counts, exact cosine top 10 (the runner's stand-in here)."""
+
+    def __init__(self) -> None:
+        self.pooled: list[Path] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows = np.zeros((len(texts), 1024), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                rows[row, zlib.crc32(word.encode()) % 1024] += 1
+        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
+
+    def pool(self, layout: Path) -> dict[str, list[str]]:
+        self.pooled.append(layout)
+        corpus = [json.loads(line) for line in (layout / "corpus.jsonl").read_text().splitlines()]
+        vectors = self.embed([row["text"] for row in corpus])
+        pooled = {}
+        for path in find_task_files(layout).queries.values():
+            for query in json.loads(path.read_text()):
+                scores = vectors @ self.embed([query["user_query"]])[0]
+                pooled[query["query_id"]] = [corpus[i]["corpus_id"] for i in np.argsort(-scores, kind="stable")[:10]]
+        return pooled
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    """A dozen documents in four category folders, one a CSV of tweets, one copy of another."""
+    root = tmp_path / "docs"
+    for folder, words in TOPICS.items():
+        (root / folder).mkdir(parents=True)
+        for n in range(3):
+            sentences = [f"Report {n} of the {folder.lower()} desk: the {words[(n + i) % 8]} team logged "
+                         f"{words[(n + 2 * i) % 8]} work at site {n * 10 + i} near {words[(i + 3) % 8]} road."
+                         for i in range(12)]
+            (root / folder / f"report-{n}.txt").write_text(" ".join(sentences))
+    (root / "Flood" / "tweets.csv").write_text("text\n" + "".join(
+        f"\"levee {w} update {n}: crews at the river crest\"\n" for n, w in enumerate(TOPICS["Flood"][:4])))
+    (root / "Flood" / "copy-of-report-0.txt").write_text((root / "Flood" / "report-0.txt").read_text())
+    return root
+
+
+def _settings(docs: Path, out: Path, writer_url: str, judge_url: str, **changes) -> BuildSettings:
+    values = dict(docs=docs, out=out, name="MyOrg", model="writer", base_urls=(writer_url,), judge_model="judge",
+                  judge_urls=(judge_url,), pool_models=("hashing",), intents=(Intent.QA, Intent.FC),
+                  queries_per_task=2, seed=3, yes=True, concurrency=2)
+    values.update(changes)
+    return BuildSettings(**values)
+
+
+def _bytes(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_folder_becomes_a_benchmark_and_a_rerun_asks_nothing_and_writes_the_same_bytes(docs: Path,
+                                                                                          tmp_path: Path) -> None:
+    asked: list[dict] = []
+    said: list[str] = []
+    with JudgeServer(counting(writer(), asked.append), model="writer") as generation, \
+            JudgeServer(counting(constrained(overlap_judge()), asked.append), model="judge") as judge:
+        settings = _settings(docs, tmp_path / "bench", generation.base_url, judge.base_url)
+        out = run_build(settings, Hashing(), say=said.append, confirm=lambda plan: False)
+        first = _bytes(out)
+        requests = len(asked)
+        assert run_build(settings, Hashing(), say=said.append, confirm=lambda plan: False) == out
+    assert len(asked) == requests and _bytes(out) == first
+    stages = [line.split("]")[0] + "]" for line in said[:9]]
+    assert stages[0] == "[ingest]" and "[write]" in said[-1]
+    marker = json.loads((out / MARKER).read_text())
+    assert marker["kind"] == "built" and marker["name"] == "MyOrg" and marker["synthetic"] is True
+    assert len(marker["sources"]) == 14 and {s["path"] for s in marker["sources"]} >= {"Flood/tweets.csv"}
+    assert marker["tasks"] == sorted(f"MyOrg-{i}-{c}" for i in ("QA", "FC") for c in ("Bio", "Env", "Geo", "MH"))
+    files = find_task_files(out)
+    assert len(files.queries) == len(files.qrels) == 8
+    report = json.loads((out / "report.json").read_text())
+    assert report["stages"]["passages"]["exact-duplicate"] >= 1  # the copied report
+    assert report["stages"]["ingest"]["sources"] == 14
+    for task in report["tasks"].values():
+        assert task["queries"] == 2 and task["shortfall"] == 0 and task["pairs"] >= 2
+        assert task["generated_share_of_top_grade"] is not None
+    cost = report["cost"]
+    assert cost["requests"] == requests and cost["prompt_tokens"] == 100 * requests and cost["dollars"] is None
+    text = (out / "report.md").read_text()
+    assert "not comparable" in text and "| MyOrg-FC-Bio | 2 | 0 |" in text and f"| {requests:,} |" in text
+    qrels = json.loads(next(iter(files.qrels.values())).read_text())
+    assert all(isinstance(row["score"], int | float) for row in qrels)
+
+
+def test_until_stops_after_a_stage_and_sends_nothing_before_queries(docs: Path, tmp_path: Path) -> None:
+    said: list[str] = []
+    settings = _settings(docs, tmp_path / "bench", "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1",
+                         until="categories")
+    assert run_build(settings, Hashing(), say=said.append, confirm=lambda plan: True) is None
+    assert [line.split("]")[0] for line in said] == ["[ingest", "[passages", "[categories"]
+    assert not (tmp_path / "bench").exists() and not settings.store_path.exists()
+
+
+def test_a_large_plan_is_asked_before_anything_is_sent(docs: Path, tmp_path: Path) -> None:
+    asked: list[dict] = []
+    plans: list[str] = []
+    with JudgeServer(counting(writer(), asked.append)) as server:
+        settings = _settings(docs, tmp_path / "bench", server.base_url, server.base_url, yes=False,
+                             queries_per_task=200)
+
+        def refuse(plan: str) -> bool:
+            plans.append(plan)
+            return False
+
+        with pytest.raises(ValueError) as raised:
+            run_build(settings, Hashing(), say=lambda line: None, confirm=refuse)
+    says(str(raised.value), "--yes")
+    assert asked == [] and len(plans) == 1
+    says(plans[0], "writer", "judge", re.compile(r"\d[\d,]* query request\(s\)"))
+
+
+def test_the_runner_pools_each_model_exact_and_ann_and_the_benchmark_runs_as_mteb_tasks(docs: Path, tmp_path: Path,
+                                                                                       capsys) -> None:
+    """The command end to end: the runner's hashing encoder pools; the benchmark then runs with disastir-mteb run."""
+    from disastir_mteb.cli import main
+
+    with JudgeServer(writer(), model="writer") as generation, \
+            JudgeServer(constrained(overlap_judge()), model="judge") as judge:
+        code = main(["build", str(docs), "--out", str(tmp_path / "bench"), "--name", "MyOrg", "--model", "writer",
+                     "--base-url", generation.base_url, "--judge-model", "judge", "--judge-base-url", judge.base_url,
+                     "--intents", "QA,STS", "--queries-per-task", "2", "--yes", "--quiet",
+                     "--pool-models", "disastir-mteb/hashing-encoder"])
+    assert code == 0
+    out = capsys.readouterr().out
+    pool = next(line for line in out.splitlines() if line.startswith("[pool]"))
+    says(pool, "models 1", "queries 24")  # 2 x 1.5 planned per task, 8 tasks
+    assert int(re.search(r"pairs ([\d,]+)", pool)[1].replace(",", "")) >= 24 * 10
+    code = main(["run", "-m", "disastir-mteb/hashing-encoder", "--data", str(tmp_path / "bench"),
+                 "--output-folder", str(tmp_path / "results"), "--quiet"])
+    assert code == 0
+    scored = sorted(p.stem for p in (tmp_path / "results").rglob("MyOrg-*.json") if "per_query" not in p.stem)
+    assert scored == sorted(f"MyOrg-{i}-{c}" for i in ("QA", "STS") for c in ("Bio", "Env", "Geo", "MH"))
+
+
+def test_killed_mid_generation_and_mid_judging_a_rerun_asks_nothing_twice_and_writes_the_same_bytes(
+        docs: Path, tmp_path: Path) -> None:
+    """kill -9 while a query is being written, then while a pair is being judged: the third run finishes the build;
+    no answer received before a kill is asked for again, and the files equal an uninterrupted build's."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    asked: list[str] = []
+    child: list[subprocess.Popen] = []
+    kill_at = {"You have been assigned": 5, "judge": 40}
+    seen = {"You have been assigned": 0, "judge": 0}
+
+    def killing(respond, kind):
+        def answer(request: dict) -> tuple[int, str, bytes]:
+            asked.append(json.dumps(request["messages"], sort_keys=True))
+            if kind == "judge" or request["messages"][0]["content"].startswith(kind):
+                seen[kind] += 1
+                if seen[kind] == kill_at[kind] and child and child[-1].poll() is None:
+                    os.kill(child[-1].pid, signal.SIGKILL)
+            return respond(request)
+        return answer
+
+    with JudgeServer(killing(writer(), "You have been assigned"), model="writer") as generation, \
+            JudgeServer(killing(constrained(overlap_judge()), "judge"), model="judge") as judge:
+        def argv(out: Path) -> list[str]:
+            return ["build", str(docs), "--out", str(out), "--name", "MyOrg", "--model", "writer", "--base-url",
+                    generation.base_url, "--judge-model", "judge", "--judge-base-url", judge.base_url, "--intents",
+                    "QA,FC", "--queries-per-task", "2", "--yes", "--quiet", "--concurrency", "1"]
+
+        killed_runs = []
+        for _ in range(2):
+            before = len(asked)
+            child.append(subprocess.Popen([sys.executable, "-c", "import sys; from disastir_mteb.cli import main; "
+                                           "sys.exit(main(sys.argv[1:]))", *argv(tmp_path / "bench")],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            assert child[-1].wait(300) == -signal.SIGKILL
+            killed_runs.append(asked[before:])
+        assert seen["judge"] >= kill_at["judge"] and not (tmp_path / "bench").exists()
+        before = len(asked)
+        from disastir_mteb.cli import main
+
+        assert main(argv(tmp_path / "bench")) == 0
+        resumed = asked[before:]
+        answered_before = set(killed_runs[0][:-1]) | set(killed_runs[1][:-1])  # the last of each was cut off
+        assert not answered_before & set(resumed)
+        assert not set(killed_runs[0][:-1]) & set(killed_runs[1])
+        assert main([*argv(tmp_path / "uninterrupted"), "--store", str(tmp_path / "other.sqlite")]) == 0
+    assert _bytes(tmp_path / "bench") == _bytes(tmp_path / "uninterrupted")
+
+
+def test_a_task_the_writer_fails_is_kept_in_the_report_with_its_shortfall(docs: Path, tmp_path: Path) -> None:
+    """Fact-checking answers are cut off every time: the FC tasks are empty, said per task, never a silent zero."""
+    good = writer()
+
+    def cut_off_claims(request: dict) -> tuple[int, str, bytes]:
+        if request["messages"][0]["content"].startswith("You have been assigned a fact-checking"):
+            return 200, "application/json", completion(request, '{"claim": "Levee')
+        return good(request)
+
+    said: list[str] = []
+    with JudgeServer(cut_off_claims, model="writer") as generation, \
+            JudgeServer(constrained(overlap_judge()), model="judge") as judge:
+        out = run_build(_settings(docs, tmp_path / "bench", generation.base_url, judge.base_url), Hashing(),
+                        say=said.append, confirm=lambda plan: True)
+    report = json.loads((out / "report.json").read_text())
+    assert report["stages"]["filters"]["unanswered"] == 12 and report["stages"]["filters"]["kept"] == 12
+    fc = {name: task for name, task in report["tasks"].items() if "-FC-" in name}
+    assert len(fc) == 4 and all(task["queries"] == 0 and task["shortfall"] == 2 for task in fc.values())
+    says(next(line for line in said if "MyOrg-FC-Bio" in line), "0 of 2", "shortfall 2")
+    assert len(find_task_files(out).queries) == 4  # the QA tasks alone have files
+    assert "| MyOrg-FC-Bio | 0 | 2 | 0 |" in (out / "report.md").read_text()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 256 KiB tmpfs for the build store, grown later with a remount. Skipped where mounting is not permitted."""
+    import shutil
+    import subprocess
+
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command here: cannot make a small filesystem")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here ({done.stderr.strip() or done.returncode})")
+
+    def grow() -> None:
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
+
+    try:
+        yield mount, grow
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_disk_filling_up_mid_build_is_one_sentence_and_the_rerun_after_freeing_space_finishes_it(
+        docs: Path, tmp_path: Path, small_disk, capsys) -> None:
+    from disastir_mteb.cli import main
+
+    mount, grow = small_disk
+    with JudgeServer(writer(), model="writer") as generation, \
+            JudgeServer(constrained(overlap_judge()), model="judge") as judge:
+        def argv(out: Path, store: Path) -> list[str]:
+            return ["build", str(docs), "--out", str(out), "--name", "MyOrg", "--model", "writer", "--base-url",
+                    generation.base_url, "--judge-model", "judge", "--judge-base-url", judge.base_url, "--intents",
+                    "QA,FC", "--queries-per-task", "2", "--yes", "--quiet", "--store", str(store)]
+
+        assert main(argv(tmp_path / "bench", mount / "b.sqlite")) == 2
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        says(error, mount / "b.sqlite", "again")
+        assert "full" in error and not (tmp_path / "bench").exists()
+        grow()
+        assert main(argv(tmp_path / "bench", mount / "b.sqlite")) == 0
+        assert main(argv(tmp_path / "uninterrupted", tmp_path / "other.sqlite")) == 0
+    assert _bytes(tmp_path / "bench") == _bytes(tmp_path / "uninterrupted")
+
+
+def test_anchor_queries_are_pooled_and_judged_alike_and_written_beside_the_benchmark(docs: Path,
+                                                                                     tmp_path: Path) -> None:
+    """DisastIR's expert-query check: the organisation's questions, each with its passage, become a second benchmark."""
+    flood = (docs / "Flood" / "report-1.txt").read_text().split(". ")[2] + "."
+    anchors = tmp_path / "anchors.jsonl"
+    anchors.write_text("".join(json.dumps(row) + "\n" for row in [
+        {"query": "Which sandbag crews worked near the river gauge?", "passage": flood, "category": "Flood"},
+        {"query": "Where was the firebreak cut above the canyon?", "passage": "Crews cut a firebreak above the "
+         "canyon as embers flew over the ridge.", "category": "Wildfire"},
+        {"query": "Is the retrofit of the bridge finished?", "passage": "The bridge retrofit after the tremor is "
+         "finished.", "category": "Earthquake", "intent": "FC"}]))
+    said: list[str] = []
+    with JudgeServer(writer(), model="writer") as generation, \
+            JudgeServer(constrained(overlap_judge()), model="judge") as judge:
+        settings = _settings(docs, tmp_path / "bench", generation.base_url, judge.base_url, anchors=anchors)
+        run_build(settings, Hashing(), say=said.append, confirm=lambda plan: True)
+    anchor = tmp_path / "bench-anchor"
+    marker = json.loads((anchor / MARKER).read_text())
+    assert marker["name"] == "MyOrg-Anchor" and marker["anchor_of"] == "MyOrg"
+    assert marker["tasks"] == ["MyOrg-Anchor-FC-Geo", "MyOrg-Anchor-QA-Env", "MyOrg-Anchor-QA-MH"]
+    queries = [row for path in find_task_files(anchor).queries.values() for row in json.loads(path.read_text())]
+    assert sorted(q["query_id"] for q in queries) == ["anchor-FC-Geo-q001", "anchor-QA-Env-q001", "anchor-QA-MH-q001"]
+    qrels = [row for path in find_task_files(anchor).qrels.values() for row in json.loads(path.read_text())]
+    assert {row["user_query"] for row in qrels} == {q["user_query"] for q in queries}
+    assert len(qrels) >= 3 * 10  # each pooled: the top 10 of the pool, and its own passage
+    says(said[-1], anchor, "build-study", "--reference")
+    assert "anchor" not in json.dumps(json.loads((tmp_path / "bench" / MARKER).read_text())["tasks"])
+    with pytest.raises(ValueError) as raised:
+        from disastir_mteb.building.anchors import read_anchors
+
+        (tmp_path / "bad.jsonl").write_text('{"query": "Where?"}\n')
+        read_anchors(tmp_path / "bad.jsonl")
+    says(str(raised.value), tmp_path / "bad.jsonl", "line 1", "passage")
