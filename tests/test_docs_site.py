@@ -95,11 +95,11 @@ def test_api_pages_show_no_sphinx_role(page: str) -> None:
 
 
 def test_a_sphinx_role_is_a_link_where_its_target_is_on_the_site() -> None:
-    """``:class:`~disastir_mteb.vocabulary.run_settings.RunSettings``` in the runner's docstring: a link to it."""
+    """``:class:`~disastir_mteb.runner.evaluation_result.EvaluationResult``` in ``evaluate``'s docstring: a link."""
     _built_site()
     runner = (SITE / "api" / "runner" / "index.html").read_text(encoding="utf-8")
     assert re.search(r'<a class="autorefs autorefs-internal"[^>]*href="[^"]*'
-                     r'#disastir_mteb\.vocabulary\.run_settings\.RunSettings"[^>]*><code>RunSettings</code></a>',
+                     r'#disastir_mteb\.runner\.evaluation_result\.EvaluationResult"[^>]*><code>EvaluationResult</code></a>',
                      runner)
 
 
