@@ -13,6 +13,7 @@ import pytest
 from generator_servers import counting, overlap_judge, writer
 from judge_servers import JudgeServer, completion, constrained
 from sentences import says
+from small_disk import grow, tmpfs
 
 from disastir_mteb.building.build import BuildSettings, run_build
 from disastir_mteb.data.layout import MARKER, find_task_files
@@ -244,26 +245,9 @@ def test_a_task_the_writer_fails_is_kept_in_the_report_with_its_shortfall(docs: 
 
 @pytest.fixture
 def small_disk(tmp_path: Path):
-    """A 256 KiB tmpfs for the build store, grown later with a remount. Skipped where mounting is not permitted."""
-    import shutil
-    import subprocess
-
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command here: cannot make a small filesystem")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here ({done.stderr.strip() or done.returncode})")
-
-    def grow() -> None:
-        subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
-
-    try:
-        yield mount, grow
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
+    """A 256 KiB tmpfs for the build store, and how to grow it. Skipped where mounting is not permitted."""
+    with tmpfs(tmp_path / "small", "256k") as mount:
+        yield mount, lambda: grow(mount, "64m")
 
 
 def test_a_disk_filling_up_mid_build_is_one_sentence_and_the_rerun_after_freeing_space_finishes_it(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import numpy as np
 import pytest
 from cli_cases import CaseOutcome, run_in_one_interpreter
 from sentences import says
+from small_disk import tmpfs
 
 from disastir_mteb import cli
 from disastir_mteb.cli import main
@@ -358,24 +358,13 @@ def test_run_sets_a_truncated_result_aside_with_one_warning(tiny: Path, tmp_path
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Any:
     """A 64 KiB tmpfs, filled up: writes end in ENOSPC. Skipped where mounting is not permitted."""
-
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command here: cannot make a small full filesystem")
-    mount = tmp_path / "full"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here ({done.stderr.strip() or done.returncode})")
-    try:
+    with tmpfs(tmp_path / "full", "64k") as mount:
         with (mount / "filler").open("wb") as handle:
             try:
                 handle.write(b"\0" * 128 * 1024)
             except OSError:
                 pass  # full now
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def test_a_full_output_disk_names_the_file_and_what_to_do(full_disk: Path, tiny: Path,

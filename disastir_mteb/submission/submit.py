@@ -179,20 +179,19 @@ def _validate_staged(out: Path, root: Path, model_dirs: list[Path], writes: dict
 
 def _refuse_synthetic(folders: list[list[ResultSet]]) -> None:
     """Refuse result sets computed on generated data (a built benchmark's always); sets silent on their data pass."""
-    built = [found for sets in folders for found in sets if found.built is not None]
-    if built:
-        first, others = built[0], len(built) - 1
-        more = f" (and {others} more result set(s) here)" if others else ""
-        raise InvalidInput(f"Refusing to submit {first.folder}{more}: its scores are of the built benchmark "
-                           f"{first.built} ({provenance_of(first).dataset}), not DisastIR; the results repository "
-                           "takes DisastIR's results only (disastir-mteb report and compare read these).")
-    synthetic = [found for sets in folders for found in sets if found.synthetic]
-    if synthetic:
-        first, others = synthetic[0], len(synthetic) - 1
-        more = f" (and {others} more result set(s) here)" if others else ""
-        raise InvalidInput(f"Refusing to submit {first.folder}{more}: its scores were computed on generated data "
-                           f"({provenance_of(first).dataset}), so they are not DisastIR results; run the model on the "
-                           "DisastIR data (without --data sample or a generated DISASTIR_DATA_DIR) and submit that.")
+    found = [result_set for sets in folders for result_set in sets]
+    for refused, why in (
+            ([r for r in found if r.built is not None],
+             lambda first: f"its scores are of the built benchmark {first.built} ({provenance_of(first).dataset}), "
+                           "not DisastIR; the results repository takes DisastIR's results only (disastir-mteb report "
+                           "and compare read these)."),
+            ([r for r in found if r.synthetic],
+             lambda first: f"its scores were computed on generated data ({provenance_of(first).dataset}), so they "
+                           "are not DisastIR results; run the model on the DisastIR data (without --data sample or a "
+                           "generated DISASTIR_DATA_DIR) and submit that.")):
+        if refused:
+            more = f" (and {len(refused) - 1} more result set(s) here)" if len(refused) > 1 else ""
+            raise InvalidInput(f"Refusing to submit {refused[0].folder}{more}: {why(refused[0])}")
 
 
 def _refuse_extended(folders: list[list[ResultSet]]) -> None:
