@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -268,6 +269,7 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
     content = {"stages": report.stages, "tasks": report.tasks, "cost": cost}
     (settings.out / "report.json").write_text(json.dumps(content, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     (settings.out / "report.md").write_text(render_report(settings.name, content), encoding="utf-8")
+    shutil.rmtree(provisional, ignore_errors=True)  # the pool's layout: made again from the store when needed
     say(f"[write] {settings.out}: {len(tasks)} task(s), {sum(len(q) for q in tasks.values())} queries, "
         f"{len(corpus)} passages")
     if anchors:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from disastir_mteb.data.layout import MARKER
-from disastir_mteb.util.atomic import staged_folder
+from disastir_mteb.util.atomic import error_naming, staged_folder
 from disastir_mteb.vocabulary.taxonomy import Category, Intent, task_file_stem
 
 __all__ = ["BUILT_KIND", "BuiltQuery", "write_layout"]
@@ -40,25 +40,33 @@ def _json_line(row: Mapping[str, Any]) -> str:
 def write_layout(out: str | Path, corpus: Sequence[tuple[str, str]],
                  tasks: Mapping[tuple[Intent, Category], Sequence[BuiltQuery]], marker: Mapping[str, Any]) -> Path:
     """Write ``corpus`` (id, text) and ``tasks`` into ``out`` as one rename; tasks without queries get no files."""
-    out = Path(out)
-    with staged_folder(out) as root:
-        with open(root / "corpus.jsonl", "w", encoding="utf-8", newline="\n") as handle:
-            handle.writelines(_json_line({"corpus_id": pid, "text": text}) + "\n" for pid, text in corpus)
-        (root / "query").mkdir()
-        (root / "qrels").mkdir()
-        for (intent, category), queries in sorted(tasks.items(), key=lambda item: task_file_stem(*item[0])):
-            if not queries:
-                continue
-            stem = task_file_stem(intent, category)
-            rows = [_json_line({"query_id": q.query_id, "user_query": q.text}) for q in queries]
-            (root / "query" / f"{stem}.json").write_text("[\n" + ",\n".join(rows) + "\n]\n", encoding="utf-8")
-            judged = [_json_line({"user_query": q.text, "passage": passage, "score": _grade(grade)})
-                      for q in queries for passage, grade in q.judged]
-            (root / "qrels" / f"{stem}_qrels.json").write_text("[\n" + ",\n".join(judged) + "\n]\n",
-                                                                 encoding="utf-8")
-        (root / MARKER).write_text(json.dumps({"synthetic": True, "kind": BUILT_KIND, **marker}, indent=1,
-                                              ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    out, staging = Path(out), None
+    try:
+        with staged_folder(out) as staging:
+            _write(staging, corpus, tasks, marker)
+    except OSError as error:  # a full disk while writing: name the folder being written, not a hidden temporary
+        raise error_naming(error, out, staging) from None
     return out
+
+
+def _write(root: Path, corpus: Sequence[tuple[str, str]],
+           tasks: Mapping[tuple[Intent, Category], Sequence[BuiltQuery]], marker: Mapping[str, Any]) -> None:
+    with open(root / "corpus.jsonl", "w", encoding="utf-8", newline="\n") as handle:
+        handle.writelines(_json_line({"corpus_id": pid, "text": text}) + "\n" for pid, text in corpus)
+    (root / "query").mkdir()
+    (root / "qrels").mkdir()
+    for (intent, category), queries in sorted(tasks.items(), key=lambda item: task_file_stem(*item[0])):
+        if not queries:
+            continue
+        stem = task_file_stem(intent, category)
+        rows = [_json_line({"query_id": q.query_id, "user_query": q.text}) for q in queries]
+        (root / "query" / f"{stem}.json").write_text("[\n" + ",\n".join(rows) + "\n]\n", encoding="utf-8")
+        judged = [_json_line({"user_query": q.text, "passage": passage, "score": _grade(grade)})
+                  for q in queries for passage, grade in q.judged]
+        (root / "qrels" / f"{stem}_qrels.json").write_text("[\n" + ",\n".join(judged) + "\n]\n",
+                                                             encoding="utf-8")
+    (root / MARKER).write_text(json.dumps({"synthetic": True, "kind": BUILT_KIND, **marker}, indent=1,
+                                          ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _grade(grade: float) -> float | int:
