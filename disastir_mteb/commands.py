@@ -538,7 +538,7 @@ def build(args: argparse.Namespace) -> int:
         quality=not args.no_quality_control, min_logprob=args.min_logprob, max_file_mb=args.max_file_mb,
         concurrency=args.concurrency, timeout=args.timeout, api_key_env=args.api_key_env,
         confirm_above=args.confirm_above, store=Path(args.store) if args.store else None,
-        anchors=Path(args.anchor_queries) if args.anchor_queries else None)
+        anchors=Path(args.anchor_queries) if args.anchor_queries else None, progress=not args.quiet)
     with tempfile.TemporaryDirectory(prefix="disastir-build-pool-") as results:
         retrievers = RunnerRetrievers(settings.pool_models, results=Path(results), show_progress=not args.quiet)
         out = run_build(settings, retrievers, say=print,

@@ -84,8 +84,8 @@ def _bytes(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_a_folder_becomes_a_benchmark_and_a_rerun_asks_nothing_and_writes_the_same_bytes(docs: Path,
-                                                                                          tmp_path: Path) -> None:
+def test_a_folder_becomes_a_benchmark_and_a_rerun_asks_nothing_and_writes_the_same_bytes(docs: Path, tmp_path: Path,
+                                                                                          capsys) -> None:
     asked: list[dict] = []
     said: list[str] = []
     with JudgeServer(counting(writer(), asked.append), model="writer") as generation, \
@@ -94,6 +94,9 @@ def test_a_folder_becomes_a_benchmark_and_a_rerun_asks_nothing_and_writes_the_sa
         out = run_build(settings, Hashing(), say=said.append, confirm=lambda plan: False)
         first = _bytes(out)
         requests = len(asked)
+        bars = capsys.readouterr().err  # each stage of requests has its bar, each drawn as lines where no terminal is
+        assert all(re.search(rf"\[{stage}\] {kind} requests: 100%", bars) for stage, kind in
+                   (("queries", "need"), ("queries", "query"), ("judge", "judge"))), bars[-2000:]
         assert run_build(settings, Hashing(), say=said.append, confirm=lambda plan: False) == out
     assert len(asked) == requests and _bytes(out) == first
     stages = [line.split("]")[0] + "]" for line in said[:9]]

@@ -47,6 +47,7 @@ from disastir_mteb.judging.protocol import PROMPT_VERSION as JUDGE_PROMPT_VERSIO
 from disastir_mteb.judging.protocol import requests_per_pair
 from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.util.errors import InvalidInput
+from disastir_mteb.util.progress import progress_bar
 from disastir_mteb.vocabulary.taxonomy import Category, Intent, parse_category
 
 __all__ = ["BuildSettings", "Encoders", "run_build"]
@@ -98,6 +99,7 @@ class BuildSettings:
     api_key_env: str = DEFAULT_KEY_ENV
     confirm_above: int = 2000
     store: Path | None = None
+    progress: bool = True
 
     @property
     def store_path(self) -> Path:
@@ -176,7 +178,9 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
         plan = plan_queries(passages, categories, intents=settings.intents, per_task=settings.queries_per_task,
                             seed=settings.seed, summaries=summaries, summary_categories=summary_categories)
         _confirm(settings, plan, say, confirm)
-        written, batches = write_queries(plan, store, lambda: _pool(settings.base_urls, settings), model=settings.model)
+        with _Bars(settings.progress) as bars:
+            written, batches = write_queries(plan, store, lambda: _pool(settings.base_urls, settings),
+                                             model=settings.model, progress=bars.advance)
         generation.update(batches)
         counts = store.counts()
     report.stages["queries"] = {"planned": len(plan), "written": sum(w.written is not None for w in written),
@@ -219,8 +223,9 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
     with JudgementStore(settings.store_path) as judge_store:
         job = plan_job(list(pairs.values()), judge_store)
         say(f"[judge] {job.describe(settings.price)}")
-        judge_pairs(list(pairs.values()), judge_store, _pool(settings.judge_urls, settings),
-                    judge_model=settings.judge_model)
+        with _Bars(settings.progress) as bars:
+            judge_pairs(list(pairs.values()), judge_store, _pool(settings.judge_urls, settings),
+                        judge_model=settings.judge_model, progress=bars.counter("judge", job.to_judge))
         grades = {(j.query, j.passage): j.grade for j in judge_store.judgements(judge_model=settings.judge_model,
                                                                                  prompt_version=JUDGE_PROMPT_VERSION)}
         stored = judge_store.counts()  # what the store holds, so a resumed build reports as an uninterrupted one
@@ -284,6 +289,46 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
     return settings.out
 
 
+class _Bars:
+    """One progress bar per stage of requests, made when the stage's first answer comes (none when not ``shown``)."""
+
+    def __init__(self, shown: bool) -> None:
+        self.shown = shown
+        self.bars: dict[str, Any] = {}
+
+    def __enter__(self) -> _Bars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for bar in self.bars.values():
+            bar.close()
+
+    def advance(self, stage: str, done: int, total: int) -> None:
+        """``done`` of ``total`` requests of ``stage`` answered (or found in the store)."""
+        if not self.shown:
+            return
+        if stage not in self.bars:
+            self.bars[stage] = progress_bar(total=total, desc=f"[{_STAGE_OF.get(stage, stage)}] {stage} requests",
+                                            unit="req")
+        bar = self.bars[stage]
+        bar.update(done - bar.n)
+
+    def counter(self, stage: str, total: int) -> Callable[[int], None]:
+        """A callback advancing ``stage``'s bar by its argument."""
+        done = 0
+
+        def step(count: int) -> None:
+            nonlocal done
+            done += count
+            self.advance(stage, done, total)
+
+        return step
+
+
+#: The build stage each stage of requests belongs to, for its bar's label.
+_STAGE_OF = {"summary": "queries", "need": "queries", "query": "queries", "judge": "judge"}
+
+
 def _pool(urls: Sequence[str], settings: BuildSettings) -> EndpointPool[Any, Any]:
     return EndpointPool(list(urls), concurrency=settings.concurrency, key_env=settings.api_key_env,
                         timeout=settings.timeout)
@@ -308,8 +353,10 @@ def _summaries(settings: BuildSettings, store: BuildStore, documents: list[Sourc
     from disastir_mteb.building.prompts import read_summary
 
     asks = summary_asks(settings.model, [d.text for d in documents])
-    values, summary = generate(asks, store, _pool(settings.base_urls, settings), model=settings.model,
-                               read=lambda ask, text: read_summary(text))
+    with _Bars(settings.progress) as bars:
+        values, summary = generate(asks, store, _pool(settings.base_urls, settings), model=settings.model,
+                                   read=lambda ask, text: read_summary(text), progress=bars.counter("summary",
+                                                                                                  len(asks)))
     of_source: dict[str, Counter[Category]] = {}
     for passage, category in zip(passages, categories, strict=True):
         of_source.setdefault(passage.source, Counter())[category] += 1
