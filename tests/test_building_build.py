@@ -57,11 +57,11 @@ class Hashing:
 
 @pytest.fixture
 def docs(tmp_path: Path) -> Path:
-    """A dozen documents in four category folders, one a CSV of tweets, one copy of another."""
+    """Two dozen documents in four category folders, a CSV of tweets, and one copy of a report."""
     root = tmp_path / "docs"
     for folder, words in TOPICS.items():
         (root / folder).mkdir(parents=True)
-        for n in range(3):
+        for n in range(6):
             sentences = [f"Report {n} of the {folder.lower()} desk: the {words[(n + i) % 8]} team logged "
                          f"{words[(n + 2 * i) % 8]} work at site {n * 10 + i} near {words[(i + 3) % 8]} road."
                          for i in range(12)]
@@ -103,13 +103,13 @@ def test_a_folder_becomes_a_benchmark_and_a_rerun_asks_nothing_and_writes_the_sa
     assert stages[0] == "[ingest]" and "[write]" in said[-1]
     marker = json.loads((out / MARKER).read_text())
     assert marker["kind"] == "built" and marker["name"] == "MyOrg" and marker["synthetic"] is True
-    assert len(marker["sources"]) == 14 and {s["path"] for s in marker["sources"]} >= {"Flood/tweets.csv"}
+    assert len(marker["sources"]) == 26 and {s["path"] for s in marker["sources"]} >= {"Flood/tweets.csv"}
     assert marker["tasks"] == sorted(f"MyOrg-{i}-{c}" for i in ("QA", "FC") for c in ("Bio", "Env", "Geo", "MH"))
     files = find_task_files(out)
     assert len(files.queries) == len(files.qrels) == 8
     report = json.loads((out / "report.json").read_text())
     assert report["stages"]["passages"]["exact-duplicate"] >= 1  # the copied report
-    assert report["stages"]["ingest"]["sources"] == 14
+    assert report["stages"]["ingest"]["sources"] == 26
     for task in report["tasks"].values():
         assert task["queries"] == 2 and task["shortfall"] == 0 and task["pairs"] >= 2
         assert task["generated_share_of_top_grade"] is not None
@@ -148,9 +148,9 @@ def test_a_large_plan_is_asked_before_anything_is_sent(docs: Path, tmp_path: Pat
     says(plans[0], "writer", "judge", re.compile(r"\d[\d,]* query request\(s\)"))
 
 
-def test_the_runner_pools_each_model_exact_and_ann_and_the_benchmark_runs_as_mteb_tasks(docs: Path, tmp_path: Path,
-                                                                                       capsys) -> None:
-    """The command end to end: the runner's hashing encoder pools; the benchmark then runs with disastir-mteb run."""
+def test_the_runner_pools_each_model_exact_and_ann_and_the_benchmark_runs_as_mteb_tasks(
+        docs: Path, tmp_path: Path, capsys, tiny_model: Path) -> None:
+    """The command end to end: the runner's hashing encoder pools; two models then run it with disastir-mteb run."""
     from disastir_mteb.cli import main
 
     with JudgeServer(writer(), model="writer") as generation, \
@@ -164,11 +164,15 @@ def test_the_runner_pools_each_model_exact_and_ann_and_the_benchmark_runs_as_mte
     pool = next(line for line in out.splitlines() if line.startswith("[pool]"))
     says(pool, "models 1", "queries 24")  # 2 x 1.5 planned per task, 8 tasks
     assert int(re.search(r"pairs ([\d,]+)", pool)[1].replace(",", "")) >= 24 * 10
-    code = main(["run", "-m", "disastir-mteb/hashing-encoder", "--data", str(tmp_path / "bench"),
-                 "--output-folder", str(tmp_path / "results"), "--quiet"])
-    assert code == 0
-    scored = sorted(p.stem for p in (tmp_path / "results").rglob("MyOrg-*.json") if "per_query" not in p.stem)
-    assert scored == sorted(f"MyOrg-{i}-{c}" for i in ("QA", "STS") for c in ("Bio", "Env", "Geo", "MH"))
+    tasks = sorted(f"MyOrg-{i}-{c}" for i in ("QA", "STS") for c in ("Bio", "Env", "Geo", "MH"))
+    for model in ("disastir-mteb/hashing-encoder", str(tiny_model)):
+        code = main(["run", "-m", model, "--data", str(tmp_path / "bench"), "--output-folder",
+                     str(tmp_path / "results"), "--quiet"])
+        assert code == 0
+    for model_folder in (tmp_path / "results" / "results").iterdir():
+        scored = sorted(p.stem for p in model_folder.rglob("MyOrg-*.json") if "per_query" not in p.stem)
+        assert scored == tasks, model_folder.name
+    assert len(list((tmp_path / "results" / "results").iterdir())) == 2
 
 
 def test_killed_mid_generation_and_mid_judging_a_rerun_asks_nothing_twice_and_writes_the_same_bytes(
