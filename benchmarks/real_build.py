@@ -1,6 +1,6 @@
 """``disastir-mteb build`` against a real engine: llama.cpp's ``llama-server`` serving SmolLM2-135M-Instruct (Q4_1).
 
-    python benchmarks/real_build.py [--intents QA,STS] [--queries-per-task 2] [--threads 2] [--work DIR]
+    python benchmarks/real_build.py [--intents QA,STS] [--queries-per-task 2] [--no-quality-control] [--work DIR]
 
 The server and the model come from PyPI (``benchmarks/llama_engine.py``: built once into the user's cache folder).
 A few documents (the sample's passages of two categories, as an organisation's folder would hold them) are built
@@ -30,7 +30,7 @@ CATEGORIES = ("Geo", "MH")
 
 
 def _documents(folder: Path, per_category: int) -> Path:
-    """The sample's most relevant QA passages of two categories, a few per document, one folder per category."""
+    """The sample's relevant QA passages of two categories, three per document, one folder per category."""
     from disastir_mteb.sample.generator import sample_dir
     from disastir_mteb.vocabulary.taxonomy import Category, Intent, task_file_stem
 
@@ -38,10 +38,10 @@ def _documents(folder: Path, per_category: int) -> Path:
     for category in CATEGORIES:
         qrels = json.loads((data / "qrels" / f"{task_file_stem(Intent.QA, Category(category))}_qrels.json")
                            .read_text())
-        passages = list(dict.fromkeys(row["passage"] for row in qrels if row["score"] >= 3))[:per_category * 3]
+        passages = list(dict.fromkeys(row["passage"] for row in qrels if row["score"] >= 2))
         (folder / category).mkdir(parents=True)
         for n in range(per_category):
-            (folder / category / f"report-{n}.txt").write_text("\n\n".join(passages[3 * n:3 * n + 3]))
+            (folder / category / f"report-{n}.txt").write_text("\n\n".join(passages[n::per_category][:3]))
     return folder
 
 
@@ -52,6 +52,7 @@ def main() -> int:
     parser.add_argument("--queries-per-task", type=int, default=2, help="queries kept per task (default 2)")
     parser.add_argument("--documents", type=int, default=3, help="documents per category (default 3)")
     parser.add_argument("--threads", type=int, default=2, help="llama-server's threads (-t)")
+    parser.add_argument("--no-quality-control", action="store_true", help="build with AIR-Bench's step off")
     parser.add_argument("--work", type=Path, default=None, help="a folder for the documents, store and benchmark")
     args = parser.parse_args()
 
@@ -68,7 +69,9 @@ def main() -> int:
                                "sys.exit(main(sys.argv[1:]))", "build", str(docs), "--out", str(out), "--name",
                                "RealEngine", "--model", MODEL_ALIAS, "--base-url", server.base_url, "--intents",
                                args.intents, "--queries-per-task", str(args.queries_per_task), "--yes", "--quiet",
-                               "--concurrency", "2", "--store", str(store)], capture_output=True, text=True)
+                               "--concurrency", "2", "--store", str(store),
+                               *(["--no-quality-control"] if args.no_quality_control else [])],
+                              capture_output=True, text=True)
         seconds = time.perf_counter() - started
     print(done.stdout + done.stderr, flush=True)
     print(f"build: exit {done.returncode} in {seconds:.1f} s", flush=True)

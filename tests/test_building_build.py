@@ -313,3 +313,21 @@ def test_anchor_queries_are_pooled_and_judged_alike_and_written_beside_the_bench
         (tmp_path / "bad.jsonl").write_text('{"query": "Where?"}\n')
         read_anchors(tmp_path / "bad.jsonl")
     says(str(raised.value), tmp_path / "bad.jsonl", "line 1", "passage")
+
+
+def test_a_build_whose_every_query_is_dropped_says_where_the_answers_are(docs: Path, tmp_path: Path) -> None:
+    """A model that cuts every query off (as SmolLM2-135M did on llama.cpp): one sentence, before any pooling."""
+    good = writer()
+
+    def cut_off(request: dict) -> tuple[int, str, bytes]:
+        if request["messages"][0]["content"].startswith("You have been assigned"):
+            return 200, "application/json", completion(request, '{"user_query": "Which levee')
+        return good(request)
+
+    with JudgeServer(cut_off, model="writer") as generation:
+        settings = _settings(docs, tmp_path / "bench", generation.base_url, generation.base_url)
+        hashing = Hashing()
+        with pytest.raises(ValueError) as raised:
+            run_build(settings, hashing, say=lambda line: None, confirm=lambda plan: True)
+    says(str(raised.value), settings.store_path, "unanswered", "--no-quality-control")
+    assert hashing.pooled == [] and not (tmp_path / "bench").exists()

@@ -116,7 +116,8 @@ class BuildReport:
 
 
 def _say(say: Callable[[str], None], stage: str, counts: Mapping[str, Any]) -> None:
-    shown = ", ".join(f"{key.replace('_', ' ')} {value:,}" if isinstance(value, int) else f"{key}: {value}"
+    shown = ", ".join(f"{key.replace('_', ' ')} {value:,}" if isinstance(value, int) and not isinstance(value, bool)
+                      else f"{key.replace('_', ' ')}: {'yes' if value is True else 'no' if value is False else value}"
                       for key, value in counts.items())
     say(f"[{stage}] {shown}")
 
@@ -201,6 +202,8 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
     anchors = _anchors(settings)
     if anchors:
         report.stages["filters"]["anchor_queries"] = len(anchors)
+    if not kept and not anchors:
+        raise _nothing_kept(settings, report)
     corpus = _corpus(passages, summaries, kept + anchors)
     ids = {_query_id(q.plan): q for q in kept + anchors}
     provisional = settings.store_path.with_name(settings.store_path.name + ".pool")
@@ -258,10 +261,7 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
             say(f"[write] {name}: {report.tasks[name]['queries']} of {settings.queries_per_task} queries kept "
                 f"(shortfall {report.tasks[name]['shortfall']}; the drops per reason are in the report)")
     if not tasks:
-        raise InvalidInput(f"No query was kept for any task (filters: {report.stages['filters']}; quality control: "
-                           f"{report.stages['quality']}), so no benchmark was written; every answer is kept in "
-                           f"{settings.store_path}: check the generation model's answers there, or pass "
-                           "--no-quality-control.")
+        raise _nothing_kept(settings, report)
     marker = _marker(settings, sources, tasks)
     write_layout(settings.out, list(corpus.items()), tasks, marker)
     tokens = (report.stages["queries"]["prompt_tokens"] + judge_tokens[0],
@@ -327,6 +327,14 @@ class _Bars:
 
 #: The build stage each stage of requests belongs to, for its bar's label.
 _STAGE_OF = {"summary": "queries", "need": "queries", "query": "queries", "judge": "judge"}
+
+
+def _nothing_kept(settings: BuildSettings, report: BuildReport) -> InvalidInput:
+    """The one sentence for a build whose every query was dropped: where they went, where the answers are."""
+    drops = "; ".join(f"{stage}: {report.stages[stage]}" for stage in ("filters", "quality") if stage in report.stages)
+    return InvalidInput(f"No query was kept for any task ({drops}), so no benchmark was written; every answer is kept "
+                        f"in {settings.store_path}: check the generation model's answers there (a model too small to "
+                        "follow the prompts writes unreadable or cut-off answers), or pass --no-quality-control.")
 
 
 def _pool(urls: Sequence[str], settings: BuildSettings) -> EndpointPool[Any, Any]:

@@ -35,6 +35,8 @@ SLOTS = ("query_length", "clarity", "difficulty", "num_words")
 _INTENTS: Mapping[Intent, Mapping[str, Any]] = {Intent(name): fields for name, fields in _TEXTS["intents"].items()}
 _FIELD = re.compile(r"\{([a-z_]+)\}")
 _NEED_TOKENS = 400
+#: The most information needs a stage-1 answer may list: the paper asks for 20 for QAdoc, "about 3" for the others.
+_MOST_NEEDS: Mapping[Intent, int] = {intent: 20 if intent is Intent.QAdoc else 5 for intent in Intent}
 _QUERY_TOKENS = 700
 _SUMMARY_TOKENS = 450
 
@@ -97,11 +99,13 @@ def need_ask(model: str, intent: Intent, passage: str) -> Ask:
     """Stage 1: a list of information needs (retrieval tasks) that ``passage`` could serve.
 
     The paper asks for a bare JSON list; a strict schema's root must be an object, so under ``json_schema`` the list
-    is asked for as ``{"tasks": [...]}``, and the reader takes either.
+    is asked for as ``{"tasks": [...]}``, and the reader takes either. The schema bounds the list's length: a small
+    model under a grammar otherwise lists needs until its tokens run out, and the cut-off answer is unreadable.
     """
+    listed = {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": _MOST_NEEDS[intent]}
     return Ask(_key("need", model, PROMPT_VERSION, intent.value, passage), "need",
-               (("system", _INTENTS[intent]["need"]), _paragraph(passage)), "tasks",
-               _object({"tasks": {"type": "array", "items": {"type": "string"}}}), _NEED_TOKENS)
+               (("system", _INTENTS[intent]["need"]), _paragraph(passage)), "tasks", _object({"tasks": listed}),
+               _NEED_TOKENS)
 
 
 def query_ask(model: str, intent: Intent, passage: str, task: str, slots: Mapping[str, str], index: int) -> Ask:
