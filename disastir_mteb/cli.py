@@ -398,9 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--paper", action="store_true", help="write the paper's figures instead (what ships)")
     stats.set_defaults(func=commands.stats)
 
-    tasks = sub.add_parser("tasks", help="List the DisastIR tasks and their instructions.")
+    tasks = sub.add_parser("tasks", help="List the DisastIR tasks and their instructions (a built benchmark's with "
+                                         "--data).")
     tasks.add_argument("--intents", nargs="*")
     tasks.add_argument("--categories", nargs="*")
+    tasks.add_argument("--data", default=None, metavar="BENCH",
+                       help="a built benchmark's folder: list its tasks (those that have queries)")
     tasks.set_defaults(func=commands.tasks)
 
     build = sub.add_parser("build", help="Build a benchmark from your own documents the way the DisastIR authors "

@@ -496,9 +496,22 @@ def stats(args: argparse.Namespace) -> int:
 
 
 def tasks(args: argparse.Namespace) -> int:
-    """``disastir-mteb tasks``: list the task names, filtered by intent and category."""
+    """``disastir-mteb tasks``: the task names by intent and category; a built benchmark's with --data."""
     import disastir_mteb
 
+    if args.data:
+        from disastir_mteb.data.layout import find_task_files
+        from disastir_mteb.tasks.built import read_built
+        from disastir_mteb.vocabulary.taxonomy import parse_category, parse_intent
+
+        built = read_built(args.data)
+        intents = {parse_intent(name) for name in args.intents or []}
+        categories = {parse_category(name) for name in args.categories or []}
+        specs = find_task_files(built.folder).built_specs
+        for spec, task in zip(specs, built.task_classes.values(), strict=True):
+            if (not intents or spec.intent in intents) and (not categories or spec.category in categories):
+                print(f"{task.metadata.name:<22} {task.metadata.prompt['query']}")  # type: ignore[index]
+        return 0
     for task in disastir_mteb.get_tasks(args.intents or None, args.categories or None):
         print(f"{task.metadata.name:<22} {task.metadata.prompt['query']}")  # type: ignore[index]
     return 0

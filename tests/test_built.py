@@ -207,3 +207,14 @@ def test_mteb_run_finds_the_folders_the_environment_names(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(next((tmp_path / "out").rglob(f"{NAME}-QA-MH.json")).read_text())
     assert f"built benchmark {NAME}" in result["scores"]["test"][0]["disastir_data"]
+
+
+def test_tasks_lists_a_built_benchmarks_tasks_with_their_instructions(bench: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from disastir_mteb.cli import main
+
+    assert main(["tasks", "--data", str(bench)]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == list(TASKS)
+    assert main(["tasks", "--data", str(bench), "--intents", "fc"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == [t for t in TASKS if "-FC-" in t]
