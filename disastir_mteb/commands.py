@@ -555,7 +555,7 @@ def build(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="disastir-build-pool-") as results:
         retrievers = RunnerRetrievers(settings.pool_models, results=Path(results), show_progress=not args.quiet)
         out = run_build(settings, retrievers, say=print,
-                        confirm=lambda plan: _go_ahead(plan, settings.confirm_above + 1, settings))
+                        confirm=lambda plan, requests: _go_ahead(plan, requests, settings))
     if out is not None:
         print(f"Run it: disastir-mteb run -m MODEL --data {out}   (report: {out / 'report.md'})")
     return 0

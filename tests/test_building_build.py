@@ -91,13 +91,13 @@ def test_a_folder_becomes_a_benchmark_and_a_rerun_asks_nothing_and_writes_the_sa
     with JudgeServer(counting(writer(), asked.append), model="writer") as generation, \
             JudgeServer(counting(constrained(overlap_judge()), asked.append), model="judge") as judge:
         settings = _settings(docs, tmp_path / "bench", generation.base_url, judge.base_url)
-        out = run_build(settings, Hashing(), say=said.append, confirm=lambda plan: False)
+        out = run_build(settings, Hashing(), say=said.append, confirm=lambda plan, requests: False)
         first = _bytes(out)
         requests = len(asked)
         bars = capsys.readouterr().err  # each stage of requests has its bar, each drawn as lines where no terminal is
         assert all(re.search(rf"\[{stage}\] {kind} requests: 100%", bars) for stage, kind in
                    (("queries", "need"), ("queries", "query"), ("judge", "judge"))), bars[-2000:]
-        assert run_build(settings, Hashing(), say=said.append, confirm=lambda plan: False) == out
+        assert run_build(settings, Hashing(), say=said.append, confirm=lambda plan, requests: False) == out
     assert len(asked) == requests and _bytes(out) == first
     stages = [line.split("]")[0] + "]" for line in said[:9]]
     assert stages[0] == "[ingest]" and "[write]" in said[-1]
@@ -125,7 +125,7 @@ def test_until_stops_after_a_stage_and_sends_nothing_before_queries(docs: Path, 
     said: list[str] = []
     settings = _settings(docs, tmp_path / "bench", "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1",
                          until="categories")
-    assert run_build(settings, Hashing(), say=said.append, confirm=lambda plan: True) is None
+    assert run_build(settings, Hashing(), say=said.append, confirm=lambda plan, requests: True) is None
     assert [line.split("]")[0] for line in said] == ["[ingest", "[passages", "[categories"]
     assert not (tmp_path / "bench").exists() and not settings.store_path.exists()
 
@@ -133,12 +133,14 @@ def test_until_stops_after_a_stage_and_sends_nothing_before_queries(docs: Path, 
 def test_a_large_plan_is_asked_before_anything_is_sent(docs: Path, tmp_path: Path) -> None:
     asked: list[dict] = []
     plans: list[str] = []
+    counts: list[int] = []
     with JudgeServer(counting(writer(), asked.append)) as server:
         settings = _settings(docs, tmp_path / "bench", server.base_url, server.base_url, yes=False,
                              queries_per_task=200)
 
-        def refuse(plan: str) -> bool:
+        def refuse(plan: str, requests: int) -> bool:
             plans.append(plan)
+            counts.append(requests)
             return False
 
         with pytest.raises(ValueError) as raised:
@@ -146,6 +148,27 @@ def test_a_large_plan_is_asked_before_anything_is_sent(docs: Path, tmp_path: Pat
     says(str(raised.value), "--yes")
     assert asked == [] and len(plans) == 1
     says(plans[0], "writer", "judge", re.compile(r"\d[\d,]* query request\(s\)"))
+    assert counts == [_planned_requests(plans[0])] and counts[0] > settings.confirm_above
+
+
+def _planned_requests(plan: str) -> int:
+    """The requests a printed plan counts: information needs, queries and judge requests."""
+    found = re.search(r"([\d,]+) information-need (?:and summary )?and ([\d,]+) query request\(s\).* ([\d,]+) "
+                      r"judge request", plan)
+    return sum(int(n.replace(",", "")) for n in found.groups())
+
+
+def test_without_a_terminal_a_large_plan_stops_with_the_plans_own_count(docs: Path, tmp_path: Path, capsys,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from disastir_mteb.cli import main
+
+    monkeypatch.setenv("CI", "true")
+    code = main(["build", str(docs), "--out", str(tmp_path / "bench"), "--name", "MyOrg", "--model", "writer",
+                 "--base-url", "http://127.0.0.1:9/v1", "--queries-per-task", "200", "--quiet"])
+    captured = capsys.readouterr()
+    plan = next(line for line in captured.out.splitlines() if line.startswith("Plan: "))
+    assert code == 2
+    says(captured.err.strip().splitlines()[-1], f"{_planned_requests(plan):,}", "--confirm-above", "2,000", "--yes")
 
 
 def test_the_runner_pools_each_model_exact_and_ann_and_the_benchmark_runs_as_mteb_tasks(
@@ -240,7 +263,7 @@ def test_a_task_the_writer_fails_is_kept_in_the_report_with_its_shortfall(docs: 
     with JudgeServer(cut_off_claims, model="writer") as generation, \
             JudgeServer(constrained(overlap_judge()), model="judge") as judge:
         out = run_build(_settings(docs, tmp_path / "bench", generation.base_url, judge.base_url), Hashing(),
-                        say=said.append, confirm=lambda plan: True)
+                        say=said.append, confirm=lambda plan, requests: True)
     report = json.loads((out / "report.json").read_text())
     assert report["stages"]["filters"]["unanswered"] == 12 and report["stages"]["filters"]["kept"] == 12
     fc = {name: task for name, task in report["tasks"].items() if "-FC-" in name}
@@ -295,7 +318,7 @@ def test_anchor_queries_are_pooled_and_judged_alike_and_written_beside_the_bench
     with JudgeServer(writer(), model="writer") as generation, \
             JudgeServer(constrained(overlap_judge()), model="judge") as judge:
         settings = _settings(docs, tmp_path / "bench", generation.base_url, judge.base_url, anchors=anchors)
-        run_build(settings, Hashing(), say=said.append, confirm=lambda plan: True)
+        run_build(settings, Hashing(), say=said.append, confirm=lambda plan, requests: True)
     anchor = tmp_path / "bench-anchor"
     marker = json.loads((anchor / MARKER).read_text())
     assert marker["name"] == "MyOrg-Anchor" and marker["anchor_of"] == "MyOrg"
@@ -328,6 +351,25 @@ def test_a_build_whose_every_query_is_dropped_says_where_the_answers_are(docs: P
         settings = _settings(docs, tmp_path / "bench", generation.base_url, generation.base_url)
         hashing = Hashing()
         with pytest.raises(ValueError) as raised:
-            run_build(settings, hashing, say=lambda line: None, confirm=lambda plan: True)
+            run_build(settings, hashing, say=lambda line: None, confirm=lambda plan, requests: True)
     says(str(raised.value), settings.store_path, "unanswered", "--no-quality-control")
     assert hashing.pooled == [] and not (tmp_path / "bench").exists()
+
+
+def test_qadoc_queries_are_written_from_each_documents_summary_which_the_corpus_holds(docs: Path,
+                                                                                       tmp_path: Path) -> None:
+    asked: list[dict] = []
+    said: list[str] = []
+    with JudgeServer(counting(writer(), asked.append), model="writer") as generation, \
+            JudgeServer(constrained(overlap_judge()), model="judge") as judge:
+        settings = _settings(docs, tmp_path / "bench", generation.base_url, judge.base_url, intents=(Intent.QAdoc,))
+        out = run_build(settings, Hashing(), say=said.append, confirm=lambda plan, requests: True)
+    summaries = [r for r in asked if r["messages"][0]["content"].startswith("Summarize")]
+    plan = next(line for line in said if line.startswith("Plan: "))
+    says(plan, "information-need and summary")
+    needs = [r for r in asked if r["messages"][0]["content"].startswith("Brainstorm")]
+    assert summaries and int(re.search(r"([\d,]+) information-need", plan)[1]) == len(summaries) + len(needs)
+    corpus = (out / "corpus.jsonl").read_text()
+    assert corpus.count('"text": "Summary: ') == len(summaries)
+    assert sorted(json.loads((out / MARKER).read_text())["tasks"]) == [
+        f"MyOrg-QAdoc-{c}" for c in ("Bio", "Env", "Geo", "MH")]

@@ -51,7 +51,7 @@ def _build(root: Path, docs: Path, noise: float) -> Path:
                                  pool_models=tuple(f"test/hashing-{dim}" for dim in DIMS), intents=(Intent.STS,),
                                  queries_per_task=3, seed=1, yes=True, quality=False, concurrency=4)
         run_build(settings, RunnerRetrievers(_models(), results=root / f"pool-{noise}", show_progress=False),
-                  say=lambda line: None, confirm=lambda plan: True)
+                  say=lambda line: None, confirm=lambda plan, requests: True)
     return out
 
 

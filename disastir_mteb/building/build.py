@@ -23,7 +23,7 @@ import numpy as np
 from disastir_mteb.building.anchors import read_anchors
 from disastir_mteb.building.categories import categories_by_events, categories_by_folder
 from disastir_mteb.building.filters import filter_queries
-from disastir_mteb.building.generation import GenerationSummary
+from disastir_mteb.building.generation import GenerationSummary, generate
 from disastir_mteb.building.layout import BuiltQuery, write_layout
 from disastir_mteb.building.passages import (
     Dropped,
@@ -34,7 +34,7 @@ from disastir_mteb.building.passages import (
     passage_id,
 )
 from disastir_mteb.building.pii import find_pii, redact
-from disastir_mteb.building.prompts import PROMPT_VERSION, GeneratedQuery
+from disastir_mteb.building.prompts import PROMPT_VERSION, GeneratedQuery, read_summary
 from disastir_mteb.building.quality import JudgedQuery, quality_control
 from disastir_mteb.building.queries import PlannedQuery, WrittenQuery, plan_queries, summary_asks, write_queries
 from disastir_mteb.building.report import render_report
@@ -123,10 +123,11 @@ def _say(say: Callable[[str], None], stage: str, counts: Mapping[str, Any]) -> N
 
 
 def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str], None],
-              confirm: Callable[[str], bool]) -> Path | None:
+              confirm: Callable[[str, int], bool]) -> Path | None:
     """Run the stages up to ``settings.until``; the benchmark's folder once written (None when stopped before).
 
-    ``confirm(plan)`` is asked when the plan is above the thresholds and ``settings.yes`` is False.
+    ``confirm(plan, requests)`` is asked when the plan's requests are above ``settings.confirm_above`` and
+    ``settings.yes`` is False.
 
     Raises:
         ValueError: bad input (one sentence naming the file or option), or the plan not confirmed.
@@ -168,17 +169,22 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
     if stop == 2:
         return None
 
-    documents = [t for t in texts if t.kind == "document"]
+    seeded = _seeded_documents(texts, passages, categories) if Intent.QAdoc in settings.intents else []
+    # the plan as it is when every summary is readable (an upper bound), printed and confirmed before any request
+    stand_ins = [Passage(passage_id(document.text), document.text, document.source, document.category, "document")
+                 for document, _ in seeded]
+    _confirm(settings, plan_queries(passages, categories, intents=settings.intents,
+                                    per_task=settings.queries_per_task, seed=settings.seed, summaries=stand_ins,
+                                    summary_categories=[category for _, category in seeded]),
+             len(seeded), say, confirm)
     summaries: list[Passage] = []
     summary_categories: list[Category] = []
     with BuildStore(settings.store_path) as store:
         generation: dict[str, GenerationSummary] = {}
-        if Intent.QAdoc in settings.intents and documents:
-            summaries, summary_categories, generation["summary"] = _summaries(settings, store, documents, passages,
-                                                                              categories)
+        if seeded:
+            summaries, summary_categories, generation["summary"] = _summaries(settings, store, seeded)
         plan = plan_queries(passages, categories, intents=settings.intents, per_task=settings.queries_per_task,
                             seed=settings.seed, summaries=summaries, summary_categories=summary_categories)
-        _confirm(settings, plan, say, confirm)
         with _Bars(settings.progress) as bars:
             written, batches = write_queries(plan, store, lambda: _pool(settings.base_urls, settings),
                                              model=settings.model, progress=bars.advance)
@@ -354,43 +360,52 @@ def _categories(settings: BuildSettings, passages: list[Passage], vectors: list[
     raise InvalidInput(f"--categories {choice!r}: expected folder, events or one:<category> (one:MH, say).")
 
 
-def _summaries(settings: BuildSettings, store: BuildStore, documents: list[SourceText], passages: list[Passage],
-               categories: list[Category]) -> tuple[list[Passage], list[Category], GenerationSummary]:
-    """QAdoc's seeds: one summary per document, of the category most of its passages have."""
-    from disastir_mteb.building.generation import generate
-    from disastir_mteb.building.prompts import read_summary
+def _seeded_documents(texts: Sequence[SourceText], passages: list[Passage],
+                      categories: list[Category]) -> list[tuple[SourceText, Category]]:
+    """The documents QAdoc's summaries are written for (those with a passage left), each with its passages' category.
 
-    asks = summary_asks(settings.model, [d.text for d in documents])
+    A document whose passages fell in several categories takes the one most of them have.
+    """
+    of_source: dict[str, Counter[Category]] = {}
+    for passage, category in zip(passages, categories, strict=True):
+        of_source.setdefault(passage.source, Counter())[category] += 1
+    return [(text, of_source[text.source].most_common(1)[0][0]) for text in texts
+            if text.kind == "document" and text.source in of_source]
+
+
+def _summaries(settings: BuildSettings, store: BuildStore, seeded: list[tuple[SourceText, Category]],
+               ) -> tuple[list[Passage], list[Category], GenerationSummary]:
+    """QAdoc's seeds: the readable summaries of ``seeded``, with their documents' categories."""
+    asks = summary_asks(settings.model, [document.text for document, _ in seeded])
     with _Bars(settings.progress) as bars:
         values, summary = generate(asks, store, _pool(settings.base_urls, settings), model=settings.model,
                                    read=lambda ask, text: read_summary(text), progress=bars.counter("summary",
                                                                                                   len(asks)))
-    of_source: dict[str, Counter[Category]] = {}
-    for passage, category in zip(passages, categories, strict=True):
-        of_source.setdefault(passage.source, Counter())[category] += 1
     made, made_categories = [], []
-    for document, ask in zip(documents, asks, strict=True):
-        if ask.key in values and document.source in of_source:
+    for (document, category), ask in zip(seeded, asks, strict=True):
+        if ask.key in values:
             text = values[ask.key]
             made.append(Passage(passage_id(text), text, document.source, document.category, "document"))
-            made_categories.append(of_source[document.source].most_common(1)[0][0])
+            made_categories.append(category)
     return made, made_categories, summary
 
 
-def _confirm(settings: BuildSettings, plan: Sequence[PlannedQuery], say: Callable[[str], None],
-             confirm: Callable[[str], bool]) -> None:
+def _confirm(settings: BuildSettings, plan: Sequence[PlannedQuery], summaries: int, say: Callable[[str], None],
+             confirm: Callable[[str, int], bool]) -> None:
     """Print what generating and judging will cost before anything is sent; ask above the thresholds."""
-    needs = len({(p.intent, p.seed.text) for p in plan})
+    needs = len({(p.intent, p.seed.text) for p in plan}) + summaries  # a summary is one more writer request
     pairs = len(plan) * (POOL_DEPTH * max(1, len(settings.pool_models)) + 2)
     judge = sum(requests_per_pair(p.intent) for p in plan) * (POOL_DEPTH * max(1, len(settings.pool_models)) + 2)
     prompt = sum(len(p.seed.text) for p in plan) * 2 // CHARS_PER_TOKEN
-    plan_text = (f"Plan: {needs:,} information-need and {len(plan):,} query request(s) to {settings.model} (about "
+    plan_text = (f"Plan: {needs:,} information-need{' and summary' if summaries else ''} and {len(plan):,} query "
+                 f"request(s) to {settings.model} (about "
                  f"{prompt:,} prompt tokens), then about {pairs:,} pairs and {judge:,} judge request(s) to "
                  f"{settings.judge_model} (estimated from a pool of {len(settings.pool_models)} model(s))")
-    cost = JobPlan(pairs, 0, pairs, needs + len(plan) + judge, prompt + judge * 300, (needs + len(plan)) * 300
+    requests = needs + len(plan) + judge
+    cost = JobPlan(pairs, 0, pairs, requests, prompt + judge * 300, (needs + len(plan)) * 300
                    + judge * 12).cost(settings.price)
     say(plan_text + (f"; about ${cost:,.2f}." if cost is not None else "; give --price IN,OUT for a cost."))
-    if needs + len(plan) + judge > settings.confirm_above and not settings.yes and not confirm(plan_text):
+    if requests > settings.confirm_above and not settings.yes and not confirm(plan_text, requests):
         raise InvalidInput("The build was not confirmed; nothing was sent. Pass --yes to build without asking.")
 
 
