@@ -130,6 +130,29 @@ def test_until_stops_after_a_stage_and_sends_nothing_before_queries(docs: Path, 
     assert not (tmp_path / "bench").exists() and not settings.store_path.exists()
 
 
+def test_categories_by_event_type_use_the_passages_vectors_once(docs: Path, tmp_path: Path) -> None:
+    """``--categories events``: the passages are embedded once, for deduplication and categories alike."""
+    said: list[str] = []
+
+    class Counting(Hashing):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedded: list[int] = []
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            self.embedded.append(len(texts))
+            return super().embed(texts)
+
+    encoders = Counting()
+    settings = _settings(docs, tmp_path / "bench", "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1",
+                         categories="events", until="categories")
+    assert run_build(settings, encoders, say=said.append, confirm=lambda plan, requests: True) is None
+    passages = int(re.search(r"\[passages\] passages (\d+)", said[1])[1])
+    # the chunks once (their near-duplicates among them), then the 301 event types: never the passages a second time
+    assert len(encoders.embedded) == 2 and encoders.embedded[0] >= passages and encoders.embedded[1] == 301
+    says(said[2], "[categories]")
+
+
 def test_a_large_plan_is_asked_before_anything_is_sent(docs: Path, tmp_path: Path) -> None:
     asked: list[dict] = []
     plans: list[str] = []
@@ -198,6 +221,13 @@ def test_the_runner_pools_each_model_exact_and_ann_and_the_benchmark_runs_as_mte
     assert len(list((tmp_path / "results" / "results").iterdir())) == 2
 
 
+def _sts_build(docs: Path, out: Path, writer_url: str, judge_url: str, *more: str) -> list[str]:
+    """``disastir-mteb build`` of two STS queries a task (one judge request a pair), with ``more`` options."""
+    return ["build", str(docs), "--out", str(out), "--name", "MyOrg", "--model", "writer", "--base-url", writer_url,
+            "--judge-model", "judge", "--judge-base-url", judge_url, "--intents", "STS", "--queries-per-task", "2",
+            "--yes", "--quiet", *more]
+
+
 def test_killed_mid_generation_and_mid_judging_a_rerun_asks_nothing_twice_and_writes_the_same_bytes(
         docs: Path, tmp_path: Path) -> None:
     """kill -9 while a query is being written, then while a pair is being judged: the third run finishes the build;
@@ -225,9 +255,7 @@ def test_killed_mid_generation_and_mid_judging_a_rerun_asks_nothing_twice_and_wr
     with JudgeServer(killing(writer(), "You have been assigned"), model="writer") as generation, \
             JudgeServer(killing(constrained(overlap_judge()), "judge"), model="judge") as judge:
         def argv(out: Path) -> list[str]:
-            return ["build", str(docs), "--out", str(out), "--name", "MyOrg", "--model", "writer", "--base-url",
-                    generation.base_url, "--judge-model", "judge", "--judge-base-url", judge.base_url, "--intents",
-                    "STS", "--queries-per-task", "2", "--yes", "--quiet", "--concurrency", "1"]
+            return _sts_build(docs, out, generation.base_url, judge.base_url, "--concurrency", "1")
 
         killed_runs = []
         for _ in range(2):
@@ -288,9 +316,7 @@ def test_a_disk_filling_up_mid_build_is_one_sentence_and_the_rerun_after_freeing
     with JudgeServer(writer(), model="writer") as generation, \
             JudgeServer(constrained(overlap_judge()), model="judge") as judge:
         def argv(out: Path, store: Path) -> list[str]:
-            return ["build", str(docs), "--out", str(out), "--name", "MyOrg", "--model", "writer", "--base-url",
-                    generation.base_url, "--judge-model", "judge", "--judge-base-url", judge.base_url, "--intents",
-                    "STS", "--queries-per-task", "2", "--yes", "--quiet", "--store", str(store)]
+            return _sts_build(docs, out, generation.base_url, judge.base_url, "--store", str(store))
 
         assert main(argv(tmp_path / "bench", mount / "b.sqlite")) == 2
         error = capsys.readouterr().err.strip().splitlines()[-1]

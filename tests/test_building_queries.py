@@ -54,7 +54,7 @@ def test_the_nearest_event_type_gives_a_passages_category() -> None:
 
     passages = [_passage("Ground shaking from the earthquake damaged buildings; aftershocks and liquefaction came."),
                 _passage("Swarms of migratory locust insects consume the vegetation at alarming rates.")]
-    assert categories_by_events(passages, embed) == [Category.Geo, Category.Bio]
+    assert categories_by_events(embed([p.text for p in passages]), embed) == [Category.Geo, Category.Bio]
 
 
 def _corpus() -> tuple[list[Passage], list[Category]]:

@@ -162,8 +162,8 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
     if stop == 1:
         return None
 
-    categories = _categories(settings, passages, [vectors[row] for row in range(len(vectors)) if row not in copies],
-                             encoders)
+    kept_rows = [row for row in range(len(vectors)) if row not in copies]
+    categories = _categories(settings, passages, vectors[kept_rows], encoders)
     report.stages["categories"] = {c.value: n for c, n in sorted(Counter(categories).items())}
     _say(say, "categories", report.stages["categories"])
     if stop == 2:
@@ -224,9 +224,8 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
 
     by_text = {text: pid for pid, text in corpus.items()}
     pairs = {}
-    for qid, query in ids.items():
-        own = [query.plan.seed.text] + ([query.written.passage] if query.written.passage else [])
-        for text in own + [corpus[pid] for pid in pooled.get(qid, [])]:
+    for query in ids.values():
+        for text in _pair_texts(query, pooled, corpus):
             pair = Pair(query.plan.intent, query.written.query, text, settings.judge_model)
             pairs[pair.key] = pair
     with JudgementStore(settings.store_path) as judge_store:
@@ -348,13 +347,14 @@ def _pool(urls: Sequence[str], settings: BuildSettings) -> EndpointPool[Any, Any
                         timeout=settings.timeout)
 
 
-def _categories(settings: BuildSettings, passages: list[Passage], vectors: list[np.ndarray],
+def _categories(settings: BuildSettings, passages: list[Passage], vectors: np.ndarray,
                 encoders: Encoders) -> list[Category]:
+    """Each passage's category as ``--categories`` says; ``vectors`` are the passages' own (no second encoding)."""
     choice = settings.categories
     if choice == "folder":
         return categories_by_folder(passages)
     if choice == "events":
-        return categories_by_events(passages, encoders.embed)
+        return categories_by_events(vectors, encoders.embed)
     if choice.startswith("one:"):
         return categories_by_folder(passages, one=parse_category(choice.removeprefix("one:")))
     raise InvalidInput(f"--categories {choice!r}: expected folder, events or one:<category> (one:MH, say).")
@@ -435,10 +435,13 @@ def _corpus(passages: list[Passage], summaries: list[Passage], kept: Sequence[An
     corpus = {p.id: p.text for p in passages}
     corpus.update((p.id, p.text) for p in summaries)
     known = set(corpus.values())
-    corpus.update((q.plan.seed.id, q.plan.seed.text) for q in kept if q.plan.anchor and q.plan.seed.text not in known)
     for query in kept:
-        if query.written.passage and query.written.passage not in corpus.values():
+        if query.plan.anchor and query.plan.seed.text not in known:
+            corpus[query.plan.seed.id] = query.plan.seed.text
+            known.add(query.plan.seed.text)
+        if query.written.passage and query.written.passage not in known:
             corpus["g" + passage_id(query.written.passage)[1:]] = query.written.passage
+            known.add(query.written.passage)
     return corpus
 
 
@@ -447,15 +450,19 @@ def _provisional_tasks(kept: Sequence[Any], corpus: Mapping[str, str]) -> dict[t
     """The kept queries with their own passages as stand-in judgements (the loader keeps only judged queries)."""
     tasks: dict[tuple[Intent, Category], list[BuiltQuery]] = {}
     for query in kept:
-        own = [query.plan.seed.text] + ([query.written.passage] if query.written.passage else [])
         tasks.setdefault((query.plan.intent, query.plan.category), []).append(
-            BuiltQuery(_query_id(query.plan), query.written.query, [(text, 1) for text in own]))
+            BuiltQuery(_query_id(query.plan), query.written.query, [(text, 1) for text in _own_passages(query)]))
     return tasks
 
 
-def _pair_texts(query: Any, pooled: Mapping[str, list[str]], corpus: Mapping[str, str]) -> list[str]:
-    own = [query.plan.seed.text] + ([query.written.passage] if query.written.passage else [])
-    return list(dict.fromkeys(own + [corpus[pid] for pid in pooled.get(_query_id(query.plan), [])]))
+def _own_passages(query: WrittenQuery) -> list[str]:
+    """A query's seed passage and, where one was written with it, its generated passage."""
+    return [query.plan.seed.text] + ([query.written.passage] if query.written.passage else [])
+
+
+def _pair_texts(query: WrittenQuery, pooled: Mapping[str, list[str]], corpus: Mapping[str, str]) -> list[str]:
+    """The passages a query is judged against: its own, then the pool's, each once."""
+    return list(dict.fromkeys(_own_passages(query) + [corpus[pid] for pid in pooled.get(_query_id(query.plan), [])]))
 
 
 def _final_tasks(settings: BuildSettings, queries: list[Any], judged: list[JudgedQuery], qc: list[str | None],

@@ -86,10 +86,12 @@ def categories_by_folder(passages: Sequence[Passage], *, one: Category | None = 
     return [by_folder[passage.category] for passage in passages]  # type: ignore[index]
 
 
-def categories_by_events(passages: Sequence[Passage], embed: Embed) -> list[Category]:
-    """Each passage's category: that of the event type whose name and description are nearest to it."""
+def categories_by_events(vectors: np.ndarray, embed: Embed) -> list[Category]:
+    """Each passage's category: that of the event type whose name and description are nearest to it.
+
+    ``vectors`` holds the passages' unit vectors, one row each, as ``embed`` makes them.
+    """
     events = list(event_types().items())
     anchors = embed([f"{name}: {description}" for name, (_, description) in events])
-    vectors = embed([passage.text for passage in passages])
     nearest = np.argmax(vectors @ anchors.T, axis=1)
     return [events[int(row)][1][0] for row in nearest]

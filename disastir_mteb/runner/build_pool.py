@@ -8,7 +8,7 @@ the provisional layout through :func:`~disastir_mteb.runner.run.evaluate`, so ea
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ class RunnerRetrievers:
         self.results = results
         self.show_progress = show_progress
         self._model: Any = None
+        self._counter: Callable[[str], int] | None = None
 
     def _first(self) -> Any:
         if self._model is None:
@@ -69,7 +70,7 @@ class RunnerRetrievers:
         tokenizer = getattr(self._first(), "tokenizer", None)
         if tokenizer is None:
             return len(re.findall(r"\S+", text))
-        if not hasattr(self, "_counter"):
+        if self._counter is None:
             self._counter = token_counter(tokenizer)
         return self._counter(text)
 
