@@ -131,3 +131,18 @@ def overlap_judge(noise: float = 0.0) -> Callable[[dict[str, Any]], str]:
         return grade_judge({(query, passage): grade})(request)
 
     return answer
+
+
+def cutting_off(prompt_start: str, cut: str) -> Respond:
+    """The faithful writer, answering ``cut`` (JSON cut off, as a model out of tokens leaves it) to some prompts.
+
+    Only requests whose system prompt starts with ``prompt_start`` are cut off.
+    """
+    faithful = writer()
+
+    def respond(request: dict[str, Any]) -> tuple[int, str, bytes]:
+        if _system(request).startswith(prompt_start):
+            return 200, "application/json", completion(request, cut)
+        return faithful(request)
+
+    return respond

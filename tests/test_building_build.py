@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from generator_servers import counting, overlap_judge, writer
-from judge_servers import JudgeServer, completion, constrained
+from generator_servers import counting, cutting_off, overlap_judge, writer
+from judge_servers import JudgeServer, constrained
 from sentences import says
 from small_disk import grow, tmpfs
 
@@ -280,13 +280,7 @@ def test_killed_mid_generation_and_mid_judging_a_rerun_asks_nothing_twice_and_wr
 
 def test_a_task_the_writer_fails_is_kept_in_the_report_with_its_shortfall(docs: Path, tmp_path: Path) -> None:
     """Fact-checking answers are cut off every time: the FC tasks are empty, said per task, never a silent zero."""
-    good = writer()
-
-    def cut_off_claims(request: dict) -> tuple[int, str, bytes]:
-        if request["messages"][0]["content"].startswith("You have been assigned a fact-checking"):
-            return 200, "application/json", completion(request, '{"claim": "Levee')
-        return good(request)
-
+    cut_off_claims = cutting_off("You have been assigned a fact-checking", '{"claim": "Levee')
     said: list[str] = []
     with JudgeServer(cut_off_claims, model="writer") as generation, \
             JudgeServer(constrained(overlap_judge()), model="judge") as judge:
@@ -366,13 +360,7 @@ def test_anchor_queries_are_pooled_and_judged_alike_and_written_beside_the_bench
 
 def test_a_build_whose_every_query_is_dropped_says_where_the_answers_are(docs: Path, tmp_path: Path) -> None:
     """A model that cuts every query off (as SmolLM2-135M did on llama.cpp): one sentence, before any pooling."""
-    good = writer()
-
-    def cut_off(request: dict) -> tuple[int, str, bytes]:
-        if request["messages"][0]["content"].startswith("You have been assigned"):
-            return 200, "application/json", completion(request, '{"user_query": "Which levee')
-        return good(request)
-
+    cut_off = cutting_off("You have been assigned", '{"user_query": "Which levee')
     with JudgeServer(cut_off, model="writer") as generation:
         settings = _settings(docs, tmp_path / "bench", generation.base_url, generation.base_url)
         hashing = Hashing()
