@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import NoReturn
 
 from disastir_mteb import commands
+from disastir_mteb.building.stages import CONCURRENCY as BUILD_CONCURRENCY
 from disastir_mteb.building.stages import STAGES
 from disastir_mteb.endpoints.pool import DEFAULT_EMBEDDING_CONCURRENCY, DEFAULT_KEY_ENV
 from disastir_mteb.endpoints.urls import check_base_url
@@ -93,8 +94,13 @@ def _judge_server_options(parser: argparse.ArgumentParser) -> None:
                         help=f"the judgement store (default: {JUDGEMENT_STORE_NAME} in the cache folder, "
                              "DISASTIR_CACHE_DIR); every answer is kept there, so a killed job resumes and nothing is "
                              "asked twice")
-    parser.add_argument("--concurrency", type=_at_least(1), default=JudgeSettings.concurrency,
-                        help=f"requests in flight per server (default {JudgeSettings.concurrency})")
+    _sending_options(parser, concurrency=JudgeSettings.concurrency)
+
+
+def _sending_options(parser: argparse.ArgumentParser, *, concurrency: int) -> None:
+    """How requests go to chat servers and when to ask first: the judge's commands and ``build`` alike."""
+    parser.add_argument("--concurrency", type=_at_least(1), default=concurrency,
+                        help=f"requests in flight per server (default {concurrency})")
     parser.add_argument("--timeout", type=_seconds, default=JudgeSettings.timeout,
                         help=f"seconds a try waits for the server's answer to begin, and then for all of it "
                              f"(default {JudgeSettings.timeout:g})")
@@ -450,15 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--max-file-mb", type=float, default=25.0, help="the largest source read (default 25 MB)")
     build.add_argument("--store", default=None, help="the build store (default: OUT.build.sqlite beside the "
                                                      "benchmark); every answer is kept there")
-    build.add_argument("--concurrency", type=_at_least(1), default=4, help="requests in flight per server")
-    build.add_argument("--timeout", type=_seconds, default=JudgeSettings.timeout,
-                       help=f"seconds a try waits for an answer (default {JudgeSettings.timeout:g})")
-    build.add_argument("--api-key-env", default=DEFAULT_KEY_ENV, help="the environment variable holding the key")
-    build.add_argument("--price", default=None, metavar="IN,OUT",
-                       help="US dollars per million input and output tokens, for the plan's and the report's cost")
-    build.add_argument("--confirm-above", type=_at_least(0), default=JudgeSettings.confirm_above, metavar="REQUESTS",
-                       help="ask before sending more requests than this; without a terminal, stop unless --yes")
-    build.add_argument("--yes", action="store_true", help="never ask: go ahead whatever the plan")
+    _sending_options(build, concurrency=BUILD_CONCURRENCY)
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     build.set_defaults(func=commands.build)
 

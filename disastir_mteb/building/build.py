@@ -39,7 +39,7 @@ from disastir_mteb.building.quality import JudgedQuery, quality_control
 from disastir_mteb.building.queries import PlannedQuery, WrittenQuery, plan_queries, summary_asks, write_queries
 from disastir_mteb.building.report import render_report
 from disastir_mteb.building.sources import MAX_SOURCE_MB, Source, SourceText, read_sources
-from disastir_mteb.building.stages import STAGES
+from disastir_mteb.building.stages import CONCURRENCY, STAGES
 from disastir_mteb.building.store import BuildStore
 from disastir_mteb.endpoints.pool import DEFAULT_KEY_ENV, DEFAULT_TIMEOUT, EndpointPool
 from disastir_mteb.judging.job import CHARS_PER_TOKEN, JobPlan, Price, judge_pairs, plan_job
@@ -94,7 +94,7 @@ class BuildSettings:
     min_logprob: float | None = None
     max_file_mb: float = MAX_SOURCE_MB
     anchors: Path | None = None
-    concurrency: int = 4
+    concurrency: int = CONCURRENCY
     timeout: float = DEFAULT_TIMEOUT
     api_key_env: str = DEFAULT_KEY_ENV
     confirm_above: int = 2000
