@@ -387,3 +387,18 @@ def test_qadoc_queries_are_written_from_each_documents_summary_which_the_corpus_
     assert corpus.count('"text": "Summary: ') == len(summaries)
     assert sorted(json.loads((out / MARKER).read_text())["tasks"]) == [
         f"MyOrg-QAdoc-{c}" for c in ("Bio", "Env", "Geo", "MH")]
+
+
+def test_anchor_queries_are_read_from_csv_as_from_jsonl(tmp_path: Path) -> None:
+    from disastir_mteb.building.anchors import AnchorQuery, read_anchors
+    from disastir_mteb.vocabulary.taxonomy import Category
+
+    (tmp_path / "anchors.csv").write_text('query,passage,intent,category\n"Where did the levee fail?","The levee '
+                                          'failed at mile 12.",,Flood\n"Is the bridge safe?","It is.",FC,Geo\n')
+    assert read_anchors(tmp_path / "anchors.csv") == [
+        AnchorQuery("Where did the levee fail?", "The levee failed at mile 12.", Intent.QA, Category.MH),
+        AnchorQuery("Is the bridge safe?", "It is.", Intent.FC, Category.Geo)]
+    (tmp_path / "bad.csv").write_text("query,passage\n,The levee failed.\n")
+    with pytest.raises(ValueError) as raised:
+        read_anchors(tmp_path / "bad.csv")
+    says(str(raised.value), tmp_path / "bad.csv", "row 2", "passage")

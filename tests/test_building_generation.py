@@ -181,3 +181,19 @@ def test_the_build_store_shares_its_file_with_the_judges_store(tmp_path: Path) -
     with pytest.raises(ValueError) as raised:
         BuildStore(tmp_path / "other.sqlite")
     says(str(raised.value), tmp_path / "other.sqlite", "users", "build store", "--store")
+
+
+def test_a_damaged_build_store_is_one_sentence_naming_it(tmp_path: Path) -> None:
+    """Zeroed pages in the middle of the store: SQLite's error named, never an answer read as missing or other."""
+    path = tmp_path / "b.sqlite"
+    with BuildStore(path) as store:
+        for n in range(400):
+            store.record(f"k{n}", "need", raw="[]" * 50, value=[f"need {n}"] * 20)
+    data = bytearray(path.read_bytes())
+    data[4096:4096 * 4] = bytes(4096 * 3)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError) as raised:
+        with BuildStore(path) as store:
+            store.answers(f"k{n}" for n in range(400))
+    says(str(raised.value), path)
+    assert "SQLite" in str(raised.value)
