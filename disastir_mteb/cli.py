@@ -422,8 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--out", required=True, help="the benchmark's folder (written at the end, in one rename)")
     build.add_argument("--name", required=True, help="the benchmark's name: its tasks are NAME-QA-MH, ...")
     build.add_argument("--model", required=True, help="the generation model as the server names it")
-    build.add_argument("--base-url", action="append", default=[], dest="base_url", required=True,
-                       help="an OpenAI-compatible chat server for the generation model; repeat it to share the work")
+    build.add_argument("--base-url", action="append", default=[], dest="base_url",
+                       help="an OpenAI-compatible chat server for the generation model; repeat it to share the work "
+                            "(or --batch-requests instead)")
     build.add_argument("--judge-model", default=None, help="the judge model (default: the generation model)")
     build.add_argument("--judge-base-url", action="append", default=[], dest="judge_base_url",
                        help="the judge's servers (default: --base-url)")
@@ -456,6 +457,12 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--max-file-mb", type=float, default=25.0, help="the largest source read (default 25 MB)")
     build.add_argument("--store", default=None, help="the build store (default: OUT.build.sqlite beside the "
                                                      "benchmark); every answer is kept there")
+    build.add_argument("--batch-requests", default=None, metavar="FILE",
+                       help="no server: write each round's requests (summaries, information needs, queries, the "
+                            "judge's steps) to FILE as OpenAI Batch API input and stop; rerun with --batch-results")
+    build.add_argument("--batch-results", default=None, metavar="FILE",
+                       help="with --batch-requests: read the last round's Batch API output file into the build store "
+                            "first")
     _sending_options(build, concurrency=BUILD_CONCURRENCY)
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     build.set_defaults(func=commands.build)

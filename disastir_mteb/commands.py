@@ -541,6 +541,12 @@ def build(args: argparse.Namespace) -> int:
     for module in ("datasketch", "semchunk"):
         require_extra(module, extra="build", needed_by="disastir-mteb build")
     require_extra("openai", extra="judge", needed_by="disastir-mteb build")
+    if args.batch_results and not args.batch_requests:
+        raise InvalidInput("--batch-results needs --batch-requests FILE too: a build goes on to its next round of "
+                           "requests after reading the last one's answers.")
+    if not (args.base_url or args.batch_requests):
+        raise InvalidInput("Name the generation model's server with --base-url (e.g. http://127.0.0.1:8000/v1), or "
+                           "write Batch API files with --batch-requests FILE.")
     intents = tuple(dict.fromkeys(parse_intent(name.strip()) for name in args.intents.split(",") if name.strip()))
     settings = BuildSettings(
         docs=Path(args.docs), out=Path(args.out), name=args.name, model=args.model, base_urls=tuple(args.base_url),
@@ -551,7 +557,9 @@ def build(args: argparse.Namespace) -> int:
         quality=not args.no_quality_control, min_logprob=args.min_logprob, max_file_mb=args.max_file_mb,
         concurrency=args.concurrency, timeout=args.timeout, api_key_env=args.api_key_env,
         confirm_above=args.confirm_above, store=Path(args.store) if args.store else None,
-        anchors=Path(args.anchor_queries) if args.anchor_queries else None, progress=not args.quiet)
+        anchors=Path(args.anchor_queries) if args.anchor_queries else None, progress=not args.quiet,
+        batch_requests=Path(args.batch_requests) if args.batch_requests else None,
+        batch_results=Path(args.batch_results) if args.batch_results else None)
     with tempfile.TemporaryDirectory(prefix="disastir-build-pool-") as results:
         retrievers = RunnerRetrievers(settings.pool_models, results=Path(results), show_progress=not args.quiet)
         out = run_build(settings, retrievers, say=print,

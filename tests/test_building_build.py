@@ -402,3 +402,86 @@ def test_anchor_queries_are_read_from_csv_as_from_jsonl(tmp_path: Path) -> None:
     with pytest.raises(ValueError) as raised:
         read_anchors(tmp_path / "bad.csv")
     says(str(raised.value), tmp_path / "bad.csv", "row 2", "passage")
+
+
+def _answer(requests: Path, output: Path, urls: dict[int, str], *, fail: int | None = None) -> list[str]:
+    """Answer a request file as the Batch API would, each line through the loopback server its key's length names
+    (24 digits: the writer, 32: the judge); line ``fail`` failed at the Batch API. The custom_ids, in order."""
+    import openai
+
+    clients = {size: openai.OpenAI(base_url=url, api_key="unused", max_retries=0) for size, url in urls.items()}
+    lines, ids = [], []
+    for number, line in enumerate(requests.read_text().splitlines()):
+        record = json.loads(line)
+        assert (record["method"], record["url"]) == ("POST", "/v1/chat/completions")
+        ids.append(record["custom_id"])
+        if number == fail:
+            lines.append(json.dumps({"custom_id": record["custom_id"], "response": None,
+                                     "error": {"code": "server_error", "message": "x"}}))
+            continue
+        body = clients[len(record["custom_id"].split(":")[0])].chat.completions.create(**record["body"]).model_dump()
+        lines.append(json.dumps({"id": f"batch_req_{number}", "custom_id": record["custom_id"],
+                                 "response": {"status_code": 200, "request_id": str(number), "body": body},
+                                 "error": None}))
+    output.write_text("\n".join(lines) + "\n")
+    return ids
+
+
+def test_a_build_through_batch_api_files_writes_the_bytes_a_build_through_servers_writes(docs: Path,
+                                                                                       tmp_path: Path) -> None:
+    """``--batch-requests``/``--batch-results``: a round per stage of requests (the judge's protocol takes two); a line
+    the Batch API failed is asked in the next file, an output file read twice adds nothing."""
+    with JudgeServer(writer(), model="writer") as generation, \
+            JudgeServer(constrained(overlap_judge()), model="judge") as judge:
+        online = run_build(_settings(docs, tmp_path / "online", generation.base_url, judge.base_url, progress=False),
+                           Hashing(), say=lambda line: None, confirm=lambda plan, requests: False)
+        requests, results, said, rounds, first_ids = tmp_path / "requests.jsonl", None, [], [], []
+        while True:
+            settings = _settings(docs, tmp_path / "batch", "", "", base_urls=(), judge_urls=(),
+                                 batch_requests=requests, batch_results=results)
+            out = run_build(settings, Hashing(), say=said.append, confirm=lambda plan, requests: False)
+            if out is not None:
+                break
+            written = requests.read_bytes()
+            if results is not None:  # the same output file again: nothing new is read, the same round is written
+                assert run_build(settings, Hashing(), say=said.append, confirm=lambda plan, requests: False) is None
+                assert requests.read_bytes() == written
+            says(said[-1], f"{len(written.splitlines()):,} request(s) written to", requests, "--batch-results")
+            rounds.append(said[-1].split("]")[0][1:])
+            results = tmp_path / f"output-{len(rounds)}.jsonl"
+            ids = _answer(requests, results, {24: generation.base_url, 32: judge.base_url},
+                          fail=0 if len(rounds) == 1 else None)
+            if len(rounds) == 2:
+                assert ids == first_ids[:1]  # the line that failed, alone, asked again
+            first_ids = first_ids or ids
+    assert rounds == ["need", "need", "query", "judge", "judge"]
+    assert _bytes(out) == _bytes(online)
+
+
+def test_batch_files_of_another_build_or_model_are_one_sentence_each(docs: Path, tmp_path: Path, capsys) -> None:
+    from disastir_mteb.cli import main
+
+    requests = tmp_path / "requests.jsonl"
+    settings = _settings(docs, tmp_path / "bench", "", "", base_urls=(), judge_urls=(), batch_requests=requests)
+    assert run_build(settings, Hashing(), say=lambda line: None, confirm=lambda plan, n: False) is None
+    first = json.loads(requests.read_text().splitlines()[0])
+
+    def output(custom_id: str, model: str) -> Path:
+        body = {"id": "c", "object": "chat.completion", "created": 0, "model": model, "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "{}"}, "finish_reason": "stop"}]}
+        path = tmp_path / f"{model}.jsonl"
+        path.write_text(json.dumps({"custom_id": custom_id, "response": {"status_code": 200, "body": body},
+                                    "error": None}) + "\n")
+        return path
+
+    for path, facts in ((output("ab" * 12 + ":need", "writer"), ("none of its 1 result line", "another build")),
+                        (output(first["custom_id"], "other"), ("line 1", "'other'", "'writer'", "--model"))):
+        with pytest.raises(ValueError) as raised:
+            run_build(BuildSettings(**{**settings.__dict__, "batch_results": path}), Hashing(),
+                      say=lambda line: None, confirm=lambda plan, n: False)
+        says(str(raised.value), path, *facts)
+    base = ["build", str(docs), "--out", str(tmp_path / "b2"), "--name", "MyOrg", "--model", "writer", "--quiet"]
+    for extra, facts in (([], ("--base-url", "--batch-requests FILE")),
+                         (["--batch-results", str(requests)], ("--batch-results needs --batch-requests",))):
+        assert main(base + extra) == 2
+        says(capsys.readouterr().err.strip().splitlines()[-1], *facts)

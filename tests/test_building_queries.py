@@ -15,6 +15,7 @@ from sentences import says
 
 from disastir_mteb.building.categories import categories_by_events, categories_by_folder, folder_category
 from disastir_mteb.building.filters import filter_queries
+from disastir_mteb.building.generation import generate
 from disastir_mteb.building.passages import Passage, passage_id
 from disastir_mteb.building.prompts import GeneratedQuery
 from disastir_mteb.building.queries import OVERSAMPLE, WrittenQuery, plan_queries, write_queries
@@ -86,10 +87,11 @@ def test_queries_are_written_in_two_stages_and_a_rerun_asks_nothing(tmp_path) ->
     plan = plan_queries(passages, categories, intents=[Intent.QA, Intent.STS], per_task=2, seed=1)
     seen: list[dict] = []
     with JudgeServer(counting(writer(), seen.append)) as server, BuildStore(tmp_path / "b.sqlite") as store:
-        def pool() -> EndpointPool:
-            return EndpointPool([server.base_url], concurrency=2)
+        def send(asks, read, progress):  # a pool of its own for each stage, as the build sends
+            return generate(asks, store, EndpointPool([server.base_url], concurrency=2), model="m", read=read,
+                            progress=progress)
 
-        written, summaries = write_queries(plan, store, pool, model="m")
+        written, summaries = write_queries(plan, store, send, model="m")
         needs = {(p.intent, p.seed.text) for p in plan}
         assert summaries["need"].sent == len(needs) and summaries["query"].sent == len(plan) == len(seen) - len(needs)
         assert all(w.written is not None and w.need is not None and w.need.startswith("Given a question about")
@@ -100,7 +102,7 @@ def test_queries_are_written_in_two_stages_and_a_rerun_asks_nothing(tmp_path) ->
         assert len(sts_asked) == sum(1 for p in plan if p.intent is Intent.STS)
         assert all(r["response_format"]["json_schema"]["schema"]["required"] == ["query", "positive"]
                    for r in sts_asked)
-        again, summaries = write_queries(plan, store, pool, model="m")
+        again, summaries = write_queries(plan, store, send, model="m")
         assert again == written and summaries["query"].sent == summaries["need"].sent == 0
 
 

@@ -415,8 +415,8 @@ BAD_FILES: list[tuple[str, Callable[[list[dict[str, Any]]], list[Any]], tuple[st
     ("body not a chat completion", _body({"text": "4"}), ("line 2", "'choices'", "'{\"text\": \"4\"}'")),
     ("status code not a number", _set(1, response={"status_code": "200"}), ("line 2", "status_code", "'200'")),
     ("custom_id of another shape", _set(0, custom_id="request-1"),
-     ("line 1", "'request-1'", "'<pair>:<step>'", "--batch-requests", "another program")),
-    ("custom_id missing", _set(2, custom_id=None), ("line 3", "custom_id None", "'<pair>:<step>'")),
+     ("line 1", "'request-1'", "'<key>:<step>'", "--batch-requests", "another program")),
+    ("custom_id missing", _set(2, custom_id=None), ("line 3", "custom_id None", "'<key>:<step>'")),
     ("not JSON", lambda records: [records[0], b'{"custom_id": oops}', *records[1:]],
      ("line 2", "not JSON", "line 1 column 15 (char 14)")),
     ("a JSON array", lambda records: [records[0], [records[1]], records[2]], ("line 2", "JSON list", "object")),
@@ -525,7 +525,7 @@ def test_a_malformed_output_file_on_the_command_line_is_one_sentence(runs: Path,
     capsys.readouterr()
     assert judge(runs, [], store, "--batch-results", str(out)) == 2
     says(one_sentence(capsys.readouterr().err), out, "line 1", "'response'", "7", "object",
-         '{"custom_id": "<pair>:<step>", "response": {"status_code": 200, "body": <chat completion>}, "error": null}')
+         '{"custom_id": "<key>:<step>", "response": {"status_code": 200, "body": <chat completion>}, "error": null}')
 
 
 # ---------------------------------------------------------------------- the judgement store

@@ -21,9 +21,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from disastir_mteb.building.anchors import read_anchors
+from disastir_mteb.building.batch import BatchFiles, BatchPending
 from disastir_mteb.building.categories import categories_by_events, categories_by_folder
 from disastir_mteb.building.filters import filter_queries
-from disastir_mteb.building.generation import GenerationSummary, generate
+from disastir_mteb.building.generation import GenerationSummary, Reader, Send, generate
 from disastir_mteb.building.layout import BuiltQuery, write_layout
 from disastir_mteb.building.passages import (
     Dropped,
@@ -34,7 +35,7 @@ from disastir_mteb.building.passages import (
     passage_id,
 )
 from disastir_mteb.building.pii import find_pii, redact
-from disastir_mteb.building.prompts import PROMPT_VERSION, GeneratedQuery, read_summary
+from disastir_mteb.building.prompts import PROMPT_VERSION, Ask, GeneratedQuery, read_summary
 from disastir_mteb.building.quality import JudgedQuery, quality_control
 from disastir_mteb.building.queries import PlannedQuery, WrittenQuery, plan_queries, summary_asks, write_queries
 from disastir_mteb.building.report import render_report
@@ -100,6 +101,8 @@ class BuildSettings:
     confirm_above: int = 2000
     store: Path | None = None
     progress: bool = True
+    batch_requests: Path | None = None  # ask through Batch API files (written here) instead of servers
+    batch_results: Path | None = None  # the last round's output file, read into the store first
 
     @property
     def store_path(self) -> Path:
@@ -127,12 +130,21 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
     """Run the stages up to ``settings.until``; the benchmark's folder once written (None when stopped before).
 
     ``confirm(plan, requests)`` is asked when the plan's requests are above ``settings.confirm_above`` and
-    ``settings.yes`` is False.
+    ``settings.yes`` is False. Through Batch API files, a round's request file written is a stop too (said).
 
     Raises:
         ValueError: bad input (one sentence naming the file or option), or the plan not confirmed.
         EndpointError: a server fault retrying cannot mend (every answer received is kept).
     """
+    try:
+        return _stages(settings, encoders, say=say, confirm=confirm)
+    except BatchPending as pending:
+        say(str(pending))
+        return None
+
+
+def _stages(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str], None],
+            confirm: Callable[[str, int], bool]) -> Path | None:
     report = BuildReport()
     stop = STAGES.index(settings.until)
 
@@ -179,16 +191,15 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
              len(seeded), say, confirm)
     summaries: list[Passage] = []
     summary_categories: list[Category] = []
+    batch = BatchFiles(settings.batch_requests, settings.batch_results) if settings.batch_requests else None
     with BuildStore(settings.store_path) as store:
-        generation: dict[str, GenerationSummary] = {}
+        send = _sender(settings, store, batch)
         if seeded:
-            summaries, summary_categories, generation["summary"] = _summaries(settings, store, seeded)
+            summaries, summary_categories = _summaries(settings, send, seeded)
         plan = plan_queries(passages, categories, intents=settings.intents, per_task=settings.queries_per_task,
                             seed=settings.seed, summaries=summaries, summary_categories=summary_categories)
-        with _Bars(settings.progress) as bars:
-            written, batches = write_queries(plan, store, lambda: _pool(settings.base_urls, settings),
-                                             model=settings.model, progress=bars.advance)
-        generation.update(batches)
+        with _Bars(settings.progress and batch is None) as bars:  # a batch round answers at once
+            written, _ = write_queries(plan, store, send, model=settings.model, progress=bars.advance)
         counts = store.counts()
     report.stages["queries"] = {"planned": len(plan), "written": sum(w.written is not None for w in written),
                                 **{f"{stage}_requests": c["tries"] for stage, c in sorted(counts.items())},
@@ -231,9 +242,12 @@ def run_build(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str
     with JudgementStore(settings.store_path) as judge_store:
         job = plan_job(list(pairs.values()), judge_store)
         say(f"[judge] {job.describe(settings.price)}")
-        with _Bars(settings.progress) as bars:
-            judge_pairs(list(pairs.values()), judge_store, _pool(settings.judge_urls, settings),
-                        judge_model=settings.judge_model, progress=bars.counter("judge", job.to_judge))
+        if batch is not None:
+            batch.judge(list(pairs.values()), judge_store, judge_model=settings.judge_model)
+        else:
+            with _Bars(settings.progress) as bars:
+                judge_pairs(list(pairs.values()), judge_store, _pool(settings.judge_urls, settings),
+                            judge_model=settings.judge_model, progress=bars.counter("judge", job.to_judge))
         grades = {(j.query, j.passage): j.grade for j in judge_store.judgements(judge_model=settings.judge_model,
                                                                                  prompt_version=JUDGE_PROMPT_VERSION)}
         stored = judge_store.counts()  # what the store holds, so a resumed build reports as an uninterrupted one
@@ -373,21 +387,31 @@ def _seeded_documents(texts: Sequence[SourceText], passages: list[Passage],
             if text.kind == "document" and text.source in of_source]
 
 
-def _summaries(settings: BuildSettings, store: BuildStore, seeded: list[tuple[SourceText, Category]],
-               ) -> tuple[list[Passage], list[Category], GenerationSummary]:
+def _sender(settings: BuildSettings, store: BuildStore, batch: BatchFiles | None) -> Send:
+    """How the generation model is asked: its servers, a pool per stage, or Batch API files (``--batch-requests``)."""
+    def send(asks: Sequence[Ask], read: Reader, progress: Callable[[int], None] | None,
+             ) -> tuple[dict[str, Any], GenerationSummary]:
+        if batch is not None:
+            return batch.generate(asks, store, model=settings.model, read=read, progress=progress)
+        return generate(asks, store, _pool(settings.base_urls, settings), model=settings.model, read=read,
+                        progress=progress)
+
+    return send
+
+
+def _summaries(settings: BuildSettings, send: Send, seeded: list[tuple[SourceText, Category]],
+               ) -> tuple[list[Passage], list[Category]]:
     """QAdoc's seeds: the readable summaries of ``seeded``, with their documents' categories."""
     asks = summary_asks(settings.model, [document.text for document, _ in seeded])
-    with _Bars(settings.progress) as bars:
-        values, summary = generate(asks, store, _pool(settings.base_urls, settings), model=settings.model,
-                                   read=lambda ask, text: read_summary(text), progress=bars.counter("summary",
-                                                                                                  len(asks)))
+    with _Bars(settings.progress and settings.batch_requests is None) as bars:
+        values, _ = send(asks, lambda ask, text: read_summary(text), bars.counter("summary", len(asks)))
     made, made_categories = [], []
     for (document, category), ask in zip(seeded, asks, strict=True):
         if ask.key in values:
             text = values[ask.key]
             made.append(Passage(passage_id(text), text, document.source, document.category, "document"))
             made_categories.append(category)
-    return made, made_categories, summary
+    return made, made_categories
 
 
 def _confirm(settings: BuildSettings, plan: Sequence[PlannedQuery], summaries: int, say: Callable[[str], None],

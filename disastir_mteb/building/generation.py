@@ -16,15 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from disastir_mteb.building.prompts import Ask
-from disastir_mteb.building.store import BuildStore
+from disastir_mteb.building.store import BuildStore, StoredAnswer
 from disastir_mteb.endpoints.pool import EndpointError, EndpointPool, Server
 from disastir_mteb.judging.formats import FormatLadder
 from disastir_mteb.judging.protocol import MAX_ANSWER_ATTEMPTS, AnswerFault, AnswerFormat, chat_content, no_text_reason
 
-__all__ = ["GenerationSummary", "generate", "mean_logprob"]
+__all__ = ["GenerationSummary", "Reader", "Send", "generate", "mean_logprob", "record_answer", "settled"]
 
 #: ``read(ask, text) -> value``: the answer's value, or :class:`AnswerFault` when it is not what was asked.
 Reader = Callable[[Ask, "str | None"], Any]
+#: ``send(asks, read, progress)``: each ask's readable value by key and what was done, through servers
+#: (:func:`generate`) or Batch API files (:class:`~disastir_mteb.building.batch.BatchFiles`).
+Send = Callable[[Sequence[Ask], Reader, "Callable[[int], None] | None"], "tuple[dict[str, Any], GenerationSummary]"]
 
 
 @dataclass
@@ -45,6 +48,25 @@ def mean_logprob(answer: Any) -> float | None:
     except (KeyError, IndexError, TypeError, ValueError):
         return None
     return sum(values) / len(values) if values and all(math.isfinite(v) for v in values) else None
+
+
+def record_answer(store: BuildStore, ask: Ask, read: Reader, answer: Any, text: str | None, *, server: str,
+                  tokens: tuple[int | None, int | None]) -> tuple[Any, AnswerFault | None]:
+    """Commit one answer to ``ask`` (a server's or a Batch API output line's); its value, or why it is unreadable."""
+    try:
+        if text is None:
+            raise AnswerFault("unparseable", no_text_reason(answer))
+        value = read(ask, text)
+    except AnswerFault as fault:
+        store.record(ask.key, ask.stage, raw=text, fault=f"{fault.kind}: {fault}", server=server, tokens=tokens)
+        return None, fault
+    store.record(ask.key, ask.stage, raw=text, value=value, server=server, tokens=tokens, logprob=mean_logprob(answer))
+    return value, None
+
+
+def settled(stored: StoredAnswer | None) -> bool:
+    """Whether a request needs no more tries: it has a readable answer, or it was tried as often as allowed."""
+    return stored is not None and (stored.value is not None or stored.attempts >= MAX_ANSWER_ATTEMPTS)
 
 
 def generate(asks: Sequence[Ask], store: BuildStore, pool: EndpointPool[Any, Any], *, model: str, read: Reader,
@@ -71,7 +93,7 @@ async def _generate(asks: Sequence[Ask], store: BuildStore, pool: EndpointPool[A
     queue: asyncio.Queue[Any] = asyncio.Queue()
     for ask in unique:
         have = stored.get(ask.key)
-        if have is not None and (have.value is not None or have.attempts >= MAX_ANSWER_ATTEMPTS):
+        if settled(have):
             summary.reused += 1
             if have.value is not None:
                 values[ask.key] = have.value
@@ -103,16 +125,11 @@ async def _generate(asks: Sequence[Ask], store: BuildStore, pool: EndpointPool[A
         except ValueError as error:
             raise EndpointError(f"{server.url} answered a chat request, but the answer is {error}; check that this "
                                 "base URL is a chat-completions server (it usually ends in /v1).") from None
-        tried = (tokens["prompt_tokens"], tokens["completion_tokens"])
-        try:
-            if text is None:
-                raise AnswerFault("unparseable", no_text_reason(answer))
-            value = read(ask, text)
-        except AnswerFault as fault:
-            if text is not None:
-                ladder.answered(server, sent_as[ask.key], readable=False, why=str(fault))
-            store.record(ask.key, ask.stage, raw=text, fault=f"{fault.kind}: {fault}", server=server.url,
-                         tokens=tried)
+        value, fault = record_answer(store, ask, read, answer, text, server=server.url,
+                              tokens=(tokens["prompt_tokens"], tokens["completion_tokens"]))
+        if text is not None:
+            ladder.answered(server, sent_as[ask.key], readable=fault is None, why=str(fault or ""))
+        if fault is not None:
             attempts[ask.key] += 1
             if attempts[ask.key] < MAX_ANSWER_ATTEMPTS:
                 queue.put_nowait(ask)
@@ -120,9 +137,6 @@ async def _generate(asks: Sequence[Ask], store: BuildStore, pool: EndpointPool[A
             summary.given_up[fault.kind] += 1
             summary.last_fault = f"{server.url}: {fault}"
         else:
-            ladder.answered(server, sent_as[ask.key], readable=True, why="")
-            store.record(ask.key, ask.stage, raw=text, value=value, server=server.url, tokens=tried,
-                         logprob=mean_logprob(answer))
             values[ask.key] = value
         pending -= 1
         if progress is not None:

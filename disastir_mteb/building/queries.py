@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from disastir_mteb.building.generation import GenerationSummary, generate
+from disastir_mteb.building.generation import GenerationSummary, Send
 from disastir_mteb.building.passages import Passage
 from disastir_mteb.building.prompts import (
     Ask,
@@ -28,7 +28,6 @@ from disastir_mteb.building.prompts import (
     summary_ask,
 )
 from disastir_mteb.building.store import BuildStore
-from disastir_mteb.endpoints.pool import EndpointPool
 from disastir_mteb.vocabulary.taxonomy import Category, Intent
 
 __all__ = ["OVERSAMPLE", "PlannedQuery", "WrittenQuery", "plan_queries", "summary_asks", "write_queries"]
@@ -104,16 +103,16 @@ def _read(intent_of: Mapping[str, Intent]) -> Callable[[Ask, str | None], Any]:
     return read
 
 
-def write_queries(plan: Sequence[PlannedQuery], store: BuildStore, make_pool: Callable[[], EndpointPool[Any, Any]], *,
-                  model: str, progress: Callable[[str, int, int], None] | None = None,
+def write_queries(plan: Sequence[PlannedQuery], store: BuildStore, send: Send, *, model: str,
+                  progress: Callable[[str, int, int], None] | None = None,
                   ) -> tuple[list[WrittenQuery], dict[str, GenerationSummary]]:
-    """Stage 1 for every (intent, seed) of the plan, then stage 2 for every planned query; one pool per stage.
+    """Stage 1 for every (intent, seed) of the plan, then stage 2 for every planned query; ``store`` is ``send``'s.
 
     ``progress(stage, done, total)`` is called as answers come.
     """
     needs_asked = {(p.intent, p.seed.text): need_ask(model, p.intent, p.seed.text) for p in plan}
     summaries: dict[str, GenerationSummary] = {}
-    needs, summaries["need"] = _batch("need", list(needs_asked.values()), store, make_pool(), model, {}, progress)
+    needs, summaries["need"] = _stage("need", list(needs_asked.values()), send, {}, progress)
     chosen: list[tuple[PlannedQuery, str | None, Ask | None]] = []
     for planned in plan:
         listed = needs.get(needs_asked[planned.intent, planned.seed.text].key)
@@ -125,7 +124,7 @@ def write_queries(plan: Sequence[PlannedQuery], store: BuildStore, make_pool: Ca
                                                 planned.index)))
     asks = [ask for _, _, ask in chosen if ask is not None]
     intent_of = {ask.key: planned.intent for planned, _, ask in chosen if ask is not None}
-    answers, summaries["query"] = _batch("query", asks, store, make_pool(), model, intent_of, progress)
+    answers, summaries["query"] = _stage("query", asks, send, intent_of, progress)
     logprobs = {key: stored.logprob for key, stored in store.answers(answers).items()}
     written = []
     for planned, need, ask in chosen:
@@ -135,9 +134,8 @@ def write_queries(plan: Sequence[PlannedQuery], store: BuildStore, make_pool: Ca
     return written, summaries
 
 
-def _batch(stage: str, asks: list[Ask], store: BuildStore, pool: EndpointPool[Any, Any], model: str,
-           intent_of: Mapping[str, Intent], progress: Callable[[str, int, int], None] | None,
-           ) -> tuple[dict[str, Any], GenerationSummary]:
+def _stage(stage: str, asks: list[Ask], send: Send, intent_of: Mapping[str, Intent],
+           progress: Callable[[str, int, int], None] | None) -> tuple[dict[str, Any], GenerationSummary]:
     done = 0
 
     def step(count: int) -> None:
@@ -146,4 +144,4 @@ def _batch(stage: str, asks: list[Ask], store: BuildStore, pool: EndpointPool[An
         if progress is not None:
             progress(stage, done, len(asks))
 
-    return generate(asks, store, pool, model=model, read=_read(intent_of), progress=step)
+    return send(asks, _read(intent_of), step)

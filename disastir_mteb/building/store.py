@@ -36,6 +36,7 @@ class StoredAnswer:
     prompt_tokens: int
     completion_tokens: int
     logprob: float | None
+    raws: tuple[str | None, ...] = ()  # every try's text as it came, so an output file read twice adds nothing
 
 
 class BuildStore(SqliteStore):
@@ -62,7 +63,7 @@ class BuildStore(SqliteStore):
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
             marks = ",".join("?" * len(chunk))
-            for row in self._rows(f"SELECT key, attempt, value, fault, prompt_tokens, completion_tokens, logprob "
+            for row in self._rows(f"SELECT key, attempt, value, fault, prompt_tokens, completion_tokens, logprob, raw "
                                   f"FROM build_answers WHERE key IN ({marks}) ORDER BY key, attempt", chunk):
                 found.setdefault(row[0], []).append(row)
         return {key: _stored(rows) for key, rows in found.items()}
@@ -97,4 +98,4 @@ def _stored(rows: list[Any]) -> StoredAnswer:
     return StoredAnswer(json.loads(readable[2]) if readable else None, len(rows),
                         tuple(row[3] for row in rows if row[3] is not None),
                         sum(row[4] or 0 for row in rows), sum(row[5] or 0 for row in rows),
-                        readable[6] if readable else None)
+                        readable[6] if readable else None, tuple(row[7] for row in rows))

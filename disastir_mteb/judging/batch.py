@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from disastir_mteb.judging.protocol import AnswerFault, chat_content, grade_of, parse_answer, pending_requests
 from disastir_mteb.judging.store import JudgementStore, Pair
 from disastir_mteb.util.atomic import write_text_atomic
 from disastir_mteb.util.errors import InvalidInput
 
-__all__ = ["BATCH_URL", "BatchRound", "read_batch_results", "same_model", "write_batch_requests"]
+__all__ = ["BATCH_URL", "BatchRound", "ResultLine", "read_batch_results", "result_lines", "same_model",
+           "write_batch_requests"]
 
 #: The endpoint every line of a request file names.
 BATCH_URL = "/v1/chat/completions"
@@ -114,7 +116,7 @@ def read_batch_results(pairs: Sequence[Pair], store: JudgementStore, path: str |
         FileNotFoundError: no such file.
     """
     path = Path(path)
-    lines, repeats = _result_lines(path)
+    lines, repeats = result_lines(path)
     by_key = {pair.key: pair for pair in pairs}
     ours = [line for line in lines if line.key in by_key]
     if not ours:
@@ -153,14 +155,15 @@ def read_batch_results(pairs: Sequence[Pair], store: JudgementStore, path: str |
                       foreign=foreign, repeated=len(repeats))
 
 
-#: ``<pair key>:<step>``, as :func:`write_batch_requests` writes ``custom_id``.
-_CUSTOM_ID = re.compile(r"\A(?P<key>[0-9a-f]{32}):(?P<step>[A-Za-z_]+(?:/[A-Za-z_ ]+)*)\Z")
-_SHAPE = ('each line of a Batch API output file is {"custom_id": "<pair>:<step>", "response": {"status_code": 200, '
+#: ``<pair key>:<step>``, as :func:`write_batch_requests` writes ``custom_id``; a build's requests have 24-digit keys
+#: and their stage as the step (:mod:`disastir_mteb.building.batch`), so one output file can hold both.
+_CUSTOM_ID = re.compile(r"\A(?P<key>[0-9a-f]{32}|[0-9a-f]{24}):(?P<step>[A-Za-z_]+(?:/[A-Za-z_ ]+)*)\Z")
+_SHAPE = ('each line of a Batch API output file is {"custom_id": "<key>:<step>", "response": {"status_code": 200, '
           '"body": <chat completion>}, "error": null}')
 
 
 @dataclass(frozen=True)
-class _ResultLine:
+class ResultLine:
     """One checked line of an output file: whose answer, and the answer (or that the request failed)."""
 
     number: int
@@ -170,9 +173,11 @@ class _ResultLine:
     text: str | None
     tokens: dict[str, int | None]
     model: str | None = None  # what the answer's body names as the model that answered; None: it names none
+    body: Any = field(default=None, compare=False, repr=False)  # the chat completion itself (a build reads logprobs)
 
     @property
     def outcome(self) -> tuple[bool, str | None]:
+        """What the line says happened: two lines saying the same are one answer repeated."""
         return self.error, self.text
 
     @property
@@ -181,7 +186,7 @@ class _ResultLine:
         return f"batch: {self.model or 'no model named'}"
 
 
-def _check_models(path: Path, lines: Sequence[_ResultLine], pairs: dict[str, Pair]) -> None:
+def _check_models(path: Path, lines: Sequence[ResultLine], pairs: dict[str, Pair]) -> None:
     """Refuse the file when an answer names another model than its pair's judge model (one sentence, the first)."""
     wrong = [line for line in lines
              if line.model is not None and not same_model(line.model, pairs[line.key].judge_model)]
@@ -196,7 +201,7 @@ def _check_models(path: Path, lines: Sequence[_ResultLine], pairs: dict[str, Pai
                        f"{first.model!r} (a request file of its own). Nothing was read.")
 
 
-def _result_lines(path: Path) -> tuple[list[_ResultLine], list[_ResultLine]]:
+def result_lines(path: Path) -> tuple[list[ResultLine], list[ResultLine]]:
     """Every line of an output file, checked (ValueError on the first bad one), and apart the repeated ones."""
     data = path.read_bytes()
     raw_lines = data.split(b"\n")
@@ -205,9 +210,9 @@ def _result_lines(path: Path) -> tuple[list[_ResultLine], list[_ResultLine]]:
         raise InvalidInput(f"{path} is empty ({len(data):,} bytes, no result line); download the batch's output file "
                            "again (its output_file_id).")
     last = numbered[-1][0]
-    found: dict[tuple[str, str], _ResultLine] = {}
-    lines: list[_ResultLine] = []
-    repeats: list[_ResultLine] = []
+    found: dict[tuple[str, str], ResultLine] = {}
+    lines: list[ResultLine] = []
+    repeats: list[ResultLine] = []
     for number, raw in numbered:
         line = _result_line(path, number, raw, last=number == last and not data.endswith(b"\n"))
         earlier = found.get((line.key, line.step))
@@ -224,7 +229,7 @@ def _result_lines(path: Path) -> tuple[list[_ResultLine], list[_ResultLine]]:
     return lines, repeats
 
 
-def _result_line(path: Path, number: int, raw: bytes, *, last: bool) -> _ResultLine:
+def _result_line(path: Path, number: int, raw: bytes, *, last: bool) -> ResultLine:
     where = f"{path}: line {number}"
     try:
         text = raw.decode("utf-8")
@@ -242,11 +247,11 @@ def _result_line(path: Path, number: int, raw: bytes, *, last: bool) -> _ResultL
     custom_id = record.get("custom_id")
     found = _CUSTOM_ID.match(custom_id) if isinstance(custom_id, str) else None
     if found is None:
-        raise InvalidInput(f"{where} has custom_id {custom_id!r}, not '<pair>:<step>' as disastir-mteb judge "
-                           "--batch-requests writes it; was the request file written by another program?")
+        raise InvalidInput(f"{where} has custom_id {custom_id!r}, not '<key>:<step>' as disastir-mteb judge "
+                           "or build --batch-requests writes it; was the request file written by another program?")
     response, error = record.get("response"), record.get("error")
     if error is not None:
-        return _ResultLine(number, found["key"], found["step"], True, None, {})
+        return ResultLine(number, found["key"], found["step"], True, None, {})
     if not isinstance(response, dict):
         what = "no 'response' and no 'error'" if response is None else f"a 'response' that is {response!r:.60}"
         raise InvalidInput(f"{where} has {what}, not an object; {_SHAPE}.")
@@ -254,7 +259,7 @@ def _result_line(path: Path, number: int, raw: bytes, *, last: bool) -> _ResultL
     if status != 200:
         if not isinstance(status, int) or isinstance(status, bool):
             raise InvalidInput(f"{where} has a response without a numeric status_code ({status!r:.40}); {_SHAPE}.")
-        return _ResultLine(number, found["key"], found["step"], True, None, {})
+        return ResultLine(number, found["key"], found["step"], True, None, {})
     try:
         text, tokens = chat_content(response.get("body"))
     except ValueError as wrong:
@@ -262,10 +267,11 @@ def _result_line(path: Path, number: int, raw: bytes, *, last: bool) -> _ResultL
     model = response["body"].get("model")
     if model is not None and not isinstance(model, str):
         raise InvalidInput(f"{where}: the response body's model is {model!r:.40}, not a model name; {_SHAPE}.")
-    return _ResultLine(number, found["key"], found["step"], False, text, tokens, model=(model or "").strip() or None)
+    return ResultLine(number, found["key"], found["step"], False, text, tokens, model=(model or "").strip() or None,
+                      body=response["body"])
 
 
-def _shown(line: _ResultLine) -> str:
+def _shown(line: ResultLine) -> str:
     return "an error" if line.error else repr(line.text if line.text is None or len(line.text) <= 60
                                               else line.text[:57] + "...")
 
