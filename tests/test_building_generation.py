@@ -197,3 +197,24 @@ def test_a_damaged_build_store_is_one_sentence_naming_it(tmp_path: Path) -> None
             store.answers(f"k{n}" for n in range(400))
     says(str(raised.value), path)
     assert "SQLite" in str(raised.value)
+
+
+def test_429s_and_500s_are_waited_out_and_a_dead_server_is_one_sentence_keeping_every_answer(tmp_path: Path) -> None:
+    """The judge's pool carries a build's requests: its patience with rate limits and server errors, its stop."""
+    from loopback import Fault, FaultKind, LoopbackServer
+
+    from disastir_mteb.endpoints.pool import EndpointError
+
+    asks = _asks()
+    with LoopbackServer(answer=written) as server, BuildStore(tmp_path / "b.sqlite") as store:
+        server.add_faults(Fault(FaultKind.RATE_LIMIT, retry_after=0), Fault(FaultKind.RATE_LIMIT, retry_after=0),
+                          Fault(FaultKind.SERVER_ERROR))
+        values, summary = generate(asks[:4], store, EndpointPool([server.base_url], concurrency=1), model=MODEL,
+                                   read=_read)
+        assert len(values) == 4 and summary.sent == 4 and not summary.given_up
+        assert server.stats().faults == {"rate_limit": 2, "server_error": 1}
+        server.fail_all()
+        with pytest.raises(EndpointError) as stopped:
+            generate(asks, store, EndpointPool([server.base_url], concurrency=1, timeout=2), model=MODEL, read=_read)
+        says(str(stopped.value), server.base_url)
+        assert {key: stored.value for key, stored in store.answers(a.key for a in asks).items()} == values
