@@ -10,6 +10,7 @@ lock, each reading the files of the one before.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -118,6 +119,12 @@ def _model(key: StoreKey) -> tuple[str, str | None, str | None]:
 
 def _library_versions() -> dict[str, str | None]:
     """The installed versions of the libraries in ``_VERSIONED`` (None if absent), recorded in each manifest."""
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str | None], ...]:
+    """Read once per process: each read parses the packages' metadata files (about 10 ms per entry written)."""
     from importlib.metadata import PackageNotFoundError, version
 
     def _version(name: str) -> str | None:
@@ -126,7 +133,7 @@ def _library_versions() -> dict[str, str | None]:
         except PackageNotFoundError:
             return None
 
-    return {name: _version(name) for name in _VERSIONED}
+    return tuple((name, _version(name)) for name in _VERSIONED)
 
 # ---------------------------------------------------------------------- chunk files (an unfinished entry)
 
