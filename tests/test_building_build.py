@@ -433,11 +433,12 @@ def test_a_build_through_batch_api_files_writes_the_bytes_a_build_through_server
     the Batch API failed is asked in the next file, an output file read twice adds nothing."""
     with JudgeServer(writer(), model="writer") as generation, \
             JudgeServer(constrained(overlap_judge()), model="judge") as judge:
-        online = run_build(_settings(docs, tmp_path / "online", generation.base_url, judge.base_url, progress=False),
-                           Hashing(), say=lambda line: None, confirm=lambda plan, requests: False)
+        online = run_build(_settings(docs, tmp_path / "online", generation.base_url, judge.base_url, progress=False,
+                                     intents=(Intent.QA,)), Hashing(), say=lambda line: None,
+                           confirm=lambda plan, requests: False)
         requests, results, said, rounds, first_ids = tmp_path / "requests.jsonl", None, [], [], []
         while True:
-            settings = _settings(docs, tmp_path / "batch", "", "", base_urls=(), judge_urls=(),
+            settings = _settings(docs, tmp_path / "batch", "", "", base_urls=(), judge_urls=(), intents=(Intent.QA,),
                                  batch_requests=requests, batch_results=results)
             out = run_build(settings, Hashing(), say=said.append, confirm=lambda plan, requests: False)
             if out is not None:
