@@ -158,6 +158,26 @@ def test_report_and_compare_read_its_results(runs: Path, capsys: pytest.CaptureF
     assert "3 of 3 tasks in both sets" in printed and f"{NAME}; exact" in printed
 
 
+def test_its_figures_draw_the_intents_and_categories_it_has(runs: Path, tmp_path: Path) -> None:
+    """QA and FC by Bio, Geo and MH: no row or column of DisastIR's others, no n/a for a task it does not have."""
+    import xml.etree.ElementTree as ElementTree
+
+    from disastir_mteb.results.report import write_report
+    from disastir_mteb.results.result_sets import collect_result_sets
+    from disastir_mteb.vocabulary.taxonomy import CATEGORIES
+
+    written = write_report(collect_result_sets(runs / "hashing-64"), tmp_path, formats=[], figure_formats=["svg"])
+    texts = {}
+    for figure in written:
+        root = ElementTree.parse(figure).getroot()
+        texts[figure.name.split("-")[0]] = ["".join(n.itertext()) for n in root.iter("{http://www.w3.org/2000/svg}text")]
+    heatmap, bars = texts["heatmap"], texts["intents.svg"]
+    others = {c.value for c in CATEGORIES} - {"Bio", "Geo", "MH"} | {"Twitter", "NLI", "STS", "QAdoc"}
+    assert {"QA", "FC", "Bio", "Geo", "MH", "Mean"} <= set(heatmap) and not others & set(heatmap)
+    assert "n/a" not in heatmap  # QA-Geo, FC-Bio and FC-MH are not its tasks: blank, not missing
+    assert {"QA", "FC", "Avg"} <= set(bars) and not {"Twitter", "NLI", "STS", "QAdoc", "n/a"} & set(bars)
+
+
 def test_submit_and_the_leaderboard_refuse_it(runs: Path, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     from disastir_mteb.leaderboard.rows import result_rows

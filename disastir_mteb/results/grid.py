@@ -43,7 +43,7 @@ class ScoreGrid:
     scores: Mapping[str, float]
     tasks: frozenset[str] | None = None
 
-    def _held(self, intent: Intent, category: Category) -> bool:
+    def holds(self, intent: Intent, category: Category) -> bool:
         """Whether the benchmark has the task (every one of the 48 for DisastIR's)."""
         return self.tasks is None or task_name(intent, category) in self.tasks
 
@@ -54,11 +54,11 @@ class ScoreGrid:
 
     def intents(self) -> list[Intent]:
         """The intents the benchmark has tasks of, in the paper's order."""
-        return [i for i in INTENTS if any(self._held(i, c) for c in CATEGORIES)]
+        return [i for i in INTENTS if any(self.holds(i, c) for c in CATEGORIES)]
 
     def categories(self) -> list[Category]:
         """The categories the benchmark has tasks of, in the paper's order."""
-        return [c for c in CATEGORIES if any(self._held(i, c) for i in INTENTS)]
+        return [c for c in CATEGORIES if any(self.holds(i, c) for i in INTENTS)]
 
     def cell(self, intent: Intent, category: Category) -> float | None:
         """The score of one task, or None when it was not evaluated."""
@@ -66,11 +66,11 @@ class ScoreGrid:
 
     def intent_mean(self, intent: Intent) -> float | None:
         """Mean over the categories of one intent (the 8 of DisastIR's; None if any is missing or it has none)."""
-        return _mean([self.cell(intent, c) for c in CATEGORIES if self._held(intent, c)])
+        return _mean([self.cell(intent, c) for c in CATEGORIES if self.holds(intent, c)])
 
     def category_mean(self, category: Category) -> float | None:
         """Mean over the intents of one category (the 6 of DisastIR's; None if any is missing or it has none)."""
-        return _mean([self.cell(i, category) for i in INTENTS if self._held(i, category)])
+        return _mean([self.cell(i, category) for i in INTENTS if self.holds(i, category)])
 
     def overall(self) -> float | None:
         """Mean of the intent means (the 6 of DisastIR's), as the paper's 'Avg' column."""
@@ -109,7 +109,7 @@ class ScoreGrid:
         rows.append("-" * len(header))
         rows.append(f"{'Mean':<{width}}" + "".join(f" {fmt(self.category_mean(c))}" for c in categories)
                     + f"  {fmt(self.overall())}")
-        missing = sum(1 for i in INTENTS for c in CATEGORIES if self._held(i, c) and self.cell(i, c) is None)
+        missing = sum(1 for i in INTENTS for c in CATEGORIES if self.holds(i, c) and self.cell(i, c) is None)
         if missing:
             rows.append(f"{missing} of {self.task_count} tasks missing ('-'): their means are not computed.")
         return "\n".join(rows)

@@ -17,7 +17,7 @@ from disastir_mteb.results.grid import ScoreGrid
 from disastir_mteb.results.metrics import MAIN_METRIC, Metric, get_metric
 from disastir_mteb.util.errors import InvalidInput, MissingPackage
 from disastir_mteb.util.install_hint import install_hint
-from disastir_mteb.vocabulary.taxonomy import CATEGORIES, CATEGORY_FULL_NAMES, INTENTS, Intent
+from disastir_mteb.vocabulary.taxonomy import CATEGORY_FULL_NAMES, INTENTS, Intent
 
 __all__ = ["COLOUR_SCALES", "FIGURE_FORMATS", "colour_limits", "figures_unavailable", "heatmap",
            "intent_bars"]
@@ -83,21 +83,29 @@ def _save(figure: object, path: Path, metadata: Mapping[str, str] | None = None)
     return path
 
 
-def _title(text: str, figure: str) -> str:
-    """``text`` wrapped onto as many lines as the figure needs: a long model name never runs off the edge."""
-    return textwrap.fill(text, _TITLE_CHARACTERS[figure], break_long_words=False, break_on_hyphens=False)
+def _title(text: str, figure: str, scale: float = 1.0) -> str:
+    """``text`` wrapped onto as many lines as the figure needs: a long model name never runs off the edge.
+
+    ``scale``: the figure's width against the usual one (a built benchmark's heatmap is narrower).
+    """
+    return textwrap.fill(text, int(_TITLE_CHARACTERS[figure] * scale), break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def _heatmap_values(grid: ScoreGrid) -> np.ndarray:
-    """The 7 x 9 array drawn (x100; NaN where missing): the 6 x 8 cells, intent means last, category means below."""
-    values = np.full((len(INTENTS) + 1, len(CATEGORIES) + 1), np.nan)
-    for row, intent in enumerate(INTENTS):
-        for column, category in enumerate(CATEGORIES):
+    """The array drawn (x100; NaN where missing): the cells, intent means last, category means below.
+
+    DisastIR's 6 x 8 cells, or a built benchmark's intents by its categories.
+    """
+    intents, categories = grid.intents(), grid.categories()
+    values = np.full((len(intents) + 1, len(categories) + 1), np.nan)
+    for row, intent in enumerate(intents):
+        for column, category in enumerate(categories):
             score = grid.cell(intent, category)
             values[row, column] = np.nan if score is None else 100 * score
         mean = grid.intent_mean(intent)
         values[row, -1] = np.nan if mean is None else 100 * mean
-    for column, category in enumerate(CATEGORIES):
+    for column, category in enumerate(categories):
         mean = grid.category_mean(category)
         values[-1, column] = np.nan if mean is None else 100 * mean
     overall = grid.overall()
@@ -124,6 +132,9 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metada
             colour_scale: str = "data", metric: str | Metric = MAIN_METRIC) -> Path:
     """The 6 x 8 grid (x100) with intent means as a last column and category means as a last row.
 
+    A built benchmark's grid has the intents and categories it has tasks of; a cell it has no task for is left blank,
+    a task it has but the run lacks is marked n/a.
+
     Args:
         grid: the scores.
         path: the file to write; its suffix picks the format.
@@ -139,16 +150,19 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metada
     low, high = colour_limits(grid, colour_scale)
     plt = _pyplot()
     values = _heatmap_values(grid)
+    intents, categories = grid.intents(), grid.categories()
 
-    figure, axes = plt.subplots(figsize=(10.5, 5.2))
+    # DisastIR's 7 x 9 cells on 10.5 x 5.2 inches; a built benchmark's fewer on less, down to what the labels need
+    width = max(7.0, 10.5 * (len(categories) + 1) / 9)
+    figure, axes = plt.subplots(figsize=(width, max(3.2, 5.2 * (len(intents) + 1) / 7)))
     colours = plt.get_cmap("YlGnBu").with_extremes(bad="#f2f2f2")
     image = axes.imshow(np.ma.masked_invalid(values), cmap=colours, vmin=low, vmax=high, aspect="auto")
     for row in range(values.shape[0]):
         for column in range(values.shape[1]):
             value = values[row, column]
-            is_mean = row == len(INTENTS) or column == len(CATEGORIES)
+            is_mean = row == len(intents) or column == len(categories)
             if np.isnan(value):
-                missing_cell = not is_mean
+                missing_cell = not is_mean and grid.holds(intents[row], categories[column])
                 axes.text(column, row, "n/a" if missing_cell else "", ha="center", va="center", fontsize=8,
                           color="#888888")
                 if missing_cell:
@@ -158,12 +172,12 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metada
             axes.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=9,
                       fontweight="bold" if is_mean else "normal",
                       color="white" if (value - low) / (high - low) > 0.6 else "#1a1a1a")  # on the darker blues
-    axes.axhline(len(INTENTS) - 0.5, color="white", linewidth=3)
-    axes.axvline(len(CATEGORIES) - 0.5, color="white", linewidth=3)
-    names = [textwrap.fill(CATEGORY_FULL_NAMES[c], 14, break_long_words=False) for c in CATEGORIES]
-    axes.set_xticks(range(len(CATEGORIES) + 1), [f"{c.value}\n{n}" for c, n in zip(CATEGORIES, names, strict=True)]
+    axes.axhline(len(intents) - 0.5, color="white", linewidth=3)
+    axes.axvline(len(categories) - 0.5, color="white", linewidth=3)
+    names = [textwrap.fill(CATEGORY_FULL_NAMES[c], 14, break_long_words=False) for c in categories]
+    axes.set_xticks(range(len(categories) + 1), [f"{c.value}\n{n}" for c, n in zip(categories, names, strict=True)]
                     + ["Mean"], fontsize=8)
-    axes.set_yticks(range(len(INTENTS) + 1), [i.value for i in INTENTS] + ["Mean"], fontsize=9)
+    axes.set_yticks(range(len(intents) + 1), [i.value for i in intents] + ["Mean"], fontsize=9)
     axes.tick_params(length=0)
     for spine in axes.spines.values():
         spine.set_visible(False)
@@ -172,7 +186,7 @@ def heatmap(grid: ScoreGrid, path: str | Path, *, title: str | None = "", metada
     bar.set_label(f"{metric.name} (x100), scale fitted: {low:.2f}–{high:.2f}" if fitted
                   else f"{metric.name} (x100), fixed scale 0–100")
     if title is not None:
-        axes.set_title(_title(title or f"DisastIR {metric.name}", "heatmap"), fontsize=11, loc="left")
+        axes.set_title(_title(title or f"DisastIR {metric.name}", "heatmap", width / 10.5), fontsize=11, loc="left")
     path = _save(figure, Path(path), metadata)
     plt.close(figure)
     return path
@@ -192,7 +206,8 @@ def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str 
     metric = get_metric(metric)
     plt = _pyplot()
     labels: Sequence[str] = list(grids)
-    groups: list[Intent | None] = [*INTENTS, None]
+    held = [intent for intent in INTENTS if any(intent in grid.intents() for grid in grids.values())]
+    groups: list[Intent | None] = [*(held or INTENTS), None]  # a built benchmark's intents, DisastIR's six
     width = 0.8 / max(1, len(labels))
     figure, axes = plt.subplots(figsize=(max(8.0, 1.2 * len(groups) * max(1, len(labels)) ** 0.5), 4.6))
     colours = plt.get_cmap("tab10")
@@ -213,7 +228,7 @@ def intent_bars(grids: Mapping[str, ScoreGrid], path: str | Path, *, title: str 
             reference = (published or {}).get(label, {}).get(group)
             if reference is not None:
                 axes.plot([position - width * 0.45, position + width * 0.45], [100 * reference] * 2, color="black",
-                          linewidth=2, label="published" if n == 0 and group is INTENTS[0] else None)
+                          linewidth=2, label="published" if n == 0 and group is groups[0] else None)
     axes.set_xticks(range(len(groups)), [g.value if g is not None else "Avg" for g in groups])
     axes.set_ylabel(f"{metric.name} (x100)")
     axes.set_ylim(0, 100)
