@@ -126,7 +126,7 @@ async def _generate(asks: Sequence[Ask], store: BuildStore, pool: EndpointPool[A
             raise EndpointError(f"{server.url} answered a chat request, but the answer is {error}; check that this "
                                 "base URL is a chat-completions server (it usually ends in /v1).") from None
         value, fault = record_answer(store, ask, read, answer, text, server=server.url,
-                              tokens=(tokens["prompt_tokens"], tokens["completion_tokens"]))
+                                     tokens=(tokens["prompt_tokens"], tokens["completion_tokens"]))
         if text is not None:
             ladder.answered(server, sent_as[ask.key], readable=fault is None, why=str(fault or ""))
         if fault is not None:
