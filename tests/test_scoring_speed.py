@@ -133,7 +133,7 @@ def test_scoring_skips_scikit_learn_checks_and_reads_package_versions_once(
 def test_tasks_the_pass_answered_are_scored_in_worker_processes(on_sample: Path, tmp_path: Path,
                                                                  caplog: pytest.LogCaptureFixture,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(PROCESSES_ENV, raising=False)  # the default: every usable core
+    monkeypatch.setenv(PROCESSES_ENV, "2")  # asked for: the sample's queries alone would be scored here
     with caplog.at_level(logging.INFO):
         evaluate(HashingEncoder(), SIX, cache_dir=False, output_folder=tmp_path, show_progress=False)
     scored = [r for r in caplog.records if r.getMessage().endswith("(main score; x100)")]

@@ -34,6 +34,21 @@ def _quiet_square(number: int) -> tuple[int, int]:
 
 
 @needs_two_cores
+def test_a_few_hundred_queries_are_scored_here_unless_workers_are_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forking costs more than scoring a few hundred queries saves; asking with DISASTIR_PROCESSES forks whatever."""
+    from disastir_mteb.runner.task_pool import MIN_FORKED_QUERIES
+
+    per_task = MIN_FORKED_QUERIES // 8
+    few = list(evaluate_tasks(range(6), _quiet_square, parallel=lambda n: True, queries=lambda n: per_task))
+    many = list(evaluate_tasks(range(9), _quiet_square, parallel=lambda n: True, queries=lambda n: per_task))
+    assert {result[1] for _, result, _ in few} == {PARENT} and PARENT not in {result[1] for _, result, _ in many}
+    monkeypatch.setenv(PROCESSES_ENV, "2")
+    asked = list(evaluate_tasks(range(6), _quiet_square, parallel=lambda n: True, queries=lambda n: per_task))
+    assert PARENT not in {result[1] for _, result, _ in asked}
+    assert [result[0] for _, result, _ in few] == [result[0] for _, result, _ in asked] == [n * n for n in range(6)]
+
+
+@needs_two_cores
 def test_results_logs_and_warnings_come_back_in_task_order(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="disastir_mteb.test_pool"), pytest.warns(UserWarning, match="task 3"):
         done = list(evaluate_tasks(range(8), _square, parallel=lambda n: n != 5))

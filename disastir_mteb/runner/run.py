@@ -293,7 +293,7 @@ def run_tasks(
             from disastir_mteb.runner.result_cache import atomic_result_cache
             from disastir_mteb.runner.scoring_patch import faster_scoring
             from disastir_mteb.runner.task_pool import evaluate_tasks
-            from disastir_mteb.search.prefetch import answered_by_prefetch, forget_prefetched, prefetch
+            from disastir_mteb.search.prefetch import answered_by_prefetch, forget_prefetched, prefetch, query_count
             from disastir_mteb.util.progress import progress_bar
 
         with clock(Phase.tasks):
@@ -333,7 +333,7 @@ def run_tasks(
                     checked.update({task.metadata.name: _stale(searcher, task, cache, said)
                                     for task in group if task.data_loaded and not overwrite})
                 started = time.perf_counter()
-                for task, result, seconds in evaluate_tasks(group, run, parallel=answered):
+                for task, result, seconds in evaluate_tasks(group, run, parallel=answered, queries=query_count):
                     forget_prefetched(searcher, task)
                     task_results.extend(result.task_results)
                     if task.metadata.name not in preloaded:

@@ -3,7 +3,9 @@
 Such a task runs no model, only mteb's scoring (Python, one core). Workers are forked after the pass, so they share
 the loaded tasks without a copy, and never run torch. ``concurrent.futures`` rather than ``multiprocessing.Pool``:
 a killed worker raises instead of hanging. Workers' logs, warnings and failures are re-issued here. Linux only;
-``DISASTIR_PROCESSES=N`` caps the workers.
+``DISASTIR_PROCESSES=N`` caps the workers. Left to itself, a run forks them only for :data:`MIN_FORKED_QUERIES`
+queries or more: forking a process that holds torch, and waiting for its workers to end, costs about half a second,
+more than scoring a few hundred queries in one process does.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from disastir_mteb.util.timings import PhaseClock, WorkerReport, active_clock, p
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PROCESSES_ENV", "evaluate_tasks", "worker_count"]
+__all__ = ["MIN_FORKED_QUERIES", "PROCESSES_ENV", "evaluate_tasks", "worker_count"]
 
 PROCESSES_ENV = "DISASTIR_PROCESSES"
+#: The queries to score below which a run left to its default (``DISASTIR_PROCESSES`` unset) forks no worker: the
+#: small sample's 384 break even on two cores, a build's pool of a few dozen run 2.4x faster in one process.
+MIN_FORKED_QUERIES = 1000
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,8 +56,11 @@ class _Job(Generic[T, R]):
         self.tasks, self.run = tasks, run
 
 
-def worker_count(tasks: int) -> int:
+def worker_count(tasks: int, queries: int | None = None) -> int:
     """How many worker processes ``tasks`` tasks get: the usable cores (at most ``DISASTIR_PROCESSES``), or 0.
+
+    ``queries``: how many they score, where known; with ``DISASTIR_PROCESSES`` unset, fewer than
+    :data:`MIN_FORKED_QUERIES` get none.
 
     Raises:
         ValueError: ``DISASTIR_PROCESSES`` is not an integer >= 1.
@@ -64,7 +72,7 @@ def worker_count(tasks: int) -> int:
             raise InvalidInput(f"{PROCESSES_ENV}={raw!r} is not a number of processes; set an integer >= 1 "
                                "(1 evaluates tasks in the runner's own process) or unset it (all cores).")
         cap = int(raw)
-    if sys.platform != "linux" or tasks < 2:
+    if sys.platform != "linux" or tasks < 2 or (cap is None and queries is not None and queries < MIN_FORKED_QUERIES):
         return 0
     cores = _usable_cores()
     count = min(cores, tasks, cap or cores)
@@ -81,15 +89,15 @@ def _usable_cores() -> int:
     return cores if quota == "max" else max(1, min(cores, -(-int(quota) // int(period))))
 
 
-def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *,
-                   parallel: Callable[[T], bool]) -> Iterator[tuple[T, R, float]]:
+def evaluate_tasks(tasks: Sequence[T], run: Callable[[T], R], *, parallel: Callable[[T], bool],
+                   queries: Callable[[T], int] | None = None) -> Iterator[tuple[T, R, float]]:
     """``run`` each task; yield ``(task, result, seconds)`` in task order.
 
-    ``parallel``: whether a task may run in a forked worker (only when it calls no model). A task that fails in a
-    worker is run again here, raising as it would.
+    ``parallel``: whether a task may run in a forked worker (only when it calls no model); ``queries``: how many
+    queries a task scores (:func:`worker_count`). A task that fails in a worker is run again here, raising as it would.
     """
     forkable = [n for n, task in enumerate(tasks) if parallel(task)]
-    processes = worker_count(len(forkable))
+    processes = worker_count(len(forkable), None if queries is None else sum(queries(tasks[n]) for n in forkable))
     if not processes:
         for task in tasks:
             started = time.perf_counter()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["answered_by_prefetch", "forget_prefetched", "prefetch", "search_depth"]
+__all__ = ["answered_by_prefetch", "forget_prefetched", "prefetch", "query_count", "search_depth"]
 
 
 def search_depth(task: Any) -> int:
@@ -101,6 +101,14 @@ def answered_by_prefetch(searcher: SharedCorpusSearch, task: Any) -> bool:
                     or data.get("top_ranked") is not None):
                 return False
     return True
+
+
+def query_count(task: Any) -> int:
+    """How many queries a loaded task scores, over its evaluation splits and subsets (0 when not loaded)."""
+    if not task.data_loaded or not isinstance(task.dataset, dict):
+        return 0
+    return sum(len(data["queries"]) for split in task.metadata.eval_splits for subset in task.hf_subsets or ["default"]
+               if (data := task.dataset.get(subset, {}).get(split)) is not None and data.get("queries") is not None)
 
 
 def forget_prefetched(searcher: SharedCorpusSearch, task: Any) -> None:
