@@ -203,7 +203,7 @@ def test_429s_and_500s_are_waited_out_and_a_dead_server_is_one_sentence_keeping_
     """The judge's pool carries a build's requests: its patience with rate limits and server errors, its stop."""
     from loopback import Fault, FaultKind, LoopbackServer
 
-    from disastir_mteb.endpoints.pool import EndpointError
+    from disastir_mteb.endpoints.pool import EndpointError, EndpointLimits
 
     asks = _asks()
     with LoopbackServer(answer=written) as server, BuildStore(tmp_path / "b.sqlite") as store:
@@ -214,7 +214,9 @@ def test_429s_and_500s_are_waited_out_and_a_dead_server_is_one_sentence_keeping_
         assert len(values) == 4 and summary.sent == 4 and not summary.given_up
         assert server.stats().faults == {"rate_limit": 2, "server_error": 1}
         server.fail_all()
+        quick = EndpointLimits(max_retries=1)  # the client gives the dead server up after one retry, not four (7 s)
         with pytest.raises(EndpointError) as stopped:
-            generate(asks, store, EndpointPool([server.base_url], concurrency=1, timeout=2), model=MODEL, read=_read)
+            generate(asks, store, EndpointPool([server.base_url], concurrency=1, timeout=2, limits=quick), model=MODEL,
+                     read=_read)
         says(str(stopped.value), server.base_url)
         assert {key: stored.value for key, stored in store.answers(a.key for a in asks).items()} == values
