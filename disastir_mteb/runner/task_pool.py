@@ -34,7 +34,7 @@ __all__ = ["MIN_FORKED_QUERIES", "PROCESSES_ENV", "evaluate_tasks", "worker_coun
 
 PROCESSES_ENV = "DISASTIR_PROCESSES"
 #: The queries to score below which a run left to its default (``DISASTIR_PROCESSES`` unset) forks no worker: the
-#: small sample's 384 break even on two cores, a build's pool of a few dozen run 2.4x faster in one process.
+#: small sample's 384 break even on two cores, a build's pool of a few dozen runs 2.5x faster in one process.
 MIN_FORKED_QUERIES = 1000
 
 T = TypeVar("T")
