@@ -105,6 +105,11 @@ class BuildSettings:
     batch_results: Path | None = None  # the last round's output file, read into the store first
 
     @property
+    def bars(self) -> bool:
+        """Whether requests are counted on progress bars: shown, and sent to servers (a batch round answers at once)."""
+        return self.progress and self.batch_requests is None
+
+    @property
     def store_path(self) -> Path:
         """The build store: ``--store``, or ``<out>.build.sqlite`` beside the benchmark."""
         return self.store if self.store is not None else self.out.with_name(self.out.name + ".build.sqlite")
@@ -198,7 +203,7 @@ def _stages(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str],
             summaries, summary_categories = _summaries(settings, send, seeded)
         plan = plan_queries(passages, categories, intents=settings.intents, per_task=settings.queries_per_task,
                             seed=settings.seed, summaries=summaries, summary_categories=summary_categories)
-        with _Bars(settings.progress and batch is None) as bars:  # a batch round answers at once
+        with _Bars(settings.bars) as bars:
             written, _ = write_queries(plan, store, send, model=settings.model, progress=bars.advance)
         counts = store.counts()
     report.stages["queries"] = {"planned": len(plan), "written": sum(w.written is not None for w in written),
@@ -245,7 +250,7 @@ def _stages(settings: BuildSettings, encoders: Encoders, *, say: Callable[[str],
         if batch is not None:
             batch.judge(list(pairs.values()), judge_store, judge_model=settings.judge_model)
         else:
-            with _Bars(settings.progress) as bars:
+            with _Bars(settings.bars) as bars:
                 judge_pairs(list(pairs.values()), judge_store, _pool(settings.judge_urls, settings),
                             judge_model=settings.judge_model, progress=bars.counter("judge", job.to_judge))
         grades = {(j.query, j.passage): j.grade for j in judge_store.judgements(judge_model=settings.judge_model,
@@ -403,7 +408,7 @@ def _summaries(settings: BuildSettings, send: Send, seeded: list[tuple[SourceTex
                ) -> tuple[list[Passage], list[Category]]:
     """QAdoc's seeds: the readable summaries of ``seeded``, with their documents' categories."""
     asks = summary_asks(settings.model, [document.text for document, _ in seeded])
-    with _Bars(settings.progress and settings.batch_requests is None) as bars:
+    with _Bars(settings.bars) as bars:
         values, _ = send(asks, lambda ask, text: read_summary(text), bars.counter("summary", len(asks)))
     made, made_categories = [], []
     for (document, category), ask in zip(seeded, asks, strict=True):

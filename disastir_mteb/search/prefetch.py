@@ -16,7 +16,7 @@ from disastir_mteb.vocabulary.settings import DEFAULT_BATCH_SIZE
 from disastir_mteb.vocabulary.taxonomy import is_task_name
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from mteb.types import EncodeKwargs
 
@@ -94,21 +94,23 @@ def answered_by_prefetch(searcher: SharedCorpusSearch, task: Any) -> bool:
     if not task.data_loaded or held is None:
         return False
     top_k = search_depth(task)
-    for split in task.metadata.eval_splits:
-        for subset in task.hf_subsets or ["default"]:
-            data = task.dataset.get(subset, {}).get(split) if isinstance(task.dataset, dict) else None
-            if (not searcher.filed.holds((task.metadata.name, split, subset, held), top_k) or data is None
-                    or data.get("top_ranked") is not None):
-                return False
-    return True
+    return all(searcher.filed.holds((task.metadata.name, split, subset, held), top_k) and data is not None
+               and data.get("top_ranked") is None for split, subset, data in _evaluated(task))
 
 
 def query_count(task: Any) -> int:
     """How many queries a loaded task scores, over its evaluation splits and subsets (0 when not loaded)."""
-    if not task.data_loaded or not isinstance(task.dataset, dict):
+    if not task.data_loaded:
         return 0
-    return sum(len(data["queries"]) for split in task.metadata.eval_splits for subset in task.hf_subsets or ["default"]
-               if (data := task.dataset.get(subset, {}).get(split)) is not None and data.get("queries") is not None)
+    return sum(len(data["queries"]) for _, _, data in _evaluated(task)
+               if data is not None and data.get("queries") is not None)
+
+
+def _evaluated(task: Any) -> Iterator[tuple[str, str, Any]]:
+    """Each evaluation split and subset of a loaded task, with its data (None where the task holds none)."""
+    for split in task.metadata.eval_splits:
+        for subset in task.hf_subsets or ["default"]:
+            yield split, subset, task.dataset.get(subset, {}).get(split) if isinstance(task.dataset, dict) else None
 
 
 def forget_prefetched(searcher: SharedCorpusSearch, task: Any) -> None:
