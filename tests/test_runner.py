@@ -190,3 +190,16 @@ def test_one_settings_value_from_the_options_to_the_search_model() -> None:
                              ({"ann_preset": "paper"}, "ann_preset='paper' was given for search='exact'")]:
         with pytest.raises(ValueError, match=message):
             RunSettings.from_options(**options)
+
+
+def test_a_loaded_task_counts_the_queries_it_scores_which_decides_forking(on_sample: Path) -> None:
+    """The count the runner weighs against MIN_FORKED_QUERIES: a task's own queries, 0 before it is loaded."""
+    from disastir_mteb.search.prefetch import query_count
+    from disastir_mteb.vocabulary.taxonomy import Category, Intent, task_file_stem
+
+    task = mteb.get_task("DisastIR-QA-Bio")
+    assert query_count(task) == 0
+    task.load_data()
+    stem = task_file_stem(Intent.QA, Category.Bio)
+    written = json.loads(next((on_sample / "query").glob(f"{stem}*.json")).read_text())
+    assert query_count(task) == len(written) > 0
