@@ -291,7 +291,8 @@ def test_two_jobs_on_one_store_share_it_without_harm(runs: Path, holes: list, tm
     with LoopbackProcess(latency=0.01, grades=grades) as server:
         jobs = [_job(runs, server.base_url, store, sample_data) for _ in range(2)]
         outputs = [(job.wait(timeout=120), job.stdout.read().decode(), job.stderr.read().decode()) for job in jobs]
-    assert [rc for rc, _, _ in outputs] == [0, 0], outputs
+    assert [rc for rc, _, _ in outputs] == [0, 0], "\n".join(f"job {n}: exit {rc}; stderr: {err[-2000:]!r}"
+                                                           for n, (rc, _, err) in enumerate(outputs))
     assert set(_readable_answers_per_step(store)) == {1}
     assert _grades_in(store) == _expected(holes)
     with sqlite3.connect(store) as db:
